@@ -1,0 +1,60 @@
+//! dlock: distributed locks as native Redis commands.
+//!
+//! `lock` holds the rules (no Redis types, unit-tested with `cargo test`);
+//! `server` maps the module API onto them.
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+
+pub mod lock;
+mod server;
+
+use std::ffi::c_int;
+
+use redis_module::raw;
+
+/// Module memory is counted by the server (`used_memory`, `MEMORY USAGE`).
+/// Unit tests run without a server, so they keep the system allocator.
+#[cfg(not(test))]
+#[global_allocator]
+static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
+
+/// Module entry point.
+///
+/// # Safety
+/// Called by redis-server with a valid context and argument vector.
+#[no_mangle]
+pub unsafe extern "C" fn RedisModule_OnLoad(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    // Nothing may allocate before this: the allocator is the server's.
+    let init = unsafe {
+        raw::Export_RedisModule_Init(
+            ctx,
+            c"dlock".as_ptr(),
+            1,
+            raw::REDISMODULE_APIVER_1 as c_int,
+        )
+    };
+    if init == raw::Status::Err as c_int {
+        return server::api::ERR;
+    }
+    server::ffi::guard("load", server::api::ERR, || {
+        match server::load(server::api::Ctx(ctx)) {
+            Ok(()) => server::api::OK,
+            Err(e) => {
+                server::api::log(ctx, c"warning", &format!("dlock: load failed: {e}"));
+                server::api::ERR
+            }
+        }
+    })
+}

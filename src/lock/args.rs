@@ -1,0 +1,249 @@
+//! Command arguments -> typed requests, or the error the client should see.
+//!
+//! Every argument arrives as raw bytes (tokens and resource names are
+//! binary-safe). `argv[0]` is the command name and `argv[1]` the resource key;
+//! the key itself is handled by the server layer, so it is only counted here.
+
+use super::error::Error;
+
+/// 2^47 ms is about 4,460 years: long enough for any lease, and small enough
+/// that `now + ttl` can never overflow a signed 64-bit millisecond deadline.
+pub const MAX_TTL_MS: u64 = 1 << 47;
+
+/// `DLOCK.ACQUIRE resource token ttl_ms [option ...]`
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acquire<'a> {
+    pub token: &'a [u8],
+    pub ttl_ms: u64,
+}
+
+/// `DLOCK.RELEASE resource token`
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release<'a> {
+    pub token: &'a [u8],
+}
+
+/// `DLOCK.EXTEND resource token ttl_ms`
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extend<'a> {
+    pub token: &'a [u8],
+    pub ttl_ms: u64,
+}
+
+/// `DLOCK.APPLY resource token fence deadline_ms`: the internal effect.
+/// `deadline_ms` is an absolute unix time in ms; 0 leaves the key's expiry
+/// as it is (the AOF rewrite emits the expiry as a separate PEXPIREAT).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Apply<'a> {
+    pub token: &'a [u8],
+    pub fence: u64,
+    pub deadline_ms: u64,
+}
+
+pub fn acquire<'a>(argv: &[&'a [u8]], max_token: usize) -> Result<Acquire<'a>, Error> {
+    let [_, _, token, ttl, options @ ..] = argv else {
+        return Err(Error::WrongArity);
+    };
+    let token = parse_token(token, max_token)?;
+    let ttl_ms = parse_ttl(ttl)?;
+    // Options (e.g. WAIT timeout_ms) are parsed here as they are added;
+    // anything unknown is refused rather than silently ignored.
+    if !options.is_empty() {
+        return Err(Error::Syntax);
+    }
+    Ok(Acquire { token, ttl_ms })
+}
+
+pub fn release<'a>(argv: &[&'a [u8]], max_token: usize) -> Result<Release<'a>, Error> {
+    let [_, _, token] = argv else {
+        return Err(Error::WrongArity);
+    };
+    Ok(Release {
+        token: parse_token(token, max_token)?,
+    })
+}
+
+pub fn extend<'a>(argv: &[&'a [u8]], max_token: usize) -> Result<Extend<'a>, Error> {
+    let [_, _, token, ttl] = argv else {
+        return Err(Error::WrongArity);
+    };
+    Ok(Extend {
+        token: parse_token(token, max_token)?,
+        ttl_ms: parse_ttl(ttl)?,
+    })
+}
+
+pub fn info(argv: &[&[u8]]) -> Result<(), Error> {
+    match argv {
+        [_, _] => Ok(()),
+        _ => Err(Error::WrongArity),
+    }
+}
+
+/// Effects come from our own master or AOF, but a damaged file or a forged
+/// stream must still not be able to store nonsense.
+pub fn apply<'a>(argv: &[&'a [u8]]) -> Result<Apply<'a>, Error> {
+    let [_, _, token, fence, deadline] = argv else {
+        return Err(Error::WrongArity);
+    };
+    if token.is_empty() || token.len() > super::lease::MAX_STORED_TOKEN {
+        return Err(Error::BadEffect("token length"));
+    }
+    let fence = parse_u64(fence)
+        .filter(|f| (1..=super::fence::MAX_FENCE).contains(f))
+        .ok_or(Error::BadEffect("fence"))?;
+    let deadline_ms = parse_u64(deadline)
+        .filter(|d| *d <= i64::MAX as u64)
+        .ok_or(Error::BadEffect("deadline"))?;
+    Ok(Apply {
+        token,
+        fence,
+        deadline_ms,
+    })
+}
+
+fn parse_token(token: &[u8], max: usize) -> Result<&[u8], Error> {
+    if token.is_empty() {
+        Err(Error::EmptyToken)
+    } else if token.len() > max {
+        Err(Error::TokenTooLong { max })
+    } else {
+        Ok(token)
+    }
+}
+
+fn parse_ttl(raw: &[u8]) -> Result<u64, Error> {
+    parse_u64(raw)
+        .filter(|ttl| (1..=MAX_TTL_MS).contains(ttl))
+        .ok_or_else(Error::ttl)
+}
+
+/// Plain decimal digits only: no sign, no spaces, no exponent, no fraction,
+/// so "1.5", "-5", " 5" and "5e3" are all refused rather than guessed at.
+pub fn parse_u64(raw: &[u8]) -> Option<u64> {
+    if raw.is_empty() || raw.len() > 20 {
+        return None;
+    }
+    raw.iter().try_fold(0u64, |acc, &b| {
+        if b.is_ascii_digit() {
+            acc.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: usize = 512;
+
+    fn argv<'a>(parts: &[&'a str]) -> Vec<&'a [u8]> {
+        parts.iter().map(|p| p.as_bytes()).collect()
+    }
+
+    #[test]
+    fn acquire_parses_token_and_ttl() {
+        let a = acquire(&argv(&["DLOCK.ACQUIRE", "r", "tok", "30000"]), MAX).unwrap();
+        assert_eq!(a.token, b"tok");
+        assert_eq!(a.ttl_ms, 30000);
+    }
+
+    #[test]
+    fn acquire_arity() {
+        assert_eq!(
+            acquire(&argv(&["DLOCK.ACQUIRE", "r", "tok"]), MAX),
+            Err(Error::WrongArity)
+        );
+        assert_eq!(
+            acquire(&argv(&["DLOCK.ACQUIRE"]), MAX),
+            Err(Error::WrongArity)
+        );
+    }
+
+    #[test]
+    fn acquire_unknown_option_is_syntax_error() {
+        assert_eq!(
+            acquire(&argv(&["DLOCK.ACQUIRE", "r", "tok", "10", "NOPE"]), MAX),
+            Err(Error::Syntax)
+        );
+    }
+
+    #[test]
+    fn ttl_must_be_plain_integer_in_range() {
+        for bad in [
+            "abc",
+            "0",
+            "-5",
+            "1.5",
+            "",
+            " 5",
+            "+5",
+            "5e3",
+            "140737488355329",
+        ] {
+            let got = acquire(&argv(&["DLOCK.ACQUIRE", "r", "t", bad]), MAX);
+            assert_eq!(got, Err(Error::ttl()), "ttl {bad:?}");
+        }
+        assert_eq!(
+            parse_ttl(b"99999999999999999999999"),
+            Err(Error::ttl()),
+            "overflow"
+        );
+        assert_eq!(parse_ttl(b"140737488355328"), Ok(MAX_TTL_MS));
+        assert_eq!(parse_ttl(b"1"), Ok(1));
+        assert!(Error::ttl().to_string().contains("ttl_ms"));
+    }
+
+    #[test]
+    fn tokens_are_binary_and_bounded() {
+        let bin: &[u8] = b"\x00\xff\r\n";
+        let a = acquire(&[b"A", b"r", bin, b"5"], MAX).unwrap();
+        assert_eq!(a.token, bin);
+        assert_eq!(
+            release(&argv(&["DLOCK.RELEASE", "r", ""]), MAX),
+            Err(Error::EmptyToken)
+        );
+        let long = vec![b'x'; 4];
+        assert_eq!(
+            release(&[b"R", b"r", &long], 3),
+            Err(Error::TokenTooLong { max: 3 })
+        );
+    }
+
+    #[test]
+    fn release_extend_info_arity() {
+        assert_eq!(
+            release(&argv(&["R", "r", "t", "x"]), MAX),
+            Err(Error::WrongArity)
+        );
+        assert_eq!(extend(&argv(&["E", "r", "t"]), MAX), Err(Error::WrongArity));
+        assert_eq!(
+            extend(&argv(&["E", "r", "t", "5", "x"]), MAX),
+            Err(Error::WrongArity)
+        );
+        assert_eq!(info(&argv(&["I"])), Err(Error::WrongArity));
+        assert_eq!(info(&argv(&["I", "r"])), Ok(()));
+        let e = extend(&argv(&["E", "r", "t", "77"]), MAX).unwrap();
+        assert_eq!((e.token, e.ttl_ms), (&b"t"[..], 77));
+    }
+
+    #[test]
+    fn apply_validates_everything() {
+        let ok = apply(&argv(&["A", "r", "t", "12", "1700000000000"])).unwrap();
+        assert_eq!((ok.fence, ok.deadline_ms), (12, 1_700_000_000_000));
+        assert!(apply(&argv(&["A", "r", "t", "0", "5"])).is_err());
+        assert!(apply(&argv(&["A", "r", "t", "9223372036854775808", "5"])).is_err());
+        assert!(apply(&argv(&["A", "r", "", "1", "5"])).is_err());
+        assert!(apply(&argv(&["A", "r", "t", "1", "-1"])).is_err());
+        assert_eq!(apply(&argv(&["A", "r", "t", "1"])), Err(Error::WrongArity));
+    }
+
+    #[test]
+    fn parse_u64_edges() {
+        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_u64(b"007"), Some(7));
+    }
+}

@@ -1,0 +1,83 @@
+//! One error type for everything a command can refuse. Its `Display` is the
+//! exact text of the error reply, prefix included, so the README and the
+//! tests can quote it.
+
+use std::fmt;
+
+use super::args::MAX_TTL_MS;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Wrong argument count; the server layer answers with Redis's own
+    /// wrong-number-of-arguments error naming the command.
+    WrongArity,
+    /// An option the command does not know, or an option without its value.
+    Syntax,
+    /// `ttl_ms` (or another integer argument) outside its range or not an integer.
+    InvalidInteger {
+        arg: &'static str,
+        min: u64,
+        max: u64,
+    },
+    /// Tokens identify one acquisition; an empty one identifies nothing.
+    EmptyToken,
+    /// Token longer than the module accepts.
+    TokenTooLong { max: usize },
+    /// The resource key holds a value of another type.
+    WrongType,
+    /// The fence would pass 2^63-1: refusing beats wrapping to a small fence.
+    FenceExhausted,
+    /// A client tried a write on a replica (possible with `replica-read-only no`).
+    ReadOnlyReplica,
+    /// A client sent the internal effect command itself.
+    ForgedEffect,
+    /// A malformed internal effect (from a damaged AOF or a newer master).
+    BadEffect(&'static str),
+    /// Something the server should have provided was missing.
+    Internal(&'static str),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::WrongArity => write!(f, "ERR wrong number of arguments"),
+            Error::Syntax => write!(f, "ERR syntax error"),
+            Error::InvalidInteger { arg, min, max } => {
+                write!(f, "ERR {arg} must be an integer from {min} to {max}")
+            }
+            Error::EmptyToken => write!(f, "ERR token must not be empty"),
+            Error::TokenTooLong { max } => {
+                write!(f, "ERR token is longer than {max} bytes")
+            }
+            Error::WrongType => write!(
+                f,
+                "WRONGTYPE Operation against a key holding the wrong kind of value"
+            ),
+            Error::FenceExhausted => {
+                write!(f, "ERR fence counter exhausted: no fence above 2^63-1")
+            }
+            Error::ReadOnlyReplica => write!(
+                f,
+                "READONLY dlock: locks are granted, extended and released on the master only"
+            ),
+            Error::ForgedEffect => write!(
+                f,
+                "ERR DLOCK.APPLY is internal: accepted only from the master link or the AOF"
+            ),
+            Error::BadEffect(what) => write!(f, "ERR malformed DLOCK.APPLY: {what}"),
+            Error::Internal(what) => write!(f, "ERR dlock internal error: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl Error {
+    pub(crate) fn ttl() -> Self {
+        Error::InvalidInteger {
+            arg: "ttl_ms",
+            min: 1,
+            max: MAX_TTL_MS,
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The lock value: who holds the resource and under which fence.
+//!
+//! The lease's end is not stored here: it is the key's own Redis TTL, so
+//! `PTTL`, `EXPIRE`, `PERSIST` and active expiry all see the real thing.
+
+use super::args::Acquire;
+use super::fence::{FenceClock, MAX_FENCE};
+use super::Error;
+
+/// The loader refuses longer tokens as corrupt; commands cap tokens far lower.
+pub const MAX_STORED_TOKEN: usize = 1 << 20;
+
+/// Version of `encode`'s layout, stored as the data type's encoding version.
+pub const ENCODING_VERSION: i32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    fence: u64,
+    token: Box<[u8]>,
+}
+
+/// What ACQUIRE does to a resource, decided from what the key holds now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcquireDecision {
+    /// Free: a new lease with a new fence.
+    Grant(Lease),
+    /// Held by the same token: a retried acquisition. Same fence, TTL reset.
+    Refresh { fence: u64 },
+    /// Held by someone else.
+    Busy,
+}
+
+impl Lease {
+    pub fn new(token: &[u8], fence: u64) -> Self {
+        Lease {
+            fence,
+            token: token.into(),
+        }
+    }
+
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    pub fn token(&self) -> &[u8] {
+        &self.token
+    }
+
+    /// Byte-for-byte: tokens are opaque and binary-safe.
+    pub fn is_owned_by(&self, token: &[u8]) -> bool {
+        *self.token == *token
+    }
+
+    /// Idempotent, not reentrant: the same token gets the same fence back so
+    /// that a retry after a lost reply never creates a second hold.
+    pub fn acquire(
+        current: Option<&Lease>,
+        req: &Acquire<'_>,
+        clock: &mut FenceClock,
+        now_us: u64,
+    ) -> Result<AcquireDecision, Error> {
+        Ok(match current {
+            None => AcquireDecision::Grant(Lease::new(req.token, clock.next(now_us)?)),
+            Some(lease) if lease.is_owned_by(req.token) => {
+                AcquireDecision::Refresh { fence: lease.fence }
+            }
+            Some(_) => AcquireDecision::Busy,
+        })
+    }
+
+    /// Bytes of heap this lease owns, for `MEMORY USAGE`.
+    pub fn heap_size(&self) -> usize {
+        std::mem::size_of::<Lease>() + self.token.len()
+    }
+
+    /// Layout v1: fence as 8 bytes little-endian, then the token bytes. One
+    /// buffer means one RDB string, and a pure decoder that can be tested
+    /// (and fuzzed) against any bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + self.token.len());
+        out.extend_from_slice(&self.fence.to_le_bytes());
+        out.extend_from_slice(&self.token);
+        out
+    }
+
+    pub fn decode(version: i32, bytes: &[u8]) -> Result<Lease, DecodeError> {
+        if version != ENCODING_VERSION {
+            return Err(DecodeError::UnknownVersion(version));
+        }
+        let (fence, token) = bytes
+            .split_first_chunk::<8>()
+            .ok_or(DecodeError::Truncated)?;
+        let fence = u64::from_le_bytes(*fence);
+        if fence == 0 || fence > MAX_FENCE {
+            return Err(DecodeError::FenceOutOfRange(fence));
+        }
+        if token.is_empty() || token.len() > MAX_STORED_TOKEN {
+            return Err(DecodeError::TokenLength(token.len()));
+        }
+        Ok(Lease::new(token, fence))
+    }
+}
+
+/// Why stored bytes were refused; the loader logs it and fails the load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    UnknownVersion(i32),
+    Truncated,
+    FenceOutOfRange(u64),
+    TokenLength(usize),
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::UnknownVersion(v) => write!(f, "unknown encoding version {v}"),
+            DecodeError::Truncated => write!(f, "truncated lock value"),
+            DecodeError::FenceOutOfRange(x) => write!(f, "fence {x} out of range"),
+            DecodeError::TokenLength(n) => write!(f, "token length {n} out of range"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(token: &[u8]) -> Acquire<'_> {
+        Acquire { token, ttl_ms: 10 }
+    }
+
+    #[test]
+    fn free_resource_is_granted_with_a_new_fence() {
+        let mut clock = FenceClock::new();
+        let d = Lease::acquire(None, &req(b"a"), &mut clock, 500).unwrap();
+        assert_eq!(d, AcquireDecision::Grant(Lease::new(b"a", 500)));
+    }
+
+    #[test]
+    fn same_token_refreshes_with_the_same_fence_and_no_clock_tick() {
+        let mut clock = FenceClock::new();
+        let held = Lease::new(b"a", 7);
+        let before = clock.clone();
+        let d = Lease::acquire(Some(&held), &req(b"a"), &mut clock, 900).unwrap();
+        assert_eq!(d, AcquireDecision::Refresh { fence: 7 });
+        assert_eq!(clock, before);
+    }
+
+    #[test]
+    fn other_token_is_busy_and_consumes_no_fence() {
+        let mut clock = FenceClock::new();
+        let held = Lease::new(b"a", 7);
+        let d = Lease::acquire(Some(&held), &req(b"b"), &mut clock, 900).unwrap();
+        assert_eq!(d, AcquireDecision::Busy);
+        assert_eq!(clock.last(), 0);
+    }
+
+    #[test]
+    fn ownership_is_byte_exact() {
+        let held = Lease::new(b"tok\x00", 1);
+        assert!(held.is_owned_by(b"tok\x00"));
+        assert!(!held.is_owned_by(b"tok"));
+        assert!(!held.is_owned_by(b"TOK\x00"));
+    }
+
+    #[test]
+    fn encoding_round_trips() {
+        let l = Lease::new(b"\x00binary\xff", 1_700_000_000_000_000);
+        assert_eq!(Lease::decode(ENCODING_VERSION, &l.encode()), Ok(l));
+    }
+
+    #[test]
+    fn decoder_refuses_nonsense() {
+        let good = Lease::new(b"t", 5).encode();
+        assert_eq!(Lease::decode(2, &good), Err(DecodeError::UnknownVersion(2)));
+        assert_eq!(Lease::decode(1, &good[..7]), Err(DecodeError::Truncated));
+        assert_eq!(
+            Lease::decode(1, &good[..8]),
+            Err(DecodeError::TokenLength(0))
+        );
+        assert_eq!(
+            Lease::decode(1, &[0u8; 9]),
+            Err(DecodeError::FenceOutOfRange(0))
+        );
+        let mut huge = u64::MAX.to_le_bytes().to_vec();
+        huge.push(b'x');
+        assert_eq!(
+            Lease::decode(1, &huge),
+            Err(DecodeError::FenceOutOfRange(u64::MAX))
+        );
+    }
+}

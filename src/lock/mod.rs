@@ -1,0 +1,13 @@
+//! The rules of a lock, in plain Rust: nothing here knows about Redis.
+//!
+//! Time is always passed in, so every transition is deterministic and can be
+//! unit-tested without a server.
+
+pub mod args;
+pub mod error;
+pub mod fence;
+pub mod lease;
+
+pub use error::Error;
+pub use fence::FenceClock;
+pub use lease::Lease;

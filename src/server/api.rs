@@ -1,0 +1,146 @@
+//! The few pieces of the raw module API every other server file needs: a
+//! safe way to reach API functions, the command context, strings and time.
+//!
+//! Every API function is an `Option` filled in at load time; one that the
+//! running server lacks is an error for the caller, never a panic.
+
+use std::ffi::{c_char, c_int, c_long};
+
+use redis_module::raw;
+
+use crate::lock::Error;
+
+/// `rm!(RedisModule_X)` is the API function, or an early `Err` from the
+/// enclosing function when the server does not provide it.
+macro_rules! rm {
+    ($name:ident) => {{
+        // Callers are sometimes already inside an unsafe block.
+        #[allow(unused_unsafe)]
+        let f = unsafe { redis_module::raw::$name };
+        match f {
+            Some(f) => f,
+            None => return Err(crate::lock::Error::Internal(stringify!($name)).into()),
+        }
+    }};
+}
+pub(crate) use rm;
+
+/// The context of one command call.
+#[derive(Clone, Copy)]
+pub struct Ctx(pub *mut raw::RedisModuleCtx);
+
+/// Context flags that change what a command may do.
+#[derive(Clone, Copy)]
+pub struct Flags(u32);
+
+impl Flags {
+    /// The call comes from our master's replication stream.
+    pub fn is_replicated(self) -> bool {
+        self.0 & raw::REDISMODULE_CTX_FLAGS_REPLICATED != 0
+    }
+    /// The call is replayed from the AOF (or an RDB is loading).
+    pub fn is_loading(self) -> bool {
+        self.0 & raw::REDISMODULE_CTX_FLAGS_LOADING != 0
+    }
+    pub fn is_replica(self) -> bool {
+        self.0 & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0
+    }
+}
+
+impl Ctx {
+    pub fn flags(self) -> Result<Flags, Error> {
+        let f = rm!(RedisModule_GetContextFlags);
+        Ok(Flags(unsafe { f(self.0) } as u32))
+    }
+
+    pub fn reply_integer(self, v: i64) -> Result<(), Error> {
+        unsafe { rm!(RedisModule_ReplyWithLongLong)(self.0, v) };
+        Ok(())
+    }
+
+    pub fn reply_null(self) -> Result<(), Error> {
+        unsafe { rm!(RedisModule_ReplyWithNull)(self.0) };
+        Ok(())
+    }
+
+    pub fn reply_ok(self) -> Result<(), Error> {
+        unsafe { rm!(RedisModule_ReplyWithSimpleString)(self.0, c"OK".as_ptr()) };
+        Ok(())
+    }
+
+    pub fn reply_bytes(self, b: &[u8]) -> Result<(), Error> {
+        unsafe {
+            rm!(RedisModule_ReplyWithStringBuffer)(self.0, b.as_ptr().cast::<c_char>(), b.len())
+        };
+        Ok(())
+    }
+
+    /// A RESP3 map; Redis flattens it into an array for RESP2 clients.
+    pub fn reply_map(self, pairs: usize) -> Result<(), Error> {
+        unsafe { rm!(RedisModule_ReplyWithMap)(self.0, pairs as c_long) };
+        Ok(())
+    }
+
+    /// Error replies: Redis's own arity error names the command; the rest
+    /// carry our `Display` text. The text is already `PREFIX message`.
+    pub fn reply_error(self, err: &Error) -> Result<(), Error> {
+        if *err == Error::WrongArity {
+            unsafe { rm!(RedisModule_WrongArity)(self.0) };
+            return Ok(());
+        }
+        let mut text = err.to_string().into_bytes();
+        text.retain(|b| *b != 0 && *b != b'\r' && *b != b'\n');
+        text.push(0);
+        unsafe { rm!(RedisModule_ReplyWithError)(self.0, text.as_ptr().cast::<c_char>()) };
+        Ok(())
+    }
+
+    pub fn log_warning(self, msg: &str) {
+        log(self.0, c"warning", msg);
+    }
+}
+
+/// Logs through the server's log; `ctx` may be null (callbacks without one).
+pub fn log(ctx: *mut raw::RedisModuleCtx, level: &std::ffi::CStr, msg: &str) {
+    let Some(f) = (unsafe { raw::RedisModule_Log }) else {
+        return;
+    };
+    let mut text: Vec<u8> = msg.bytes().filter(|b| *b != 0).collect();
+    text.push(0);
+    unsafe {
+        f(
+            ctx,
+            level.as_ptr(),
+            c"%s".as_ptr(),
+            text.as_ptr().cast::<c_char>(),
+        )
+    };
+}
+
+/// The bytes of a module string. Valid while the string lives (for argv:
+/// the whole command call).
+pub fn bytes<'a>(s: *const raw::RedisModuleString) -> Result<&'a [u8], Error> {
+    let mut len = 0usize;
+    let ptr = unsafe { rm!(RedisModule_StringPtrLen)(s, &mut len) };
+    if ptr.is_null() {
+        return Ok(&[]);
+    }
+    Ok(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
+}
+
+/// Wall-clock microseconds: leases are wall-clock based, like Redis TTLs.
+pub fn now_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // CLOCK_REALTIME cannot fail with a valid pointer; a zero reading would
+    // only make the fence clock fall back to last + 1.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    (ts.tv_sec.max(0) as u64)
+        .saturating_mul(1_000_000)
+        .saturating_add((ts.tv_nsec.max(0) as u64) / 1_000)
+}
+
+pub const OK: c_int = raw::REDISMODULE_OK as c_int;
+pub const ERR: c_int = raw::REDISMODULE_ERR as c_int;

@@ -1,0 +1,87 @@
+//! What replicas and the AOF receive. Never the client's command: a command
+//! carries a relative TTL, and replaying it later would stretch the lease.
+//! An effect carries the absolute deadline and the fence, so any replay ends
+//! up with exactly the owner, fence and deadline the master had.
+//!
+//! - a grant, refresh or extension: `DLOCK.APPLY key token fence deadline_ms`
+//! - a release: `DEL key`
+
+use std::ffi::{c_char, c_longlong, CStr};
+
+use redis_module::raw;
+
+use super::api::{rm, Ctx, OK};
+use super::ffi::Argv;
+use super::keys::LockKey;
+use super::state;
+use crate::lock::{args, Error, Lease};
+
+pub const APPLY: &CStr = c"DLOCK.APPLY";
+
+/// Propagates the lease as it now is. `deadline_ms` 0 means "expiry not
+/// carried here" and is only used by the AOF rewrite.
+pub fn granted(
+    ctx: Ctx,
+    key: *mut raw::RedisModuleString,
+    token: &[u8],
+    fence: u64,
+    deadline_ms: u64,
+) -> Result<(), Error> {
+    let replicate = rm!(RedisModule_Replicate);
+    let status = unsafe {
+        replicate(
+            ctx.0,
+            APPLY.as_ptr(),
+            c"sbll".as_ptr(),
+            key,
+            token.as_ptr().cast::<c_char>(),
+            token.len(),
+            fence as c_longlong,
+            deadline_ms as c_longlong,
+        )
+    };
+    checked(status)
+}
+
+pub fn released(ctx: Ctx, key: *mut raw::RedisModuleString) -> Result<(), Error> {
+    let replicate = rm!(RedisModule_Replicate);
+    let status = unsafe { replicate(ctx.0, c"DEL".as_ptr(), c"s".as_ptr(), key) };
+    checked(status)
+}
+
+fn checked(status: i32) -> Result<(), Error> {
+    if status == OK {
+        Ok(())
+    } else {
+        // The change is already made; a failed propagation is a bug to see.
+        Err(Error::Internal("replication of the effect failed"))
+    }
+}
+
+/// `DLOCK.APPLY key token fence deadline_ms`: applies an effect from the
+/// master or the AOF. Refused from clients: a forged effect could hand a lock
+/// to anyone or push the fence clock to its ceiling.
+pub fn apply(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    let flags = ctx.flags()?;
+    if !(flags.is_replicated() || flags.is_loading()) {
+        return Err(Error::ForgedEffect);
+    }
+    let effect = args::apply(argv.bytes())?;
+    let mut key = LockKey::open_write(ctx, argv.key()?)?;
+    let lease = Lease::new(effect.token, effect.fence);
+    match key.lease_mut() {
+        // In place, so the key keeps its TTL when the effect carries none.
+        Ok(Some(current)) => *current = lease,
+        Ok(None) | Err(Error::WrongType) => key.store(lease)?,
+        Err(e) => return Err(e),
+    }
+    if effect.deadline_ms > 0 {
+        key.set_deadline(effect.deadline_ms)?;
+    }
+    state::observe_fence(effect.fence);
+    // Module commands are never propagated by the server itself: a replica
+    // passes the effect on to its own AOF explicitly.
+    unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };
+    key.signal_modified()?;
+    ctx.reply_ok()
+}

@@ -1,0 +1,117 @@
+//! A lock key opened through the raw key API, closed on drop.
+//!
+//! The crate's key wrappers drop the TTL on `set_value` and have no absolute
+//! expiry; locks need both, so this small wrapper talks to the API directly.
+
+use std::ffi::{c_int, c_void};
+
+use redis_module::raw;
+
+use super::api::{rm, Ctx};
+use super::state;
+use crate::lock::{Error, Lease};
+
+pub struct LockKey {
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    key: *mut raw::RedisModuleKey,
+}
+
+impl LockKey {
+    pub fn open_write(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<Self, Error> {
+        Self::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)
+    }
+
+    pub fn open_read(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<Self, Error> {
+        Self::open(ctx, name, raw::REDISMODULE_READ)
+    }
+
+    fn open(ctx: Ctx, name: *mut raw::RedisModuleString, mode: u32) -> Result<Self, Error> {
+        let key = unsafe { rm!(RedisModule_OpenKey)(ctx.0, name, mode as c_int) };
+        // In read mode a missing key comes back as NULL: that is a free lock.
+        Ok(LockKey { ctx, name, key })
+    }
+
+    /// The lease stored here; `WRONGTYPE` if the key holds anything else.
+    pub fn lease(&self) -> Result<Option<&Lease>, Error> {
+        Ok(self.lease_ptr()?.map(|p| unsafe { &*p }))
+    }
+
+    pub fn lease_mut(&mut self) -> Result<Option<&mut Lease>, Error> {
+        Ok(self.lease_ptr()?.map(|p| unsafe { &mut *p }))
+    }
+
+    fn lease_ptr(&self) -> Result<Option<*mut Lease>, Error> {
+        if self.key.is_null() {
+            return Ok(None);
+        }
+        let kind = unsafe { rm!(RedisModule_KeyType)(self.key) };
+        if kind == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
+            return Ok(None);
+        }
+        let is_lock = kind == raw::REDISMODULE_KEYTYPE_MODULE as c_int
+            && unsafe { rm!(RedisModule_ModuleTypeGetType)(self.key) } == state::lock_type();
+        if !is_lock {
+            return Err(Error::WrongType);
+        }
+        let value = unsafe { rm!(RedisModule_ModuleTypeGetValue)(self.key) }.cast::<Lease>();
+        if value.is_null() {
+            return Err(Error::Internal("lock key without a value"));
+        }
+        Ok(Some(value))
+    }
+
+    /// Stores a lease in an empty key, or replaces whatever the key holds
+    /// (only the internal effect does that, mirroring the master).
+    pub fn store(&mut self, lease: Lease) -> Result<(), Error> {
+        let set = rm!(RedisModule_ModuleTypeSetValue);
+        let value = Box::into_raw(Box::new(lease));
+        if unsafe { set(self.key, state::lock_type(), value.cast::<c_void>()) } != super::api::OK {
+            // Not stored: the value is still ours to free.
+            drop(unsafe { Box::from_raw(value) });
+            return Err(Error::Internal("key not writable"));
+        }
+        Ok(())
+    }
+
+    pub fn delete(&mut self) -> Result<(), Error> {
+        unsafe { rm!(RedisModule_DeleteKey)(self.key) };
+        Ok(())
+    }
+
+    /// Absolute deadlines only: the same number goes to replicas and the AOF.
+    pub fn set_deadline(&mut self, deadline_ms: u64) -> Result<(), Error> {
+        let at = i64::try_from(deadline_ms).map_err(|_| Error::Internal("deadline"))?;
+        if unsafe { rm!(RedisModule_SetAbsExpire)(self.key, at) } != super::api::OK {
+            return Err(Error::Internal("cannot set expiry"));
+        }
+        Ok(())
+    }
+
+    /// Unix ms when the lease ends; `None` if an admin removed the TTL.
+    pub fn deadline(&self) -> Result<Option<u64>, Error> {
+        if self.key.is_null() {
+            return Ok(None);
+        }
+        let at = unsafe { rm!(RedisModule_GetAbsExpire)(self.key) };
+        Ok(u64::try_from(at).ok())
+    }
+
+    /// Only real changes are signalled (the module runs with implicit
+    /// signalling off), so a refused command does not abort others' WATCH.
+    pub fn signal_modified(&self) -> Result<(), Error> {
+        unsafe { rm!(RedisModule_SignalModifiedKey)(self.ctx.0, self.name) };
+        Ok(())
+    }
+}
+
+impl Drop for LockKey {
+    fn drop(&mut self) {
+        if self.key.is_null() {
+            return;
+        }
+        if let Some(close) = unsafe { raw::RedisModule_CloseKey } {
+            unsafe { close(self.key) };
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! Everything that touches the Redis module API. The rules live in `lock`;
+//! this layer maps commands, replies, persistence and replication onto them.
+
+pub mod api;
+pub mod commands;
+pub mod effects;
+pub mod ffi;
+pub mod keys;
+pub mod persistence;
+pub mod state;
+
+use std::ffi::c_int;
+
+use redis_module::raw;
+
+use crate::lock::Error;
+use api::{rm, Ctx};
+use ffi::{command_entry, register};
+
+command_entry!(acquire_entry => commands::acquire);
+command_entry!(release_entry => commands::release);
+command_entry!(extend_entry => commands::extend);
+command_entry!(info_entry => commands::info);
+command_entry!(apply_entry => effects::apply);
+
+/// Everything `RedisModule_OnLoad` does once the API is initialised.
+pub fn load(ctx: Ctx) -> Result<(), Error> {
+    // Short reads must reach our loader instead of aborting the server, and
+    // only real changes may touch other clients' WATCH.
+    let options = raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
+        | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
+    unsafe { rm!(RedisModule_SetModuleOptions)(ctx.0, options as c_int) };
+
+    persistence::register_type(ctx)?;
+
+    register(
+        ctx,
+        c"dlock.acquire",
+        Some(acquire_entry),
+        c"write deny-oom",
+    )?;
+    register(ctx, c"dlock.release", Some(release_entry), c"write")?;
+    // Not deny-oom: a holder must keep its lease at maxmemory, as PEXPIRE can.
+    register(ctx, c"dlock.extend", Some(extend_entry), c"write fast")?;
+    register(ctx, c"dlock.info", Some(info_entry), c"readonly fast")?;
+    register(ctx, effects::APPLY, Some(apply_entry), c"write deny-script")?;
+    Ok(())
+}

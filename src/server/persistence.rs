@@ -1,0 +1,242 @@
+//! The lock data type: how a lease is saved to and loaded from RDB (and DUMP
+//! payloads), rewritten into the AOF, digested and measured, plus the fence
+//! clock's high-water mark as RDB aux data.
+//!
+//! Loading never trusts its input: a short read or bytes that do not decode
+//! fail the load (RESTORE answers an error), and the server keeps running.
+
+use std::ffi::{c_char, c_int, c_longlong, c_void};
+
+use redis_module::raw;
+
+use super::api::{self, rm, Ctx};
+use super::effects::APPLY;
+use super::ffi::guard;
+use super::state;
+use crate::lock::lease::{ENCODING_VERSION, MAX_STORED_TOKEN};
+use crate::lock::{fence::MAX_FENCE, Error, Lease};
+
+/// Exactly nine characters, as the server requires; shown by `TYPE`.
+const TYPE_NAME: &std::ffi::CStr = c"dlocklock";
+
+pub fn register_type(ctx: Ctx) -> Result<(), Error> {
+    let mut methods = raw::RedisModuleTypeMethods {
+        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+        rdb_load: Some(rdb_load),
+        rdb_save: Some(rdb_save),
+        aof_rewrite: Some(aof_rewrite),
+        mem_usage: Some(mem_usage),
+        digest: Some(digest),
+        free: Some(free),
+        aux_load: Some(aux_load),
+        aux_save: Some(aux_save),
+        aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as c_int,
+        free_effort: None,
+        unlink: None,
+        copy: Some(copy),
+        defrag: None,
+        mem_usage2: None,
+        free_effort2: None,
+        unlink2: None,
+        copy2: None,
+        aux_save2: None,
+    };
+    let create = rm!(RedisModule_CreateDataType);
+    let t = unsafe { create(ctx.0, TYPE_NAME.as_ptr(), ENCODING_VERSION, &mut methods) };
+    if t.is_null() {
+        return Err(Error::Internal("data type registration failed"));
+    }
+    state::set_lock_type(t);
+    Ok(())
+}
+
+/// # Safety
+/// The server only hands us values of our own type.
+unsafe fn lease<'a>(value: *mut c_void) -> Option<&'a Lease> {
+    value.cast::<Lease>().as_ref()
+}
+
+extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    guard("rdb_load", std::ptr::null_mut(), || {
+        match load_lease(rdb, encver) {
+            Ok(lease) => {
+                // A lock restored here may carry a fence above anything this
+                // server issued (RESTORE, MIGRATE, a replica's full sync).
+                state::observe_fence(lease.fence());
+                Box::into_raw(Box::new(lease)).cast::<c_void>()
+            }
+            Err(why) => {
+                log_io(rdb, &format!("dlock: refusing lock value: {why}"));
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
+
+fn load_lease(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Lease, String> {
+    let bytes = load_buffer(rdb).map_err(|e| e.to_string())?;
+    Lease::decode(encver, &bytes).map_err(|e| e.to_string())
+}
+
+/// One string buffer, copied out and freed; `Err` on a short read.
+fn load_buffer(rdb: *mut raw::RedisModuleIO) -> Result<Vec<u8>, Error> {
+    let load = rm!(RedisModule_LoadStringBuffer);
+    let free = rm!(RedisModule_Free);
+    let mut len = 0usize;
+    let ptr = unsafe { load(rdb, &mut len) };
+    let failed = io_error(rdb)? || ptr.is_null();
+    let out = if failed || len > MAX_STORED_TOKEN + 8 {
+        None
+    } else {
+        Some(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }.to_vec())
+    };
+    if !ptr.is_null() {
+        unsafe { free(ptr.cast::<c_void>()) };
+    }
+    out.ok_or(Error::Internal("short or oversized read"))
+}
+
+fn io_error(rdb: *mut raw::RedisModuleIO) -> Result<bool, Error> {
+    Ok(unsafe { rm!(RedisModule_IsIOError)(rdb) } != 0)
+}
+
+extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+    guard("rdb_save", (), || {
+        let Some(lease) = (unsafe { lease(value) }) else {
+            return;
+        };
+        let bytes = lease.encode();
+        if let Some(save) = unsafe { raw::RedisModule_SaveStringBuffer } {
+            unsafe { save(rdb, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
+        }
+    })
+}
+
+/// Emits the effect without a deadline: the server appends the key's own
+/// `PEXPIREAT` after it (the callback cannot see the TTL).
+extern "C" fn aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    value: *mut c_void,
+) {
+    guard("aof_rewrite", (), || {
+        let (Some(lease), Some(emit)) =
+            (unsafe { lease(value) }, unsafe { raw::RedisModule_EmitAOF })
+        else {
+            return;
+        };
+        let token = lease.token();
+        unsafe {
+            emit(
+                aof,
+                APPLY.as_ptr(),
+                c"sbll".as_ptr(),
+                key,
+                token.as_ptr().cast::<c_char>(),
+                token.len(),
+                lease.fence() as c_longlong,
+                0 as c_longlong,
+            )
+        };
+    })
+}
+
+extern "C" fn mem_usage(value: *const c_void) -> usize {
+    guard("mem_usage", 0, || {
+        unsafe { lease(value.cast_mut()) }.map_or(0, Lease::heap_size)
+    })
+}
+
+extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
+    guard("digest", (), || {
+        let Some(lease) = (unsafe { lease(value) }) else {
+            return;
+        };
+        let token = lease.token();
+        unsafe {
+            if let (Some(add_buf), Some(add_ll), Some(end)) = (
+                raw::RedisModule_DigestAddStringBuffer,
+                raw::RedisModule_DigestAddLongLong,
+                raw::RedisModule_DigestEndSequence,
+            ) {
+                add_buf(md, token.as_ptr().cast::<c_char>(), token.len());
+                add_ll(md, lease.fence() as c_longlong);
+                end(md);
+            }
+        }
+    })
+}
+
+extern "C" fn free(value: *mut c_void) {
+    guard("free", (), || {
+        if !value.is_null() {
+            drop(unsafe { Box::from_raw(value.cast::<Lease>()) });
+        }
+    })
+}
+
+/// `COPY` duplicates the lease (an admin override, like `RENAME`).
+extern "C" fn copy(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    value: *const c_void,
+) -> *mut c_void {
+    guard("copy", std::ptr::null_mut(), || {
+        match unsafe { lease(value.cast_mut()) } {
+            Some(l) => Box::into_raw(Box::new(l.clone())).cast::<c_void>(),
+            None => std::ptr::null_mut(),
+        }
+    })
+}
+
+/// The fence clock's high-water mark, so that fences keep rising across a
+/// restart even when every lock key is gone (expired, deleted, flushed).
+extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
+    guard("aux_save", (), || {
+        if let Some(save) = unsafe { raw::RedisModule_SaveUnsigned } {
+            unsafe { save(rdb, state::last_fence()) };
+        }
+    })
+}
+
+extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, _when: c_int) -> c_int {
+    guard("aux_load", api::ERR, || match load_aux(rdb, encver) {
+        Ok(()) => api::OK,
+        Err(why) => {
+            log_io(rdb, &format!("dlock: refusing aux data: {why}"));
+            api::ERR
+        }
+    })
+}
+
+fn load_aux(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<(), String> {
+    if encver != ENCODING_VERSION {
+        return Err(format!("unknown encoding version {encver}"));
+    }
+    let load = unsafe { raw::RedisModule_LoadUnsigned }.ok_or("no LoadUnsigned")?;
+    let last = unsafe { load(rdb) };
+    if io_error(rdb).map_err(|e| e.to_string())? {
+        return Err("short read".into());
+    }
+    if last > MAX_FENCE {
+        return Err(format!("fence high-water mark {last} out of range"));
+    }
+    state::observe_fence(last);
+    Ok(())
+}
+
+fn log_io(rdb: *mut raw::RedisModuleIO, msg: &str) {
+    let Some(log) = (unsafe { raw::RedisModule_LogIOError }) else {
+        return;
+    };
+    let mut text: Vec<u8> = msg.bytes().filter(|b| *b != 0).collect();
+    text.push(0);
+    unsafe {
+        log(
+            rdb,
+            c"warning".as_ptr(),
+            c"%s".as_ptr(),
+            text.as_ptr().cast::<c_char>(),
+        )
+    };
+}

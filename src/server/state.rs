@@ -1,0 +1,48 @@
+//! Module-wide state. Commands and type callbacks run on the server's main
+//! thread; BGSAVE's child reads a forked copy. Atomics keep access sound
+//! without locks on the hot path.
+
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+use redis_module::raw;
+
+use crate::lock::FenceClock;
+
+/// The lock data type, registered once at load.
+static LOCK_TYPE: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The fence clock's high-water mark (see `lock::fence`).
+static LAST_FENCE: AtomicU64 = AtomicU64::new(0);
+
+/// Longest token a command accepts.
+static MAX_TOKEN: AtomicUsize = AtomicUsize::new(512);
+
+pub fn lock_type() -> *mut raw::RedisModuleType {
+    LOCK_TYPE.load(Ordering::Relaxed)
+}
+
+pub fn set_lock_type(t: *mut raw::RedisModuleType) {
+    LOCK_TYPE.store(t, Ordering::Relaxed);
+}
+
+pub fn max_token() -> usize {
+    MAX_TOKEN.load(Ordering::Relaxed)
+}
+
+/// Runs `f` on the fence clock; whatever it leaves is the new high-water
+/// mark (a refused grant leaves the clock as it was).
+pub fn with_clock<R>(f: impl FnOnce(&mut FenceClock) -> R) -> R {
+    let mut clock = FenceClock::starting_at(LAST_FENCE.load(Ordering::Relaxed));
+    let result = f(&mut clock);
+    LAST_FENCE.store(clock.last(), Ordering::Relaxed);
+    result
+}
+
+/// A fence that exists elsewhere (RDB, AOF, master, DUMP payload).
+pub fn observe_fence(fence: u64) {
+    with_clock(|c| c.observe(fence));
+}
+
+pub fn last_fence() -> u64 {
+    LAST_FENCE.load(Ordering::Relaxed)
+}
