@@ -52,7 +52,7 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
         match server::load(server::api::Ctx(ctx)) {
             Ok(()) => server::api::OK,
             Err(e) => {
-                server::api::log(ctx, c"warning", &format!("dlock: load failed: {e}"));
+                server::api::log(ctx, c"warning", &format!("load failed: {e}"));
                 server::api::ERR
             }
         }

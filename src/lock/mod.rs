@@ -7,6 +7,7 @@ pub mod args;
 pub mod error;
 pub mod fence;
 pub mod lease;
+pub mod policy;
 
 pub use error::Error;
 pub use fence::FenceClock;

@@ -5,6 +5,7 @@ pub mod api;
 pub mod commands;
 pub mod effects;
 pub mod ffi;
+pub mod info;
 pub mod keys;
 pub mod persistence;
 pub mod state;
@@ -44,5 +45,5 @@ pub fn load(ctx: Ctx) -> Result<(), Error> {
     register(ctx, c"dlock.extend", Some(extend_entry), c"write fast")?;
     register(ctx, c"dlock.info", Some(info_entry), c"readonly fast")?;
     register(ctx, effects::APPLY, Some(apply_entry), c"write deny-script")?;
-    Ok(())
+    info::register(ctx)
 }
