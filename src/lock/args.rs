@@ -30,14 +30,17 @@ pub struct Extend<'a> {
     pub ttl_ms: u64,
 }
 
-/// `DLOCK.APPLY resource token fence deadline_ms`: the internal effect.
-/// `deadline_ms` is an absolute unix time in ms; 0 leaves the key's expiry
-/// as it is (the AOF rewrite emits the expiry as a separate PEXPIREAT).
+/// `DLOCK.APPLY resource token fence deadline_ms last_fence`: the internal
+/// effect. `deadline_ms` is an absolute unix time in ms; 0 leaves the key's
+/// expiry as it is (the AOF rewrite emits the expiry as a separate
+/// PEXPIREAT). `last_fence` is the sender's fence high-water mark, so the
+/// mark travels with every effect and every rewritten lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Apply<'a> {
     pub token: &'a [u8],
     pub fence: u64,
     pub deadline_ms: u64,
+    pub last_fence: u64,
 }
 
 pub fn acquire<'a>(argv: &[&'a [u8]], max_token: usize) -> Result<Acquire<'a>, Error> {
@@ -83,15 +86,14 @@ pub fn info(argv: &[&[u8]]) -> Result<(), Error> {
 /// Effects come from our own master or AOF, but a damaged file or a forged
 /// stream must still not be able to store nonsense.
 pub fn apply<'a>(argv: &[&'a [u8]]) -> Result<Apply<'a>, Error> {
-    let [_, _, token, fence, deadline] = argv else {
+    let [_, _, token, fence, deadline, last_fence] = argv else {
         return Err(Error::WrongArity);
     };
     if token.is_empty() || token.len() > super::lease::MAX_STORED_TOKEN {
         return Err(Error::BadEffect("token length"));
     }
-    let fence = parse_u64(fence)
-        .filter(|f| (1..=super::fence::MAX_FENCE).contains(f))
-        .ok_or(Error::BadEffect("fence"))?;
+    let fence = parse_fence(fence).ok_or(Error::BadEffect("fence"))?;
+    let last_fence = parse_fence(last_fence).ok_or(Error::BadEffect("last_fence"))?;
     let deadline_ms = parse_u64(deadline)
         .filter(|d| *d <= i64::MAX as u64)
         .ok_or(Error::BadEffect("deadline"))?;
@@ -99,7 +101,12 @@ pub fn apply<'a>(argv: &[&'a [u8]]) -> Result<Apply<'a>, Error> {
         token,
         fence,
         deadline_ms,
+        last_fence,
     })
+}
+
+fn parse_fence(raw: &[u8]) -> Option<u64> {
+    parse_u64(raw).filter(|f| (1..=super::fence::MAX_FENCE).contains(f))
 }
 
 fn parse_token(token: &[u8], max: usize) -> Result<&[u8], Error> {
@@ -231,13 +238,20 @@ mod tests {
 
     #[test]
     fn apply_validates_everything() {
-        let ok = apply(&argv(&["A", "r", "t", "12", "1700000000000"])).unwrap();
-        assert_eq!((ok.fence, ok.deadline_ms), (12, 1_700_000_000_000));
-        assert!(apply(&argv(&["A", "r", "t", "0", "5"])).is_err());
-        assert!(apply(&argv(&["A", "r", "t", "9223372036854775808", "5"])).is_err());
-        assert!(apply(&argv(&["A", "r", "", "1", "5"])).is_err());
-        assert!(apply(&argv(&["A", "r", "t", "1", "-1"])).is_err());
-        assert_eq!(apply(&argv(&["A", "r", "t", "1"])), Err(Error::WrongArity));
+        let ok = apply(&argv(&["A", "r", "t", "12", "1700000000000", "99"])).unwrap();
+        assert_eq!(
+            (ok.fence, ok.deadline_ms, ok.last_fence),
+            (12, 1_700_000_000_000, 99)
+        );
+        assert!(apply(&argv(&["A", "r", "t", "0", "5", "5"])).is_err());
+        assert!(apply(&argv(&["A", "r", "t", "9223372036854775808", "5", "5"])).is_err());
+        assert!(apply(&argv(&["A", "r", "", "1", "5", "5"])).is_err());
+        assert!(apply(&argv(&["A", "r", "t", "1", "-1", "5"])).is_err());
+        assert!(apply(&argv(&["A", "r", "t", "1", "5", "0"])).is_err());
+        assert_eq!(
+            apply(&argv(&["A", "r", "t", "1", "5"])),
+            Err(Error::WrongArity)
+        );
     }
 
     #[test]

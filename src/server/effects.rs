@@ -3,7 +3,8 @@
 //! An effect carries the absolute deadline and the fence, so any replay ends
 //! up with exactly the owner, fence and deadline the master had.
 //!
-//! - a grant, refresh or extension: `DLOCK.APPLY key token fence deadline_ms`
+//! - a grant, refresh or extension:
+//!   `DLOCK.APPLY key token fence deadline_ms last_fence`
 //! - a release: `DEL key`
 
 use std::ffi::{c_char, c_longlong, CStr};
@@ -32,12 +33,13 @@ pub fn granted(
         replicate(
             ctx.0,
             APPLY.as_ptr(),
-            c"sbll".as_ptr(),
+            c"sblll".as_ptr(),
             key,
             token.as_ptr().cast::<c_char>(),
             token.len(),
             fence as c_longlong,
             deadline_ms as c_longlong,
+            state::last_fence() as c_longlong,
         )
     };
     checked(status)
@@ -58,7 +60,7 @@ fn checked(status: i32) -> Result<(), Error> {
     }
 }
 
-/// `DLOCK.APPLY key token fence deadline_ms`: applies an effect from the
+/// `DLOCK.APPLY key token fence deadline_ms last_fence`: applies an effect from the
 /// master or the AOF. Refused from clients: a forged effect could hand a lock
 /// to anyone or push the fence clock to its ceiling.
 pub fn apply(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
@@ -78,7 +80,7 @@ pub fn apply(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     if effect.deadline_ms > 0 {
         key.set_deadline(effect.deadline_ms)?;
     }
-    state::observe_fence(effect.fence);
+    state::observe_fence(effect.fence.max(effect.last_fence));
     // Module commands are never propagated by the server itself: a replica
     // passes the effect on to its own AOF explicitly.
     unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };

@@ -10,8 +10,10 @@ use redis_module::raw;
 use super::api::{self, bytes, rm, Ctx};
 use crate::lock::Error;
 
-/// Commands take at most this many arguments; more is a wrong-arity error.
-/// A fixed array keeps argument handling free of allocation.
+/// Arguments past this many are not looked at. A fixed array keeps argument
+/// handling free of allocation, and every command's full syntax fits well
+/// inside it, so a longer call still fails its parser the way it should
+/// (fixed-arity commands: wrong arity; ACQUIRE: an unknown option).
 const MAX_ARGS: usize = 16;
 
 /// A command's arguments as raw strings (for keys and replication) and bytes
@@ -24,10 +26,11 @@ pub struct Argv<'a> {
 impl<'a> Argv<'a> {
     fn new(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Result<Self, Error> {
         let argc = usize::try_from(argc).unwrap_or(0);
-        if argc > MAX_ARGS || argv.is_null() {
+        if argv.is_null() {
             return Err(Error::WrongArity);
         }
-        let raw = unsafe { std::slice::from_raw_parts(argv, argc) };
+        let all = unsafe { std::slice::from_raw_parts(argv, argc) };
+        let raw = all.get(..MAX_ARGS).unwrap_or(all);
         let mut out = Argv {
             raw,
             bytes: [&[]; MAX_ARGS],

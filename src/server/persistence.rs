@@ -113,7 +113,9 @@ extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
 }
 
 /// Emits the effect without a deadline: the server appends the key's own
-/// `PEXPIREAT` after it (the callback cannot see the TTL).
+/// `PEXPIREAT` after it (the callback cannot see the TTL). Each emitted lock
+/// also carries the fence high-water mark: an AOF without the RDB preamble
+/// has no aux data, so this is the only way the mark reaches the new file.
 extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
@@ -130,12 +132,13 @@ extern "C" fn aof_rewrite(
             emit(
                 aof,
                 APPLY.as_ptr(),
-                c"sbll".as_ptr(),
+                c"sblll".as_ptr(),
                 key,
                 token.as_ptr().cast::<c_char>(),
                 token.len(),
                 lease.fence() as c_longlong,
                 0 as c_longlong,
+                state::last_fence() as c_longlong,
             )
         };
     })
