@@ -1,0 +1,368 @@
+//! Integration-test harness: throwaway `redis-server` processes with the
+//! dlock module loaded. Every test file does `mod common;`.
+//!
+//! Design notes:
+//! - Each server gets an OS-chosen port and a private temp dir, so any number
+//!   of tests (and test binaries) can run in parallel.
+//! - Startup is bounded (10 s) and failures panic with the server's own log,
+//!   so a module that fails to load fails the test loudly instead of hanging.
+//! - `Drop` SIGKILLs the process, so nothing outlives a panicking test.
+#![allow(dead_code)]
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::sleep;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const START_DEADLINE: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_millis(20);
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The module under test. `DLOCK_MODULE` overrides it, which is handy for
+/// testing another build (debug, sanitizer, an older release).
+pub fn module_path() -> PathBuf {
+    let path = match std::env::var_os("DLOCK_MODULE") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libdlock.so"),
+    };
+    assert!(
+        path.exists(),
+        "module {} not found: run `make build` first (`make test` does it for you)",
+        path.display()
+    );
+    path
+}
+
+/// Polls `f` every 20 ms until it returns true; panics with `what` on timeout.
+pub fn wait_until(deadline: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + deadline;
+    while !f() {
+        assert!(
+            Instant::now() < end,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        sleep(POLL);
+    }
+}
+
+/// One `field:value` line of `INFO <section>`, or None if absent/unreachable.
+pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg(section).query(conn).ok()?;
+    let prefix = format!("{field}:");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().to_string()))
+}
+
+/// Connects with `timeout` bounding the whole handshake, then sets it as the
+/// read/write timeout. Needed because redis-rs 0.27 bounds only the TCP
+/// connect: its setup round trip (CLIENT SETINFO, HELLO 3) has no read
+/// timeout and blocks forever on a SIGSTOPped or wedged server. On timeout
+/// the helper thread leaks until the server dies and closes the socket.
+pub fn connect_within(url: &str, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+    let client = redis::Client::open(url)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(client.get_connection_with_timeout(timeout));
+    });
+    let c = rx.recv_timeout(timeout).map_err(|_| {
+        redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "connection handshake timed out",
+        ))
+    })??;
+    c.set_read_timeout(Some(timeout))?;
+    c.set_write_timeout(Some(timeout))?;
+    Ok(c)
+}
+
+/// Options for a server; finish with `.start()`.
+#[derive(Clone, Debug, Default)]
+pub struct ServerBuilder {
+    extra: Vec<String>,
+    module_args: Vec<String>,
+    without_module: bool,
+}
+
+impl ServerBuilder {
+    /// Extra redis-server argument, appended after the defaults. For config
+    /// directives redis-server keeps the last occurrence, so this overrides
+    /// defaults (e.g. `.arg("--appendonly").arg("yes")`).
+    pub fn arg(mut self, a: impl Into<String>) -> Self {
+        self.extra.push(a.into());
+        self
+    }
+    /// Argument passed to the module's OnLoad. Must not start with `--`, or
+    /// redis-server would parse it as a new directive.
+    pub fn module_arg(mut self, a: impl Into<String>) -> Self {
+        self.module_args.push(a.into());
+        self
+    }
+    /// Plain redis-server, for testing the harness itself.
+    pub fn without_module(mut self) -> Self {
+        self.without_module = true;
+        self
+    }
+    /// Start as a replica of `master` (`--replicaof`); see `wait_for_sync`.
+    pub fn replica_of(self, master: &Server) -> Self {
+        self.arg("--replicaof")
+            .arg("127.0.0.1")
+            .arg(master.port.to_string())
+    }
+    pub fn start(self) -> Server {
+        Server::launch(self)
+    }
+}
+
+pub struct Server {
+    opts: ServerBuilder,
+    port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn unique_dir() -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("dlock-test-{}-{n}-{nanos}", std::process::id()));
+    fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// A free port from the OS. It is released before redis binds it, so another
+/// process can grab it in between; `launch` retries on "Address already in
+/// use". Capped at 55535 so that port+10000 (cluster bus) is still valid.
+fn free_port() -> u16 {
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = l.local_addr().unwrap().port();
+        if port <= 55535 {
+            return port;
+        }
+    }
+}
+
+impl Server {
+    /// A server with the module loaded and default options.
+    pub fn start() -> Server {
+        ServerBuilder::default().start()
+    }
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    fn launch(opts: ServerBuilder) -> Server {
+        let mut s = Server {
+            opts,
+            port: 0,
+            dir: unique_dir(),
+            child: None,
+        };
+        for attempt in 1..=5 {
+            s.port = free_port();
+            match s.spawn_and_wait() {
+                Ok(()) => return s,
+                Err(e) if attempt < 5 && e.contains("Address already in use") => continue,
+                // `s` is dropped during unwinding, which kills the process.
+                Err(e) => panic!("{e}"),
+            }
+        }
+        unreachable!()
+    }
+
+    fn args(&self) -> Vec<String> {
+        let dir = self.dir.display().to_string();
+        let mut a: Vec<String> = vec!["--port".into(), self.port.to_string()];
+        for s in [
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            &dir,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ] {
+            a.push(s.into());
+        }
+        a.push("--logfile".into());
+        a.push(format!("{dir}/redis.log"));
+        for s in ["--daemonize", "no", "--enable-debug-command", "yes"] {
+            a.push(s.into());
+        }
+        // Redis 7 defaults to diskless sync and waits 5 s for more replicas
+        // before each full sync; tests want replicas in sync at once.
+        a.push("--repl-diskless-sync-delay".into());
+        a.push("0".into());
+        if !self.opts.without_module {
+            a.push("--loadmodule".into());
+            a.push(module_path().display().to_string());
+            a.extend(self.opts.module_args.iter().cloned());
+        }
+        a.extend(self.opts.extra.iter().cloned());
+        a
+    }
+
+    /// Spawns redis-server and waits until it answers PING and has finished
+    /// loading its RDB/AOF. On failure returns a message including the logs.
+    fn spawn_and_wait(&mut self) -> Result<(), String> {
+        // Errors before the logfile is opened (bad arguments) go to stderr.
+        let out = fs::File::create(self.dir.join("stdout.log")).unwrap();
+        let child = Command::new("redis-server")
+            .args(self.args())
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .map_err(|e| format!("cannot spawn redis-server: {e}"))?;
+        self.child = Some(child);
+        let end = Instant::now() + START_DEADLINE;
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                self.child = None;
+                return Err(self.failure(&format!("redis-server exited ({status})")));
+            }
+            if self.ready() {
+                return Ok(());
+            }
+            if Instant::now() >= end {
+                self.kill9();
+                return Err(self.failure("redis-server not ready after 10 s"));
+            }
+            sleep(POLL);
+        }
+    }
+
+    fn ready(&self) -> bool {
+        let Ok(mut c) = connect_within(&self.url(), Duration::from_secs(1)) else {
+            return false;
+        };
+        let pong: Result<String, _> = redis::cmd("PING").query(&mut c);
+        pong.as_deref() == Ok("PONG")
+            && info_field(&mut c, "persistence", "loading").as_deref() == Some("0")
+    }
+
+    fn failure(&self, what: &str) -> String {
+        let stdout = fs::read_to_string(self.dir.join("stdout.log")).unwrap_or_default();
+        format!(
+            "{what}; port {}, dir {}\n--- redis.log ---\n{}\n--- stdout/stderr ---\n{stdout}",
+            self.port,
+            self.dir.display(),
+            self.log()
+        )
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("server is not running").id() as i32
+    }
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+    }
+
+    fn connect(&self, url: &str) -> redis::Connection {
+        connect_within(url, IO_TIMEOUT).unwrap_or_else(|e| panic!("connect to {url}: {e}"))
+    }
+    /// RESP2 connection with 10 s timeouts, so a wedged server fails the test.
+    pub fn conn(&self) -> redis::Connection {
+        self.connect(&self.url())
+    }
+    /// RESP3 connection (the client sends HELLO 3 on connect).
+    pub fn conn_resp3(&self) -> redis::Connection {
+        self.connect(&format!("{}?protocol=resp3", self.url()))
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.pid(), sig) };
+        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.pid());
+    }
+    /// Crash: SIGKILL, keeping the dir (and its RDB/AOF) for `restart`.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    /// Graceful stop via SIGTERM. Note: redis 7 waits up to `shutdown-timeout`
+    /// (default 10 s) for lagging replicas before exiting.
+    pub fn shutdown(&mut self) {
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
+        // SIGCONT first: a SIGSTOPped server would never handle SIGTERM.
+        unsafe {
+            libc::kill(c.id() as i32, libc::SIGCONT);
+            libc::kill(c.id() as i32, libc::SIGTERM);
+        }
+        let end = Instant::now() + Duration::from_secs(10);
+        while c.try_wait().unwrap().is_none() {
+            if Instant::now() >= end {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("{}", self.failure("redis-server ignored SIGTERM for 10 s"));
+            }
+            sleep(POLL);
+        }
+    }
+    /// Starts again on the same port, dir and args (a running server is shut
+    /// down gracefully first; call `kill9` before for crash semantics).
+    pub fn restart(&mut self) {
+        self.shutdown();
+        // redis sets SO_REUSEADDR, but someone else may have taken the port.
+        if let Err(e) = self.spawn_and_wait() {
+            panic!("restart failed: {e}");
+        }
+    }
+    /// Freeze the process (SIGSTOP): simulates a GC-like pause or partition.
+    pub fn stop(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+    pub fn cont(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// Make this running server a replica of `master`.
+    pub fn replica_of(&self, master: &Server) {
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(master.port)
+            .query(&mut self.conn())
+            .expect("REPLICAOF");
+    }
+    /// Waits until the initial sync with the master has completed.
+    pub fn wait_for_sync(&self, deadline: Duration) {
+        let mut c = self.conn();
+        wait_until(deadline, "replica sync", || {
+            info_field(&mut c, "replication", "master_link_status").as_deref() == Some("up")
+                && info_field(&mut c, "replication", "master_sync_in_progress").as_deref()
+                    == Some("0")
+        });
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+        if std::env::var_os("DLOCK_KEEP_TMP").is_some() {
+            eprintln!("DLOCK_KEEP_TMP: kept {}", self.dir.display());
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
