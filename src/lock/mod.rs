@@ -8,6 +8,7 @@ pub mod error;
 pub mod fence;
 pub mod lease;
 pub mod policy;
+pub mod queue;
 
 pub use error::Error;
 pub use fence::FenceClock;

@@ -1,0 +1,254 @@
+//! FIFO wait queues, one per resource, for `DLOCK.ACQUIRE ... WAIT`.
+//!
+//! Kept outside the lock value on purpose: the value is freed by `DEL` and
+//! `FLUSHALL`, carried away by `RENAME`/`MOVE` and serialized by `DUMP`,
+//! while waiters belong to the resource name on this server.
+//!
+//! Generic over the resource key `K` and the waiter's handle `H` (a blocked
+//! client in the server), so the bookkeeping is testable without Redis.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiter<H> {
+    pub id: u64,
+    pub token: Box<[u8]>,
+    pub ttl_ms: u64,
+    pub handle: H,
+}
+
+/// Who gets the lock next: the head waiter, plus every other queued entry
+/// with the same token (a client that reconnected and retried). One grant
+/// answers them all with the same fence.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Grantee<H> {
+    pub token: Box<[u8]>,
+    pub ttl_ms: u64,
+    pub handles: Vec<H>,
+}
+
+#[derive(Debug)]
+struct WaitQueue<H> {
+    entries: VecDeque<Waiter<H>>,
+    /// Earliest deadline (unix ms) a wake-up timer is already armed for.
+    timer_at: Option<u64>,
+}
+
+#[derive(Debug)]
+pub struct WaitQueues<K, H> {
+    queues: HashMap<K, WaitQueue<H>>,
+    /// waiter id -> resource, so timeouts and disconnects find their queue.
+    index: HashMap<u64, K>,
+    next_id: u64,
+}
+
+impl<K: Hash + Eq + Clone, H> Default for WaitQueues<K, H> {
+    fn default() -> Self {
+        WaitQueues {
+            queues: HashMap::new(),
+            index: HashMap::new(),
+            next_id: 1,
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
+    /// Total waiters on all resources; zero means nothing to look up.
+    pub fn total(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn waiting(&self, resource: &K) -> usize {
+        self.queues.get(resource).map_or(0, |q| q.entries.len())
+    }
+
+    /// Appends a waiter at the tail; returns its id.
+    pub fn push(&mut self, resource: K, token: &[u8], ttl_ms: u64, handle: H) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.index.insert(id, resource.clone());
+        self.queues
+            .entry(resource)
+            .or_insert_with(|| WaitQueue {
+                entries: VecDeque::new(),
+                timer_at: None,
+            })
+            .entries
+            .push_back(Waiter {
+                id,
+                token: token.into(),
+                ttl_ms,
+                handle,
+            });
+        id
+    }
+
+    /// Removes one waiter (timeout, disconnect, unblock). `None` if it was
+    /// already gone: removal is idempotent, so a handle is released once.
+    pub fn remove(&mut self, id: u64) -> Option<Waiter<H>> {
+        let resource = self.index.remove(&id)?;
+        let Entry::Occupied(mut slot) = self.queues.entry(resource) else {
+            return None;
+        };
+        let queue = slot.get_mut();
+        let pos = queue.entries.iter().position(|w| w.id == id)?;
+        let waiter = queue.entries.remove(pos);
+        if queue.entries.is_empty() {
+            slot.remove();
+        }
+        waiter
+    }
+
+    /// Takes the head waiter and every entry sharing its token.
+    pub fn pop_grantee(&mut self, resource: &K) -> Option<Grantee<H>> {
+        let queue = self.queues.get_mut(resource)?;
+        let head = queue.entries.pop_front()?;
+        self.index.remove(&head.id);
+        let mut handles = vec![head.handle];
+        let mut rest = VecDeque::with_capacity(queue.entries.len());
+        for w in queue.entries.drain(..) {
+            if w.token == head.token {
+                self.index.remove(&w.id);
+                handles.push(w.handle);
+            } else {
+                rest.push_back(w);
+            }
+        }
+        queue.entries = rest;
+        if queue.entries.is_empty() {
+            self.queues.remove(resource);
+        }
+        Some(Grantee {
+            token: head.token,
+            ttl_ms: head.ttl_ms,
+            handles,
+        })
+    }
+
+    /// Removes every waiter of one resource (they get an error instead).
+    pub fn drain(&mut self, resource: &K) -> Vec<Waiter<H>> {
+        let Some(queue) = self.queues.remove(resource) else {
+            return Vec::new();
+        };
+        for w in &queue.entries {
+            self.index.remove(&w.id);
+        }
+        queue.entries.into_iter().collect()
+    }
+
+    /// Removes every waiter everywhere (e.g. the server became a replica).
+    pub fn drain_all(&mut self) -> Vec<Waiter<H>> {
+        self.index.clear();
+        self.queues
+            .drain()
+            .flat_map(|(_, q)| q.entries.into_iter())
+            .collect()
+    }
+
+    /// Resources that have waiters, optionally filtered.
+    pub fn resources(&self, mut keep: impl FnMut(&K) -> bool) -> Vec<K> {
+        self.queues.keys().filter(|k| keep(k)).cloned().collect()
+    }
+
+    /// Whether a wake-up at `deadline_ms` needs a new timer: only when none
+    /// is armed for this resource at or before that time.
+    pub fn needs_timer(&mut self, resource: &K, deadline_ms: u64) -> bool {
+        let Some(queue) = self.queues.get_mut(resource) else {
+            return false;
+        };
+        match queue.timer_at {
+            Some(at) if at <= deadline_ms => false,
+            _ => {
+                queue.timer_at = Some(deadline_ms);
+                true
+            }
+        }
+    }
+
+    /// A timer armed for `deadline_ms` fired.
+    pub fn timer_fired(&mut self, resource: &K, deadline_ms: u64) {
+        if let Some(queue) = self.queues.get_mut(resource) {
+            if queue.timer_at == Some(deadline_ms) {
+                queue.timer_at = None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Q = WaitQueues<&'static str, u32>;
+
+    #[test]
+    fn fifo_per_resource() {
+        let mut q = Q::default();
+        q.push("r", b"a", 10, 1);
+        q.push("other", b"x", 10, 9);
+        q.push("r", b"b", 20, 2);
+        assert_eq!(q.waiting(&"r"), 2);
+        assert_eq!(q.total(), 3);
+        let g = q.pop_grantee(&"r").unwrap();
+        assert_eq!((&*g.token, g.ttl_ms, g.handles), (&b"a"[..], 10, vec![1]));
+        let g = q.pop_grantee(&"r").unwrap();
+        assert_eq!(g.handles, vec![2]);
+        assert!(q.pop_grantee(&"r").is_none());
+        assert_eq!(q.total(), 1);
+    }
+
+    #[test]
+    fn one_grant_answers_every_entry_of_the_same_token() {
+        let mut q = Q::default();
+        q.push("r", b"a", 10, 1);
+        q.push("r", b"b", 10, 2);
+        q.push("r", b"a", 10, 3);
+        let g = q.pop_grantee(&"r").unwrap();
+        assert_eq!(g.handles, vec![1, 3]);
+        assert_eq!(q.waiting(&"r"), 1);
+        assert_eq!(q.total(), 1);
+    }
+
+    #[test]
+    fn removal_is_idempotent_and_cleans_up() {
+        let mut q = Q::default();
+        let a = q.push("r", b"a", 10, 1);
+        let b = q.push("r", b"b", 10, 2);
+        assert_eq!(q.remove(a).map(|w| w.handle), Some(1));
+        assert!(q.remove(a).is_none());
+        assert_eq!(q.pop_grantee(&"r").map(|g| g.handles), Some(vec![2]));
+        assert!(
+            q.remove(b).is_none(),
+            "granted waiters are no longer removable"
+        );
+        assert_eq!(q.total(), 0);
+        assert!(q.resources(|_| true).is_empty());
+    }
+
+    #[test]
+    fn drains() {
+        let mut q = Q::default();
+        q.push("r", b"a", 10, 1);
+        q.push("s", b"a", 10, 2);
+        assert_eq!(q.drain(&"r").len(), 1);
+        assert_eq!(q.total(), 1);
+        assert_eq!(q.drain_all().len(), 1);
+        assert_eq!(q.total(), 0);
+    }
+
+    #[test]
+    fn timers_are_armed_once_per_earlier_deadline() {
+        let mut q = Q::default();
+        assert!(!q.needs_timer(&"r", 100), "no waiters, no timer");
+        q.push("r", b"a", 10, 1);
+        assert!(q.needs_timer(&"r", 100));
+        assert!(!q.needs_timer(&"r", 150));
+        assert!(q.needs_timer(&"r", 50), "an earlier deadline needs its own");
+        q.timer_fired(&"r", 100);
+        assert!(!q.needs_timer(&"r", 60), "the 50 ms timer is still armed");
+        q.timer_fired(&"r", 50);
+        assert!(q.needs_timer(&"r", 60));
+    }
+}
