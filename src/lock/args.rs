@@ -10,12 +10,17 @@ use super::error::Error;
 /// that `now + ttl` can never overflow a signed 64-bit millisecond deadline.
 pub const MAX_TTL_MS: u64 = 1 << 47;
 
-/// `DLOCK.ACQUIRE resource token ttl_ms [option ...]`
+/// `DLOCK.ACQUIRE resource token ttl_ms [WAIT timeout_ms]`
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Acquire<'a> {
     pub token: &'a [u8],
     pub ttl_ms: u64,
+    /// Block until granted or `timeout_ms` passes; `Some(0)` waits forever.
+    pub wait_ms: Option<u64>,
 }
+
+/// `WAIT` timeouts share the TTL's ceiling; 0 means no timeout.
+pub const MAX_WAIT_MS: u64 = MAX_TTL_MS;
 
 /// `DLOCK.RELEASE resource token`
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,12 +54,34 @@ pub fn acquire<'a>(argv: &[&'a [u8]], max_token: usize) -> Result<Acquire<'a>, E
     };
     let token = parse_token(token, max_token)?;
     let ttl_ms = parse_ttl(ttl)?;
-    // Options (e.g. WAIT timeout_ms) are parsed here as they are added;
-    // anything unknown is refused rather than silently ignored.
-    if !options.is_empty() {
-        return Err(Error::Syntax);
+    let mut wait_ms = None;
+    let mut rest = options;
+    // Anything unknown, repeated or missing its value is refused rather than
+    // silently ignored.
+    while let [name, tail @ ..] = rest {
+        match (name.eq_ignore_ascii_case(b"WAIT"), tail) {
+            (true, [value, tail @ ..]) if wait_ms.is_none() => {
+                wait_ms = Some(parse_wait(value)?);
+                rest = tail;
+            }
+            _ => return Err(Error::Syntax),
+        }
     }
-    Ok(Acquire { token, ttl_ms })
+    Ok(Acquire {
+        token,
+        ttl_ms,
+        wait_ms,
+    })
+}
+
+fn parse_wait(raw: &[u8]) -> Result<u64, Error> {
+    parse_u64(raw)
+        .filter(|t| *t <= MAX_WAIT_MS)
+        .ok_or(Error::InvalidInteger {
+            arg: "timeout_ms",
+            min: 0,
+            max: MAX_WAIT_MS,
+        })
 }
 
 pub fn release<'a>(argv: &[&'a [u8]], max_token: usize) -> Result<Release<'a>, Error> {
@@ -166,6 +193,41 @@ mod tests {
         assert_eq!(
             acquire(&argv(&["DLOCK.ACQUIRE"]), MAX),
             Err(Error::WrongArity)
+        );
+    }
+
+    #[test]
+    fn acquire_wait_option() {
+        let a = acquire(&argv(&["A", "r", "t", "10", "WAIT", "250"]), MAX).unwrap();
+        assert_eq!(a.wait_ms, Some(250));
+        let a = acquire(&argv(&["A", "r", "t", "10", "wait", "0"]), MAX).unwrap();
+        assert_eq!(a.wait_ms, Some(0), "case-insensitive, 0 = forever");
+        assert_eq!(
+            acquire(&argv(&["A", "r", "t", "10"]), MAX).unwrap().wait_ms,
+            None
+        );
+        for bad in ["-1", "abc", "1.5", "", "140737488355329"] {
+            let got = acquire(&argv(&["A", "r", "t", "10", "WAIT", bad]), MAX);
+            assert!(
+                matches!(
+                    got,
+                    Err(Error::InvalidInteger {
+                        arg: "timeout_ms",
+                        ..
+                    })
+                ),
+                "{bad:?}: {got:?}"
+            );
+        }
+        assert_eq!(
+            acquire(&argv(&["A", "r", "t", "10", "WAIT"]), MAX),
+            Err(Error::Syntax),
+            "missing value"
+        );
+        assert_eq!(
+            acquire(&argv(&["A", "r", "t", "10", "WAIT", "1", "WAIT", "2"]), MAX),
+            Err(Error::Syntax),
+            "repeated"
         );
     }
 

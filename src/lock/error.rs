@@ -29,6 +29,8 @@ pub enum Error {
     FenceExhausted,
     /// A client tried a write on a replica (possible with `replica-read-only no`).
     ReadOnlyReplica,
+    /// The server became a replica while the client waited.
+    Demoted,
     /// A client sent the internal effect command itself.
     ForgedEffect,
     /// A malformed internal effect (from a damaged AOF or a newer master).
@@ -59,6 +61,10 @@ impl fmt::Display for Error {
             Error::ReadOnlyReplica => write!(
                 f,
                 "READONLY dlock: locks are granted, extended and released on the master only"
+            ),
+            Error::Demoted => write!(
+                f,
+                "READONLY dlock: this server became a replica while you waited; retry on the master"
             ),
             Error::ForgedEffect => write!(
                 f,

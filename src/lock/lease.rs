@@ -126,7 +126,11 @@ mod tests {
     use super::*;
 
     fn req(token: &[u8]) -> Acquire<'_> {
-        Acquire { token, ttl_ms: 10 }
+        Acquire {
+            token,
+            ttl_ms: 10,
+            wait_ms: None,
+        }
     }
 
     #[test]

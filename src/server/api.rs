@@ -45,6 +45,14 @@ impl Flags {
     pub fn is_replica(self) -> bool {
         self.0 & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0
     }
+    /// Blocking is impossible here: MULTI, Lua, or a client that denies it.
+    pub fn in_transaction_or_script(self) -> bool {
+        self.0
+            & (raw::REDISMODULE_CTX_FLAGS_MULTI
+                | raw::REDISMODULE_CTX_FLAGS_LUA
+                | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING)
+            != 0
+    }
 }
 
 impl Ctx {

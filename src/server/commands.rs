@@ -1,25 +1,54 @@
 //! One handler per command: parse, open the key, let `lock` decide, reply,
 //! propagate the effect. Errors returned here become the error reply.
 
-use super::api::{now_us, Ctx};
+use redis_module::raw;
+
+use super::api::{now_us, Ctx, Flags};
+use super::blocking;
 use super::effects;
 use super::ffi::Argv;
+use super::handoff;
 use super::keys::LockKey;
 use super::state;
 use crate::lock::lease::AcquireDecision;
 use crate::lock::{args, Error, Lease};
 
-/// `DLOCK.ACQUIRE resource token ttl_ms` -> fence, or nil when held by another.
+/// `DLOCK.ACQUIRE resource token ttl_ms [WAIT timeout_ms]` -> fence, or nil
+/// when held by another (after `timeout_ms` with WAIT).
 pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::acquire(argv.bytes(), state::max_token())?;
-    refuse_on_replica(ctx)?;
+    let flags = ctx.flags()?;
+    refuse_on_replica(flags)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
+    let waiting = handoff::waiting_resource(ctx, name)?;
+    if let Some(res) = &waiting {
+        // Freed where no handoff could run yet (expiry, DEL, FLUSHALL): the
+        // queue goes first, so a newcomer never barges ahead of it.
+        if key.lease()?.is_none() {
+            handoff::grant_next(ctx, &mut key, name, res)?;
+        }
+    }
     let now = now_us();
     let deadline = now / 1000 + req.ttl_ms;
     let decision = state::with_clock(|clock| Lease::acquire(key.lease()?, &req, clock, now))?;
     let fence = match decision {
-        AcquireDecision::Busy => return ctx.reply_null(),
+        AcquireDecision::Busy => {
+            return match req.wait_ms {
+                Some(timeout) if can_block(flags) => {
+                    let res = match waiting {
+                        Some(res) => res,
+                        None => handoff::resource(ctx, name)?,
+                    };
+                    blocking::block(ctx, res.clone(), req.token, req.ttl_ms, timeout)?;
+                    match key.deadline()? {
+                        Some(at) => handoff::arm_expiry(ctx, &res, at),
+                        None => Ok(()),
+                    }
+                }
+                _ => ctx.reply_null(),
+            };
+        }
         AcquireDecision::Grant(lease) => {
             let fence = lease.fence();
             key.store(lease)?;
@@ -34,17 +63,24 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 }
 
 /// `DLOCK.RELEASE resource token` -> 1 if the owner released it, else 0.
+/// With waiters queued the lock passes straight to the head waiter.
 pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::release(argv.bytes(), state::max_token())?;
-    refuse_on_replica(ctx)?;
+    refuse_on_replica(ctx.flags()?)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
     if !owned_by(&key, req.token)? {
         return ctx.reply_integer(0);
     }
-    key.delete()?;
-    effects::released(ctx, name)?;
-    key.signal_modified()?;
+    let handed_over = match handoff::waiting_resource(ctx, name)? {
+        Some(res) => handoff::grant_next(ctx, &mut key, name, &res)?,
+        None => false,
+    };
+    if !handed_over {
+        key.delete()?;
+        effects::released(ctx, name)?;
+        key.signal_modified()?;
+    }
     ctx.reply_integer(1)
 }
 
@@ -52,7 +88,7 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 /// `ttl_ms` from now, else 0.
 pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::extend(argv.bytes(), state::max_token())?;
-    refuse_on_replica(ctx)?;
+    refuse_on_replica(ctx.flags()?)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
     let Some(fence) = key
@@ -72,7 +108,12 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 /// `DLOCK.INFO resource` -> nil when free, else a map of the lease.
 pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     args::info(argv.bytes())?;
-    let key = LockKey::open_read(ctx, argv.key()?)?;
+    let name = argv.key()?;
+    let waiting = handoff::waiting_resource(ctx, name)?;
+    if let Some(res) = &waiting {
+        settle_before_reading(ctx, name, res)?;
+    }
+    let key = LockKey::open_read(ctx, name)?;
     let Some(lease) = key.lease()? else {
         return ctx.reply_null();
     };
@@ -81,6 +122,7 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         Some(at) => at.saturating_sub(now_us() / 1000) as i64,
         None => -1,
     };
+    let waiters = waiting.as_ref().map_or(0, blocking::waiters_on);
     ctx.reply_map(4)?;
     ctx.reply_bytes(b"token")?;
     ctx.reply_bytes(lease.token())?;
@@ -89,7 +131,24 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     ctx.reply_bytes(b"ttl")?;
     ctx.reply_integer(ttl)?;
     ctx.reply_bytes(b"waiters")?;
-    ctx.reply_integer(0)
+    ctx.reply_integer(waiters as i64)
+}
+
+/// INFO must not show a resource as free while it has waiters: complete a
+/// pending handoff first, unless writes are held back right now.
+fn settle_before_reading(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    res: &blocking::Resource,
+) -> Result<(), Error> {
+    if ctx.flags()?.is_replica() || handoff::writes_paused() {
+        return Ok(());
+    }
+    let mut key = LockKey::open_write(ctx, name)?;
+    if matches!(key.lease(), Ok(None)) {
+        handoff::grant_next(ctx, &mut key, name, res)?;
+    }
+    Ok(())
 }
 
 fn owned_by(key: &LockKey, token: &[u8]) -> Result<bool, Error> {
@@ -98,10 +157,14 @@ fn owned_by(key: &LockKey, token: &[u8]) -> Result<bool, Error> {
 
 /// With `replica-read-only no` a replica accepts writes; a grant there would
 /// be invisible to the master and lost on the next sync.
-fn refuse_on_replica(ctx: Ctx) -> Result<(), Error> {
-    let flags = ctx.flags()?;
+fn refuse_on_replica(flags: Flags) -> Result<(), Error> {
     if flags.is_replica() && !flags.is_replicated() {
         return Err(Error::ReadOnlyReplica);
     }
     Ok(())
+}
+
+/// Inside MULTI, Lua, or a replayed command, WAIT degrades to a plain try.
+fn can_block(flags: Flags) -> bool {
+    !(flags.in_transaction_or_script() || flags.is_replicated() || flags.is_loading())
 }

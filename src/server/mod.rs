@@ -2,9 +2,12 @@
 //! this layer maps commands, replies, persistence and replication onto them.
 
 pub mod api;
+pub mod blocking;
 pub mod commands;
 pub mod effects;
+pub mod events;
 pub mod ffi;
+pub mod handoff;
 pub mod info;
 pub mod keys;
 pub mod persistence;
@@ -33,6 +36,8 @@ pub fn load(ctx: Ctx) -> Result<(), Error> {
     unsafe { rm!(RedisModule_SetModuleOptions)(ctx.0, options as c_int) };
 
     persistence::register_type(ctx)?;
+    handoff::init(ctx)?;
+    events::subscribe(ctx)?;
 
     register(
         ctx,

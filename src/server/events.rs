@@ -1,0 +1,63 @@
+//! Server events that change what waiters should get: flushes and swaps
+//! empty or replace keys without calling the type's unlink callback, and a
+//! demotion to replica means no grant made here would last.
+
+use std::ffi::c_void;
+
+use redis_module::raw;
+
+use super::api::{rm, Ctx};
+use super::blocking::{self, Outcome};
+use super::ffi::guard;
+use super::handoff;
+use crate::lock::Error;
+
+pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
+    let subscribe = rm!(RedisModule_SubscribeToServerEvent);
+    for id in [
+        raw::REDISMODULE_EVENT_FLUSHDB,
+        raw::REDISMODULE_EVENT_SWAPDB,
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+    ] {
+        let event = raw::RedisModuleEvent { id, dataver: 1 };
+        if unsafe { subscribe(ctx.0, event, Some(on_event)) } != super::api::OK {
+            return Err(Error::Internal("server event subscription failed"));
+        }
+    }
+    Ok(())
+}
+
+extern "C" fn on_event(
+    _ctx: *mut raw::RedisModuleCtx,
+    event: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    guard("server event", (), || match event.id {
+        raw::REDISMODULE_EVENT_FLUSHDB if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {
+            let Some(info) = (unsafe { data.cast::<raw::RedisModuleFlushInfo>().as_ref() }) else {
+                return;
+            };
+            let db = (info.dbnum >= 0).then_some(info.dbnum);
+            blocking::resources(db).into_iter().for_each(handoff::defer);
+        }
+        raw::REDISMODULE_EVENT_SWAPDB => {
+            let Some(info) = (unsafe { data.cast::<raw::RedisModuleSwapDbInfo>().as_ref() }) else {
+                return;
+            };
+            for db in [info.dbnum_first, info.dbnum_second] {
+                blocking::resources(Some(db))
+                    .into_iter()
+                    .for_each(handoff::defer);
+            }
+        }
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
+            if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA =>
+        {
+            for h in blocking::drain(None) {
+                blocking::unblock(h, Outcome::Failed(Error::Demoted));
+            }
+        }
+        _ => {}
+    })
+}

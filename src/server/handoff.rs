@@ -1,0 +1,254 @@
+//! Direct handoff: when a lock with waiters becomes free, the head waiter
+//! gets it at once, inside the command or callback that freed it.
+//!
+//! The rule this file keeps: no command can see or obtain a resource as free
+//! while it has live waiters. RELEASE hands over in place. Expiry, DEL,
+//! eviction and FLUSHALL/SWAPDB free the key where we cannot write (inside
+//! the server's delete path), so the handoff is deferred to a timer, and any
+//! ACQUIRE or INFO that arrives first completes it before answering.
+
+use std::ffi::{c_char, c_void};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::Mutex;
+
+use redis_module::raw;
+
+use super::api::{self, now_us, rm, Ctx};
+use super::blocking::{self, Outcome, Resource};
+use super::effects;
+use super::ffi::guard;
+use super::keys::LockKey;
+use super::state;
+use crate::lock::{Error, Lease};
+
+/// When the server must not produce writes (`CLIENT PAUSE WRITE`, a manual
+/// failover in progress), deferred handoffs retry after this long.
+const PAUSED_RETRY_MS: i64 = 10;
+
+/// A context for arming timers from callbacks that have none (the type's
+/// unlink callback). Timers only use it to know which module they belong to.
+static TIMER_CTX: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Resources freed where we could not write; settled by the next timer tick.
+static DEFERRED: Mutex<Vec<Resource>> = Mutex::new(Vec::new());
+static DEFERRED_ARMED: AtomicBool = AtomicBool::new(false);
+
+pub fn init(ctx: Ctx) -> Result<(), Error> {
+    let detached = unsafe { rm!(RedisModule_GetDetachedThreadSafeContext)(ctx.0) };
+    TIMER_CTX.store(detached, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The resource behind `name` in the caller's database, if anyone waits on it.
+pub fn waiting_resource(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+) -> Result<Option<Resource>, Error> {
+    if !blocking::anyone_waiting() {
+        return Ok(None);
+    }
+    let res = resource(ctx, name)?;
+    Ok((blocking::waiters_on(&res) > 0).then_some(res))
+}
+
+pub fn resource(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<Resource, Error> {
+    let db = unsafe { rm!(RedisModule_GetSelectedDb)(ctx.0) };
+    Ok(Resource {
+        db,
+        key: api::bytes(name)?.into(),
+    })
+}
+
+/// Whether the server must hold back writes that replicas would see.
+pub fn writes_paused() -> bool {
+    unsafe { raw::RedisModule_AvoidReplicaTraffic }.is_some_and(|f| unsafe { f() } != 0)
+}
+
+/// Grants `res` to its head waiter (and every queued entry with the same
+/// token), storing the lease in `key`, which is free or holds the lease being
+/// released. Returns whether anyone got it.
+pub fn grant_next(
+    ctx: Ctx,
+    key: &mut LockKey,
+    name: *mut raw::RedisModuleString,
+    res: &Resource,
+) -> Result<bool, Error> {
+    let Some(next) = blocking::pop_grantee(res) else {
+        return Ok(false);
+    };
+    let now = now_us();
+    let fence = match state::with_clock(|clock| clock.next(now)) {
+        Ok(f) => f,
+        Err(e) => {
+            fail_all(next.handles, &e);
+            return Err(e);
+        }
+    };
+    let deadline = now / 1000 + next.ttl_ms;
+    let lease = Lease::new(&next.token, fence);
+    match key.lease_mut()? {
+        Some(current) => *current = lease,
+        None => key.store(lease)?,
+    }
+    key.set_deadline(deadline)?;
+    effects::granted(ctx, name, &next.token, fence, deadline)?;
+    key.signal_modified()?;
+    for h in next.handles {
+        blocking::unblock(h, Outcome::Granted(fence));
+    }
+    arm_expiry(ctx, res, deadline)?;
+    Ok(true)
+}
+
+fn fail_all(handles: Vec<blocking::Blocked>, err: &Error) {
+    for h in handles {
+        blocking::unblock(h, Outcome::Failed(err.clone()));
+    }
+}
+
+/// Wakes `res` just after `deadline_ms` so a lease that ends with waiters
+/// queued is handed over within milliseconds, without waiting for Redis's
+/// lazy or sampled active expiry. (A key expires strictly after its deadline.)
+pub fn arm_expiry(ctx: Ctx, res: &Resource, deadline_ms: u64) -> Result<(), Error> {
+    if blocking::waiters_on(res) == 0 || !blocking::needs_timer(res, deadline_ms) {
+        return Ok(());
+    }
+    let delay = deadline_ms.saturating_sub(now_us() / 1000) + 1;
+    let data = Box::into_raw(Box::new((res.clone(), deadline_ms)));
+    let create = rm!(RedisModule_CreateTimer);
+    unsafe {
+        create(
+            ctx.0,
+            i64::try_from(delay).unwrap_or(i64::MAX),
+            Some(on_expiry_timer),
+            data.cast::<c_void>(),
+        )
+    };
+    Ok(())
+}
+
+extern "C" fn on_expiry_timer(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    guard("expiry timer", (), || {
+        if data.is_null() {
+            return;
+        }
+        let (res, at) = *unsafe { Box::from_raw(data.cast::<(Resource, u64)>()) };
+        blocking::timer_fired(&res, at);
+        settle_logged(Ctx(ctx), &res);
+    })
+}
+
+/// Schedules a settle of `res` from a place that cannot write.
+pub fn defer(res: Resource) {
+    DEFERRED.lock().unwrap_or_else(|p| p.into_inner()).push(res);
+    arm_deferred(0);
+}
+
+fn arm_deferred(delay_ms: i64) {
+    if DEFERRED_ARMED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let ctx = TIMER_CTX.load(Ordering::Relaxed);
+    let armed = match unsafe { raw::RedisModule_CreateTimer } {
+        Some(create) if !ctx.is_null() => {
+            unsafe { create(ctx, delay_ms, Some(on_deferred_timer), std::ptr::null_mut()) };
+            true
+        }
+        _ => false,
+    };
+    if !armed {
+        DEFERRED_ARMED.store(false, Ordering::Relaxed);
+    }
+}
+
+extern "C" fn on_deferred_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    guard("deferred handoff", (), || {
+        DEFERRED_ARMED.store(false, Ordering::Relaxed);
+        let mut list = std::mem::take(&mut *DEFERRED.lock().unwrap_or_else(|p| p.into_inner()));
+        list.sort_by(|a, b| (a.db, &a.key).cmp(&(b.db, &b.key)));
+        list.dedup();
+        for res in list {
+            settle_logged(Ctx(ctx), &res);
+        }
+    })
+}
+
+fn settle_logged(ctx: Ctx, res: &Resource) {
+    if let Err(e) = settle(ctx, res) {
+        ctx.log_warning(&format!("handoff failed: {e}"));
+    }
+}
+
+/// Re-evaluates a resource with waiters from a timer: hand it over if free,
+/// wait for the current lease otherwise, and fail the waiters if the key now
+/// holds something that is not a lock.
+fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
+    if blocking::waiters_on(res) == 0 {
+        return Ok(());
+    }
+    if ctx.flags()?.is_replica() {
+        fail_all(blocking::drain(Some(res)), &Error::Demoted);
+        return Ok(());
+    }
+    if writes_paused() {
+        DEFERRED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(res.clone());
+        arm_deferred(PAUSED_RETRY_MS);
+        return Ok(());
+    }
+    unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
+    let name = unsafe {
+        rm!(RedisModule_CreateString)(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len())
+    };
+    let result = settle_key(ctx, name, res);
+    unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
+    result
+}
+
+fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Result<(), Error> {
+    let mut key = LockKey::open_write(ctx, name)?;
+    match key.lease() {
+        Ok(Some(_)) => match key.deadline()? {
+            Some(deadline) => arm_expiry(ctx, res, deadline),
+            // No TTL (an admin's PERSIST): wait for a release or a DEL.
+            None => Ok(()),
+        },
+        Ok(None) => grant_next(ctx, &mut key, name, res).map(|_| ()),
+        Err(Error::WrongType) => {
+            fail_all(blocking::drain(Some(res)), &Error::WrongType);
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The type's unlink callback: the lock value is leaving its key (DEL,
+/// UNLINK, expiry, eviction, overwrite, RENAME away). No writes are allowed
+/// here, so the handoff is deferred.
+pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, _value: *const c_void) {
+    guard("unlink", (), || {
+        if !blocking::anyone_waiting() {
+            return;
+        }
+        let (Some(db_of), Some(name_of)) =
+            (unsafe { raw::RedisModule_GetDbIdFromOptCtx }, unsafe {
+                raw::RedisModule_GetKeyNameFromOptCtx
+            })
+        else {
+            return;
+        };
+        let db = unsafe { db_of(optctx) };
+        let Ok(key) = api::bytes(unsafe { name_of(optctx) }) else {
+            return;
+        };
+        let res = Resource {
+            db,
+            key: key.into(),
+        };
+        if blocking::waiters_on(&res) > 0 {
+            defer(res);
+        }
+    })
+}
