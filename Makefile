@@ -8,7 +8,7 @@ RUN_PORT = $(shell awk '$$1 == "port" { print $$2; exit }' $(CONF) 2>/dev/null |
 # sudo only when not already root.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build run test fmt clippy clean
+.PHONY: deps build run test bench fmt clippy clean
 
 # Installs only what is missing; `apt-get update` runs once, only if needed.
 deps:
@@ -42,6 +42,10 @@ test: deps
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) build --release
 	$(CARGO) test --release
+
+# A benchmark, not a test: prints Markdown tables (see README, Performance).
+bench: build
+	$(CARGO) bench --bench dlock
 
 fmt:
 	$(CARGO) fmt --all
