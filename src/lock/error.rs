@@ -29,7 +29,7 @@ pub enum Error {
     FenceExhausted,
     /// A client tried a write on a replica (possible with `replica-read-only no`).
     ReadOnlyReplica,
-    /// The server became a replica while the client waited.
+    /// A deferred handoff found the server turned replica.
     Demoted,
     /// A client sent the internal effect command itself.
     ForgedEffect,

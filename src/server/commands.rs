@@ -59,6 +59,10 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     key.set_deadline(deadline)?;
     effects::granted(ctx, name, req.token, fence, deadline)?;
     key.signal_modified()?;
+    if let Some(res) = &waiting {
+        // A refresh may shorten the lease: wake the queue at the new end.
+        handoff::arm_expiry(ctx, res, deadline)?;
+    }
     ctx.reply_integer(fence as i64)
 }
 
@@ -102,6 +106,10 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     key.set_deadline(deadline)?;
     effects::granted(ctx, name, req.token, fence, deadline)?;
     key.signal_modified()?;
+    if let Some(res) = handoff::waiting_resource(ctx, name)? {
+        // A shorter lease must still be handed over on time.
+        handoff::arm_expiry(ctx, &res, deadline)?;
+    }
     ctx.reply_integer(1)
 }
 

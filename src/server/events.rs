@@ -1,13 +1,16 @@
 //! Server events that change what waiters should get: flushes and swaps
-//! empty or replace keys without calling the type's unlink callback, and a
-//! demotion to replica means no grant made here would last.
+//! empty or replace keys without calling the type's unlink callback.
+//!
+//! A demotion to replica needs no handler: Redis 7.0 unblocks every blocked
+//! client itself (`-UNBLOCKED ... master -> replica?`) before modules hear of
+//! the role change, and the disconnect callback takes them out of the queues.
 
 use std::ffi::c_void;
 
 use redis_module::raw;
 
 use super::api::{rm, Ctx};
-use super::blocking::{self, Outcome};
+use super::blocking;
 use super::ffi::guard;
 use super::handoff;
 use crate::lock::Error;
@@ -17,7 +20,6 @@ pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
     for id in [
         raw::REDISMODULE_EVENT_FLUSHDB,
         raw::REDISMODULE_EVENT_SWAPDB,
-        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
     ] {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         if unsafe { subscribe(ctx.0, event, Some(on_event)) } != super::api::OK {
@@ -49,13 +51,6 @@ extern "C" fn on_event(
                 blocking::resources(Some(db))
                     .into_iter()
                     .for_each(handoff::defer);
-            }
-        }
-        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
-            if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA =>
-        {
-            for h in blocking::drain(None) {
-                blocking::unblock(h, Outcome::Failed(Error::Demoted));
             }
         }
         _ => {}
