@@ -567,6 +567,36 @@ fn extend_lengthened_lease_hands_off_at_new_deadline() {
     assert_owner(&mut c, "res", "waiter", f);
 }
 
+/// While the server must not produce writes (`CLIENT PAUSE WRITE`, which a
+/// manual failover also uses), a deferred handoff waits: a grant is a write
+/// that replicas would miss. It happens as soon as the pause ends.
+#[test]
+fn paused_writes_hold_back_expiry_handoff() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let hf = acquire(&mut c, "res", "holder", 200).expect("grant");
+    let w = Waiter::start(&s.url(), "res", "waiter", 10_000, 5_000);
+    wait_waiters(&mut c, "res", 1);
+    let t0 = Instant::now();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1000)
+        .arg("WRITE")
+        .query(&mut c)
+        .unwrap();
+    let o = w.outcome(Duration::from_secs(6));
+    let after = o.at - t0;
+    eprintln!("lease ended 200 ms into a 1000 ms write pause: granted after {after:?}");
+    assert!(
+        after >= Duration::from_millis(950),
+        "granted during the write pause: {after:?}"
+    );
+    assert!(after < Duration::from_millis(3000), "late: {after:?}");
+    let f = o.fence();
+    assert!(f > hf);
+    assert_owner(&mut c, "res", "waiter", f);
+}
+
 #[test]
 fn wait_times_out() {
     let s = Server::start();
