@@ -21,8 +21,9 @@ use std::ffi::c_int;
 use redis_module::raw;
 
 /// Module memory is counted by the server (`used_memory`, `MEMORY USAGE`).
-/// Unit tests run without a server, so they keep the system allocator.
-#[cfg(not(test))]
+/// Unit tests run without a server, so they keep the system allocator, and so
+/// do `system-alloc` builds (valgrind, fuzzing).
+#[cfg(not(any(test, feature = "system-alloc")))]
 #[global_allocator]
 static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
 
@@ -48,6 +49,8 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
     if init == raw::Status::Err as c_int {
         return server::api::ERR;
     }
+    #[cfg(feature = "leak-canary")]
+    std::mem::forget(vec![0u8; 4096]);
     server::ffi::guard("load", server::api::ERR, || {
         match server::load(server::api::Ctx(ctx)) {
             Ok(()) => server::api::OK,
