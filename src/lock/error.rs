@@ -29,6 +29,9 @@ pub enum Error {
     FenceExhausted,
     /// A client tried a write on a replica (possible with `replica-read-only no`).
     ReadOnlyReplica,
+    /// The resource's slot is moving or served elsewhere: the client retries
+    /// and follows the cluster's redirect.
+    SlotMoved,
     /// A deferred handoff found the server turned replica.
     Demoted,
     /// A client sent the internal effect command itself.
@@ -61,6 +64,10 @@ impl fmt::Display for Error {
             Error::ReadOnlyReplica => write!(
                 f,
                 "READONLY dlock: locks are granted, extended and released on the master only"
+            ),
+            Error::SlotMoved => write!(
+                f,
+                "TRYAGAIN dlock: the resource's slot is moving or served elsewhere; retry"
             ),
             Error::Demoted => write!(
                 f,

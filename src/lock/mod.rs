@@ -4,6 +4,7 @@
 //! unit-tested without a server.
 
 pub mod args;
+pub mod cluster;
 pub mod error;
 pub mod fence;
 pub mod lease;

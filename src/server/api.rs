@@ -45,6 +45,9 @@ impl Flags {
     pub fn is_replica(self) -> bool {
         self.0 & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0
     }
+    pub fn is_cluster(self) -> bool {
+        self.0 & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
+    }
     /// Blocking is impossible here: MULTI, Lua, or a client that denies it.
     pub fn in_transaction_or_script(self) -> bool {
         self.0

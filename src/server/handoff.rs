@@ -215,6 +215,12 @@ fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Re
             // No TTL (an admin's PERSIST): wait for a release or a DEL.
             None => Ok(()),
         },
+        Ok(None) if !super::cluster::may_grant(ctx, &res.key)? => {
+            // A MIGRATE took the key, or its slot is moving or gone: that is
+            // not a release. The waiters retry and follow the redirect.
+            fail_all(blocking::drain(Some(res)), &Error::SlotMoved);
+            Ok(())
+        }
         Ok(None) => grant_next(ctx, &mut key, name, res).map(|_| ()),
         Err(Error::WrongType) => {
             fail_all(blocking::drain(Some(res)), &Error::WrongType);

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod blocking;
+pub mod cluster;
 pub mod commands;
 pub mod effects;
 pub mod events;

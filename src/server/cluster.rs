@@ -1,0 +1,36 @@
+//! Whether this node may grant a lock on a resource: in Redis Cluster, only
+//! if it serves the resource's slot stably. Asked only on the paths where a
+//! grant is not a client's routed command (deferred handoffs), and only in
+//! cluster mode, so plain servers and the hot path never pay for it.
+
+use super::api::{rm, Ctx};
+use crate::lock::cluster::{key_slot, slot_state, SlotState};
+use crate::lock::Error;
+
+pub fn may_grant(ctx: Ctx, key: &[u8]) -> Result<bool, Error> {
+    if !ctx.flags()?.is_cluster() {
+        return Ok(true);
+    }
+    let nodes = cluster_nodes(ctx)?;
+    Ok(slot_state(&nodes, key_slot(key)) == SlotState::Stable)
+}
+
+fn cluster_nodes(ctx: Ctx) -> Result<String, Error> {
+    let call = rm!(RedisModule_Call);
+    let text = rm!(RedisModule_CallReplyStringPtr);
+    let free = rm!(RedisModule_FreeCallReply);
+    let reply = unsafe { call(ctx.0, c"CLUSTER".as_ptr(), c"c".as_ptr(), c"NODES".as_ptr()) };
+    if reply.is_null() {
+        return Err(Error::Internal("CLUSTER NODES failed"));
+    }
+    let mut len = 0usize;
+    let ptr = unsafe { text(reply, &mut len) };
+    let nodes = if ptr.is_null() {
+        String::new()
+    } else {
+        String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
+            .into_owned()
+    };
+    unsafe { free(reply) };
+    Ok(nodes)
+}
