@@ -34,8 +34,8 @@ static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAl
 #[no_mangle]
 pub unsafe extern "C" fn RedisModule_OnLoad(
     ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut *mut raw::RedisModuleString,
-    _argc: c_int,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
 ) -> c_int {
     // Nothing may allocate before this: the allocator is the server's.
     let init = unsafe {
@@ -52,7 +52,7 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
     #[cfg(feature = "leak-canary")]
     std::mem::forget(vec![0u8; 4096]);
     server::ffi::guard("load", server::api::ERR, || {
-        match server::load(server::api::Ctx(ctx)) {
+        match server::load(server::api::Ctx(ctx), argv, argc) {
             Ok(()) => server::api::OK,
             Err(e) => {
                 server::api::log(ctx, c"warning", &format!("load failed: {e}"));

@@ -299,9 +299,23 @@ fn aof_fsync_always_survives_kill9() {
     check_scenario(&mut c, &sc);
 }
 
+/// RDB-only persistence can lose acknowledged grants, so after a kill -9 the
+/// module's restart quarantine would refuse new grants for the longest TTL.
+/// These tests are about what survives and about fences, and need grants
+/// right after the restart; the quarantine has its own tests
+/// (tests/quarantine.rs).
+fn rdb_only_without_quarantine() -> Server {
+    Server::builder()
+        .arg("--appendonly")
+        .arg("no")
+        .arg("--dlock.restart-quarantine")
+        .arg("off")
+        .start()
+}
+
 #[test]
 fn rdb_save_survives_kill9() {
-    let mut s = Server::builder().arg("--appendonly").arg("no").start();
+    let mut s = rdb_only_without_quarantine();
     let mut c = s.conn();
     let sc = build_scenario(&mut c);
     save(&mut c);
@@ -397,7 +411,7 @@ fn aof_replay_keeps_absolute_deadline() {
 
 #[test]
 fn rdb_only_lost_grants_do_not_repeat_fences() {
-    let mut s = Server::builder().arg("--appendonly").arg("no").start();
+    let mut s = rdb_only_without_quarantine();
     let mut c = s.conn();
     let mut all = vec![];
     for i in 0..5 {
@@ -444,7 +458,7 @@ fn next_fence(c: &mut redis::Connection, last: &mut i64, what: &str) {
 
 #[test]
 fn fences_never_repeat_across_expiry_del_flush_reload_restart() {
-    let mut s = Server::builder().arg("--appendonly").arg("no").start();
+    let mut s = rdb_only_without_quarantine();
     let mut c = s.conn();
     let mut last = 0;
     next_fence(&mut c, &mut last, "first");
@@ -506,7 +520,7 @@ fn future_fence(c: &mut redis::Connection) -> i64 {
 
 #[test]
 fn high_water_mark_survives_rdb_restart_without_keys() {
-    let mut s = Server::builder().arg("--appendonly").arg("no").start();
+    let mut s = rdb_only_without_quarantine();
     let mut c = s.conn();
     let high = future_fence(&mut c);
     let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut c).unwrap();

@@ -10,6 +10,24 @@ use super::error::Error;
 /// that `now + ttl` can never overflow a signed 64-bit millisecond deadline.
 pub const MAX_TTL_MS: u64 = 1 << 47;
 
+/// Operator limits from the module's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_token: usize,
+    /// 0 means unlimited.
+    pub max_ttl: u64,
+}
+
+impl Limits {
+    fn ttl(&self, raw: &[u8]) -> Result<u64, Error> {
+        let ttl = parse_ttl(raw)?;
+        if self.max_ttl > 0 && ttl > self.max_ttl {
+            return Err(Error::TtlAboveMax { max: self.max_ttl });
+        }
+        Ok(ttl)
+    }
+}
+
 /// `DLOCK.ACQUIRE resource token ttl_ms [WAIT timeout_ms]`
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Acquire<'a> {
@@ -48,12 +66,12 @@ pub struct Apply<'a> {
     pub last_fence: u64,
 }
 
-pub fn acquire<'a>(argv: &[&'a [u8]], max_token: usize) -> Result<Acquire<'a>, Error> {
+pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Error> {
     let [_, _, token, ttl, options @ ..] = argv else {
         return Err(Error::WrongArity);
     };
-    let token = parse_token(token, max_token)?;
-    let ttl_ms = parse_ttl(ttl)?;
+    let token = parse_token(token, limits.max_token)?;
+    let ttl_ms = limits.ttl(ttl)?;
     let mut wait_ms = None;
     let mut rest = options;
     // Anything unknown, repeated or missing its value is refused rather than
@@ -84,22 +102,22 @@ fn parse_wait(raw: &[u8]) -> Result<u64, Error> {
         })
 }
 
-pub fn release<'a>(argv: &[&'a [u8]], max_token: usize) -> Result<Release<'a>, Error> {
+pub fn release<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Release<'a>, Error> {
     let [_, _, token] = argv else {
         return Err(Error::WrongArity);
     };
     Ok(Release {
-        token: parse_token(token, max_token)?,
+        token: parse_token(token, limits.max_token)?,
     })
 }
 
-pub fn extend<'a>(argv: &[&'a [u8]], max_token: usize) -> Result<Extend<'a>, Error> {
+pub fn extend<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Extend<'a>, Error> {
     let [_, _, token, ttl] = argv else {
         return Err(Error::WrongArity);
     };
     Ok(Extend {
-        token: parse_token(token, max_token)?,
-        ttl_ms: parse_ttl(ttl)?,
+        token: parse_token(token, limits.max_token)?,
+        ttl_ms: limits.ttl(ttl)?,
     })
 }
 
@@ -130,6 +148,21 @@ pub fn apply<'a>(argv: &[&'a [u8]]) -> Result<Apply<'a>, Error> {
         deadline_ms,
         last_fence,
     })
+}
+
+/// `DLOCK.META longest_ttl_ms lossy` -> (longest TTL, lossy).
+pub fn meta(argv: &[&[u8]]) -> Result<(u64, bool), Error> {
+    let [_, longest, lossy] = argv else {
+        return Err(Error::WrongArity);
+    };
+    let longest = parse_u64(longest)
+        .filter(|t| *t <= MAX_TTL_MS)
+        .ok_or(Error::BadEffect("longest_ttl"))?;
+    match *lossy {
+        b"0" => Ok((longest, false)),
+        b"1" => Ok((longest, true)),
+        _ => Err(Error::BadEffect("lossy")),
+    }
 }
 
 fn parse_fence(raw: &[u8]) -> Option<u64> {
@@ -171,7 +204,10 @@ pub fn parse_u64(raw: &[u8]) -> Option<u64> {
 mod tests {
     use super::*;
 
-    const MAX: usize = 512;
+    const MAX: &Limits = &Limits {
+        max_token: 512,
+        max_ttl: 0,
+    };
 
     fn argv<'a>(parts: &[&'a str]) -> Vec<&'a [u8]> {
         parts.iter().map(|p| p.as_bytes()).collect()
@@ -275,8 +311,12 @@ mod tests {
             Err(Error::EmptyToken)
         );
         let long = vec![b'x'; 4];
+        let small = Limits {
+            max_token: 3,
+            max_ttl: 0,
+        };
         assert_eq!(
-            release(&[b"R", b"r", &long], 3),
+            release(&[b"R", b"r", &long], &small),
             Err(Error::TokenTooLong { max: 3 })
         );
     }
@@ -314,6 +354,32 @@ mod tests {
             apply(&argv(&["A", "r", "t", "1", "5"])),
             Err(Error::WrongArity)
         );
+    }
+
+    #[test]
+    fn max_ttl_caps_acquire_and_extend() {
+        let capped = Limits {
+            max_token: 512,
+            max_ttl: 1000,
+        };
+        assert!(acquire(&argv(&["A", "r", "t", "1000"]), &capped).is_ok());
+        assert_eq!(
+            acquire(&argv(&["A", "r", "t", "1001"]), &capped),
+            Err(Error::TtlAboveMax { max: 1000 })
+        );
+        assert_eq!(
+            extend(&argv(&["E", "r", "t", "1001"]), &capped),
+            Err(Error::TtlAboveMax { max: 1000 })
+        );
+    }
+
+    #[test]
+    fn meta_effect() {
+        assert_eq!(meta(&argv(&["M", "30000", "1"])), Ok((30_000, true)));
+        assert_eq!(meta(&argv(&["M", "0", "0"])), Ok((0, false)));
+        assert!(meta(&argv(&["M", "-1", "0"])).is_err());
+        assert!(meta(&argv(&["M", "5", "2"])).is_err());
+        assert_eq!(meta(&argv(&["M", "5"])), Err(Error::WrongArity));
     }
 
     #[test]

@@ -34,6 +34,13 @@ pub enum Error {
     SlotMoved,
     /// A deferred handoff found the server turned replica.
     Demoted,
+    /// Grants are refused for a while after a restart or promotion that may
+    /// have lost acknowledged grants.
+    Quarantine { ms_left: u64 },
+    /// A TTL above `dlock.max-ttl`.
+    TtlAboveMax { max: u64 },
+    /// A configuration value that does not parse.
+    BadConfig(&'static str),
     /// A client sent the internal effect command itself.
     ForgedEffect,
     /// A malformed internal effect (from a damaged AOF or a newer master).
@@ -73,6 +80,15 @@ impl fmt::Display for Error {
                 f,
                 "READONLY dlock: this server became a replica while you waited; retry on the master"
             ),
+            Error::Quarantine { ms_left } => write!(
+                f,
+                "QUARANTINE dlock: new grants are refused for {ms_left} ms more after a restart \
+                 or failover that may have lost acknowledged grants"
+            ),
+            Error::TtlAboveMax { max } => {
+                write!(f, "ERR ttl_ms is above dlock.max-ttl ({max})")
+            }
+            Error::BadConfig(what) => write!(f, "ERR {what}"),
             Error::ForgedEffect => write!(
                 f,
                 "ERR DLOCK.APPLY is internal: accepted only from the master link or the AOF"

@@ -10,8 +10,9 @@ use super::Error;
 /// The loader refuses longer tokens as corrupt; commands cap tokens far lower.
 pub const MAX_STORED_TOKEN: usize = 1 << 20;
 
-/// Version of `encode`'s layout, stored as the data type's encoding version.
-pub const ENCODING_VERSION: i32 = 1;
+/// The data type's encoding version. Version 2 added restart-quarantine
+/// metadata to the aux data; the lock value layout is the same as in 1.
+pub const ENCODING_VERSION: i32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
@@ -84,7 +85,7 @@ impl Lease {
     }
 
     pub fn decode(version: i32, bytes: &[u8]) -> Result<Lease, DecodeError> {
-        if version != ENCODING_VERSION {
+        if !(1..=ENCODING_VERSION).contains(&version) {
             return Err(DecodeError::UnknownVersion(version));
         }
         let (fence, token) = bytes
@@ -165,6 +166,13 @@ mod tests {
         assert!(held.is_owned_by(b"tok\x00"));
         assert!(!held.is_owned_by(b"tok"));
         assert!(!held.is_owned_by(b"TOK\x00"));
+    }
+
+    #[test]
+    fn version_1_values_still_load() {
+        // Bytes as dlock's first release wrote them: fence 5 LE, token "t".
+        let v1 = [5, 0, 0, 0, 0, 0, 0, 0, b't'];
+        assert_eq!(Lease::decode(1, &v1), Ok(Lease::new(b"t", 5)));
     }
 
     #[test]

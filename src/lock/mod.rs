@@ -9,6 +9,7 @@ pub mod error;
 pub mod fence;
 pub mod lease;
 pub mod policy;
+pub mod quarantine;
 pub mod queue;
 
 pub use error::Error;

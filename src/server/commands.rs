@@ -9,14 +9,14 @@ use super::effects;
 use super::ffi::Argv;
 use super::handoff;
 use super::keys::LockKey;
-use super::state;
+use super::{quarantine, state};
 use crate::lock::lease::AcquireDecision;
 use crate::lock::{args, Error, Lease};
 
 /// `DLOCK.ACQUIRE resource token ttl_ms [WAIT timeout_ms]` -> fence, or nil
 /// when held by another (after `timeout_ms` with WAIT).
 pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
-    let req = args::acquire(argv.bytes(), state::max_token())?;
+    let req = args::acquire(argv.bytes(), &state::limits())?;
     let flags = ctx.flags()?;
     refuse_on_replica(flags)?;
     let name = argv.key()?;
@@ -29,26 +29,20 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
             handoff::grant_next(ctx, &mut key, name, res)?;
         }
     }
+    let free = key.lease()?.is_none();
+    let queued = waiting
+        .as_ref()
+        .is_some_and(|r| blocking::waiters_on(r) > 0);
+    if free && (queued || quarantine::ms_left() > 0) {
+        // A free lock that may not be granted now: the queue still holds
+        // it (a quarantine delays its handoff), or grants are quarantined.
+        return wait_or_refuse(ctx, &key, name, &req, flags, waiting);
+    }
     let now = now_us();
     let deadline = now / 1000 + req.ttl_ms;
     let decision = state::with_clock(|clock| Lease::acquire(key.lease()?, &req, clock, now))?;
     let fence = match decision {
-        AcquireDecision::Busy => {
-            return match req.wait_ms {
-                Some(timeout) if can_block(flags) => {
-                    let res = match waiting {
-                        Some(res) => res,
-                        None => handoff::resource(ctx, name)?,
-                    };
-                    blocking::block(ctx, res.clone(), req.token, req.ttl_ms, timeout)?;
-                    match key.deadline()? {
-                        Some(at) => handoff::arm_expiry(ctx, &res, at),
-                        None => Ok(()),
-                    }
-                }
-                _ => ctx.reply_null(),
-            };
-        }
+        AcquireDecision::Busy => return wait_or_refuse(ctx, &key, name, &req, flags, waiting),
         AcquireDecision::Grant(lease) => {
             let fence = lease.fence();
             key.store(lease)?;
@@ -57,6 +51,7 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         AcquireDecision::Refresh { fence } => fence,
     };
     key.set_deadline(deadline)?;
+    quarantine::note_ttl(req.ttl_ms);
     effects::granted(ctx, name, req.token, fence, deadline)?;
     key.signal_modified()?;
     if let Some(res) = &waiting {
@@ -66,10 +61,39 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     ctx.reply_integer(fence as i64)
 }
 
+/// The lock cannot be granted now: park the client with WAIT, else nil, or
+/// the quarantine error when only the quarantine stands in the way.
+fn wait_or_refuse(
+    ctx: Ctx,
+    key: &LockKey,
+    name: *mut raw::RedisModuleString,
+    req: &args::Acquire,
+    flags: Flags,
+    waiting: Option<blocking::Resource>,
+) -> Result<(), Error> {
+    let Some(timeout) = req.wait_ms.filter(|_| can_block(flags)) else {
+        let free = key.lease()?.is_none();
+        let queued = waiting.is_some_and(|r| blocking::waiters_on(&r) > 0);
+        if free && !queued {
+            quarantine::check()?;
+        }
+        return ctx.reply_null();
+    };
+    let res = match waiting {
+        Some(res) => res,
+        None => handoff::resource(ctx, name)?,
+    };
+    blocking::block(ctx, res.clone(), req.token, req.ttl_ms, timeout)?;
+    match key.deadline()? {
+        Some(at) => handoff::arm_expiry(ctx, &res, at),
+        None => Ok(()),
+    }
+}
+
 /// `DLOCK.RELEASE resource token` -> 1 if the owner released it, else 0.
 /// With waiters queued the lock passes straight to the head waiter.
 pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
-    let req = args::release(argv.bytes(), state::max_token())?;
+    let req = args::release(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx.flags()?)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
@@ -91,7 +115,7 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 /// `DLOCK.EXTEND resource token ttl_ms` -> 1 if the owner's lease now ends
 /// `ttl_ms` from now, else 0.
 pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
-    let req = args::extend(argv.bytes(), state::max_token())?;
+    let req = args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx.flags()?)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
@@ -104,6 +128,7 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     };
     let deadline = now_us() / 1000 + req.ttl_ms;
     key.set_deadline(deadline)?;
+    quarantine::note_ttl(req.ttl_ms);
     effects::granted(ctx, name, req.token, fence, deadline)?;
     key.signal_modified()?;
     if let Some(res) = handoff::waiting_resource(ctx, name)? {

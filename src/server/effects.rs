@@ -14,10 +14,13 @@ use redis_module::raw;
 use super::api::{rm, Ctx, OK};
 use super::ffi::Argv;
 use super::keys::LockKey;
-use super::state;
+use super::{quarantine, state};
 use crate::lock::{args, Error, Lease};
 
 pub const APPLY: &CStr = c"DLOCK.APPLY";
+/// `DLOCK.META longest_ttl_ms lossy`: what a restart quarantine needs to know
+/// about the run that wrote the data. Sent before a grant whenever it changed.
+pub const META: &CStr = c"DLOCK.META";
 
 /// Propagates the lease as it now is. `deadline_ms` 0 means "expiry not
 /// carried here" and is only used by the AOF rewrite.
@@ -29,6 +32,9 @@ pub fn granted(
     deadline_ms: u64,
 ) -> Result<(), Error> {
     let replicate = rm!(RedisModule_Replicate);
+    if quarantine::take_meta_dirty() {
+        meta_effect(ctx)?;
+    }
     let status = unsafe {
         replicate(
             ctx.0,
@@ -45,10 +51,41 @@ pub fn granted(
     checked(status)
 }
 
+fn meta_effect(ctx: Ctx) -> Result<(), Error> {
+    let replicate = rm!(RedisModule_Replicate);
+    let status = unsafe {
+        replicate(
+            ctx.0,
+            META.as_ptr(),
+            c"ll".as_ptr(),
+            quarantine::longest_ttl() as c_longlong,
+            c_longlong::from(quarantine::this_run_lossy()),
+        )
+    };
+    checked(status)
+}
+
 pub fn released(ctx: Ctx, key: *mut raw::RedisModuleString) -> Result<(), Error> {
     let replicate = rm!(RedisModule_Replicate);
     let status = unsafe { replicate(ctx.0, c"DEL".as_ptr(), c"s".as_ptr(), key) };
     checked(status)
+}
+
+/// `DLOCK.META longest_ttl_ms lossy`, from the AOF or the master.
+pub fn meta(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    let flags = ctx.flags()?;
+    if !(flags.is_replicated() || flags.is_loading()) {
+        return Err(Error::ForgedEffect);
+    }
+    let (longest, lossy) = args::meta(argv.bytes())?;
+    // Durability read from our own files describes the run that wrote them;
+    // a master's durability says nothing about this node's files.
+    quarantine::observe(longest, flags.is_loading().then_some(lossy));
+    if flags.is_replicated() {
+        // Our own AOF gets our own metadata.
+        meta_effect(ctx)?;
+    }
+    ctx.reply_ok()
 }
 
 fn checked(status: i32) -> Result<(), Error> {

@@ -1,5 +1,6 @@
-//! Server events that change what waiters should get: flushes and swaps
-//! empty or replace keys without calling the type's unlink callback.
+//! Server events: flushes and swaps empty or replace keys without calling
+//! the type's unlink callback; shutdowns, configuration changes, master-link
+//! changes and promotions feed the restart quarantine.
 //!
 //! A demotion to replica needs no handler: Redis 7.0 unblocks every blocked
 //! client itself (`-UNBLOCKED ... master -> replica?`) before modules hear of
@@ -12,7 +13,7 @@ use redis_module::raw;
 use super::api::{rm, Ctx};
 use super::blocking;
 use super::ffi::guard;
-use super::handoff;
+use super::{handoff, quarantine};
 use crate::lock::Error;
 
 pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
@@ -20,6 +21,10 @@ pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
     for id in [
         raw::REDISMODULE_EVENT_FLUSHDB,
         raw::REDISMODULE_EVENT_SWAPDB,
+        raw::REDISMODULE_EVENT_SHUTDOWN,
+        raw::REDISMODULE_EVENT_CONFIG,
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+        raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
     ] {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         if unsafe { subscribe(ctx.0, event, Some(on_event)) } != super::api::OK {
@@ -30,7 +35,7 @@ pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
 }
 
 extern "C" fn on_event(
-    _ctx: *mut raw::RedisModuleCtx,
+    ctx: *mut raw::RedisModuleCtx,
     event: raw::RedisModuleEvent,
     subevent: u64,
     data: *mut c_void,
@@ -52,6 +57,17 @@ extern "C" fn on_event(
                     .into_iter()
                     .for_each(handoff::defer);
             }
+        }
+        raw::REDISMODULE_EVENT_SHUTDOWN => quarantine::on_shutdown(),
+        raw::REDISMODULE_EVENT_CONFIG => quarantine::refresh_durability(Ctx(ctx)),
+        raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE => quarantine::on_master_link(
+            Ctx(ctx),
+            subevent == raw::REDISMODULE_SUBEVENT_MASTER_LINK_UP,
+        ),
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
+            if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER =>
+        {
+            quarantine::on_promotion(Ctx(ctx))
         }
         _ => {}
     })

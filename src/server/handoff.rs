@@ -18,7 +18,7 @@ use super::blocking::{self, Outcome, Resource};
 use super::effects;
 use super::ffi::guard;
 use super::keys::LockKey;
-use super::state;
+use super::{quarantine, state};
 use crate::lock::{Error, Lease};
 
 /// When the server must not produce writes (`CLIENT PAUSE WRITE`, a manual
@@ -73,6 +73,10 @@ pub fn grant_next(
     name: *mut raw::RedisModuleString,
     res: &Resource,
 ) -> Result<bool, Error> {
+    if quarantine::ms_left() > 0 {
+        // Waiters stay queued; the quarantine's end grants them in order.
+        return Ok(false);
+    }
     let Some(next) = blocking::pop_grantee(res) else {
         return Ok(false);
     };
@@ -91,6 +95,7 @@ pub fn grant_next(
         None => key.store(lease)?,
     }
     key.set_deadline(deadline)?;
+    quarantine::note_ttl(next.ttl_ms);
     effects::granted(ctx, name, &next.token, fence, deadline)?;
     key.signal_modified()?;
     for h in next.handles {

@@ -107,7 +107,7 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
         add_u(
             ictx,
             c"max_token_length".as_ptr(),
-            state::max_token() as u64,
+            state::limits().max_token as u64,
         );
         add_s(
             ictx,
@@ -119,6 +119,12 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
             c"eviction_can_free_locks".as_ptr(),
             u64::from(policy::evicts_locks(&policy)),
         );
+        add_u(ictx, c"max_ttl".as_ptr(), state::limits().max_ttl);
+        for (name, value) in super::quarantine::info() {
+            let mut v = value.into_bytes();
+            v.push(0);
+            add_s(ictx, name.as_ptr(), v.as_ptr().cast::<c_char>());
+        }
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ pub mod api;
 pub mod blocking;
 pub mod cluster;
 pub mod commands;
+pub mod config;
 pub mod effects;
 pub mod events;
 pub mod ffi;
@@ -12,6 +13,7 @@ pub mod handoff;
 pub mod info;
 pub mod keys;
 pub mod persistence;
+pub mod quarantine;
 pub mod state;
 
 use std::ffi::c_int;
@@ -27,18 +29,22 @@ command_entry!(release_entry => commands::release);
 command_entry!(extend_entry => commands::extend);
 command_entry!(info_entry => commands::info);
 command_entry!(apply_entry => effects::apply);
+command_entry!(meta_entry => effects::meta);
 
 /// Everything `RedisModule_OnLoad` does once the API is initialised.
-pub fn load(ctx: Ctx) -> Result<(), Error> {
+pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Result<(), Error> {
     // Short reads must reach our loader instead of aborting the server, and
     // only real changes may touch other clients' WATCH.
     let options = raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
         | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
     unsafe { rm!(RedisModule_SetModuleOptions)(ctx.0, options as c_int) };
 
+    let args = module_args(argv, argc)?;
+    config::register(ctx, &args)?;
     persistence::register_type(ctx)?;
     handoff::init(ctx)?;
     events::subscribe(ctx)?;
+    quarantine::init(ctx)?;
 
     register(
         ctx,
@@ -51,5 +57,20 @@ pub fn load(ctx: Ctx) -> Result<(), Error> {
     register(ctx, c"dlock.extend", Some(extend_entry), c"write fast")?;
     register(ctx, c"dlock.info", Some(info_entry), c"readonly fast")?;
     register(ctx, effects::APPLY, Some(apply_entry), c"write deny-script")?;
+    register(ctx, effects::META, Some(meta_entry), c"write deny-script")?;
     info::register(ctx)
+}
+
+fn module_args<'a>(
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> Result<Vec<&'a [u8]>, Error> {
+    let n = usize::try_from(argc).unwrap_or(0);
+    if argv.is_null() || n == 0 {
+        return Ok(Vec::new());
+    }
+    unsafe { std::slice::from_raw_parts(argv, n) }
+        .iter()
+        .map(|s| api::bytes(*s))
+        .collect()
 }

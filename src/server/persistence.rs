@@ -10,9 +10,10 @@ use std::ffi::{c_char, c_int, c_longlong, c_void};
 use redis_module::raw;
 
 use super::api::{self, rm, Ctx};
-use super::effects::APPLY;
+use super::effects::{APPLY, META};
 use super::ffi::guard;
-use super::state;
+use super::{quarantine, state};
+use crate::lock::args::MAX_TTL_MS;
 use crate::lock::lease::{ENCODING_VERSION, MAX_STORED_TOKEN};
 use crate::lock::{fence::MAX_FENCE, Error, Lease};
 
@@ -131,6 +132,13 @@ extern "C" fn aof_rewrite(
         unsafe {
             emit(
                 aof,
+                META.as_ptr(),
+                c"ll".as_ptr(),
+                quarantine::longest_ttl() as c_longlong,
+                c_longlong::from(quarantine::this_run_lossy()),
+            );
+            emit(
+                aof,
                 APPLY.as_ptr(),
                 c"sblll".as_ptr(),
                 key,
@@ -193,11 +201,17 @@ extern "C" fn copy(
 }
 
 /// The fence clock's high-water mark, so that fences keep rising across a
-/// restart even when every lock key is gone (expired, deleted, flushed).
+/// restart even when every lock key is gone (expired, deleted, flushed);
+/// since version 2 also the longest TTL granted and whether this run can
+/// lose acknowledged writes, for the restart quarantine.
 extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
     guard("aux_save", (), || {
         if let Some(save) = unsafe { raw::RedisModule_SaveUnsigned } {
-            unsafe { save(rdb, state::last_fence()) };
+            unsafe {
+                save(rdb, state::last_fence());
+                save(rdb, quarantine::longest_ttl());
+                save(rdb, u64::from(quarantine::this_run_lossy()));
+            }
         }
     })
 }
@@ -213,18 +227,32 @@ extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, _when: c_int
 }
 
 fn load_aux(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<(), String> {
-    if encver != ENCODING_VERSION {
-        return Err(format!("unknown encoding version {encver}"));
-    }
     let load = unsafe { raw::RedisModule_LoadUnsigned }.ok_or("no LoadUnsigned")?;
-    let last = unsafe { load(rdb) };
-    if io_error(rdb).map_err(|e| e.to_string())? {
-        return Err("short read".into());
-    }
+    let next = || {
+        let v = unsafe { load(rdb) };
+        match io_error(rdb) {
+            Ok(false) => Ok(v),
+            _ => Err("short read".to_string()),
+        }
+    };
+    let last = next()?;
     if last > MAX_FENCE {
         return Err(format!("fence high-water mark {last} out of range"));
     }
-    state::observe_fence(last);
+    match encver {
+        1 => state::observe_fence(last),
+        2 => {
+            let (longest, lossy) = (next()?, next()?);
+            if longest > MAX_TTL_MS || lossy > 1 {
+                return Err(format!(
+                    "quarantine metadata out of range: {longest} {lossy}"
+                ));
+            }
+            state::observe_fence(last);
+            quarantine::observe(longest, Some(lossy == 1));
+        }
+        v => return Err(format!("unknown encoding version {v}")),
+    }
     Ok(())
 }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use redis_module::raw;
 
+use crate::lock::args::Limits;
 use crate::lock::FenceClock;
 
 /// The lock data type, registered once at load.
@@ -14,8 +15,11 @@ static LOCK_TYPE: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(std::ptr::nul
 /// The fence clock's high-water mark (see `lock::fence`).
 static LAST_FENCE: AtomicU64 = AtomicU64::new(0);
 
-/// Longest token a command accepts.
+/// Longest token a command accepts (`dlock.max-token-length`).
 static MAX_TOKEN: AtomicUsize = AtomicUsize::new(512);
+
+/// Longest TTL a command accepts (`dlock.max-ttl`; 0 = unlimited).
+static MAX_TTL: AtomicU64 = AtomicU64::new(0);
 
 pub fn lock_type() -> *mut raw::RedisModuleType {
     LOCK_TYPE.load(Ordering::Relaxed)
@@ -25,8 +29,19 @@ pub fn set_lock_type(t: *mut raw::RedisModuleType) {
     LOCK_TYPE.store(t, Ordering::Relaxed);
 }
 
-pub fn max_token() -> usize {
-    MAX_TOKEN.load(Ordering::Relaxed)
+pub fn limits() -> Limits {
+    Limits {
+        max_token: MAX_TOKEN.load(Ordering::Relaxed),
+        max_ttl: MAX_TTL.load(Ordering::Relaxed),
+    }
+}
+
+pub fn set_max_token(n: usize) {
+    MAX_TOKEN.store(n, Ordering::Relaxed);
+}
+
+pub fn set_max_ttl(ms: u64) {
+    MAX_TTL.store(ms, Ordering::Relaxed);
 }
 
 /// Runs `f` on the fence clock; whatever it leaves is the new high-water

@@ -1,0 +1,329 @@
+//! Restart quarantine in the server: what the last run left behind, the
+//! durability of this run, and the window during which new grants wait.
+//! The rules themselves are in `lock::quarantine`.
+//!
+//! How the previous run ended is kept in a small state file in the data
+//! directory (Redis runs with its working directory there): "running" is
+//! written at load, "clean" by the `Shutdown` event. On Redis 7.0 that event
+//! fires after the final RDB save and AOF flush, so a marker inside the data
+//! could not record a clean end; a crash leaves "running" behind.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+
+use redis_module::raw;
+
+use super::api::{self, now_us, rm, Ctx};
+use super::ffi::guard;
+use super::{blocking, handoff, state};
+use crate::lock::quarantine::{self, Persisted, PreviousRun, Setting, Verdict};
+use crate::lock::Error;
+
+const STATE_FILE: &str = "dlock.state";
+
+static SETTING: Mutex<Setting> = Mutex::new(Setting::Auto);
+/// Unix ms at which the current quarantine ends; 0 = none.
+static UNTIL_MS: AtomicU64 = AtomicU64::new(0);
+static REASON: AtomicU8 = AtomicU8::new(REASON_NONE);
+const REASON_NONE: u8 = 0;
+const REASON_RESTART: u8 = 1;
+const REASON_PROMOTION: u8 = 2;
+static UNBOUNDED: AtomicBool = AtomicBool::new(false);
+static PREVIOUS: AtomicU8 = AtomicU8::new(0);
+/// Longest TTL granted here or seen in loaded data and effects.
+static LONGEST_TTL: AtomicU64 = AtomicU64::new(0);
+/// What loaded data says of the run that wrote it: 0 unknown, 1 lossless, 2 lossy.
+static LOADED_LOSSY: AtomicU8 = AtomicU8::new(0);
+static THIS_RUN_LOSSY: AtomicBool = AtomicBool::new(true);
+/// This run's durability and longest TTL still have to reach the AOF and
+/// replicas (set at load, on config changes and when the longest TTL grows).
+static META_DIRTY: AtomicBool = AtomicBool::new(true);
+static LINK_UP: AtomicBool = AtomicBool::new(false);
+static LINK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+pub fn setting() -> Setting {
+    *SETTING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `CONFIG SET dlock.restart-quarantine off` also lifts a running quarantine:
+/// the operator's override.
+pub fn set_setting(s: Setting) {
+    *SETTING.lock().unwrap_or_else(|p| p.into_inner()) = s;
+    if s == Setting::Off && UNTIL_MS.swap(0, Ordering::Relaxed) != 0 {
+        REASON.store(REASON_NONE, Ordering::Relaxed);
+        release_waiters();
+    }
+}
+
+/// Refuses a new grant while a quarantine runs.
+pub fn check() -> Result<(), Error> {
+    match ms_left() {
+        0 => Ok(()),
+        ms_left => Err(Error::Quarantine { ms_left }),
+    }
+}
+
+pub fn ms_left() -> u64 {
+    let until = UNTIL_MS.load(Ordering::Relaxed);
+    if until == 0 {
+        return 0;
+    }
+    until.saturating_sub(now_us() / 1000)
+}
+
+/// Records a granted TTL; a new longest one must reach replicas and the AOF.
+pub fn note_ttl(ttl_ms: u64) {
+    if LONGEST_TTL.fetch_max(ttl_ms, Ordering::Relaxed) < ttl_ms {
+        META_DIRTY.store(true, Ordering::Relaxed);
+    }
+}
+
+pub fn longest_ttl() -> u64 {
+    LONGEST_TTL.load(Ordering::Relaxed)
+}
+
+pub fn this_run_lossy() -> bool {
+    THIS_RUN_LOSSY.load(Ordering::Relaxed)
+}
+
+pub fn take_meta_dirty() -> bool {
+    META_DIRTY.swap(false, Ordering::Relaxed)
+}
+
+/// Metadata loaded from RDB aux data or the AOF (`lossy` only from disk:
+/// a master's durability says nothing about this node's files).
+pub fn observe(longest_ttl: u64, lossy: Option<bool>) {
+    LONGEST_TTL.fetch_max(longest_ttl, Ordering::Relaxed);
+    if let Some(l) = lossy {
+        LOADED_LOSSY.store(if l { 2 } else { 1 }, Ordering::Relaxed);
+    }
+}
+
+/// At module load: remember how the last run ended, mark this one running,
+/// and judge the loaded data once loading is over (a timer's first tick
+/// comes after the startup load, before any client command).
+pub fn init(ctx: Ctx) -> Result<(), Error> {
+    let prev = PreviousRun::from_state_file(std::fs::read_to_string(STATE_FILE).ok().as_deref());
+    PREVIOUS.store(prev as u8, Ordering::Relaxed);
+    write_state("running");
+    refresh_durability(ctx);
+    let create = rm!(RedisModule_CreateTimer);
+    unsafe { create(ctx.0, 0, Some(on_loaded), std::ptr::null_mut()) };
+    Ok(())
+}
+
+fn previous() -> PreviousRun {
+    match PREVIOUS.load(Ordering::Relaxed) {
+        x if x == PreviousRun::Clean as u8 => PreviousRun::Clean,
+        x if x == PreviousRun::Crashed as u8 => PreviousRun::Crashed,
+        _ => PreviousRun::None,
+    }
+}
+
+fn write_state(what: &str) {
+    if let Err(e) = std::fs::write(STATE_FILE, what) {
+        api::log(
+            std::ptr::null_mut(),
+            c"warning",
+            &format!("dlock: cannot write {STATE_FILE} in the data directory: {e}"),
+        );
+    }
+}
+
+extern "C" fn on_loaded(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    guard("restart quarantine", (), || {
+        let data = Persisted {
+            longest_ttl: longest_ttl(),
+            lossy: match LOADED_LOSSY.load(Ordering::Relaxed) {
+                1 => Some(false),
+                2 => Some(true),
+                _ => None,
+            },
+        };
+        let verdict =
+            quarantine::after_restart(setting(), previous(), data, state::limits().max_ttl);
+        apply(
+            Ctx(ctx),
+            verdict,
+            REASON_RESTART,
+            "a crash of a run that could lose acknowledged grants",
+        );
+    })
+}
+
+fn apply(ctx: Ctx, verdict: Verdict, reason: u8, why: &str) {
+    match verdict {
+        Verdict::None => {}
+        Verdict::For(ms) => {
+            let until = now_us() / 1000 + ms;
+            UNTIL_MS.fetch_max(until, Ordering::Relaxed);
+            REASON.store(reason, Ordering::Relaxed);
+            ctx.log_warning(&format!(
+                "restart quarantine: new grants refused for {ms} ms after {why}"
+            ));
+            arm_end(ctx, ms);
+        }
+        Verdict::Unbounded => {
+            UNBOUNDED.store(true, Ordering::Relaxed);
+            ctx.log_warning(&format!(
+                "restart quarantine cannot be bounded after {why}: no longest TTL was \
+                 persisted and dlock.max-ttl is unlimited. Set dlock.max-ttl."
+            ));
+        }
+    }
+}
+
+fn arm_end(ctx: Ctx, ms: u64) {
+    if let Some(create) = unsafe { raw::RedisModule_CreateTimer } {
+        let delay = i64::try_from(ms.saturating_add(1)).unwrap_or(i64::MAX);
+        unsafe { create(ctx.0, delay, Some(on_end), std::ptr::null_mut()) };
+    }
+}
+
+extern "C" fn on_end(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    guard("quarantine end", (), || match ms_left() {
+        0 => {
+            if UNTIL_MS.swap(0, Ordering::Relaxed) != 0 {
+                REASON.store(REASON_NONE, Ordering::Relaxed);
+                Ctx(ctx).log_warning("restart quarantine over: grants resume");
+            }
+            release_waiters();
+        }
+        left => arm_end(Ctx(ctx), left),
+    })
+}
+
+/// Waiters queued during the quarantine are granted in order now.
+fn release_waiters() {
+    blocking::resources(None)
+        .into_iter()
+        .for_each(handoff::defer);
+}
+
+/// Reads this run's durability from the server's own configuration.
+pub fn refresh_durability(ctx: Ctx) {
+    let (Some(aof), Some(fsync), Some(no_fsync)) = (
+        config_get(ctx, c"appendonly"),
+        config_get(ctx, c"appendfsync"),
+        config_get(ctx, c"no-appendfsync-on-rewrite"),
+    ) else {
+        return;
+    };
+    let lossy = !quarantine::lossless(aof == "yes", &fsync, no_fsync == "yes");
+    if THIS_RUN_LOSSY.swap(lossy, Ordering::Relaxed) != lossy {
+        META_DIRTY.store(true, Ordering::Relaxed);
+    }
+}
+
+fn config_get(ctx: Ctx, name: &std::ffi::CStr) -> Option<String> {
+    let (call, elem, text, free) = unsafe {
+        (
+            raw::RedisModule_Call?,
+            raw::RedisModule_CallReplyArrayElement?,
+            raw::RedisModule_CallReplyStringPtr?,
+            raw::RedisModule_FreeCallReply?,
+        )
+    };
+    let reply = unsafe {
+        call(
+            ctx.0,
+            c"CONFIG".as_ptr(),
+            c"cc".as_ptr(),
+            c"GET".as_ptr(),
+            name.as_ptr(),
+        )
+    };
+    if reply.is_null() {
+        return None;
+    }
+    let value = unsafe { elem(reply, 1) };
+    let out = (!value.is_null()).then(|| {
+        let mut len = 0usize;
+        let ptr = unsafe { text(value, &mut len) };
+        if ptr.is_null() {
+            return String::new();
+        }
+        String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
+            .into_owned()
+    });
+    unsafe { free(reply) };
+    out
+}
+
+pub fn on_shutdown() {
+    write_state("clean");
+}
+
+/// A promotion with the link up (`REPLICAOF NO ONE`, `CLUSTER FAILOVER`)
+/// also reports the link going down, just before the role change and in the
+/// same call. So a lost link only counts once the event loop has moved on.
+pub fn on_master_link(ctx: Ctx, up: bool) {
+    let generation = LINK_GENERATION.fetch_add(1, Ordering::Relaxed) + 1;
+    if up {
+        LINK_UP.store(true, Ordering::Relaxed);
+        return;
+    }
+    if let Some(create) = unsafe { raw::RedisModule_CreateTimer } {
+        let data = generation as usize as *mut c_void;
+        unsafe { create(ctx.0, 0, Some(on_link_lost), data) };
+    }
+}
+
+extern "C" fn on_link_lost(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    guard("master link", (), || {
+        if LINK_GENERATION.load(Ordering::Relaxed) == data as usize as u64 {
+            LINK_UP.store(false, Ordering::Relaxed);
+        }
+    })
+}
+
+/// This replica became a master: an unplanned promotion (the link to the old
+/// master was down) may have missed the old master's last grants.
+pub fn on_promotion(ctx: Ctx) {
+    let verdict = quarantine::after_promotion(
+        setting(),
+        LINK_UP.load(Ordering::Relaxed),
+        longest_ttl(),
+        state::limits().max_ttl,
+    );
+    LINK_UP.store(false, Ordering::Relaxed);
+    apply(
+        ctx,
+        verdict,
+        REASON_PROMOTION,
+        "an unplanned promotion to master",
+    );
+}
+
+/// INFO fields, in order.
+pub fn info() -> [(&'static std::ffi::CStr, String); 7] {
+    let reason = match REASON.load(Ordering::Relaxed) {
+        REASON_RESTART => "restart",
+        REASON_PROMOTION => "promotion",
+        _ => "none",
+    };
+    let prev = match previous() {
+        PreviousRun::None => "none",
+        PreviousRun::Clean => "clean",
+        PreviousRun::Crashed => "crashed",
+    };
+    [
+        (c"restart_quarantine", setting().to_string()),
+        (c"quarantine_ms_left", ms_left().to_string()),
+        (
+            c"quarantine_reason",
+            if ms_left() > 0 { reason } else { "none" }.to_string(),
+        ),
+        (
+            c"quarantine_unbounded",
+            u8::from(UNBOUNDED.load(Ordering::Relaxed)).to_string(),
+        ),
+        (c"previous_run", prev.to_string()),
+        (c"longest_ttl", longest_ttl().to_string()),
+        (
+            c"persistence_lossless",
+            u8::from(!this_run_lossy()).to_string(),
+        ),
+    ]
+}
