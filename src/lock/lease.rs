@@ -184,7 +184,8 @@ mod tests {
     #[test]
     fn decoder_refuses_nonsense() {
         let good = Lease::new(b"t", 5).encode();
-        assert_eq!(Lease::decode(2, &good), Err(DecodeError::UnknownVersion(2)));
+        assert_eq!(Lease::decode(3, &good), Err(DecodeError::UnknownVersion(3)));
+        assert_eq!(Lease::decode(0, &good), Err(DecodeError::UnknownVersion(0)));
         assert_eq!(Lease::decode(1, &good[..7]), Err(DecodeError::Truncated));
         assert_eq!(
             Lease::decode(1, &good[..8]),
