@@ -1,0 +1,349 @@
+//! Restart quarantine and the configs around it: after a restart or an
+//! unplanned promotion that may have lost acknowledged grants, new grants
+//! wait until every lost lease must have ended.
+mod common;
+
+use common::*;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------- helpers
+
+fn acquire(
+    c: &mut redis::Connection,
+    res: &str,
+    tok: &str,
+    ttl: u64,
+) -> redis::RedisResult<Option<i64>> {
+    redis::cmd("DLOCK.ACQUIRE")
+        .arg(res)
+        .arg(tok)
+        .arg(ttl)
+        .query(c)
+}
+
+fn grant(c: &mut redis::Connection, res: &str, tok: &str, ttl: u64) -> i64 {
+    acquire(c, res, tok, ttl)
+        .unwrap_or_else(|e| panic!("ACQUIRE {res}: {e}"))
+        .unwrap_or_else(|| panic!("{res} not granted"))
+}
+
+fn dlock_info(c: &mut redis::Connection, field: &str) -> String {
+    info_field(c, "dlock", &format!("dlock_{field}")).unwrap_or_default()
+}
+
+fn ms_left(c: &mut redis::Connection) -> u64 {
+    dlock_info(c, "quarantine_ms_left").parse().unwrap()
+}
+
+/// The error text of a refused ACQUIRE.
+fn refusal(c: &mut redis::Connection, res: &str) -> String {
+    let e = acquire(c, res, "newcomer", 1000).expect_err("grant must be refused in quarantine");
+    format!("{}: {}", e.code().unwrap_or(""), e.detail().unwrap_or(""))
+}
+
+fn everysec() -> ServerBuilder {
+    Server::builder()
+        .arg("--appendonly")
+        .arg("yes")
+        .arg("--appendfsync")
+        .arg("everysec")
+}
+
+/// Grants a lock with `ttl`, makes sure it reached the AOF (everysec fsyncs
+/// within a second; BGREWRITEAOF is not needed: a kill -9 loses at most the
+/// last second, and the quarantine is about exactly that loss).
+fn crash_after_grant(s: &mut Server, ttl: u64) -> i64 {
+    let mut c = s.conn();
+    let f = grant(&mut c, "held", "owner", ttl);
+    // Let everysec reach the disk so that the lock itself survives.
+    std::thread::sleep(Duration::from_millis(1200));
+    s.kill9();
+    s.restart();
+    f
+}
+
+// ------------------------------------------------------------------ tests
+
+#[test]
+fn auto_quarantines_after_kill9_under_everysec() {
+    let mut s = everysec().start();
+    let fence = crash_after_grant(&mut s, 4000);
+    let mut c = s.conn();
+    let t0 = Instant::now();
+    assert_eq!(dlock_info(&mut c, "previous_run"), "crashed");
+    assert_eq!(dlock_info(&mut c, "quarantine_reason"), "restart");
+    let left = ms_left(&mut c);
+    assert!((2000..=4000).contains(&left), "quarantine left {left} ms");
+
+    // A plain grant is refused with its own error prefix (not TRYAGAIN).
+    let e = refusal(&mut c, "fresh");
+    assert!(
+        e.starts_with("QUARANTINE: dlock: new grants are refused for"),
+        "{e}"
+    );
+    // The owner of a lock loaded from disk may re-acquire and extend it.
+    assert_eq!(grant(&mut c, "held", "owner", 4000), fence);
+    let n: i64 = redis::cmd("DLOCK.EXTEND")
+        .arg("held")
+        .arg("owner")
+        .arg(4000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 1);
+
+    // A waiter on a free resource queues and is granted when it ends.
+    let url = s.url();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut w = connect_within(&url, Duration::from_secs(5)).unwrap();
+        let r: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
+            .arg("queued")
+            .arg("waiter")
+            .arg(1000)
+            .arg("WAIT")
+            .arg(10_000)
+            .query(&mut w)
+            .unwrap();
+        tx.send((r, Instant::now())).unwrap();
+    });
+    let (r, at) = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("waiter answered");
+    let waited = at - t0;
+    assert!(
+        r.is_some(),
+        "waiter must be granted when the quarantine ends"
+    );
+    assert!(
+        waited + Duration::from_millis(200) >= Duration::from_millis(left),
+        "granted after {waited:?}, before the quarantine ({left} ms) ended"
+    );
+    assert_eq!(ms_left(&mut c), 0);
+    assert!(grant(&mut c, "fresh", "after", 1000) > fence);
+}
+
+#[test]
+fn fixed_quarantine_after_kill9_under_everysec() {
+    let mut s = everysec()
+        .arg("--dlock.restart-quarantine")
+        .arg("1500")
+        .start();
+    crash_after_grant(&mut s, 60_000);
+    let mut c = s.conn();
+    let left = ms_left(&mut c);
+    assert!((500..=1500).contains(&left), "fixed 1500 ms, left {left}");
+    assert!(refusal(&mut c, "fresh").starts_with("QUARANTINE"));
+    wait_until(Duration::from_secs(5), "quarantine end", || {
+        ms_left(&mut c) == 0
+    });
+    grant(&mut c, "fresh", "after", 1000);
+}
+
+#[test]
+fn no_quarantine_after_clean_shutdown() {
+    let mut s = everysec().start();
+    let mut c = s.conn();
+    grant(&mut c, "held", "owner", 60_000);
+    s.shutdown();
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "previous_run"), "clean");
+    assert_eq!(ms_left(&mut c), 0);
+    grant(&mut c, "fresh", "t", 1000);
+}
+
+#[test]
+fn no_quarantine_with_appendfsync_always() {
+    let mut s = Server::builder()
+        .arg("--appendonly")
+        .arg("yes")
+        .arg("--appendfsync")
+        .arg("always")
+        .start();
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "persistence_lossless"), "1");
+    grant(&mut c, "held", "owner", 60_000);
+    s.kill9();
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "previous_run"), "crashed");
+    assert_eq!(ms_left(&mut c), 0, "a lossless run loses no grant");
+    grant(&mut c, "fresh", "t", 1000);
+}
+
+#[test]
+fn nothing_persisted_is_unbounded_unless_max_ttl_is_set() {
+    // No persistence at all: every grant is lost in a crash, and nothing
+    // says how long they were.
+    let mut s = Server::start();
+    grant(&mut s.conn(), "lost", "owner", 60_000);
+    s.kill9();
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "quarantine_unbounded"), "1");
+    assert_eq!(ms_left(&mut c), 0);
+    assert!(
+        s.log().contains("restart quarantine cannot be bounded"),
+        "{}",
+        s.log()
+    );
+
+    // With dlock.max-ttl the loss is bounded by it.
+    let mut s = Server::builder()
+        .module_arg("max-ttl")
+        .module_arg("1000")
+        .start();
+    grant(&mut s.conn(), "lost", "owner", 1000);
+    s.kill9();
+    s.restart();
+    let mut c = s.conn();
+    let left = ms_left(&mut c);
+    assert!((1..=1000).contains(&left), "max-ttl 1000, left {left}");
+}
+
+#[test]
+fn handoff_is_refused_during_quarantine() {
+    let mut s = everysec().start();
+    crash_after_grant(&mut s, 3000);
+    let mut c = s.conn();
+    assert!(ms_left(&mut c) > 1000);
+    // A waiter queues behind the loaded lock.
+    let url = s.url();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut w = connect_within(&url, Duration::from_secs(5)).unwrap();
+        let r: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
+            .arg("held")
+            .arg("waiter")
+            .arg(1000)
+            .arg("WAIT")
+            .arg(10_000)
+            .query(&mut w)
+            .unwrap();
+        tx.send(r).unwrap();
+    });
+    wait_until(Duration::from_secs(5), "waiter queued", || {
+        let v: Vec<redis::Value> = redis::cmd("DLOCK.INFO").arg("held").query(&mut c).unwrap();
+        v.last() == Some(&redis::Value::Int(1))
+    });
+    // The owner releases: no handoff while quarantined.
+    let n: i64 = redis::cmd("DLOCK.RELEASE")
+        .arg("held")
+        .arg("owner")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "handed off in quarantine"
+    );
+    // A newcomer does not barge into the freed resource either.
+    assert_eq!(acquire(&mut c, "held", "barger", 1000).unwrap(), None);
+    // When it ends, the waiter gets the lock.
+    let r = rx
+        .recv_timeout(Duration::from_secs(6))
+        .expect("granted after quarantine");
+    assert!(r.is_some());
+    assert_eq!(ms_left(&mut c), 0);
+}
+
+#[test]
+fn unplanned_promotion_quarantines_coordinated_does_not() {
+    let quiet = |b: ServerBuilder| b.arg("--shutdown-timeout").arg("0");
+    // Coordinated: the link is up when the replica is promoted.
+    let master = quiet(Server::builder()).start();
+    let replica = quiet(Server::builder().replica_of(&master)).start();
+    replica.wait_for_sync(Duration::from_secs(10));
+    let mut m = master.conn();
+    grant(&mut m, "held", "owner", 2000);
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(&mut m).unwrap();
+    assert_eq!(acked, 1);
+    let mut r = replica.conn();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut r)
+        .unwrap();
+    assert_eq!(ms_left(&mut r), 0, "coordinated promotion");
+    grant(&mut r, "fresh", "t", 1000);
+
+    // Unplanned: the master dies, then the replica is promoted.
+    let mut master = quiet(Server::builder()).start();
+    let replica = quiet(Server::builder().replica_of(&master)).start();
+    replica.wait_for_sync(Duration::from_secs(10));
+    let mut m = master.conn();
+    grant(&mut m, "held", "owner", 2000);
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(&mut m).unwrap();
+    master.kill9();
+    let mut r = replica.conn();
+    wait_until(
+        Duration::from_secs(10),
+        "replica sees the link down",
+        || info_field(&mut r, "replication", "master_link_status").as_deref() == Some("down"),
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut r)
+        .unwrap();
+    let left = ms_left(&mut r);
+    assert!(
+        (1000..=2000).contains(&left),
+        "unplanned promotion, left {left}"
+    );
+    assert_eq!(dlock_info(&mut r, "quarantine_reason"), "promotion");
+    assert!(refusal(&mut r, "fresh").starts_with("QUARANTINE"));
+    // The replicated lock is still its owner's.
+    assert!(grant(&mut r, "held", "owner", 2000) > 0);
+}
+
+#[test]
+fn configs_are_validated_and_settable() {
+    let s = Server::builder()
+        .module_arg("max-ttl")
+        .module_arg("5000")
+        .start();
+    let mut c = s.conn();
+    let e = acquire(&mut c, "r", "t", 5001).unwrap_err();
+    assert_eq!(e.detail(), Some("ttl_ms is above dlock.max-ttl (5000)"));
+    assert_eq!(acquire(&mut c, "r", "t", 5000).unwrap().is_some(), true);
+    let e: redis::RedisResult<i64> = redis::cmd("DLOCK.EXTEND")
+        .arg("r")
+        .arg("t")
+        .arg(9000)
+        .query(&mut c);
+    assert!(e.is_err());
+
+    let set = |c: &mut redis::Connection, k: &str, v: &str| -> redis::RedisResult<()> {
+        redis::cmd("CONFIG").arg("SET").arg(k).arg(v).query(c)
+    };
+    set(&mut c, "dlock.max-ttl", "0").unwrap();
+    assert!(acquire(&mut c, "r2", "t", 999_999).unwrap().is_some());
+    assert!(set(&mut c, "dlock.max-ttl", "-1").is_err());
+    assert!(set(&mut c, "dlock.restart-quarantine", "soon").is_err());
+    set(&mut c, "dlock.restart-quarantine", "250").unwrap();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("dlock.restart-quarantine")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, ["dlock.restart-quarantine", "250"]);
+    set(&mut c, "dlock.max-token-length", "4").unwrap();
+    let e = acquire(&mut c, "r3", "12345", 100).unwrap_err();
+    assert_eq!(e.detail(), Some("token is longer than 4 bytes"));
+    assert!(set(&mut c, "dlock.max-token-length", "0").is_err());
+}
+
+#[test]
+fn bad_module_arguments_fail_the_load() {
+    let r = std::panic::catch_unwind(|| {
+        Server::builder()
+            .module_arg("restart-quarantine")
+            .module_arg("sometimes")
+            .start()
+    });
+    assert!(r.is_err(), "a bad loadmodule argument must fail the load");
+}
