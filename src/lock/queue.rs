@@ -34,6 +34,11 @@ struct WaitQueue<H> {
     entries: VecDeque<Waiter<H>>,
     /// Earliest deadline (unix ms) a wake-up timer is already armed for.
     timer_at: Option<u64>,
+    /// The current lease's deadline as last seen by the module.
+    lease_deadline: Option<u64>,
+    /// No grant before this time: the lease was evicted, and its holder still
+    /// believes it holds the lock until its deadline.
+    held_until: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -74,6 +79,8 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             .or_insert_with(|| WaitQueue {
                 entries: VecDeque::new(),
                 timer_at: None,
+                lease_deadline: None,
+                held_until: None,
             })
             .entries
             .push_back(Waiter {
@@ -167,6 +174,26 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         }
     }
 
+    /// Remembers the deadline of the lease the waiters are waiting for.
+    pub fn note_deadline(&mut self, resource: &K, deadline_ms: u64) {
+        if let Some(queue) = self.queues.get_mut(resource) {
+            queue.lease_deadline = Some(deadline_ms);
+        }
+    }
+
+    /// The lease was evicted: hold the waiters until its known deadline.
+    /// Returns that time, if one is known.
+    pub fn hold_after_eviction(&mut self, resource: &K) -> Option<u64> {
+        let queue = self.queues.get_mut(resource)?;
+        queue.held_until = queue.lease_deadline;
+        queue.held_until
+    }
+
+    /// Until when grants on this resource must wait, if at all.
+    pub fn held_until(&self, resource: &K) -> Option<u64> {
+        self.queues.get(resource)?.held_until
+    }
+
     /// A timer armed for `deadline_ms` fired.
     pub fn timer_fired(&mut self, resource: &K, deadline_ms: u64) {
         if let Some(queue) = self.queues.get_mut(resource) {
@@ -236,6 +263,20 @@ mod tests {
         assert_eq!(q.total(), 1);
         assert_eq!(q.drain_all().len(), 1);
         assert_eq!(q.total(), 0);
+    }
+
+    #[test]
+    fn eviction_holds_waiters_until_the_known_deadline() {
+        let mut q = Q::default();
+        q.push("r", b"a", 10, 1);
+        assert_eq!(q.hold_after_eviction(&"r"), None, "deadline unknown");
+        q.note_deadline(&"r", 500);
+        q.note_deadline(&"r", 900);
+        assert_eq!(q.hold_after_eviction(&"r"), Some(900));
+        assert_eq!(q.held_until(&"r"), Some(900));
+        assert_eq!(q.held_until(&"other"), None);
+        q.pop_grantee(&"r");
+        assert_eq!(q.held_until(&"r"), None, "gone with its queue");
     }
 
     #[test]

@@ -145,6 +145,21 @@ pub fn needs_timer(res: &Resource, at_ms: u64) -> bool {
     waiting().queues.needs_timer(res, at_ms)
 }
 
+pub fn note_deadline(res: &Resource, at_ms: u64) {
+    waiting().queues.note_deadline(res, at_ms);
+}
+
+pub fn hold_after_eviction(res: &Resource) -> Option<u64> {
+    waiting().queues.hold_after_eviction(res)
+}
+
+pub fn held_until(res: &Resource) -> Option<u64> {
+    if !anyone_waiting() {
+        return None;
+    }
+    waiting().queues.held_until(res)
+}
+
 pub fn timer_fired(res: &Resource, at_ms: u64) {
     waiting().queues.timer_fired(res, at_ms);
 }

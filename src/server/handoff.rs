@@ -77,6 +77,11 @@ pub fn grant_next(
         // Waiters stay queued; the quarantine's end grants them in order.
         return Ok(false);
     }
+    if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_us() / 1000) {
+        // An evicted lease is still believed held by its owner.
+        arm_expiry(ctx, res, until)?;
+        return Ok(false);
+    }
     let Some(next) = blocking::pop_grantee(res) else {
         return Ok(false);
     };
@@ -115,7 +120,11 @@ fn fail_all(handles: Vec<blocking::Blocked>, err: &Error) {
 /// queued is handed over within milliseconds, without waiting for Redis's
 /// lazy or sampled active expiry. (A key expires strictly after its deadline.)
 pub fn arm_expiry(ctx: Ctx, res: &Resource, deadline_ms: u64) -> Result<(), Error> {
-    if blocking::waiters_on(res) == 0 || !blocking::needs_timer(res, deadline_ms) {
+    if blocking::waiters_on(res) == 0 {
+        return Ok(());
+    }
+    blocking::note_deadline(res, deadline_ms);
+    if !blocking::needs_timer(res, deadline_ms) {
         return Ok(());
     }
     let delay = deadline_ms.saturating_sub(now_us() / 1000) + 1;
@@ -240,9 +249,6 @@ fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Re
 /// here, so the handoff is deferred.
 pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, _value: *const c_void) {
     guard("unlink", (), || {
-        if !blocking::anyone_waiting() {
-            return;
-        }
         let (Some(db_of), Some(name_of)) =
             (unsafe { raw::RedisModule_GetDbIdFromOptCtx }, unsafe {
                 raw::RedisModule_GetKeyNameFromOptCtx
@@ -254,6 +260,10 @@ pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, _value: *con
         let Ok(key) = api::bytes(unsafe { name_of(optctx) }) else {
             return;
         };
+        super::eviction::note_unlinked(db, key);
+        if !blocking::anyone_waiting() {
+            return;
+        }
         let res = Resource {
             db,
             key: key.into(),

@@ -120,6 +120,11 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
             u64::from(policy::evicts_locks(&policy)),
         );
         add_u(ictx, c"max_ttl".as_ptr(), state::limits().max_ttl);
+        add_u(
+            ictx,
+            c"evicted_locks".as_ptr(),
+            super::eviction::evicted_locks(),
+        );
         for (name, value) in super::quarantine::info() {
             let mut v = value.into_bytes();
             v.push(0);

@@ -8,6 +8,7 @@ pub mod commands;
 pub mod config;
 pub mod effects;
 pub mod events;
+pub mod eviction;
 pub mod ffi;
 pub mod handoff;
 pub mod info;
@@ -44,6 +45,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     persistence::register_type(ctx)?;
     handoff::init(ctx)?;
     events::subscribe(ctx)?;
+    eviction::subscribe(ctx)?;
     quarantine::init(ctx)?;
 
     register(
