@@ -4,18 +4,16 @@
 //! and keeps the resource's waiters from being granted before that deadline.
 //!
 //! The type's unlink callback sees every lock leave the keyspace but not
-//! why; the `evicted` keyspace event (subscribed to alone, so other writes do
-//! not call us) comes right after it for the same key, without the value.
-//! The unlink callback leaves a fingerprint of the key for the event to match.
+//! why; the `evicted` keyspace event comes right after it for the same key,
+//! without the value. The unlink callback leaves a fingerprint of the key for
+//! the event to match.
 
-use std::ffi::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use redis_module::raw;
 
 use super::api::{self, now_us, rm, Ctx};
 use super::blocking::{self, Resource};
-use super::ffi::guard;
 use crate::lock::Error;
 
 static LAST_UNLINKED: AtomicU64 = AtomicU64::new(0);
@@ -23,14 +21,6 @@ static EVICTED: AtomicU64 = AtomicU64::new(0);
 /// Evictions not yet reported in the log (reported at most once a second).
 static UNLOGGED: AtomicU64 = AtomicU64::new(0);
 static LOGGED_AT_MS: AtomicU64 = AtomicU64::new(0);
-
-pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
-    let subscribe = rm!(RedisModule_SubscribeToKeyspaceEvents);
-    if unsafe { subscribe(ctx.0, raw::REDISMODULE_NOTIFY_EVICTED, Some(on_evicted)) } != api::OK {
-        return Err(Error::Internal("keyspace event subscription failed"));
-    }
-    Ok(())
-}
 
 pub fn evicted_locks() -> u64 {
     EVICTED.load(Ordering::Relaxed)
@@ -51,35 +41,25 @@ pub fn note_unlinked(db: i32, key: &[u8]) {
     LAST_UNLINKED.store(fingerprint(db, key), Ordering::Relaxed);
 }
 
-extern "C" fn on_evicted(
-    ctx: *mut raw::RedisModuleCtx,
-    _type: c_int,
-    _event: *const std::ffi::c_char,
-    key: *mut raw::RedisModuleString,
-) -> c_int {
-    guard("eviction", api::OK, || {
-        let c = Ctx(ctx);
-        let (Some(db_of), Ok(name)) = (unsafe { raw::RedisModule_GetSelectedDb }, api::bytes(key))
-        else {
-            return api::OK;
-        };
-        let db = unsafe { db_of(ctx) };
-        if fingerprint(db, name) != LAST_UNLINKED.swap(0, Ordering::Relaxed) {
-            return api::OK; // not a lock
-        }
-        EVICTED.fetch_add(1, Ordering::Relaxed);
-        let res = Resource {
-            db,
-            key: name.into(),
-        };
-        let held_until = if blocking::waiters_on(&res) > 0 {
-            blocking::hold_after_eviction(&res)
-        } else {
-            None
-        };
-        report(c, name, held_until);
-        api::OK
-    })
+/// The `evicted` keyspace event for `key` in the context's database.
+pub fn on_evicted(c: Ctx, key: *mut raw::RedisModuleString) -> Result<(), Error> {
+    let db = unsafe { rm!(RedisModule_GetSelectedDb)(c.0) };
+    let name = api::bytes(key)?;
+    if fingerprint(db, name) != LAST_UNLINKED.swap(0, Ordering::Relaxed) {
+        return Ok(()); // not a lock
+    }
+    EVICTED.fetch_add(1, Ordering::Relaxed);
+    let res = Resource {
+        db,
+        key: name.into(),
+    };
+    let held_until = if blocking::waiters_on(&res) > 0 {
+        blocking::hold_after_eviction(&res)
+    } else {
+        None
+    };
+    report(c, name, held_until);
+    Ok(())
 }
 
 fn report(ctx: Ctx, name: &[u8], held_until: Option<u64>) {

@@ -13,6 +13,7 @@ pub mod ffi;
 pub mod handoff;
 pub mod info;
 pub mod keys;
+pub mod notifications;
 pub mod persistence;
 pub mod quarantine;
 pub mod state;
@@ -45,7 +46,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     persistence::register_type(ctx)?;
     handoff::init(ctx)?;
     events::subscribe(ctx)?;
-    eviction::subscribe(ctx)?;
+    notifications::subscribe(ctx)?;
     quarantine::init(ctx)?;
 
     register(

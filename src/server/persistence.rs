@@ -61,9 +61,15 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
     guard("rdb_load", std::ptr::null_mut(), || {
         match load_lease(rdb, encver) {
             Ok(lease) => {
-                // A lock restored here may carry a fence above anything this
-                // server issued (RESTORE, MIGRATE, a replica's full sync).
-                state::observe_fence(lease.fence());
+                // A loaded lock may carry a fence above anything this server
+                // issued (a replica's full sync, an RDB from elsewhere). A
+                // failed load aborts the whole load, so raising the clock
+                // now is safe. RESTORE is different: the server may still
+                // refuse the payload after this returns, so its fence is
+                // observed once the key exists (`on_restored`).
+                if loading(rdb) {
+                    state::observe_fence(lease.fence());
+                }
                 Box::into_raw(Box::new(lease)).cast::<c_void>()
             }
             Err(why) => {
@@ -72,6 +78,28 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
             }
         }
     })
+}
+
+/// Whether the server is loading a dataset (RDB, AOF, full sync), as
+/// opposed to running RESTORE.
+fn loading(rdb: *mut raw::RedisModuleIO) -> bool {
+    let (Some(ctx_of), Some(flags)) = (unsafe { raw::RedisModule_GetContextFromIO }, unsafe {
+        raw::RedisModule_GetContextFlags
+    }) else {
+        return true;
+    };
+    let ctx = unsafe { ctx_of(rdb) };
+    ctx.is_null() || unsafe { flags(ctx) } as u32 & raw::REDISMODULE_CTX_FLAGS_LOADING != 0
+}
+
+/// A key arrived by RESTORE (or MIGRATE): if it is a lock, its fence now
+/// exists here, and no later grant may undercut it.
+pub fn on_restored(ctx: Ctx, key: *mut raw::RedisModuleString) -> Result<(), Error> {
+    let lock = super::keys::LockKey::open_read(ctx, key)?;
+    if let Ok(Some(lease)) = lock.lease() {
+        state::observe_fence(lease.fence());
+    }
+    Ok(())
 }
 
 fn load_lease(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Lease, String> {
