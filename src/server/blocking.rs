@@ -65,6 +65,10 @@ fn sync_total(w: &Waiting) {
     TOTAL.store(w.queues.total(), Ordering::Relaxed);
 }
 
+pub fn total_waiters() -> usize {
+    TOTAL.load(Ordering::Relaxed)
+}
+
 pub fn anyone_waiting() -> bool {
     TOTAL.load(Ordering::Relaxed) > 0
 }
@@ -217,6 +221,7 @@ extern "C" fn on_timeout(
         if let Some(handle) = unsafe { raw::RedisModule_GetBlockedClientHandle } {
             forget(unsafe { handle(ctx) });
         }
+        super::stats::WAIT_TIMEOUTS.add();
         let _ = Ctx(ctx).reply_null();
         api::OK
     })

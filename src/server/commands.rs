@@ -9,7 +9,7 @@ use super::effects;
 use super::ffi::Argv;
 use super::handoff;
 use super::keys::LockKey;
-use super::{quarantine, state};
+use super::{quarantine, state, stats};
 use crate::lock::lease::AcquireDecision;
 use crate::lock::{args, Error, Lease};
 
@@ -46,14 +46,19 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         AcquireDecision::Grant(lease) => {
             let fence = lease.fence();
             key.store(lease)?;
+            stats::GRANTS.add();
             fence
         }
-        AcquireDecision::Refresh { fence } => fence,
+        AcquireDecision::Refresh { fence } => {
+            stats::REFRESHES.add();
+            fence
+        }
     };
     key.set_deadline(deadline)?;
     quarantine::note_ttl(req.ttl_ms);
     effects::granted(ctx, name, req.token, fence, deadline)?;
     key.signal_modified()?;
+    stats::notify(ctx, c"dlock.acquired", name);
     if let Some(res) = &waiting {
         // A refresh may shorten the lease: wake the queue at the new end.
         handoff::arm_expiry(ctx, res, deadline)?;
@@ -71,6 +76,7 @@ fn wait_or_refuse(
     flags: Flags,
     waiting: Option<blocking::Resource>,
 ) -> Result<(), Error> {
+    stats::CONTENDED.add();
     let Some(timeout) = req.wait_ms.filter(|_| can_block(flags)) else {
         let free = key.lease()?.is_none();
         let queued = waiting.is_some_and(|r| blocking::waiters_on(&r) > 0);
@@ -100,6 +106,9 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     if !owned_by(&key, req.token)? {
         return ctx.reply_integer(0);
     }
+    // Subscribers see the release before the handoff it may cause.
+    stats::RELEASES.add();
+    stats::notify(ctx, c"dlock.released", name);
     let handed_over = match handoff::waiting_resource(ctx, name)? {
         Some(res) => handoff::grant_next(ctx, &mut key, name, &res)?,
         None => false,
@@ -131,6 +140,8 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     quarantine::note_ttl(req.ttl_ms);
     effects::granted(ctx, name, req.token, fence, deadline)?;
     key.signal_modified()?;
+    stats::EXTENDS.add();
+    stats::notify(ctx, c"dlock.extended", name);
     if let Some(res) = handoff::waiting_resource(ctx, name)? {
         // A shorter lease must still be handed over on time.
         handoff::arm_expiry(ctx, &res, deadline)?;

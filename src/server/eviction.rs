@@ -41,13 +41,21 @@ pub fn note_unlinked(db: i32, key: &[u8]) {
     LAST_UNLINKED.store(fingerprint(db, key), Ordering::Relaxed);
 }
 
-/// The `evicted` keyspace event for `key` in the context's database.
-pub fn on_evicted(c: Ctx, key: *mut raw::RedisModuleString) -> Result<(), Error> {
+/// Whether the key an `expired`/`evicted` event names (in the context's
+/// database) is the lock the unlink callback just saw leave.
+pub fn was_lock(c: Ctx, key: *mut raw::RedisModuleString) -> Result<bool, Error> {
     let db = unsafe { rm!(RedisModule_GetSelectedDb)(c.0) };
     let name = api::bytes(key)?;
-    if fingerprint(db, name) != LAST_UNLINKED.swap(0, Ordering::Relaxed) {
-        return Ok(()); // not a lock
+    Ok(fingerprint(db, name) == LAST_UNLINKED.swap(0, Ordering::Relaxed))
+}
+
+/// The `evicted` keyspace event for `key` in the context's database.
+pub fn on_evicted(c: Ctx, key: *mut raw::RedisModuleString) -> Result<(), Error> {
+    if !was_lock(c, key)? {
+        return Ok(());
     }
+    let db = unsafe { rm!(RedisModule_GetSelectedDb)(c.0) };
+    let name = api::bytes(key)?;
     EVICTED.fetch_add(1, Ordering::Relaxed);
     let res = Resource {
         db,

@@ -18,7 +18,7 @@ use super::blocking::{self, Outcome, Resource};
 use super::effects;
 use super::ffi::guard;
 use super::keys::LockKey;
-use super::{quarantine, state};
+use super::{quarantine, state, stats};
 use crate::lock::{Error, Lease};
 
 /// When the server must not produce writes (`CLIENT PAUSE WRITE`, a manual
@@ -103,6 +103,9 @@ pub fn grant_next(
     quarantine::note_ttl(next.ttl_ms);
     effects::granted(ctx, name, &next.token, fence, deadline)?;
     key.signal_modified()?;
+    stats::GRANTS.add();
+    stats::HANDOFFS.add();
+    stats::notify(ctx, c"dlock.handoff", name);
     for h in next.handles {
         blocking::unblock(h, Outcome::Granted(fence));
     }

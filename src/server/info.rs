@@ -9,7 +9,7 @@ use redis_module::raw;
 
 use super::api::{self, rm, Ctx};
 use super::ffi::guard;
-use super::state;
+use super::{state, stats};
 use crate::lock::{policy, Error};
 
 /// How often the policy is re-read (it can change with `CONFIG SET`).
@@ -103,6 +103,24 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
     policy_c.push(0);
     unsafe {
         section(ictx, c"".as_ptr());
+        add_u(ictx, c"locks".as_ptr(), stats::locks());
+        for (name, counter) in [
+            (c"grants", &stats::GRANTS),
+            (c"refreshes", &stats::REFRESHES),
+            (c"contended", &stats::CONTENDED),
+            (c"releases", &stats::RELEASES),
+            (c"extends", &stats::EXTENDS),
+            (c"expired_locks", &stats::EXPIRED),
+            (c"handoffs", &stats::HANDOFFS),
+            (c"wait_timeouts", &stats::WAIT_TIMEOUTS),
+        ] {
+            add_u(ictx, name.as_ptr(), counter.get());
+        }
+        add_u(
+            ictx,
+            c"waiters".as_ptr(),
+            super::blocking::total_waiters() as u64,
+        );
         add_u(ictx, c"last_fence".as_ptr(), state::last_fence());
         add_u(
             ictx,

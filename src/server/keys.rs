@@ -71,6 +71,7 @@ impl LockKey {
             drop(unsafe { Box::from_raw(value) });
             return Err(Error::Internal("key not writable"));
         }
+        super::stats::lock_created();
         Ok(())
     }
 

@@ -17,6 +17,7 @@ pub mod notifications;
 pub mod persistence;
 pub mod quarantine;
 pub mod state;
+pub mod stats;
 
 use std::ffi::c_int;
 

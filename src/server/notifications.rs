@@ -1,7 +1,7 @@
-//! The keyspace events dlock listens to, and only those: `evicted` (a lock
-//! may have been evicted) and the generic class, for `restore` (a lock may
-//! have arrived by RESTORE or MIGRATE). String, list, hash ... writes never
-//! call us.
+//! The keyspace events dlock listens to, and only those: `expired` and
+//! `evicted` (a lock may have ended that way) and the generic class, for
+//! `restore` (a lock may have arrived by RESTORE or MIGRATE). String, list,
+//! hash ... writes never call us.
 
 use std::ffi::{c_char, c_int, CStr};
 
@@ -9,12 +9,14 @@ use redis_module::raw;
 
 use super::api::{self, rm, Ctx};
 use super::ffi::guard;
-use super::{eviction, persistence};
+use super::{eviction, persistence, stats};
 use crate::lock::Error;
 
 pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
     let subscribe = rm!(RedisModule_SubscribeToKeyspaceEvents);
-    let types = raw::REDISMODULE_NOTIFY_EVICTED | raw::REDISMODULE_NOTIFY_GENERIC;
+    let types = raw::REDISMODULE_NOTIFY_EVICTED
+        | raw::REDISMODULE_NOTIFY_EXPIRED
+        | raw::REDISMODULE_NOTIFY_GENERIC;
     if unsafe { subscribe(ctx.0, types, Some(on_event)) } != api::OK {
         return Err(Error::Internal("keyspace event subscription failed"));
     }
@@ -31,6 +33,8 @@ extern "C" fn on_event(
         let c = Ctx(ctx);
         let result = if kind & raw::REDISMODULE_NOTIFY_EVICTED != 0 {
             eviction::on_evicted(c, key)
+        } else if kind & raw::REDISMODULE_NOTIFY_EXPIRED != 0 {
+            on_expired(c, key)
         } else if !event.is_null() && unsafe { CStr::from_ptr(event) } == c"restore" {
             persistence::on_restored(c, key)
         } else {
@@ -41,4 +45,12 @@ extern "C" fn on_event(
         }
         api::OK
     })
+}
+
+fn on_expired(c: Ctx, key: *mut raw::RedisModuleString) -> Result<(), Error> {
+    if eviction::was_lock(c, key)? {
+        stats::EXPIRED.add();
+        stats::notify(c, c"dlock.expired", key);
+    }
+    Ok(())
 }

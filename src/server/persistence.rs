@@ -12,7 +12,7 @@ use redis_module::raw;
 use super::api::{self, rm, Ctx};
 use super::effects::{APPLY, META};
 use super::ffi::guard;
-use super::{quarantine, state};
+use super::{quarantine, state, stats};
 use crate::lock::args::MAX_TTL_MS;
 use crate::lock::lease::{ENCODING_VERSION, MAX_STORED_TOKEN};
 use crate::lock::{fence::MAX_FENCE, Error, Lease};
@@ -70,6 +70,7 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
                 if loading(rdb) {
                     state::observe_fence(lease.fence());
                 }
+                stats::lock_created();
                 Box::into_raw(Box::new(lease)).cast::<c_void>()
             }
             Err(why) => {
@@ -210,6 +211,7 @@ extern "C" fn free(value: *mut c_void) {
     guard("free", (), || {
         if !value.is_null() {
             drop(unsafe { Box::from_raw(value.cast::<Lease>()) });
+            stats::lock_freed();
         }
     })
 }
@@ -222,7 +224,10 @@ extern "C" fn copy(
 ) -> *mut c_void {
     guard("copy", std::ptr::null_mut(), || {
         match unsafe { lease(value.cast_mut()) } {
-            Some(l) => Box::into_raw(Box::new(l.clone())).cast::<c_void>(),
+            Some(l) => {
+                stats::lock_created();
+                Box::into_raw(Box::new(l.clone())).cast::<c_void>()
+            }
             None => std::ptr::null_mut(),
         }
     })

@@ -1,0 +1,171 @@
+//! The operator's view: exact INFO counters and lock events delivered as
+//! keyspace notifications to a real subscriber.
+mod common;
+
+use common::*;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+fn acquire(c: &mut redis::Connection, res: &str, tok: &str, ttl: u64) -> Option<i64> {
+    redis::cmd("DLOCK.ACQUIRE")
+        .arg(res)
+        .arg(tok)
+        .arg(ttl)
+        .query(c)
+        .unwrap()
+}
+
+fn int_cmd(c: &mut redis::Connection, cmd: &str, args: &[&str]) -> i64 {
+    let mut r = redis::cmd(cmd);
+    for a in args {
+        r.arg(*a);
+    }
+    r.query(c).unwrap()
+}
+
+fn stat(c: &mut redis::Connection, name: &str) -> u64 {
+    info_field(c, "dlock", &format!("dlock_{name}"))
+        .unwrap_or_else(|| panic!("no dlock_{name} in INFO"))
+        .parse()
+        .unwrap()
+}
+
+/// Blocks a waiter in a thread; returns its reply through the channel.
+fn waiter(s: &Server, res: &str, tok: &str, wait_ms: u64) -> mpsc::Receiver<Option<i64>> {
+    let (tx, rx) = mpsc::channel();
+    let (url, res, tok) = (s.url(), res.to_string(), tok.to_string());
+    thread::spawn(move || {
+        let mut w = connect_within(&url, Duration::from_secs(5)).unwrap();
+        let r: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
+            .arg(&res)
+            .arg(&tok)
+            .arg(10_000)
+            .arg("WAIT")
+            .arg(wait_ms)
+            .query(&mut w)
+            .unwrap();
+        tx.send(r).unwrap();
+    });
+    rx
+}
+
+fn wait_queued(c: &mut redis::Connection, n: u64) {
+    wait_until(Duration::from_secs(5), "waiter queued", || {
+        stat(c, "waiters") == n
+    });
+}
+
+#[test]
+fn info_counters_are_exact() {
+    let s = Server::start();
+    let mut c = s.conn();
+    for name in [
+        "locks",
+        "grants",
+        "refreshes",
+        "contended",
+        "releases",
+        "extends",
+        "expired_locks",
+        "handoffs",
+        "wait_timeouts",
+        "waiters",
+        "evicted_locks",
+    ] {
+        assert_eq!(stat(&mut c, name), 0, "{name} at start");
+    }
+    // 3 grants, 1 refresh, 2 contended tries.
+    for res in ["a", "b", "c"] {
+        assert!(acquire(&mut c, res, "owner", 60_000).is_some());
+    }
+    assert!(acquire(&mut c, "a", "owner", 60_000).is_some());
+    assert_eq!(acquire(&mut c, "b", "other", 60_000), None);
+    assert_eq!(acquire(&mut c, "b", "other", 60_000), None);
+    // 1 release (a failed one does not count), 1 extend (likewise).
+    assert_eq!(int_cmd(&mut c, "DLOCK.RELEASE", &["a", "owner"]), 1);
+    assert_eq!(int_cmd(&mut c, "DLOCK.RELEASE", &["b", "nope"]), 0);
+    assert_eq!(int_cmd(&mut c, "DLOCK.EXTEND", &["c", "owner", "60000"]), 1);
+    assert_eq!(int_cmd(&mut c, "DLOCK.EXTEND", &["c", "nope", "60000"]), 0);
+    // 1 expiry (a grant).
+    assert!(acquire(&mut c, "short", "owner", 50).is_some());
+    wait_until(Duration::from_secs(5), "expiry", || {
+        stat(&mut c, "expired_locks") == 1
+    });
+    // 1 waiter timeout (a contended try).
+    let rx = waiter(&s, "b", "late", 100);
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), None);
+    // 1 handoff (a grant, a contended try, a release).
+    let rx = waiter(&s, "c", "next", 5000);
+    wait_queued(&mut c, 1);
+    assert_eq!(int_cmd(&mut c, "DLOCK.RELEASE", &["c", "owner"]), 1);
+    assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap().is_some());
+
+    let expect = [
+        ("grants", 5),
+        ("refreshes", 1),
+        ("contended", 4),
+        ("releases", 2),
+        ("extends", 1),
+        ("expired_locks", 1),
+        ("handoffs", 1),
+        ("wait_timeouts", 1),
+        ("waiters", 0),
+        ("evicted_locks", 0),
+    ];
+    for (name, want) in expect {
+        assert_eq!(stat(&mut c, name), want, "{name}");
+    }
+    // b and c are held: exactly the lock keys there are.
+    let dbsize = int_cmd(&mut c, "DBSIZE", &[]);
+    assert_eq!(stat(&mut c, "locks"), 2);
+    assert_eq!(dbsize, 2);
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    assert_eq!(stat(&mut c, "locks"), 0, "FLUSHALL frees every lock");
+    assert!(stat(&mut c, "last_fence") > 0);
+}
+
+#[test]
+fn lock_events_reach_a_keyspace_subscriber() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("notify-keyspace-events")
+        .arg("Kd")
+        .query(&mut c)
+        .unwrap();
+    let mut sub = s.conn();
+    sub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut ps = sub.as_pubsub();
+    ps.subscribe("__keyspace@0__:res").unwrap();
+
+    assert!(acquire(&mut c, "res", "a", 60_000).is_some());
+    assert_eq!(int_cmd(&mut c, "DLOCK.EXTEND", &["res", "a", "60000"]), 1);
+    let rx = waiter(&s, "res", "b", 5000);
+    wait_queued(&mut c, 1);
+    assert_eq!(int_cmd(&mut c, "DLOCK.RELEASE", &["res", "a"]), 1);
+    assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap().is_some());
+    assert_eq!(int_cmd(&mut c, "DLOCK.RELEASE", &["res", "b"]), 1);
+    assert!(acquire(&mut c, "res", "c", 50).is_some());
+    // Nothing for failed commands.
+    assert_eq!(acquire(&mut c, "res", "d", 50), None);
+
+    let mut got = vec![];
+    while got.len() < 7 {
+        let msg = ps.get_message().expect("event within 5 s");
+        got.push(msg.get_payload::<String>().unwrap());
+    }
+    assert_eq!(
+        got,
+        [
+            "dlock.acquired",
+            "dlock.extended",
+            "dlock.released",
+            "dlock.handoff",
+            "dlock.released",
+            "dlock.acquired",
+            "dlock.expired",
+        ]
+    );
+}
