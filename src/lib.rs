@@ -50,7 +50,7 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
         return server::api::ERR;
     }
     #[cfg(feature = "leak-canary")]
-    std::mem::forget(vec![0u8; 4096]);
+    std::mem::forget(std::hint::black_box(vec![0u8; 4096]));
     server::ffi::guard("load", server::api::ERR, || {
         match server::load(server::api::Ctx(ctx), argv, argc) {
             Ok(()) => server::api::OK,

@@ -309,7 +309,7 @@ fn configs_are_validated_and_settable() {
     let mut c = s.conn();
     let e = acquire(&mut c, "r", "t", 5001).unwrap_err();
     assert_eq!(e.detail(), Some("ttl_ms is above dlock.max-ttl (5000)"));
-    assert_eq!(acquire(&mut c, "r", "t", 5000).unwrap().is_some(), true);
+    assert!(acquire(&mut c, "r", "t", 5000).unwrap().is_some());
     let e: redis::RedisResult<i64> = redis::cmd("DLOCK.EXTEND")
         .arg("r")
         .arg("t")

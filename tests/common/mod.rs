@@ -7,12 +7,17 @@
 //! - Startup is bounded (10 s) and failures panic with the server's own log,
 //!   so a module that fails to load fails the test loudly instead of hanging.
 //! - `Drop` SIGKILLs the process, so nothing outlives a panicking test.
+//! - `DLOCK_VALGRIND=1` runs every server under valgrind's memcheck, with
+//!   longer deadlines; `Drop` then stops it gracefully and fails on findings
+//!   (see `valgrind.rs` and `make check-memory`).
 #![allow(dead_code)]
 
+pub mod cluster;
+mod valgrind;
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -215,7 +220,7 @@ impl Server {
     fn spawn_and_wait(&mut self) -> Result<(), String> {
         // Errors before the logfile is opened (bad arguments) go to stderr.
         let out = fs::File::create(self.dir.join("stdout.log")).unwrap();
-        let child = Command::new("redis-server")
+        let child = valgrind::command(&self.dir)
             .args(self.args())
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
@@ -223,7 +228,8 @@ impl Server {
             .spawn()
             .map_err(|e| format!("cannot spawn redis-server: {e}"))?;
         self.child = Some(child);
-        let end = Instant::now() + START_DEADLINE;
+        let deadline = valgrind::scale(START_DEADLINE);
+        let end = Instant::now() + deadline;
         loop {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 self.child = None;
@@ -234,14 +240,15 @@ impl Server {
             }
             if Instant::now() >= end {
                 self.kill9();
-                return Err(self.failure("redis-server not ready after 10 s"));
+                return Err(self.failure(&format!("redis-server not ready after {deadline:?}")));
             }
             sleep(POLL);
         }
     }
 
     fn ready(&self) -> bool {
-        let Ok(mut c) = connect_within(&self.url(), Duration::from_secs(1)) else {
+        let probe = if valgrind::enabled() { 10 } else { 1 };
+        let Ok(mut c) = connect_within(&self.url(), Duration::from_secs(probe)) else {
             return false;
         };
         let pong: Result<String, _> = redis::cmd("PING").query(&mut c);
@@ -276,7 +283,8 @@ impl Server {
     }
 
     fn connect(&self, url: &str) -> redis::Connection {
-        connect_within(url, IO_TIMEOUT).unwrap_or_else(|e| panic!("connect to {url}: {e}"))
+        connect_within(url, valgrind::scale(IO_TIMEOUT))
+            .unwrap_or_else(|e| panic!("connect to {url}: {e}"))
     }
     /// RESP2 connection with 10 s timeouts, so a wedged server fails the test.
     pub fn conn(&self) -> redis::Connection {
@@ -302,23 +310,32 @@ impl Server {
     /// Graceful stop via SIGTERM. Note: redis 7 waits up to `shutdown-timeout`
     /// (default 10 s) for lagging replicas before exiting.
     pub fn shutdown(&mut self) {
+        if let Err(e) = self.terminate() {
+            panic!("{e}");
+        }
+    }
+    /// `shutdown` without the panic: SIGTERM, wait (10 s, or 60 s under
+    /// valgrind), then SIGKILL and an error if it did not exit.
+    fn terminate(&mut self) -> Result<(), String> {
         let Some(mut c) = self.child.take() else {
-            return;
+            return Ok(());
         };
         // SIGCONT first: a SIGSTOPped server would never handle SIGTERM.
         unsafe {
             libc::kill(c.id() as i32, libc::SIGCONT);
             libc::kill(c.id() as i32, libc::SIGTERM);
         }
-        let end = Instant::now() + Duration::from_secs(10);
+        let wait = valgrind::scale(Duration::from_secs(10));
+        let end = Instant::now() + wait;
         while c.try_wait().unwrap().is_none() {
             if Instant::now() >= end {
                 let _ = c.kill();
                 let _ = c.wait();
-                panic!("{}", self.failure("redis-server ignored SIGTERM for 10 s"));
+                return Err(self.failure(&format!("redis-server ignored SIGTERM for {wait:?}")));
             }
             sleep(POLL);
         }
+        Ok(())
     }
     /// Starts again on the same port, dir and args (a running server is shut
     /// down gracefully first; call `kill9` before for crash semantics).
@@ -358,6 +375,24 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if valgrind::enabled() {
+            // Graceful, so that valgrind writes the leak summary.
+            let stopped = self.terminate();
+            let mut findings = valgrind::findings(&self.dir);
+            if let Err(e) = stopped {
+                findings.push(format!("server did not stop under valgrind: {e}"));
+            }
+            if let Some(msg) = valgrind::report(&self.dir, &findings) {
+                // Keep the dir (with the full logs); never panic while
+                // unwinding, which would abort the test binary.
+                if std::thread::panicking() {
+                    eprintln!("{msg}");
+                } else {
+                    panic!("{msg}");
+                }
+                return;
+            }
+        }
         self.kill9();
         if std::env::var_os("DLOCK_KEEP_TMP").is_some() {
             eprintln!("DLOCK_KEEP_TMP: kept {}", self.dir.display());

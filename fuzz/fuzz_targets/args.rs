@@ -1,0 +1,64 @@
+//! Arbitrary argument vectors into every command parser. None may panic; an
+//! accepted request must only borrow from, and be consistent with, argv.
+#![no_main]
+
+use dlock::lock::args::{self, Limits, MAX_TTL_MS, MAX_WAIT_MS};
+use libfuzzer_sys::fuzz_target;
+
+// Bytes 0 and 1 pick the limits (token cap; TTL cap, 0 = unlimited); the
+// rest is split on 0xFF into arguments, so the fuzzer controls both the
+// arity and the contents.
+fuzz_target!(|data: &[u8]| {
+    let [cap, ttl_cap, rest @ ..] = data else {
+        return;
+    };
+    let max_token = usize::from(*cap);
+    let max_ttl = match ttl_cap {
+        0 => 0,
+        0xFF => MAX_TTL_MS,
+        t => u64::from(*t) * 1000,
+    };
+    let limits = Limits { max_token, max_ttl };
+    let argv: Vec<&[u8]> = rest.split(|&b| b == 0xFF).collect();
+
+    if let Ok(a) = args::acquire(&argv, &limits) {
+        assert!(argv.len() >= 4);
+        assert_eq!(a.token, argv[2]);
+        assert!(!a.token.is_empty() && a.token.len() <= max_token);
+        assert!(a.ttl_ms > 0 && a.ttl_ms <= MAX_TTL_MS);
+        assert!(max_ttl == 0 || a.ttl_ms <= max_ttl);
+        assert!(a.wait_ms.is_none_or(|w| w <= MAX_WAIT_MS));
+    }
+    if let Ok(r) = args::release(&argv, &limits) {
+        assert_eq!(argv.len(), 3);
+        assert_eq!(r.token, argv[2]);
+        assert!(!r.token.is_empty() && r.token.len() <= max_token);
+    }
+    if let Ok(e) = args::extend(&argv, &limits) {
+        assert_eq!(argv.len(), 4);
+        assert_eq!(e.token, argv[2]);
+        assert!(e.token.len() <= max_token);
+        assert!(e.ttl_ms > 0 && e.ttl_ms <= MAX_TTL_MS);
+        assert!(max_ttl == 0 || e.ttl_ms <= max_ttl);
+    }
+    assert_eq!(args::info(&argv).is_ok(), argv.len() == 2);
+    if let Ok(a) = args::apply(&argv) {
+        assert_eq!(argv.len(), 6);
+        assert_eq!(a.token, argv[2]);
+        assert!(!a.token.is_empty());
+    }
+    let _ = args::meta(&argv);
+    // The error text is what clients see: building it must not panic either.
+    for e in [
+        args::acquire(&argv, &limits).err(),
+        args::release(&argv, &limits).err(),
+        args::extend(&argv, &limits).err(),
+        args::apply(&argv).err(),
+        args::meta(&argv).err(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let _ = format!("{e} {e:?}");
+    }
+});

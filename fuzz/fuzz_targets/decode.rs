@@ -1,0 +1,35 @@
+//! Arbitrary stored bytes into the RDB value decoder: it must refuse or
+//! accept without panicking, and whatever it accepts must round-trip.
+#![no_main]
+
+use dlock::lock::lease::ENCODING_VERSION;
+use dlock::lock::Lease;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    // Byte 0 picks the version: mostly a supported one (1..=current),
+    // sometimes an unsupported one (-16..=-1, or 0 and current+1 below).
+    let Some((&v, bytes)) = data.split_first() else {
+        return;
+    };
+    let version = match v {
+        0xF0.. => i32::from(v as i8),
+        0xE0.. => i32::from(v & 1) * (ENCODING_VERSION + 1),
+        _ => 1 + i32::from(v) % ENCODING_VERSION,
+    };
+    let Ok(lease) = Lease::decode(version, bytes) else {
+        return;
+    };
+    assert!((1..=ENCODING_VERSION).contains(&version));
+    assert!(lease.heap_size() >= lease.token().len());
+    // encode always writes the current version.
+    let encoded = lease.encode();
+    let again = Lease::decode(ENCODING_VERSION, &encoded).expect("re-decode");
+    assert_eq!(again, lease);
+    assert_eq!(again.fence(), lease.fence());
+    assert_eq!(again.token(), lease.token());
+    assert_eq!(again.encode(), encoded);
+    if version == ENCODING_VERSION {
+        assert_eq!(encoded, bytes, "decode accepted a non-canonical encoding");
+    }
+});
