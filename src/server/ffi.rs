@@ -120,16 +120,19 @@ fn panic_text(payload: &(dyn Any + Send)) -> &str {
     }
 }
 
-/// Registers a command whose only key is argument 1, so cluster routing,
-/// `COMMAND GETKEYS` and ACL key patterns all see it.
+/// Registers a command whose only key is argument 1 (`keyed`), so cluster
+/// routing, `COMMAND GETKEYS` and ACL key patterns all see it, or one with
+/// no key at all.
 pub fn register(
     ctx: Ctx,
     name: &CStr,
     entry: raw::RedisModuleCmdFunc,
     flags: &CStr,
+    keyed: bool,
 ) -> Result<(), Error> {
     let create = rm!(RedisModule_CreateCommand);
-    if unsafe { create(ctx.0, name.as_ptr(), entry, flags.as_ptr(), 1, 1, 1) } != api::OK {
+    let k = c_int::from(keyed);
+    if unsafe { create(ctx.0, name.as_ptr(), entry, flags.as_ptr(), k, k, k) } != api::OK {
         return Err(Error::Internal("command registration failed"));
     }
     Ok(())

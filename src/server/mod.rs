@@ -6,6 +6,7 @@ pub mod blocking;
 pub mod cluster;
 pub mod commands;
 pub mod config;
+pub mod docs;
 pub mod effects;
 pub mod events;
 pub mod eviction;
@@ -55,13 +56,33 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         c"dlock.acquire",
         Some(acquire_entry),
         c"write deny-oom",
+        true,
     )?;
-    register(ctx, c"dlock.release", Some(release_entry), c"write")?;
+    register(ctx, c"dlock.release", Some(release_entry), c"write", true)?;
     // Not deny-oom: a holder must keep its lease at maxmemory, as PEXPIRE can.
-    register(ctx, c"dlock.extend", Some(extend_entry), c"write fast")?;
-    register(ctx, c"dlock.info", Some(info_entry), c"readonly fast")?;
-    register(ctx, effects::APPLY, Some(apply_entry), c"write deny-script")?;
-    register(ctx, effects::META, Some(meta_entry), c"write deny-script")?;
+    register(
+        ctx,
+        c"dlock.extend",
+        Some(extend_entry),
+        c"write fast",
+        true,
+    )?;
+    register(ctx, c"dlock.info", Some(info_entry), c"readonly fast", true)?;
+    register(
+        ctx,
+        effects::APPLY,
+        Some(apply_entry),
+        c"write deny-script",
+        true,
+    )?;
+    register(
+        ctx,
+        effects::META,
+        Some(meta_entry),
+        c"write deny-script",
+        false,
+    )?;
+    docs::describe(ctx)?;
     info::register(ctx)
 }
 
