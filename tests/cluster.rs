@@ -7,112 +7,14 @@
 mod common;
 
 use common::cluster::Cluster;
+use common::lock::*;
 use common::*;
 use redis::{ConnectionLike, ErrorKind, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 // ---------------------------------------------------------------- helpers
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Info {
-    token: Vec<u8>,
-    fence: i64,
-    ttl: i64,
-    waiters: i64,
-}
-
-fn acquire(c: &mut impl ConnectionLike, res: &str, tok: &str, ttl_ms: u64) -> Option<i64> {
-    redis::cmd("DLOCK.ACQUIRE")
-        .arg(res)
-        .arg(tok)
-        .arg(ttl_ms)
-        .query(c)
-        .unwrap_or_else(|e| panic!("DLOCK.ACQUIRE {res} {tok} {ttl_ms}: {e}"))
-}
-
-/// Acquire that must be granted; returns the fence.
-fn grant(c: &mut impl ConnectionLike, res: &str, tok: &str, ttl_ms: u64) -> i64 {
-    acquire(c, res, tok, ttl_ms).unwrap_or_else(|| panic!("{res} not granted to {tok}"))
-}
-
-fn release(c: &mut impl ConnectionLike, res: &str, tok: &str) -> i64 {
-    redis::cmd("DLOCK.RELEASE")
-        .arg(res)
-        .arg(tok)
-        .query(c)
-        .unwrap_or_else(|e| panic!("DLOCK.RELEASE {res} {tok}: {e}"))
-}
-
-fn extend(c: &mut impl ConnectionLike, res: &str, tok: &str, ttl_ms: u64) -> i64 {
-    redis::cmd("DLOCK.EXTEND")
-        .arg(res)
-        .arg(tok)
-        .arg(ttl_ms)
-        .query(c)
-        .unwrap_or_else(|e| panic!("DLOCK.EXTEND {res} {tok} {ttl_ms}: {e}"))
-}
-
-fn info_result(c: &mut impl ConnectionLike, res: &str) -> redis::RedisResult<Option<Info>> {
-    let v: Value = redis::cmd("DLOCK.INFO").arg(res).query(c)?;
-    let items = match v {
-        Value::Nil => return Ok(None),
-        Value::Array(items) => items,
-        other => panic!("DLOCK.INFO {res}: unexpected reply {other:?}"),
-    };
-    assert_eq!(items.len(), 8, "DLOCK.INFO {res}: {items:?}");
-    let mut m = BTreeMap::new();
-    for pair in items.chunks(2) {
-        let name = match &pair[0] {
-            Value::BulkString(b) => String::from_utf8(b.clone()).unwrap(),
-            Value::SimpleString(s) => s.clone(),
-            other => panic!("field name {other:?}"),
-        };
-        m.insert(name, pair[1].clone());
-    }
-    let names: Vec<&str> = m.keys().map(String::as_str).collect();
-    assert_eq!(
-        names,
-        ["fence", "token", "ttl", "waiters"],
-        "DLOCK.INFO {res}"
-    );
-    let token = match &m["token"] {
-        Value::BulkString(b) => b.clone(),
-        other => panic!("token {other:?}"),
-    };
-    Ok(Some(Info {
-        token,
-        fence: int(&m["fence"]),
-        ttl: int(&m["ttl"]),
-        waiters: int(&m["waiters"]),
-    }))
-}
-
-fn info(c: &mut impl ConnectionLike, res: &str) -> Option<Info> {
-    info_result(c, res).unwrap_or_else(|e| panic!("DLOCK.INFO {res}: {e}"))
-}
-
-fn int(v: &Value) -> i64 {
-    match v {
-        Value::Int(i) => *i,
-        other => panic!("expected an integer, got {other:?}"),
-    }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as i64
-}
 
 fn last_fence(s: &Server) -> i64 {
     info_field(&mut s.conn(), "dlock", "dlock_last_fence")
@@ -142,7 +44,7 @@ fn tag_on(cl: &Cluster, master: usize, prefix: &str) -> String {
         .unwrap_or_else(|| panic!("no tag on node {master}"))
 }
 
-fn assert_moved(r: redis::RedisResult<Option<Info>>, what: &str) {
+fn assert_moved(r: redis::RedisResult<Option<LockInfo>>, what: &str) {
     match r {
         Err(e) if e.kind() == ErrorKind::Moved => {}
         other => panic!("{what}: expected MOVED, got {other:?}"),
@@ -234,7 +136,7 @@ fn routing_and_resharding_with_live_locks() {
     let src_last = last_fence(cl.node(src));
     assert!(src_last >= free_fence);
     let max_fence = held.iter().map(|h| h.2).max().unwrap();
-    let before: Vec<Info> = keys.iter().map(|k| info(&mut cc, k).unwrap()).collect();
+    let before: Vec<LockInfo> = keys.iter().map(|k| info(&mut cc, k).unwrap()).collect();
 
     cl.migrate_slot(slot, src, dst);
 
@@ -255,7 +157,7 @@ fn routing_and_resharding_with_live_locks() {
             Some(*f),
             "{k} not on dst"
         );
-        assert_moved(info_result(&mut sc, k), k);
+        assert_moved(try_info(&mut sc, k), k);
     }
     assert!(
         last_fence(cl.node(dst)) >= max_fence,
@@ -488,11 +390,7 @@ fn failover_keeps_owner_fence_and_deadline() {
         .parse()
         .unwrap();
     assert!(30_000 < left && left <= 50_000, "quarantine {left} ms");
-    let refused: redis::RedisResult<Option<i64>> = redis::cmd("DLOCK.ACQUIRE")
-        .arg(format!("{tag2}:new"))
-        .arg("newcomer")
-        .arg(10_000)
-        .query(&mut cc);
+    let refused = try_acquire(&mut cc, &format!("{tag2}:new"), "newcomer", 10_000);
     match &refused {
         Err(e) if e.code() == Some("QUARANTINE") => {}
         other => panic!("grant during quarantine: {other:?}"),

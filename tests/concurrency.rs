@@ -7,6 +7,7 @@
 //! the counter would lose an update).
 mod common;
 
+use common::lock::*;
 use common::*;
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -40,12 +41,7 @@ fn worker(url: String, id: usize, barrier: Arc<Barrier>, deadline: Instant) -> (
     for round in 0..ROUNDS {
         let token = format!("thread{id}-round{round}");
         let (fence, start) = loop {
-            let granted: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
-                .arg("counter-lock")
-                .arg(&token)
-                .arg(10_000)
-                .query(&mut con)
-                .expect("DLOCK.ACQUIRE");
+            let granted = acquire(&mut con, "counter-lock", &token, 10_000);
             if let Some(f) = granted {
                 break (f, Instant::now());
             }

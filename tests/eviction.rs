@@ -2,6 +2,7 @@
 //! the evicted lease's deadline (its holder still believes it holds it).
 mod common;
 
+use common::lock::*;
 use common::*;
 use std::sync::mpsc;
 use std::thread;
@@ -71,12 +72,7 @@ fn evicted_lock_is_counted_and_logged() {
         Some("1")
     );
     fill(&mut c);
-    let _: i64 = redis::cmd("DLOCK.ACQUIRE")
-        .arg("res")
-        .arg("holder")
-        .arg(30_000)
-        .query(&mut c)
-        .unwrap();
+    grant(&mut c, "res", "holder", 30_000);
     assert_eq!(evicted_locks(&mut c), 0);
     evict_shortest_ttl(&mut c);
     let info: Option<redis::Value> = redis::cmd("DLOCK.INFO").arg("res").query(&mut c).unwrap();
@@ -98,24 +94,12 @@ fn waiters_of_an_evicted_lock_wait_for_its_deadline() {
     let mut c = s.conn();
     fill(&mut c);
     let granted_at = Instant::now();
-    let fence: i64 = redis::cmd("DLOCK.ACQUIRE")
-        .arg("res")
-        .arg("holder")
-        .arg(1500)
-        .query(&mut c)
-        .unwrap();
+    let fence = grant(&mut c, "res", "holder", 1500);
     let url = s.url();
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let mut w = connect_within(&url, Duration::from_secs(5)).unwrap();
-        let r: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
-            .arg("res")
-            .arg("waiter")
-            .arg(10_000)
-            .arg("WAIT")
-            .arg(10_000)
-            .query(&mut w)
-            .unwrap();
+        let r = acquire_wait(&mut w, "res", "waiter", 10_000, 10_000).unwrap();
         tx.send((r, Instant::now())).unwrap();
     });
     wait_until(Duration::from_secs(5), "waiter queued", || {
@@ -125,12 +109,7 @@ fn waiters_of_an_evicted_lock_wait_for_its_deadline() {
     evict_shortest_ttl(&mut c);
     assert_eq!(evicted_locks(&mut c), 1);
     // A newcomer cannot take the evicted resource either.
-    let barger: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
-        .arg("res")
-        .arg("barger")
-        .arg(1000)
-        .query(&mut c)
-        .unwrap();
+    let barger = acquire(&mut c, "res", "barger", 1000);
     assert_eq!(barger, None);
     let (r, at) = rx
         .recv_timeout(Duration::from_secs(8))

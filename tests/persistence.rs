@@ -4,111 +4,17 @@
 //! corrupt payloads), MEMORY USAGE and TYPE.
 mod common;
 
+use common::dump::*;
+use common::lock::*;
 use common::*;
 use redis::Value;
-use std::collections::BTreeMap;
 use std::thread::sleep;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 // ---------------------------------------------------------------- helpers
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Info {
-    token: Vec<u8>,
-    fence: i64,
-    ttl: i64,
-    waiters: i64,
-}
-
-fn acquire(c: &mut redis::Connection, res: &str, tok: &str, ttl_ms: u64) -> Option<i64> {
-    redis::cmd("DLOCK.ACQUIRE")
-        .arg(res)
-        .arg(tok)
-        .arg(ttl_ms)
-        .query(c)
-        .unwrap_or_else(|e| panic!("DLOCK.ACQUIRE {res} {tok} {ttl_ms}: {e}"))
-}
-
-/// Acquire that must be granted; returns the fence.
-fn grant(c: &mut redis::Connection, res: &str, tok: &str, ttl_ms: u64) -> i64 {
-    acquire(c, res, tok, ttl_ms).unwrap_or_else(|| panic!("{res} not granted to {tok}"))
-}
-
-fn release(c: &mut redis::Connection, res: &str, tok: &str) -> i64 {
-    redis::cmd("DLOCK.RELEASE")
-        .arg(res)
-        .arg(tok)
-        .query(c)
-        .unwrap()
-}
-
-fn extend(c: &mut redis::Connection, res: &str, tok: &str, ttl_ms: u64) -> i64 {
-    redis::cmd("DLOCK.EXTEND")
-        .arg(res)
-        .arg(tok)
-        .arg(ttl_ms)
-        .query(c)
-        .unwrap()
-}
-
-fn int(v: &Value) -> i64 {
-    match v {
-        Value::Int(i) => *i,
-        other => panic!("expected an integer, got {other:?}"),
-    }
-}
-
-fn info(c: &mut redis::Connection, res: &str) -> Option<Info> {
-    let v: Value = redis::cmd("DLOCK.INFO").arg(res).query(c).unwrap();
-    let items = match v {
-        Value::Nil => return None,
-        Value::Array(items) => items,
-        other => panic!("DLOCK.INFO {res}: unexpected reply {other:?}"),
-    };
-    assert_eq!(items.len(), 8, "DLOCK.INFO {res}: {items:?}");
-    let mut m = BTreeMap::new();
-    for pair in items.chunks(2) {
-        let name = match &pair[0] {
-            Value::BulkString(b) => String::from_utf8(b.clone()).unwrap(),
-            Value::SimpleString(s) => s.clone(),
-            other => panic!("field name {other:?}"),
-        };
-        m.insert(name, pair[1].clone());
-    }
-    let token = match &m["token"] {
-        Value::BulkString(b) => b.clone(),
-        other => panic!("token {other:?}"),
-    };
-    Some(Info {
-        token,
-        fence: int(&m["fence"]),
-        ttl: int(&m["ttl"]),
-        waiters: int(&m["waiters"]),
-    })
-}
-
-fn held(c: &mut redis::Connection, res: &str) -> Info {
-    info(c, res).unwrap_or_else(|| panic!("{res} should be held"))
-}
-
-fn pttl(c: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(c).unwrap()
-}
-
-fn ping(c: &mut redis::Connection) {
-    let p: String = redis::cmd("PING").query(c).unwrap();
-    assert_eq!(p, "PONG");
-}
-
 fn save(c: &mut redis::Connection) {
     let _: () = redis::cmd("SAVE").query(c).unwrap();
-}
-
-fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as i64
 }
 
 /// Background AOF rewrite, waited for (bounded) and checked.
@@ -124,83 +30,6 @@ fn rewrite_aof(c: &mut redis::Connection) {
     );
 }
 
-/// Redis's CRC-64 (Jones polynomial, reflected, init 0), as used by DUMP.
-fn crc64(data: &[u8]) -> u64 {
-    const POLY: u64 = 0x95ac_9329_ac4b_c9b5;
-    let mut crc = 0u64;
-    for &b in data {
-        crc ^= u64::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ POLY
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    crc
-}
-
-/// A DUMP payload is `body | rdb version (2 bytes) | crc64 (8 bytes)`.
-fn split_payload(p: &[u8]) -> (Vec<u8>, [u8; 2]) {
-    assert!(p.len() > 10, "payload too short: {p:?}");
-    let n = p.len() - 10;
-    (p[..n].to_vec(), [p[n], p[n + 1]])
-}
-
-/// Builds a payload whose footer (version + CRC) is valid for `body`, so the
-/// server hands the body to the module's loader.
-fn seal(body: &[u8], version: [u8; 2]) -> Vec<u8> {
-    let mut p = body.to_vec();
-    p.extend_from_slice(&version);
-    let crc = crc64(&p);
-    p.extend_from_slice(&crc.to_le_bytes());
-    p
-}
-
-fn dump(c: &mut redis::Connection, key: &str) -> Vec<u8> {
-    let v: Option<Vec<u8>> = redis::cmd("DUMP").arg(key).query(c).unwrap();
-    v.unwrap_or_else(|| panic!("DUMP {key}: nil"))
-}
-
-fn restore(
-    c: &mut redis::Connection,
-    key: &str,
-    ttl: u64,
-    payload: &[u8],
-) -> redis::RedisResult<()> {
-    redis::cmd("RESTORE")
-        .arg(key)
-        .arg(ttl)
-        .arg(payload)
-        .query(c)
-}
-
-/// Position of the fence (8 bytes LE) in a payload body; exactly one match.
-fn fence_pos(body: &[u8], fence: i64) -> usize {
-    let needle = (fence as u64).to_le_bytes();
-    let hits: Vec<usize> = body
-        .windows(8)
-        .enumerate()
-        .filter(|(_, w)| *w == needle)
-        .map(|(i, _)| i)
-        .collect();
-    assert_eq!(hits.len(), 1, "fence {fence} in {body:?}");
-    hits[0]
-}
-
-/// A payload for `key` (a held lock) with its fence replaced: simulates a
-/// lock migrated from a server whose fences are ahead of ours.
-fn payload_with_fence(c: &mut redis::Connection, key: &str, new_fence: i64) -> Vec<u8> {
-    let old = held(c, key).fence;
-    let p = dump(c, key);
-    let (mut body, ver) = split_payload(&p);
-    assert_eq!(seal(&body, ver), p, "CRC-64 helper disagrees with DUMP");
-    let at = fence_pos(&body, old);
-    body[at..at + 8].copy_from_slice(&(new_fence as u64).to_le_bytes());
-    seal(&body, ver)
-}
-
 // ------------------------------------------------------------------ tests
 
 #[test]
@@ -210,7 +39,7 @@ fn crc64_matches_redis_check_value() {
 
 /// Shared scenario: a mix of held, released and extended locks.
 struct Scenario {
-    held: Vec<(&'static str, Info)>,
+    held: Vec<(&'static str, LockInfo)>,
     freed: Vec<&'static str>,
     max_fence: i64,
 }
@@ -237,7 +66,7 @@ fn build_scenario(c: &mut redis::Connection) -> Scenario {
     assert_eq!(extend(c, "e", "te", 60_000), 1);
     // A same-token re-acquire keeps the fence.
     assert_eq!(grant(c, "a", "ta", 40_000), fences[0]);
-    let held_infos: Vec<(&str, Info)> = ["a", "c", "e"]
+    let held_infos: Vec<(&str, LockInfo)> = ["a", "c", "e"]
         .into_iter()
         .map(|r| (r, held(c, r)))
         .collect();

@@ -3,31 +3,13 @@
 //! wait until every lost lease must have ended.
 mod common;
 
+use common::lock::*;
 use common::*;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------- helpers
-
-fn acquire(
-    c: &mut redis::Connection,
-    res: &str,
-    tok: &str,
-    ttl: u64,
-) -> redis::RedisResult<Option<i64>> {
-    redis::cmd("DLOCK.ACQUIRE")
-        .arg(res)
-        .arg(tok)
-        .arg(ttl)
-        .query(c)
-}
-
-fn grant(c: &mut redis::Connection, res: &str, tok: &str, ttl: u64) -> i64 {
-    acquire(c, res, tok, ttl)
-        .unwrap_or_else(|e| panic!("ACQUIRE {res}: {e}"))
-        .unwrap_or_else(|| panic!("{res} not granted"))
-}
 
 fn dlock_info(c: &mut redis::Connection, field: &str) -> String {
     info_field(c, "dlock", &format!("dlock_{field}")).unwrap_or_default()
@@ -39,7 +21,7 @@ fn ms_left(c: &mut redis::Connection) -> u64 {
 
 /// The error text of a refused ACQUIRE.
 fn refusal(c: &mut redis::Connection, res: &str) -> String {
-    let e = acquire(c, res, "newcomer", 1000).expect_err("grant must be refused in quarantine");
+    let e = try_acquire(c, res, "newcomer", 1000).expect_err("grant must be refused in quarantine");
     format!("{}: {}", e.code().unwrap_or(""), e.detail().unwrap_or(""))
 }
 
@@ -98,14 +80,7 @@ fn auto_quarantines_after_kill9_under_everysec() {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let mut w = connect_within(&url, Duration::from_secs(5)).unwrap();
-        let r: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
-            .arg("queued")
-            .arg("waiter")
-            .arg(1000)
-            .arg("WAIT")
-            .arg(10_000)
-            .query(&mut w)
-            .unwrap();
+        let r = acquire_wait(&mut w, "queued", "waiter", 1000, 10_000).unwrap();
         tx.send((r, Instant::now())).unwrap();
     });
     let (r, at) = rx
@@ -214,14 +189,7 @@ fn handoff_is_refused_during_quarantine() {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let mut w = connect_within(&url, Duration::from_secs(5)).unwrap();
-        let r: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
-            .arg("held")
-            .arg("waiter")
-            .arg(1000)
-            .arg("WAIT")
-            .arg(10_000)
-            .query(&mut w)
-            .unwrap();
+        let r = acquire_wait(&mut w, "held", "waiter", 1000, 10_000).unwrap();
         tx.send(r).unwrap();
     });
     wait_until(Duration::from_secs(5), "waiter queued", || {
@@ -240,7 +208,7 @@ fn handoff_is_refused_during_quarantine() {
         "handed off in quarantine"
     );
     // A newcomer does not barge into the freed resource either.
-    assert_eq!(acquire(&mut c, "held", "barger", 1000).unwrap(), None);
+    assert_eq!(try_acquire(&mut c, "held", "barger", 1000).unwrap(), None);
     // When it ends, the waiter gets the lock.
     let r = rx
         .recv_timeout(Duration::from_secs(6))
@@ -307,9 +275,9 @@ fn configs_are_validated_and_settable() {
         .module_arg("5000")
         .start();
     let mut c = s.conn();
-    let e = acquire(&mut c, "r", "t", 5001).unwrap_err();
+    let e = try_acquire(&mut c, "r", "t", 5001).unwrap_err();
     assert_eq!(e.detail(), Some("ttl_ms is above dlock.max-ttl (5000)"));
-    assert!(acquire(&mut c, "r", "t", 5000).unwrap().is_some());
+    assert!(try_acquire(&mut c, "r", "t", 5000).unwrap().is_some());
     let e: redis::RedisResult<i64> = redis::cmd("DLOCK.EXTEND")
         .arg("r")
         .arg("t")
@@ -321,7 +289,7 @@ fn configs_are_validated_and_settable() {
         redis::cmd("CONFIG").arg("SET").arg(k).arg(v).query(c)
     };
     set(&mut c, "dlock.max-ttl", "0").unwrap();
-    assert!(acquire(&mut c, "r2", "t", 999_999).unwrap().is_some());
+    assert!(try_acquire(&mut c, "r2", "t", 999_999).unwrap().is_some());
     assert!(set(&mut c, "dlock.max-ttl", "-1").is_err());
     assert!(set(&mut c, "dlock.restart-quarantine", "soon").is_err());
     set(&mut c, "dlock.restart-quarantine", "250").unwrap();
@@ -332,7 +300,7 @@ fn configs_are_validated_and_settable() {
         .unwrap();
     assert_eq!(got, ["dlock.restart-quarantine", "250"]);
     set(&mut c, "dlock.max-token-length", "4").unwrap();
-    let e = acquire(&mut c, "r3", "12345", 100).unwrap_err();
+    let e = try_acquire(&mut c, "r3", "12345", 100).unwrap_err();
     assert_eq!(e.detail(), Some("token is longer than 4 bytes"));
     assert!(set(&mut c, "dlock.max-token-length", "0").is_err());
 }

@@ -4,180 +4,12 @@
 //! AOF across a crash.
 mod common;
 
+use common::dump::*;
+use common::lock::*;
 use common::*;
 use redis::Value;
-use std::collections::BTreeMap;
 use std::thread::sleep;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-// ---------------------------------------------------------------- helpers
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Info {
-    token: Vec<u8>,
-    fence: i64,
-    ttl: i64,
-    waiters: i64,
-}
-
-fn acquire(c: &mut redis::Connection, res: &str, tok: &str, ttl_ms: u64) -> Option<i64> {
-    redis::cmd("DLOCK.ACQUIRE")
-        .arg(res)
-        .arg(tok)
-        .arg(ttl_ms)
-        .query(c)
-        .unwrap_or_else(|e| panic!("DLOCK.ACQUIRE {res} {tok} {ttl_ms}: {e}"))
-}
-
-/// Acquire that must be granted; returns the fence.
-fn grant(c: &mut redis::Connection, res: &str, tok: &str, ttl_ms: u64) -> i64 {
-    acquire(c, res, tok, ttl_ms).unwrap_or_else(|| panic!("{res} not granted to {tok}"))
-}
-
-fn release(c: &mut redis::Connection, res: &str, tok: &str) -> i64 {
-    redis::cmd("DLOCK.RELEASE")
-        .arg(res)
-        .arg(tok)
-        .query(c)
-        .unwrap()
-}
-
-fn extend(c: &mut redis::Connection, res: &str, tok: &str, ttl_ms: u64) -> i64 {
-    redis::cmd("DLOCK.EXTEND")
-        .arg(res)
-        .arg(tok)
-        .arg(ttl_ms)
-        .query(c)
-        .unwrap()
-}
-
-fn int(v: &Value) -> i64 {
-    match v {
-        Value::Int(i) => *i,
-        other => panic!("expected an integer, got {other:?}"),
-    }
-}
-
-fn info(c: &mut redis::Connection, res: &str) -> Option<Info> {
-    let v: Value = redis::cmd("DLOCK.INFO").arg(res).query(c).unwrap();
-    let items = match v {
-        Value::Nil => return None,
-        Value::Array(items) => items,
-        other => panic!("DLOCK.INFO {res}: unexpected reply {other:?}"),
-    };
-    assert_eq!(items.len(), 8, "DLOCK.INFO {res}: {items:?}");
-    let mut m = BTreeMap::new();
-    for pair in items.chunks(2) {
-        let name = match &pair[0] {
-            Value::BulkString(b) => String::from_utf8(b.clone()).unwrap(),
-            Value::SimpleString(s) => s.clone(),
-            other => panic!("field name {other:?}"),
-        };
-        m.insert(name, pair[1].clone());
-    }
-    let token = match &m["token"] {
-        Value::BulkString(b) => b.clone(),
-        other => panic!("token {other:?}"),
-    };
-    Some(Info {
-        token,
-        fence: int(&m["fence"]),
-        ttl: int(&m["ttl"]),
-        waiters: int(&m["waiters"]),
-    })
-}
-
-fn held(c: &mut redis::Connection, res: &str) -> Info {
-    info(c, res).unwrap_or_else(|| panic!("{res} should be held"))
-}
-
-fn pttl(c: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(c).unwrap()
-}
-
-fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as i64
-}
-
-/// Redis's CRC-64 (Jones polynomial, reflected, init 0), as used by DUMP.
-fn crc64(data: &[u8]) -> u64 {
-    const POLY: u64 = 0x95ac_9329_ac4b_c9b5;
-    let mut crc = 0u64;
-    for &b in data {
-        crc ^= u64::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ POLY
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    crc
-}
-
-/// A DUMP payload is `body | rdb version (2 bytes) | crc64 (8 bytes)`.
-fn split_payload(p: &[u8]) -> (Vec<u8>, [u8; 2]) {
-    assert!(p.len() > 10, "payload too short: {p:?}");
-    let n = p.len() - 10;
-    (p[..n].to_vec(), [p[n], p[n + 1]])
-}
-
-/// Builds a payload whose footer (version + CRC) is valid for `body`, so the
-/// server hands the body to the module's loader.
-fn seal(body: &[u8], version: [u8; 2]) -> Vec<u8> {
-    let mut p = body.to_vec();
-    p.extend_from_slice(&version);
-    let crc = crc64(&p);
-    p.extend_from_slice(&crc.to_le_bytes());
-    p
-}
-
-fn dump(c: &mut redis::Connection, key: &str) -> Vec<u8> {
-    let v: Option<Vec<u8>> = redis::cmd("DUMP").arg(key).query(c).unwrap();
-    v.unwrap_or_else(|| panic!("DUMP {key}: nil"))
-}
-
-fn restore(
-    c: &mut redis::Connection,
-    key: &str,
-    ttl: u64,
-    payload: &[u8],
-) -> redis::RedisResult<()> {
-    redis::cmd("RESTORE")
-        .arg(key)
-        .arg(ttl)
-        .arg(payload)
-        .query(c)
-}
-
-/// Position of the fence (8 bytes LE) in a payload body; exactly one match.
-fn fence_pos(body: &[u8], fence: i64) -> usize {
-    let needle = (fence as u64).to_le_bytes();
-    let hits: Vec<usize> = body
-        .windows(8)
-        .enumerate()
-        .filter(|(_, w)| *w == needle)
-        .map(|(i, _)| i)
-        .collect();
-    assert_eq!(hits.len(), 1, "fence {fence} in {body:?}");
-    hits[0]
-}
-
-/// A payload for `key` (a held lock) with its fence replaced: simulates a
-/// lock migrated from a server whose fences are ahead of ours.
-fn payload_with_fence(c: &mut redis::Connection, key: &str, new_fence: i64) -> Vec<u8> {
-    let old = held(c, key).fence;
-    let p = dump(c, key);
-    let (mut body, ver) = split_payload(&p);
-    assert_eq!(seal(&body, ver), p, "CRC-64 helper disagrees with DUMP");
-    let at = fence_pos(&body, old);
-    body[at..at + 8].copy_from_slice(&(new_fence as u64).to_le_bytes());
-    seal(&body, ver)
-}
+use std::time::{Duration, Instant};
 
 // ------------------------------------------------------------------ tests
 
@@ -203,21 +35,6 @@ fn pair() -> (Server, Server) {
 fn wait_replica(m: &mut redis::Connection) {
     let n: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(m).unwrap();
     assert_eq!(n, 1, "WAIT 1 2000");
-}
-
-fn exists(c: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("EXISTS").arg(key).query(c).unwrap()
-}
-
-fn err_text(r: redis::RedisResult<Value>) -> String {
-    match r {
-        Ok(v) => panic!("expected an error, got {v:?}"),
-        Err(e) => {
-            // redis-rs splits "CODE detail"; put it back together.
-            let code = e.code().unwrap_or("").to_string();
-            format!("{code} {}", e.detail().unwrap_or(""))
-        }
-    }
 }
 
 fn set_read_only(c: &mut redis::Connection, yes: bool) {
@@ -274,7 +91,7 @@ fn grant_release_extend_and_expiry_reach_the_replica() {
     assert_eq!(release(&mut m, "res", "owner"), 1);
     wait_replica(&mut m);
     assert_eq!(info(&mut r, "res"), None);
-    assert_eq!(exists(&mut r, "res"), 0);
+    assert!(!exists(&mut r, "res"));
 
     // A new owner gets a higher fence, replicated.
     let f2 = grant(&mut m, "res", "owner2", 10_000);
@@ -316,14 +133,14 @@ fn replica_refuses_grants_even_when_writable() {
             ("DLOCK.EXTEND", vec!["res", "owner", "90000"]),
         ];
         for (cmd, args) in attempts {
-            let e = err_text(redis::cmd(cmd).arg(&args).query(&mut r));
+            let e = err_of(redis::cmd(cmd).arg(&args).query(&mut r));
             assert!(
                 e.starts_with("READONLY"),
                 "replica-read-only {read_only}: {cmd} {args:?} -> {e}"
             );
         }
         // Nothing changed on the replica; INFO works there.
-        assert_eq!(exists(&mut r, "free-res"), 0);
+        assert!(!exists(&mut r, "free-res"));
         let i = held(&mut r, "res");
         assert_eq!((i.token.as_slice(), i.fence), (&b"owner"[..], fence));
         assert!(i.ttl <= 60_000 && i.ttl > 50_000, "{i:?}");
@@ -425,7 +242,7 @@ fn forged_apply_is_refused_on_master_and_replica() {
     let mut m = master.conn();
     let mut r = replica.conn();
     let apply = |c: &mut redis::Connection, key: &str| {
-        err_text(
+        err_of(
             redis::cmd("DLOCK.APPLY")
                 .arg(key)
                 .arg("tok")
@@ -436,7 +253,7 @@ fn forged_apply_is_refused_on_master_and_replica() {
     };
     let e = apply(&mut m, "res");
     assert!(e.starts_with("ERR DLOCK.APPLY is internal"), "master: {e}");
-    assert_eq!(exists(&mut m, "res"), 0);
+    assert!(!exists(&mut m, "res"));
 
     // Inside MULTI/EXEC and from a script: refused as well.
     let _: () = redis::cmd("MULTI").query(&mut m).unwrap();
@@ -452,8 +269,8 @@ fn forged_apply_is_refused_on_master_and_replica() {
         !format!("{exec:?}").contains("Okay"),
         "APPLY in MULTI: {exec:?}"
     );
-    assert_eq!(exists(&mut m, "res"), 0);
-    let e = err_text(
+    assert!(!exists(&mut m, "res"));
+    let e = err_of(
         redis::cmd("EVAL")
             .arg("return redis.call('DLOCK.APPLY', KEYS[1], 'tok', '5', '0')")
             .arg(1)
@@ -461,7 +278,7 @@ fn forged_apply_is_refused_on_master_and_replica() {
             .query(&mut m),
     );
     assert!(!e.is_empty());
-    assert_eq!(exists(&mut m, "res"), 0);
+    assert!(!exists(&mut m, "res"));
 
     // A legit grant afterwards is unaffected (the clock was not pushed).
     let f = grant(&mut m, "res2", "t", 10_000);
@@ -478,7 +295,7 @@ fn forged_apply_is_refused_on_master_and_replica() {
         "writable replica: {e}"
     );
     wait_replica(&mut m);
-    assert_eq!(exists(&mut r, "res"), 0);
+    assert!(!exists(&mut r, "res"));
     assert_eq!(info(&mut r, "res"), None);
     assert_eq!(held(&mut r, "res2").fence, f);
 }
@@ -535,7 +352,7 @@ fn replica_aof_survives_crash_and_resyncs() {
         "{c:?}"
     );
     assert_eq!(info(&mut r, "b"), None);
-    let e = err_text(
+    let e = err_of(
         redis::cmd("DLOCK.ACQUIRE")
             .arg("b")
             .arg("x")

@@ -2,19 +2,11 @@
 //! keyspace notifications to a real subscriber.
 mod common;
 
+use common::lock::*;
 use common::*;
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
-
-fn acquire(c: &mut redis::Connection, res: &str, tok: &str, ttl: u64) -> Option<i64> {
-    redis::cmd("DLOCK.ACQUIRE")
-        .arg(res)
-        .arg(tok)
-        .arg(ttl)
-        .query(c)
-        .unwrap()
-}
 
 fn int_cmd(c: &mut redis::Connection, cmd: &str, args: &[&str]) -> i64 {
     let mut r = redis::cmd(cmd);
@@ -37,14 +29,7 @@ fn waiter(s: &Server, res: &str, tok: &str, wait_ms: u64) -> mpsc::Receiver<Opti
     let (url, res, tok) = (s.url(), res.to_string(), tok.to_string());
     thread::spawn(move || {
         let mut w = connect_within(&url, Duration::from_secs(5)).unwrap();
-        let r: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
-            .arg(&res)
-            .arg(&tok)
-            .arg(10_000)
-            .arg("WAIT")
-            .arg(wait_ms)
-            .query(&mut w)
-            .unwrap();
+        let r = acquire_wait(&mut w, &res, &tok, 10_000, wait_ms).unwrap();
         tx.send(r).unwrap();
     });
     rx

@@ -1,5 +1,8 @@
 //! Integration-test harness: throwaway `redis-server` processes with the
-//! dlock module loaded. Every test file does `mod common;`.
+//! dlock module loaded. Every test file does `mod common;` (a directory
+//! target, `tests/<name>/main.rs`, does `#[path = "../common/mod.rs"] mod
+//! common;`). Shared helpers: `lock` (lock commands, DLOCK.INFO, errors,
+//! waiting) and `dump` (DUMP payloads, CRC-64).
 //!
 //! Design notes:
 //! - Each server gets an OS-chosen port and a private temp dir, so any number
@@ -13,6 +16,8 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod dump;
+pub mod lock;
 mod valgrind;
 use std::fs;
 use std::net::TcpListener;
@@ -59,6 +64,32 @@ pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> O
     let prefix = format!("{field}:");
     info.lines()
         .find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().to_string()))
+}
+
+/// Wall clock in microseconds since the Unix epoch (fences are near it).
+pub fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
+}
+
+/// Wall clock in milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// PING must answer PONG.
+pub fn ping(c: &mut redis::Connection) {
+    let p: String = redis::cmd("PING").query(c).expect("PING");
+    assert_eq!(p, "PONG");
+}
+
+pub fn dbsize(c: &mut redis::Connection) -> i64 {
+    redis::cmd("DBSIZE").query(c).expect("DBSIZE")
 }
 
 /// Connects with `timeout` bounding the whole handshake, then sets it as the
