@@ -17,8 +17,7 @@ use crate::lock::{args, Error, Lease};
 /// when held by another (after `timeout_ms` with WAIT).
 pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::acquire(argv.bytes(), &state::limits())?;
-    let flags = ctx.flags()?;
-    refuse_on_replica(flags)?;
+    refuse_on_replica(ctx)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
     let waiting = handoff::waiting_resource(ctx, name)?;
@@ -29,20 +28,22 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
             handoff::grant_next(ctx, &mut key, name, res)?;
         }
     }
-    let free = key.lease()?.is_none();
-    let queued = waiting
-        .as_ref()
-        .is_some_and(|r| blocking::waiters_on(r) > 0);
-    if free && (queued || quarantine::ms_left() > 0) {
-        // A free lock that may not be granted now: the queue still holds
-        // it (a quarantine delays its handoff), or grants are quarantined.
-        return wait_or_refuse(ctx, &key, name, &req, flags, waiting);
+    let current = key.lease()?;
+    if current.is_none() {
+        let queued = waiting
+            .as_ref()
+            .is_some_and(|r| blocking::waiters_on(r) > 0);
+        if queued || quarantine::ms_left() > 0 {
+            // A free lock that may not be granted now: the queue still holds
+            // it (a quarantine delays its handoff), or grants are quarantined.
+            return wait_or_refuse(ctx, &key, name, &req, waiting);
+        }
     }
     let now = now_us();
     let deadline = now / 1000 + req.ttl_ms;
-    let decision = state::with_clock(|clock| Lease::acquire(key.lease()?, &req, clock, now))?;
+    let decision = state::with_clock(|clock| Lease::acquire(current, &req, clock, now))?;
     let fence = match decision {
-        AcquireDecision::Busy => return wait_or_refuse(ctx, &key, name, &req, flags, waiting),
+        AcquireDecision::Busy => return wait_or_refuse(ctx, &key, name, &req, waiting),
         AcquireDecision::Grant(lease) => {
             let fence = lease.fence();
             key.store(lease)?;
@@ -73,11 +74,14 @@ fn wait_or_refuse(
     key: &LockKey,
     name: *mut raw::RedisModuleString,
     req: &args::Acquire,
-    flags: Flags,
     waiting: Option<blocking::Resource>,
 ) -> Result<(), Error> {
     stats::CONTENDED.add();
-    let Some(timeout) = req.wait_ms.filter(|_| can_block(flags)) else {
+    let blocking_allowed = match req.wait_ms {
+        Some(_) => can_block(ctx.flags()?),
+        None => false,
+    };
+    let Some(timeout) = req.wait_ms.filter(|_| blocking_allowed) else {
         let free = key.lease()?.is_none();
         let queued = waiting.is_some_and(|r| blocking::waiters_on(&r) > 0);
         if free && !queued {
@@ -100,7 +104,7 @@ fn wait_or_refuse(
 /// With waiters queued the lock passes straight to the head waiter.
 pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::release(argv.bytes(), &state::limits())?;
-    refuse_on_replica(ctx.flags()?)?;
+    refuse_on_replica(ctx)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
     if !owned_by(&key, req.token)? {
@@ -125,7 +129,7 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 /// `ttl_ms` from now, else 0.
 pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::extend(argv.bytes(), &state::limits())?;
-    refuse_on_replica(ctx.flags()?)?;
+    refuse_on_replica(ctx)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
     let Some(fence) = key
@@ -201,7 +205,13 @@ fn owned_by(key: &LockKey, token: &[u8]) -> Result<bool, Error> {
 
 /// With `replica-read-only no` a replica accepts writes; a grant there would
 /// be invisible to the master and lost on the next sync.
-fn refuse_on_replica(flags: Flags) -> Result<(), Error> {
+/// The role is cached from replication events, so the common case (a
+/// master) reads no context flags.
+fn refuse_on_replica(ctx: Ctx) -> Result<(), Error> {
+    if !state::is_replica() {
+        return Ok(());
+    }
+    let flags = ctx.flags()?;
     if flags.is_replica() && !flags.is_replicated() {
         return Err(Error::ReadOnlyReplica);
     }

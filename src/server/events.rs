@@ -13,7 +13,7 @@ use redis_module::raw;
 use super::api::{rm, Ctx};
 use super::blocking;
 use super::ffi::guard;
-use super::{handoff, quarantine};
+use super::{handoff, quarantine, state};
 use crate::lock::Error;
 
 pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
@@ -64,10 +64,12 @@ extern "C" fn on_event(
             Ctx(ctx),
             subevent == raw::REDISMODULE_SUBEVENT_MASTER_LINK_UP,
         ),
-        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
-            if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER =>
-        {
-            quarantine::on_promotion(Ctx(ctx))
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => {
+            let now_master = subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER;
+            state::set_replica(!now_master);
+            if now_master {
+                quarantine::on_promotion(Ctx(ctx));
+            }
         }
         _ => {}
     })

@@ -43,6 +43,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
     unsafe { rm!(RedisModule_SetModuleOptions)(ctx.0, options as c_int) };
 
+    state::set_replica(ctx.flags()?.is_replica());
     let args = module_args(argv, argc)?;
     config::register(ctx, &args)?;
     persistence::register_type(ctx)?;

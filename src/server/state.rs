@@ -2,7 +2,7 @@
 //! thread; BGSAVE's child reads a forked copy. Atomics keep access sound
 //! without locks on the hot path.
 
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use redis_module::raw;
 
@@ -14,6 +14,17 @@ static LOCK_TYPE: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(std::ptr::nul
 
 /// The fence clock's high-water mark (see `lock::fence`).
 static LAST_FENCE: AtomicU64 = AtomicU64::new(0);
+
+/// Whether this server is a replica (kept current by role-change events).
+static IS_REPLICA: AtomicBool = AtomicBool::new(false);
+
+pub fn is_replica() -> bool {
+    IS_REPLICA.load(Ordering::Relaxed)
+}
+
+pub fn set_replica(replica: bool) {
+    IS_REPLICA.store(replica, Ordering::Relaxed);
+}
 
 /// Longest token a command accepts (`dlock.max-token-length`).
 static MAX_TOKEN: AtomicUsize = AtomicUsize::new(512);
