@@ -161,19 +161,26 @@ pub fn defer(res: Resource) {
     arm_deferred(0);
 }
 
+/// Arms a timer from a place without a context of its own.
+pub fn arm_timer(
+    delay_ms: i64,
+    callback: extern "C" fn(*mut raw::RedisModuleCtx, *mut c_void),
+) -> bool {
+    let ctx = TIMER_CTX.load(Ordering::Relaxed);
+    match unsafe { raw::RedisModule_CreateTimer } {
+        Some(create) if !ctx.is_null() => {
+            unsafe { create(ctx, delay_ms, Some(callback), std::ptr::null_mut()) };
+            true
+        }
+        _ => false,
+    }
+}
+
 fn arm_deferred(delay_ms: i64) {
     if DEFERRED_ARMED.swap(true, Ordering::Relaxed) {
         return;
     }
-    let ctx = TIMER_CTX.load(Ordering::Relaxed);
-    let armed = match unsafe { raw::RedisModule_CreateTimer } {
-        Some(create) if !ctx.is_null() => {
-            unsafe { create(ctx, delay_ms, Some(on_deferred_timer), std::ptr::null_mut()) };
-            true
-        }
-        _ => false,
-    };
-    if !armed {
+    if !arm_timer(delay_ms, on_deferred_timer) {
         DEFERRED_ARMED.store(false, Ordering::Relaxed);
     }
 }
@@ -250,8 +257,12 @@ fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Re
 /// The type's unlink callback: the lock value is leaving its key (DEL,
 /// UNLINK, expiry, eviction, overwrite, RENAME away). No writes are allowed
 /// here, so the handoff is deferred.
-pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, _value: *const c_void) {
+pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
     guard("unlink", (), || {
+        // A restored lock may leave before its fence was confirmed.
+        if let Some(lease) = unsafe { value.cast::<crate::lock::Lease>().as_ref() } {
+            state::observe_fence(lease.fence());
+        }
         let (Some(db_of), Some(name_of)) =
             (unsafe { raw::RedisModule_GetDbIdFromOptCtx }, unsafe {
                 raw::RedisModule_GetKeyNameFromOptCtx

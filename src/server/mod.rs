@@ -17,6 +17,7 @@ pub mod keys;
 pub mod notifications;
 pub mod persistence;
 pub mod quarantine;
+pub mod restored;
 pub mod state;
 pub mod stats;
 

@@ -1,22 +1,19 @@
 //! The keyspace events dlock listens to, and only those: `expired` and
-//! `evicted` (a lock may have ended that way) and the generic class, for
-//! `restore` (a lock may have arrived by RESTORE or MIGRATE). String, list,
-//! hash ... writes never call us.
+//! `evicted` (a lock may have ended that way). Other events (`del`, `set`,
+//! `expire` ...) never call us, so plain commands pay nothing for dlock.
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int};
 
 use redis_module::raw;
 
 use super::api::{self, rm, Ctx};
 use super::ffi::guard;
-use super::{eviction, persistence, stats};
+use super::{eviction, stats};
 use crate::lock::Error;
 
 pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
     let subscribe = rm!(RedisModule_SubscribeToKeyspaceEvents);
-    let types = raw::REDISMODULE_NOTIFY_EVICTED
-        | raw::REDISMODULE_NOTIFY_EXPIRED
-        | raw::REDISMODULE_NOTIFY_GENERIC;
+    let types = raw::REDISMODULE_NOTIFY_EVICTED | raw::REDISMODULE_NOTIFY_EXPIRED;
     if unsafe { subscribe(ctx.0, types, Some(on_event)) } != api::OK {
         return Err(Error::Internal("keyspace event subscription failed"));
     }
@@ -26,7 +23,7 @@ pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
 extern "C" fn on_event(
     ctx: *mut raw::RedisModuleCtx,
     kind: c_int,
-    event: *const c_char,
+    _event: *const c_char,
     key: *mut raw::RedisModuleString,
 ) -> c_int {
     guard("keyspace event", api::OK, || {
@@ -35,8 +32,6 @@ extern "C" fn on_event(
             eviction::on_evicted(c, key)
         } else if kind & raw::REDISMODULE_NOTIFY_EXPIRED != 0 {
             on_expired(c, key)
-        } else if !event.is_null() && unsafe { CStr::from_ptr(event) } == c"restore" {
-            persistence::on_restored(c, key)
         } else {
             Ok(())
         };

@@ -66,9 +66,11 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
                 // failed load aborts the whole load, so raising the clock
                 // now is safe. RESTORE is different: the server may still
                 // refuse the payload after this returns, so its fence is
-                // observed once the key exists (`on_restored`).
+                // observed once the key exists (`restored`).
                 if loading(rdb) {
                     state::observe_fence(lease.fence());
+                } else {
+                    super::restored::note(rdb, lease.fence());
                 }
                 stats::lock_created();
                 Box::into_raw(Box::new(lease)).cast::<c_void>()
@@ -91,16 +93,6 @@ fn loading(rdb: *mut raw::RedisModuleIO) -> bool {
     };
     let ctx = unsafe { ctx_of(rdb) };
     ctx.is_null() || unsafe { flags(ctx) } as u32 & raw::REDISMODULE_CTX_FLAGS_LOADING != 0
-}
-
-/// A key arrived by RESTORE (or MIGRATE): if it is a lock, its fence now
-/// exists here, and no later grant may undercut it.
-pub fn on_restored(ctx: Ctx, key: *mut raw::RedisModuleString) -> Result<(), Error> {
-    let lock = super::keys::LockKey::open_read(ctx, key)?;
-    if let Ok(Some(lease)) = lock.lease() {
-        state::observe_fence(lease.fence());
-    }
-    Ok(())
 }
 
 fn load_lease(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Lease, String> {
