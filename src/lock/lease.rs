@@ -14,17 +14,55 @@ pub const MAX_STORED_TOKEN: usize = 1 << 20;
 /// metadata to the aux data; the lock value layout is the same as in 1.
 pub const ENCODING_VERSION: i32 = 2;
 
+/// An owned lease: what the decoder produces and tests build.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     fence: u64,
     token: Box<[u8]>,
 }
 
+/// A lease as stored in the keyspace, borrowed: whatever holds the bytes
+/// (the server keeps fence and token in one allocation) hands out this view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseRef<'a> {
+    fence: u64,
+    token: &'a [u8],
+}
+
+impl<'a> LeaseRef<'a> {
+    pub fn new(token: &'a [u8], fence: u64) -> Self {
+        LeaseRef { fence, token }
+    }
+
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    pub fn token(&self) -> &'a [u8] {
+        self.token
+    }
+
+    /// Byte-for-byte: tokens are opaque and binary-safe.
+    pub fn is_owned_by(&self, token: &[u8]) -> bool {
+        self.token == token
+    }
+
+    /// Layout v1: fence as 8 bytes little-endian, then the token bytes. One
+    /// buffer means one RDB string, and a pure decoder that can be tested
+    /// (and fuzzed) against any bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + self.token.len());
+        out.extend_from_slice(&self.fence.to_le_bytes());
+        out.extend_from_slice(self.token);
+        out
+    }
+}
+
 /// What ACQUIRE does to a resource, decided from what the key holds now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AcquireDecision {
-    /// Free: a new lease with a new fence.
-    Grant(Lease),
+    /// Free: a new lease for the requesting token with this new fence.
+    Grant { fence: u64 },
     /// Held by the same token: a retried acquisition. Same fence, TTL reset.
     Refresh { fence: u64 },
     /// Held by someone else.
@@ -39,6 +77,10 @@ impl Lease {
         }
     }
 
+    pub fn as_ref(&self) -> LeaseRef<'_> {
+        LeaseRef::new(&self.token, self.fence)
+    }
+
     pub fn fence(&self) -> u64 {
         self.fence
     }
@@ -47,21 +89,22 @@ impl Lease {
         &self.token
     }
 
-    /// Byte-for-byte: tokens are opaque and binary-safe.
     pub fn is_owned_by(&self, token: &[u8]) -> bool {
-        *self.token == *token
+        self.as_ref().is_owned_by(token)
     }
 
     /// Idempotent, not reentrant: the same token gets the same fence back so
     /// that a retry after a lost reply never creates a second hold.
     pub fn acquire(
-        current: Option<&Lease>,
+        current: Option<LeaseRef<'_>>,
         req: &Acquire<'_>,
         clock: &mut FenceClock,
         now_us: u64,
     ) -> Result<AcquireDecision, Error> {
         Ok(match current {
-            None => AcquireDecision::Grant(Lease::new(req.token, clock.next(now_us)?)),
+            None => AcquireDecision::Grant {
+                fence: clock.next(now_us)?,
+            },
             Some(lease) if lease.is_owned_by(req.token) => {
                 AcquireDecision::Refresh { fence: lease.fence }
             }
@@ -69,19 +112,8 @@ impl Lease {
         })
     }
 
-    /// Bytes of heap this lease owns, for `MEMORY USAGE`.
-    pub fn heap_size(&self) -> usize {
-        std::mem::size_of::<Lease>() + self.token.len()
-    }
-
-    /// Layout v1: fence as 8 bytes little-endian, then the token bytes. One
-    /// buffer means one RDB string, and a pure decoder that can be tested
-    /// (and fuzzed) against any bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(8 + self.token.len());
-        out.extend_from_slice(&self.fence.to_le_bytes());
-        out.extend_from_slice(&self.token);
-        out
+        self.as_ref().encode()
     }
 
     pub fn decode(version: i32, bytes: &[u8]) -> Result<Lease, DecodeError> {
@@ -138,7 +170,7 @@ mod tests {
     fn free_resource_is_granted_with_a_new_fence() {
         let mut clock = FenceClock::new();
         let d = Lease::acquire(None, &req(b"a"), &mut clock, 500).unwrap();
-        assert_eq!(d, AcquireDecision::Grant(Lease::new(b"a", 500)));
+        assert_eq!(d, AcquireDecision::Grant { fence: 500 });
     }
 
     #[test]
@@ -146,7 +178,7 @@ mod tests {
         let mut clock = FenceClock::new();
         let held = Lease::new(b"a", 7);
         let before = clock.clone();
-        let d = Lease::acquire(Some(&held), &req(b"a"), &mut clock, 900).unwrap();
+        let d = Lease::acquire(Some(held.as_ref()), &req(b"a"), &mut clock, 900).unwrap();
         assert_eq!(d, AcquireDecision::Refresh { fence: 7 });
         assert_eq!(clock, before);
     }
@@ -155,7 +187,7 @@ mod tests {
     fn other_token_is_busy_and_consumes_no_fence() {
         let mut clock = FenceClock::new();
         let held = Lease::new(b"a", 7);
-        let d = Lease::acquire(Some(&held), &req(b"b"), &mut clock, 900).unwrap();
+        let d = Lease::acquire(Some(held.as_ref()), &req(b"b"), &mut clock, 900).unwrap();
         assert_eq!(d, AcquireDecision::Busy);
         assert_eq!(clock.last(), 0);
     }

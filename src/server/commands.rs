@@ -10,7 +10,7 @@ use super::ffi::Argv;
 use super::handoff;
 use super::keys::LockKey;
 use super::{quarantine, state, stats};
-use crate::lock::lease::AcquireDecision;
+use crate::lock::lease::{AcquireDecision, LeaseRef};
 use crate::lock::{args, Error, Lease};
 
 /// `DLOCK.ACQUIRE resource token ttl_ms [WAIT timeout_ms]` -> fence, or nil
@@ -44,9 +44,8 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let decision = state::with_clock(|clock| Lease::acquire(current, &req, clock, now))?;
     let fence = match decision {
         AcquireDecision::Busy => return wait_or_refuse(ctx, &key, name, &req, waiting),
-        AcquireDecision::Grant(lease) => {
-            let fence = lease.fence();
-            key.store(lease)?;
+        AcquireDecision::Grant { fence } => {
+            key.store(LeaseRef::new(req.token, fence))?;
             stats::GRANTS.add();
             fence
         }
@@ -135,7 +134,7 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let Some(fence) = key
         .lease()?
         .filter(|l| l.is_owned_by(req.token))
-        .map(Lease::fence)
+        .map(|l| l.fence())
     else {
         return ctx.reply_integer(0);
     };

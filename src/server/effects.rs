@@ -15,7 +15,8 @@ use super::api::{rm, Ctx, OK};
 use super::ffi::Argv;
 use super::keys::LockKey;
 use super::{quarantine, state};
-use crate::lock::{args, Error, Lease};
+use crate::lock::lease::LeaseRef;
+use crate::lock::{args, Error};
 
 pub const APPLY: &CStr = c"DLOCK.APPLY";
 /// `DLOCK.META longest_ttl_ms lossy`: what a restart quarantine needs to know
@@ -107,13 +108,8 @@ pub fn apply(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     let effect = args::apply(argv.bytes())?;
     let mut key = LockKey::open_write(ctx, argv.key()?)?;
-    let lease = Lease::new(effect.token, effect.fence);
-    match key.lease_mut() {
-        // In place, so the key keeps its TTL when the effect carries none.
-        Ok(Some(current)) => *current = lease,
-        Ok(None) | Err(Error::WrongType) => key.store(lease)?,
-        Err(e) => return Err(e),
-    }
+    // Replacing a lock keeps the key's TTL when the effect carries none.
+    key.put(LeaseRef::new(effect.token, effect.fence))?;
     if effect.deadline_ms > 0 {
         key.set_deadline(effect.deadline_ms)?;
     }

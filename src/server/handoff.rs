@@ -19,7 +19,8 @@ use super::effects;
 use super::ffi::guard;
 use super::keys::LockKey;
 use super::{quarantine, state, stats};
-use crate::lock::{Error, Lease};
+use crate::lock::lease::LeaseRef;
+use crate::lock::Error;
 
 /// When the server must not produce writes (`CLIENT PAUSE WRITE`, a manual
 /// failover in progress), deferred handoffs retry after this long.
@@ -94,9 +95,9 @@ pub fn grant_next(
         }
     };
     let deadline = now / 1000 + next.ttl_ms;
-    let lease = Lease::new(&next.token, fence);
-    match key.lease_mut()? {
-        Some(current) => *current = lease,
+    let lease = LeaseRef::new(&next.token, fence);
+    match key.lease()? {
+        Some(_) => key.replace(lease)?,
         None => key.store(lease)?,
     }
     key.set_deadline(deadline)?;
@@ -260,7 +261,7 @@ fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Re
 pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
     guard("unlink", (), || {
         // A restored lock may leave before its fence was confirmed.
-        if let Some(lease) = unsafe { value.cast::<crate::lock::Lease>().as_ref() } {
+        if let Some(lease) = unsafe { super::value::view(value) } {
             state::observe_fence(lease.fence());
         }
         let (Some(db_of), Some(name_of)) =

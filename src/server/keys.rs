@@ -9,7 +9,9 @@ use redis_module::raw;
 
 use super::api::{rm, Ctx};
 use super::state;
-use crate::lock::{Error, Lease};
+use super::value;
+use crate::lock::lease::LeaseRef;
+use crate::lock::Error;
 
 pub struct LockKey {
     ctx: Ctx,
@@ -33,15 +35,7 @@ impl LockKey {
     }
 
     /// The lease stored here; `WRONGTYPE` if the key holds anything else.
-    pub fn lease(&self) -> Result<Option<&Lease>, Error> {
-        Ok(self.lease_ptr()?.map(|p| unsafe { &*p }))
-    }
-
-    pub fn lease_mut(&mut self) -> Result<Option<&mut Lease>, Error> {
-        Ok(self.lease_ptr()?.map(|p| unsafe { &mut *p }))
-    }
-
-    fn lease_ptr(&self) -> Result<Option<*mut Lease>, Error> {
+    pub fn lease(&self) -> Result<Option<LeaseRef<'_>>, Error> {
         if self.key.is_null() {
             return Ok(None);
         }
@@ -54,25 +48,51 @@ impl LockKey {
         if !is_lock {
             return Err(Error::WrongType);
         }
-        let value = unsafe { rm!(RedisModule_ModuleTypeGetValue)(self.key) }.cast::<Lease>();
-        if value.is_null() {
-            return Err(Error::Internal("lock key without a value"));
+        let value = unsafe { rm!(RedisModule_ModuleTypeGetValue)(self.key) };
+        // SAFETY: values of our type are blocks from `value::into_raw`, alive
+        // while the key is open and unchanged (`&self`).
+        match unsafe { value::view(value) } {
+            Some(lease) => Ok(Some(lease)),
+            None => Err(Error::Internal("lock key without a value")),
         }
-        Ok(Some(value))
     }
 
     /// Stores a lease in an empty key, or replaces whatever the key holds
-    /// (only the internal effect does that, mirroring the master).
-    pub fn store(&mut self, lease: Lease) -> Result<(), Error> {
+    /// (only the internal effect does that, mirroring the master). An empty
+    /// key gets no TTL; set one with `set_deadline`.
+    pub fn store(&mut self, lease: LeaseRef<'_>) -> Result<(), Error> {
         let set = rm!(RedisModule_ModuleTypeSetValue);
-        let value = Box::into_raw(Box::new(lease));
-        if unsafe { set(self.key, state::lock_type(), value.cast::<c_void>()) } != super::api::OK {
-            // Not stored: the value is still ours to free.
-            drop(unsafe { Box::from_raw(value) });
+        let block = new_block(lease)?;
+        if unsafe { set(self.key, state::lock_type(), block) } != super::api::OK {
+            // Not stored: the block is still ours to free.
+            unsafe { value::free(block) };
             return Err(Error::Internal("key not writable"));
         }
         super::stats::lock_created();
         Ok(())
+    }
+
+    /// Swaps the lease of a key that holds a lock, keeping its TTL.
+    pub fn replace(&mut self, lease: LeaseRef<'_>) -> Result<(), Error> {
+        let swap = rm!(RedisModule_ModuleTypeReplaceValue);
+        let block = new_block(lease)?;
+        let mut old: *mut c_void = std::ptr::null_mut();
+        if unsafe { swap(self.key, state::lock_type(), block, &mut old) } != super::api::OK {
+            unsafe { value::free(block) };
+            return Err(Error::Internal("lock value not replaceable"));
+        }
+        // The old block left the keyspace without the free callback.
+        unsafe { value::free(old) };
+        Ok(())
+    }
+
+    /// Stores `lease` whether or not the key already holds a lock.
+    pub fn put(&mut self, lease: LeaseRef<'_>) -> Result<(), Error> {
+        match self.lease() {
+            Ok(Some(_)) => self.replace(lease),
+            Ok(None) | Err(Error::WrongType) => self.store(lease),
+            Err(e) => Err(e),
+        }
     }
 
     pub fn delete(&mut self) -> Result<(), Error> {
@@ -104,6 +124,14 @@ impl LockKey {
         unsafe { rm!(RedisModule_SignalModifiedKey)(self.ctx.0, self.name) };
         Ok(())
     }
+}
+
+fn new_block(lease: LeaseRef<'_>) -> Result<*mut c_void, Error> {
+    let block = value::into_raw(lease);
+    if block.is_null() {
+        return Err(Error::Internal("out of memory"));
+    }
+    Ok(block)
 }
 
 impl Drop for LockKey {

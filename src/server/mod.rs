@@ -20,6 +20,7 @@ pub mod quarantine;
 pub mod restored;
 pub mod state;
 pub mod stats;
+pub mod value;
 
 use std::ffi::c_int;
 

@@ -12,8 +12,10 @@ use redis_module::raw;
 use super::api::{self, rm, Ctx};
 use super::effects::{APPLY, META};
 use super::ffi::guard;
+use super::value;
 use super::{quarantine, state, stats};
 use crate::lock::args::MAX_TTL_MS;
+use crate::lock::lease::LeaseRef;
 use crate::lock::lease::{ENCODING_VERSION, MAX_STORED_TOKEN};
 use crate::lock::{fence::MAX_FENCE, Error, Lease};
 
@@ -52,9 +54,9 @@ pub fn register_type(ctx: Ctx) -> Result<(), Error> {
 }
 
 /// # Safety
-/// The server only hands us values of our own type.
-unsafe fn lease<'a>(value: *mut c_void) -> Option<&'a Lease> {
-    value.cast::<Lease>().as_ref()
+/// The server only hands us values of our own type, alive for the call.
+unsafe fn lease<'a>(value: *const c_void) -> Option<LeaseRef<'a>> {
+    value::view(value)
 }
 
 extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -72,8 +74,11 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
                 } else {
                     super::restored::note(rdb, lease.fence());
                 }
-                stats::lock_created();
-                Box::into_raw(Box::new(lease)).cast::<c_void>()
+                let block = value::into_raw(lease.as_ref());
+                if !block.is_null() {
+                    stats::lock_created();
+                }
+                block
             }
             Err(why) => {
                 log_io(rdb, &format!("dlock: refusing lock value: {why}"));
@@ -174,9 +179,7 @@ extern "C" fn aof_rewrite(
 }
 
 extern "C" fn mem_usage(value: *const c_void) -> usize {
-    guard("mem_usage", 0, || {
-        unsafe { lease(value.cast_mut()) }.map_or(0, Lease::heap_size)
-    })
+    guard("mem_usage", 0, || unsafe { value::size(value) })
 }
 
 extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
@@ -202,7 +205,7 @@ extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
 extern "C" fn free(value: *mut c_void) {
     guard("free", (), || {
         if !value.is_null() {
-            drop(unsafe { Box::from_raw(value.cast::<Lease>()) });
+            unsafe { value::free(value) };
             stats::lock_freed();
         }
     })
@@ -215,13 +218,11 @@ extern "C" fn copy(
     value: *const c_void,
 ) -> *mut c_void {
     guard("copy", std::ptr::null_mut(), || {
-        match unsafe { lease(value.cast_mut()) } {
-            Some(l) => {
-                stats::lock_created();
-                Box::into_raw(Box::new(l.clone())).cast::<c_void>()
-            }
-            None => std::ptr::null_mut(),
+        let block = unsafe { lease(value) }.map_or(std::ptr::null_mut(), value::into_raw);
+        if !block.is_null() {
+            stats::lock_created();
         }
+        block
     })
 }
 
