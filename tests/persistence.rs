@@ -114,12 +114,7 @@ fn check_scenario(c: &mut redis::Connection, s: &Scenario) {
 
 #[test]
 fn aof_fsync_always_survives_kill9() {
-    let mut s = Server::builder()
-        .arg("--appendonly")
-        .arg("yes")
-        .arg("--appendfsync")
-        .arg("always")
-        .start();
+    let mut s = Server::builder().aof("always").start();
     let mut c = s.conn();
     let sc = build_scenario(&mut c);
     s.kill9();
@@ -156,10 +151,7 @@ fn rdb_save_survives_kill9() {
 
 fn aof_rewrite_then_kill9(preamble: &str) {
     let mut s = Server::builder()
-        .arg("--appendonly")
-        .arg("yes")
-        .arg("--appendfsync")
-        .arg("always")
+        .aof("always")
         .arg("--aof-use-rdb-preamble")
         .arg(preamble)
         .start();
@@ -213,12 +205,7 @@ fn aof_rewrite_without_rdb_preamble_survives_kill9() {
 
 #[test]
 fn aof_replay_keeps_absolute_deadline() {
-    let mut s = Server::builder()
-        .arg("--appendonly")
-        .arg("yes")
-        .arg("--appendfsync")
-        .arg("always")
-        .start();
+    let mut s = Server::builder().aof("always").start();
     let mut c = s.conn();
     let fence = grant(&mut c, "dl", "tok", 3000);
     sleep(Duration::from_millis(1500));
@@ -366,10 +353,7 @@ fn high_water_mark_survives_rdb_restart_without_keys() {
 
 fn high_water_mark_after_aof_rewrite(preamble: &str) {
     let mut s = Server::builder()
-        .arg("--appendonly")
-        .arg("yes")
-        .arg("--appendfsync")
-        .arg("always")
+        .aof("always")
         .arg("--aof-use-rdb-preamble")
         .arg(preamble)
         .start();
@@ -410,12 +394,7 @@ fn high_water_mark_survives_aof_rewrite_without_preamble() {
 
 #[test]
 fn high_water_mark_survives_aof_replay_without_rewrite() {
-    let mut s = Server::builder()
-        .arg("--appendonly")
-        .arg("yes")
-        .arg("--appendfsync")
-        .arg("always")
-        .start();
+    let mut s = Server::builder().aof("always").start();
     let mut c = s.conn();
     let high = future_fence(&mut c);
     s.kill9();

@@ -26,11 +26,7 @@ fn refusal(c: &mut redis::Connection, res: &str) -> String {
 }
 
 fn everysec() -> ServerBuilder {
-    Server::builder()
-        .arg("--appendonly")
-        .arg("yes")
-        .arg("--appendfsync")
-        .arg("everysec")
+    Server::builder().aof("everysec")
 }
 
 /// Grants a lock with `ttl`, makes sure it reached the AOF (everysec fsyncs
@@ -131,12 +127,7 @@ fn no_quarantine_after_clean_shutdown() {
 
 #[test]
 fn no_quarantine_with_appendfsync_always() {
-    let mut s = Server::builder()
-        .arg("--appendonly")
-        .arg("yes")
-        .arg("--appendfsync")
-        .arg("always")
-        .start();
+    let mut s = Server::builder().aof("always").start();
     let mut c = s.conn();
     assert_eq!(dlock_info(&mut c, "persistence_lossless"), "1");
     grant(&mut c, "held", "owner", 60_000);

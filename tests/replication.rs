@@ -303,13 +303,7 @@ fn forged_apply_is_refused_on_master_and_replica() {
 #[test]
 fn replica_aof_survives_crash_and_resyncs() {
     let master = master();
-    let mut replica = Server::builder()
-        .replica_of(&master)
-        .arg("--appendonly")
-        .arg("yes")
-        .arg("--appendfsync")
-        .arg("always")
-        .start();
+    let mut replica = Server::builder().replica_of(&master).aof("always").start();
     replica.wait_for_sync(SYNC);
     // Redis 7.0: after a full sync a replica with AOF turns its AOF back on
     // through a rewrite (aof_status WAIT_REWRITE); until that finishes, the

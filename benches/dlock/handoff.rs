@@ -169,14 +169,7 @@ fn polling(server: &Server, rounds: usize) -> Summary {
     let mut jitter = Jitter(0x2545_f491_4f6c_dd1d);
     for round in 0..rounds {
         let key = "bench:poll";
-        let _: Option<String> = redis::cmd("SET")
-            .arg(key)
-            .arg("holder")
-            .arg("NX")
-            .arg("PX")
-            .arg(60_000)
-            .query(&mut holder)
-            .expect("holder SET");
+        let _ = set_nx(&mut holder, key, "holder");
         let mut waiter = server.conn();
         let (tx, rx) = mpsc::channel::<()>();
         let delays: Vec<u64> = (0..64).map(|_| 200 + jitter.next() % 101).collect();
@@ -184,23 +177,10 @@ fn polling(server: &Server, rounds: usize) -> Summary {
         let t = thread::spawn(move || {
             let mut refused_once = Some(tx);
             for d in delays {
-                let ok: Option<String> = redis::cmd("SET")
-                    .arg(key)
-                    .arg(&token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(60_000)
-                    .query(&mut waiter)
-                    .expect("waiter SET");
-                if ok.is_some() {
+                let ok = set_nx(&mut waiter, key, &token);
+                if ok {
                     let now = Instant::now();
-                    let _: i64 = redis::cmd("EVAL")
-                        .arg(UNLOCK)
-                        .arg(1)
-                        .arg(key)
-                        .arg(&token)
-                        .query(&mut waiter)
-                        .expect("unlock");
+                    unlock(&mut waiter, key, &token);
                     return now;
                 }
                 if let Some(tx) = refused_once.take() {
@@ -214,13 +194,7 @@ fn polling(server: &Server, rounds: usize) -> Summary {
         // Release at a random point of the waiter's sleep, as in real life.
         thread::sleep(Duration::from_millis(jitter.next() % 200));
         let t0 = Instant::now();
-        let _: i64 = redis::cmd("EVAL")
-            .arg(UNLOCK)
-            .arg(1)
-            .arg(key)
-            .arg("holder")
-            .query(&mut holder)
-            .expect("unlock");
+        unlock(&mut holder, key, "holder");
         let t1 = t.join().expect("polling waiter");
         samples.push(t1.duration_since(t0));
     }
@@ -235,34 +209,14 @@ fn blpop(server: &Server, rounds: usize) -> Summary {
     let mut samples = Vec::with_capacity(rounds);
     let (key, signal) = ("bench:blpop", "bench:blpop:signal");
     for round in 0..rounds {
-        let _: Option<String> = redis::cmd("SET")
-            .arg(key)
-            .arg("holder")
-            .arg("NX")
-            .arg("PX")
-            .arg(60_000)
-            .query(&mut holder)
-            .expect("holder SET");
+        let _ = set_nx(&mut holder, key, "holder");
         let mut waiter = server.conn();
         let token = format!("w-{round}");
         let t = thread::spawn(move || loop {
-            let ok: Option<String> = redis::cmd("SET")
-                .arg(key)
-                .arg(&token)
-                .arg("NX")
-                .arg("PX")
-                .arg(60_000)
-                .query(&mut waiter)
-                .expect("waiter SET");
-            if ok.is_some() {
+            let ok = set_nx(&mut waiter, key, &token);
+            if ok {
                 let now = Instant::now();
-                let _: i64 = redis::cmd("EVAL")
-                    .arg(UNLOCK)
-                    .arg(1)
-                    .arg(key)
-                    .arg(&token)
-                    .query(&mut waiter)
-                    .expect("unlock");
+                unlock(&mut waiter, key, &token);
                 return now;
             }
             let _: Option<Vec<String>> = redis::cmd("BLPOP")
@@ -285,6 +239,30 @@ fn blpop(server: &Server, rounds: usize) -> Summary {
         samples.push(t1.duration_since(t0));
     }
     Summary::of(samples)
+}
+
+/// `SET key token NX PX 60000`: whether the lock was taken.
+fn set_nx(c: &mut redis::Connection, key: &str, token: &str) -> bool {
+    let ok: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(60_000)
+        .query(c)
+        .expect("SET NX PX");
+    ok.is_some()
+}
+
+/// The Lua compare-and-delete release.
+fn unlock(c: &mut redis::Connection, key: &str, token: &str) {
+    let _: i64 = redis::cmd("EVAL")
+        .arg(UNLOCK)
+        .arg(1)
+        .arg(key)
+        .arg(token)
+        .query(c)
+        .expect("unlock");
 }
 
 /// xorshift64: reproducible jitter without a dependency.

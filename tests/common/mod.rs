@@ -130,6 +130,13 @@ impl ServerBuilder {
         self.extra.push(a.into());
         self
     }
+    /// AOF persistence with the given `appendfsync` policy.
+    pub fn aof(self, fsync: &str) -> Self {
+        self.arg("--appendonly")
+            .arg("yes")
+            .arg("--appendfsync")
+            .arg(fsync)
+    }
     /// Argument passed to the module's OnLoad. Must not start with `--`, or
     /// redis-server would parse it as a new directive.
     pub fn module_arg(mut self, a: impl Into<String>) -> Self {
