@@ -42,7 +42,7 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             token,
             ("fence", "integer", None, &[][..]),
             ("deadline_ms", "unix-time", None, &[][..]),
-            ("last_fence", "integer", None, &[][..]),
+            ("last_fence", "integer", None, &["optional"][..]),
         ],
         "dlock.meta" => vec![
             ("longest_ttl_ms", "integer", None, &[][..]),

@@ -38,6 +38,9 @@ impl Config {
         for a in &self.args {
             b = b.arg(*a);
         }
+        for a in crate::pin::server_args() {
+            b = b.arg(a);
+        }
         b.start()
     }
 }

@@ -36,6 +36,7 @@ mod chart;
 mod common;
 mod handoff;
 mod load;
+mod pin;
 mod stats;
 
 use std::collections::HashMap;
@@ -192,8 +193,9 @@ fn main() {
         })
         .collect();
 
+    let placement = pin::setup();
     println!("# dlock benchmark\n");
-    println!("Machine: {}\n", machine());
+    println!("Machine: {}; {placement}.\n", machine());
     println!(
         "Sizes: {} clients, {} resources; {} commands per run at pipeline 1, {} at pipeline 16, \
          best of {} interleaved runs; memory: {} keys; scale: {:?} live locks ({} ACQUIREs \
@@ -672,7 +674,8 @@ fn machine() -> String {
                 .map(|m| m.trim().to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    // Online cores, not this process's affinity (pinning narrows that to 1).
+    let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     let redis = std::process::Command::new("redis-server")
         .arg("--version")
         .output()

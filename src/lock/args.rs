@@ -53,11 +53,12 @@ pub struct Extend<'a> {
     pub ttl_ms: u64,
 }
 
-/// `DLOCK.APPLY resource token fence deadline_ms last_fence`: the internal
+/// `DLOCK.APPLY resource token fence deadline_ms [last_fence]`: the internal
 /// effect. `deadline_ms` is an absolute unix time in ms; 0 leaves the key's
 /// expiry as it is (the AOF rewrite emits the expiry as a separate
 /// PEXPIREAT). `last_fence` is the sender's fence high-water mark, so the
-/// mark travels with every effect and every rewritten lock.
+/// mark travels with every effect and every rewritten lock; a fresh grant
+/// leaves it out, because its fence is the mark.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Apply<'a> {
     pub token: &'a [u8],
@@ -131,14 +132,19 @@ pub fn info(argv: &[&[u8]]) -> Result<(), Error> {
 /// Effects come from our own master or AOF, but a damaged file or a forged
 /// stream must still not be able to store nonsense.
 pub fn apply<'a>(argv: &[&'a [u8]]) -> Result<Apply<'a>, Error> {
-    let [_, _, token, fence, deadline, last_fence] = argv else {
-        return Err(Error::WrongArity);
+    let (token, fence, deadline, last_fence) = match argv {
+        [_, _, token, fence, deadline] => (token, fence, deadline, None),
+        [_, _, token, fence, deadline, last] => (token, fence, deadline, Some(last)),
+        _ => return Err(Error::WrongArity),
     };
     if token.is_empty() || token.len() > super::lease::MAX_STORED_TOKEN {
         return Err(Error::BadEffect("token length"));
     }
     let fence = parse_fence(fence).ok_or(Error::BadEffect("fence"))?;
-    let last_fence = parse_fence(last_fence).ok_or(Error::BadEffect("last_fence"))?;
+    let last_fence = match last_fence {
+        Some(raw) => parse_fence(raw).ok_or(Error::BadEffect("last_fence"))?,
+        None => fence,
+    };
     let deadline_ms = parse_u64(deadline)
         .filter(|d| *d <= i64::MAX as u64)
         .ok_or(Error::BadEffect("deadline"))?;
@@ -350,10 +356,21 @@ mod tests {
         assert!(apply(&argv(&["A", "r", "", "1", "5", "5"])).is_err());
         assert!(apply(&argv(&["A", "r", "t", "1", "-1", "5"])).is_err());
         assert!(apply(&argv(&["A", "r", "t", "1", "5", "0"])).is_err());
+        assert_eq!(apply(&argv(&["A", "r", "t", "1"])), Err(Error::WrongArity));
         assert_eq!(
-            apply(&argv(&["A", "r", "t", "1", "5"])),
+            apply(&argv(&["A", "r", "t", "1", "5", "5", "5"])),
             Err(Error::WrongArity)
         );
+    }
+
+    #[test]
+    fn apply_without_last_fence_takes_the_grant_as_the_mark() {
+        let ok = apply(&argv(&["A", "r", "t", "12", "1700000000000"])).unwrap();
+        assert_eq!(
+            (ok.fence, ok.deadline_ms, ok.last_fence),
+            (12, 1_700_000_000_000, 12)
+        );
+        assert!(apply(&argv(&["A", "r", "t", "0", "5"])).is_err());
     }
 
     #[test]

@@ -95,15 +95,17 @@ impl Lease {
 
     /// Idempotent, not reentrant: the same token gets the same fence back so
     /// that a retry after a lost reply never creates a second hold.
+    /// The time is read only for a grant: most tries on a busy lock are
+    /// answered without a clock read.
     pub fn acquire(
         current: Option<LeaseRef<'_>>,
         req: &Acquire<'_>,
         clock: &mut FenceClock,
-        now_us: u64,
+        now_us: impl FnOnce() -> u64,
     ) -> Result<AcquireDecision, Error> {
         Ok(match current {
             None => AcquireDecision::Grant {
-                fence: clock.next(now_us)?,
+                fence: clock.next(now_us())?,
             },
             Some(lease) if lease.is_owned_by(req.token) => {
                 AcquireDecision::Refresh { fence: lease.fence }
@@ -169,7 +171,7 @@ mod tests {
     #[test]
     fn free_resource_is_granted_with_a_new_fence() {
         let mut clock = FenceClock::new();
-        let d = Lease::acquire(None, &req(b"a"), &mut clock, 500).unwrap();
+        let d = Lease::acquire(None, &req(b"a"), &mut clock, || 500).unwrap();
         assert_eq!(d, AcquireDecision::Grant { fence: 500 });
     }
 
@@ -178,7 +180,7 @@ mod tests {
         let mut clock = FenceClock::new();
         let held = Lease::new(b"a", 7);
         let before = clock.clone();
-        let d = Lease::acquire(Some(held.as_ref()), &req(b"a"), &mut clock, 900).unwrap();
+        let d = Lease::acquire(Some(held.as_ref()), &req(b"a"), &mut clock, || 900).unwrap();
         assert_eq!(d, AcquireDecision::Refresh { fence: 7 });
         assert_eq!(clock, before);
     }
@@ -187,7 +189,7 @@ mod tests {
     fn other_token_is_busy_and_consumes_no_fence() {
         let mut clock = FenceClock::new();
         let held = Lease::new(b"a", 7);
-        let d = Lease::acquire(Some(held.as_ref()), &req(b"b"), &mut clock, 900).unwrap();
+        let d = Lease::acquire(Some(held.as_ref()), &req(b"b"), &mut clock, || 900).unwrap();
         assert_eq!(d, AcquireDecision::Busy);
         assert_eq!(clock.last(), 0);
     }

@@ -139,6 +139,23 @@ pub fn bytes<'a>(s: *const raw::RedisModuleString) -> Result<&'a [u8], Error> {
     Ok(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
 }
 
+/// The wall clock read at most once per command, and only if needed.
+#[derive(Default)]
+pub struct LazyNow(std::cell::Cell<Option<u64>>);
+
+impl LazyNow {
+    pub fn us(&self) -> u64 {
+        match self.0.get() {
+            Some(t) => t,
+            None => {
+                let t = now_us();
+                self.0.set(Some(t));
+                t
+            }
+        }
+    }
+}
+
 /// Wall-clock microseconds: leases are wall-clock based, like Redis TTLs.
 pub fn now_us() -> u64 {
     let mut ts = libc::timespec {

@@ -3,7 +3,7 @@
 
 use redis_module::raw;
 
-use super::api::{now_us, Ctx, Flags};
+use super::api::{now_us, Ctx, Flags, LazyNow};
 use super::blocking;
 use super::effects;
 use super::ffi::Argv;
@@ -39,24 +39,27 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
             return wait_or_refuse(ctx, &key, name, &req, waiting);
         }
     }
-    let now = now_us();
-    let deadline = now / 1000 + req.ttl_ms;
-    let decision = state::with_clock(|clock| Lease::acquire(current, &req, clock, now))?;
+    let now = LazyNow::default();
+    let decision = state::with_clock(|clock| Lease::acquire(current, &req, clock, || now.us()))?;
+    let deadline = now.us() / 1000 + req.ttl_ms;
     let fence = match decision {
         AcquireDecision::Busy => return wait_or_refuse(ctx, &key, name, &req, waiting),
         AcquireDecision::Grant { fence } => {
             key.store(LeaseRef::new(req.token, fence))?;
+            key.set_deadline(deadline)?;
+            quarantine::note_ttl(req.ttl_ms);
+            effects::granted(ctx, name, req.token, fence, deadline)?;
             stats::GRANTS.add();
             fence
         }
         AcquireDecision::Refresh { fence } => {
+            key.set_deadline(deadline)?;
+            quarantine::note_ttl(req.ttl_ms);
+            effects::deadline_moved(ctx, name, deadline)?;
             stats::REFRESHES.add();
             fence
         }
     };
-    key.set_deadline(deadline)?;
-    quarantine::note_ttl(req.ttl_ms);
-    effects::granted(ctx, name, req.token, fence, deadline)?;
     key.signal_modified()?;
     stats::notify(ctx, c"dlock.acquired", name);
     if let Some(res) = &waiting {
@@ -131,17 +134,13 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
-    let Some(fence) = key
-        .lease()?
-        .filter(|l| l.is_owned_by(req.token))
-        .map(|l| l.fence())
-    else {
+    if !owned_by(&key, req.token)? {
         return ctx.reply_integer(0);
-    };
+    }
     let deadline = now_us() / 1000 + req.ttl_ms;
     key.set_deadline(deadline)?;
     quarantine::note_ttl(req.ttl_ms);
-    effects::granted(ctx, name, req.token, fence, deadline)?;
+    effects::deadline_moved(ctx, name, deadline)?;
     key.signal_modified()?;
     stats::EXTENDS.add();
     stats::notify(ctx, c"dlock.extended", name);

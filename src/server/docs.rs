@@ -157,7 +157,10 @@ waiters, or nil when the lock is free.",
             arg(c"token", Kind::String),
             arg(c"fence", Kind::Integer),
             arg(c"deadline_ms", Kind::UnixTime),
-            arg(c"last_fence", Kind::Integer),
+            Arg {
+                optional: true,
+                ..arg(c"last_fence", Kind::Integer)
+            },
         ],
     },
     Doc {

@@ -3,9 +3,14 @@
 //! An effect carries the absolute deadline and the fence, so any replay ends
 //! up with exactly the owner, fence and deadline the master had.
 //!
-//! - a grant, refresh or extension:
-//!   `DLOCK.APPLY key token fence deadline_ms last_fence`
+//! - a grant: `DLOCK.APPLY key token fence deadline_ms [last_fence]`
+//!   (`last_fence` only when the fence clock is past this fence)
+//! - a refresh or an extension, where only the deadline moves:
+//!   `PEXPIREAT key deadline_ms`
 //! - a release: `DEL key`
+//!
+//! Numbers go out as text (`b`), which the server turns into one string
+//! object each; `RedisModule_Replicate` with `l` would allocate two.
 
 use std::ffi::{c_char, c_longlong, CStr};
 
@@ -15,6 +20,7 @@ use super::api::{rm, Ctx, OK};
 use super::ffi::Argv;
 use super::keys::LockKey;
 use super::{quarantine, state};
+use crate::lock::decimal::Decimal;
 use crate::lock::lease::LeaseRef;
 use crate::lock::{args, Error};
 
@@ -23,8 +29,7 @@ pub const APPLY: &CStr = c"DLOCK.APPLY";
 /// about the run that wrote the data. Sent before a grant whenever it changed.
 pub const META: &CStr = c"DLOCK.META";
 
-/// Propagates the lease as it now is. `deadline_ms` 0 means "expiry not
-/// carried here" and is only used by the AOF rewrite.
+/// Propagates a new owner: the lease as it now is, with its deadline.
 pub fn granted(
     ctx: Ctx,
     key: *mut raw::RedisModuleString,
@@ -33,23 +38,82 @@ pub fn granted(
     deadline_ms: u64,
 ) -> Result<(), Error> {
     let replicate = rm!(RedisModule_Replicate);
-    if quarantine::take_meta_dirty() {
-        meta_effect(ctx)?;
-    }
+    meta_if_changed(ctx)?;
+    let f = Decimal::new(fence);
+    let d = Decimal::new(deadline_ms);
+    let (f, d) = (f.as_bytes(), d.as_bytes());
+    let last = state::last_fence();
+    let status = if last == fence {
+        unsafe {
+            replicate(
+                ctx.0,
+                APPLY.as_ptr(),
+                c"sbbb".as_ptr(),
+                key,
+                token.as_ptr().cast::<c_char>(),
+                token.len(),
+                f.as_ptr().cast::<c_char>(),
+                f.len(),
+                d.as_ptr().cast::<c_char>(),
+                d.len(),
+            )
+        }
+    } else {
+        let l = Decimal::new(last);
+        let l = l.as_bytes();
+        unsafe {
+            replicate(
+                ctx.0,
+                APPLY.as_ptr(),
+                c"sbbbb".as_ptr(),
+                key,
+                token.as_ptr().cast::<c_char>(),
+                token.len(),
+                f.as_ptr().cast::<c_char>(),
+                f.len(),
+                d.as_ptr().cast::<c_char>(),
+                d.len(),
+                l.as_ptr().cast::<c_char>(),
+                l.len(),
+            )
+        }
+    };
+    checked(status)
+}
+
+/// Propagates a lease whose owner and fence stay and whose deadline moved
+/// (a refresh or an extension). The core command is the exact effect, and
+/// a replica or the AOF applies it natively: a past deadline only sets the
+/// expiry there, it never deletes on its own.
+pub fn deadline_moved(
+    ctx: Ctx,
+    key: *mut raw::RedisModuleString,
+    deadline_ms: u64,
+) -> Result<(), Error> {
+    let replicate = rm!(RedisModule_Replicate);
+    meta_if_changed(ctx)?;
+    let d = Decimal::new(deadline_ms);
+    let d = d.as_bytes();
     let status = unsafe {
         replicate(
             ctx.0,
-            APPLY.as_ptr(),
-            c"sblll".as_ptr(),
+            c"PEXPIREAT".as_ptr(),
+            c"sb".as_ptr(),
             key,
-            token.as_ptr().cast::<c_char>(),
-            token.len(),
-            fence as c_longlong,
-            deadline_ms as c_longlong,
-            state::last_fence() as c_longlong,
+            d.as_ptr().cast::<c_char>(),
+            d.len(),
         )
     };
     checked(status)
+}
+
+/// A new longest TTL must reach replicas and the AOF before the lease that
+/// has it.
+fn meta_if_changed(ctx: Ctx) -> Result<(), Error> {
+    if quarantine::take_meta_dirty() {
+        meta_effect(ctx)?;
+    }
+    Ok(())
 }
 
 fn meta_effect(ctx: Ctx) -> Result<(), Error> {
@@ -98,9 +162,9 @@ fn checked(status: i32) -> Result<(), Error> {
     }
 }
 
-/// `DLOCK.APPLY key token fence deadline_ms last_fence`: applies an effect from the
-/// master or the AOF. Refused from clients: a forged effect could hand a lock
-/// to anyone or push the fence clock to its ceiling.
+/// `DLOCK.APPLY key token fence deadline_ms [last_fence]`: applies an effect
+/// from the master or the AOF. Refused from clients: a forged effect could
+/// hand a lock to anyone or push the fence clock to its ceiling.
 pub fn apply(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let flags = ctx.flags()?;
     if !(flags.is_replicated() || flags.is_loading()) {
