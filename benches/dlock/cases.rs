@@ -56,6 +56,7 @@ pub struct Sizes {
     pub scale: Vec<u64>,
     pub scale_ops: u64,
     pub repeat: usize,
+    pub scale_repeat: usize,
     pub scale_baseline: bool,
 }
 
@@ -439,7 +440,7 @@ pub fn scale(config: &Config, module: bool, live: u64, sizes: &Sizes) -> ScaleRo
     // on its own fresh resources (`acq<r>:`), each RELEASE run after
     // re-populating the owned locks.
     let (mut acquire, mut release) = (0f64, 0f64);
-    for r in 0..sizes.repeat {
+    for r in 0..sizes.scale_repeat {
         let prefix = [b'a', b'c', b'q', b'0' + (r % 10) as u8, b':'];
         let acq = load::run(server.port(), shape(sizes.scale_ops), |_, buf| {
             let k = name(&prefix, rng.below(keys));

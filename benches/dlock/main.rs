@@ -20,14 +20,17 @@
 //! | `DLOCK_BENCH_KEYS` | `100000` - resources the random keys are drawn from |
 //! | `DLOCK_BENCH_OPS_P1` | `150000` - commands per throughput run at pipeline 1 |
 //! | `DLOCK_BENCH_OPS_P16` | `800000` - commands per throughput run at pipeline 16 |
-//! | `DLOCK_BENCH_REPEAT` | `2` - runs per throughput figure, sides interleaved; the fastest counts |
+//! | `DLOCK_BENCH_REPEAT` | `5` - runs per throughput figure, sides alternating; medians count |
 //! | `DLOCK_BENCH_MEMORY_LOCKS` | `1000000` - locks (and string keys) for the memory comparison |
 //! | `DLOCK_BENCH_SCALE` | `10000,1000000,10000000` - live locks for the scale runs |
 //! | `DLOCK_BENCH_SCALE_CONFIGS` | `aof` - configurations that run the scale section |
 //! | `DLOCK_BENCH_SCALE_BASELINE` | `1` - also run plain Redis (`SET NX PX`, Lua unlock) at each scale; `0` halves the section's time |
+//! | `DLOCK_BENCH_SCALE_REPEAT` | `2` - runs per scale figure, on the same server; the fastest counts |
 //! | `DLOCK_BENCH_SCALE_OPS` | `1000000` - ACQUIRE commands per scale run |
 //! | `DLOCK_BENCH_ROUNDS` | `2000` - handoff rounds per scheme |
 //! | `DLOCK_BENCH_POLL_ROUNDS` | `100` - handoff rounds for the (slow) polling scheme |
+//! | `DLOCK_BENCH_ONLY` | all - throughput comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`) |
+//! | `DLOCK_BENCH_PIN` | `1` - server and client on separate cores (see pin.rs); `0` leaves placement to the scheduler |
 //! | `DLOCK_BENCH_SVG` | `docs/bench.svg` - where the chart goes (empty: no chart) |
 
 mod cases;
@@ -166,7 +169,8 @@ fn main() {
         .collect(),
         scale_ops: env_u64("DLOCK_BENCH_SCALE_OPS", q(1_000_000, 100_000)),
         scale_baseline: env_u64("DLOCK_BENCH_SCALE_BASELINE", 1) == 1,
-        repeat: env_u64("DLOCK_BENCH_REPEAT", q(2, 1)).max(1) as usize,
+        repeat: env_u64("DLOCK_BENCH_REPEAT", q(5, 1)).max(1) as usize,
+        scale_repeat: env_u64("DLOCK_BENCH_SCALE_REPEAT", q(2, 1)).max(1) as usize,
     };
     let rounds = env_u64("DLOCK_BENCH_ROUNDS", q(2000, 200)) as usize;
     let polling_rounds = env_u64("DLOCK_BENCH_POLL_ROUNDS", q(100, 10)) as usize;
@@ -198,7 +202,7 @@ fn main() {
     println!("Machine: {}; {placement}.\n", machine());
     println!(
         "Sizes: {} clients, {} resources; {} commands per run at pipeline 1, {} at pipeline 16, \
-         best of {} interleaved runs; memory: {} keys; scale: {:?} live locks ({} ACQUIREs \
+         median of {} alternating runs; memory: {} keys; scale: {:?} live locks ({} ACQUIREs \
          each){}.\n",
         sizes.clients,
         sizes.keys,
@@ -228,8 +232,8 @@ fn main() {
             if judged { " (goals judged here)" } else { "" }
         );
         if on("throughput") {
-            let (results, spread) = throughput(config, &sizes);
-            print_throughput(config, &results, &spread, sizes.repeat, &mut verdicts);
+            let (results, runs) = throughput(config, &sizes);
+            print_throughput(config, &results, &runs, sizes.repeat, &mut verdicts);
             print_latency(&results);
         }
         if on("memory") {
@@ -309,24 +313,23 @@ fn pass(ok: bool) -> &'static str {
     }
 }
 
-/// Every op at pipeline 1 and 16.
+/// Every op at pipeline 1 and 16: the run with the median throughput.
 type Results = HashMap<(Op, usize), Outcome>;
-/// Slowest and fastest ops/s over the repeated runs.
-type Spread = HashMap<(Op, usize), (f64, f64)>;
+/// Every op at pipeline 1 and 16: ops/s of each repetition, in run order.
+type Runs = HashMap<(Op, usize), Vec<f64>>;
 
-fn throughput(config: &Config, sizes: &Sizes) -> (Results, Spread) {
-    let mut results = HashMap::new();
-    let mut spread: Spread = HashMap::new();
+fn throughput(config: &Config, sizes: &Sizes) -> (Results, Runs) {
+    let mut all: HashMap<(Op, usize), Vec<Outcome>> = HashMap::new();
     for pipeline in [1usize, 16] {
         let total = if pipeline == 1 {
             sizes.ops_p1
         } else {
             sizes.ops_p16
         };
-        // Sides interleaved, each repeated; the fastest run of each counts
-        // (other load on the machine only ever slows a run down).
+        // Sides interleaved and repeated: run i of one side is paired with
+        // run i of the other, which saw nearly the same machine.
         for rep in 0..sizes.repeat {
-            for &op in ALL_OPS {
+            for op in selected_ops() {
                 let t = Instant::now();
                 let out = cases::measure(config, op, pipeline, total, sizes);
                 progress(
@@ -339,19 +342,54 @@ fn throughput(config: &Config, sizes: &Sizes) -> (Results, Spread) {
                     ),
                     t.elapsed(),
                 );
-                let v = out.ops_per_sec();
-                let s = spread.entry((op, pipeline)).or_insert((v, v));
-                *s = (s.0.min(v), s.1.max(v));
-                let best = results
-                    .get(&(op, pipeline))
-                    .is_some_and(|b: &Outcome| b.ops_per_sec() >= v);
-                if !best {
-                    results.insert((op, pipeline), out);
-                }
+                all.entry((op, pipeline)).or_default().push(out);
             }
         }
     }
-    (results, spread)
+    let mut results = HashMap::new();
+    let mut runs = HashMap::new();
+    for (k, outs) in all {
+        let v: Vec<f64> = outs.iter().map(Outcome::ops_per_sec).collect();
+        let mid = median(&v);
+        if let Some(o) = outs.into_iter().find(|o| o.ops_per_sec() == mid) {
+            results.insert(k, o);
+        }
+        runs.insert(k, v);
+    }
+    (results, runs)
+}
+
+/// The middle value (the upper one of an even count).
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s.get(s.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// dlock / baseline for each pair of runs made back to back; the median.
+fn paired_ratio(d: &[f64], b: &[f64]) -> f64 {
+    let r: Vec<f64> = d.iter().zip(b).map(|(d, b)| d / b.max(1e-9)).collect();
+    median(&r)
+}
+
+/// The sides of the comparisons `DLOCK_BENCH_ONLY` selects, in run order.
+fn selected_ops() -> Vec<Op> {
+    let only = env_list("DLOCK_BENCH_ONLY", "");
+    let wanted = |title: &str| {
+        only.is_empty()
+            || only
+                .iter()
+                .any(|w| title.to_lowercase().contains(&w.to_lowercase()))
+    };
+    ALL_OPS
+        .iter()
+        .copied()
+        .filter(|op| {
+            PAIRS
+                .iter()
+                .any(|&(title, d, b, _)| (d == *op || b == *op) && wanted(title))
+        })
+        .collect()
 }
 
 fn is_cycle(op: Op) -> bool {
@@ -361,7 +399,7 @@ fn is_cycle(op: Op) -> bool {
 fn print_throughput(
     config: &Config,
     results: &Results,
-    spread: &Spread,
+    runs: &Runs,
     repeat: usize,
     verdicts: &mut Vec<Verdict>,
 ) {
@@ -369,20 +407,25 @@ fn print_throughput(
     println!(
         "ops/s, 50 clients, random resources; a lock cycle counts as one op (two commands). \
          \"hits\" is the share of positive replies (a grant, `OK`, 1) and shows what each side \
-         really did. Figures are the fastest of {repeat} runs per side; \"spread\" is how much \
-         faster that was than the slowest run (run-to-run noise on this machine).\n"
+         really did. Each side ran {repeat} times, alternating with the other; ops/s is the \
+         median run, the ratio the median of the {repeat} back-to-back pairs, and \"spread\" \
+         how much faster the fastest run was than the slowest (the run-to-run noise on this \
+         machine).\n"
     );
     println!("| comparison | pipeline | dlock ops/s | baseline ops/s | hits dlock / baseline | spread dlock / baseline | ratio | goal | result |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
     for &(title, d, b, goal) in PAIRS {
         for pipeline in [1usize, 16] {
-            let (Some(dr), Some(br)) = (results.get(&(d, pipeline)), results.get(&(b, pipeline)))
-            else {
+            let (Some(dr), Some(br), Some(dv), Some(bv)) = (
+                results.get(&(d, pipeline)),
+                results.get(&(b, pipeline)),
+                runs.get(&(d, pipeline)),
+                runs.get(&(b, pipeline)),
+            ) else {
                 continue;
             };
             let div = if is_cycle(d) { 2.0 } else { 1.0 };
-            let (dv, bv) = (dr.ops_per_sec() / div, br.ops_per_sec() / div);
-            let ratio = dv / bv;
+            let ratio = paired_ratio(dv, bv);
             let (goal_text, result) = match goal {
                 Some(g) => {
                     verdicts.push(Verdict {
@@ -395,17 +438,19 @@ fn print_throughput(
                 }
                 None => ("-".into(), "-".into()),
             };
-            let pct = |op| {
-                spread
-                    .get(&(op, pipeline))
-                    .map_or(0.0, |(lo, hi): &(f64, f64)| (hi / lo - 1.0) * 100.0)
+            let pct = |v: &[f64]| {
+                let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = v.iter().copied().fold(0.0, f64::max);
+                (hi / lo.max(1e-9) - 1.0) * 100.0
             };
             println!(
-                "| {title} | {pipeline} | {dv:.0} | {bv:.0} | {:.0}% / {:.0}% | {:.0}% / {:.0}% | {ratio:.2}x | {goal_text} | {result} |",
+                "| {title} | {pipeline} | {:.0} | {:.0} | {:.0}% / {:.0}% | {:.0}% / {:.0}% | {ratio:.2}x | {goal_text} | {result} |",
+                dr.ops_per_sec() / div,
+                br.ops_per_sec() / div,
                 dr.hit_rate() * 100.0,
                 br.hit_rate() * 100.0,
-                pct(d),
-                pct(b),
+                pct(dv),
+                pct(bv),
             );
         }
     }
@@ -512,7 +557,7 @@ fn scale(config: &Config, sizes: &Sizes, verdicts: &mut Vec<Verdict>) {
          relative to the first row of the same column. Goal (dlock): flat within 10%, i.e. the \
          slowest row >= 0.9x of the fastest. With AOF, the live set is loaded with `appendonly` \
          off, then switched on (which rewrites the AOF from the dataset) before measuring.\n",
-        sizes.scale_ops, sizes.keys, sizes.repeat
+        sizes.scale_ops, sizes.keys, sizes.scale_repeat
     );
     println!(
         "| live keys | dlock ACQUIRE ops/s | vs first | `SET NX PX` ops/s | vs first | \
