@@ -41,23 +41,26 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     let now = LazyNow::default();
     let decision = state::with_clock(|clock| Lease::acquire(current, &req, clock, || now.us()))?;
-    let deadline = now.us() / 1000 + req.ttl_ms;
-    let fence = match decision {
+    // Busy is decided without reading the clock.
+    let deadline = || now.us() / 1000 + req.ttl_ms;
+    let (fence, deadline) = match decision {
         AcquireDecision::Busy => return wait_or_refuse(ctx, &key, name, &req, waiting),
         AcquireDecision::Grant { fence } => {
+            let deadline = deadline();
             key.store(LeaseRef::new(req.token, fence))?;
             key.set_deadline(deadline)?;
             quarantine::note_ttl(req.ttl_ms);
             effects::granted(ctx, name, req.token, fence, deadline)?;
             stats::GRANTS.add();
-            fence
+            (fence, deadline)
         }
         AcquireDecision::Refresh { fence } => {
+            let deadline = deadline();
             key.set_deadline(deadline)?;
             quarantine::note_ttl(req.ttl_ms);
             effects::deadline_moved(ctx, name, deadline)?;
             stats::REFRESHES.add();
-            fence
+            (fence, deadline)
         }
     };
     key.signal_modified()?;
