@@ -17,7 +17,7 @@ pub const EXTEND: &str = "if redis.call('GET',KEYS[1])==ARGV[1] then \
      return redis.call('PEXPIRE',KEYS[1],ARGV[2]) else return 0 end";
 
 /// TTL of the benchmark's own requests.
-const TTL: &[u8] = b"30000";
+pub const TTL: &[u8] = b"30000";
 /// TTL of pre-populated locks: nothing may expire during a run.
 const LONG_TTL: &[u8] = b"3600000";
 
@@ -154,12 +154,12 @@ pub fn name(prefix: &[u8], n: u64) -> Name {
 }
 
 /// The owner's token of populated lock `n`.
-fn owner(n: u64) -> Name {
+pub fn owner(n: u64) -> Name {
     name(b"tok:", n)
 }
 
 /// A random token that never equals any `owner(n)` with n < 10^11.
-fn stranger(rng: &mut Rng) -> Name {
+pub fn stranger(rng: &mut Rng) -> Name {
     name(b"tok:", 100_000_000_000 + rng.below(900_000_000_000))
 }
 
@@ -196,7 +196,7 @@ pub fn populate(server: &Server, module: bool, prefix: &[u8], from: u64, to: u64
     );
 }
 
-fn check(out: &Outcome, what: &str) {
+pub fn check(out: &Outcome, what: &str) {
     assert!(
         out.errors == 0,
         "{what}: {} error replies, first: {:?}",
@@ -205,7 +205,7 @@ fn check(out: &Outcome, what: &str) {
     );
 }
 
-fn script_sha(server: &Server, script: &str) -> String {
+pub fn script_sha(server: &Server, script: &str) -> String {
     redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(script)
@@ -350,7 +350,7 @@ fn used_memory(c: &mut redis::Connection) -> u64 {
 /// Waits for a background AOF rewrite and the keyspace's incremental rehash
 /// to finish, so that a measurement starts from a steady state. `hz` is
 /// raised only while waiting (active rehashing runs once per cron tick).
-fn settle(c: &mut redis::Connection) {
+pub fn settle(c: &mut redis::Connection) {
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("hz")
@@ -381,112 +381,7 @@ fn settle(c: &mut redis::Connection) {
         .expect("CONFIG SET hz");
 }
 
-pub struct ScaleRow {
-    pub live: u64,
-    /// ACQUIRE, or `SET NX PX` on the baseline.
-    pub acquire: f64,
-    /// Owner RELEASE, or the Lua unlock on the baseline.
-    pub release: f64,
-    pub populate_secs: f64,
-}
-
-/// ACQUIRE and owner RELEASE throughput (pipeline 16) with `live` other
-/// locks held on the same server; with `module` false, `SET NX PX` and the
-/// Lua unlock with `live` other string keys.
-///
-/// With AOF on, the live set is loaded with `appendonly` switched off and
-/// then back on (which rewrites the AOF from the dataset, as a restart
-/// would): the same end state as a server that has been running a long
-/// time, without timing a 10M-command AOF with its chain of rewrites. The
-/// measurement itself runs with the configuration as given.
-pub fn scale(config: &Config, module: bool, live: u64, sizes: &Sizes) -> ScaleRow {
-    let server = config.server(module);
-    let mut c = server.conn();
-    let aof = config.args.contains(&"--appendonly") && config.args.contains(&"yes");
-    let t0 = Instant::now();
-    if aof {
-        set_config(&mut c, "appendonly", "no");
-    }
-    populate(&server, module, b"live:", 0, live);
-    // Acquire: random resources over `keys` others (`acq:`); release: each
-    // of `keys` owned locks (`lock:`) once, shuffled.
-    populate(&server, module, b"lock:", 0, sizes.keys);
-    let loaded = t0.elapsed().as_secs_f64();
-    if aof {
-        set_config(&mut c, "appendonly", "yes");
-    }
-    settle(&mut c);
-    let populate_secs = t0.elapsed().as_secs_f64();
-    eprintln!(
-        "bench:   {} live keys loaded in {loaded:.1} s, settled (AOF rewrite, rehash) in {:.1} s",
-        live + sizes.keys,
-        populate_secs - loaded
-    );
-    let shape = |total| Shape {
-        conns: sizes.clients,
-        pipeline: 16,
-        total,
-        latency: false,
-    };
-    let sha = if module {
-        String::new()
-    } else {
-        script_sha(&server, UNLOCK)
-    };
-    let sha = sha.as_bytes();
-    let mut rng = Rng::new(live);
-    let keys = sizes.keys;
-    // `repeat` runs on the same server, the fastest counts: each ACQUIRE run
-    // on its own fresh resources (`acq<r>:`), each RELEASE run after
-    // re-populating the owned locks.
-    let (mut acquire, mut release) = (0f64, 0f64);
-    for r in 0..sizes.scale_repeat {
-        let prefix = [b'a', b'c', b'q', b'0' + (r % 10) as u8, b':'];
-        let acq = load::run(server.port(), shape(sizes.scale_ops), |_, buf| {
-            let k = name(&prefix, rng.below(keys));
-            let t = stranger(&mut rng);
-            if module {
-                load::command(buf, &[b"DLOCK.ACQUIRE", k.as_ref(), t.as_ref(), TTL]);
-            } else {
-                load::command(buf, &[b"SET", k.as_ref(), t.as_ref(), b"NX", b"PX", TTL]);
-            }
-        });
-        check(&acq, "scale acquire");
-        acquire = acquire.max(acq.ops_per_sec());
-        if r > 0 {
-            populate(&server, module, b"lock:", 0, keys);
-        }
-        let mut perm: Vec<u64> = (0..keys).collect();
-        rng.shuffle(&mut perm);
-        let mut it = perm.iter().copied();
-        let rel = load::run(server.port(), shape(keys), |_, buf| {
-            let i = it.next().unwrap();
-            let (k, t) = (name(b"lock:", i), owner(i));
-            if module {
-                load::command(buf, &[b"DLOCK.RELEASE", k.as_ref(), t.as_ref()]);
-            } else {
-                load::command(buf, &[b"EVALSHA", sha, b"1", k.as_ref(), t.as_ref()]);
-            }
-        });
-        check(&rel, "scale release");
-        assert_eq!(rel.positive, keys, "scale release: not every release hit");
-        release = release.max(rel.ops_per_sec());
-    }
-    let dbsize: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
-    assert!(dbsize >= live, "live keys lost: {dbsize} < {live}");
-    if aof {
-        let on = crate::info_u64(&mut c, "persistence", "aof_enabled");
-        assert_eq!(on, 1, "AOF not back on");
-    }
-    ScaleRow {
-        live,
-        acquire,
-        release,
-        populate_secs,
-    }
-}
-
-fn set_config(c: &mut redis::Connection, name: &str, value: &str) {
+pub fn set_config(c: &mut redis::Connection, name: &str, value: &str) {
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg(name)

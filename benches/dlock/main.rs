@@ -25,7 +25,7 @@
 //! | `DLOCK_BENCH_SCALE` | `10000,1000000,10000000` - live locks for the scale runs |
 //! | `DLOCK_BENCH_SCALE_CONFIGS` | `aof` - configurations that run the scale section |
 //! | `DLOCK_BENCH_SCALE_BASELINE` | `1` - also run plain Redis (`SET NX PX`, Lua unlock) at each scale; `0` halves the section's time |
-//! | `DLOCK_BENCH_SCALE_REPEAT` | `2` - runs per scale figure, on the same server; the fastest counts |
+//! | `DLOCK_BENCH_SCALE_REPEAT` | `3` - runs per scale figure, alternating between the sizes' servers; medians count |
 //! | `DLOCK_BENCH_SCALE_OPS` | `1000000` - ACQUIRE commands per scale run |
 //! | `DLOCK_BENCH_ROUNDS` | `2000` - handoff rounds per scheme |
 //! | `DLOCK_BENCH_POLL_ROUNDS` | `100` - handoff rounds for the (slow) polling scheme |
@@ -40,6 +40,7 @@ mod common;
 mod handoff;
 mod load;
 mod pin;
+mod scale;
 mod stats;
 
 use std::collections::HashMap;
@@ -75,7 +76,7 @@ impl Goal {
             Goal::AtLeast(g) | Goal::AtMost(g) => g,
         }
     }
-    fn text(self) -> String {
+    pub fn text(self) -> String {
         match self {
             Goal::AtLeast(g) => format!(">= {g}x"),
             Goal::AtMost(g) => format!("<= {g}x"),
@@ -170,7 +171,7 @@ fn main() {
         scale_ops: env_u64("DLOCK_BENCH_SCALE_OPS", q(1_000_000, 100_000)),
         scale_baseline: env_u64("DLOCK_BENCH_SCALE_BASELINE", 1) == 1,
         repeat: env_u64("DLOCK_BENCH_REPEAT", q(5, 1)).max(1) as usize,
-        scale_repeat: env_u64("DLOCK_BENCH_SCALE_REPEAT", q(2, 1)).max(1) as usize,
+        scale_repeat: env_u64("DLOCK_BENCH_SCALE_REPEAT", q(3, 1)).max(1) as usize,
     };
     let rounds = env_u64("DLOCK_BENCH_ROUNDS", q(2000, 200)) as usize;
     let polling_rounds = env_u64("DLOCK_BENCH_POLL_ROUNDS", q(100, 10)) as usize;
@@ -240,7 +241,7 @@ fn main() {
             memory(config, &sizes, &mut verdicts);
         }
         if on("scale") && scale_configs.iter().any(|c| c == config.short) {
-            scale(config, &sizes, &mut verdicts);
+            scale::run(config, &sizes, &mut verdicts);
         }
         if on("crosscheck") {
             crosscheck(config, &sizes);
@@ -301,11 +302,11 @@ fn main() {
     );
 }
 
-fn progress(what: &str, took: Duration) {
+pub fn progress(what: &str, took: Duration) {
     eprintln!("bench: {what} ({:.1} s)", took.as_secs_f64());
 }
 
-fn pass(ok: bool) -> &'static str {
+pub fn pass(ok: bool) -> &'static str {
     if ok {
         "PASS"
     } else {
@@ -360,7 +361,7 @@ fn throughput(config: &Config, sizes: &Sizes) -> (Results, Runs) {
 }
 
 /// The middle value (the upper one of an even count).
-fn median(v: &[f64]) -> f64 {
+pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     s.get(s.len() / 2).copied().unwrap_or(0.0)
@@ -514,113 +515,6 @@ fn memory(config: &Config, sizes: &Sizes, verdicts: &mut Vec<Verdict>) {
         ratio,
         goal,
     });
-}
-
-fn scale(config: &Config, sizes: &Sizes, verdicts: &mut Vec<Verdict>) {
-    let mut rows = Vec::new();
-    for &live in &sizes.scale {
-        let mut pair = Vec::new();
-        for module in [true, false] {
-            if !module && !sizes.scale_baseline {
-                continue;
-            }
-            let t = Instant::now();
-            let row = cases::scale(config, module, live, sizes);
-            progress(
-                &format!(
-                    "{}: scale {live} {}: acquire {:.0}, release {:.0} ops/s (populate {:.1} s)",
-                    config.short,
-                    if module { "dlock" } else { "baseline" },
-                    row.acquire,
-                    row.release,
-                    row.populate_secs
-                ),
-                t.elapsed(),
-            );
-            pair.push(row);
-        }
-        rows.push(pair);
-    }
-    let Some(first) = rows.first() else {
-        return;
-    };
-    let base: Vec<(f64, f64)> = first.iter().map(|r| (r.acquire, r.release)).collect();
-    let na = |v: Option<f64>, b: Option<f64>| match (v, b) {
-        (Some(v), Some(b)) => (format!("{v:.0}"), format!("{:.2}x", v / b)),
-        _ => ("-".to_string(), "-".to_string()),
-    };
-    println!("### Scale: throughput with many live locks\n");
-    println!(
-        "Pipeline 16, 50 clients, with N other locks (or, for plain Redis, `SET NX PX` string \
-         keys) live. ACQUIRE / `SET NX PX`: {} commands on random resources outside the live \
-         set; RELEASE / Lua unlock: each of {} owned locks once, shuffled; fastest of {} runs on the same server. \"vs first\" is \
-         relative to the first row of the same column. Goal (dlock): flat within 10%, i.e. the \
-         slowest row >= 0.9x of the fastest. With AOF, the live set is loaded with `appendonly` \
-         off, then switched on (which rewrites the AOF from the dataset) before measuring.\n",
-        sizes.scale_ops, sizes.keys, sizes.scale_repeat
-    );
-    println!(
-        "| live keys | dlock ACQUIRE ops/s | vs first | `SET NX PX` ops/s | vs first | \
-         dlock RELEASE ops/s | vs first | Lua unlock ops/s | vs first | populate s dlock / plain |"
-    );
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for r in &rows {
-        let d = &r[0];
-        let b = r.get(1);
-        let (sa, sar) = na(b.map(|b| b.acquire), base.get(1).map(|x| x.0));
-        let (sr, srr) = na(b.map(|b| b.release), base.get(1).map(|x| x.1));
-        println!(
-            "| {} | {:.0} | {:.2}x | {sa} | {sar} | {:.0} | {:.2}x | {sr} | {srr} | {:.0} / {} |",
-            d.live,
-            d.acquire,
-            d.acquire / base[0].0,
-            d.release,
-            d.release / base[0].1,
-            d.populate_secs,
-            b.map_or("-".to_string(), |b| format!("{:.0}", b.populate_secs))
-        );
-    }
-    println!();
-    let goal = Goal::AtLeast(0.9);
-    let (lo, hi) = (rows.first().unwrap()[0].live, rows.last().unwrap()[0].live);
-    for (what, dl, bl) in [
-        (
-            "ACQUIRE",
-            rows.iter().map(|r| r[0].acquire).collect::<Vec<_>>(),
-            rows.iter()
-                .filter_map(|r| r.get(1).map(|b| b.acquire))
-                .collect::<Vec<_>>(),
-        ),
-        (
-            "RELEASE",
-            rows.iter().map(|r| r[0].release).collect::<Vec<_>>(),
-            rows.iter()
-                .filter_map(|r| r.get(1).map(|b| b.release))
-                .collect::<Vec<_>>(),
-        ),
-    ] {
-        let spread = |v: &[f64]| {
-            v.iter().cloned().fold(f64::MAX, f64::min) / v.iter().cloned().fold(f64::MIN, f64::max)
-        };
-        let ratio = spread(&dl);
-        let plain = if bl.is_empty() {
-            String::new()
-        } else {
-            format!(" (plain Redis: {:.2}x)", spread(&bl))
-        };
-        println!(
-            "- {what}: slowest / fastest = {ratio:.2}x{plain}, goal {}: {}",
-            goal.text(),
-            pass(goal.met(ratio))
-        );
-        verdicts.push(Verdict {
-            config: config.short,
-            what: format!("{what} flat, {lo} to {hi} live locks (slowest / fastest)"),
-            ratio,
-            goal,
-        });
-    }
-    println!();
 }
 
 fn crosscheck(config: &Config, sizes: &Sizes) {
