@@ -36,7 +36,7 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         if queued || quarantine::ms_left() > 0 {
             // A free lock that may not be granted now: the queue still holds
             // it (a quarantine delays its handoff), or grants are quarantined.
-            return wait_or_refuse(ctx, &key, name, &req, waiting);
+            return wait_or_refuse(ctx, &key, name, &req, waiting, true);
         }
     }
     let now = LazyNow::default();
@@ -44,7 +44,7 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     // Busy is decided without reading the clock.
     let deadline = || now.us() / 1000 + req.ttl_ms;
     let (fence, deadline) = match decision {
-        AcquireDecision::Busy => return wait_or_refuse(ctx, &key, name, &req, waiting),
+        AcquireDecision::Busy => return wait_or_refuse(ctx, &key, name, &req, waiting, false),
         AcquireDecision::Grant { fence } => {
             let deadline = deadline();
             key.store(LeaseRef::new(req.token, fence))?;
@@ -73,13 +73,15 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 }
 
 /// The lock cannot be granted now: park the client with WAIT, else nil, or
-/// the quarantine error when only the quarantine stands in the way.
+/// the quarantine error when only the quarantine stands in the way (`free`:
+/// nobody holds it).
 fn wait_or_refuse(
     ctx: Ctx,
     key: &LockKey,
     name: *mut raw::RedisModuleString,
     req: &args::Acquire,
     waiting: Option<blocking::Resource>,
+    free: bool,
 ) -> Result<(), Error> {
     stats::CONTENDED.add();
     let blocking_allowed = match req.wait_ms {
@@ -87,7 +89,6 @@ fn wait_or_refuse(
         None => false,
     };
     let Some(timeout) = req.wait_ms.filter(|_| blocking_allowed) else {
-        let free = key.lease()?.is_none();
         let queued = waiting.is_some_and(|r| blocking::waiters_on(&r) > 0);
         if free && !queued {
             quarantine::check()?;
