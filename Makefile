@@ -76,7 +76,7 @@ COMMA := ,
 # Suites and tests run under valgrind. replication, concurrency and harness
 # are left out for time (their server-side paths are also covered by the
 # contract suite's replica tests and persistence's restarts).
-MEMCHECK_SUITES ?= contract persistence blocking
+MEMCHECK_SUITES ?= contract persistence effects blocking
 MEMCHECK_THREADS ?= 2
 # Optional substring filter on test names (cargo test's filter).
 MEMCHECK_FILTER ?=
