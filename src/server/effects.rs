@@ -43,40 +43,26 @@ pub fn granted(
     let d = Decimal::new(deadline_ms);
     let (f, d) = (f.as_bytes(), d.as_bytes());
     let last = state::last_fence();
-    let status = if last == fence {
-        unsafe {
-            replicate(
-                ctx.0,
-                APPLY.as_ptr(),
-                c"sbbb".as_ptr(),
-                key,
-                token.as_ptr().cast::<c_char>(),
-                token.len(),
-                f.as_ptr().cast::<c_char>(),
-                f.len(),
-                d.as_ptr().cast::<c_char>(),
-                d.len(),
-            )
-        }
-    } else {
-        let l = Decimal::new(last);
-        let l = l.as_bytes();
-        unsafe {
-            replicate(
-                ctx.0,
-                APPLY.as_ptr(),
-                c"sbbbb".as_ptr(),
-                key,
-                token.as_ptr().cast::<c_char>(),
-                token.len(),
-                f.as_ptr().cast::<c_char>(),
-                f.len(),
-                d.as_ptr().cast::<c_char>(),
-                d.len(),
-                l.as_ptr().cast::<c_char>(),
-                l.len(),
-            )
-        }
+    let l = Decimal::new(last);
+    let l = l.as_bytes();
+    // A fresh grant's fence is the clock's mark: `last_fence` is left out by
+    // a format that stops before it (C ignores the unread variadic pair).
+    let format = if last == fence { c"sbbb" } else { c"sbbbb" };
+    let status = unsafe {
+        replicate(
+            ctx.0,
+            APPLY.as_ptr(),
+            format.as_ptr(),
+            key,
+            token.as_ptr().cast::<c_char>(),
+            token.len(),
+            f.as_ptr().cast::<c_char>(),
+            f.len(),
+            d.as_ptr().cast::<c_char>(),
+            d.len(),
+            l.as_ptr().cast::<c_char>(),
+            l.len(),
+        )
     };
     checked(status)
 }
