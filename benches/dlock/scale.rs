@@ -17,7 +17,8 @@ use std::time::Instant;
 use crate::cases::{self, name, owner, stranger, Config, Sizes, TTL, UNLOCK};
 use crate::common::Server;
 use crate::load::{self, Rng, Shape};
-use crate::{info_u64, median, pass, progress, Goal, Verdict};
+use crate::throughput::median;
+use crate::{info_u64, pass, progress, Goal, Verdict};
 
 /// One server holding `live` locks (or string keys), ready for runs.
 struct Loaded {
