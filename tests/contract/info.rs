@@ -16,38 +16,37 @@ fn info_of_free_resource_is_nil() {
     assert!(!exists(&mut c, b"res"));
 }
 
-#[test]
-fn info_resp2_is_a_flat_array() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let fence = acquire(&mut c, b"res", b"tok", 30_000).unwrap();
-    let v: Value = redis::cmd("DLOCK.INFO").arg("res").query(&mut c).unwrap();
-    let Value::Array(items) = &v else {
-        panic!("RESP2 DLOCK.INFO must be an array, got {v:?}");
-    };
-    assert_eq!(items.len(), 8);
-    let i = parse_info(v).unwrap();
+/// Takes `res` with a 30 s lease and returns the raw `DLOCK.INFO` reply,
+/// after checking what it decodes to.
+fn fresh_lease_info(c: &mut redis::Connection) -> Value {
+    let fence = acquire(c, b"res", b"tok", 30_000).unwrap();
+    let v: Value = redis::cmd("DLOCK.INFO").arg("res").query(c).unwrap();
+    let i = parse_info(v.clone()).unwrap();
     assert_eq!(i.token, b"tok");
     assert_eq!(i.fence, fence);
     assert!(i.ttl > 20_000 && i.ttl <= 30_000, "ttl {}", i.ttl);
     assert_eq!(i.waiters, 0);
+    v
+}
+
+#[test]
+fn info_resp2_is_a_flat_array() {
+    let s = Server::start();
+    let v = fresh_lease_info(&mut s.conn());
+    let Value::Array(items) = &v else {
+        panic!("RESP2 DLOCK.INFO must be an array, got {v:?}");
+    };
+    assert_eq!(items.len(), 8);
 }
 
 #[test]
 fn info_resp3_is_a_map() {
     let s = Server::start();
-    let mut c = s.conn_resp3();
-    let fence = acquire(&mut c, b"res", b"tok", 30_000).unwrap();
-    let v: Value = redis::cmd("DLOCK.INFO").arg("res").query(&mut c).unwrap();
+    let v = fresh_lease_info(&mut s.conn_resp3());
     let Value::Map(pairs) = &v else {
         panic!("RESP3 DLOCK.INFO must be a map, got {v:?}");
     };
     assert_eq!(pairs.len(), 4);
-    let i = parse_info(v).unwrap();
-    assert_eq!(i.token, b"tok");
-    assert_eq!(i.fence, fence);
-    assert!(i.ttl > 20_000 && i.ttl <= 30_000, "ttl {}", i.ttl);
-    assert_eq!(i.waiters, 0);
 }
 
 #[test]
