@@ -5,49 +5,38 @@ use super::*;
 
 // ---------------------------------------------------------------- no barging
 
-#[test]
-fn no_barging_release_then_acquire_in_multi() {
+/// `res` is held and has one waiter; `free` (which replies 1) frees it and
+/// a barging ACQUIRE follows in the same MULTI: the waiter must get it.
+fn barge_in_multi(free: &[&str]) {
     let s = Server::start();
     let mut c = s.conn();
     hold(&mut c, "res", "holder");
     let w = Waiter::queue(&mut c, &s.url(), "res", "waiter", 1);
-    let v = exec_values(
-        &mut c,
-        redis::pipe()
-            .atomic()
-            .cmd("DLOCK.RELEASE")
-            .arg("res")
-            .arg("holder")
-            .cmd("DLOCK.ACQUIRE")
-            .arg("res")
-            .arg("barger")
-            .arg(1000),
-    );
+    let mut freeing = redis::cmd(free[0]);
+    for a in &free[1..] {
+        freeing.arg(*a);
+    }
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .add_command(freeing)
+        .cmd("DLOCK.ACQUIRE")
+        .arg("res")
+        .arg("barger")
+        .arg(1000);
+    let v = exec_values(&mut c, &pipe);
     assert_eq!(v, vec![Value::Int(1), Value::Nil], "MULTI replies");
     let f = w.granted().fence();
     assert_owner(&mut c, "res", "waiter", f);
 }
 
 #[test]
+fn no_barging_release_then_acquire_in_multi() {
+    barge_in_multi(&["DLOCK.RELEASE", "res", "holder"]);
+}
+
+#[test]
 fn no_barging_del_then_acquire_in_multi() {
-    let s = Server::start();
-    let mut c = s.conn();
-    hold(&mut c, "res", "holder");
-    let w = Waiter::queue(&mut c, &s.url(), "res", "waiter", 1);
-    let v = exec_values(
-        &mut c,
-        redis::pipe()
-            .atomic()
-            .cmd("DEL")
-            .arg("res")
-            .cmd("DLOCK.ACQUIRE")
-            .arg("res")
-            .arg("barger")
-            .arg(1000),
-    );
-    assert_eq!(v, vec![Value::Int(1), Value::Nil], "MULTI replies");
-    let f = w.granted().fence();
-    assert_owner(&mut c, "res", "waiter", f);
+    barge_in_multi(&["DEL", "res"]);
 }
 
 #[test]
