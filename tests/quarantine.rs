@@ -63,13 +63,7 @@ fn auto_quarantines_after_kill9_under_everysec() {
     );
     // The owner of a lock loaded from disk may re-acquire and extend it.
     assert_eq!(grant(&mut c, "held", "owner", 4000), fence);
-    let n: i64 = redis::cmd("DLOCK.EXTEND")
-        .arg("held")
-        .arg("owner")
-        .arg(4000)
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(extend(&mut c, "held", "owner", 4000), 1);
 
     // A waiter on a free resource queues and is granted when it ends.
     let url = s.url();

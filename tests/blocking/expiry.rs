@@ -67,13 +67,7 @@ fn expiry_hands_off() {
     let w = Waiter::start(&s.url(), "ext", "waiter", 10_000, 5_000);
     wait_waiters(&mut c, "ext", 1);
     let t0 = Instant::now();
-    let n: i64 = redis::cmd("DLOCK.EXTEND")
-        .arg("ext")
-        .arg("holder")
-        .arg(300)
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(extend(&mut c, "ext", "holder", 300), 1);
     let f = check_expiry_grant(&w, t0, lease, "EXTEND 300");
     assert!(f > hf);
     assert_owner(&mut c, "ext", "waiter", f);
@@ -170,13 +164,11 @@ fn extend_lengthened_lease_hands_off_at_new_deadline() {
     let w = Waiter::start(&s.url(), "res", "waiter", 10_000, 5_000);
     wait_waiters(&mut c, "res", 1);
     let t0 = Instant::now();
-    let n: i64 = redis::cmd("DLOCK.EXTEND")
-        .arg("res")
-        .arg("holder")
-        .arg(800)
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(n, 1, "EXTEND must succeed while the lease is still running");
+    assert_eq!(
+        extend(&mut c, "res", "holder", 800),
+        1,
+        "EXTEND must succeed while the lease is still running"
+    );
     let o = w.outcome(Duration::from_secs(6));
     let after = o.at - t0;
     eprintln!("EXTEND 800 with waiter queued (hz 1): granted {after:?} after the command");

@@ -43,13 +43,7 @@ fn replica_in_sync_after_handoffs() {
     // By expiry.
     hold(&mut c, "exp", "holder");
     let w = Waiter::queue(&mut c, &m.url(), "exp", "w-exp", 1);
-    let n: i64 = redis::cmd("DLOCK.EXTEND")
-        .arg("exp")
-        .arg("holder")
-        .arg(200)
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(extend(&mut c, "exp", "holder", 200), 1);
     check_replica(w.outcome(SOON), &r, "exp", "w-exp", "expiry");
 
     // By DEL.
