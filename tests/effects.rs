@@ -121,9 +121,7 @@ fn effects_replay_to_the_same_lease_after_a_crash() {
     assert_eq!(extend(&mut c, "res", "tok", 90_000), 1);
     let before = held(&mut c, "res");
     let deadline = now_ms() + before.ttl;
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     let after = held(&mut c, "res");
     assert_eq!((&after.token[..], after.fence), (&b"tok"[..], fence));
     // The same absolute deadline: replay neither stretched nor lost it.

@@ -117,9 +117,7 @@ fn aof_fsync_always_survives_kill9() {
     let mut s = Server::builder().aof("always").start();
     let mut c = s.conn();
     let sc = build_scenario(&mut c);
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     check_scenario(&mut c, &sc);
 }
 
@@ -143,9 +141,7 @@ fn rdb_save_survives_kill9() {
     let mut c = s.conn();
     let sc = build_scenario(&mut c);
     save(&mut c);
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     check_scenario(&mut c, &sc);
 }
 
@@ -187,9 +183,7 @@ fn aof_rewrite_then_kill9(preamble: &str) {
         freed: vec!["b", "c", "d", "post2"],
         max_fence: g,
     };
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     check_scenario(&mut c, &sc);
 }
 
@@ -209,9 +203,7 @@ fn aof_replay_keeps_absolute_deadline() {
     let mut c = s.conn();
     let fence = grant(&mut c, "dl", "tok", 3000);
     sleep(Duration::from_millis(1500));
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     // At least 1500 ms have passed since the grant: a replay that re-applied
     // the relative TTL would show ~3000 here.
     match info(&mut c, "dl") {
@@ -248,9 +240,7 @@ fn rdb_only_lost_grants_do_not_repeat_fences() {
     sorted.sort_unstable();
     sorted.dedup();
     assert_eq!(sorted.len(), all.len(), "a fence repeated before the crash");
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     for i in 0..5 {
         assert!(info(&mut c, &format!("saved{i}")).is_some());
     }
@@ -308,9 +298,7 @@ fn fences_never_repeat_across_expiry_del_flush_reload_restart() {
     let dbsize: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert_eq!(dbsize, 0);
     save(&mut c);
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     next_fence(&mut c, &mut last, "after restart");
 }
 
@@ -344,9 +332,7 @@ fn high_water_mark_survives_rdb_restart_without_keys() {
     assert!(f > high, "after DEBUG RELOAD: {f} <= {high}");
     let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
     save(&mut c);
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     let g = grant(&mut c, "r", "t", 60_000);
     assert!(g > f, "after RDB restart: {g} <= {f}");
 }
@@ -369,9 +355,7 @@ fn high_water_mark_after_aof_rewrite(preamble: &str) {
         assert_eq!(held(&mut c, "old").fence, 1_000);
     }
     rewrite_aof(&mut c);
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     let f = grant(&mut c, "r", "t", 60_000);
     assert!(
         f > high,
@@ -397,9 +381,7 @@ fn high_water_mark_survives_aof_replay_without_rewrite() {
     let mut s = Server::builder().aof("always").start();
     let mut c = s.conn();
     let high = future_fence(&mut c);
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     let f = grant(&mut c, "r", "t", 60_000);
     assert!(f > high, "{f} <= {high}");
 }

@@ -125,9 +125,7 @@ fn no_quarantine_with_appendfsync_always() {
     let mut c = s.conn();
     assert_eq!(dlock_info(&mut c, "persistence_lossless"), "1");
     grant(&mut c, "held", "owner", 60_000);
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     assert_eq!(dlock_info(&mut c, "previous_run"), "crashed");
     assert_eq!(ms_left(&mut c), 0, "a lossless run loses no grant");
     grant(&mut c, "fresh", "t", 1000);
@@ -139,9 +137,7 @@ fn nothing_persisted_is_unbounded_unless_max_ttl_is_set() {
     // says how long they were.
     let mut s = Server::start();
     grant(&mut s.conn(), "lost", "owner", 60_000);
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     assert_eq!(dlock_info(&mut c, "quarantine_unbounded"), "1");
     assert_eq!(ms_left(&mut c), 0);
     assert!(
@@ -156,9 +152,7 @@ fn nothing_persisted_is_unbounded_unless_max_ttl_is_set() {
         .module_arg("1000")
         .start();
     grant(&mut s.conn(), "lost", "owner", 1000);
-    s.kill9();
-    s.restart();
-    let mut c = s.conn();
+    let mut c = s.crash_and_restart();
     let left = ms_left(&mut c);
     assert!((1..=1000).contains(&left), "max-ttl 1000, left {left}");
 }

@@ -332,9 +332,7 @@ fn replica_aof_survives_crash_and_resyncs() {
     // Freeze the master so that after the crash the replica's state can
     // only come from its own AOF (the effects it wrote there verbatim).
     master.stop();
-    replica.kill9();
-    replica.restart();
-    let mut r = replica.conn();
+    let mut r = replica.crash_and_restart();
     let a = held(&mut r, "a");
     let c = held(&mut r, "c");
     assert_eq!((&a.token, a.fence), (&before_a.token, before_a.fence));

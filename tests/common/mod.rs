@@ -345,6 +345,13 @@ impl Server {
             let _ = c.wait();
         }
     }
+    /// kill -9, start again on the same data, and connect: a crash and the
+    /// restart after it.
+    pub fn crash_and_restart(&mut self) -> redis::Connection {
+        self.kill9();
+        self.restart();
+        self.conn()
+    }
     /// Graceful stop via SIGTERM. Note: redis 7 waits up to `shutdown-timeout`
     /// (default 10 s) for lagging replicas before exiting.
     pub fn shutdown(&mut self) {
