@@ -27,6 +27,14 @@ fn watch_survives(meddle: impl FnOnce(&mut Connection)) -> bool {
     }
 }
 
+/// Runs an empty-ish transaction on `a`; false if its WATCH aborted it.
+fn exec_runs(a: &mut Connection) -> bool {
+    let _: () = redis::cmd("MULTI").query(a).unwrap();
+    let _: String = redis::cmd("PING").query(a).unwrap();
+    let v: Value = redis::cmd("EXEC").query(a).unwrap();
+    v != Value::Nil
+}
+
 #[test]
 fn watch_survives_failed_acquire() {
     assert!(watch_survives(|b| {
@@ -113,10 +121,7 @@ fn watch_on_other_type_survives_wrongtype() {
     ] {
         assert_eq!(expect_err(&mut b, args), WRONGTYPE_ERR);
     }
-    let _: () = redis::cmd("MULTI").query(&mut a).unwrap();
-    let _: String = redis::cmd("PING").query(&mut a).unwrap();
-    let v: Value = redis::cmd("EXEC").query(&mut a).unwrap();
-    assert_ne!(v, Value::Nil, "WRONGTYPE refusals aborted WATCH");
+    assert!(exec_runs(&mut a), "WRONGTYPE refusals aborted WATCH");
 }
 
 #[test]
@@ -129,17 +134,11 @@ fn watch_on_free_key_aborted_by_grant_not_by_failed_ops() {
     assert_eq!(release(&mut b, b"free", b"t"), 0);
     assert_eq!(extend(&mut b, b"free", b"t", 1_000), 0);
     assert_eq!(info(&mut b, b"free"), None);
-    let _: () = redis::cmd("MULTI").query(&mut a).unwrap();
-    let _: String = redis::cmd("PING").query(&mut a).unwrap();
-    let v: Value = redis::cmd("EXEC").query(&mut a).unwrap();
-    assert_ne!(v, Value::Nil, "failed ops on a free key aborted WATCH");
+    assert!(exec_runs(&mut a), "failed ops on a free key aborted WATCH");
     // ... a grant does.
     let _: () = redis::cmd("WATCH").arg("free").query(&mut a).unwrap();
     assert!(acquire(&mut b, b"free", b"t", 10_000).is_some());
-    let _: () = redis::cmd("MULTI").query(&mut a).unwrap();
-    let _: String = redis::cmd("PING").query(&mut a).unwrap();
-    let v: Value = redis::cmd("EXEC").query(&mut a).unwrap();
-    assert_eq!(v, Value::Nil, "a grant must abort WATCH");
+    assert!(!exec_runs(&mut a), "a grant must abort WATCH");
 }
 
 // ---------------------------------------------------------------- MULTI, Lua
