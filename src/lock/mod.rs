@@ -9,6 +9,7 @@ pub mod decimal;
 pub mod error;
 pub mod fence;
 pub mod lease;
+pub mod parking;
 pub mod policy;
 pub mod quarantine;
 pub mod queue;

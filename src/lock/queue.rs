@@ -16,7 +16,19 @@ pub struct Waiter<H> {
     pub id: u64,
     pub token: Box<[u8]>,
     pub ttl_ms: u64,
+    /// Unix ms after which the waiter has given up (its `WAIT` timeout);
+    /// `None` waits forever.
+    pub gives_up_at: Option<u64>,
     pub handle: H,
+}
+
+impl<H> Waiter<H> {
+    /// A waiter whose deadline has passed is never granted: its timeout
+    /// is already due, and a grant racing it could not be delivered.
+    /// Like Redis's own blocking timeouts, the deadline itself still counts.
+    pub fn has_given_up(&self, now_ms: u64) -> bool {
+        self.gives_up_at.is_some_and(|at| at < now_ms)
+    }
 }
 
 /// Who gets the lock next: the head waiter, plus every other queued entry
@@ -27,6 +39,8 @@ pub struct Grantee<H> {
     pub token: Box<[u8]>,
     pub ttl_ms: u64,
     pub handles: Vec<H>,
+    /// Ids of the entries granted, in queue order.
+    pub ids: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -70,7 +84,14 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     }
 
     /// Appends a waiter at the tail; returns its id.
-    pub fn push(&mut self, resource: K, token: &[u8], ttl_ms: u64, handle: H) -> u64 {
+    pub fn push(
+        &mut self,
+        resource: K,
+        token: &[u8],
+        ttl_ms: u64,
+        gives_up_at: Option<u64>,
+        handle: H,
+    ) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.index.insert(id, resource.clone());
@@ -87,9 +108,45 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                 id,
                 token: token.into(),
                 ttl_ms,
+                gives_up_at,
                 handle,
             });
         id
+    }
+
+    /// Whether anyone queued on `resource` can still be granted at `now_ms`.
+    pub fn has_live_waiter(&self, resource: &K, now_ms: u64) -> bool {
+        self.queues
+            .get(resource)
+            .is_some_and(|q| q.entries.iter().any(|w| !w.has_given_up(now_ms)))
+    }
+
+    /// Removes the waiters of `resource` whose deadline has passed.
+    pub fn take_given_up(&mut self, resource: &K, now_ms: u64) -> Vec<Waiter<H>> {
+        let Some(queue) = self.queues.get_mut(resource) else {
+            return Vec::new();
+        };
+        if !queue.entries.iter().any(|w| w.has_given_up(now_ms)) {
+            return Vec::new();
+        }
+        let (gone, kept): (VecDeque<_>, VecDeque<_>) = queue
+            .entries
+            .drain(..)
+            .partition(|w| w.has_given_up(now_ms));
+        queue.entries = kept;
+        for w in &gone {
+            self.index.remove(&w.id);
+        }
+        if queue.entries.is_empty() {
+            self.queues.remove(resource);
+        }
+        gone.into_iter().collect()
+    }
+
+    /// The head waiter's token and TTL, without taking it.
+    pub fn head(&self, resource: &K) -> Option<(&[u8], u64)> {
+        let w = self.queues.get(resource)?.entries.front()?;
+        Some((&w.token, w.ttl_ms))
     }
 
     /// Removes one waiter (timeout, disconnect, unblock). `None` if it was
@@ -114,11 +171,13 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         let head = queue.entries.pop_front()?;
         self.index.remove(&head.id);
         let mut handles = vec![head.handle];
+        let mut ids = vec![head.id];
         let mut rest = VecDeque::with_capacity(queue.entries.len());
         for w in queue.entries.drain(..) {
             if w.token == head.token {
                 self.index.remove(&w.id);
                 handles.push(w.handle);
+                ids.push(w.id);
             } else {
                 rest.push_back(w);
             }
@@ -131,6 +190,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             token: head.token,
             ttl_ms: head.ttl_ms,
             handles,
+            ids,
         })
     }
 
@@ -213,9 +273,9 @@ mod tests {
     #[test]
     fn fifo_per_resource() {
         let mut q = Q::default();
-        q.push("r", b"a", 10, 1);
-        q.push("other", b"x", 10, 9);
-        q.push("r", b"b", 20, 2);
+        q.push("r", b"a", 10, None, 1);
+        q.push("other", b"x", 10, None, 9);
+        q.push("r", b"b", 20, None, 2);
         assert_eq!(q.waiting(&"r"), 2);
         assert_eq!(q.total(), 3);
         let g = q.pop_grantee(&"r").unwrap();
@@ -229,9 +289,9 @@ mod tests {
     #[test]
     fn one_grant_answers_every_entry_of_the_same_token() {
         let mut q = Q::default();
-        q.push("r", b"a", 10, 1);
-        q.push("r", b"b", 10, 2);
-        q.push("r", b"a", 10, 3);
+        q.push("r", b"a", 10, None, 1);
+        q.push("r", b"b", 10, None, 2);
+        q.push("r", b"a", 10, None, 3);
         let g = q.pop_grantee(&"r").unwrap();
         assert_eq!(g.handles, vec![1, 3]);
         assert_eq!(q.waiting(&"r"), 1);
@@ -241,8 +301,8 @@ mod tests {
     #[test]
     fn removal_is_idempotent_and_cleans_up() {
         let mut q = Q::default();
-        let a = q.push("r", b"a", 10, 1);
-        let b = q.push("r", b"b", 10, 2);
+        let a = q.push("r", b"a", 10, None, 1);
+        let b = q.push("r", b"b", 10, None, 2);
         assert_eq!(q.remove(a).map(|w| w.handle), Some(1));
         assert!(q.remove(a).is_none());
         assert_eq!(q.pop_grantee(&"r").map(|g| g.handles), Some(vec![2]));
@@ -257,8 +317,8 @@ mod tests {
     #[test]
     fn drains() {
         let mut q = Q::default();
-        q.push("r", b"a", 10, 1);
-        q.push("s", b"a", 10, 2);
+        q.push("r", b"a", 10, None, 1);
+        q.push("s", b"a", 10, None, 2);
         assert_eq!(q.drain(&"r").len(), 1);
         assert_eq!(q.total(), 1);
         assert_eq!(q.drain_all().len(), 1);
@@ -268,7 +328,7 @@ mod tests {
     #[test]
     fn eviction_holds_waiters_until_the_known_deadline() {
         let mut q = Q::default();
-        q.push("r", b"a", 10, 1);
+        q.push("r", b"a", 10, None, 1);
         assert_eq!(q.hold_after_eviction(&"r"), None, "deadline unknown");
         q.note_deadline(&"r", 500);
         q.note_deadline(&"r", 900);
@@ -283,7 +343,7 @@ mod tests {
     fn timers_are_armed_once_per_earlier_deadline() {
         let mut q = Q::default();
         assert!(!q.needs_timer(&"r", 100), "no waiters, no timer");
-        q.push("r", b"a", 10, 1);
+        q.push("r", b"a", 10, None, 1);
         assert!(q.needs_timer(&"r", 100));
         assert!(!q.needs_timer(&"r", 150));
         assert!(q.needs_timer(&"r", 50), "an earlier deadline needs its own");

@@ -1,22 +1,31 @@
 //! Parked clients of `DLOCK.ACQUIRE ... WAIT`: the blocked-client plumbing
-//! and the wait queues they sit in.
+//! around `lock::parking` (queues, answers, and the rule that a grant is
+//! delivered or revoked).
 //!
-//! Each waiter is released exactly once, by whichever comes first: a grant
-//! or error from us (`unblock`), its timeout or `CLIENT UNBLOCK` (the timeout
-//! callback), or its connection closing (the disconnect callback). All three
-//! go through the handle index, so a handle that is already gone is never
-//! touched again.
+//! The server's rules that shape this file (Redis 7.0 to 8.0, Valkey 8):
+//! - Every blocked client needs exactly one `RedisModule_UnblockClient`, also
+//!   after a timeout or a disconnect; only then does the server free the
+//!   handle and its two temporary clients.
+//! - After `RedisModule_UnblockClient` the reply callback runs later, in the
+//!   server's `moduleHandleBlockedClients`. A client that times out, is
+//!   `CLIENT UNBLOCK`ed or killed before that never gets the reply, and the
+//!   timeout callback is skipped. So answers are handed over only from a
+//!   timer (the last phase before the server replies), and `WAIT` timeouts
+//!   are our own timers, not the server's: nothing of ours can end a client
+//!   between the hand-over and the reply. Whatever else does (a command run
+//!   by I/O threads, another module) is caught when the answer is freed.
 
-use std::collections::HashMap;
 use std::ffi::{c_int, c_longlong, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::raw;
 
-use super::api::{self, rm, Ctx};
+use super::api::{self, now_us, rm, Ctx};
 use super::ffi::guard;
-use crate::lock::queue::{Grantee, WaitQueues, Waiter};
+use super::stats;
+use crate::lock::parking::{Answer, Left, Parking};
+use crate::lock::queue::WaitQueues;
 use crate::lock::Error;
 
 /// A lock's identity on this server: database and key name.
@@ -27,42 +36,77 @@ pub struct Resource {
 }
 
 /// A blocked client. Only ever used on the server's main thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Blocked(*mut raw::RedisModuleBlockedClient);
 
 // SAFETY: handles are created, used and released on the main thread only; the
 // mutex around them exists for soundness, not for sharing across threads.
 unsafe impl Send for Blocked {}
 
-/// How a wait ends, handed to the reply callback.
-pub enum Outcome {
-    Granted(u64),
-    Failed(Error),
+/// What the server holds for a handed-over answer until it frees it.
+struct Handed {
+    handle: Blocked,
+    answer: Answer,
+    /// Set by the reply callback: the client got the answer.
+    delivered: bool,
 }
 
-#[derive(Default)]
-struct Waiting {
-    queues: WaitQueues<Resource, Blocked>,
-    /// blocked-client pointer -> waiter id, for timeouts and disconnects.
-    by_handle: HashMap<usize, u64>,
-}
+static PARKING: LazyLock<Mutex<Parking<Resource, Blocked>>> = LazyLock::new(Default::default);
 
-static WAITING: LazyLock<Mutex<Waiting>> = LazyLock::new(Default::default);
-
-/// Mirror of the number of waiters, so the common case (nobody waits) costs
-/// one atomic load and no hashing.
+/// Mirrors of the number of waiters and of grants in flight, so the common
+/// case (nobody waits) costs one atomic load and no hashing.
 static TOTAL: AtomicUsize = AtomicUsize::new(0);
+static GRANTS_IN_FLIGHT: AtomicBool = AtomicBool::new(false);
+static HAND_OVER_ARMED: AtomicBool = AtomicBool::new(false);
+/// The client the server is disconnecting right now (its `CLIENT_CHANGE`
+/// event comes just before the disconnect callback).
+static CLOSING_CLIENT: AtomicU64 = AtomicU64::new(0);
 
 /// Never held across a call that could re-enter us (key deletion runs the
 /// type's unlink callback, which defers its work instead of locking).
-fn waiting() -> MutexGuard<'static, Waiting> {
-    WAITING
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+fn parking() -> MutexGuard<'static, Parking<Resource, Blocked>> {
+    PARKING.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn sync_total(w: &Waiting) {
-    TOTAL.store(w.queues.total(), Ordering::Relaxed);
+/// Runs `f` on the parking lot and refreshes the mirrors.
+fn with_parking<R>(f: impl FnOnce(&mut Parking<Resource, Blocked>) -> R) -> R {
+    let mut p = parking();
+    let r = f(&mut p);
+    TOTAL.store(p.queues().total(), Ordering::Relaxed);
+    GRANTS_IN_FLIGHT.store(p.has_grants_in_flight(), Ordering::Relaxed);
+    r
+}
+
+fn with_queues<R>(f: impl FnOnce(&mut WaitQueues<Resource, Blocked>) -> R) -> R {
+    f(parking().queues_mut())
+}
+
+pub fn init(ctx: Ctx) -> Result<(), Error> {
+    let subscribe = rm!(RedisModule_SubscribeToServerEvent);
+    let event = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_CLIENT_CHANGE,
+        dataver: 1,
+    };
+    if unsafe { subscribe(ctx.0, event, Some(on_client_change)) } != api::OK {
+        return Err(Error::Internal("client event subscription failed"));
+    }
+    Ok(())
+}
+
+extern "C" fn on_client_change(
+    _ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    guard("client event", (), || {
+        if subevent != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED {
+            return;
+        }
+        if let Some(info) = unsafe { data.cast::<raw::RedisModuleClientInfoV1>().as_ref() } {
+            CLOSING_CLIENT.store(info.id, Ordering::Relaxed);
+        }
+    })
 }
 
 pub fn total_waiters() -> usize {
@@ -77,7 +121,12 @@ pub fn waiters_on(res: &Resource) -> usize {
     if !anyone_waiting() {
         return 0;
     }
-    waiting().queues.waiting(res)
+    parking().queues().waiting(res)
+}
+
+/// Whether a waiter of `res` can still be granted at `now_ms`.
+pub fn has_live_waiter(res: &Resource, now_ms: u64) -> bool {
+    anyone_waiting() && parking().queues().has_live_waiter(res, now_ms)
 }
 
 /// Resources with waiters, optionally only those in one database.
@@ -85,10 +134,13 @@ pub fn resources(db: Option<i32>) -> Vec<Resource> {
     if !anyone_waiting() {
         return Vec::new();
     }
-    waiting().queues.resources(|r| db.is_none_or(|d| r.db == d))
+    parking()
+        .queues()
+        .resources(|r| db.is_none_or(|d| r.db == d))
 }
 
-/// Parks the calling client at the tail of `res`'s queue.
+/// Parks the calling client at the tail of `res`'s queue; `timeout_ms` 0
+/// waits forever.
 pub fn block(
     ctx: Ctx,
     res: Resource,
@@ -98,95 +150,176 @@ pub fn block(
 ) -> Result<(), Error> {
     let block = rm!(RedisModule_BlockClient);
     let on_disconnect = rm!(RedisModule_SetDisconnectCallback);
-    let timeout = c_longlong::try_from(timeout_ms).map_err(|_| Error::Internal("timeout"))?;
+    let create_timer = rm!(RedisModule_CreateTimer);
+    let delay = c_longlong::try_from(timeout_ms).map_err(|_| Error::Internal("timeout"))?;
+    // No server-side timeout (0): ours is a timer, see the file comment.
     let bc = unsafe {
         block(
             ctx.0,
             Some(on_reply),
             Some(on_timeout),
-            Some(free_outcome),
-            timeout,
+            Some(free_answer),
+            0,
         )
     };
     if bc.is_null() {
         return Err(Error::Internal("cannot block client"));
     }
     unsafe { on_disconnect(bc, Some(on_disconnected)) };
-    let mut w = waiting();
-    let id = w.queues.push(res, token, ttl_ms, Blocked(bc));
-    w.by_handle.insert(bc as usize, id);
-    sync_total(&w);
+    let handle = Blocked(bc);
+    let gives_up_at = (timeout_ms > 0).then(|| (now_us() / 1000).saturating_add(timeout_ms));
+    with_parking(|p| p.park(res, token, ttl_ms, gives_up_at, handle));
+    if timeout_ms > 0 {
+        let id = unsafe { create_timer(ctx.0, delay, Some(on_wait_timer), bc.cast::<c_void>()) };
+        with_parking(|p| p.set_timer(handle, id));
+    }
     Ok(())
 }
 
-/// Takes the next grantee of `res` out of the queue (see `WaitQueues`).
-pub fn pop_grantee(res: &Resource) -> Option<Grantee<Blocked>> {
-    let mut w = waiting();
-    let g = w.queues.pop_grantee(res)?;
-    for h in &g.handles {
-        w.by_handle.remove(&(h.0 as usize));
-    }
-    sync_total(&w);
-    Some(g)
+extern "C" fn on_wait_timer(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    guard("wait timeout", (), || {
+        let handle = Blocked(data.cast::<raw::RedisModuleBlockedClient>());
+        if with_parking(|p| p.time_out(handle)) {
+            stats::WAIT_TIMEOUTS.add();
+        }
+        hand_over();
+    })
 }
 
-/// Takes every waiter of one resource, or of all resources.
-pub fn drain(res: Option<&Resource>) -> Vec<Blocked> {
-    let mut w = waiting();
-    let gone: Vec<Waiter<Blocked>> = match res {
-        Some(r) => w.queues.drain(r),
-        None => w.queues.drain_all(),
-    };
-    for g in &gone {
-        w.by_handle.remove(&(g.handle.0 as usize));
+/// Answers nil to the waiters of `res` whose `WAIT` has run out, so they
+/// are never chosen for a grant.
+pub fn time_out_given_up(res: &Resource, now_ms: u64) {
+    let (n, timers) = with_parking(|p| p.time_out_given_up(res, now_ms));
+    for _ in 0..n {
+        stats::WAIT_TIMEOUTS.add();
     }
-    sync_total(&w);
-    gone.into_iter().map(|g| g.handle).collect()
+    stop_timers(&timers);
+    answers_ready();
+}
+
+/// Grants `res` to its head waiter (and every queued entry with the same
+/// token) under `fence`; returns the token and TTL granted.
+pub fn grant_head(res: &Resource, fence: u64) -> Option<(Box<[u8]>, u64)> {
+    let (token, ttl, timers) = with_parking(|p| p.grant_head(res, fence))?;
+    stop_timers(&timers);
+    answers_ready();
+    Some((token, ttl))
+}
+
+/// Every waiter of `res` (or of all resources) is answered `err`.
+pub fn fail(res: Option<&Resource>, err: Error) {
+    let timers = with_parking(|p| p.fail(res, err));
+    stop_timers(&timers);
+    answers_ready();
+}
+
+/// The owner of `token` on `res` refreshed or extended its hold: it knows
+/// the fence, so a grant of it still in flight stands whatever happens to
+/// the waiter's connection.
+pub fn confirm(res: impl FnOnce() -> Result<Resource, Error>, token: &[u8]) -> Result<(), Error> {
+    if GRANTS_IN_FLIGHT.load(Ordering::Relaxed) {
+        let res = res()?;
+        with_parking(|p| p.confirm(&res, token));
+    }
+    Ok(())
 }
 
 /// Whether a wake-up timer for `res` at `at_ms` still has to be armed.
 pub fn needs_timer(res: &Resource, at_ms: u64) -> bool {
-    waiting().queues.needs_timer(res, at_ms)
+    with_queues(|q| q.needs_timer(res, at_ms))
 }
 
 pub fn note_deadline(res: &Resource, at_ms: u64) {
-    waiting().queues.note_deadline(res, at_ms);
+    with_queues(|q| q.note_deadline(res, at_ms));
 }
 
 pub fn hold_after_eviction(res: &Resource) -> Option<u64> {
-    waiting().queues.hold_after_eviction(res)
+    with_queues(|q| q.hold_after_eviction(res))
 }
 
 pub fn held_until(res: &Resource) -> Option<u64> {
     if !anyone_waiting() {
         return None;
     }
-    waiting().queues.held_until(res)
+    parking().queues().held_until(res)
 }
 
 pub fn timer_fired(res: &Resource, at_ms: u64) {
-    waiting().queues.timer_fired(res, at_ms);
+    with_queues(|q| q.timer_fired(res, at_ms));
 }
 
-/// Answers a waiter that has already left the queue.
-pub fn unblock(handle: Blocked, outcome: Outcome) {
+fn stop_timers(timers: &[u64]) {
+    let ctx = super::handoff::timer_ctx();
+    let Some(stop) = (unsafe { raw::RedisModule_StopTimer }) else {
+        return;
+    };
+    if ctx.is_null() {
+        return;
+    }
+    for id in timers {
+        let mut data: *mut c_void = std::ptr::null_mut();
+        unsafe { stop(ctx, *id, &mut data) };
+    }
+}
+
+/// Answers were decided: hand them over from a timer (see the file comment).
+pub fn answers_ready() {
+    if !parking().has_answers() || HAND_OVER_ARMED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    if !super::handoff::arm_timer(0, on_hand_over_timer) {
+        HAND_OVER_ARMED.store(false, Ordering::Relaxed);
+    }
+}
+
+extern "C" fn on_hand_over_timer(_ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    guard("hand over", (), || {
+        HAND_OVER_ARMED.store(false, Ordering::Relaxed);
+        hand_over();
+    })
+}
+
+/// Gives every decided answer to the server, which replies before it next
+/// sleeps. Called only from timers: the last phase of the event loop before
+/// the server serves unblocked clients.
+pub fn hand_over() {
+    let answers = with_parking(|p| p.take_answers());
     let Some(unblock) = (unsafe { raw::RedisModule_UnblockClient }) else {
         return;
     };
-    let data = Box::into_raw(Box::new(outcome)).cast::<c_void>();
-    if unsafe { unblock(handle.0, data) } != api::OK {
-        // Not taken: the reply callback will never run, so free it here.
-        drop(unsafe { Box::from_raw(data.cast::<Outcome>()) });
+    for (handle, answer) in answers {
+        let data = Box::into_raw(Box::new(Handed {
+            handle,
+            answer,
+            delivered: false,
+        }));
+        if unsafe { unblock(handle.0, data.cast::<c_void>()) } != api::OK {
+            // Not taken: the server will never free it, so we do.
+            let handed = unsafe { Box::from_raw(data) };
+            freed(&handed);
+        }
     }
 }
 
-/// The waiter left on its own (timeout, unblock, disconnect).
-fn forget(bc: *mut raw::RedisModuleBlockedClient) {
-    let mut w = waiting();
-    if let Some(id) = w.by_handle.remove(&(bc as usize)) {
-        w.queues.remove(id);
+fn freed(handed: &Handed) {
+    let revoke = with_parking(|p| p.freed(handed.handle, &handed.answer, handed.delivered));
+    if let Some(rv) = revoke {
+        super::handoff::revoke(rv);
     }
-    sync_total(&w);
+}
+
+/// The client left on its own; `unblock` it if we still owe that, and
+/// revoke a grant it never heard of.
+fn left(left: Left<Resource>, handle: Blocked) {
+    stop_timers(left.timer.as_slice());
+    if left.unblock {
+        if let Some(unblock) = unsafe { raw::RedisModule_UnblockClient } {
+            unsafe { unblock(handle.0, std::ptr::null_mut()) };
+        }
+    }
+    if let Some(rv) = left.revoke {
+        super::handoff::revoke(rv);
+    }
 }
 
 extern "C" fn on_reply(
@@ -198,11 +331,16 @@ extern "C" fn on_reply(
         let c = Ctx(ctx);
         let result = (|| {
             let get = rm!(RedisModule_GetBlockedClientPrivateData);
-            match unsafe { get(ctx).cast::<Outcome>().as_ref() } {
-                Some(Outcome::Granted(fence)) => c.reply_integer(*fence as i64),
-                Some(Outcome::Failed(e)) => c.reply_error(e),
-                None => c.reply_error(&Error::Internal("wait ended without outcome")),
+            let Some(handed) = (unsafe { get(ctx).cast::<Handed>().as_mut() }) else {
+                return c.reply_error(&Error::Internal("wait ended without an answer"));
+            };
+            match &handed.answer {
+                Answer::Granted { fence, .. } => c.reply_integer(*fence as i64)?,
+                Answer::TimedOut => c.reply_null()?,
+                Answer::Failed(e) => c.reply_error(e)?,
             }
+            handed.delivered = true;
+            Ok(())
         })();
         if let Err(e) = result {
             c.log_warning(&format!("blocked reply failed: {e}"));
@@ -211,33 +349,60 @@ extern "C" fn on_reply(
     })
 }
 
-/// Timeout, or `CLIENT UNBLOCK` (which the server reports as a timeout).
+/// `CLIENT UNBLOCK` (without ERROR), which the server reports as a timeout.
+/// (The server's own timeouts are not used.)
 extern "C" fn on_timeout(
     ctx: *mut raw::RedisModuleCtx,
     _argv: *mut *mut raw::RedisModuleString,
     _argc: c_int,
 ) -> c_int {
-    guard("wait timeout", api::OK, || {
-        if let Some(handle) = unsafe { raw::RedisModule_GetBlockedClientHandle } {
-            forget(unsafe { handle(ctx) });
-        }
-        super::stats::WAIT_TIMEOUTS.add();
+    guard("wait unblocked", api::OK, || {
+        let Some(handle_of) = (unsafe { raw::RedisModule_GetBlockedClientHandle }) else {
+            return api::OK;
+        };
+        let handle = Blocked(unsafe { handle_of(ctx) });
+        stats::WAIT_TIMEOUTS.add();
         let _ = Ctx(ctx).reply_null();
+        let l = with_parking(|p| p.leave(handle));
+        left(l, handle);
         api::OK
     })
 }
 
+/// The connection closed or was killed, or `CLIENT UNBLOCK ... ERROR` (or a
+/// demotion) ended the wait with the server's own error reply.
 extern "C" fn on_disconnected(
-    _ctx: *mut raw::RedisModuleCtx,
+    ctx: *mut raw::RedisModuleCtx,
     bc: *mut raw::RedisModuleBlockedClient,
 ) {
-    guard("waiter disconnect", (), || forget(bc))
+    guard("waiter disconnect", (), || {
+        let handle = Blocked(bc);
+        let l = with_parking(|p| p.leave(handle));
+        if l.unblock && !closing(ctx) {
+            // Unblocked with an error, still connected: the wait ended
+            // without a grant, as a timeout does.
+            stats::WAIT_TIMEOUTS.add();
+        }
+        left(l, handle);
+    })
 }
 
-extern "C" fn free_outcome(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
-    guard("free outcome", (), || {
-        if !data.is_null() {
-            drop(unsafe { Box::from_raw(data.cast::<Outcome>()) });
+fn closing(ctx: *mut raw::RedisModuleCtx) -> bool {
+    let Some(id_of) = (unsafe { raw::RedisModule_GetClientId }) else {
+        return true;
+    };
+    let id = unsafe { id_of(ctx) };
+    id != 0 && id == CLOSING_CLIENT.load(Ordering::Relaxed)
+}
+
+/// The server is done with a handed-over answer: replied (`delivered`) or
+/// not (the client left first).
+extern "C" fn free_answer(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    guard("free answer", (), || {
+        if data.is_null() {
+            return;
         }
+        let handed = unsafe { Box::from_raw(data.cast::<Handed>()) };
+        freed(&handed);
     })
 }

@@ -55,6 +55,9 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
             (fence, deadline)
         }
         AcquireDecision::Refresh { fence } => {
+            // The owner now knows its fence even if the waiter it queued
+            // as has left: that grant is no longer revoked.
+            blocking::confirm(|| handoff::resource(ctx, name), req.token)?;
             let deadline = deadline();
             key.set_deadline(deadline)?;
             quarantine::note_ttl(req.ttl_ms);
@@ -108,6 +111,7 @@ fn wait_or_refuse(
 
 /// `DLOCK.RELEASE resource token` -> 1 if the owner released it, else 0.
 /// With waiters queued the lock passes straight to the head waiter.
+/// A RELEASE that fails (no fence left for the handoff) changes nothing.
 pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::release(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
@@ -116,12 +120,17 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     if !owned_by(&key, req.token)? {
         return ctx.reply_integer(0);
     }
-    // Subscribers see the release before the handoff it may cause.
+    let waiting = handoff::waiting_resource(ctx, name)?;
+    let next = match &waiting {
+        Some(res) => handoff::prepare_grant(ctx, res)?,
+        None => None,
+    };
+    // Subscribers see the release before the handoff it causes.
     stats::RELEASES.add();
     stats::notify(ctx, c"dlock.released", name);
-    let handed_over = match handoff::waiting_resource(ctx, name)? {
-        Some(res) => handoff::grant_next(ctx, &mut key, name, &res)?,
-        None => false,
+    let handed_over = match (&waiting, next) {
+        (Some(res), Some(next)) => handoff::commit_grant(ctx, &mut key, name, res, next)?,
+        _ => false,
     };
     if !handed_over {
         key.delete()?;
@@ -141,6 +150,7 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     if !owned_by(&key, req.token)? {
         return ctx.reply_integer(0);
     }
+    blocking::confirm(|| handoff::resource(ctx, name), req.token)?;
     let deadline = now_us() / 1000 + req.ttl_ms;
     key.set_deadline(deadline)?;
     quarantine::note_ttl(req.ttl_ms);
@@ -164,7 +174,13 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         settle_before_reading(ctx, name, res)?;
     }
     let key = LockKey::open_read(ctx, name)?;
+    let waiters = waiting.as_ref().map_or(0, blocking::waiters_on);
     let Some(lease) = key.lease()? else {
+        if waiters > 0 {
+            // Free, but reserved for its queue: the handoff waits for a
+            // quarantine, paused writes or an evicted lease's deadline.
+            return reply_reserved(ctx, waiters);
+        }
         return ctx.reply_null();
     };
     // Like PTTL: -1 when an admin removed the expiry.
@@ -172,7 +188,6 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         Some(at) => at.saturating_sub(now_us() / 1000) as i64,
         None => -1,
     };
-    let waiters = waiting.as_ref().map_or(0, blocking::waiters_on);
     ctx.reply_map(4)?;
     ctx.reply_bytes(b"token")?;
     ctx.reply_bytes(lease.token())?;
@@ -180,6 +195,20 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     ctx.reply_integer(lease.fence() as i64)?;
     ctx.reply_bytes(b"ttl")?;
     ctx.reply_integer(ttl)?;
+    ctx.reply_bytes(b"waiters")?;
+    ctx.reply_integer(waiters as i64)
+}
+
+/// A resource nobody holds whose queue has a handoff pending: the same map
+/// as a held lock, with no token (nil), fence 0 and ttl -2.
+fn reply_reserved(ctx: Ctx, waiters: usize) -> Result<(), Error> {
+    ctx.reply_map(4)?;
+    ctx.reply_bytes(b"token")?;
+    ctx.reply_null()?;
+    ctx.reply_bytes(b"fence")?;
+    ctx.reply_integer(0)?;
+    ctx.reply_bytes(b"ttl")?;
+    ctx.reply_integer(-2)?;
     ctx.reply_bytes(b"waiters")?;
     ctx.reply_integer(waiters as i64)
 }

@@ -14,12 +14,13 @@ use std::sync::Mutex;
 use redis_module::raw;
 
 use super::api::{self, now_us, rm, Ctx};
-use super::blocking::{self, Outcome, Resource};
+use super::blocking::{self, Resource};
 use super::effects;
 use super::ffi::guard;
 use super::keys::LockKey;
 use super::{quarantine, state, stats};
 use crate::lock::lease::LeaseRef;
+use crate::lock::parking::Revoke;
 use crate::lock::Error;
 
 /// When the server must not produce writes (`CLIENT PAUSE WRITE`, a manual
@@ -38,6 +39,11 @@ pub fn init(ctx: Ctx) -> Result<(), Error> {
     let detached = unsafe { rm!(RedisModule_GetDetachedThreadSafeContext)(ctx.0) };
     TIMER_CTX.store(detached, Ordering::Relaxed);
     Ok(())
+}
+
+/// The detached context timers are armed with.
+pub fn timer_ctx() -> *mut raw::RedisModuleCtx {
+    TIMER_CTX.load(Ordering::Relaxed)
 }
 
 /// The resource behind `name` in the caller's database, if anyone waits on it.
@@ -74,50 +80,78 @@ pub fn grant_next(
     name: *mut raw::RedisModuleString,
     res: &Resource,
 ) -> Result<bool, Error> {
+    match prepare_grant(ctx, res)? {
+        Some(next) => commit_grant(ctx, key, name, res, next),
+        None => Ok(false),
+    }
+}
+
+/// A handoff that may go ahead: its fence is already drawn.
+pub struct NextGrant {
+    fence: u64,
+    now_us: u64,
+}
+
+/// Whether `res` may be handed to a waiter now, and under which fence. The
+/// only thing it changes on success is the fence clock, so a caller that
+/// fails before `commit_grant` has changed nothing a client can see; on
+/// `Err` nothing at all has changed.
+pub fn prepare_grant(ctx: Ctx, res: &Resource) -> Result<Option<NextGrant>, Error> {
     if quarantine::ms_left() > 0 {
         // Waiters stay queued; the quarantine's end grants them in order.
-        return Ok(false);
+        return Ok(None);
     }
-    if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_us() / 1000) {
+    let now = now_us();
+    let now_ms = now / 1000;
+    if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_ms) {
         // An evicted lease is still believed held by its owner.
         arm_expiry(ctx, res, until)?;
-        return Ok(false);
+        return Ok(None);
     }
-    let Some(next) = blocking::pop_grantee(res) else {
+    if !blocking::has_live_waiter(res, now_ms) {
+        blocking::time_out_given_up(res, now_ms);
+        return Ok(None);
+    }
+    if !super::cluster::may_grant(ctx, &res.key)? {
+        // The slot is moving or gone: a grant here would split ownership.
+        // The waiters retry and follow the redirect.
+        blocking::fail(Some(res), Error::SlotMoved);
+        return Ok(None);
+    }
+    let fence = state::with_clock(|clock| clock.next(now))?;
+    Ok(Some(NextGrant { fence, now_us: now }))
+}
+
+/// Hands `res` to its head waiter under the fence `prepare_grant` drew.
+pub fn commit_grant(
+    ctx: Ctx,
+    key: &mut LockKey,
+    name: *mut raw::RedisModuleString,
+    res: &Resource,
+    next: NextGrant,
+) -> Result<bool, Error> {
+    // A waiter whose WAIT ran out is never chosen: its reply could not be
+    // told apart from its timeout.
+    blocking::time_out_given_up(res, next.now_us / 1000);
+    let Some((token, ttl_ms)) = blocking::grant_head(res, next.fence) else {
         return Ok(false);
     };
-    let now = now_us();
-    let fence = match state::with_clock(|clock| clock.next(now)) {
-        Ok(f) => f,
-        Err(e) => {
-            fail_all(next.handles, &e);
-            return Err(e);
-        }
-    };
-    let deadline = now / 1000 + next.ttl_ms;
-    let lease = LeaseRef::new(&next.token, fence);
+    let fence = next.fence;
+    let deadline = next.now_us / 1000 + ttl_ms;
+    let lease = LeaseRef::new(&token, fence);
     match key.lease()? {
         Some(_) => key.replace(lease)?,
         None => key.store(lease)?,
     }
     key.set_deadline(deadline)?;
-    quarantine::note_ttl(next.ttl_ms);
-    effects::granted(ctx, name, &next.token, fence, deadline)?;
+    quarantine::note_ttl(ttl_ms);
+    effects::granted(ctx, name, &token, fence, deadline)?;
     key.signal_modified()?;
     stats::GRANTS.add();
     stats::HANDOFFS.add();
     stats::notify(ctx, c"dlock.handoff", name);
-    for h in next.handles {
-        blocking::unblock(h, Outcome::Granted(fence));
-    }
     arm_expiry(ctx, res, deadline)?;
     Ok(true)
-}
-
-fn fail_all(handles: Vec<blocking::Blocked>, err: &Error) {
-    for h in handles {
-        blocking::unblock(h, Outcome::Failed(err.clone()));
-    }
 }
 
 /// Wakes `res` just after `deadline_ms` so a lease that ends with waiters
@@ -153,7 +187,106 @@ extern "C" fn on_expiry_timer(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) 
         let (res, at) = *unsafe { Box::from_raw(data.cast::<(Resource, u64)>()) };
         blocking::timer_fired(&res, at);
         settle_logged(Ctx(ctx), &res);
+        blocking::hand_over();
     })
+}
+
+/// Revocations that must wait until writes are allowed again.
+static REVOCATIONS: Mutex<Vec<Revoke<Resource>>> = Mutex::new(Vec::new());
+static REVOCATIONS_ARMED: AtomicBool = AtomicBool::new(false);
+
+/// A grant that never reached its waiter is released as if its owner had
+/// released it: the release effect goes out, the next waiter is granted,
+/// and it is counted and logged. Runs at once (inside the callback that
+/// learned of it, so no command can see the grant after its waiter left),
+/// unless this node must not write now.
+pub fn revoke(rv: Revoke<Resource>) {
+    let ctx = Ctx(timer_ctx());
+    if ctx.0.is_null() || state::is_replica() {
+        // A replica holds what its master sends; the master revokes.
+        stats::REVOKED.add();
+        return;
+    }
+    if writes_paused() {
+        REVOCATIONS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(rv);
+        arm_revocations();
+        return;
+    }
+    if let Err(e) = revoke_now(ctx, &rv) {
+        ctx.log_warning(&format!("revoking an undelivered grant failed: {e}"));
+    }
+}
+
+fn arm_revocations() {
+    if !REVOCATIONS_ARMED.swap(true, Ordering::Relaxed)
+        && !arm_timer(PAUSED_RETRY_MS, on_revocations_timer)
+    {
+        REVOCATIONS_ARMED.store(false, Ordering::Relaxed);
+    }
+}
+
+extern "C" fn on_revocations_timer(_ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    guard("revocations", (), || {
+        REVOCATIONS_ARMED.store(false, Ordering::Relaxed);
+        let list = std::mem::take(&mut *REVOCATIONS.lock().unwrap_or_else(|p| p.into_inner()));
+        list.into_iter().for_each(revoke);
+        blocking::hand_over();
+    })
+}
+
+fn revoke_now(ctx: Ctx, rv: &Revoke<Resource>) -> Result<(), Error> {
+    stats::REVOKED.add();
+    let res = &rv.resource;
+    unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
+    let name = unsafe {
+        rm!(RedisModule_CreateString)(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len())
+    };
+    let result = revoke_key(ctx, name, rv);
+    unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
+    let who = String::from_utf8_lossy(&res.key);
+    match result {
+        Ok(true) => ctx.log_warning(&format!(
+            "grant of '{who}' (fence {}) revoked: its waiter left before the reply \
+             (timeout, CLIENT UNBLOCK or disconnect)",
+            rv.fence
+        )),
+        Ok(false) => ctx.log_warning(&format!(
+            "grant of '{who}' (fence {}) never reached its waiter, which left first; \
+             the lease had already ended",
+            rv.fence
+        )),
+        Err(_) => {}
+    }
+    result.map(|_| ())
+}
+
+/// Releases `rv`'s lease if the key still holds exactly it.
+fn revoke_key(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    rv: &Revoke<Resource>,
+) -> Result<bool, Error> {
+    let mut key = LockKey::open_write(ctx, name)?;
+    let held = match key.lease() {
+        Ok(Some(l)) => l.is_owned_by(&rv.token) && l.fence() == rv.fence,
+        Ok(None) | Err(Error::WrongType) => false,
+        Err(e) => return Err(e),
+    };
+    if !held {
+        return Ok(false);
+    }
+    stats::notify(ctx, c"dlock.revoked", name);
+    let handed_over =
+        blocking::waiters_on(&rv.resource) > 0 && grant_next(ctx, &mut key, name, &rv.resource)?;
+    if !handed_over {
+        key.delete()?;
+        effects::released(ctx, name)?;
+        key.signal_modified()?;
+    }
+    Ok(true)
 }
 
 /// Schedules a settle of `res` from a place that cannot write.
@@ -195,6 +328,7 @@ extern "C" fn on_deferred_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_voi
         for res in list {
             settle_logged(Ctx(ctx), &res);
         }
+        blocking::hand_over();
     })
 }
 
@@ -212,7 +346,7 @@ fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
         return Ok(());
     }
     if ctx.flags()?.is_replica() {
-        fail_all(blocking::drain(Some(res)), &Error::Demoted);
+        blocking::fail(Some(res), Error::Demoted);
         return Ok(());
     }
     if writes_paused() {
@@ -240,15 +374,11 @@ fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Re
             // No TTL (an admin's PERSIST): wait for a release or a DEL.
             None => Ok(()),
         },
-        Ok(None) if !super::cluster::may_grant(ctx, &res.key)? => {
-            // A MIGRATE took the key, or its slot is moving or gone: that is
-            // not a release. The waiters retry and follow the redirect.
-            fail_all(blocking::drain(Some(res)), &Error::SlotMoved);
-            Ok(())
-        }
+        // A MIGRATE may have taken the key: `grant_next` refuses a slot this
+        // node no longer serves stably, and the waiters follow the redirect.
         Ok(None) => grant_next(ctx, &mut key, name, res).map(|_| ()),
         Err(Error::WrongType) => {
-            fail_all(blocking::drain(Some(res)), &Error::WrongType);
+            blocking::fail(Some(res), Error::WrongType);
             Ok(())
         }
         Err(e) => Err(e),

@@ -50,6 +50,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     config::register(ctx, &args)?;
     persistence::register_type(ctx)?;
     handoff::init(ctx)?;
+    blocking::init(ctx)?;
     events::subscribe(ctx)?;
     notifications::subscribe(ctx)?;
     quarantine::init(ctx)?;

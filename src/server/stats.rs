@@ -1,6 +1,7 @@
 //! Exact counters for `INFO dlock`, and the lock events published as
 //! keyspace notifications (module class `d`: `dlock.acquired`,
-//! `dlock.released`, `dlock.extended`, `dlock.handoff`, `dlock.expired`).
+//! `dlock.released`, `dlock.extended`, `dlock.handoff`, `dlock.revoked`,
+//! `dlock.expired`).
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -35,8 +36,12 @@ pub static EXTENDS: Counter = Counter::new();
 pub static EXPIRED: Counter = Counter::new();
 /// Grants made to a queued waiter.
 pub static HANDOFFS: Counter = Counter::new();
-/// Waiters whose WAIT ran out (or were `CLIENT UNBLOCK`ed).
+/// Waiters whose WAIT ran out, or who were `CLIENT UNBLOCK`ed (with or
+/// without ERROR).
 pub static WAIT_TIMEOUTS: Counter = Counter::new();
+/// Grants whose reply never reached the waiter (it left in the same turn):
+/// released again at once, as if by their owner.
+pub static REVOKED: Counter = Counter::new();
 
 /// Lock values alive in the keyspace (created minus freed).
 static LOCKS: AtomicI64 = AtomicI64::new(0);

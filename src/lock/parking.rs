@@ -1,0 +1,474 @@
+//! Parked clients of `DLOCK.ACQUIRE ... WAIT`, from queueing to the reply.
+//!
+//! The rule kept here: **a grant is delivered or revoked.** A waiter can
+//! leave (its timeout, `CLIENT UNBLOCK [ERROR]`, a kill, a closed
+//! connection) in the same event-loop turn in which it was granted, before
+//! the server has run the reply callback; the server then drops the reply.
+//! So a decided answer is not handed to the server at once: it is parked
+//! here as `Answered` and handed over (`take_answers`) from a place where no
+//! client can leave before the server replies. Until then every way of
+//! leaving still reaches us, and a grant that loses that race is revoked.
+//! After the hand-over the server still tells us, when it frees the answer,
+//! whether the reply was sent; an unsent grant is revoked then.
+//!
+//! Generic over the resource `K` and the blocked-client handle `H`, and free
+//! of time and I/O, so every transition is unit-tested without a server.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use super::queue::{WaitQueues, Waiter};
+use super::Error;
+
+/// What a parked client is answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Granted {
+        grant: u64,
+        fence: u64,
+    },
+    /// Its `WAIT` ran out: the reply is nil.
+    TimedOut,
+    Failed(Error),
+}
+
+#[derive(Debug)]
+enum State {
+    /// In a wait queue, as waiter `id`.
+    Queued(u64),
+    /// Decided, not yet handed to the server.
+    Answered(Answer),
+    /// Handed to the server, which will free it (and maybe reply).
+    HandedOver,
+}
+
+#[derive(Debug)]
+struct Slot {
+    state: State,
+    /// The server's timer for this waiter's `WAIT` timeout, to cancel.
+    timer: Option<u64>,
+}
+
+/// A grant whose replies are not all settled yet.
+#[derive(Debug)]
+struct Grant<K> {
+    resource: K,
+    token: Box<[u8]>,
+    fence: u64,
+    /// Handles granted that have neither replied nor left.
+    open: usize,
+    /// At least one reply carried the fence to the client.
+    delivered: bool,
+    /// The owner learned the fence another way (a same-token refresh).
+    confirmed: bool,
+}
+
+/// A grant that reached nobody: release it as if its owner had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revoke<K> {
+    pub resource: K,
+    pub token: Box<[u8]>,
+    pub fence: u64,
+}
+
+/// What the server must do for a client that left on its own.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Left<K> {
+    /// We still owe the server an unblock for this handle (it was not
+    /// handed over yet); the server frees it only then.
+    pub unblock: bool,
+    /// The client's `WAIT` timer to cancel.
+    pub timer: Option<u64>,
+    pub revoke: Option<Revoke<K>>,
+}
+
+impl<K> Left<K> {
+    /// Nothing to do: the handle is unknown or the server's already.
+    pub fn nothing() -> Self {
+        Left {
+            unblock: false,
+            timer: None,
+            revoke: None,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Parking<K, H> {
+    queues: WaitQueues<K, H>,
+    slots: HashMap<H, Slot>,
+    /// Handles in the `Answered` state, in the order they were answered.
+    answered: Vec<H>,
+    grants: HashMap<u64, Grant<K>>,
+    next_grant: u64,
+}
+
+impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Default for Parking<K, H> {
+    fn default() -> Self {
+        Parking {
+            queues: WaitQueues::default(),
+            slots: HashMap::new(),
+            answered: Vec::new(),
+            grants: HashMap::new(),
+            next_grant: 1,
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
+    pub fn queues(&self) -> &WaitQueues<K, H> {
+        &self.queues
+    }
+
+    pub fn queues_mut(&mut self) -> &mut WaitQueues<K, H> {
+        &mut self.queues
+    }
+
+    /// Handles the server has not freed yet (queued, answered or handed over).
+    pub fn handles(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn park(
+        &mut self,
+        resource: K,
+        token: &[u8],
+        ttl_ms: u64,
+        gives_up_at: Option<u64>,
+        handle: H,
+    ) {
+        let id = self
+            .queues
+            .push(resource, token, ttl_ms, gives_up_at, handle);
+        self.slots.insert(
+            handle,
+            Slot {
+                state: State::Queued(id),
+                timer: None,
+            },
+        );
+    }
+
+    pub fn set_timer(&mut self, handle: H, timer: u64) {
+        if let Some(slot) = self.slots.get_mut(&handle) {
+            slot.timer = Some(timer);
+        }
+    }
+
+    /// Answers a handle that left its queue; returns its timer to cancel.
+    fn answer(&mut self, handle: H, answer: Answer) -> Option<u64> {
+        let slot = self.slots.get_mut(&handle)?;
+        slot.state = State::Answered(answer);
+        self.answered.push(handle);
+        slot.timer.take()
+    }
+
+    fn answer_all(&mut self, gone: Vec<Waiter<H>>, answer: &Answer) -> Vec<u64> {
+        gone.into_iter()
+            .filter_map(|w| self.answer(w.handle, answer.clone()))
+            .collect()
+    }
+
+    /// The waiters of `resource` whose `WAIT` has run out are answered nil
+    /// (never granted). Returns how many, and their timers to cancel.
+    pub fn time_out_given_up(&mut self, resource: &K, now_ms: u64) -> (usize, Vec<u64>) {
+        let gone = self.queues.take_given_up(resource, now_ms);
+        let n = gone.len();
+        (n, self.answer_all(gone, &Answer::TimedOut))
+    }
+
+    /// A waiter's own timeout timer fired: answer it nil if still queued.
+    pub fn time_out(&mut self, handle: H) -> bool {
+        let Some(Slot {
+            state: State::Queued(id),
+            ..
+        }) = self.slots.get(&handle)
+        else {
+            return false;
+        };
+        let id = *id;
+        self.queues.remove(id);
+        if let Some(slot) = self.slots.get_mut(&handle) {
+            // The timer that called us is spent.
+            slot.timer = None;
+        }
+        self.answer(handle, Answer::TimedOut);
+        true
+    }
+
+    /// Every waiter of `resource` (or of all resources) gets `err`.
+    pub fn fail(&mut self, resource: Option<&K>, err: Error) -> Vec<u64> {
+        let gone = match resource {
+            Some(r) => self.queues.drain(r),
+            None => self.queues.drain_all(),
+        };
+        self.answer_all(gone, &Answer::Failed(err))
+    }
+
+    /// Grants `resource` to its head waiter and every queued entry with the
+    /// same token, under `fence`. Returns the token and TTL granted and the
+    /// timers to cancel, or `None` when nobody waits.
+    pub fn grant_head(&mut self, resource: &K, fence: u64) -> Option<(Box<[u8]>, u64, Vec<u64>)> {
+        let g = self.queues.pop_grantee(resource)?;
+        let grant = self.next_grant;
+        self.next_grant += 1;
+        self.grants.insert(
+            grant,
+            Grant {
+                resource: resource.clone(),
+                token: g.token.clone(),
+                fence,
+                open: g.handles.len(),
+                delivered: false,
+                confirmed: false,
+            },
+        );
+        let answer = Answer::Granted { grant, fence };
+        let timers = g
+            .handles
+            .iter()
+            .filter_map(|h| self.answer(*h, answer.clone()))
+            .collect();
+        Some((g.token, g.ttl_ms, timers))
+    }
+
+    /// The owner of `token` on `resource` refreshed its hold and so knows
+    /// the fence: a grant of it still in flight is no longer revoked.
+    pub fn confirm(&mut self, resource: &K, token: &[u8]) {
+        for g in self.grants.values_mut() {
+            if g.resource == *resource && *g.token == *token {
+                g.confirmed = true;
+            }
+        }
+    }
+
+    pub fn has_grants_in_flight(&self) -> bool {
+        !self.grants.is_empty()
+    }
+
+    /// Every decided answer, to hand to the server now.
+    pub fn take_answers(&mut self) -> Vec<(H, Answer)> {
+        let handles = std::mem::take(&mut self.answered);
+        handles
+            .into_iter()
+            .filter_map(|h| {
+                let slot = self.slots.get_mut(&h)?;
+                match std::mem::replace(&mut slot.state, State::HandedOver) {
+                    State::Answered(a) => Some((h, a)),
+                    other => {
+                        slot.state = other;
+                        None
+                    }
+                }
+            })
+            .collect()
+    }
+
+    pub fn has_answers(&self) -> bool {
+        !self.answered.is_empty()
+    }
+
+    /// One handle of `grant` is done; the last one decides.
+    fn settle(&mut self, grant: u64, delivered: bool) -> Option<Revoke<K>> {
+        let g = self.grants.get_mut(&grant)?;
+        g.open = g.open.saturating_sub(1);
+        g.delivered |= delivered;
+        if g.open > 0 {
+            return None;
+        }
+        let g = self.grants.remove(&grant)?;
+        (!g.delivered && !g.confirmed).then(|| Revoke {
+            resource: g.resource,
+            token: g.token,
+            fence: g.fence,
+        })
+    }
+
+    /// The client left on its own (timeout, `CLIENT UNBLOCK`, kill,
+    /// disconnect) before its answer was handed over. A handle already
+    /// handed over is the server's: its free tells us the rest.
+    pub fn leave(&mut self, handle: H) -> Left<K> {
+        let Some(slot) = self.slots.get(&handle) else {
+            return Left::nothing();
+        };
+        if matches!(slot.state, State::HandedOver) {
+            return Left::nothing();
+        }
+        let Some(slot) = self.slots.remove(&handle) else {
+            return Left::nothing();
+        };
+        let revoke = match slot.state {
+            State::Queued(id) => {
+                self.queues.remove(id);
+                None
+            }
+            State::Answered(answer) => {
+                self.answered.retain(|h| *h != handle);
+                match answer {
+                    Answer::Granted { grant, .. } => self.settle(grant, false),
+                    _ => None,
+                }
+            }
+            State::HandedOver => None,
+        };
+        Left {
+            unblock: true,
+            timer: slot.timer,
+            revoke,
+        }
+    }
+
+    /// The server freed a handed-over answer; `delivered` says whether its
+    /// reply callback ran.
+    pub fn freed(&mut self, handle: H, answer: &Answer, delivered: bool) -> Option<Revoke<K>> {
+        self.slots.remove(&handle);
+        match answer {
+            Answer::Granted { grant, .. } => self.settle(*grant, delivered),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type P = Parking<&'static str, u32>;
+
+    fn granted(p: &mut P, fence: u64) -> (u64, Vec<(u32, Answer)>) {
+        p.grant_head(&"r", fence).expect("a waiter");
+        let answers = p.take_answers();
+        let grant = match &answers[0].1 {
+            Answer::Granted { grant, .. } => *grant,
+            other => panic!("{other:?}"),
+        };
+        (grant, answers)
+    }
+
+    #[test]
+    fn a_delivered_grant_is_kept() {
+        let mut p = P::default();
+        p.park("r", b"a", 10, None, 1);
+        let (_, answers) = granted(&mut p, 7);
+        assert_eq!(answers.len(), 1);
+        assert_eq!(p.leave(1), Left::nothing(), "handed over: the server's");
+        assert_eq!(p.freed(1, &answers[0].1, true), None);
+        assert_eq!(p.handles(), 0);
+        assert!(!p.has_grants_in_flight());
+    }
+
+    #[test]
+    fn a_grant_freed_without_its_reply_is_revoked() {
+        let mut p = P::default();
+        p.park("r", b"a", 10, None, 1);
+        let (_, answers) = granted(&mut p, 7);
+        let rv = p.freed(1, &answers[0].1, false).expect("revoked");
+        assert_eq!((rv.resource, &*rv.token, rv.fence), ("r", &b"a"[..], 7));
+    }
+
+    #[test]
+    fn leaving_before_the_hand_over_revokes_and_owes_an_unblock() {
+        let mut p = P::default();
+        p.park("r", b"a", 10, Some(100), 1);
+        p.set_timer(1, 55);
+        p.grant_head(&"r", 7).unwrap();
+        let left = p.leave(1);
+        assert!(left.unblock);
+        assert_eq!(left.timer, None, "cancelled at the grant");
+        assert_eq!(left.revoke.map(|r| r.fence), Some(7));
+        assert!(p.take_answers().is_empty(), "nothing left to hand over");
+        assert_eq!(p.handles(), 0);
+    }
+
+    #[test]
+    fn a_refresh_by_the_owner_confirms_the_grant() {
+        let mut p = P::default();
+        p.park("r", b"a", 10, None, 1);
+        p.grant_head(&"r", 7).unwrap();
+        p.confirm(&"r", b"other");
+        p.confirm(&"other", b"a");
+        p.confirm(&"r", b"a");
+        assert_eq!(p.leave(1).revoke, None);
+    }
+
+    #[test]
+    fn one_grant_to_several_entries_needs_one_delivery() {
+        let mut p = P::default();
+        p.park("r", b"a", 10, None, 1);
+        p.park("r", b"a", 10, None, 2);
+        let (_, answers) = granted(&mut p, 9);
+        assert_eq!(answers.len(), 2);
+        assert_eq!(p.freed(1, &answers[0].1, false), None, "one still open");
+        assert_eq!(p.freed(2, &answers[1].1, true), None, "delivered once");
+
+        p.park("r", b"b", 10, None, 3);
+        p.park("r", b"b", 10, None, 4);
+        p.grant_head(&"r", 10).unwrap();
+        assert_eq!(p.leave(3).revoke, None);
+        assert_eq!(p.leave(4).revoke.map(|r| r.fence), Some(10));
+    }
+
+    #[test]
+    fn queued_waiters_leave_without_revocation() {
+        let mut p = P::default();
+        p.park("r", b"a", 10, None, 1);
+        p.set_timer(1, 5);
+        let left = p.leave(1);
+        assert_eq!(
+            left,
+            Left {
+                unblock: true,
+                timer: Some(5),
+                revoke: None
+            }
+        );
+        assert_eq!(p.queues().total(), 0);
+        assert_eq!(p.leave(1), Left::nothing(), "idempotent");
+    }
+
+    #[test]
+    fn given_up_waiters_are_answered_nil_and_never_granted() {
+        let mut p = P::default();
+        p.park("r", b"late", 10, Some(100), 1);
+        p.park("r", b"ok", 10, Some(500), 2);
+        p.park("r", b"forever", 10, None, 3);
+        assert!(p.queues().has_live_waiter(&"r", 200));
+        let (n, _) = p.time_out_given_up(&"r", 100);
+        assert_eq!(n, 0, "the deadline itself still counts");
+        let (n, _) = p.time_out_given_up(&"r", 101);
+        assert_eq!(n, 1);
+        let (token, _, _) = p.grant_head(&"r", 5).unwrap();
+        assert_eq!(&*token, b"ok");
+        let answers = p.take_answers();
+        assert_eq!(answers[0], (1, Answer::TimedOut));
+        assert!(matches!(answers[1], (2, Answer::Granted { fence: 5, .. })));
+    }
+
+    #[test]
+    fn own_timeouts_only_hit_queued_waiters() {
+        let mut p = P::default();
+        p.park("r", b"a", 10, Some(100), 1);
+        p.park("r", b"b", 10, Some(100), 2);
+        assert!(p.time_out(1));
+        assert!(!p.time_out(1), "answered already");
+        p.grant_head(&"r", 5).unwrap();
+        assert!(!p.time_out(2), "granted: the grant stands");
+        let answers = p.take_answers();
+        assert_eq!(answers[0], (1, Answer::TimedOut));
+    }
+
+    #[test]
+    fn failures_answer_every_waiter() {
+        let mut p = P::default();
+        p.park("r", b"a", 10, None, 1);
+        p.park("s", b"b", 10, None, 2);
+        p.fail(Some(&"r"), Error::Demoted);
+        assert_eq!(p.take_answers(), vec![(1, Answer::Failed(Error::Demoted))]);
+        p.fail(None, Error::SlotMoved);
+        assert_eq!(
+            p.take_answers(),
+            vec![(2, Answer::Failed(Error::SlotMoved))]
+        );
+        assert_eq!(p.queues().total(), 0);
+    }
+}
