@@ -48,6 +48,11 @@ impl Flags {
     pub fn is_cluster(self) -> bool {
         self.0 & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
     }
+    /// A script is running (for a callback: the server is serving events
+    /// while a slow script holds the event loop).
+    pub fn in_script(self) -> bool {
+        self.0 & raw::REDISMODULE_CTX_FLAGS_LUA != 0
+    }
     /// Blocking is impossible here: MULTI, Lua, or a client that denies it.
     pub fn in_transaction_or_script(self) -> bool {
         self.0

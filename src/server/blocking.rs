@@ -217,9 +217,10 @@ pub fn fail(res: Option<&Resource>, err: Error) {
 /// the fence, so a grant of it still in flight stands whatever happens to
 /// the waiter's connection.
 pub fn confirm(res: impl FnOnce() -> Result<Resource, Error>, token: &[u8]) -> Result<(), Error> {
-    if GRANTS_IN_FLIGHT.load(Ordering::Relaxed) {
+    if GRANTS_IN_FLIGHT.load(Ordering::Relaxed) || super::handoff::revocations_pending() {
         let res = res()?;
         with_parking(|p| p.confirm(&res, token));
+        super::handoff::confirm_revocations(&res, token);
     }
     Ok(())
 }

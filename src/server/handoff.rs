@@ -207,7 +207,10 @@ pub fn revoke(rv: Revoke<Resource>) {
         stats::REVOKED.add();
         return;
     }
-    if writes_paused() {
+    // Not while writes are held back, nor in the middle of a busy script
+    // (the server reads disconnects while a slow script runs): the script's
+    // keyspace must not change under it.
+    if writes_paused() || ctx.flags().is_ok_and(|f| f.in_script()) {
         REVOCATIONS
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -218,6 +221,18 @@ pub fn revoke(rv: Revoke<Resource>) {
     if let Err(e) = revoke_now(ctx, &rv) {
         ctx.log_warning(&format!("revoking an undelivered grant failed: {e}"));
     }
+}
+
+pub fn revocations_pending() -> bool {
+    REVOCATIONS_ARMED.load(Ordering::Relaxed)
+}
+
+/// A same-token refresh confirmed a grant whose revocation is waiting.
+pub fn confirm_revocations(res: &Resource, token: &[u8]) {
+    REVOCATIONS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|rv| !(rv.resource == *res && *rv.token == *token));
 }
 
 fn arm_revocations() {

@@ -113,6 +113,7 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
             (c"expired_locks", &stats::EXPIRED),
             (c"handoffs", &stats::HANDOFFS),
             (c"wait_timeouts", &stats::WAIT_TIMEOUTS),
+            (c"revoked_grants", &stats::REVOKED),
         ] {
             add_u(ictx, name.as_ptr(), counter.get());
         }

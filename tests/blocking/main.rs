@@ -14,6 +14,7 @@ mod expiry;
 mod flush_swap;
 mod handoff;
 mod leaving;
+mod races;
 mod replica;
 mod requests;
 mod stress;
