@@ -250,7 +250,7 @@ fn stress_grants_minus_revoked_equals_fences_received() {
                 match acquire_wait(&mut c, &res, &tok, 300, wait) {
                     Ok(Some(_)) => {
                         received.fetch_add(1, Ordering::Relaxed);
-                        if n % 16 != 0 {
+                        if !n.is_multiple_of(16) {
                             release(&mut c, &res, &tok);
                         }
                     }
