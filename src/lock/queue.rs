@@ -48,6 +48,10 @@ struct WaitQueue<H> {
     entries: VecDeque<Waiter<H>>,
     /// Earliest deadline (unix ms) a wake-up timer is already armed for.
     timer_at: Option<u64>,
+    /// The wake-up timers armed for this queue and not fired yet: stopped
+    /// when the queue empties, so a long lease whose waiters keep leaving
+    /// does not pile up timers until its deadline.
+    timers: Vec<u64>,
     /// The current lease's deadline as last seen by the module.
     lease_deadline: Option<u64>,
     /// No grant before this time: the lease was evicted, and its holder still
@@ -61,6 +65,8 @@ pub struct WaitQueues<K, H> {
     /// waiter id -> resource, so timeouts and disconnects find their queue.
     index: HashMap<u64, K>,
     next_id: u64,
+    /// Timers of queues that emptied, for the server to stop.
+    stale_timers: Vec<u64>,
 }
 
 impl<K: Hash + Eq + Clone, H> Default for WaitQueues<K, H> {
@@ -69,6 +75,7 @@ impl<K: Hash + Eq + Clone, H> Default for WaitQueues<K, H> {
             queues: HashMap::new(),
             index: HashMap::new(),
             next_id: 1,
+            stale_timers: Vec::new(),
         }
     }
 }
@@ -100,6 +107,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             .or_insert_with(|| WaitQueue {
                 entries: VecDeque::new(),
                 timer_at: None,
+                timers: Vec::new(),
                 lease_deadline: None,
                 held_until: None,
             })
@@ -138,15 +146,21 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             self.index.remove(&w.id);
         }
         if queue.entries.is_empty() {
-            self.queues.remove(resource);
+            self.retire(resource);
         }
         gone.into_iter().collect()
     }
 
-    /// The head waiter's token and TTL, without taking it.
-    pub fn head(&self, resource: &K) -> Option<(&[u8], u64)> {
-        let w = self.queues.get(resource)?.entries.front()?;
-        Some((&w.token, w.ttl_ms))
+    /// Drops an empty queue; its timers are stale now.
+    fn retire(&mut self, resource: &K) {
+        if let Some(q) = self.queues.remove(resource) {
+            self.stale_timers.extend(q.timers);
+        }
+    }
+
+    /// Timers of queues that emptied since the last call.
+    pub fn take_stale_timers(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.stale_timers)
     }
 
     /// Removes one waiter (timeout, disconnect, unblock). `None` if it was
@@ -160,7 +174,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         let pos = queue.entries.iter().position(|w| w.id == id)?;
         let waiter = queue.entries.remove(pos);
         if queue.entries.is_empty() {
-            slot.remove();
+            self.stale_timers.extend(slot.remove().timers);
         }
         waiter
     }
@@ -184,7 +198,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         }
         queue.entries = rest;
         if queue.entries.is_empty() {
-            self.queues.remove(resource);
+            self.retire(resource);
         }
         Some(Grantee {
             token: head.token,
@@ -199,6 +213,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         let Some(queue) = self.queues.remove(resource) else {
             return Vec::new();
         };
+        self.stale_timers.extend(queue.timers);
         for w in &queue.entries {
             self.index.remove(&w.id);
         }
@@ -208,10 +223,12 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     /// Removes every waiter everywhere (e.g. the server became a replica).
     pub fn drain_all(&mut self) -> Vec<Waiter<H>> {
         self.index.clear();
-        self.queues
-            .drain()
-            .flat_map(|(_, q)| q.entries.into_iter())
-            .collect()
+        let mut all = Vec::new();
+        for (_, q) in self.queues.drain() {
+            self.stale_timers.extend(q.timers);
+            all.extend(q.entries);
+        }
+        all
     }
 
     /// Resources that have waiters, optionally filtered.
@@ -231,6 +248,14 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                 queue.timer_at = Some(deadline_ms);
                 true
             }
+        }
+    }
+
+    /// The server armed wake-up timer `id` (after `needs_timer` said so).
+    pub fn add_timer(&mut self, resource: &K, id: u64) {
+        match self.queues.get_mut(resource) {
+            Some(queue) => queue.timers.push(id),
+            None => self.stale_timers.push(id),
         }
     }
 
@@ -254,9 +279,10 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         self.queues.get(resource)?.held_until
     }
 
-    /// A timer armed for `deadline_ms` fired.
-    pub fn timer_fired(&mut self, resource: &K, deadline_ms: u64) {
+    /// Timer `id`, armed for `deadline_ms`, fired.
+    pub fn timer_fired(&mut self, resource: &K, deadline_ms: u64, id: u64) {
         if let Some(queue) = self.queues.get_mut(resource) {
+            queue.timers.retain(|t| *t != id);
             if queue.timer_at == Some(deadline_ms) {
                 queue.timer_at = None;
             }
@@ -347,9 +373,43 @@ mod tests {
         assert!(q.needs_timer(&"r", 100));
         assert!(!q.needs_timer(&"r", 150));
         assert!(q.needs_timer(&"r", 50), "an earlier deadline needs its own");
-        q.timer_fired(&"r", 100);
+        q.timer_fired(&"r", 100, 0);
         assert!(!q.needs_timer(&"r", 60), "the 50 ms timer is still armed");
-        q.timer_fired(&"r", 50);
+        q.timer_fired(&"r", 50, 0);
         assert!(q.needs_timer(&"r", 60));
+    }
+
+    #[test]
+    fn an_emptied_queue_hands_back_its_timers() {
+        let mut q = Q::default();
+        let a = q.push("r", b"a", 10, None, 1);
+        q.add_timer(&"r", 11);
+        q.add_timer(&"r", 12);
+        q.timer_fired(&"r", 0, 11);
+        assert!(q.take_stale_timers().is_empty());
+        q.remove(a);
+        assert_eq!(q.take_stale_timers(), vec![12]);
+        q.add_timer(&"gone", 13);
+        assert_eq!(q.take_stale_timers(), vec![13], "no queue: stale at once");
+        q.push("s", b"a", 10, Some(5), 1);
+        q.add_timer(&"s", 14);
+        q.take_given_up(&"s", 6);
+        assert_eq!(q.take_stale_timers(), vec![14]);
+    }
+
+    #[test]
+    fn given_up_waiters_are_taken_out() {
+        let mut q = Q::default();
+        q.push("r", b"a", 10, Some(100), 1);
+        q.push("r", b"b", 10, None, 2);
+        assert!(q.has_live_waiter(&"r", 1000));
+        let gone = q.take_given_up(&"r", 101);
+        assert_eq!(gone.iter().map(|w| w.handle).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(q.waiting(&"r"), 1);
+        assert_eq!(q.total(), 1);
+        assert!(q.take_given_up(&"r", u64::MAX).is_empty(), "no deadline");
+        assert!(q.has_live_waiter(&"r", u64::MAX));
+        q.push("s", b"c", 10, Some(5), 3);
+        assert!(!q.has_live_waiter(&"s", 6));
     }
 }

@@ -74,11 +74,16 @@ fn with_parking<R>(f: impl FnOnce(&mut Parking<Resource, Blocked>) -> R) -> R {
     let r = f(&mut p);
     TOTAL.store(p.queues().total(), Ordering::Relaxed);
     GRANTS_IN_FLIGHT.store(p.has_grants_in_flight(), Ordering::Relaxed);
+    let stale = p.queues_mut().take_stale_timers();
+    drop(p);
+    if !stale.is_empty() {
+        super::handoff::stop_wake_timers(&stale);
+    }
     r
 }
 
 fn with_queues<R>(f: impl FnOnce(&mut WaitQueues<Resource, Blocked>) -> R) -> R {
-    f(parking().queues_mut())
+    with_parking(|p| f(p.queues_mut()))
 }
 
 pub fn init(ctx: Ctx) -> Result<(), Error> {
@@ -245,8 +250,13 @@ pub fn held_until(res: &Resource) -> Option<u64> {
     parking().queues().held_until(res)
 }
 
-pub fn timer_fired(res: &Resource, at_ms: u64) {
-    with_queues(|q| q.timer_fired(res, at_ms));
+pub fn timer_fired(res: &Resource, at_ms: u64, id: u64) {
+    with_queues(|q| q.timer_fired(res, at_ms, id));
+}
+
+/// The server armed wake-up timer `id` for `res`.
+pub fn add_timer(res: &Resource, id: u64) {
+    with_queues(|q| q.add_timer(res, id));
 }
 
 fn stop_timers(timers: &[u64]) {

@@ -166,9 +166,13 @@ pub fn arm_expiry(ctx: Ctx, res: &Resource, deadline_ms: u64) -> Result<(), Erro
         return Ok(());
     }
     let delay = deadline_ms.saturating_sub(now_us() / 1000) + 1;
-    let data = Box::into_raw(Box::new((res.clone(), deadline_ms)));
+    let data = Box::into_raw(Box::new(WakeUp {
+        res: res.clone(),
+        at: deadline_ms,
+        id: 0,
+    }));
     let create = rm!(RedisModule_CreateTimer);
-    unsafe {
+    let id = unsafe {
         create(
             ctx.0,
             i64::try_from(delay).unwrap_or(i64::MAX),
@@ -176,7 +180,17 @@ pub fn arm_expiry(ctx: Ctx, res: &Resource, deadline_ms: u64) -> Result<(), Erro
             data.cast::<c_void>(),
         )
     };
+    // SAFETY: the timer cannot fire before we return to the event loop.
+    unsafe { (*data).id = id };
+    blocking::add_timer(res, id);
     Ok(())
+}
+
+/// A wake-up timer's data: which resource, for which deadline, and its id.
+struct WakeUp {
+    res: Resource,
+    at: u64,
+    id: u64,
 }
 
 extern "C" fn on_expiry_timer(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
@@ -184,11 +198,28 @@ extern "C" fn on_expiry_timer(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) 
         if data.is_null() {
             return;
         }
-        let (res, at) = *unsafe { Box::from_raw(data.cast::<(Resource, u64)>()) };
-        blocking::timer_fired(&res, at);
-        settle_logged(Ctx(ctx), &res);
+        let wake = *unsafe { Box::from_raw(data.cast::<WakeUp>()) };
+        blocking::timer_fired(&wake.res, wake.at, wake.id);
+        settle_logged(Ctx(ctx), &wake.res);
         blocking::hand_over();
     })
+}
+
+/// Stops wake-up timers whose queue emptied, freeing their data.
+pub fn stop_wake_timers(ids: &[u64]) {
+    let ctx = timer_ctx();
+    let Some(stop) = (unsafe { raw::RedisModule_StopTimer }) else {
+        return;
+    };
+    if ctx.is_null() {
+        return;
+    }
+    for id in ids {
+        let mut data: *mut c_void = std::ptr::null_mut();
+        if unsafe { stop(ctx, *id, &mut data) } == api::OK && !data.is_null() {
+            drop(unsafe { Box::from_raw(data.cast::<WakeUp>()) });
+        }
+    }
 }
 
 /// Revocations that must wait until writes are allowed again.
