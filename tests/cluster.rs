@@ -253,6 +253,79 @@ fn migration_with_a_queued_waiter_is_not_a_release() {
     assert_eq!(release(&mut cc, res, "holder"), 1);
 }
 
+/// d. A RELEASE on a node whose slot is MIGRATING releases the lock but
+/// grants no local waiter: a grant there would be made on a slot that is
+/// leaving. The waiter gets TRYAGAIN and retries where the slot goes.
+#[test]
+fn release_on_a_migrating_slot_hands_over_nothing() {
+    let cl = Cluster::start(3, 0);
+    let res = "{m}:res";
+    let slot = cl.key_slot(res);
+    let src = cl.node_for_slot(slot);
+    let dst = *cl.masters().iter().find(|&&m| m != src).unwrap();
+    let mut sc = cl.node(src).conn();
+    grant(&mut sc, res, "holder", 60_000);
+    let url = cl.node(src).url();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut c = connect_within(&url, Duration::from_secs(15)).expect("waiter connection");
+        let r: redis::RedisResult<Value> = redis::cmd("DLOCK.ACQUIRE")
+            .arg("{m}:res")
+            .arg("waiter")
+            .arg(30_000)
+            .arg("WAIT")
+            .arg(10_000)
+            .query(&mut c);
+        let _ = tx.send(r);
+    });
+    wait_until(Duration::from_secs(10), "the waiter to queue", || {
+        info(&mut sc, res).is_some_and(|i| i.waiters == 1)
+    });
+    let setslot = |c: &mut redis::Connection, state: &str, id: &str| {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(state)
+            .arg(id)
+            .query(c)
+            .unwrap();
+    };
+    setslot(&mut cl.node(dst).conn(), "IMPORTING", cl.id(src));
+    setslot(&mut sc, "MIGRATING", cl.id(dst));
+    let grants = info_field(&mut sc, "dlock", "dlock_grants");
+
+    assert_eq!(release(&mut sc, res, "holder"), 1);
+    let reply = rx
+        .recv_timeout(Duration::from_secs(15))
+        .expect("the waiter got no reply within 15 s");
+    match &reply {
+        Err(e) if e.code() == Some("TRYAGAIN") => {}
+        other => panic!("waiter: expected a TRYAGAIN error, got {other:?}"),
+    }
+    assert_eq!(
+        info_field(&mut sc, "dlock", "dlock_grants"),
+        grants,
+        "no grant on a migrating slot"
+    );
+    let n: i64 = redis::cmd("CLUSTER")
+        .arg("COUNTKEYSINSLOT")
+        .arg(slot)
+        .query(&mut sc)
+        .unwrap();
+    assert_eq!(
+        n, 0,
+        "the lock is released, and nothing granted in its place"
+    );
+    for i in [src, dst] {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("STABLE")
+            .query(&mut cl.node(i).conn())
+            .unwrap();
+    }
+}
+
 struct Held {
     key: String,
     token: String,

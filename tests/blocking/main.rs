@@ -13,6 +13,7 @@ mod barging;
 mod expiry;
 mod flush_swap;
 mod handoff;
+mod held_back;
 mod leaving;
 mod races;
 mod replica;
