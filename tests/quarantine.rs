@@ -294,3 +294,62 @@ fn bad_module_arguments_fail_the_load() {
     });
     assert!(r.is_err(), "a bad loadmodule argument must fail the load");
 }
+
+#[test]
+fn module_arguments_are_range_checked_like_config_set() {
+    // The ranges CONFIG SET enforces; the server does not check the default
+    // a loadmodule argument becomes, so the module must.
+    for (name, value, range) in [
+        ("max-token-length", "2000000", "from 1 to 1048576"),
+        ("max-token-length", "0", "from 1 to 1048576"),
+        ("max-ttl", "140737488355329", "from 0 to 140737488355328"),
+    ] {
+        let started = Server::builder()
+            .module_arg(name)
+            .module_arg(value)
+            .try_start();
+        let Err(log) = started else {
+            panic!("loadmodule ... {name} {value} must fail the load");
+        };
+        let why = format!("{name} must be an integer {range}");
+        assert!(log.contains(&why), "{name} {value}: {log}");
+    }
+
+    // The extremes load, and a token of the longest length survives a
+    // restart from RDB: the server loads what the range lets it grant.
+    let mut s = Server::builder()
+        .module_arg("max-token-length")
+        .module_arg("1048576")
+        .module_arg("max-ttl")
+        .module_arg("140737488355328")
+        .start();
+    let mut c = s.conn();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("dlock.max-t*")
+        .query(&mut c)
+        .unwrap();
+    let mut got: Vec<_> = got.chunks(2).map(|p| p.join(" ")).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "dlock.max-token-length 1048576",
+            "dlock.max-ttl 140737488355328"
+        ]
+    );
+    let token = vec![b'x'; 1 << 20];
+    let fence = grant(&mut c, "big", &token, 60_000);
+    let e = try_acquire(&mut c, "other", &vec![b'x'; (1 << 20) + 1], 1000).unwrap_err();
+    assert_eq!(e.detail(), Some("token is longer than 1048576 bytes"));
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(grant(&mut c, "big", &token, 60_000), fence);
+
+    let s = Server::builder()
+        .module_arg("max-token-length")
+        .module_arg("1")
+        .start();
+    assert!(try_acquire(&mut s.conn(), "r", "ab", 1000).is_err());
+}

@@ -157,6 +157,11 @@ impl ServerBuilder {
     pub fn start(self) -> Server {
         Server::launch(self)
     }
+    /// `start` that returns why the server did not come up (its logs)
+    /// instead of panicking: for servers that must refuse to start.
+    pub fn try_start(self) -> Result<Server, String> {
+        Server::try_launch(self)
+    }
 }
 
 pub struct Server {
@@ -202,6 +207,10 @@ impl Server {
     }
 
     fn launch(opts: ServerBuilder) -> Server {
+        Server::try_launch(opts).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_launch(opts: ServerBuilder) -> Result<Server, String> {
         let mut s = Server {
             opts,
             port: 0,
@@ -211,10 +220,10 @@ impl Server {
         for attempt in 1..=5 {
             s.port = free_port();
             match s.spawn_and_wait() {
-                Ok(()) => return s,
+                Ok(()) => return Ok(s),
                 Err(e) if attempt < 5 && e.contains("Address already in use") => continue,
-                // `s` is dropped during unwinding, which kills the process.
-                Err(e) => panic!("{e}"),
+                // Dropping `s` kills the process and removes the dir.
+                Err(e) => return Err(e),
             }
         }
         unreachable!()
