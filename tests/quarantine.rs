@@ -42,6 +42,30 @@ fn crash_after_grant(s: &mut Server, ttl: u64) -> i64 {
     f
 }
 
+/// Background AOF rewrite, waited for (bounded) and checked.
+fn rewrite_aof(c: &mut redis::Connection) {
+    let _: redis::Value = redis::cmd("BGREWRITEAOF").query(c).unwrap();
+    wait_until(Duration::from_secs(20), "AOF rewrite to finish", || {
+        info_field(c, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+            && info_field(c, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
+    });
+    assert_eq!(
+        info_field(c, "persistence", "aof_last_bgrewrite_status").as_deref(),
+        Some("ok")
+    );
+}
+
+/// Fills the dataset so that loading it takes a noticeable time.
+fn populate(c: &mut redis::Connection) {
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(500_000)
+        .arg("filler")
+        .arg(32)
+        .query(c)
+        .unwrap();
+}
+
 // ------------------------------------------------------------------ tests
 
 #[test]
@@ -104,6 +128,11 @@ fn fixed_quarantine_after_kill9_under_everysec() {
         ms_left(&mut c) == 0
     });
     grant(&mut c, "fresh", "after", 1000);
+
+    // Only the startup load is judged: a later load decides nothing again.
+    let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut c).unwrap();
+    assert_eq!(ms_left(&mut c), 0, "DEBUG RELOAD must not quarantine again");
+    grant(&mut c, "fresh2", "after", 1000);
 }
 
 #[test]
@@ -352,4 +381,138 @@ fn module_arguments_are_range_checked_like_config_set() {
         .module_arg("1")
         .start();
     assert!(try_acquire(&mut s.conn(), "r", "ab", 1000).is_err());
+}
+
+/// What the first `DLOCK.ACQUIRE` answered once the server stopped replying
+/// `-LOADING`, and how many `-LOADING` replies came before it. Connects to
+/// `port` over and over until the server listens, and retries through
+/// `-LOADING` and dropped connections; gives up after `within`.
+fn first_answer_after_loading(port: u16, token: &str, within: Duration) -> (String, u32) {
+    let url = format!("redis://127.0.0.1:{port}/");
+    let end = Instant::now() + within;
+    let mut loading = 0;
+    while Instant::now() < end {
+        let Ok(mut c) = connect_within(&url, Duration::from_secs(1)) else {
+            thread::sleep(Duration::from_millis(2));
+            continue;
+        };
+        loop {
+            match try_acquire(&mut c, &format!("fresh-{token}"), token, 1000) {
+                Ok(Some(fence)) => return (format!("fence {fence}"), loading),
+                Ok(None) => return ("busy".into(), loading),
+                Err(e) if e.kind() == redis::ErrorKind::BusyLoadingError => loading += 1,
+                Err(e) if e.is_io_error() || e.is_connection_dropped() => break,
+                Err(e) => {
+                    let code = e.code().unwrap_or("").to_string();
+                    return (format!("{code}: {}", e.detail().unwrap_or("")), loading);
+                }
+            }
+            if Instant::now() >= end {
+                break;
+            }
+        }
+    }
+    (format!("no answer within {within:?}"), loading)
+}
+
+#[test]
+fn no_grant_before_the_quarantine_is_decided() {
+    // RDB only, a crash, and enough data that loading takes a while: clients
+    // retrying through -LOADING send their next ACQUIRE the moment loading
+    // ends, before the first timer of the new run could fire.
+    let mut s = Server::builder()
+        .arg("--dlock.restart-quarantine")
+        .arg("5000")
+        .start();
+    let mut c = s.conn();
+    grant(&mut c, "held", "owner", 60_000);
+    populate(&mut c);
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    drop(c);
+    s.kill9();
+
+    // The hammers start before the server does.
+    let port = s.port();
+    let hammers: Vec<_> = (0..3)
+        .map(|i| {
+            thread::spawn(move || {
+                first_answer_after_loading(port, &format!("t{i}"), Duration::from_secs(30))
+            })
+        })
+        .collect();
+    s.respawn();
+    let answers: Vec<_> = hammers.into_iter().map(|h| h.join().unwrap()).collect();
+    s.wait_ready();
+    for (answer, _) in &answers {
+        assert!(
+            answer.starts_with("QUARANTINE: dlock: new grants are refused"),
+            "first answer after loading: {answer} (all: {answers:?})"
+        );
+    }
+    // The hammers did reach the server while it was loading (otherwise this
+    // test proved nothing).
+    assert!(
+        answers.iter().any(|(_, loading)| *loading > 0),
+        "no -LOADING seen: {answers:?}"
+    );
+    let mut c = s.conn();
+    let left = ms_left(&mut c);
+    assert!((1..=5000).contains(&left), "quarantine left {left} ms");
+    assert_eq!(dlock_info(&mut c, "quarantine_reason"), "restart");
+}
+
+#[test]
+fn info_during_loading_does_not_decide_early() {
+    // The base of the AOF says the run was lossy; its incremental part,
+    // loaded last, says it became lossless (appendfsync always) before the
+    // crash. Only all of the data decides: an INFO answered while loading
+    // must not judge the half that is in.
+    let mut s = everysec().start();
+    let mut c = s.conn();
+    populate(&mut c);
+    grant(&mut c, "held", "owner", 60_000);
+    rewrite_aof(&mut c);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendfsync")
+        .arg("always")
+        .query(&mut c)
+        .unwrap();
+    grant(&mut c, "later", "owner", 1000);
+    assert_eq!(dlock_info(&mut c, "persistence_lossless"), "1");
+    drop(c);
+    s.kill9();
+
+    let url = s.url();
+    let asker = thread::spawn(move || {
+        let end = Instant::now() + Duration::from_secs(30);
+        let mut answered_while_loading = 0;
+        while Instant::now() < end {
+            let Ok(mut c) = connect_within(&url, Duration::from_secs(1)) else {
+                thread::sleep(Duration::from_millis(2));
+                continue;
+            };
+            let mut ask = || {
+                redis::cmd("INFO")
+                    .arg("persistence")
+                    .arg("dlock")
+                    .query::<String>(&mut c)
+            };
+            while let Ok(info) = ask() {
+                if !info.contains("loading:1") {
+                    return answered_while_loading;
+                }
+                answered_while_loading += 1;
+            }
+        }
+        answered_while_loading
+    });
+    s.respawn();
+    let answered_while_loading = asker.join().unwrap();
+    s.wait_ready();
+    assert!(answered_while_loading > 0, "no INFO answered while loading");
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "previous_run"), "crashed");
+    assert_eq!(ms_left(&mut c), 0, "the crashed run ended lossless");
+    grant(&mut c, "fresh", "t", 1000);
 }

@@ -1,6 +1,6 @@
 //! Server events: flushes and swaps empty or replace keys without calling
-//! the type's unlink callback; shutdowns, configuration changes, master-link
-//! changes and promotions feed the restart quarantine.
+//! the type's unlink callback; shutdowns, the end of loading, configuration
+//! changes, master-link changes and promotions feed the restart quarantine.
 //!
 //! A demotion to replica needs no handler: Redis 7.0 unblocks every blocked
 //! client itself (`-UNBLOCKED ... master -> replica?`) before modules hear of
@@ -25,6 +25,7 @@ pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
         raw::REDISMODULE_EVENT_CONFIG,
         raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
         raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
+        raw::REDISMODULE_EVENT_LOADING,
     ] {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         if unsafe { subscribe(ctx.0, event, Some(on_event)) } != super::api::OK {
@@ -59,6 +60,9 @@ extern "C" fn on_event(
             }
         }
         raw::REDISMODULE_EVENT_SHUTDOWN => quarantine::on_shutdown(),
+        raw::REDISMODULE_EVENT_LOADING if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
+            quarantine::on_loading_ended(Ctx(ctx))
+        }
         raw::REDISMODULE_EVENT_CONFIG => quarantine::refresh_durability(Ctx(ctx)),
         raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE => quarantine::on_master_link(
             Ctx(ctx),
