@@ -516,3 +516,152 @@ fn info_during_loading_does_not_decide_early() {
     assert_eq!(ms_left(&mut c), 0, "the crashed run ended lossless");
     grant(&mut c, "fresh", "t", 1000);
 }
+
+/// The incremental AOF file the server appends to now (the last one in its
+/// manifest).
+fn current_incr_aof(s: &Server) -> Vec<u8> {
+    let dir = s.dir().join("appendonlydir");
+    let manifest = std::fs::read_dir(&dir)
+        .expect("appendonlydir")
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".manifest"))
+        .expect("AOF manifest");
+    let manifest = std::fs::read_to_string(manifest).unwrap();
+    let name = manifest
+        .lines()
+        .filter(|l| l.ends_with("type i"))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .next_back()
+        .unwrap_or_else(|| panic!("no incremental file in {manifest}"));
+    std::fs::read(dir.join(name)).unwrap()
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// AOF without the RDB preamble: a grant and its release, then a rewrite
+/// (by `rewrite`) while no lock exists, so the new base holds no lock and no
+/// quarantine metadata; then a grant with a shorter TTL (nothing new to say,
+/// so no metadata goes with it) and a crash.
+fn grant_rewrite_grant_crash(s: &mut Server, rewrite: impl FnOnce(&mut redis::Connection)) {
+    let mut c = s.conn();
+    grant(&mut c, "first", "owner", 5000);
+    assert_eq!(release(&mut c, "first", "owner"), 1);
+    rewrite(&mut c);
+    // The rewrite's metadata is in the file that now follows the new base.
+    wait_until(SOON, "DLOCK.META in the new incremental AOF", || {
+        contains(&current_incr_aof(s), "DLOCK.META")
+    });
+    grant(&mut c, "second", "owner", 3000);
+    // Written (not necessarily fsynced: kill -9 keeps the page cache).
+    wait_until(SOON, "the grant in the AOF", || {
+        contains(&current_incr_aof(s), "second")
+    });
+    assert_eq!(dlock_info(&mut c, "longest_ttl"), "5000");
+    drop(c);
+    s.kill9();
+    s.restart();
+}
+
+fn no_preamble(fsync: &str) -> ServerBuilder {
+    Server::builder()
+        .aof(fsync)
+        .arg("--aof-use-rdb-preamble")
+        .arg("no")
+}
+
+#[test]
+fn rewrite_without_preamble_keeps_the_metadata_under_always() {
+    // dlock.max-ttl: without the metadata, "unknown durability" would
+    // quarantine for it.
+    let mut s = no_preamble("always")
+        .arg("--dlock.max-ttl")
+        .arg("60000")
+        .start();
+    grant_rewrite_grant_crash(&mut s, rewrite_aof);
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "previous_run"), "crashed");
+    assert_eq!(dlock_info(&mut c, "longest_ttl"), "5000");
+    assert_eq!(ms_left(&mut c), 0, "an always run loses no grant");
+    assert_eq!(held(&mut c, "second").token, b"owner");
+    grant(&mut c, "fresh", "t", 1000);
+}
+
+#[test]
+fn rewrite_without_preamble_keeps_the_metadata_under_everysec() {
+    let mut s = no_preamble("everysec").start();
+    grant_rewrite_grant_crash(&mut s, rewrite_aof);
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "quarantine_unbounded"), "0");
+    assert_eq!(dlock_info(&mut c, "longest_ttl"), "5000");
+    assert_eq!(dlock_info(&mut c, "quarantine_reason"), "restart");
+    let left = ms_left(&mut c);
+    assert!(
+        (1..=5000).contains(&left),
+        "bounded by 5000 ms, left {left}"
+    );
+}
+
+#[test]
+fn automatic_rewrite_without_preamble_keeps_the_metadata() {
+    let mut s = no_preamble("always")
+        .arg("--dlock.max-ttl")
+        .arg("60000")
+        .start();
+    grant_rewrite_grant_crash(&mut s, |c| {
+        let before: u64 = info_field(c, "persistence", "aof_rewrites")
+            .unwrap()
+            .parse()
+            .unwrap();
+        let set = |c: &mut redis::Connection, k: &str, v: &str| {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(k)
+                .arg(v)
+                .query(c)
+                .unwrap();
+        };
+        // Any growth over the (empty) base starts a rewrite from serverCron.
+        set(c, "auto-aof-rewrite-min-size", "1");
+        set(c, "auto-aof-rewrite-percentage", "1");
+        wait_until(Duration::from_secs(10), "an automatic rewrite", || {
+            info_field(c, "persistence", "aof_rewrites")
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| n > before)
+        });
+        set(c, "auto-aof-rewrite-percentage", "0");
+        wait_until(Duration::from_secs(20), "the rewrite to finish", || {
+            info_field(c, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+        });
+    });
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "longest_ttl"), "5000");
+    assert_eq!(ms_left(&mut c), 0, "an always run loses no grant");
+}
+
+#[test]
+fn rewrite_during_paused_writes_gets_the_metadata_after_the_pause() {
+    // Nothing may be propagated while writes are paused (Redis asserts on
+    // it); the metadata follows when the pause ends.
+    let s = no_preamble("always").start();
+    let mut c = s.conn();
+    grant(&mut c, "first", "owner", 5000);
+    assert_eq!(release(&mut c, "first", "owner"), 1);
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(60_000)
+        .arg("WRITE")
+        .query(&mut c)
+        .unwrap();
+    rewrite_aof(&mut c);
+    ping(&mut c);
+    assert!(!contains(&current_incr_aof(&s), "DLOCK.META"));
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut c).unwrap();
+    wait_until(SOON, "DLOCK.META in the new incremental AOF", || {
+        contains(&current_incr_aof(&s), "DLOCK.META")
+    });
+    ping(&mut c);
+}

@@ -123,6 +123,11 @@ pub fn this_run_lossy() -> bool {
     THIS_RUN_LOSSY.load(Ordering::Relaxed)
 }
 
+/// The metadata must go out again (with the next effect, or sooner).
+pub fn mark_meta_dirty() {
+    META_DIRTY.store(true, Ordering::Relaxed);
+}
+
 pub fn take_meta_dirty() -> bool {
     META_DIRTY.swap(false, Ordering::Relaxed)
 }
