@@ -42,6 +42,30 @@ fn crash_after_grant(s: &mut Server, ttl: u64) -> i64 {
     f
 }
 
+/// Background AOF rewrite, waited for (bounded) and checked.
+fn rewrite_aof(c: &mut redis::Connection) {
+    let _: redis::Value = redis::cmd("BGREWRITEAOF").query(c).unwrap();
+    wait_until(Duration::from_secs(20), "AOF rewrite to finish", || {
+        info_field(c, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+            && info_field(c, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
+    });
+    assert_eq!(
+        info_field(c, "persistence", "aof_last_bgrewrite_status").as_deref(),
+        Some("ok")
+    );
+}
+
+/// Fills the dataset so that loading it takes a noticeable time.
+fn populate(c: &mut redis::Connection) {
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(500_000)
+        .arg("filler")
+        .arg(32)
+        .query(c)
+        .unwrap();
+}
+
 // ------------------------------------------------------------------ tests
 
 #[test]
@@ -104,6 +128,11 @@ fn fixed_quarantine_after_kill9_under_everysec() {
         ms_left(&mut c) == 0
     });
     grant(&mut c, "fresh", "after", 1000);
+
+    // Only the startup load is judged: a later load decides nothing again.
+    let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut c).unwrap();
+    assert_eq!(ms_left(&mut c), 0, "DEBUG RELOAD must not quarantine again");
+    grant(&mut c, "fresh2", "after", 1000);
 }
 
 #[test]
@@ -293,4 +322,346 @@ fn bad_module_arguments_fail_the_load() {
             .start()
     });
     assert!(r.is_err(), "a bad loadmodule argument must fail the load");
+}
+
+#[test]
+fn module_arguments_are_range_checked_like_config_set() {
+    // The ranges CONFIG SET enforces; the server does not check the default
+    // a loadmodule argument becomes, so the module must.
+    for (name, value, range) in [
+        ("max-token-length", "2000000", "from 1 to 1048576"),
+        ("max-token-length", "0", "from 1 to 1048576"),
+        ("max-ttl", "140737488355329", "from 0 to 140737488355328"),
+    ] {
+        let started = Server::builder()
+            .module_arg(name)
+            .module_arg(value)
+            .try_start();
+        let Err(log) = started else {
+            panic!("loadmodule ... {name} {value} must fail the load");
+        };
+        let why = format!("{name} must be an integer {range}");
+        assert!(log.contains(&why), "{name} {value}: {log}");
+    }
+
+    // The extremes load, and a token of the longest length survives a
+    // restart from RDB: the server loads what the range lets it grant.
+    let mut s = Server::builder()
+        .module_arg("max-token-length")
+        .module_arg("1048576")
+        .module_arg("max-ttl")
+        .module_arg("140737488355328")
+        .start();
+    let mut c = s.conn();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("dlock.max-t*")
+        .query(&mut c)
+        .unwrap();
+    let mut got: Vec<_> = got.chunks(2).map(|p| p.join(" ")).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "dlock.max-token-length 1048576",
+            "dlock.max-ttl 140737488355328"
+        ]
+    );
+    let token = vec![b'x'; 1 << 20];
+    let fence = grant(&mut c, "big", &token, 60_000);
+    let e = try_acquire(&mut c, "other", &vec![b'x'; (1 << 20) + 1], 1000).unwrap_err();
+    assert_eq!(e.detail(), Some("token is longer than 1048576 bytes"));
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(grant(&mut c, "big", &token, 60_000), fence);
+
+    let s = Server::builder()
+        .module_arg("max-token-length")
+        .module_arg("1")
+        .start();
+    assert!(try_acquire(&mut s.conn(), "r", "ab", 1000).is_err());
+}
+
+/// What the first `DLOCK.ACQUIRE` answered once the server stopped replying
+/// `-LOADING`, and how many `-LOADING` replies came before it. Connects to
+/// `port` over and over until the server listens, and retries through
+/// `-LOADING` and dropped connections; gives up after `within`.
+fn first_answer_after_loading(port: u16, token: &str, within: Duration) -> (String, u32) {
+    let url = format!("redis://127.0.0.1:{port}/");
+    let end = Instant::now() + within;
+    let mut loading = 0;
+    while Instant::now() < end {
+        let Ok(mut c) = connect_within(&url, Duration::from_secs(1)) else {
+            thread::sleep(Duration::from_millis(2));
+            continue;
+        };
+        loop {
+            match try_acquire(&mut c, &format!("fresh-{token}"), token, 1000) {
+                Ok(Some(fence)) => return (format!("fence {fence}"), loading),
+                Ok(None) => return ("busy".into(), loading),
+                Err(e) if e.kind() == redis::ErrorKind::BusyLoadingError => loading += 1,
+                Err(e) if e.is_io_error() || e.is_connection_dropped() => break,
+                Err(e) => {
+                    let code = e.code().unwrap_or("").to_string();
+                    return (format!("{code}: {}", e.detail().unwrap_or("")), loading);
+                }
+            }
+            if Instant::now() >= end {
+                break;
+            }
+        }
+    }
+    (format!("no answer within {within:?}"), loading)
+}
+
+#[test]
+fn no_grant_before_the_quarantine_is_decided() {
+    // RDB only, a crash, and enough data that loading takes a while: clients
+    // retrying through -LOADING send their next ACQUIRE the moment loading
+    // ends, before the first timer of the new run could fire.
+    let mut s = Server::builder()
+        .arg("--dlock.restart-quarantine")
+        .arg("5000")
+        .start();
+    let mut c = s.conn();
+    grant(&mut c, "held", "owner", 60_000);
+    populate(&mut c);
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    drop(c);
+    s.kill9();
+
+    // The hammers start before the server does.
+    let port = s.port();
+    let hammers: Vec<_> = (0..3)
+        .map(|i| {
+            thread::spawn(move || {
+                first_answer_after_loading(port, &format!("t{i}"), Duration::from_secs(30))
+            })
+        })
+        .collect();
+    s.respawn();
+    let answers: Vec<_> = hammers.into_iter().map(|h| h.join().unwrap()).collect();
+    s.wait_ready();
+    for (answer, _) in &answers {
+        assert!(
+            answer.starts_with("QUARANTINE: dlock: new grants are refused"),
+            "first answer after loading: {answer} (all: {answers:?})"
+        );
+    }
+    // The hammers did reach the server while it was loading (otherwise this
+    // test proved nothing).
+    assert!(
+        answers.iter().any(|(_, loading)| *loading > 0),
+        "no -LOADING seen: {answers:?}"
+    );
+    let mut c = s.conn();
+    let left = ms_left(&mut c);
+    assert!((1..=5000).contains(&left), "quarantine left {left} ms");
+    assert_eq!(dlock_info(&mut c, "quarantine_reason"), "restart");
+}
+
+#[test]
+fn info_during_loading_does_not_decide_early() {
+    // The base of the AOF says the run was lossy; its incremental part,
+    // loaded last, says it became lossless (appendfsync always) before the
+    // crash. Only all of the data decides: an INFO answered while loading
+    // must not judge the half that is in.
+    let mut s = everysec().start();
+    let mut c = s.conn();
+    populate(&mut c);
+    grant(&mut c, "held", "owner", 60_000);
+    rewrite_aof(&mut c);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendfsync")
+        .arg("always")
+        .query(&mut c)
+        .unwrap();
+    grant(&mut c, "later", "owner", 1000);
+    assert_eq!(dlock_info(&mut c, "persistence_lossless"), "1");
+    drop(c);
+    s.kill9();
+
+    let url = s.url();
+    let asker = thread::spawn(move || {
+        let end = Instant::now() + Duration::from_secs(30);
+        let mut answered_while_loading = 0;
+        while Instant::now() < end {
+            let Ok(mut c) = connect_within(&url, Duration::from_secs(1)) else {
+                thread::sleep(Duration::from_millis(2));
+                continue;
+            };
+            let mut ask = || {
+                redis::cmd("INFO")
+                    .arg("persistence")
+                    .arg("dlock")
+                    .query::<String>(&mut c)
+            };
+            while let Ok(info) = ask() {
+                if !info.contains("loading:1") {
+                    return answered_while_loading;
+                }
+                answered_while_loading += 1;
+            }
+        }
+        answered_while_loading
+    });
+    s.respawn();
+    let answered_while_loading = asker.join().unwrap();
+    s.wait_ready();
+    assert!(answered_while_loading > 0, "no INFO answered while loading");
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "previous_run"), "crashed");
+    assert_eq!(ms_left(&mut c), 0, "the crashed run ended lossless");
+    grant(&mut c, "fresh", "t", 1000);
+}
+
+/// The incremental AOF file the server appends to now (the last one in its
+/// manifest).
+fn current_incr_aof(s: &Server) -> Vec<u8> {
+    let dir = s.dir().join("appendonlydir");
+    let manifest = std::fs::read_dir(&dir)
+        .expect("appendonlydir")
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".manifest"))
+        .expect("AOF manifest");
+    let manifest = std::fs::read_to_string(manifest).unwrap();
+    let name = manifest
+        .lines()
+        .filter(|l| l.ends_with("type i"))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .next_back()
+        .unwrap_or_else(|| panic!("no incremental file in {manifest}"));
+    std::fs::read(dir.join(name)).unwrap()
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// AOF without the RDB preamble: a grant and its release, then a rewrite
+/// (by `rewrite`) while no lock exists, so the new base holds no lock and no
+/// quarantine metadata; then a grant with a shorter TTL (nothing new to say,
+/// so no metadata goes with it) and a crash.
+fn grant_rewrite_grant_crash(s: &mut Server, rewrite: impl FnOnce(&mut redis::Connection)) {
+    let mut c = s.conn();
+    grant(&mut c, "first", "owner", 5000);
+    assert_eq!(release(&mut c, "first", "owner"), 1);
+    rewrite(&mut c);
+    // The rewrite's metadata is in the file that now follows the new base.
+    wait_until(SOON, "DLOCK.META in the new incremental AOF", || {
+        contains(&current_incr_aof(s), "DLOCK.META")
+    });
+    grant(&mut c, "second", "owner", 3000);
+    // Written (not necessarily fsynced: kill -9 keeps the page cache).
+    wait_until(SOON, "the grant in the AOF", || {
+        contains(&current_incr_aof(s), "second")
+    });
+    assert_eq!(dlock_info(&mut c, "longest_ttl"), "5000");
+    drop(c);
+    s.kill9();
+    s.restart();
+}
+
+fn no_preamble(fsync: &str) -> ServerBuilder {
+    Server::builder()
+        .aof(fsync)
+        .arg("--aof-use-rdb-preamble")
+        .arg("no")
+}
+
+#[test]
+fn rewrite_without_preamble_keeps_the_metadata_under_always() {
+    // dlock.max-ttl: without the metadata, "unknown durability" would
+    // quarantine for it.
+    let mut s = no_preamble("always")
+        .arg("--dlock.max-ttl")
+        .arg("60000")
+        .start();
+    grant_rewrite_grant_crash(&mut s, rewrite_aof);
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "previous_run"), "crashed");
+    assert_eq!(dlock_info(&mut c, "longest_ttl"), "5000");
+    assert_eq!(ms_left(&mut c), 0, "an always run loses no grant");
+    assert_eq!(held(&mut c, "second").token, b"owner");
+    grant(&mut c, "fresh", "t", 1000);
+}
+
+#[test]
+fn rewrite_without_preamble_keeps_the_metadata_under_everysec() {
+    let mut s = no_preamble("everysec").start();
+    grant_rewrite_grant_crash(&mut s, rewrite_aof);
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "quarantine_unbounded"), "0");
+    assert_eq!(dlock_info(&mut c, "longest_ttl"), "5000");
+    assert_eq!(dlock_info(&mut c, "quarantine_reason"), "restart");
+    let left = ms_left(&mut c);
+    assert!(
+        (1..=5000).contains(&left),
+        "bounded by 5000 ms, left {left}"
+    );
+}
+
+#[test]
+fn automatic_rewrite_without_preamble_keeps_the_metadata() {
+    let mut s = no_preamble("always")
+        .arg("--dlock.max-ttl")
+        .arg("60000")
+        .start();
+    grant_rewrite_grant_crash(&mut s, |c| {
+        let before: u64 = info_field(c, "persistence", "aof_rewrites")
+            .unwrap()
+            .parse()
+            .unwrap();
+        let set = |c: &mut redis::Connection, k: &str, v: &str| {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(k)
+                .arg(v)
+                .query(c)
+                .unwrap();
+        };
+        // Any growth over the (empty) base starts a rewrite from serverCron.
+        set(c, "auto-aof-rewrite-min-size", "1");
+        set(c, "auto-aof-rewrite-percentage", "1");
+        wait_until(Duration::from_secs(10), "an automatic rewrite", || {
+            info_field(c, "persistence", "aof_rewrites")
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| n > before)
+        });
+        set(c, "auto-aof-rewrite-percentage", "0");
+        wait_until(Duration::from_secs(20), "the rewrite to finish", || {
+            info_field(c, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+        });
+    });
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "longest_ttl"), "5000");
+    assert_eq!(ms_left(&mut c), 0, "an always run loses no grant");
+}
+
+#[test]
+fn rewrite_during_paused_writes_gets_the_metadata_after_the_pause() {
+    // Nothing may be propagated while writes are paused (Redis asserts on
+    // it); the metadata follows when the pause ends.
+    let s = no_preamble("always").start();
+    let mut c = s.conn();
+    grant(&mut c, "first", "owner", 5000);
+    assert_eq!(release(&mut c, "first", "owner"), 1);
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(60_000)
+        .arg("WRITE")
+        .query(&mut c)
+        .unwrap();
+    rewrite_aof(&mut c);
+    ping(&mut c);
+    assert!(!contains(&current_incr_aof(&s), "DLOCK.META"));
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut c).unwrap();
+    wait_until(SOON, "DLOCK.META in the new incremental AOF", || {
+        contains(&current_incr_aof(&s), "DLOCK.META")
+    });
+    ping(&mut c);
 }

@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod cluster;
+pub mod config;
 pub mod decimal;
 pub mod error;
 pub mod fence;

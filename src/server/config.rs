@@ -11,8 +11,7 @@ use redis_module::raw;
 use super::api::{self, rm, Ctx};
 use super::ffi::guard;
 use super::{quarantine, state};
-use crate::lock::args::MAX_TTL_MS;
-use crate::lock::lease::MAX_STORED_TOKEN;
+use crate::lock::config::{NumericConfig, MAX_TOKEN_LENGTH, MAX_TTL};
 use crate::lock::quarantine::Setting;
 use crate::lock::Error;
 
@@ -23,8 +22,8 @@ static QUARANTINE_TEXT: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::
 /// lets the server apply config-file values on top.
 pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
     let mut quarantine_default = b"auto".as_slice();
-    let mut max_ttl: i64 = 0;
-    let mut max_token: i64 = 512;
+    let mut max_ttl = MAX_TTL.default;
+    let mut max_token = MAX_TOKEN_LENGTH.default;
     let mut pairs = argv.chunks(2);
     for pair in pairs.by_ref() {
         let [name, value] = pair else {
@@ -35,8 +34,9 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
         let name = name.strip_prefix(b"dlock.").unwrap_or(name);
         match name.to_ascii_lowercase().as_slice() {
             b"restart-quarantine" => quarantine_default = value,
-            b"max-ttl" => max_ttl = number(value)?,
-            b"max-token-length" => max_token = number(value)?,
+            // The server does not range-check a registered default.
+            b"max-ttl" => max_ttl = MAX_TTL.parse(value)?,
+            b"max-token-length" => max_token = MAX_TOKEN_LENGTH.parse(value)?,
             _ => return Err(Error::BadConfig("unknown module argument")),
         }
     }
@@ -45,45 +45,22 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
     default.push(0);
 
     let string = rm!(RedisModule_RegisterStringConfig);
-    let numeric = rm!(RedisModule_RegisterNumericConfig);
-    let flags = raw::REDISMODULE_CONFIG_DEFAULT;
-    let ok = unsafe {
+    let quarantine_ok = unsafe {
         string(
             ctx.0,
             c"restart-quarantine".as_ptr(),
             default.as_ptr().cast::<c_char>(),
-            flags,
+            raw::REDISMODULE_CONFIG_DEFAULT,
             Some(get_quarantine),
             Some(set_quarantine),
             None,
             std::ptr::null_mut(),
-        ) == api::OK
-            && numeric(
-                ctx.0,
-                c"max-ttl".as_ptr(),
-                max_ttl,
-                flags,
-                0,
-                MAX_TTL_MS as c_longlong,
-                Some(get_number),
-                Some(set_number),
-                None,
-                c"max-ttl".as_ptr().cast_mut().cast::<c_void>(),
-            ) == api::OK
-            && numeric(
-                ctx.0,
-                c"max-token-length".as_ptr(),
-                max_token,
-                flags,
-                1,
-                MAX_STORED_TOKEN as c_longlong,
-                Some(get_number),
-                Some(set_number),
-                None,
-                c"max-token-length".as_ptr().cast_mut().cast::<c_void>(),
-            ) == api::OK
-    };
-    if !ok {
+        )
+    } == api::OK;
+    if !(quarantine_ok
+        && register_numeric(ctx, MAX_TTL, max_ttl)?
+        && register_numeric(ctx, MAX_TOKEN_LENGTH, max_token)?)
+    {
         return Err(Error::BadConfig("invalid dlock configuration"));
     }
     if unsafe { rm!(RedisModule_LoadConfigs)(ctx.0) } != api::OK {
@@ -92,12 +69,26 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
     Ok(())
 }
 
-fn number(raw: &[u8]) -> Result<i64, Error> {
-    crate::lock::args::parse_u64(raw)
-        .and_then(|n| i64::try_from(n).ok())
-        .ok_or(Error::BadConfig(
-            "dlock numeric arguments are non-negative integers",
-        ))
+/// Registers one numeric config with its range; `value` is its default
+/// (already checked against the same range).
+fn register_numeric(ctx: Ctx, config: NumericConfig, value: u64) -> Result<bool, Error> {
+    let numeric = rm!(RedisModule_RegisterNumericConfig);
+    let as_ll = |v: u64| c_longlong::try_from(v).unwrap_or(c_longlong::MAX);
+    let status = unsafe {
+        numeric(
+            ctx.0,
+            config.name.as_ptr(),
+            as_ll(value),
+            raw::REDISMODULE_CONFIG_DEFAULT,
+            as_ll(config.min),
+            as_ll(config.max),
+            Some(get_number),
+            Some(set_number),
+            None,
+            config.name.as_ptr().cast_mut().cast::<c_void>(),
+        )
+    };
+    Ok(status == api::OK)
 }
 
 fn which(privdata: *mut c_void) -> &'static [u8] {
@@ -108,10 +99,15 @@ fn which(privdata: *mut c_void) -> &'static [u8] {
 }
 
 extern "C" fn get_number(_name: *const c_char, privdata: *mut c_void) -> c_longlong {
-    guard("config get", 0, || match which(privdata) {
-        b"max-ttl" => state::limits().max_ttl as c_longlong,
-        b"max-token-length" => state::limits().max_token as c_longlong,
-        _ => 0,
+    guard("config get", 0, || {
+        let name = which(privdata);
+        if name == MAX_TTL.name.to_bytes() {
+            state::limits().max_ttl as c_longlong
+        } else if name == MAX_TOKEN_LENGTH.name.to_bytes() {
+            state::limits().max_token as c_longlong
+        } else {
+            0
+        }
     })
 }
 
@@ -123,10 +119,13 @@ extern "C" fn set_number(
 ) -> c_int {
     guard("config set", api::ERR, || {
         let v = u64::try_from(val).unwrap_or(0);
-        match which(privdata) {
-            b"max-ttl" => state::set_max_ttl(v),
-            b"max-token-length" => state::set_max_token(usize::try_from(v).unwrap_or(512)),
-            _ => return api::ERR,
+        let name = which(privdata);
+        if name == MAX_TTL.name.to_bytes() {
+            state::set_max_ttl(v);
+        } else if name == MAX_TOKEN_LENGTH.name.to_bytes() {
+            state::set_max_token(usize::try_from(v).unwrap_or(512));
+        } else {
+            return api::ERR;
         }
         api::OK
     })

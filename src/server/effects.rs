@@ -26,7 +26,8 @@ use crate::lock::{args, Error};
 
 pub const APPLY: &CStr = c"DLOCK.APPLY";
 /// `DLOCK.META longest_ttl_ms lossy`: what a restart quarantine needs to know
-/// about the run that wrote the data. Sent before a grant whenever it changed.
+/// about the run that wrote the data. Sent before a grant whenever it changed,
+/// and into the AOF when a rewrite starts (`persistence::on_fork_child_born`).
 pub const META: &CStr = c"DLOCK.META";
 
 /// Propagates a new owner: the lease as it now is, with its deadline.
@@ -103,12 +104,24 @@ fn meta_if_changed(ctx: Ctx) -> Result<(), Error> {
 }
 
 fn meta_effect(ctx: Ctx) -> Result<(), Error> {
+    meta_with_format(ctx, c"ll")
+}
+
+/// The metadata for the AOF only (`R`: no replicas), e.g. into the file an
+/// AOF rewrite started; replicas got it with the grants.
+pub fn meta_for_aof(ctx: Ctx) -> Result<(), Error> {
+    meta_with_format(ctx, c"llR")
+}
+
+/// Always exactly two arguments: older versions reading this AOF, or
+/// replicas of an older version, parse exactly these.
+fn meta_with_format(ctx: Ctx, format: &CStr) -> Result<(), Error> {
     let replicate = rm!(RedisModule_Replicate);
     let status = unsafe {
         replicate(
             ctx.0,
             META.as_ptr(),
-            c"ll".as_ptr(),
+            format.as_ptr(),
             quarantine::longest_ttl() as c_longlong,
             c_longlong::from(quarantine::this_run_lossy()),
         )

@@ -1,6 +1,7 @@
 //! Server events: flushes and swaps empty or replace keys without calling
-//! the type's unlink callback; shutdowns, configuration changes, master-link
-//! changes and promotions feed the restart quarantine.
+//! the type's unlink callback; shutdowns, the end of loading, configuration
+//! changes, master-link changes and promotions feed the restart quarantine;
+//! an AOF rewrite's fork gets the quarantine metadata into the new AOF.
 //!
 //! A demotion to replica needs no handler: Redis 7.0 unblocks every blocked
 //! client itself (`-UNBLOCKED ... master -> replica?`) before modules hear of
@@ -13,7 +14,7 @@ use redis_module::raw;
 use super::api::{rm, Ctx};
 use super::blocking;
 use super::ffi::guard;
-use super::{handoff, quarantine, state};
+use super::{handoff, persistence, quarantine, state};
 use crate::lock::Error;
 
 pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
@@ -25,6 +26,8 @@ pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
         raw::REDISMODULE_EVENT_CONFIG,
         raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
         raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
+        raw::REDISMODULE_EVENT_LOADING,
+        raw::REDISMODULE_EVENT_FORK_CHILD,
     ] {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         if unsafe { subscribe(ctx.0, event, Some(on_event)) } != super::api::OK {
@@ -59,6 +62,14 @@ extern "C" fn on_event(
             }
         }
         raw::REDISMODULE_EVENT_SHUTDOWN => quarantine::on_shutdown(),
+        raw::REDISMODULE_EVENT_LOADING if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
+            quarantine::on_loading_ended(Ctx(ctx))
+        }
+        raw::REDISMODULE_EVENT_FORK_CHILD
+            if subevent == raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN =>
+        {
+            persistence::on_fork_child_born(Ctx(ctx))
+        }
         raw::REDISMODULE_EVENT_CONFIG => quarantine::refresh_durability(Ctx(ctx)),
         raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE => quarantine::on_master_link(
             Ctx(ctx),

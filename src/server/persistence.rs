@@ -10,10 +10,10 @@ use std::ffi::{c_char, c_int, c_longlong, c_void};
 use redis_module::raw;
 
 use super::api::{self, rm, Ctx};
-use super::effects::{APPLY, META};
+use super::effects::{self, APPLY, META};
 use super::ffi::guard;
 use super::value;
-use super::{quarantine, state, stats};
+use super::{handoff, quarantine, state, stats};
 use crate::lock::args::MAX_TTL_MS;
 use crate::lock::lease::LeaseRef;
 use crate::lock::lease::{ENCODING_VERSION, MAX_STORED_TOKEN};
@@ -176,6 +176,69 @@ extern "C" fn aof_rewrite(
             )
         };
     })
+}
+
+/// A child was just forked (we are the parent). When it rewrites the AOF,
+/// the files holding the `DLOCK.META` facts are dropped once it is done,
+/// and the new base carries them only next to a lock key (no aux data
+/// without the RDB preamble): with no lock alive, not at all. The server
+/// opened the incremental file that follows the new base before forking,
+/// so the facts go there, from a timer: inside a command (`BGREWRITEAOF`,
+/// `CONFIG SET appendonly yes`) a propagation would count as a write and
+/// make the server propagate that command too.
+pub fn on_fork_child_born(ctx: Ctx) {
+    if !aof_rewrite_in_progress(ctx) {
+        return;
+    }
+    // A grant before the timer fires carries the facts itself.
+    quarantine::mark_meta_dirty();
+    arm_rewrite_meta(ctx, 0);
+}
+
+/// While writes are paused (`CLIENT PAUSE WRITE`, a failover) nothing may be
+/// propagated; retry until the pause ends.
+const PAUSED_RETRY_MS: i64 = 100;
+
+fn arm_rewrite_meta(ctx: Ctx, delay_ms: i64) {
+    if let Some(create) = unsafe { raw::RedisModule_CreateTimer } {
+        unsafe { create(ctx.0, delay_ms, Some(rewrite_meta), std::ptr::null_mut()) };
+    }
+}
+
+extern "C" fn rewrite_meta(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    guard("aof rewrite metadata", (), || {
+        let ctx = Ctx(ctx);
+        if handoff::writes_paused() {
+            arm_rewrite_meta(ctx, PAUSED_RETRY_MS);
+            return;
+        }
+        if quarantine::take_meta_dirty() {
+            if let Err(e) = effects::meta_for_aof(ctx) {
+                quarantine::mark_meta_dirty();
+                ctx.log_warning(&format!("dlock: metadata for the AOF rewrite: {e}"));
+            }
+        }
+    })
+}
+
+/// Whether the child just forked is an AOF rewrite (the server records the
+/// child's type before it tells modules of the fork).
+fn aof_rewrite_in_progress(ctx: Ctx) -> bool {
+    let (Some(get), Some(field), Some(free)) = (
+        unsafe { raw::RedisModule_GetServerInfo },
+        unsafe { raw::RedisModule_ServerInfoGetFieldSigned },
+        unsafe { raw::RedisModule_FreeServerInfo },
+    ) else {
+        return false;
+    };
+    let info = unsafe { get(ctx.0, c"persistence".as_ptr()) };
+    if info.is_null() {
+        return false;
+    }
+    let mut err: c_int = 0;
+    let in_progress = unsafe { field(info, c"aof_rewrite_in_progress".as_ptr(), &mut err) };
+    unsafe { free(ctx.0, info) };
+    err == 0 && in_progress == 1
 }
 
 extern "C" fn mem_usage(value: *const c_void) -> usize {

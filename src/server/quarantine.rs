@@ -9,7 +9,7 @@
 //! could not record a clean end; a crash leaves "running" behind.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use redis_module::raw;
@@ -23,8 +23,13 @@ use crate::lock::Error;
 const STATE_FILE: &str = "dlock.state";
 
 static SETTING: Mutex<Setting> = Mutex::new(Setting::Auto);
-/// Unix ms at which the current quarantine ends; 0 = none.
-static UNTIL_MS: AtomicU64 = AtomicU64::new(0);
+/// Unix ms at which the current quarantine ends; 0 = none; `UNDECIDED`
+/// until the data loaded at startup has been judged (see `decide`).
+static UNTIL_MS: AtomicU64 = AtomicU64::new(UNDECIDED);
+const UNDECIDED: u64 = u64::MAX;
+/// A context for deciding where the caller has none (a command's first
+/// check); it only names the module for logging and timers.
+static DETACHED: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
 static REASON: AtomicU8 = AtomicU8::new(REASON_NONE);
 const REASON_NONE: u8 = 0;
 const REASON_RESTART: u8 = 1;
@@ -50,7 +55,13 @@ pub fn setting() -> Setting {
 /// the operator's override.
 pub fn set_setting(s: Setting) {
     *SETTING.lock().unwrap_or_else(|p| p.into_inner()) = s;
-    if s == Setting::Off && UNTIL_MS.swap(0, Ordering::Relaxed) != 0 {
+    // Before the decision `off` needs nothing lifted: the verdict follows it.
+    let running = |until: u64| (until != 0 && until != UNDECIDED).then_some(0);
+    if s == Setting::Off
+        && UNTIL_MS
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, running)
+            .is_ok()
+    {
         REASON.store(REASON_NONE, Ordering::Relaxed);
         release_waiters();
     }
@@ -64,12 +75,37 @@ pub fn check() -> Result<(), Error> {
     }
 }
 
+/// One atomic load when no quarantine runs. The first call decides the
+/// restart quarantine if nothing did before (no data file: no loading event).
 pub fn ms_left() -> u64 {
-    let until = UNTIL_MS.load(Ordering::Relaxed);
-    if until == 0 {
+    let until = match UNTIL_MS.load(Ordering::Relaxed) {
+        0 => return 0,
+        UNDECIDED => decide_on_first_use(),
+        until => until,
+    };
+    until.saturating_sub(now_us() / 1000)
+}
+
+#[cold]
+fn decide_on_first_use() -> u64 {
+    // During the startup load the data is not all in yet, and no command
+    // that grants can run (they get -LOADING); only INFO asks.
+    if server_loading() {
         return 0;
     }
-    until.saturating_sub(now_us() / 1000)
+    decide(Ctx(DETACHED.load(Ordering::Relaxed)));
+    match UNTIL_MS.load(Ordering::Relaxed) {
+        UNDECIDED => 0,
+        until => until,
+    }
+}
+
+fn server_loading() -> bool {
+    let Some(flags) = (unsafe { raw::RedisModule_GetContextFlags }) else {
+        return false;
+    };
+    let loading = raw::REDISMODULE_CTX_FLAGS_LOADING | raw::REDISMODULE_CTX_FLAGS_ASYNC_LOADING;
+    (unsafe { flags(std::ptr::null_mut()) } as u32) & loading != 0
 }
 
 /// Records a granted TTL; a new longest one must reach replicas and the AOF.
@@ -87,6 +123,11 @@ pub fn this_run_lossy() -> bool {
     THIS_RUN_LOSSY.load(Ordering::Relaxed)
 }
 
+/// The metadata must go out again (with the next effect, or sooner).
+pub fn mark_meta_dirty() {
+    META_DIRTY.store(true, Ordering::Relaxed);
+}
+
 pub fn take_meta_dirty() -> bool {
     META_DIRTY.swap(false, Ordering::Relaxed)
 }
@@ -100,17 +141,28 @@ pub fn observe(longest_ttl: u64, lossy: Option<bool>) {
     }
 }
 
-/// At module load: remember how the last run ended, mark this one running,
-/// and judge the loaded data once loading is over (a timer's first tick
-/// comes after the startup load, before any client command).
+/// At module load: remember how the last run ended and mark this one
+/// running. The loaded data is judged once it is all in, before any client
+/// command can be granted: see `decide`.
 pub fn init(ctx: Ctx) -> Result<(), Error> {
+    let detached = unsafe { rm!(RedisModule_GetDetachedThreadSafeContext)(ctx.0) };
+    DETACHED.store(detached, Ordering::Relaxed);
     let prev = PreviousRun::from_state_file(std::fs::read_to_string(STATE_FILE).ok().as_deref());
     PREVIOUS.store(prev as u8, Ordering::Relaxed);
     write_state("running");
     refresh_durability(ctx);
+    // Without a data file no loading event fires; decide at the first
+    // event-loop turn at the latest (commands of that turn decide earlier).
     let create = rm!(RedisModule_CreateTimer);
-    unsafe { create(ctx.0, 0, Some(on_loaded), std::ptr::null_mut()) };
+    unsafe { create(ctx.0, 0, Some(on_first_tick), std::ptr::null_mut()) };
     Ok(())
+}
+
+/// The startup load ended (the server's loading event): the data is all in,
+/// and no client command has run yet. A later load (a replica's full sync,
+/// `DEBUG RELOAD`) finds the decision made.
+pub fn on_loading_ended(ctx: Ctx) {
+    decide(ctx);
 }
 
 fn previous() -> PreviousRun {
@@ -131,25 +183,36 @@ fn write_state(what: &str) {
     }
 }
 
-extern "C" fn on_loaded(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    guard("restart quarantine", (), || {
-        let data = Persisted {
-            longest_ttl: longest_ttl(),
-            lossy: match LOADED_LOSSY.load(Ordering::Relaxed) {
-                1 => Some(false),
-                2 => Some(true),
-                _ => None,
-            },
-        };
-        let verdict =
-            quarantine::after_restart(setting(), previous(), data, state::limits().max_ttl);
-        apply(
-            Ctx(ctx),
-            verdict,
-            REASON_RESTART,
-            "a crash of a run that could lose acknowledged grants",
-        );
-    })
+extern "C" fn on_first_tick(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    guard("restart quarantine", (), || decide(Ctx(ctx)))
+}
+
+/// Judges the data loaded at startup, exactly once: at the end of the
+/// startup load, at the first check of the quarantine, or at the first
+/// event-loop turn, whichever comes first. The server runs a turn's client
+/// commands before its timers, so a timer alone would decide too late.
+fn decide(ctx: Ctx) {
+    if UNTIL_MS
+        .compare_exchange(UNDECIDED, 0, Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    let data = Persisted {
+        longest_ttl: longest_ttl(),
+        lossy: match LOADED_LOSSY.load(Ordering::Relaxed) {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        },
+    };
+    let verdict = quarantine::after_restart(setting(), previous(), data, state::limits().max_ttl);
+    apply(
+        ctx,
+        verdict,
+        REASON_RESTART,
+        "a crash of a run that could lose acknowledged grants",
+    );
 }
 
 fn apply(ctx: Ctx, verdict: Verdict, reason: u8, why: &str) {
@@ -175,6 +238,9 @@ fn apply(ctx: Ctx, verdict: Verdict, reason: u8, why: &str) {
 }
 
 fn arm_end(ctx: Ctx, ms: u64) {
+    if ctx.0.is_null() {
+        return;
+    }
     if let Some(create) = unsafe { raw::RedisModule_CreateTimer } {
         let delay = i64::try_from(ms.saturating_add(1)).unwrap_or(i64::MAX);
         unsafe { create(ctx.0, delay, Some(on_end), std::ptr::null_mut()) };
@@ -281,6 +347,7 @@ extern "C" fn on_link_lost(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
 /// This replica became a master: an unplanned promotion (the link to the old
 /// master was down) may have missed the old master's last grants.
 pub fn on_promotion(ctx: Ctx) {
+    decide(ctx);
     let verdict = quarantine::after_promotion(
         setting(),
         LINK_UP.load(Ordering::Relaxed),

@@ -157,6 +157,11 @@ impl ServerBuilder {
     pub fn start(self) -> Server {
         Server::launch(self)
     }
+    /// `start` that returns why the server did not come up (its logs)
+    /// instead of panicking: for servers that must refuse to start.
+    pub fn try_start(self) -> Result<Server, String> {
+        Server::try_launch(self)
+    }
 }
 
 pub struct Server {
@@ -202,6 +207,10 @@ impl Server {
     }
 
     fn launch(opts: ServerBuilder) -> Server {
+        Server::try_launch(opts).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_launch(opts: ServerBuilder) -> Result<Server, String> {
         let mut s = Server {
             opts,
             port: 0,
@@ -211,10 +220,10 @@ impl Server {
         for attempt in 1..=5 {
             s.port = free_port();
             match s.spawn_and_wait() {
-                Ok(()) => return s,
+                Ok(()) => return Ok(s),
                 Err(e) if attempt < 5 && e.contains("Address already in use") => continue,
-                // `s` is dropped during unwinding, which kills the process.
-                Err(e) => panic!("{e}"),
+                // Dropping `s` kills the process and removes the dir.
+                Err(e) => return Err(e),
             }
         }
         unreachable!()
@@ -256,6 +265,11 @@ impl Server {
     /// Spawns redis-server and waits until it answers PING and has finished
     /// loading its RDB/AOF. On failure returns a message including the logs.
     fn spawn_and_wait(&mut self) -> Result<(), String> {
+        self.spawn()?;
+        self.wait_started()
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
         // Errors before the logfile is opened (bad arguments) go to stderr.
         let out = fs::File::create(self.dir.join("stdout.log")).unwrap();
         let child = valgrind::command(&self.dir)
@@ -266,6 +280,10 @@ impl Server {
             .spawn()
             .map_err(|e| format!("cannot spawn redis-server: {e}"))?;
         self.child = Some(child);
+        Ok(())
+    }
+
+    fn wait_started(&mut self) -> Result<(), String> {
         let deadline = valgrind::scale(START_DEADLINE);
         let end = Instant::now() + deadline;
         loop {
@@ -389,6 +407,22 @@ impl Server {
         // redis sets SO_REUSEADDR, but someone else may have taken the port.
         if let Err(e) = self.spawn_and_wait() {
             panic!("restart failed: {e}");
+        }
+    }
+    /// `restart` without waiting for the server to answer or to finish
+    /// loading: for tests that race the startup (clients retrying through
+    /// `-LOADING`). Follow with `wait_ready`.
+    pub fn respawn(&mut self) {
+        self.shutdown();
+        if let Err(e) = self.spawn() {
+            panic!("respawn failed: {e}");
+        }
+    }
+    /// Waits (bounded) until a `respawn`ed server answers and has loaded
+    /// its data; panics with the logs if it does not.
+    pub fn wait_ready(&mut self) {
+        if let Err(e) = self.wait_started() {
+            panic!("server not ready: {e}");
         }
     }
     /// Freeze the process (SIGSTOP): simulates a GC-like pause or partition.
