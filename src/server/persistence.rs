@@ -132,6 +132,9 @@ extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
         let Some(lease) = (unsafe { lease(value) }) else {
             return;
         };
+        // DUMP shows the fence to a client: like any read of a lock value,
+        // it raises the clock (see `LockKey::lease`).
+        state::observe_fence(lease.fence());
         let bytes = lease.encode();
         if let Some(save) = unsafe { raw::RedisModule_SaveStringBuffer } {
             unsafe { save(rdb, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
@@ -218,7 +221,12 @@ extern "C" fn copy(
     value: *const c_void,
 ) -> *mut c_void {
     guard("copy", std::ptr::null_mut(), || {
-        let block = unsafe { lease(value) }.map_or(std::ptr::null_mut(), value::into_raw);
+        let Some(lease) = (unsafe { lease(value) }) else {
+            return std::ptr::null_mut();
+        };
+        // A second key now holds this fence: a read like any other.
+        state::observe_fence(lease.fence());
+        let block = value::into_raw(lease);
         if !block.is_null() {
             stats::lock_created();
         }
