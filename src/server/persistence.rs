@@ -40,7 +40,7 @@ pub fn register_type(ctx: Ctx) -> Result<(), Error> {
         defrag: None,
         mem_usage2: None,
         free_effort2: None,
-        unlink2: Some(super::handoff::on_unlink),
+        unlink2: Some(super::eviction::on_unlink),
         copy2: None,
         aux_save2: None,
     };
