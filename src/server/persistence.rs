@@ -205,6 +205,16 @@ extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     })
 }
 
+/// Runs off the main thread too: with `lazyfree-lazy-user-flush yes`
+/// (Valkey 8's default) or `FLUSHALL ASYNC`, the server frees a flushed
+/// database's values in a background thread while commands go on (other
+/// lazy frees could as well). That is safe because this touches only the
+/// block being freed (`value::free`: its own header, then the global
+/// allocator, which is the server's thread-safe zmalloc) and an atomic
+/// counter (`stats::lock_freed`); no module state, no API call that needs
+/// the main thread (`guard` logs a panic without a context, as the server's
+/// own background threads log). `dlock_locks` therefore settles after the
+/// FLUSHALL reply, not with it.
 extern "C" fn free(value: *mut c_void) {
     guard("free", (), || {
         if !value.is_null() {
