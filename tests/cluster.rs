@@ -23,7 +23,10 @@ fn last_fence(s: &Server) -> i64 {
         .unwrap()
 }
 
-/// `WAIT 1 2000` on a direct connection: the number of replicas that acked.
+/// `WAIT 1 2000`: the number of replicas that acknowledged the writes made
+/// on `c` (WAIT counts this connection's writes only: on a connection that
+/// wrote nothing it confirms nothing), so `c` must be a direct connection to
+/// the master that made them.
 fn wait_replica(c: &mut redis::Connection) -> i64 {
     redis::cmd("WAIT")
         .arg(1)
@@ -334,15 +337,16 @@ struct Held {
 }
 
 /// Acquires `n` locks under `tag` on `master`, EXTENDs the first, and checks
-/// that `WAIT 1 2000` confirms both steps on the replica.
+/// that `WAIT 1 2000` confirms both steps on the replica. The writes go over
+/// a direct connection to `master` (`tag`'s slot is served there), the one
+/// that then sends WAIT.
 fn hold_confirmed(cl: &Cluster, master: usize, tag: &str, n: usize) -> Vec<Held> {
-    let mut cc = cl.conn();
     let mut mc = cl.node(master).conn();
     let mut held = Vec::new();
     for i in 0..n {
         let key = format!("{tag}:{i}");
         let token = format!("own-{i}");
-        let fence = grant(&mut cc, &key, &token, 30_000);
+        let fence = grant(&mut mc, &key, &token, 30_000);
         held.push(Held {
             key,
             token,
@@ -351,7 +355,7 @@ fn hold_confirmed(cl: &Cluster, master: usize, tag: &str, n: usize) -> Vec<Held>
         });
     }
     assert_eq!(wait_replica(&mut mc), 1, "WAIT after ACQUIRE");
-    assert_eq!(extend(&mut cc, &held[0].key, &held[0].token, 50_000), 1);
+    assert_eq!(extend(&mut mc, &held[0].key, &held[0].token, 50_000), 1);
     assert_eq!(wait_replica(&mut mc), 1, "WAIT after EXTEND");
     for h in &mut held {
         h.deadline = pexpiretime(&mut mc, &h.key);

@@ -3,6 +3,7 @@
 #![no_main]
 
 use dlock::lock::args::{self, Limits, MAX_TTL_MS, MAX_WAIT_MS};
+use dlock::lock::lease::MAX_STORED_TOKEN;
 use libfuzzer_sys::fuzz_target;
 
 // Bytes 0 and 1 pick the limits (token cap; TTL cap, 0 = unlimited); the
@@ -24,7 +25,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(a) = args::acquire(&argv, &limits) {
         assert!(argv.len() >= 4);
         assert_eq!(a.token, argv[2]);
-        assert!(!a.token.is_empty() && a.token.len() <= max_token);
+        // Any storable token parses; max_token applies to new grants.
+        assert!(!a.token.is_empty() && a.token.len() <= MAX_STORED_TOKEN);
+        assert_eq!(a.max_new_token, max_token);
+        assert_eq!(a.check_new_token().is_ok(), a.token.len() <= max_token);
         assert!(a.ttl_ms > 0 && a.ttl_ms <= MAX_TTL_MS);
         assert!(max_ttl == 0 || a.ttl_ms <= max_ttl);
         assert!(a.wait_ms.is_none_or(|w| w <= MAX_WAIT_MS));
@@ -32,12 +36,12 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(r) = args::release(&argv, &limits) {
         assert_eq!(argv.len(), 3);
         assert_eq!(r.token, argv[2]);
-        assert!(!r.token.is_empty() && r.token.len() <= max_token);
+        assert!(!r.token.is_empty() && r.token.len() <= MAX_STORED_TOKEN);
     }
     if let Ok(e) = args::extend(&argv, &limits) {
         assert_eq!(argv.len(), 4);
         assert_eq!(e.token, argv[2]);
-        assert!(e.token.len() <= max_token);
+        assert!(e.token.len() <= MAX_STORED_TOKEN);
         assert!(e.ttl_ms > 0 && e.ttl_ms <= MAX_TTL_MS);
         assert!(max_ttl == 0 || e.ttl_ms <= max_ttl);
     }

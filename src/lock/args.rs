@@ -5,6 +5,7 @@
 //! the key itself is handled by the server layer, so it is only counted here.
 
 use super::error::Error;
+use super::lease::MAX_STORED_TOKEN;
 
 /// 2^47 ms is about 4,460 years: long enough for any lease, and small enough
 /// that `now + ttl` can never overflow a signed 64-bit millisecond deadline.
@@ -13,6 +14,9 @@ pub const MAX_TTL_MS: u64 = 1 << 47;
 /// Operator limits from the module's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// Longest token for a new grant or a new waiter. Lowering it must not
+    /// lock out holders whose tokens were accepted before: their RELEASE,
+    /// EXTEND and same-token ACQUIRE take any token a lock can store.
     pub max_token: usize,
     /// 0 means unlimited.
     pub max_ttl: u64,
@@ -35,6 +39,21 @@ pub struct Acquire<'a> {
     pub ttl_ms: u64,
     /// Block until granted or `timeout_ms` passes; `Some(0)` waits forever.
     pub wait_ms: Option<u64>,
+    /// `Limits::max_token` when the command arrived: the token may be longer
+    /// (up to `MAX_STORED_TOKEN`) only to refresh its own hold.
+    pub max_new_token: usize,
+}
+
+impl Acquire<'_> {
+    /// A new grant or a new waiter needs a token within today's limit.
+    pub fn check_new_token(&self) -> Result<(), Error> {
+        if self.token.len() > self.max_new_token {
+            return Err(Error::TokenTooLong {
+                max: self.max_new_token,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// `WAIT` timeouts share the TTL's ceiling; 0 means no timeout.
@@ -71,7 +90,9 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
     let [_, _, token, ttl, options @ ..] = argv else {
         return Err(Error::WrongArity);
     };
-    let token = parse_token(token, limits.max_token)?;
+    // Checked against `max_token` only where a new grant or waiter would
+    // result (`check_new_token`).
+    let token = parse_token(token, MAX_STORED_TOKEN)?;
     let ttl_ms = limits.ttl(ttl)?;
     let mut wait_ms = None;
     let mut rest = options;
@@ -90,6 +111,7 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
         token,
         ttl_ms,
         wait_ms,
+        max_new_token: limits.max_token,
     })
 }
 
@@ -103,21 +125,23 @@ fn parse_wait(raw: &[u8]) -> Result<u64, Error> {
         })
 }
 
-pub fn release<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Release<'a>, Error> {
+/// Any token a lock can hold: `max_token` limits new grants only.
+pub fn release<'a>(argv: &[&'a [u8]], _limits: &Limits) -> Result<Release<'a>, Error> {
     let [_, _, token] = argv else {
         return Err(Error::WrongArity);
     };
     Ok(Release {
-        token: parse_token(token, limits.max_token)?,
+        token: parse_token(token, MAX_STORED_TOKEN)?,
     })
 }
 
+/// Any token a lock can hold: `max_token` limits new grants only.
 pub fn extend<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Extend<'a>, Error> {
     let [_, _, token, ttl] = argv else {
         return Err(Error::WrongArity);
     };
     Ok(Extend {
-        token: parse_token(token, limits.max_token)?,
+        token: parse_token(token, MAX_STORED_TOKEN)?,
         ttl_ms: limits.ttl(ttl)?,
     })
 }
@@ -316,15 +340,36 @@ mod tests {
             release(&argv(&["DLOCK.RELEASE", "r", ""]), MAX),
             Err(Error::EmptyToken)
         );
-        let long = vec![b'x'; 4];
+        let stored_max = vec![b'x'; MAX_STORED_TOKEN];
+        let too_long = vec![b'x'; MAX_STORED_TOKEN + 1];
+        for t in [&stored_max, &too_long] {
+            let want = (t.len() > MAX_STORED_TOKEN).then_some(Error::TokenTooLong {
+                max: MAX_STORED_TOKEN,
+            });
+            assert_eq!(release(&[b"R", b"r", t], MAX).err(), want);
+            assert_eq!(extend(&[b"E", b"r", t, b"5"], MAX).err(), want);
+            assert_eq!(acquire(&[b"A", b"r", t, b"5"], MAX).err(), want);
+        }
+    }
+
+    #[test]
+    fn max_token_limits_new_grants_and_waiters_only() {
         let small = Limits {
             max_token: 3,
             max_ttl: 0,
         };
+        let long = [b'x'; 4];
+        // Holders with longer tokens can still release and extend.
+        assert_eq!(release(&[b"R", b"r", &long], &small).unwrap().token, long);
         assert_eq!(
-            release(&[b"R", b"r", &long], &small),
-            Err(Error::TokenTooLong { max: 3 })
+            extend(&[b"E", b"r", &long, b"5"], &small).unwrap().token,
+            long
         );
+        // ACQUIRE parses; a new grant or waiter is then refused.
+        let a = acquire(&[b"A", b"r", &long, b"5"], &small).unwrap();
+        assert_eq!(a.check_new_token(), Err(Error::TokenTooLong { max: 3 }));
+        let a = acquire(&[b"A", b"r", &long[..3], b"5"], &small).unwrap();
+        assert_eq!(a.check_new_token(), Ok(()));
     }
 
     #[test]

@@ -41,8 +41,8 @@ pub enum Error {
     TtlAboveMax { max: u64 },
     /// A configuration value that does not parse.
     BadConfig(&'static str),
-    /// A client sent the internal effect command itself.
-    ForgedEffect,
+    /// A client sent an internal effect command (named) itself.
+    ForgedEffect(&'static str),
     /// A malformed internal effect (from a damaged AOF or a newer master).
     BadEffect(&'static str),
     /// Something the server should have provided was missing.
@@ -89,9 +89,9 @@ impl fmt::Display for Error {
                 write!(f, "ERR ttl_ms is above dlock.max-ttl ({max})")
             }
             Error::BadConfig(what) => write!(f, "ERR {what}"),
-            Error::ForgedEffect => write!(
+            Error::ForgedEffect(command) => write!(
                 f,
-                "ERR DLOCK.APPLY is internal: accepted only from the master link or the AOF"
+                "ERR {command} is internal: accepted only from the master link or the AOF"
             ),
             Error::BadEffect(what) => write!(f, "ERR malformed DLOCK.APPLY: {what}"),
             Error::Internal(what) => write!(f, "ERR dlock internal error: {what}"),

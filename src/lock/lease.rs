@@ -96,7 +96,8 @@ impl Lease {
     /// Idempotent, not reentrant: the same token gets the same fence back so
     /// that a retry after a lost reply never creates a second hold.
     /// The time is read only for a grant: most tries on a busy lock are
-    /// answered without a clock read.
+    /// answered without a clock read. A token over `dlock.max-token-length`
+    /// may refresh its own hold but gets no new grant.
     pub fn acquire(
         current: Option<LeaseRef<'_>>,
         req: &Acquire<'_>,
@@ -104,9 +105,12 @@ impl Lease {
         now_us: impl FnOnce() -> u64,
     ) -> Result<AcquireDecision, Error> {
         Ok(match current {
-            None => AcquireDecision::Grant {
-                fence: clock.next(now_us())?,
-            },
+            None => {
+                req.check_new_token()?;
+                AcquireDecision::Grant {
+                    fence: clock.next(now_us())?,
+                }
+            }
             Some(lease) if lease.is_owned_by(req.token) => {
                 AcquireDecision::Refresh { fence: lease.fence }
             }
@@ -165,7 +169,27 @@ mod tests {
             token,
             ttl_ms: 10,
             wait_ms: None,
+            max_new_token: 512,
         }
+    }
+
+    #[test]
+    fn a_token_over_the_limit_refreshes_its_hold_but_gets_no_new_grant() {
+        let mut clock = FenceClock::new();
+        let long = [b'x'; 8];
+        let r = Acquire {
+            max_new_token: 4,
+            ..req(&long)
+        };
+        let held = Lease::new(&long, 7);
+        let d = Lease::acquire(Some(held.as_ref()), &r, &mut clock, || 900).unwrap();
+        assert_eq!(d, AcquireDecision::Refresh { fence: 7 });
+        let other = Lease::new(b"a", 7);
+        let d = Lease::acquire(Some(other.as_ref()), &r, &mut clock, || 900).unwrap();
+        assert_eq!(d, AcquireDecision::Busy, "the caller decides about waiting");
+        let d = Lease::acquire(None, &r, &mut clock, || 900);
+        assert_eq!(d, Err(Error::TokenTooLong { max: 4 }));
+        assert_eq!(clock.last(), 0, "a refused grant consumes no fence");
     }
 
     #[test]

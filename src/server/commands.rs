@@ -86,6 +86,10 @@ fn wait_or_refuse(
     waiting: Option<blocking::Resource>,
     free: bool,
 ) -> Result<(), Error> {
+    if req.wait_ms.is_some() && can_block(ctx.flags()?) {
+        // A new waiter: its token must be within `dlock.max-token-length`.
+        req.check_new_token()?;
+    }
     stats::CONTENDED.add();
     let blocking_allowed = match req.wait_ms {
         Some(_) => can_block(ctx.flags()?),

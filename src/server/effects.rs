@@ -139,7 +139,7 @@ pub fn released(ctx: Ctx, key: *mut raw::RedisModuleString) -> Result<(), Error>
 pub fn meta(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let flags = ctx.flags()?;
     if !(flags.is_replicated() || flags.is_loading()) {
-        return Err(Error::ForgedEffect);
+        return Err(Error::ForgedEffect("DLOCK.META"));
     }
     let (longest, lossy) = args::meta(argv.bytes())?;
     // Durability read from our own files describes the run that wrote them;
@@ -167,7 +167,7 @@ fn checked(status: i32) -> Result<(), Error> {
 pub fn apply(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let flags = ctx.flags()?;
     if !(flags.is_replicated() || flags.is_loading()) {
-        return Err(Error::ForgedEffect);
+        return Err(Error::ForgedEffect("DLOCK.APPLY"));
     }
     let effect = args::apply(argv.bytes())?;
     let mut key = LockKey::open_write(ctx, argv.key()?)?;

@@ -14,7 +14,7 @@ use redis_module::raw;
 use super::api::{rm, Ctx};
 use super::blocking;
 use super::ffi::guard;
-use super::{handoff, persistence, quarantine, state};
+use super::{handoff, persistence, quarantine, restored, state};
 use crate::lock::Error;
 
 pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
@@ -44,6 +44,12 @@ extern "C" fn on_event(
     data: *mut c_void,
 ) {
     guard("server event", (), || match event.id {
+        raw::REDISMODULE_EVENT_FLUSHDB if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_START => {
+            let Some(info) = (unsafe { data.cast::<raw::RedisModuleFlushInfo>().as_ref() }) else {
+                return;
+            };
+            restored::before_flush(Ctx(ctx), (info.dbnum >= 0).then_some(info.dbnum));
+        }
         raw::REDISMODULE_EVENT_FLUSHDB if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {
             let Some(info) = (unsafe { data.cast::<raw::RedisModuleFlushInfo>().as_ref() }) else {
                 return;
@@ -55,6 +61,7 @@ extern "C" fn on_event(
             let Some(info) = (unsafe { data.cast::<raw::RedisModuleSwapDbInfo>().as_ref() }) else {
                 return;
             };
+            restored::after_swap(info.dbnum_first, info.dbnum_second);
             for db in [info.dbnum_first, info.dbnum_second] {
                 blocking::resources(Some(db))
                     .into_iter()

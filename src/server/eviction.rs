@@ -4,19 +4,25 @@
 //! and keeps the resource's waiters from being granted before that deadline.
 //!
 //! The type's unlink callback sees every lock leave the keyspace but not
-//! why; the `evicted` keyspace event comes right after it for the same key,
-//! without the value. The unlink callback leaves a fingerprint of the key for
-//! the event to match.
+//! why; the `evicted` (or `expired`) keyspace event comes right after it for
+//! the same key, without the value. The unlink callback leaves a mark of the
+//! key for the event to match (`was_lock`), which also decides whether an
+//! expiry ended a lock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use redis_module::raw;
 
 use super::api::{self, now_us, rm, Ctx};
 use super::blocking::{self, Resource};
+use super::ffi::guard;
+use super::handoff;
 use crate::lock::Error;
 
 static LAST_UNLINKED: AtomicU64 = AtomicU64::new(0);
+/// The key object of the last lock unlinked, with a reference held on it.
+static LAST_UNLINKED_KEY: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
 static EVICTED: AtomicU64 = AtomicU64::new(0);
 /// Evictions not yet reported in the log (reported at most once a second).
 static UNLOGGED: AtomicU64 = AtomicU64::new(0);
@@ -36,17 +42,84 @@ fn fingerprint(db: i32, key: &[u8]) -> u64 {
         })
 }
 
+/// The type's unlink callback (DEL, UNLINK, expiry, eviction, overwrite,
+/// RENAME/MOVE away): marks the key object for `was_lock`, then does the
+/// handoff's part (`handoff::on_unlink`, which also leaves the fingerprint).
+pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
+    guard("unlink mark", (), || hold_unlinked(optctx));
+    handoff::on_unlink(optctx, value);
+}
+
+/// Keeps a reference to the key object the lock leaves under, dropping the
+/// one kept for the previous lock. Costs a reference-count increment and
+/// decrement per lock deletion, no allocation (unless the server hands over
+/// a static key object, which is copied and so never matches: a lock not
+/// counted, never a wrong count).
+fn hold_unlinked(optctx: *mut raw::RedisModuleKeyOptCtx) {
+    let (Some(name_of), Some(hold)) = (unsafe { raw::RedisModule_GetKeyNameFromOptCtx }, unsafe {
+        raw::RedisModule_HoldString
+    }) else {
+        return;
+    };
+    let key = unsafe { name_of(optctx) }.cast_mut();
+    let held = if key.is_null() {
+        std::ptr::null_mut()
+    } else {
+        unsafe { hold(std::ptr::null_mut(), key) }
+    };
+    release_held(LAST_UNLINKED_KEY.swap(held, Ordering::Relaxed));
+}
+
+fn release_held(key: *mut raw::RedisModuleString) {
+    if key.is_null() {
+        return;
+    }
+    if let Some(free) = unsafe { raw::RedisModule_FreeString } {
+        unsafe { free(std::ptr::null_mut(), key) };
+    }
+}
+
 /// Called by the unlink callback for every lock leaving the keyspace.
 pub fn note_unlinked(db: i32, key: &[u8]) {
     LAST_UNLINKED.store(fingerprint(db, key), Ordering::Relaxed);
 }
 
 /// Whether the key an `expired`/`evicted` event names (in the context's
-/// database) is the lock the unlink callback just saw leave.
+/// database) is the lock the unlink callback just saw leave. Every such event
+/// consumes the mark.
+///
+/// Why a key that was not a lock is not counted: the unlink callback runs
+/// for every deletion of a lock (DEL, RELEASE, overwrite ... included), but
+/// only an expiry or an eviction is followed by one of these events, and it
+/// follows synchronously, with the same key object: `dbGenericDelete` calls
+/// the unlink callback and `deleteExpiredKeyAndPropagate` (or the eviction
+/// loop) then notifies with the very object it passed there (Redis 7.0 to 8
+/// and Valkey 8 alike). So the event must carry the object the last unlink
+/// received, not merely its name: after `DEL lock; SET lock v PX 20`, the
+/// string's expiry comes with another object (the expiry cycle's own, or the
+/// argument of whatever command found it expired) and matches nothing. We
+/// hold a reference on the marked object, so its memory cannot be freed and
+/// reused for another key object while the mark lasts. The one way to bring
+/// the same object to a later deletion is for whoever made it to keep it
+/// across commands (a module reusing one `RedisModuleString`); the server's
+/// own key objects (client and script arguments, the expiry and eviction
+/// loops' objects) live for one command. Between a lock's unlink and its own
+/// event only the value's free runs, so real expiries and evictions are
+/// counted (another module deleting a lock from its own handler of the same
+/// event could replace the mark first: a lock then goes uncounted, never a
+/// wrong one counted). No per-command hook is needed: subscribing to `del`
+/// or `set` events instead would put a callback on every core write.
 pub fn was_lock(c: Ctx, key: *mut raw::RedisModuleString) -> Result<bool, Error> {
+    let held = LAST_UNLINKED_KEY.swap(std::ptr::null_mut(), Ordering::Relaxed);
+    let same_object = !held.is_null() && held == key;
+    release_held(held);
+    let fingerprint_was = LAST_UNLINKED.swap(0, Ordering::Relaxed);
+    if !same_object {
+        return Ok(false);
+    }
     let db = unsafe { rm!(RedisModule_GetSelectedDb)(c.0) };
     let name = api::bytes(key)?;
-    Ok(fingerprint(db, name) == LAST_UNLINKED.swap(0, Ordering::Relaxed))
+    Ok(fingerprint(db, name) == fingerprint_was)
 }
 
 /// The `evicted` keyspace event for `key` in the context's database.

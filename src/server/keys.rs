@@ -52,7 +52,14 @@ impl LockKey {
         // SAFETY: values of our type are blocks from `value::into_raw`, alive
         // while the key is open and unchanged (`&self`).
         match unsafe { value::view(value) } {
-            Some(lease) => Ok(Some(lease)),
+            Some(lease) => {
+                // A lock a command can read is in the keyspace for good (a
+                // refused RESTORE never gets here), and what it reads may be
+                // shown to a client or decide a grant: its fence raises the
+                // clock now, not when `restored`'s timer gets to it.
+                state::observe_fence(lease.fence());
+                Ok(Some(lease))
+            }
             None => Err(Error::Internal("lock key without a value")),
         }
     }

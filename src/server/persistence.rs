@@ -40,7 +40,7 @@ pub fn register_type(ctx: Ctx) -> Result<(), Error> {
         defrag: None,
         mem_usage2: None,
         free_effort2: None,
-        unlink2: Some(super::handoff::on_unlink),
+        unlink2: Some(super::eviction::on_unlink),
         copy2: None,
         aux_save2: None,
     };
@@ -132,6 +132,9 @@ extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
         let Some(lease) = (unsafe { lease(value) }) else {
             return;
         };
+        // DUMP shows the fence to a client: like any read of a lock value,
+        // it raises the clock (see `LockKey::lease`).
+        state::observe_fence(lease.fence());
         let bytes = lease.encode();
         if let Some(save) = unsafe { raw::RedisModule_SaveStringBuffer } {
             unsafe { save(rdb, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
@@ -265,6 +268,16 @@ extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     })
 }
 
+/// Runs off the main thread too: with `lazyfree-lazy-user-flush yes`
+/// (Valkey 8's default) or `FLUSHALL ASYNC`, the server frees a flushed
+/// database's values in a background thread while commands go on (other
+/// lazy frees could as well). That is safe because this touches only the
+/// block being freed (`value::free`: its own header, then the global
+/// allocator, which is the server's thread-safe zmalloc) and an atomic
+/// counter (`stats::lock_freed`); no module state, no API call that needs
+/// the main thread (`guard` logs a panic without a context, as the server's
+/// own background threads log). `dlock_locks` therefore settles after the
+/// FLUSHALL reply, not with it.
 extern "C" fn free(value: *mut c_void) {
     guard("free", (), || {
         if !value.is_null() {
@@ -281,7 +294,12 @@ extern "C" fn copy(
     value: *const c_void,
 ) -> *mut c_void {
     guard("copy", std::ptr::null_mut(), || {
-        let block = unsafe { lease(value) }.map_or(std::ptr::null_mut(), value::into_raw);
+        let Some(lease) = (unsafe { lease(value) }) else {
+            return std::ptr::null_mut();
+        };
+        // A second key now holds this fence: a read like any other.
+        state::observe_fence(lease.fence());
+        let block = value::into_raw(lease);
         if !block.is_null() {
             stats::lock_created();
         }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering}
 use redis_module::raw;
 
 use crate::lock::args::Limits;
+use crate::lock::fence::MAX_FENCE;
 use crate::lock::FenceClock;
 
 /// The lock data type, registered once at load.
@@ -64,9 +65,15 @@ pub fn with_clock<R>(f: impl FnOnce(&mut FenceClock) -> R) -> R {
     result
 }
 
-/// A fence that exists elsewhere (RDB, AOF, master, DUMP payload).
+/// A fence that exists elsewhere (RDB, AOF, master, DUMP payload) or that
+/// a command just read: the clock rises to it (`FenceClock::observe`).
+/// Every read of a lock value passes here, so the common case, a fence at or
+/// below the mark, is one atomic load and a compare.
+#[inline]
 pub fn observe_fence(fence: u64) {
-    with_clock(|c| c.observe(fence));
+    if fence > LAST_FENCE.load(Ordering::Relaxed) {
+        LAST_FENCE.fetch_max(fence.min(MAX_FENCE), Ordering::Relaxed);
+    }
 }
 
 pub fn last_fence() -> u64 {

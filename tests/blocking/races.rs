@@ -176,7 +176,7 @@ fn a_waiter_whose_connection_closes_in_the_grant_turn_is_revoked() {
         sc.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         slow_script(
             &mut sc,
-            1500,
+            2500,
             "redis.call('DLOCK.RELEASE', KEYS[1], 'holder')",
             "",
         )

@@ -156,3 +156,22 @@ fn forged_apply_is_refused_and_changes_nothing() {
     assert!(f > held.fence && f < 9_000_000_000_000_000_000, "{f}");
     assert!((f - now_us()).abs() < 60_000_000, "fence {f} far from now");
 }
+
+/// `DLOCK.META` is internal too, and its refusal names it, not
+/// `DLOCK.APPLY`; the quarantine facts it carries are untouched.
+#[test]
+fn forged_meta_is_refused_under_its_own_name() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let before = info_field(&mut c, "dlock", "dlock_longest_ttl");
+    assert!(before.is_some(), "INFO dlock has dlock_longest_ttl");
+    let internal = "ERR DLOCK.META is internal: accepted only from the master link or the AOF";
+    for args in [
+        &[&b"DLOCK.META"[..], b"140737488355328", b"1"][..],
+        &[b"DLOCK.META"],
+        &[b"DLOCK.META", b"x", b"y", b"z"],
+    ] {
+        assert_eq!(expect_err(&mut c, args), internal, "{:?}", show(args));
+    }
+    assert_eq!(info_field(&mut c, "dlock", "dlock_longest_ttl"), before);
+}

@@ -72,6 +72,45 @@ fn acquire_accepts_ttl_bounds_and_512_byte_token() {
     assert_eq!(release(&mut c, b"long", &tok), 1);
 }
 
+/// `dlock.max-token-length` limits new grants and new waiters only: a holder
+/// whose token was accepted before the limit was lowered can still refresh,
+/// extend and release.
+#[test]
+fn lowering_max_token_length_keeps_holders_with_longer_tokens() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let set_max = |c: &mut Connection, n: usize| {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("dlock.max-token-length")
+            .arg(n)
+            .query(c)
+            .unwrap();
+    };
+    set_max(&mut c, 1000);
+    let holder = vec![b'h'; 800];
+    let fence = acquire(&mut c, b"res", &holder, LONG_TTL).unwrap();
+    set_max(&mut c, 100);
+    let too_long = "ERR token is longer than 100 bytes";
+
+    assert_eq!(extend(&mut c, b"res", &holder, LONG_TTL), 1);
+    assert_eq!(acquire(&mut c, b"res", &holder, LONG_TTL), Some(fence));
+    // A long token that would neither be granted nor wait: just busy.
+    let other = vec![b'o'; 200];
+    assert_eq!(acquire(&mut c, b"res", &other, LONG_TTL), None);
+    // As a new waiter it is refused, and not queued.
+    let e = acquire_wait(&mut c, b"res", &other, LONG_TTL, 100).unwrap_err();
+    assert_eq!(err_text(&e), too_long);
+    assert_eq!(info(&mut c, b"res").unwrap().waiters, 0);
+    assert_eq!(release(&mut c, b"res", &holder), 1);
+    // Free now: a new grant needs a token within the limit.
+    let e = try_acquire(&mut c, b"res", &holder, LONG_TTL).unwrap_err();
+    assert_eq!(err_text(&e), too_long);
+    assert!(!exists(&mut c, b"res"), "a refused grant stored nothing");
+    let fits = vec![b'f'; 100];
+    assert!(acquire(&mut c, b"res", &fits, LONG_TTL).unwrap() > fence);
+}
+
 #[test]
 fn fences_strictly_increase_across_grants() {
     let s = Server::start();
@@ -127,7 +166,11 @@ bad_input! {
     acquire_ttl_empty: ["DLOCK.ACQUIRE", "res", "owner", ""] => TTL_ERR;
     acquire_ttl_bad_for_other_token: ["DLOCK.ACQUIRE", "res", "other", "abc"] => TTL_ERR;
     acquire_empty_token: ["DLOCK.ACQUIRE", "res", "", "1000"] => EMPTY_TOKEN_ERR;
-    acquire_token_too_long: ["DLOCK.ACQUIRE", "res", long_token(), "1000"] => LONG_TOKEN_ERR;
+    // A new grant (on a free resource) or a new waiter needs a token within
+    // dlock.max-token-length; nothing takes a token a lock cannot store.
+    acquire_token_too_long: ["DLOCK.ACQUIRE", "free", long_token(), "1000"] => LONG_TOKEN_ERR;
+    acquire_token_too_long_to_wait: ["DLOCK.ACQUIRE", "res", long_token(), "1000", "WAIT", "100"] => LONG_TOKEN_ERR;
+    acquire_token_unstorable: ["DLOCK.ACQUIRE", "res", unstorable_token(), "1000"] => STORED_TOKEN_ERR;
     acquire_unknown_argument: ["DLOCK.ACQUIRE", "res", "owner", "100", "BOGUS"] => SYNTAX_ERR;
     acquire_unknown_arguments_other_token: ["DLOCK.ACQUIRE", "res", "other", "100", "BOGUS", "X"] => SYNTAX_ERR;
     // 16 arguments in all: still parsed as options.

@@ -50,5 +50,7 @@ bad_input! {
     extend_ttl_above_max: ["DLOCK.EXTEND", "res", "owner", "140737488355329"] => TTL_ERR;
     extend_ttl_overflow: ["DLOCK.EXTEND", "res", "owner", "99999999999999999999999"] => TTL_ERR;
     extend_empty_token: ["DLOCK.EXTEND", "res", "", "1000"] => EMPTY_TOKEN_ERR;
-    extend_token_too_long: ["DLOCK.EXTEND", "res", long_token(), "1000"] => LONG_TOKEN_ERR;
+    // Any token a lock can store is accepted (max-token-length limits new
+    // grants only); a longer one cannot belong to anyone.
+    extend_token_unstorable: ["DLOCK.EXTEND", "res", unstorable_token(), "1000"] => STORED_TOKEN_ERR;
 }

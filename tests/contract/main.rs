@@ -17,6 +17,8 @@ const LONG_TTL: u64 = 60_000;
 const TTL_ERR: &str = "ERR ttl_ms must be an integer from 1 to 140737488355328";
 const EMPTY_TOKEN_ERR: &str = "ERR token must not be empty";
 const LONG_TOKEN_ERR: &str = "ERR token is longer than 512 bytes";
+/// Above what a lock can store (1 MiB): refused by every command.
+const STORED_TOKEN_ERR: &str = "ERR token is longer than 1048576 bytes";
 const SYNTAX_ERR: &str = "ERR syntax error";
 const WRONGTYPE_ERR: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -42,9 +44,13 @@ fn expect_err(c: &mut Connection, args: &[&[u8]]) -> String {
     }
 }
 
+/// The arguments as text for a failure message (long ones cut short).
 fn show(args: &[&[u8]]) -> Vec<String> {
     args.iter()
-        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .map(|a| match a.get(..64).filter(|_| a.len() > 80) {
+            Some(head) => format!("{}... ({} bytes)", String::from_utf8_lossy(head), a.len()),
+            None => String::from_utf8_lossy(a).into_owned(),
+        })
         .collect()
 }
 
@@ -113,8 +119,14 @@ fn check_bad_input(args: &[Vec<u8>], expected: &str) {
     assert_eq!(release(&mut c, b"res", b"owner"), 1);
 }
 
+/// Over `dlock.max-token-length` (512 by default).
 fn long_token() -> Vec<u8> {
     vec![b'x'; 513]
+}
+
+/// Over what a lock can store.
+fn unstorable_token() -> Vec<u8> {
+    vec![b'x'; (1 << 20) + 1]
 }
 
 macro_rules! bad_input {

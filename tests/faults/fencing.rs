@@ -1,5 +1,6 @@
 //! Paused clients: holders frozen past their lease keep writing to a storage
-//! that checks fences, and every stale write must be refused.
+//! that checks fences, and every stale write must be refused. The storage
+//! applies the README's fencing recipe, whose rule is checked here too.
 use super::*;
 
 const FS_RES: &str = "fs-res";
@@ -26,13 +27,57 @@ struct Write {
     max_granted: i64,
 }
 
-/// Storage that accepts a write only with a fence above every fence it has
-/// accepted before (the classic fencing-token check).
+/// Storage that checks fences exactly as the README's recipe does:
+/// `UPDATE ... SET fence = :fence WHERE id = :id AND fence <= :fence`.
 #[derive(Default)]
 struct Storage {
     last_fence: i64,
     value: u64,
     writes: Vec<Write>,
+}
+
+/// The recipe's line, as the README prints it.
+const RECIPE_RULE: &str = "WHERE id = :id AND fence <= :fence;";
+
+impl Storage {
+    /// A write with `fence`: refused if a higher fence was accepted before;
+    /// an equal one is the current holder writing again.
+    fn write(&mut self, fence: i64) -> bool {
+        let accepted = self.last_fence <= fence;
+        if accepted {
+            self.last_fence = fence;
+            self.value += 1;
+        }
+        accepted
+    }
+}
+
+/// The README's recipe: the holder of a lock can write as often as it
+/// likes (also after retrying its ACQUIRE), and once its lease ended and the
+/// lock went to someone else, its fence is refused.
+#[test]
+fn the_holder_writes_twice_and_an_older_fence_is_refused() {
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
+    assert!(
+        readme.contains(RECIPE_RULE),
+        "the README's fencing recipe is not the rule this storage applies: {RECIPE_RULE}"
+    );
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut st = Storage::default();
+    let a = grant(&mut c, "fs-two", "A", 60_000);
+    assert!(st.write(a), "first write of the holder");
+    assert!(st.write(a), "second write of the same holder");
+    assert_eq!(acquire(&mut c, "fs-two", "A", 60_000), Some(a), "a retry");
+    assert!(st.write(a), "the holder, after retrying its ACQUIRE");
+    // A's lease ends (a release stands in for expiry) and B gets the lock.
+    assert_eq!(release(&mut c, "fs-two", "A"), 1);
+    let b = grant(&mut c, "fs-two", "B", 60_000);
+    assert!(b > a);
+    assert!(st.write(b), "the new holder");
+    assert!(!st.write(a), "the old holder's fence is refused");
+    assert!(st.write(b), "the new holder writes again");
+    assert_eq!((st.value, st.last_fence), (5, b));
 }
 
 #[test]
@@ -74,17 +119,15 @@ fn paused_holders_are_fenced_off_by_storage() {
                         if paused {
                             sleep(Duration::from_millis(150 + rng.below(151)));
                         }
-                        {
+                        // Each holder writes twice: the same fence again
+                        // must pass while the lease lasts.
+                        for _ in 0..2 {
                             let mut st = storage.lock().unwrap();
                             // Load first: if the write is still inside the
                             // lease at `since_send`, it was at the load too.
                             let max_granted = max_granted.load(Ordering::SeqCst);
                             let since_send = send.elapsed();
-                            let accepted = fence > st.last_fence;
-                            if accepted {
-                                st.last_fence = fence;
-                                st.value += 1;
-                            }
+                            let accepted = st.write(fence);
                             st.writes.push(Write {
                                 fence,
                                 paused,

@@ -1,8 +1,8 @@
 //! Fault injection: lost replies (a proxy that drops the connection after the
 //! server executed a command but before the client hears the answer), clients
 //! paused past their lease writing to fenced storage, a master SIGKILLed under
-//! load and its replica promoted, and corrupt DUMP payloads handed to the
-//! loader.
+//! load and its replica promoted, corrupt DUMP payloads handed to the
+//! loader, and restored fences flushed or swapped away in one transaction.
 //!
 //! Schedules are seeded (`FAULTS_SEED` overrides the seed; every test prints
 //! the one it used) and every wait is bounded.
@@ -15,6 +15,7 @@ mod corrupt_restore;
 mod fencing;
 mod lost_replies;
 mod master_kill;
+mod restored_fences;
 
 use common::dump::*;
 use common::lock::*;
