@@ -47,7 +47,8 @@ fuzz_target!(|data: &[u8]| {
     }
     assert_eq!(args::info(&argv).is_ok(), argv.len() == 2);
     if let Ok(a) = args::apply(&argv) {
-        assert_eq!(argv.len(), 6);
+        // `last_fence` is optional: a fresh grant's effect leaves it out.
+        assert!(argv.len() == 5 || argv.len() == 6);
         assert_eq!(a.token, argv[2]);
         assert!(!a.token.is_empty());
     }

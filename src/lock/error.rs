@@ -93,7 +93,7 @@ impl fmt::Display for Error {
                 f,
                 "ERR {command} is internal: accepted only from the master link or the AOF"
             ),
-            Error::BadEffect(what) => write!(f, "ERR malformed DLOCK.APPLY: {what}"),
+            Error::BadEffect(what) => write!(f, "ERR malformed dlock effect: {what}"),
             Error::Internal(what) => write!(f, "ERR dlock internal error: {what}"),
         }
     }

@@ -9,7 +9,7 @@
 //! could not record a clean end; a crash leaves "running" behind.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use redis_module::raw;
@@ -27,9 +27,6 @@ static SETTING: Mutex<Setting> = Mutex::new(Setting::Auto);
 /// until the data loaded at startup has been judged (see `decide`).
 static UNTIL_MS: AtomicU64 = AtomicU64::new(UNDECIDED);
 const UNDECIDED: u64 = u64::MAX;
-/// A context for deciding where the caller has none (a command's first
-/// check); it only names the module for logging and timers.
-static DETACHED: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
 static REASON: AtomicU8 = AtomicU8::new(REASON_NONE);
 const REASON_NONE: u8 = 0;
 const REASON_RESTART: u8 = 1;
@@ -93,7 +90,7 @@ fn decide_on_first_use() -> u64 {
     if server_loading() {
         return 0;
     }
-    decide(Ctx(DETACHED.load(Ordering::Relaxed)));
+    decide(Ctx(handoff::timer_ctx()));
     match UNTIL_MS.load(Ordering::Relaxed) {
         UNDECIDED => 0,
         until => until,
@@ -145,8 +142,6 @@ pub fn observe(longest_ttl: u64, lossy: Option<bool>) {
 /// running. The loaded data is judged once it is all in, before any client
 /// command can be granted: see `decide`.
 pub fn init(ctx: Ctx) -> Result<(), Error> {
-    let detached = unsafe { rm!(RedisModule_GetDetachedThreadSafeContext)(ctx.0) };
-    DETACHED.store(detached, Ordering::Relaxed);
     let prev = PreviousRun::from_state_file(std::fs::read_to_string(STATE_FILE).ok().as_deref());
     PREVIOUS.store(prev as u8, Ordering::Relaxed);
     write_state("running");

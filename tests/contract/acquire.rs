@@ -176,9 +176,8 @@ bad_input! {
     // 16 arguments in all: still parsed as options.
     acquire_twelve_unknown_arguments: ["DLOCK.ACQUIRE", "res", "owner", "100",
         "A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K", "L"] => SYNTAX_ERR;
-    // 17 arguments in all. Currently FAILS (module bug): the module caps argv
-    // at 16 entries (src/server/ffi.rs MAX_ARGS) and answers "wrong number of
-    // arguments" instead of a syntax error for unknown options.
+    // 17 arguments in all: past the 16 the module looks at (src/server/ffi.rs
+    // MAX_ARGS), still a syntax error, not a wrong-arity one.
     acquire_thirteen_unknown_arguments: ["DLOCK.ACQUIRE", "res", "owner", "100",
         "A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K", "L", "M"] => SYNTAX_ERR;
 }
