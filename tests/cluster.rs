@@ -6,7 +6,7 @@
 //! one do, to keep the file well under its time budget.
 mod common;
 
-use common::cluster::Cluster;
+use common::cluster::{setslot, Cluster};
 use common::lock::*;
 use common::*;
 use redis::{ConnectionLike, ErrorKind, Value};
@@ -15,6 +15,25 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 // ---------------------------------------------------------------- helpers
+
+/// A waiter on `url`: `DLOCK.ACQUIRE res waiter 30000 WAIT 10000` on its own
+/// connection and thread; its reply comes over the channel.
+fn spawn_waiter(url: String, res: &str) -> mpsc::Receiver<redis::RedisResult<Value>> {
+    let (tx, rx) = mpsc::channel();
+    let res = res.to_string();
+    std::thread::spawn(move || {
+        let mut c = connect_within(&url, Duration::from_secs(15)).expect("waiter connection");
+        let r = redis::cmd("DLOCK.ACQUIRE")
+            .arg(&res)
+            .arg("waiter")
+            .arg(30_000)
+            .arg("WAIT")
+            .arg(10_000)
+            .query(&mut c);
+        let _ = tx.send(r);
+    });
+    rx
+}
 
 fn last_fence(s: &Server) -> i64 {
     info_field(&mut s.conn(), "dlock", "dlock_last_fence")
@@ -216,19 +235,7 @@ fn migration_with_a_queued_waiter_is_not_a_release() {
     let dst = *cl.masters().iter().find(|&&m| m != src).unwrap();
     let fence = grant(&mut cc, res, "holder", 60_000);
 
-    let url = cl.node(src).url();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut c = connect_within(&url, Duration::from_secs(15)).expect("waiter connection");
-        let r: redis::RedisResult<Value> = redis::cmd("DLOCK.ACQUIRE")
-            .arg("{w}:res")
-            .arg("waiter")
-            .arg(30_000)
-            .arg("WAIT")
-            .arg(10_000)
-            .query(&mut c);
-        let _ = tx.send(r);
-    });
+    let rx = spawn_waiter(cl.node(src).url(), res);
     let mut sc = cl.node(src).conn();
     wait_until(Duration::from_secs(10), "the waiter to queue", || {
         info(&mut sc, res).is_some_and(|i| i.waiters == 1)
@@ -268,33 +275,12 @@ fn release_on_a_migrating_slot_hands_over_nothing() {
     let dst = *cl.masters().iter().find(|&&m| m != src).unwrap();
     let mut sc = cl.node(src).conn();
     grant(&mut sc, res, "holder", 60_000);
-    let url = cl.node(src).url();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut c = connect_within(&url, Duration::from_secs(15)).expect("waiter connection");
-        let r: redis::RedisResult<Value> = redis::cmd("DLOCK.ACQUIRE")
-            .arg("{m}:res")
-            .arg("waiter")
-            .arg(30_000)
-            .arg("WAIT")
-            .arg(10_000)
-            .query(&mut c);
-        let _ = tx.send(r);
-    });
+    let rx = spawn_waiter(cl.node(src).url(), res);
     wait_until(Duration::from_secs(10), "the waiter to queue", || {
         info(&mut sc, res).is_some_and(|i| i.waiters == 1)
     });
-    let setslot = |c: &mut redis::Connection, state: &str, id: &str| {
-        let _: () = redis::cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(state)
-            .arg(id)
-            .query(c)
-            .unwrap();
-    };
-    setslot(&mut cl.node(dst).conn(), "IMPORTING", cl.id(src));
-    setslot(&mut sc, "MIGRATING", cl.id(dst));
+    setslot(&mut cl.node(dst).conn(), slot, "IMPORTING", cl.id(src));
+    setslot(&mut sc, slot, "MIGRATING", cl.id(dst));
     let grants = info_field(&mut sc, "dlock", "dlock_grants");
 
     assert_eq!(release(&mut sc, res, "holder"), 1);
@@ -320,12 +306,7 @@ fn release_on_a_migrating_slot_hands_over_nothing() {
         "the lock is released, and nothing granted in its place"
     );
     for i in [src, dst] {
-        let _: () = redis::cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg("STABLE")
-            .query(&mut cl.node(i).conn())
-            .unwrap();
+        setslot(&mut cl.node(i).conn(), slot, "STABLE", "");
     }
 }
 

@@ -7,7 +7,6 @@ mod common;
 use common::dump::*;
 use common::lock::*;
 use common::*;
-use redis::Value;
 use std::thread::sleep;
 use std::time::Duration;
 
@@ -15,19 +14,6 @@ use std::time::Duration;
 
 fn save(c: &mut redis::Connection) {
     let _: () = redis::cmd("SAVE").query(c).unwrap();
-}
-
-/// Background AOF rewrite, waited for (bounded) and checked.
-fn rewrite_aof(c: &mut redis::Connection) {
-    let _: Value = redis::cmd("BGREWRITEAOF").query(c).unwrap();
-    wait_until(Duration::from_secs(20), "AOF rewrite to finish", || {
-        info_field(c, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
-            && info_field(c, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
-    });
-    assert_eq!(
-        info_field(c, "persistence", "aof_last_bgrewrite_status").as_deref(),
-        Some("ok")
-    );
 }
 
 // ------------------------------------------------------------------ tests

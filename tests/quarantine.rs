@@ -42,19 +42,6 @@ fn crash_after_grant(s: &mut Server, ttl: u64) -> i64 {
     f
 }
 
-/// Background AOF rewrite, waited for (bounded) and checked.
-fn rewrite_aof(c: &mut redis::Connection) {
-    let _: redis::Value = redis::cmd("BGREWRITEAOF").query(c).unwrap();
-    wait_until(Duration::from_secs(20), "AOF rewrite to finish", || {
-        info_field(c, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
-            && info_field(c, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
-    });
-    assert_eq!(
-        info_field(c, "persistence", "aof_last_bgrewrite_status").as_deref(),
-        Some("ok")
-    );
-}
-
 /// Fills the dataset so that loading it takes a noticeable time.
 fn populate(c: &mut redis::Connection) {
     let _: () = redis::cmd("DEBUG")

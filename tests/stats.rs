@@ -123,16 +123,7 @@ fn info_counters_are_exact() {
 fn lock_events_reach_a_keyspace_subscriber() {
     let s = Server::start();
     let mut c = s.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("Kd")
-        .query(&mut c)
-        .unwrap();
-    let mut sub = s.conn();
-    sub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut ps = sub.as_pubsub();
-    ps.subscribe("__keyspace@0__:res").unwrap();
+    let mut sub = subscribe_key(&s, "res");
 
     assert!(acquire(&mut c, "res", "a", 60_000).is_some());
     assert_eq!(int_cmd(&mut c, "DLOCK.EXTEND", &["res", "a", "60000"]), 1);
@@ -147,8 +138,7 @@ fn lock_events_reach_a_keyspace_subscriber() {
 
     let mut got = vec![];
     while got.len() < 7 {
-        let msg = ps.get_message().expect("event within 5 s");
-        got.push(msg.get_payload::<String>().unwrap());
+        got.push(next_event(&mut sub));
     }
     assert_eq!(
         got,
@@ -165,32 +155,13 @@ fn lock_events_reach_a_keyspace_subscriber() {
 }
 
 /// Subscribes to `__keyspace@0__:<key>` with lock events (class `d`) on.
-fn subscribe_key(s: &Server, c: &mut redis::Connection, key: &str) -> redis::Connection {
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("Kd")
-        .query(c)
-        .unwrap();
-    let mut sub = s.conn();
-    sub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let _: () = redis::cmd("SUBSCRIBE")
-        .arg(format!("__keyspace@0__:{key}"))
-        .query(&mut sub)
-        .unwrap();
-    sub
+fn subscribe_key(s: &Server, key: &str) -> redis::Connection {
+    s.lock_events(key, Duration::from_secs(5))
 }
 
 /// The next lock event on a subscribed connection (5 s at most).
 fn next_event(sub: &mut redis::Connection) -> String {
-    let msg = sub.recv_response().expect("event within 5 s");
-    match msg {
-        redis::Value::Array(parts) | redis::Value::Push { data: parts, .. } => match parts.last() {
-            Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
-            other => panic!("unexpected message part {other:?}"),
-        },
-        other => panic!("unexpected message {other:?}"),
-    }
+    next_lock_event(sub).expect("event within 5 s")
 }
 
 /// A lock deleted with DEL, then a string under the same name that expires:
@@ -201,7 +172,7 @@ fn next_event(sub: &mut redis::Connection) -> String {
 fn a_string_expiring_after_a_deleted_lock_is_not_a_lock_expiry() {
     let s = Server::start();
     let mut c = s.conn();
-    let mut sub = subscribe_key(&s, &mut c, "k");
+    let mut sub = subscribe_key(&s, "k");
     assert!(acquire(&mut c, "k", "owner", 60_000).is_some());
     assert_eq!(next_event(&mut sub), "dlock.acquired");
     assert_eq!(int_cmd(&mut c, "DEL", &["k"]), 1);

@@ -259,17 +259,10 @@ pub fn add_timer(res: &Resource, id: u64) {
     with_queues(|q| q.add_timer(res, id));
 }
 
+/// Stops `WAIT` timers (their data is the handle: nothing to free).
 fn stop_timers(timers: &[u64]) {
-    let ctx = super::handoff::timer_ctx();
-    let Some(stop) = (unsafe { raw::RedisModule_StopTimer }) else {
-        return;
-    };
-    if ctx.is_null() {
-        return;
-    }
     for id in timers {
-        let mut data: *mut c_void = std::ptr::null_mut();
-        unsafe { stop(ctx, *id, &mut data) };
+        super::handoff::stop_timer(*id);
     }
 }
 

@@ -207,19 +207,23 @@ extern "C" fn on_expiry_timer(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) 
 
 /// Stops wake-up timers whose queue emptied, freeing their data.
 pub fn stop_wake_timers(ids: &[u64]) {
-    let ctx = timer_ctx();
-    let Some(stop) = (unsafe { raw::RedisModule_StopTimer }) else {
-        return;
-    };
-    if ctx.is_null() {
-        return;
-    }
     for id in ids {
-        let mut data: *mut c_void = std::ptr::null_mut();
-        if unsafe { stop(ctx, *id, &mut data) } == api::OK && !data.is_null() {
+        if let Some(data) = stop_timer(*id).filter(|d| !d.is_null()) {
             drop(unsafe { Box::from_raw(data.cast::<WakeUp>()) });
         }
     }
+}
+
+/// Stops a timer that has not fired; returns its data for the caller to
+/// free. `None` if it already fired (or was stopped).
+pub fn stop_timer(id: u64) -> Option<*mut c_void> {
+    let ctx = timer_ctx();
+    let stop = unsafe { raw::RedisModule_StopTimer }?;
+    if ctx.is_null() {
+        return None;
+    }
+    let mut data: *mut c_void = std::ptr::null_mut();
+    (unsafe { stop(ctx, id, &mut data) } == api::OK).then_some(data)
 }
 
 /// Revocations that must wait until writes are allowed again.

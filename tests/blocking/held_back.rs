@@ -15,12 +15,6 @@ fn stat(c: &mut Connection, name: &str) -> i64 {
 fn a_release_that_fails_changes_and_publishes_nothing() {
     let s = Server::start();
     let mut c = s.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("Kd")
-        .query(&mut c)
-        .unwrap();
     let fence = hold(&mut c, "res", "holder");
     let w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
     // A lock restored from elsewhere pushes the fence clock to its ceiling:
@@ -31,11 +25,7 @@ fn a_release_that_fails_changes_and_publishes_nothing() {
     wait_until(SOON, "the fence clock at its ceiling", || {
         stat(&mut c, "last_fence") == i64::MAX
     });
-    let mut sub = s.conn();
-    sub.set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    let mut ps = sub.as_pubsub();
-    ps.subscribe("__keyspace@0__:res").unwrap();
+    let mut sub = s.lock_events("res", Duration::from_millis(300));
     let releases = stat(&mut c, "releases");
 
     let e = try_release(&mut c, "res", "holder").unwrap_err();
@@ -46,7 +36,7 @@ fn a_release_that_fails_changes_and_publishes_nothing() {
     let i = assert_owner(&mut c, "res", "holder", fence);
     assert_eq!(i.waiters, 1, "the head waiter stays queued");
     assert_eq!(stat(&mut c, "releases"), releases, "no release counted");
-    assert!(ps.get_message().is_err(), "nothing published");
+    assert!(next_lock_event(&mut sub).is_err(), "nothing published");
     w.assert_pending();
     assert_eq!(blocked_clients(&mut c), 1);
 }

@@ -273,15 +273,8 @@ impl Cluster {
     pub fn migrate_slot(&self, slot: u16, from: usize, to: usize) {
         let (src, dst) = (&self.nodes[from], &self.nodes[to]);
         let (mut sc, mut dc) = (src.conn(), dst.conn());
-        let setslot = |c: &mut redis::Connection, state: &str, id: &str| {
-            let _: () = redis::cmd("CLUSTER")
-                .arg("SETSLOT")
-                .arg(slot)
-                .arg(state)
-                .arg(id)
-                .query(c)
-                .unwrap_or_else(|e| panic!("CLUSTER SETSLOT {slot} {state} {id}: {e}"));
-        };
+        let setslot =
+            |c: &mut redis::Connection, state: &str, id: &str| setslot(c, slot, state, id);
         setslot(&mut dc, "IMPORTING", &self.ids[from]);
         setslot(&mut sc, "MIGRATING", &self.ids[to]);
         let end = Instant::now() + CLUSTER_DEADLINE;
@@ -429,4 +422,16 @@ impl Drop for Cluster {
             eprintln!("=== cluster test failed; node logs ===\n{}", self.logs());
         }
     }
+}
+
+/// `CLUSTER SETSLOT slot state [id]` on one node.
+pub fn setslot(c: &mut redis::Connection, slot: u16, state: &str, id: &str) {
+    let mut cmd = redis::cmd("CLUSTER");
+    cmd.arg("SETSLOT").arg(slot).arg(state);
+    if !id.is_empty() {
+        cmd.arg(id);
+    }
+    let _: () = cmd
+        .query(c)
+        .unwrap_or_else(|e| panic!("CLUSTER SETSLOT {slot} {state} {id}: {e}"));
 }

@@ -114,6 +114,31 @@ pub fn connect_within(url: &str, timeout: Duration) -> redis::RedisResult<redis:
     Ok(c)
 }
 
+/// Background AOF rewrite, waited for (bounded) and checked.
+pub fn rewrite_aof(c: &mut redis::Connection) {
+    let _: redis::Value = redis::cmd("BGREWRITEAOF").query(c).unwrap();
+    wait_until(Duration::from_secs(20), "AOF rewrite to finish", || {
+        info_field(c, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+            && info_field(c, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
+    });
+    assert_eq!(
+        info_field(c, "persistence", "aof_last_bgrewrite_status").as_deref(),
+        Some("ok")
+    );
+}
+
+/// The next lock event on a connection from `Server::lock_events`; an error
+/// when none comes within the connection's read timeout.
+pub fn next_lock_event(sub: &mut redis::Connection) -> redis::RedisResult<String> {
+    match sub.recv_response()? {
+        redis::Value::Array(parts) | redis::Value::Push { data: parts, .. } => match parts.last() {
+            Some(redis::Value::BulkString(b)) => Ok(String::from_utf8_lossy(b).into_owned()),
+            other => panic!("unexpected message part {other:?}"),
+        },
+        other => panic!("unexpected message {other:?}"),
+    }
+}
+
 /// Options for a server; finish with `.start()`.
 #[derive(Clone, Debug, Default)]
 pub struct ServerBuilder {
@@ -345,6 +370,23 @@ impl Server {
     /// RESP2 connection with 10 s timeouts, so a wedged server fails the test.
     pub fn conn(&self) -> redis::Connection {
         self.connect(&self.url())
+    }
+    /// Turns lock events (class `d`) on and returns a connection subscribed
+    /// to `__keyspace@0__:<key>`, reading with `timeout`.
+    pub fn lock_events(&self, key: &str, timeout: Duration) -> redis::Connection {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("notify-keyspace-events")
+            .arg("Kd")
+            .query(&mut self.conn())
+            .unwrap();
+        let mut sub = self.conn();
+        sub.set_read_timeout(Some(timeout)).unwrap();
+        let _: () = redis::cmd("SUBSCRIBE")
+            .arg(format!("__keyspace@0__:{key}"))
+            .query(&mut sub)
+            .unwrap();
+        sub
     }
     /// RESP3 connection (the client sends HELLO 3 on connect).
     pub fn conn_resp3(&self) -> redis::Connection {
