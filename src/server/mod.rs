@@ -1,6 +1,7 @@
 //! Everything that touches the Redis module API. The rules live in `lock`;
 //! this layer maps commands, replies, persistence and replication onto them.
 
+pub mod acl;
 pub mod api;
 pub mod blocking;
 pub mod cluster;
@@ -87,6 +88,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         false,
     )?;
     docs::describe(ctx)?;
+    acl::register(ctx)?;
     info::register(ctx)
 }
 
