@@ -5,35 +5,44 @@ MODULE := $(CURDIR)/target/release/libdlock.so
 CONF := redis.conf.example
 # Port for `make run`, taken from the example config.
 RUN_PORT = $(shell awk '$$1 == "port" { print $$2; exit }' $(CONF) 2>/dev/null || true)
-# sudo only when not already root.
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build run test bench fmt clippy clean check-memory check-memory-canary fuzz
+# The server everything runs against (tests, `make run`, `make bench`):
+#   SERVER=redis    Debian's redis-server, redis-cli, redis-benchmark (default)
+#   SERVER=valkey   Debian's valkey-server, valkey-cli, valkey-benchmark
+#   SERVER=<dir>    a folder holding redis-server, redis-cli, redis-benchmark
+# DLOCK_SERVER, DLOCK_CLI and DLOCK_BENCHMARK override each binary.
+SERVER ?= redis
+ifeq ($(SERVER),redis)
+SERVER_BIN_PREFIX := redis-
+else ifeq ($(SERVER),valkey)
+SERVER_BIN_PREFIX := valkey-
+else
+SERVER_BIN_PREFIX := $(abspath $(SERVER))/redis-
+endif
+DLOCK_SERVER ?= $(SERVER_BIN_PREFIX)server
+DLOCK_CLI ?= $(SERVER_BIN_PREFIX)cli
+DLOCK_BENCHMARK ?= $(SERVER_BIN_PREFIX)benchmark
+export DLOCK_SERVER DLOCK_CLI DLOCK_BENCHMARK
 
-# Installs only what is missing; `apt-get update` runs once, only if needed.
+# `make install`: the module (and the `dlock` tool, once it exists).
+PREFIX ?= /usr/local
+MODULE_DIR = $(DESTDIR)$(PREFIX)/lib/redis/modules
+BIN_DIR = $(DESTDIR)$(PREFIX)/bin
+
+.PHONY: deps build run test test-matrix install uninstall check-install bench fmt clippy clean \
+	check-memory check-memory-canary fuzz
+
+# Installs only what is missing (see .ci/deps.sh): the build's needs and the
+# chosen SERVER.
 deps:
-	@pkgs=""; \
-	command -v redis-server >/dev/null 2>&1 || pkgs="$$pkgs redis-server"; \
-	command -v redis-cli >/dev/null 2>&1 || pkgs="$$pkgs redis-tools"; \
-	dpkg -s libclang-dev >/dev/null 2>&1 || pkgs="$$pkgs libclang-dev"; \
-	if [ -n "$$pkgs" ]; then \
-		echo "installing:$$pkgs"; \
-		$(SUDO) apt-get update && \
-		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y $$pkgs || exit 1; \
-		case "$$pkgs" in *redis-server*) \
-			echo "stopping the redis-server service the package may have started"; \
-			$(SUDO) service redis-server stop >/dev/null 2>&1 || true;; \
-		esac; \
-	fi
-	@$(CARGO) fmt --version >/dev/null 2>&1 && $(CARGO) clippy --version >/dev/null 2>&1 \
-		|| rustup component add rustfmt clippy
+	@.ci/deps.sh $(SERVER)
 
 build: deps
 	$(CARGO) build --release
 
 run: build
-	@echo "try: redis-cli -p $(or $(RUN_PORT),6380) DLOCK.ACQUIRE res tok 30000"
-	exec redis-server $(CONF) --loadmodule $(MODULE)
+	@echo "try: $(DLOCK_CLI) -p $(or $(RUN_PORT),6380) DLOCK.ACQUIRE res tok 30000"
+	exec $(DLOCK_SERVER) $(CONF) --loadmodule $(MODULE)
 
 # Integration tests load target/release/libdlock.so, hence the release build
 # before `cargo test --release`.
@@ -42,6 +51,43 @@ test: deps
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) build --release
 	$(CARGO) test --release
+
+# The integration suites on every server (Redis 7.0, Valkey 8 and the builds
+# in ../shared/servers/), as a table. MATRIX picks servers and suites, e.g.
+#   make test-matrix MATRIX="valkey ../shared/servers/redis-7.2.6=contract,blocking"
+MATRIX ?=
+test-matrix: deps
+	.ci/test-matrix.sh $(MATRIX)
+
+install: build
+	install -d $(MODULE_DIR)
+	install -m 0755 $(MODULE) $(MODULE_DIR)/libdlock.so
+	@if [ -x target/release/dlock ]; then \
+		install -d $(BIN_DIR) && install -m 0755 target/release/dlock $(BIN_DIR)/dlock && \
+		echo "installed $(BIN_DIR)/dlock"; \
+	fi
+	@echo "installed $(MODULE_DIR)/libdlock.so; add to redis.conf:"
+	@echo "  loadmodule $(PREFIX)/lib/redis/modules/libdlock.so"
+
+uninstall:
+	rm -f $(MODULE_DIR)/libdlock.so $(BIN_DIR)/dlock
+
+# install + a server loading the installed module + uninstall, in a
+# throwaway PREFIX: what CI checks of the two targets.
+check-install: build
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(MAKE) --no-print-directory install PREFIX=$$tmp/prefix | tee $$tmp/out && \
+	grep -q "loadmodule $$tmp/prefix/lib/redis/modules/libdlock.so" $$tmp/out && \
+	$(DLOCK_SERVER) --port 0 --unixsocket $$tmp/sock --dir $$tmp --save '' \
+		--loadmodule $$tmp/prefix/lib/redis/modules/libdlock.so --daemonize yes \
+		--pidfile $$tmp/pid --logfile $$tmp/log && \
+	for i in $$(seq 50); do [ -S $$tmp/sock ] && break; sleep 0.1; done; \
+	reply=$$($(DLOCK_CLI) -s $$tmp/sock DLOCK.ACQUIRE res tok 1000); \
+	kill $$(cat $$tmp/pid) 2>/dev/null; \
+	[ "$$reply" -gt 0 ] 2>/dev/null || { echo "check-install: the installed module did not grant ($$reply)"; cat $$tmp/log; exit 1; }; \
+	$(MAKE) --no-print-directory uninstall PREFIX=$$tmp/prefix && \
+	[ ! -e $$tmp/prefix/lib/redis/modules/libdlock.so ] && \
+	echo "check-install: OK (installed, loaded, granted fence $$reply, uninstalled)"
 
 # A benchmark, not a test: prints Markdown tables (see README, Performance).
 bench: build

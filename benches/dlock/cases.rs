@@ -400,7 +400,7 @@ pub fn redis_benchmark(
     sizes: &Sizes,
 ) -> Option<(f64, f64, f64)> {
     let server = config.server(module);
-    let mut cmd = std::process::Command::new("redis-benchmark");
+    let mut cmd = std::process::Command::new(crate::common::benchmark_binary());
     cmd.args(["-p", &server.port().to_string()])
         .args(["-c", &sizes.clients.to_string()])
         .args(["-P", &pipeline.to_string()])

@@ -385,7 +385,7 @@ fn machine() -> String {
         .unwrap_or_else(|| "unknown CPU".into());
     // Online cores, not this process's affinity (pinning narrows that to 1).
     let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    let redis = std::process::Command::new("redis-server")
+    let redis = std::process::Command::new(crate::common::server_binary())
         .arg("--version")
         .output()
         .ok()

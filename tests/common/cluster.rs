@@ -118,7 +118,7 @@ impl Cluster {
             replicas.to_string(),
             "--cluster-yes".into(),
         ]);
-        let mut child = Command::new("redis-cli")
+        let mut child = Command::new(super::cli_binary())
             .args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -31,6 +31,22 @@ const START_DEADLINE: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(20);
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The server under test: `DLOCK_SERVER` (a path or a name on `PATH`), else
+/// `redis-server`. `make test SERVER=...` sets it (README, "Compatibility").
+pub fn server_binary() -> std::ffi::OsString {
+    std::env::var_os("DLOCK_SERVER").unwrap_or_else(|| "redis-server".into())
+}
+
+/// The matching CLI: `DLOCK_CLI`, else `redis-cli`.
+pub fn cli_binary() -> std::ffi::OsString {
+    std::env::var_os("DLOCK_CLI").unwrap_or_else(|| "redis-cli".into())
+}
+
+/// The matching benchmark tool: `DLOCK_BENCHMARK`, else `redis-benchmark`.
+pub fn benchmark_binary() -> std::ffi::OsString {
+    std::env::var_os("DLOCK_BENCHMARK").unwrap_or_else(|| "redis-benchmark".into())
+}
+
 /// The module under test. `DLOCK_MODULE` overrides it, which is handy for
 /// testing another build (debug, sanitizer, an older release).
 pub fn module_path() -> PathBuf {
@@ -303,7 +319,7 @@ impl Server {
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .spawn()
-            .map_err(|e| format!("cannot spawn redis-server: {e}"))?;
+            .map_err(|e| format!("cannot spawn {}: {e}", server_binary().to_string_lossy()))?;
         self.child = Some(child);
         Ok(())
     }

@@ -64,7 +64,7 @@ pub fn scale(d: Duration) -> Duration {
 /// `redis-server` itself, or valgrind running it with logs in `dir`.
 pub fn command(dir: &Path) -> Command {
     if !enabled() {
-        return Command::new("redis-server");
+        return Command::new(super::server_binary());
     }
     let mut c = Command::new("valgrind");
     c.args([
@@ -84,7 +84,7 @@ pub fn command(dir: &Path) -> Command {
     if let Some(extra) = std::env::var_os("DLOCK_VALGRIND_ARGS") {
         c.args(extra.to_string_lossy().split_whitespace());
     }
-    c.arg("redis-server");
+    c.arg(super::server_binary());
     c
 }
 

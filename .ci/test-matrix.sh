@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# `make test-matrix`: the integration suites on several servers, then a table
+# (suite x server -> passed/failed) and a closing "N passed, N failed" line.
+#
+# Each argument is SERVER or SERVER=suite,suite,... (default: every suite),
+# with SERVER as for `make SERVER=...`: redis (Debian's redis-server), valkey
+# (Debian's valkey-server, installed from backports if missing) or a folder
+# holding redis-server, redis-cli and redis-benchmark. Without arguments:
+# redis, valkey and every build in ../shared/servers/, every suite.
+# Logs of each run: target/test-matrix/<server>-<suite>.log.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+mapfile -t all_suites < <(ls tests/*.rs tests/*/main.rs | sed -E 's#^tests/([^/.]+)(/main)?\.rs$#\1#' | sort -u)
+specs=("$@")
+if [ ${#specs[@]} -eq 0 ]; then
+	specs=(redis valkey)
+	for d in ../shared/servers/redis-*/; do
+		[ -x "$d/redis-server" ] && specs+=("$(cd "$d" && pwd)")
+	done
+fi
+
+logs=target/test-matrix
+mkdir -p "$logs"
+cargo build --release || exit 1
+cargo test --release --no-run -q >/dev/null 2>&1 || cargo test --release --no-run || exit 1
+
+declare -A cell
+servers=()
+total_passed=0
+total_failed=0
+any_failed=0
+for spec in "${specs[@]}"; do
+	server=${spec%%=*}
+	if [ "$spec" = "$server" ] || [ "${spec#*=}" = all ]; then
+		suites=("${all_suites[@]}")
+	else
+		IFS=, read -r -a suites <<<"${spec#*=}"
+	fi
+	case "$server" in
+	redis) bins=(redis-server redis-cli redis-benchmark) ;;
+	valkey) bins=(valkey-server valkey-cli valkey-benchmark) ;;
+	*) server=$(cd "$server" 2>/dev/null && pwd || echo "$server")
+	   bins=("$server/redis-server" "$server/redis-cli" "$server/redis-benchmark") ;;
+	esac
+	if ! .ci/deps.sh "$server" >"$logs/deps.log" 2>&1; then
+		cat "$logs/deps.log"
+		echo "test-matrix: cannot set up $server" >&2
+		exit 1
+	fi
+	export DLOCK_SERVER=${bins[0]} DLOCK_CLI=${bins[1]} DLOCK_BENCHMARK=${bins[2]}
+	version=$("$DLOCK_SERVER" --version | grep -oE 'v=[^ ]+' | head -1)
+	case "$server" in
+	redis | valkey) name="$server ${version#v=}" ;;
+	*) name="$(basename "$server") (${version#v=})" ;;
+	esac
+	servers+=("$name")
+	for suite in "${suites[@]}"; do
+		log="$logs/$(basename "$server")-$suite.log"
+		echo "== $name: $suite"
+		cargo test --release --test "$suite" >"$log" 2>&1
+		rc=$?
+		passed=$(grep -E '^test result:' "$log" | awk '{s += $4} END {print s + 0}')
+		failed=$(grep -E '^test result:' "$log" | awk '{s += $6} END {print s + 0}')
+		total_passed=$((total_passed + passed))
+		total_failed=$((total_failed + failed))
+		if [ "$rc" -eq 0 ]; then
+			cell["$name|$suite"]="passed ($passed)"
+		else
+			any_failed=1
+			[ "$failed" -gt 0 ] || total_failed=$((total_failed + 1))
+			cell["$name|$suite"]="**FAILED** ($failed of $((passed + failed)))"
+			grep -E '^test .* FAILED$|panicked at' "$log" | head -20
+			echo "(full log: $log)"
+		fi
+	done
+done
+
+echo
+header="| suite |"
+rule="| --- |"
+for s in "${servers[@]}"; do
+	header+=" $s |"
+	rule+=" --- |"
+done
+echo "$header"
+echo "$rule"
+for suite in "${all_suites[@]}"; do
+	row="| $suite |"
+	for s in "${servers[@]}"; do
+		row+=" ${cell["$s|$suite"]:--} |"
+	done
+	echo "$row"
+done
+echo
+echo "test-matrix: $total_passed passed, $total_failed failed"
+exit "$any_failed"
