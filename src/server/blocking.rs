@@ -339,6 +339,9 @@ extern "C" fn on_reply(
                 return c.reply_error(&Error::Internal("wait ended without an answer"));
             };
             match &handed.answer {
+                // The server drops replies to a client it has decided to
+                // close: that grant is not delivered (freed, then revoked).
+                Answer::Granted { .. } if client_closing(ctx) => return Ok(()),
                 Answer::Granted { fence, .. } => c.reply_integer(*fence as i64)?,
                 Answer::TimedOut => c.reply_null()?,
                 Answer::Failed(e) => c.reply_error(e)?,
@@ -351,6 +354,48 @@ extern "C" fn on_reply(
         }
         api::OK
     })
+}
+
+/// Whether the server has already decided to close the reply callback's
+/// client (`ACL DELUSER` of its user, an output buffer limit, the end of its
+/// connection read after the grant): it marks such a client and frees it
+/// later, no callback tells a module, and every reply to it is dropped. Only
+/// `CLIENT LIST` shows the mark (flag `A`), so a grant asks it once.
+fn client_closing(ctx: *mut raw::RedisModuleCtx) -> bool {
+    let (Some(id_of), Some(call), Some(text), Some(free)) = (
+        unsafe { raw::RedisModule_GetClientId },
+        unsafe { raw::RedisModule_Call },
+        unsafe { raw::RedisModule_CallReplyStringPtr },
+        unsafe { raw::RedisModule_FreeCallReply },
+    ) else {
+        return false;
+    };
+    let id = unsafe { id_of(ctx) };
+    if id == 0 {
+        return false;
+    }
+    let id = format!("{id}\0");
+    let reply = unsafe {
+        call(
+            ctx,
+            c"CLIENT".as_ptr(),
+            c"ccc".as_ptr(),
+            c"LIST".as_ptr(),
+            c"ID".as_ptr(),
+            id.as_ptr().cast::<std::ffi::c_char>(),
+        )
+    };
+    if reply.is_null() {
+        return false;
+    }
+    let mut len = 0usize;
+    let ptr = unsafe { text(reply, &mut len) };
+    let closing = !ptr.is_null() && {
+        let line = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+        crate::lock::policy::client_list_flags(line).is_some_and(|f| f.contains(&b'A'))
+    };
+    unsafe { free(reply) };
+    closing
 }
 
 /// `CLIENT UNBLOCK` (without ERROR), which the server reports as a timeout.

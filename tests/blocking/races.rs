@@ -303,3 +303,41 @@ fn stress_grants_minus_revoked_equals_fences_received() {
     assert_eq!(grants - revoked, got, "grants - revoked = fences received");
     wait_blocked_clients(&mut chaos, 0);
 }
+
+#[test]
+fn a_waiter_the_server_closes_later_in_the_grant_turn_is_revoked() {
+    // `ACL DELUSER` of the waiter's user marks its connection to be closed
+    // later in the turn; the server then drops every reply to it, so its
+    // grant was never delivered.
+    let s = Server::start();
+    let mut c = s.conn();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "wu", "on", ">pw", "~*", "+@all"])
+        .query(&mut c)
+        .unwrap();
+    hold(&mut c, "res", "holder");
+    let mut w = s.conn();
+    let _: () = redis::cmd("AUTH")
+        .arg("wu")
+        .arg("pw")
+        .query(&mut w)
+        .unwrap();
+    let acquire = redis::cmd("DLOCK.ACQUIRE")
+        .arg(&["res", "W", "60000", "WAIT", "0"])
+        .get_packed_command();
+    w.send_packed_command(&acquire).unwrap();
+    wait_waiters(&mut c, "res", 1);
+    let next = Waiter::queue(&mut c, &s.url(), "res", "NEXT", 2);
+    let before = counters(&mut c);
+    let results = release_and(&mut c, &strings(&["ACL", "DELUSER", "wu"]));
+    assert_eq!(as_int(&results[1]), 1, "user deleted");
+    assert!(
+        w.recv_response().is_err(),
+        "the waiter's connection is closed"
+    );
+    let fence = next.granted().fence();
+    assert_owner(&mut c, "res", "NEXT", fence);
+    let d = delta(before, counters(&mut c));
+    assert_eq!([d[0], d[1]], [2, 1], "W's grant revoked, NEXT granted");
+    wait_blocked_clients(&mut c, 0);
+}
