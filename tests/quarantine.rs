@@ -110,7 +110,13 @@ fn fixed_quarantine_after_kill9_under_everysec() {
     let mut c = s.conn();
     let left = ms_left(&mut c);
     assert!((500..=1500).contains(&left), "fixed 1500 ms, left {left}");
+    let contended = dlock_info(&mut c, "contended");
     assert!(refusal(&mut c, "fresh").starts_with("QUARANTINE"));
+    assert_eq!(
+        dlock_info(&mut c, "contended"),
+        contended,
+        "a refused ACQUIRE counts nothing"
+    );
     wait_until(Duration::from_secs(5), "quarantine end", || {
         ms_left(&mut c) == 0
     });
@@ -133,6 +139,54 @@ fn no_quarantine_after_clean_shutdown() {
     assert_eq!(dlock_info(&mut c, "previous_run"), "clean");
     assert_eq!(ms_left(&mut c), 0);
     grant(&mut c, "fresh", "t", 1000);
+}
+
+/// A clean shutdown that saved nothing loses this run's grants as a crash
+/// does: without AOF, `save ""` (nothing written at shutdown) and
+/// `SHUTDOWN NOSAVE` after a change since the last `SAVE`.
+#[test]
+fn a_shutdown_that_saves_nothing_is_not_clean() {
+    for (save, nosave) in [("", false), ("3600 1", true)] {
+        let mut s = Server::builder()
+            .arg("--save")
+            .arg(save)
+            .arg("--dlock.max-ttl")
+            .arg("60000")
+            .start();
+        let mut c = s.conn();
+        let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+        grant(&mut c, "held", "owner", 60_000);
+        // Stop without persisting the grant, through the same Shutdown event.
+        let mut shutdown = redis::cmd("SHUTDOWN");
+        if nosave {
+            shutdown.arg("NOSAVE");
+        }
+        let _ = shutdown.query::<redis::Value>(&mut c);
+        s.restart();
+        let mut c = s.conn();
+        assert_eq!(
+            dlock_info(&mut c, "previous_run"),
+            "unsaved",
+            "save {save:?}"
+        );
+        let left = ms_left(&mut c);
+        assert!(
+            left > 50_000,
+            "save {save:?}: quarantined for max-ttl, left {left}"
+        );
+        assert!(refusal(&mut c, "held").starts_with("QUARANTINE"));
+    }
+    // The same shutdown with everything saved is clean.
+    let mut s = Server::builder().arg("--save").arg("3600 1").start();
+    let mut c = s.conn();
+    grant(&mut c, "held", "owner", 60_000);
+    let _ = redis::cmd("SHUTDOWN")
+        .arg("SAVE")
+        .query::<redis::Value>(&mut c);
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "previous_run"), "clean");
+    assert_eq!(ms_left(&mut c), 0);
 }
 
 #[test]

@@ -242,6 +242,16 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         }
     }
 
+    /// The granted locks moved (`SWAPDB`): a revocation must find them
+    /// where they are now. `moved` maps a resource to its new name, if any.
+    pub fn move_grants(&mut self, moved: impl Fn(&K) -> Option<K>) {
+        for g in self.grants.values_mut() {
+            if let Some(to) = moved(&g.resource) {
+                g.resource = to;
+            }
+        }
+    }
+
     pub fn has_grants_in_flight(&self) -> bool {
         !self.grants.is_empty()
     }
@@ -406,6 +416,15 @@ mod tests {
         p.grant_head(&"r", 10).unwrap();
         assert_eq!(p.leave(3).revoke, None);
         assert_eq!(p.leave(4).revoke.map(|r| r.fence), Some(10));
+    }
+
+    #[test]
+    fn a_revocation_follows_its_moved_lock() {
+        let mut p = P::default();
+        p.park("r", b"a", 10, None, 1);
+        p.grant_head(&"r", 7).unwrap();
+        p.move_grants(|k| (*k == "r").then_some("s"));
+        assert_eq!(p.leave(1).revoke.map(|r| r.resource), Some("s"));
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub enum PreviousRun {
     None,
     Clean,
     Crashed,
+    /// A clean shutdown that did not persist every write (no AOF, and
+    /// changes since the last RDB save): its grants are lost as in a crash.
+    Unsaved,
 }
 
 impl PreviousRun {
@@ -60,6 +63,7 @@ impl PreviousRun {
         match contents.map(str::trim) {
             None => PreviousRun::None,
             Some("clean") => PreviousRun::Clean,
+            Some("unsaved") => PreviousRun::Unsaved,
             Some(_) => PreviousRun::Crashed,
         }
     }
@@ -94,7 +98,7 @@ pub fn after_restart(
         PreviousRun::None | PreviousRun::Clean => Verdict::None,
         // Judged by the persistence of the run that crashed, not the new one.
         PreviousRun::Crashed if data.lossy == Some(false) => Verdict::None,
-        PreviousRun::Crashed => bound(setting, data.longest_ttl, max_ttl),
+        PreviousRun::Crashed | PreviousRun::Unsaved => bound(setting, data.longest_ttl, max_ttl),
     }
 }
 
@@ -190,6 +194,24 @@ mod tests {
     }
 
     #[test]
+    fn a_shutdown_that_saved_nothing_quarantines_even_a_lossless_run() {
+        // The loaded data may even say `always`: the writes of the run that
+        // shut down without saving never reached it.
+        let lossless = Persisted {
+            longest_ttl: 30_000,
+            lossy: Some(false),
+        };
+        assert_eq!(
+            after_restart(Setting::Auto, PreviousRun::Unsaved, lossless, 0),
+            Verdict::For(30_000)
+        );
+        assert_eq!(
+            after_restart(Setting::Off, PreviousRun::Unsaved, lossless, 0),
+            Verdict::None
+        );
+    }
+
+    #[test]
     fn unknown_durability_counts_as_lossy_and_may_be_unbounded() {
         let nothing = Persisted::default();
         let prev = PreviousRun::Crashed;
@@ -229,6 +251,10 @@ mod tests {
         assert_eq!(
             PreviousRun::from_state_file(Some("running")),
             PreviousRun::Crashed
+        );
+        assert_eq!(
+            PreviousRun::from_state_file(Some("unsaved")),
+            PreviousRun::Unsaved
         );
         assert!(lossless(true, "always", false));
         assert!(!lossless(true, "everysec", false));

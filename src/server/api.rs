@@ -133,6 +133,33 @@ pub fn log(ctx: *mut raw::RedisModuleCtx, level: &std::ffi::CStr, msg: &str) {
     };
 }
 
+/// Numeric fields of one `INFO` section, read through the module API; a
+/// field the server lacks (or a server without the API) is `None`.
+pub fn server_info_numbers<const N: usize>(
+    section: &std::ffi::CStr,
+    fields: [&std::ffi::CStr; N],
+) -> [Option<i64>; N] {
+    let mut out = [None; N];
+    let (Some(get), Some(field), Some(free)) = (
+        unsafe { raw::RedisModule_GetServerInfo },
+        unsafe { raw::RedisModule_ServerInfoGetFieldSigned },
+        unsafe { raw::RedisModule_FreeServerInfo },
+    ) else {
+        return out;
+    };
+    let info = unsafe { get(std::ptr::null_mut(), section.as_ptr()) };
+    if info.is_null() {
+        return out;
+    }
+    for (slot, name) in out.iter_mut().zip(fields) {
+        let mut err: std::ffi::c_int = 0;
+        let v = unsafe { field(info, name.as_ptr(), &mut err) };
+        *slot = (err == 0).then_some(v);
+    }
+    unsafe { free(std::ptr::null_mut(), info) };
+    out
+}
+
 /// The bytes of a module string. Valid while the string lives (for argv:
 /// the whole command call).
 pub fn bytes<'a>(s: *const raw::RedisModuleString) -> Result<&'a [u8], Error> {

@@ -230,6 +230,13 @@ pub fn confirm(res: impl FnOnce() -> Result<Resource, Error>, token: &[u8]) -> R
     Ok(())
 }
 
+/// Grants in flight whose locks `SWAPDB` moved are revoked where they went.
+pub fn move_grants(moved: impl Fn(&Resource) -> Option<Resource>) {
+    if GRANTS_IN_FLIGHT.load(Ordering::Relaxed) {
+        with_parking(|p| p.move_grants(moved));
+    }
+}
+
 /// Whether a wake-up timer for `res` at `at_ms` still has to be armed.
 pub fn needs_timer(res: &Resource, at_ms: u64) -> bool {
     with_queues(|q| q.needs_timer(res, at_ms))

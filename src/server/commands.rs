@@ -25,6 +25,11 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         // Freed where no handoff could run yet (expiry, DEL, FLUSHALL): the
         // queue goes first, so a newcomer never barges ahead of it.
         if key.lease()?.is_none() {
+            // This request will queue behind it: refuse it before anything
+            // changes if it may not (a failed command changes nothing).
+            if req.wait_ms.is_some() && can_block(ctx.flags()?) {
+                req.check_new_token()?;
+            }
             handoff::grant_next(ctx, &mut key, name, res)?;
         }
     }
@@ -86,11 +91,6 @@ fn wait_or_refuse(
     waiting: Option<blocking::Resource>,
     free: bool,
 ) -> Result<(), Error> {
-    if req.wait_ms.is_some() && can_block(ctx.flags()?) {
-        // A new waiter: its token must be within `dlock.max-token-length`.
-        req.check_new_token()?;
-    }
-    stats::CONTENDED.add();
     let blocking_allowed = match req.wait_ms {
         Some(_) => can_block(ctx.flags()?),
         None => false,
@@ -100,8 +100,12 @@ fn wait_or_refuse(
         if free && !queued {
             quarantine::check()?;
         }
+        stats::CONTENDED.add();
         return ctx.reply_null();
     };
+    // A new waiter: its token must be within `dlock.max-token-length`.
+    req.check_new_token()?;
+    stats::CONTENDED.add();
     let res = match waiting {
         Some(res) => res,
         None => handoff::resource(ctx, name)?,
@@ -154,7 +158,6 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     if !owned_by(&key, req.token)? {
         return ctx.reply_integer(0);
     }
-    blocking::confirm(|| handoff::resource(ctx, name), req.token)?;
     let deadline = now_us() / 1000 + req.ttl_ms;
     key.set_deadline(deadline)?;
     quarantine::note_ttl(req.ttl_ms);
@@ -229,7 +232,11 @@ fn settle_before_reading(
     }
     let mut key = LockKey::open_write(ctx, name)?;
     if matches!(key.lease(), Ok(None)) {
-        handoff::grant_next(ctx, &mut key, name, res)?;
+        // If the handoff cannot happen (no fence left), INFO still answers:
+        // the resource shows as reserved for its queue.
+        if let Err(e) = handoff::grant_next(ctx, &mut key, name, res) {
+            ctx.log_warning(&format!("handoff before DLOCK.INFO failed: {e}"));
+        }
     }
     Ok(())
 }

@@ -62,6 +62,7 @@ extern "C" fn on_event(
                 return;
             };
             restored::after_swap(info.dbnum_first, info.dbnum_second);
+            handoff::after_swap(info.dbnum_first, info.dbnum_second);
             for db in [info.dbnum_first, info.dbnum_second] {
                 blocking::resources(Some(db))
                     .into_iter()

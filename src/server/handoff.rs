@@ -258,6 +258,34 @@ pub fn revoke(rv: Revoke<Resource>) {
     }
 }
 
+/// `SWAPDB a b` moved every lock of one database to the other: grants in
+/// flight and waiting revocations follow their locks.
+pub fn after_swap(a: i32, b: i32) {
+    let moved = |r: &Resource| {
+        let db = if r.db == a {
+            b
+        } else if r.db == b {
+            a
+        } else {
+            return None;
+        };
+        Some(Resource {
+            db,
+            key: r.key.clone(),
+        })
+    };
+    blocking::move_grants(moved);
+    for rv in REVOCATIONS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter_mut()
+    {
+        if let Some(to) = moved(&rv.resource) {
+            rv.resource = to;
+        }
+    }
+}
+
 pub fn revocations_pending() -> bool {
     REVOCATIONS_ARMED.load(Ordering::Relaxed)
 }
@@ -305,7 +333,7 @@ fn revoke_now(ctx: Ctx, rv: &Revoke<Resource>) -> Result<(), Error> {
         )),
         Ok(false) => ctx.log_warning(&format!(
             "grant of '{who}' (fence {}) never reached its waiter, which left first; \
-             the lease had already ended",
+             the key no longer holds that grant (released, expired, deleted or replaced)",
             rv.fence
         )),
         Err(_) => {}

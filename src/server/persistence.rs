@@ -190,7 +190,7 @@ extern "C" fn aof_rewrite(
 /// `CONFIG SET appendonly yes`) a propagation would count as a write and
 /// make the server propagate that command too.
 pub fn on_fork_child_born(ctx: Ctx) {
-    if !aof_rewrite_in_progress(ctx) {
+    if !aof_rewrite_in_progress() {
         return;
     }
     // A grant before the timer fires carries the facts itself.
@@ -226,22 +226,9 @@ extern "C" fn rewrite_meta(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
 
 /// Whether the child just forked is an AOF rewrite (the server records the
 /// child's type before it tells modules of the fork).
-fn aof_rewrite_in_progress(ctx: Ctx) -> bool {
-    let (Some(get), Some(field), Some(free)) = (
-        unsafe { raw::RedisModule_GetServerInfo },
-        unsafe { raw::RedisModule_ServerInfoGetFieldSigned },
-        unsafe { raw::RedisModule_FreeServerInfo },
-    ) else {
-        return false;
-    };
-    let info = unsafe { get(ctx.0, c"persistence".as_ptr()) };
-    if info.is_null() {
-        return false;
-    }
-    let mut err: c_int = 0;
-    let in_progress = unsafe { field(info, c"aof_rewrite_in_progress".as_ptr(), &mut err) };
-    unsafe { free(ctx.0, info) };
-    err == 0 && in_progress == 1
+fn aof_rewrite_in_progress() -> bool {
+    let [in_progress] = api::server_info_numbers(c"persistence", [c"aof_rewrite_in_progress"]);
+    in_progress == Some(1)
 }
 
 extern "C" fn mem_usage(value: *const c_void) -> usize {

@@ -164,6 +164,7 @@ fn previous() -> PreviousRun {
     match PREVIOUS.load(Ordering::Relaxed) {
         x if x == PreviousRun::Clean as u8 => PreviousRun::Clean,
         x if x == PreviousRun::Crashed as u8 => PreviousRun::Crashed,
+        x if x == PreviousRun::Unsaved as u8 => PreviousRun::Unsaved,
         _ => PreviousRun::None,
     }
 }
@@ -312,8 +313,22 @@ fn config_get(ctx: Ctx, name: &std::ffi::CStr) -> Option<String> {
     out
 }
 
+/// The server is shutting down (after its last save and AOF fsync). Only a
+/// shutdown that persisted every write is clean: with nothing saved (no AOF,
+/// and changes since the last RDB save, as with `save ""` or `SHUTDOWN
+/// NOSAVE`) grants this run acknowledged are lost as in a crash, and their
+/// holders still believe they hold them.
 pub fn on_shutdown() {
-    write_state("clean");
+    let [aof, rewriting, unsaved] = api::server_info_numbers(
+        c"persistence",
+        [
+            c"aof_enabled",
+            c"aof_rewrite_in_progress",
+            c"rdb_changes_since_last_save",
+        ],
+    );
+    let persisted = (aof == Some(1) && rewriting == Some(0)) || unsaved == Some(0);
+    write_state(if persisted { "clean" } else { "unsaved" });
 }
 
 /// A promotion with the link up (`REPLICAOF NO ONE`, `CLUSTER FAILOVER`)
@@ -369,6 +384,7 @@ pub fn info() -> [(&'static std::ffi::CStr, String); 7] {
         PreviousRun::None => "none",
         PreviousRun::Clean => "clean",
         PreviousRun::Crashed => "crashed",
+        PreviousRun::Unsaved => "unsaved",
     };
     [
         (c"restart_quarantine", setting().to_string()),

@@ -39,6 +39,53 @@ fn a_release_that_fails_changes_and_publishes_nothing() {
     assert!(next_lock_event(&mut sub).is_err(), "nothing published");
     w.assert_pending();
     assert_eq!(blocked_clients(&mut c), 1);
+
+    // Freed with no fence left for the handoff: INFO still answers, and
+    // shows the resource reserved for its queue.
+    let _: i64 = redis::cmd("DEL").arg("res").query(&mut c).unwrap();
+    assert_reserved(&raw_info(&mut c), 1);
+}
+
+#[test]
+fn an_acquire_refused_for_its_token_hands_nothing_over() {
+    // The lock was freed where no handoff could run yet (DEL); the queue's
+    // handoff is pending. An ACQUIRE that is refused (a token too long to
+    // queue) must not be the one that completes it. One pipeline, read and
+    // run in one go before any timer: nothing else settles the queue there.
+    let s = Server::start();
+    let mut c = s.conn();
+    hold(&mut c, "res", "holder");
+    let _w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
+    let grants = stat(&mut c, "grants");
+    let long = "x".repeat(600);
+    let mut pipe = redis::pipe();
+    pipe.cmd("DEL")
+        .arg("res")
+        .cmd("DLOCK.ACQUIRE")
+        .arg(&["res", long.as_str(), "1000", "WAIT", "100"])
+        .cmd("EXISTS")
+        .arg("res")
+        .cmd("INFO")
+        .arg("dlock");
+    c.send_packed_command(&pipe.get_packed_pipeline()).unwrap();
+    let v: Vec<redis::RedisResult<Value>> = (0..4).map(|_| c.recv_response()).collect();
+    let refused = match &v[1] {
+        Err(e) => err_text(e),
+        Ok(Value::ServerError(e)) => format!("{e:?}"),
+        other => panic!("the ACQUIRE must be refused: {other:?}"),
+    };
+    assert!(refused.contains("longer than"), "{refused}");
+    let v: Vec<Value> = v.into_iter().map(|r| r.unwrap_or(Value::Nil)).collect();
+    assert_eq!(
+        v[2],
+        Value::Int(0),
+        "nothing granted by the refused ACQUIRE"
+    );
+    let info = String::from_utf8(as_bytes(&v[3])).unwrap();
+    assert!(
+        info.contains(&format!("dlock_grants:{grants}\r\n")),
+        "{info}"
+    );
 }
 
 /// `DLOCK.INFO res` as a raw reply.

@@ -341,3 +341,55 @@ fn a_waiter_the_server_closes_later_in_the_grant_turn_is_revoked() {
     assert_eq!([d[0], d[1]], [2, 1], "W's grant revoked, NEXT granted");
     wait_blocked_clients(&mut c, 0);
 }
+
+#[test]
+fn an_extend_does_not_confirm_a_grant_nobody_received() {
+    // EXTEND answers 1 or 0, never the fence: a grant its waiter never got
+    // is revoked even if its token extended the lease in between.
+    let s = Server::start();
+    let mut c = s.conn();
+    hold(&mut c, "res", "holder");
+    let w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("DLOCK.RELEASE")
+        .arg(&["res", "holder"])
+        .cmd("DLOCK.EXTEND")
+        .arg(&["res", "W", "60000"])
+        .cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(w.id);
+    let v = exec_values(&mut c, &pipe);
+    assert_eq!(as_int(&v[1]), 1, "extended inside the grant's turn");
+    assert!(matches!(w.outcome(SOON).reply, Ok(None)));
+    assert_eq!(info(&mut c, "res"), None, "revoked");
+    assert_eq!(counter(&mut c, "revoked_grants"), 1);
+}
+
+#[test]
+fn a_revocation_follows_a_lock_swapped_to_another_database() {
+    let s = Server::start();
+    let mut c = s.conn();
+    hold(&mut c, "res", "holder");
+    let w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("DLOCK.RELEASE")
+        .arg(&["res", "holder"])
+        .cmd("SWAPDB")
+        .arg(0)
+        .arg(1)
+        .cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(w.id);
+    let v = exec_values(&mut c, &pipe);
+    assert_eq!(as_int(&v[2]), 1, "W unblocked in its grant's turn");
+    assert!(matches!(w.outcome(SOON).reply, Ok(None)));
+    select(&mut c, 1);
+    assert_eq!(
+        info(&mut c, "res"),
+        None,
+        "revoked in the database the lock went to"
+    );
+    assert_eq!(counter(&mut c, "revoked_grants"), 1);
+}
