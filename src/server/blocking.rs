@@ -16,7 +16,7 @@
 //!   by I/O threads, another module) is caught when the answer is freed.
 
 use std::ffi::{c_int, c_longlong, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::raw;
@@ -58,10 +58,6 @@ static PARKING: LazyLock<Mutex<Parking<Resource, Blocked>>> = LazyLock::new(Defa
 static TOTAL: AtomicUsize = AtomicUsize::new(0);
 static GRANTS_IN_FLIGHT: AtomicBool = AtomicBool::new(false);
 static HAND_OVER_ARMED: AtomicBool = AtomicBool::new(false);
-/// The client the server is disconnecting right now (its `CLIENT_CHANGE`
-/// event comes just before the disconnect callback).
-static CLOSING_CLIENT: AtomicU64 = AtomicU64::new(0);
-
 /// Never held across a call that could re-enter us (key deletion runs the
 /// type's unlink callback, which defers its work instead of locking).
 fn parking() -> MutexGuard<'static, Parking<Resource, Blocked>> {
@@ -84,34 +80,6 @@ fn with_parking<R>(f: impl FnOnce(&mut Parking<Resource, Blocked>) -> R) -> R {
 
 fn with_queues<R>(f: impl FnOnce(&mut WaitQueues<Resource, Blocked>) -> R) -> R {
     with_parking(|p| f(p.queues_mut()))
-}
-
-pub fn init(ctx: Ctx) -> Result<(), Error> {
-    let subscribe = rm!(RedisModule_SubscribeToServerEvent);
-    let event = raw::RedisModuleEvent {
-        id: raw::REDISMODULE_EVENT_CLIENT_CHANGE,
-        dataver: 1,
-    };
-    if unsafe { subscribe(ctx.0, event, Some(on_client_change)) } != api::OK {
-        return Err(Error::Internal("client event subscription failed"));
-    }
-    Ok(())
-}
-
-extern "C" fn on_client_change(
-    _ctx: *mut raw::RedisModuleCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    guard("client event", (), || {
-        if subevent != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED {
-            return;
-        }
-        if let Some(info) = unsafe { data.cast::<raw::RedisModuleClientInfoV1>().as_ref() } {
-            CLOSING_CLIENT.store(info.id, Ordering::Relaxed);
-        }
-    })
 }
 
 pub fn total_waiters() -> usize {
@@ -222,10 +190,10 @@ pub fn fail(res: Option<&Resource>, err: Error) {
 /// the fence, so a grant of it still in flight stands whatever happens to
 /// the waiter's connection.
 pub fn confirm(res: impl FnOnce() -> Result<Resource, Error>, token: &[u8]) -> Result<(), Error> {
-    if GRANTS_IN_FLIGHT.load(Ordering::Relaxed) || super::handoff::revocations_pending() {
+    if GRANTS_IN_FLIGHT.load(Ordering::Relaxed) || super::revoke::revocations_pending() {
         let res = res()?;
         with_parking(|p| p.confirm(&res, token));
-        super::handoff::confirm_revocations(&res, token);
+        super::revoke::confirm_revocations(&res, token);
     }
     Ok(())
 }
@@ -315,7 +283,7 @@ pub fn hand_over() {
 fn freed(handed: &Handed) {
     let revoke = with_parking(|p| p.freed(handed.handle, &handed.answer, handed.delivered));
     if let Some(rv) = revoke {
-        super::handoff::revoke(rv);
+        super::revoke::revoke(rv);
     }
 }
 
@@ -329,7 +297,7 @@ fn left(left: Left<Resource>, handle: Blocked) {
         }
     }
     if let Some(rv) = left.revoke {
-        super::handoff::revoke(rv);
+        super::revoke::revoke(rv);
     }
 }
 
@@ -348,7 +316,7 @@ extern "C" fn on_reply(
             match &handed.answer {
                 // The server drops replies to a client it has decided to
                 // close: that grant is not delivered (freed, then revoked).
-                Answer::Granted { .. } if client_closing(ctx) => return Ok(()),
+                Answer::Granted { .. } if super::clients::marked_for_closing(ctx) => return Ok(()),
                 Answer::Granted { fence, .. } => c.reply_integer(*fence as i64)?,
                 Answer::TimedOut => c.reply_null()?,
                 Answer::Failed(e) => c.reply_error(e)?,
@@ -361,48 +329,6 @@ extern "C" fn on_reply(
         }
         api::OK
     })
-}
-
-/// Whether the server has already decided to close the reply callback's
-/// client (`ACL DELUSER` of its user, an output buffer limit, the end of its
-/// connection read after the grant): it marks such a client and frees it
-/// later, no callback tells a module, and every reply to it is dropped. Only
-/// `CLIENT LIST` shows the mark (flag `A`), so a grant asks it once.
-fn client_closing(ctx: *mut raw::RedisModuleCtx) -> bool {
-    let (Some(id_of), Some(call), Some(text), Some(free)) = (
-        unsafe { raw::RedisModule_GetClientId },
-        unsafe { raw::RedisModule_Call },
-        unsafe { raw::RedisModule_CallReplyStringPtr },
-        unsafe { raw::RedisModule_FreeCallReply },
-    ) else {
-        return false;
-    };
-    let id = unsafe { id_of(ctx) };
-    if id == 0 {
-        return false;
-    }
-    let id = format!("{id}\0");
-    let reply = unsafe {
-        call(
-            ctx,
-            c"CLIENT".as_ptr(),
-            c"ccc".as_ptr(),
-            c"LIST".as_ptr(),
-            c"ID".as_ptr(),
-            id.as_ptr().cast::<std::ffi::c_char>(),
-        )
-    };
-    if reply.is_null() {
-        return false;
-    }
-    let mut len = 0usize;
-    let ptr = unsafe { text(reply, &mut len) };
-    let closing = !ptr.is_null() && {
-        let line = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
-        crate::lock::policy::client_list_flags(line).is_some_and(|f| f.contains(&b'A'))
-    };
-    unsafe { free(reply) };
-    closing
 }
 
 /// `CLIENT UNBLOCK` (without ERROR), which the server reports as a timeout.
@@ -434,21 +360,13 @@ extern "C" fn on_disconnected(
     guard("waiter disconnect", (), || {
         let handle = Blocked(bc);
         let l = with_parking(|p| p.leave(handle));
-        if l.unblock && !closing(ctx) {
+        if l.unblock && !super::clients::disconnecting(ctx) {
             // Unblocked with an error, still connected: the wait ended
             // without a grant, as a timeout does.
             stats::WAIT_TIMEOUTS.add();
         }
         left(l, handle);
     })
-}
-
-fn closing(ctx: *mut raw::RedisModuleCtx) -> bool {
-    let Some(id_of) = (unsafe { raw::RedisModule_GetClientId }) else {
-        return true;
-    };
-    let id = unsafe { id_of(ctx) };
-    id != 0 && id == CLOSING_CLIENT.load(Ordering::Relaxed)
 }
 
 /// The server is done with a handed-over answer: replied (`delivered`) or

@@ -14,7 +14,7 @@ use redis_module::raw;
 use super::api::{rm, Ctx};
 use super::blocking;
 use super::ffi::guard;
-use super::{handoff, persistence, quarantine, restored, state};
+use super::{handoff, persistence, quarantine, restored, revoke, state};
 use crate::lock::Error;
 
 pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
@@ -62,7 +62,7 @@ extern "C" fn on_event(
                 return;
             };
             restored::after_swap(info.dbnum_first, info.dbnum_second);
-            handoff::after_swap(info.dbnum_first, info.dbnum_second);
+            revoke::after_swap(info.dbnum_first, info.dbnum_second);
             for db in [info.dbnum_first, info.dbnum_second] {
                 blocking::resources(Some(db))
                     .into_iter()

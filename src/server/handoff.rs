@@ -20,12 +20,11 @@ use super::ffi::guard;
 use super::keys::LockKey;
 use super::{quarantine, state, stats};
 use crate::lock::lease::LeaseRef;
-use crate::lock::parking::Revoke;
 use crate::lock::Error;
 
 /// When the server must not produce writes (`CLIENT PAUSE WRITE`, a manual
 /// failover in progress), deferred handoffs retry after this long.
-const PAUSED_RETRY_MS: i64 = 10;
+pub const PAUSED_RETRY_MS: i64 = 10;
 
 /// A context for arming timers from callbacks that have none (the type's
 /// unlink callback). Timers only use it to know which module they belong to.
@@ -224,147 +223,6 @@ pub fn stop_timer(id: u64) -> Option<*mut c_void> {
     }
     let mut data: *mut c_void = std::ptr::null_mut();
     (unsafe { stop(ctx, id, &mut data) } == api::OK).then_some(data)
-}
-
-/// Revocations that must wait until writes are allowed again.
-static REVOCATIONS: Mutex<Vec<Revoke<Resource>>> = Mutex::new(Vec::new());
-static REVOCATIONS_ARMED: AtomicBool = AtomicBool::new(false);
-
-/// A grant that never reached its waiter is released as if its owner had
-/// released it: the release effect goes out, the next waiter is granted,
-/// and it is counted and logged. Runs at once (inside the callback that
-/// learned of it, so no command can see the grant after its waiter left),
-/// unless this node must not write now.
-pub fn revoke(rv: Revoke<Resource>) {
-    let ctx = Ctx(timer_ctx());
-    if ctx.0.is_null() || state::is_replica() {
-        // A replica holds what its master sends; the master revokes.
-        stats::REVOKED.add();
-        return;
-    }
-    // Not while writes are held back, nor in the middle of a busy script
-    // (the server reads disconnects while a slow script runs): the script's
-    // keyspace must not change under it.
-    if writes_paused() || ctx.flags().is_ok_and(|f| f.in_script()) {
-        REVOCATIONS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(rv);
-        arm_revocations();
-        return;
-    }
-    if let Err(e) = revoke_now(ctx, &rv) {
-        ctx.log_warning(&format!("revoking an undelivered grant failed: {e}"));
-    }
-}
-
-/// `SWAPDB a b` moved every lock of one database to the other: grants in
-/// flight and waiting revocations follow their locks.
-pub fn after_swap(a: i32, b: i32) {
-    let moved = |r: &Resource| {
-        let db = if r.db == a {
-            b
-        } else if r.db == b {
-            a
-        } else {
-            return None;
-        };
-        Some(Resource {
-            db,
-            key: r.key.clone(),
-        })
-    };
-    blocking::move_grants(moved);
-    for rv in REVOCATIONS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter_mut()
-    {
-        if let Some(to) = moved(&rv.resource) {
-            rv.resource = to;
-        }
-    }
-}
-
-pub fn revocations_pending() -> bool {
-    REVOCATIONS_ARMED.load(Ordering::Relaxed)
-}
-
-/// A same-token refresh confirmed a grant whose revocation is waiting.
-pub fn confirm_revocations(res: &Resource, token: &[u8]) {
-    REVOCATIONS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .retain(|rv| !(rv.resource == *res && *rv.token == *token));
-}
-
-fn arm_revocations() {
-    if !REVOCATIONS_ARMED.swap(true, Ordering::Relaxed)
-        && !arm_timer(PAUSED_RETRY_MS, on_revocations_timer)
-    {
-        REVOCATIONS_ARMED.store(false, Ordering::Relaxed);
-    }
-}
-
-extern "C" fn on_revocations_timer(_ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    guard("revocations", (), || {
-        REVOCATIONS_ARMED.store(false, Ordering::Relaxed);
-        let list = std::mem::take(&mut *REVOCATIONS.lock().unwrap_or_else(|p| p.into_inner()));
-        list.into_iter().for_each(revoke);
-        blocking::hand_over();
-    })
-}
-
-fn revoke_now(ctx: Ctx, rv: &Revoke<Resource>) -> Result<(), Error> {
-    stats::REVOKED.add();
-    let res = &rv.resource;
-    unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
-    let name = unsafe {
-        rm!(RedisModule_CreateString)(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len())
-    };
-    let result = revoke_key(ctx, name, rv);
-    unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
-    let who = String::from_utf8_lossy(&res.key);
-    match result {
-        Ok(true) => ctx.log_warning(&format!(
-            "grant of '{who}' (fence {}) revoked: its waiter left before the reply \
-             (timeout, CLIENT UNBLOCK or disconnect)",
-            rv.fence
-        )),
-        Ok(false) => ctx.log_warning(&format!(
-            "grant of '{who}' (fence {}) never reached its waiter, which left first; \
-             the key no longer holds that grant (released, expired, deleted or replaced)",
-            rv.fence
-        )),
-        Err(_) => {}
-    }
-    result.map(|_| ())
-}
-
-/// Releases `rv`'s lease if the key still holds exactly it.
-fn revoke_key(
-    ctx: Ctx,
-    name: *mut raw::RedisModuleString,
-    rv: &Revoke<Resource>,
-) -> Result<bool, Error> {
-    let mut key = LockKey::open_write(ctx, name)?;
-    let held = match key.lease() {
-        Ok(Some(l)) => l.is_owned_by(&rv.token) && l.fence() == rv.fence,
-        Ok(None) | Err(Error::WrongType) => false,
-        Err(e) => return Err(e),
-    };
-    if !held {
-        return Ok(false);
-    }
-    stats::notify(ctx, c"dlock.revoked", name);
-    let handed_over =
-        blocking::waiters_on(&rv.resource) > 0 && grant_next(ctx, &mut key, name, &rv.resource)?;
-    if !handed_over {
-        key.delete()?;
-        effects::released(ctx, name)?;
-        key.signal_modified()?;
-    }
-    Ok(true)
 }
 
 /// Schedules a settle of `res` from a place that cannot write.

@@ -4,6 +4,7 @@
 pub mod acl;
 pub mod api;
 pub mod blocking;
+pub mod clients;
 pub mod cluster;
 pub mod commands;
 pub mod config;
@@ -19,6 +20,7 @@ pub mod notifications;
 pub mod persistence;
 pub mod quarantine;
 pub mod restored;
+pub mod revoke;
 pub mod state;
 pub mod stats;
 pub mod value;
@@ -51,7 +53,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     config::register(ctx, &args)?;
     persistence::register_type(ctx)?;
     handoff::init(ctx)?;
-    blocking::init(ctx)?;
+    clients::init(ctx)?;
     events::subscribe(ctx)?;
     notifications::subscribe(ctx)?;
     quarantine::init(ctx)?;
