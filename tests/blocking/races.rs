@@ -21,25 +21,21 @@ fn delta(before: [i64; 3], after: [i64; 3]) -> [i64; 3] {
     [0, 1, 2].map(|i| after[i] - before[i])
 }
 
-/// `MULTI; DLOCK.RELEASE res holder; <end>; EXEC` with `end` a command that
-/// ends waiter `w`'s wait; returns the EXEC results.
-fn release_and(c: &mut Connection, end: &[String]) -> Vec<Value> {
+/// `MULTI; DLOCK.RELEASE res holder; <cmds...>; EXEC`: the holder's release
+/// (a grant to the head waiter) and `cmds` in one event-loop turn; returns
+/// the EXEC results.
+fn release_and(c: &mut Connection, cmds: &[&[&str]]) -> Vec<Value> {
     let mut pipe = redis::pipe();
     pipe.atomic().cmd("DLOCK.RELEASE").arg("res").arg("holder");
-    pipe.cmd(&end[0]);
-    for a in &end[1..] {
-        pipe.arg(a);
+    for cmd in cmds {
+        pipe.cmd(cmd[0]).arg(&cmd[1..]);
     }
     exec_values(c, &pipe)
 }
 
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
-
 /// A grant and its waiter's end in one transaction. `then` is the second
 /// waiter, which must get the lock the revoked grant gave back.
-fn grant_racing(end: impl Fn(i64) -> Vec<String>, check: impl Fn(&Outcome)) {
+fn grant_racing(end: impl Fn(&str) -> Vec<&str>, check: impl Fn(&Outcome)) {
     let m = Server::start();
     let r = Server::builder().replica_of(&m).start();
     r.wait_for_sync(SOON);
@@ -48,7 +44,8 @@ fn grant_racing(end: impl Fn(i64) -> Vec<String>, check: impl Fn(&Outcome)) {
     let w = Waiter::queue(&mut c, &m.url(), "res", "W", 1);
     let next = Waiter::queue(&mut c, &m.url(), "res", "NEXT", 2);
     let before = counters(&mut c);
-    let results = release_and(&mut c, &end(w.id));
+    let id = w.id.to_string();
+    let results = release_and(&mut c, &[&end(&id)]);
     assert_eq!(as_int(&results[0]), 1, "the holder's release");
     assert_eq!(as_int(&results[1]), 1, "the waiter was found: {results:?}");
     check(&w.outcome(SOON));
@@ -75,7 +72,7 @@ fn grant_racing(end: impl Fn(i64) -> Vec<String>, check: impl Fn(&Outcome)) {
 #[test]
 fn grant_racing_client_unblock_is_revoked_and_answered_nil() {
     grant_racing(
-        |id| strings(&["CLIENT", "UNBLOCK", &id.to_string()]),
+        |id| vec!["CLIENT", "UNBLOCK", id],
         |o| assert!(matches!(o.reply, Ok(None)), "nil, got {:?}", o.reply),
     );
 }
@@ -83,7 +80,7 @@ fn grant_racing_client_unblock_is_revoked_and_answered_nil() {
 #[test]
 fn grant_racing_client_unblock_error_is_revoked() {
     grant_racing(
-        |id| strings(&["CLIENT", "UNBLOCK", &id.to_string(), "ERROR"]),
+        |id| vec!["CLIENT", "UNBLOCK", id, "ERROR"],
         |o| assert!(o.error().starts_with("UNBLOCKED"), "{}", o.error()),
     );
 }
@@ -91,7 +88,7 @@ fn grant_racing_client_unblock_error_is_revoked() {
 #[test]
 fn grant_racing_client_kill_is_revoked() {
     grant_racing(
-        |id| strings(&["CLIENT", "KILL", "ID", &id.to_string()]),
+        |id| vec!["CLIENT", "KILL", "ID", id],
         |o| assert!(o.conn.is_none(), "killed, got {:?}", o.reply),
     );
 }
@@ -103,7 +100,7 @@ fn unblocked_waiter_connection_stays_in_step() {
     let mut c = s.conn();
     hold(&mut c, "res", "holder");
     let w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
-    release_and(&mut c, &strings(&["CLIENT", "UNBLOCK", &w.id.to_string()]));
+    release_and(&mut c, &[&["CLIENT", "UNBLOCK", &w.id.to_string()]]);
     let o = w.outcome(SOON);
     assert!(matches!(o.reply, Ok(None)), "{:?}", o.reply);
     let mut wc = o.conn.expect("connection kept");
@@ -208,19 +205,14 @@ fn a_refresh_by_the_owner_keeps_a_grant_whose_waiter_left() {
     let mut c = s.conn();
     hold(&mut c, "res", "holder");
     let w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
-    let mut pipe = redis::pipe();
-    pipe.atomic()
-        .cmd("DLOCK.RELEASE")
-        .arg("res")
-        .arg("holder")
-        .cmd("DLOCK.ACQUIRE")
-        .arg("res")
-        .arg("W")
-        .arg(10_000)
-        .cmd("CLIENT")
-        .arg("UNBLOCK")
-        .arg(w.id);
-    let v = exec_values(&mut c, &pipe);
+    let id = w.id.to_string();
+    let v = release_and(
+        &mut c,
+        &[
+            &["DLOCK.ACQUIRE", "res", "W", "10000"],
+            &["CLIENT", "UNBLOCK", &id],
+        ],
+    );
     let fence = as_int(&v[1]);
     assert!(matches!(w.outcome(SOON).reply, Ok(None)));
     assert_owner(&mut c, "res", "W", fence);
@@ -329,7 +321,7 @@ fn a_waiter_the_server_closes_later_in_the_grant_turn_is_revoked() {
     wait_waiters(&mut c, "res", 1);
     let next = Waiter::queue(&mut c, &s.url(), "res", "NEXT", 2);
     let before = counters(&mut c);
-    let results = release_and(&mut c, &strings(&["ACL", "DELUSER", "wu"]));
+    let results = release_and(&mut c, &[&["ACL", "DELUSER", "wu"]]);
     assert_eq!(as_int(&results[1]), 1, "user deleted");
     assert!(
         w.recv_response().is_err(),
@@ -350,16 +342,14 @@ fn an_extend_does_not_confirm_a_grant_nobody_received() {
     let mut c = s.conn();
     hold(&mut c, "res", "holder");
     let w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
-    let mut pipe = redis::pipe();
-    pipe.atomic()
-        .cmd("DLOCK.RELEASE")
-        .arg(&["res", "holder"])
-        .cmd("DLOCK.EXTEND")
-        .arg(&["res", "W", "60000"])
-        .cmd("CLIENT")
-        .arg("UNBLOCK")
-        .arg(w.id);
-    let v = exec_values(&mut c, &pipe);
+    let id = w.id.to_string();
+    let v = release_and(
+        &mut c,
+        &[
+            &["DLOCK.EXTEND", "res", "W", "60000"],
+            &["CLIENT", "UNBLOCK", &id],
+        ],
+    );
     assert_eq!(as_int(&v[1]), 1, "extended inside the grant's turn");
     assert!(matches!(w.outcome(SOON).reply, Ok(None)));
     assert_eq!(info(&mut c, "res"), None, "revoked");
@@ -372,17 +362,11 @@ fn a_revocation_follows_a_lock_swapped_to_another_database() {
     let mut c = s.conn();
     hold(&mut c, "res", "holder");
     let w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
-    let mut pipe = redis::pipe();
-    pipe.atomic()
-        .cmd("DLOCK.RELEASE")
-        .arg(&["res", "holder"])
-        .cmd("SWAPDB")
-        .arg(0)
-        .arg(1)
-        .cmd("CLIENT")
-        .arg("UNBLOCK")
-        .arg(w.id);
-    let v = exec_values(&mut c, &pipe);
+    let id = w.id.to_string();
+    let v = release_and(
+        &mut c,
+        &[&["SWAPDB", "0", "1"], &["CLIENT", "UNBLOCK", &id]],
+    );
     assert_eq!(as_int(&v[2]), 1, "W unblocked in its grant's turn");
     assert!(matches!(w.outcome(SOON).reply, Ok(None)));
     select(&mut c, 1);
