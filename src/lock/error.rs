@@ -45,6 +45,16 @@ pub enum Error {
     ForgedEffect(&'static str),
     /// A malformed internal effect (from a damaged AOF or a newer master).
     BadEffect(&'static str),
+    /// The token already holds the resource with another mode, `LIMIT` or
+    /// `OWNER`: not a retry, and not a second hold.
+    TokenInUse,
+    /// A request whose `LIMIT` differs from the held resource's.
+    LimitMismatch { limit: u32 },
+    /// `SHARED` with `LIMIT` above 1: a semaphore's permits have no modes.
+    SharedSemaphore,
+    /// An upgrade to exclusive while other owners hold the resource: refused
+    /// at once, never queued (two waiting upgraders would deadlock).
+    UpgradeRefused,
     /// Something the server should have provided was missing.
     Internal(&'static str),
 }
@@ -94,6 +104,21 @@ impl fmt::Display for Error {
                 "ERR {command} is internal: accepted only from the master link or the AOF"
             ),
             Error::BadEffect(what) => write!(f, "ERR malformed dlock effect: {what}"),
+            Error::TokenInUse => write!(
+                f,
+                "ERR token already holds this resource with another mode, LIMIT or OWNER"
+            ),
+            Error::LimitMismatch { limit } => write!(
+                f,
+                "ERR the resource is held with LIMIT {limit}: requests must ask for the same LIMIT"
+            ),
+            Error::SharedSemaphore => {
+                write!(f, "ERR SHARED cannot be combined with LIMIT above 1")
+            }
+            Error::UpgradeRefused => write!(
+                f,
+                "ERR upgrade refused: other owners hold the resource (an upgrade never waits)"
+            ),
             Error::Internal(what) => write!(f, "ERR dlock internal error: {what}"),
         }
     }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod decimal;
 pub mod error;
 pub mod fence;
+pub mod holds;
 pub mod lease;
 pub mod parking;
 pub mod policy;

@@ -1,0 +1,489 @@
+//! One resource, many holders (issue 11): the model every kind of lock
+//! shares. A resource holds a set of holds, each with its own token, owner,
+//! fence, mode and absolute deadline, and a limit on how many may coexist.
+//! A plain lock is a resource with limit 1 and one exclusive hold; a
+//! read-write lock mixes shared and exclusive holds; a semaphore has limit
+//! n; reentrancy is several holds of one owner. The kinds differ only in
+//! `Holds::decide`, so persistence, effects, handoff and INFO can have one
+//! path each.
+//!
+//! Not wired into the commands yet: this is the rule book, unit-tested
+//! without a server. Time is always passed in.
+
+use super::fence::FenceClock;
+use super::Error;
+
+/// Most permits a semaphore can have.
+pub const MAX_LIMIT: u32 = 1 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Exclusive,
+    Shared,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    pub token: Box<[u8]>,
+    /// Whose hold this is; without `OWNER` the token is its own owner.
+    pub owner: Box<[u8]>,
+    pub fence: u64,
+    pub mode: Mode,
+    /// Unix ms; the hold is gone once this has passed.
+    pub deadline_ms: u64,
+}
+
+impl Hold {
+    /// Like a Redis key: live up to and including its deadline.
+    pub fn is_live(&self, now_ms: u64) -> bool {
+        self.deadline_ms >= now_ms
+    }
+}
+
+/// What a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask<'a> {
+    pub token: &'a [u8],
+    /// `OWNER owner`; `None`: the token is the owner.
+    pub owner: Option<&'a [u8]>,
+    pub mode: Mode,
+    /// `LIMIT n`; `None` is a plain lock (limit 1) or a read-write lock.
+    pub limit: Option<u32>,
+    pub ttl_ms: u64,
+}
+
+impl Ask<'_> {
+    fn owner(&self) -> &[u8] {
+        self.owner.unwrap_or(self.token)
+    }
+    fn limit(&self) -> u32 {
+        self.limit.unwrap_or(1)
+    }
+}
+
+/// What the resource does with a request now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// A new hold with this fence (an owner's holds share the fence of its
+    /// first live hold).
+    Grant { fence: u64 },
+    /// The token's own hold, asked again identically: same fence, deadline
+    /// reset, nothing added.
+    Refresh { fence: u64 },
+    /// Not now: queue (with `WAIT`) or answer nil.
+    Busy,
+}
+
+/// The holds of one resource.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holds {
+    /// How many holds may coexist (1 for plain and read-write locks).
+    pub limit: u32,
+    pub holds: Vec<Hold>,
+}
+
+impl Holds {
+    pub fn new(limit: u32) -> Self {
+        Holds {
+            limit,
+            holds: Vec::new(),
+        }
+    }
+
+    /// Drops every hold past its deadline; returns them (the master
+    /// propagates each drop). A hold past its deadline is gone for every
+    /// decision.
+    pub fn prune(&mut self, now_ms: u64) -> Vec<Hold> {
+        let (live, gone) = std::mem::take(&mut self.holds)
+            .into_iter()
+            .partition(|h| h.is_live(now_ms));
+        self.holds = live;
+        gone
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.holds.is_empty()
+    }
+
+    pub fn hold_of(&self, token: &[u8]) -> Option<&Hold> {
+        self.holds.iter().find(|h| *h.token == *token)
+    }
+
+    fn owner_holds<'h>(&'h self, owner: &'h [u8]) -> impl Iterator<Item = &'h Hold> + 'h {
+        self.holds.iter().filter(move |h| *h.owner == *owner)
+    }
+
+    fn others<'h>(&'h self, owner: &'h [u8]) -> impl Iterator<Item = &'h Hold> + 'h {
+        self.holds.iter().filter(move |h| *h.owner != *owner)
+    }
+
+    /// The key's TTL: the latest hold deadline.
+    pub fn deadline_ms(&self) -> Option<u64> {
+        self.holds.iter().map(|h| h.deadline_ms).max()
+    }
+
+    /// Decides `ask` against the live holds (call `prune` first).
+    /// `queued`: someone waits in the resource's queue; a new owner never
+    /// passes a queued request, an existing owner is decided regardless of
+    /// it. `quarantined`: new holds are refused (only retries pass).
+    pub fn decide(
+        &self,
+        ask: &Ask<'_>,
+        queued: bool,
+        quarantined: Option<u64>,
+        clock: &mut FenceClock,
+        now_us: impl FnOnce() -> u64,
+    ) -> Result<Decision, Error> {
+        if let Some(h) = self.hold_of(ask.token) {
+            // The same token: a retry only if everything matches.
+            let same = h.mode == ask.mode && *h.owner == *ask.owner() && self.limit == ask.limit();
+            return if same {
+                Ok(Decision::Refresh { fence: h.fence })
+            } else {
+                Err(Error::TokenInUse)
+            };
+        }
+        if ask.limit() > 1 && ask.mode == Mode::Shared {
+            return Err(Error::SharedSemaphore);
+        }
+        if !self.is_empty() && self.limit != ask.limit() {
+            return Err(Error::LimitMismatch { limit: self.limit });
+        }
+        let owner = ask.owner();
+        let own_fence = self.owner_holds(owner).map(|h| h.fence).next();
+        let fits = match (ask.mode, ask.limit()) {
+            // A semaphore: any owner's permits count.
+            (_, n) if n > 1 => self.holds.len() < n as usize,
+            (Mode::Exclusive, _) => self.others(owner).next().is_none(),
+            (Mode::Shared, _) => self.others(owner).all(|h| h.mode == Mode::Shared),
+        };
+        let upgrade = own_fence.is_some()
+            && ask.mode == Mode::Exclusive
+            && ask.limit() == 1
+            && self.owner_holds(owner).all(|h| h.mode == Mode::Shared);
+        if upgrade && !fits {
+            // Two upgraders waiting on each other would deadlock.
+            return Err(Error::UpgradeRefused);
+        }
+        // An owner that holds is decided before, and regardless of, the queue.
+        let may = fits && (own_fence.is_some() || !queued);
+        if !may {
+            return Ok(Decision::Busy);
+        }
+        if let Some(ms_left) = quarantined {
+            return Err(Error::Quarantine { ms_left });
+        }
+        let fence = match own_fence {
+            // Holds of one owner share a fence; a permit is its own owner
+            // (OWNER with LIMIT > 1 is refused when parsed).
+            Some(f) if ask.limit() == 1 => f,
+            _ => clock.next(now_us())?,
+        };
+        Ok(Decision::Grant { fence })
+    }
+
+    /// Adds the hold `decide` granted.
+    pub fn add(&mut self, ask: &Ask<'_>, fence: u64, deadline_ms: u64) {
+        if self.is_empty() {
+            self.limit = ask.limit();
+        }
+        self.holds.push(Hold {
+            token: ask.token.into(),
+            owner: ask.owner().into(),
+            fence,
+            mode: ask.mode,
+            deadline_ms,
+        });
+    }
+
+    /// Ends the hold of `token`; whether it existed.
+    pub fn release(&mut self, token: &[u8]) -> bool {
+        let before = self.holds.len();
+        self.holds.retain(|h| *h.token != *token);
+        self.holds.len() != before
+    }
+
+    /// Moves the deadline of `token`'s live hold; whether it existed.
+    pub fn extend(&mut self, token: &[u8], deadline_ms: u64, now_ms: u64) -> bool {
+        match self
+            .holds
+            .iter_mut()
+            .find(|h| *h.token == *token && h.is_live(now_ms))
+        {
+            Some(h) => {
+                h.deadline_ms = deadline_ms;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_000_000;
+
+    fn ask(token: &'static str, mode: Mode) -> Ask<'static> {
+        Ask {
+            token: token.as_bytes(),
+            owner: None,
+            mode,
+            limit: None,
+            ttl_ms: 1000,
+        }
+    }
+
+    fn shared(token: &'static str) -> Ask<'static> {
+        ask(token, Mode::Shared)
+    }
+
+    fn excl(token: &'static str) -> Ask<'static> {
+        ask(token, Mode::Exclusive)
+    }
+
+    fn owned(a: Ask<'static>, owner: &'static str) -> Ask<'static> {
+        Ask {
+            owner: Some(owner.as_bytes()),
+            ..a
+        }
+    }
+
+    fn permit(token: &'static str, n: u32) -> Ask<'static> {
+        Ask {
+            limit: Some(n),
+            ..excl(token)
+        }
+    }
+
+    /// Decides and, on a grant, adds the hold.
+    fn take(h: &mut Holds, a: &Ask<'_>, queued: bool, clock: &mut FenceClock) -> Decision {
+        let d = h.decide(a, queued, None, clock, || NOW * 1000).unwrap();
+        if let Decision::Grant { fence } = d {
+            h.add(a, fence, NOW + a.ttl_ms);
+        }
+        d
+    }
+
+    fn fence(d: Decision) -> u64 {
+        match d {
+            Decision::Grant { fence } | Decision::Refresh { fence } => fence,
+            Decision::Busy => panic!("busy"),
+        }
+    }
+
+    #[test]
+    fn a_plain_lock_is_one_exclusive_hold() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        let f = fence(take(&mut h, &excl("a"), false, &mut c));
+        assert_eq!(take(&mut h, &excl("b"), false, &mut c), Decision::Busy);
+        assert_eq!(take(&mut h, &shared("b"), false, &mut c), Decision::Busy);
+        assert_eq!(
+            take(&mut h, &excl("a"), false, &mut c),
+            Decision::Refresh { fence: f }
+        );
+        assert_eq!(h.holds.len(), 1, "a retry adds nothing");
+    }
+
+    #[test]
+    fn shared_holds_coexist_and_exclude_writers() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        let r1 = fence(take(&mut h, &shared("r1"), false, &mut c));
+        let r2 = fence(take(&mut h, &shared("r2"), false, &mut c));
+        assert!(r2 > r1, "each reader is its own owner: a fresh fence");
+        assert_eq!(take(&mut h, &excl("w"), false, &mut c), Decision::Busy);
+        assert!(h.release(b"r1") && h.release(b"r2"));
+        assert!(fence(take(&mut h, &excl("w"), false, &mut c)) > r2);
+    }
+
+    #[test]
+    fn a_reader_never_passes_a_queued_writer() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        take(&mut h, &shared("r1"), false, &mut c);
+        assert_eq!(take(&mut h, &shared("r2"), true, &mut c), Decision::Busy);
+    }
+
+    #[test]
+    fn an_owner_that_holds_is_decided_regardless_of_the_queue() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        let f = fence(take(&mut h, &owned(shared("a1"), "A"), false, &mut c));
+        // A writer queues; A's nested read is granted at once, same fence.
+        let d = take(&mut h, &owned(shared("a2"), "A"), true, &mut c);
+        assert_eq!(d, Decision::Grant { fence: f });
+        assert_eq!(h.holds.len(), 2);
+    }
+
+    #[test]
+    fn reentrant_exclusive_holds_share_the_first_fence() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        let f = fence(take(&mut h, &owned(excl("t1"), "A"), false, &mut c));
+        assert_eq!(
+            take(&mut h, &owned(excl("t2"), "A"), true, &mut c),
+            Decision::Grant { fence: f }
+        );
+        assert_eq!(
+            take(&mut h, &owned(excl("t3"), "B"), false, &mut c),
+            Decision::Busy
+        );
+        assert!(h.release(b"t1"));
+        assert_eq!(
+            take(&mut h, &owned(excl("t3"), "B"), false, &mut c),
+            Decision::Busy
+        );
+        assert!(h.release(b"t2"));
+        assert!(fence(take(&mut h, &owned(excl("t3"), "B"), false, &mut c)) > f);
+    }
+
+    #[test]
+    fn downgrade_keeps_writers_out_and_upgrade_is_refused_beside_readers() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        let f = fence(take(&mut h, &owned(excl("w"), "A"), false, &mut c));
+        // Downgrade: a shared hold under the same owner, then drop the write.
+        assert_eq!(
+            take(&mut h, &owned(shared("r"), "A"), true, &mut c),
+            Decision::Grant { fence: f }
+        );
+        assert!(h.release(b"w"));
+        assert_eq!(take(&mut h, &excl("other"), false, &mut c), Decision::Busy);
+        // Another reader joins; A's upgrade is refused at once, never queued.
+        take(&mut h, &shared("B"), false, &mut c);
+        let up = h.decide(&owned(excl("w2"), "A"), false, None, &mut c, || NOW);
+        assert_eq!(up, Err(Error::UpgradeRefused));
+        // Alone again: granted.
+        assert!(h.release(b"B"));
+        assert_eq!(
+            take(&mut h, &owned(excl("w2"), "A"), false, &mut c),
+            Decision::Grant { fence: f }
+        );
+    }
+
+    #[test]
+    fn a_semaphore_has_n_leased_permits_each_with_its_own_fence() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        let f1 = fence(take(&mut h, &permit("p1", 2), false, &mut c));
+        let f2 = fence(take(&mut h, &permit("p2", 2), false, &mut c));
+        assert!(f2 > f1);
+        assert_eq!(h.limit, 2);
+        assert_eq!(
+            take(&mut h, &permit("p3", 2), false, &mut c),
+            Decision::Busy
+        );
+        // An abandoned permit comes back at its deadline.
+        h.holds[0].deadline_ms = NOW - 1;
+        assert_eq!(h.prune(NOW).len(), 1);
+        assert!(fence(take(&mut h, &permit("p3", 2), false, &mut c)) > f2);
+    }
+
+    #[test]
+    fn a_held_resource_keeps_its_limit() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        take(&mut h, &permit("p1", 3), false, &mut c);
+        for a in [permit("x", 2), excl("x")] {
+            assert_eq!(
+                h.decide(&a, false, None, &mut c, || NOW),
+                Err(Error::LimitMismatch { limit: 3 })
+            );
+        }
+        let before = h.clone();
+        assert_eq!(
+            h.decide(&shared("x"), false, None, &mut c, || NOW),
+            Err(Error::LimitMismatch { limit: 3 })
+        );
+        assert_eq!(
+            h.decide(
+                &Ask {
+                    limit: Some(3),
+                    ..shared("x")
+                },
+                false,
+                None,
+                &mut c,
+                || NOW
+            ),
+            Err(Error::SharedSemaphore)
+        );
+        assert_eq!(h, before, "nothing changed");
+        // Free again: another limit is fine.
+        assert!(h.release(b"p1"));
+        take(&mut h, &excl("x"), false, &mut c);
+        assert_eq!(h.limit, 1);
+    }
+
+    #[test]
+    fn the_same_token_with_anything_different_is_an_error() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        take(&mut h, &owned(shared("t"), "A"), false, &mut c);
+        for a in [
+            owned(excl("t"), "A"),
+            owned(shared("t"), "B"),
+            shared("t"),
+            permit("t", 2),
+        ] {
+            assert_eq!(
+                h.decide(&a, false, None, &mut c, || NOW),
+                Err(Error::TokenInUse),
+                "{a:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn quarantine_refuses_every_new_hold_but_not_retries() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        let f = fence(take(&mut h, &owned(shared("a1"), "A"), false, &mut c));
+        let q = Some(500);
+        let retry = h.decide(&owned(shared("a1"), "A"), false, q, &mut c, || NOW);
+        assert_eq!(retry, Ok(Decision::Refresh { fence: f }));
+        for a in [
+            owned(shared("a2"), "A"),
+            owned(excl("a3"), "A"),
+            shared("b"),
+        ] {
+            assert_eq!(
+                h.decide(&a, false, q, &mut c, || NOW),
+                Err(Error::Quarantine { ms_left: 500 }),
+                "{a:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn holds_past_their_deadline_are_gone() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        take(&mut h, &excl("a"), false, &mut c);
+        h.holds[0].deadline_ms = NOW;
+        assert!(h.prune(NOW).is_empty(), "the deadline itself still counts");
+        assert!(!h.extend(b"a", NOW + 5, NOW + 1), "EXTEND of a dead hold");
+        assert_eq!(h.prune(NOW + 1).len(), 1);
+        assert!(h.is_empty());
+        assert_eq!(h.deadline_ms(), None);
+    }
+
+    #[test]
+    fn the_key_lives_as_long_as_its_latest_hold() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        take(&mut h, &shared("a"), false, &mut c);
+        take(
+            &mut h,
+            &Ask {
+                ttl_ms: 5000,
+                ..shared("b")
+            },
+            false,
+            &mut c,
+        );
+        assert_eq!(h.deadline_ms(), Some(NOW + 5000));
+        assert!(h.extend(b"a", NOW + 9000, NOW));
+        assert_eq!(h.deadline_ms(), Some(NOW + 9000));
+    }
+
+    #[test]
+    fn a_refused_grant_consumes_no_fence() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        take(&mut h, &excl("a"), false, &mut c);
+        let before = c.clone();
+        assert_eq!(take(&mut h, &excl("b"), false, &mut c), Decision::Busy);
+        assert_eq!(c, before);
+    }
+}
