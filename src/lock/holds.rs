@@ -74,6 +74,34 @@ pub enum Decision {
     Busy,
 }
 
+/// Whether a request may hold the resource now (before any fence is drawn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// The token's own identical hold: a retry.
+    Retry {
+        fence: u64,
+    },
+    /// A new hold; `owner_fence` when its owner already holds (the fence it
+    /// shares), else a fresh fence is drawn.
+    New {
+        owner_fence: Option<u64>,
+    },
+    Busy,
+}
+
+/// How a queued request is granted by `Holds::admit_queue`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueGrant {
+    /// Its token already holds identically: the same fence back.
+    Retry { fence: u64 },
+    /// Its owner holds: the owner's fence.
+    Owner { fence: u64 },
+    /// A new owner: a fresh fence.
+    Fresh,
+    /// Its owner is granted earlier in the same step (entry `n`): that fence.
+    SameAs(usize),
+}
+
 /// The holds of one resource.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Holds {
@@ -125,7 +153,7 @@ impl Holds {
     /// Decides `ask` against the live holds (call `prune` first).
     /// `queued`: someone waits in the resource's queue; a new owner never
     /// passes a queued request, an existing owner is decided regardless of
-    /// it. `quarantined`: new holds are refused (only retries pass).
+    /// it. `quarantined` (ms left): new holds are refused, retries pass.
     pub fn decide(
         &self,
         ask: &Ask<'_>,
@@ -134,11 +162,28 @@ impl Holds {
         clock: &mut FenceClock,
         now_us: impl FnOnce() -> u64,
     ) -> Result<Decision, Error> {
+        match self.admit(ask, queued)? {
+            Admission::Retry { fence } => Ok(Decision::Refresh { fence }),
+            Admission::Busy => Ok(Decision::Busy),
+            Admission::New { .. } if quarantined.is_some() => Err(Error::Quarantine {
+                ms_left: quarantined.unwrap_or(0),
+            }),
+            Admission::New {
+                owner_fence: Some(fence),
+            } => Ok(Decision::Grant { fence }),
+            Admission::New { owner_fence: None } => Ok(Decision::Grant {
+                fence: clock.next(now_us())?,
+            }),
+        }
+    }
+
+    /// Whether `ask` may hold the resource now, without drawing a fence.
+    pub fn admit(&self, ask: &Ask<'_>, queued: bool) -> Result<Admission, Error> {
         if let Some(h) = self.hold_of(ask.token) {
             // The same token: a retry only if everything matches.
             let same = h.mode == ask.mode && *h.owner == *ask.owner() && self.limit == ask.limit();
             return if same {
-                Ok(Decision::Refresh { fence: h.fence })
+                Ok(Admission::Retry { fence: h.fence })
             } else {
                 Err(Error::TokenInUse)
             };
@@ -166,20 +211,60 @@ impl Holds {
             return Err(Error::UpgradeRefused);
         }
         // An owner that holds is decided before, and regardless of, the queue.
-        let may = fits && (own_fence.is_some() || !queued);
-        if !may {
-            return Ok(Decision::Busy);
+        if !fits || (own_fence.is_none() && queued) {
+            return Ok(Admission::Busy);
         }
-        if let Some(ms_left) = quarantined {
-            return Err(Error::Quarantine { ms_left });
-        }
-        let fence = match own_fence {
+        Ok(Admission::New {
             // Holds of one owner share a fence; a permit is its own owner
             // (OWNER with LIMIT > 1 is refused when parsed).
-            Some(f) if ask.limit() == 1 => f,
-            _ => clock.next(now_us())?,
-        };
-        Ok(Decision::Grant { fence })
+            owner_fence: own_fence.filter(|_| ask.limit() == 1),
+        })
+    }
+
+    /// Which queued requests can hold the resource now, in queue order,
+    /// after holds ended: `Ok` entries are granted in that order, `Err`
+    /// entries get that error and leave the queue, the rest keep waiting.
+    /// Strict FIFO for new owners: a run of shared requests at the head is
+    /// granted together, a semaphore grants as many as fit, and nobody passes
+    /// an earlier request that still waits, except an owner that already
+    /// holds or is granted in this same step.
+    pub fn admit_queue(&self, queue: &[Ask<'_>]) -> Vec<(usize, Result<QueueGrant, Error>)> {
+        // Fences drawn in this step are not known yet: stand-ins above every
+        // real fence mark them, and map back to the entry that draws them.
+        let stand_in = |i: usize| u64::MAX - i as u64;
+        let drawn_by = |fence: u64| usize::try_from(u64::MAX - fence).ok();
+        let mut after = self.clone();
+        let mut out = Vec::new();
+        let mut someone_waits = false;
+        for (i, ask) in queue.iter().enumerate() {
+            let grant = match after.admit(ask, someone_waits) {
+                Ok(Admission::Busy) => {
+                    someone_waits = true;
+                    continue;
+                }
+                Err(e) => {
+                    out.push((i, Err(e)));
+                    continue;
+                }
+                Ok(Admission::Retry { fence }) => {
+                    out.push((i, Ok(QueueGrant::Retry { fence })));
+                    continue;
+                }
+                Ok(Admission::New { owner_fence: None }) => (QueueGrant::Fresh, stand_in(i)),
+                Ok(Admission::New {
+                    owner_fence: Some(f),
+                }) if f > super::fence::MAX_FENCE => match drawn_by(f) {
+                    Some(first) => (QueueGrant::SameAs(first), f),
+                    None => (QueueGrant::Fresh, stand_in(i)),
+                },
+                Ok(Admission::New {
+                    owner_fence: Some(f),
+                }) => (QueueGrant::Owner { fence: f }, f),
+            };
+            after.add(ask, grant.1, u64::MAX);
+            out.push((i, Ok(grant.0)));
+        }
+        out
     }
 
     /// Adds the hold `decide` granted.
@@ -476,6 +561,54 @@ mod tests {
         assert_eq!(h.deadline_ms(), Some(NOW + 5000));
         assert!(h.extend(b"a", NOW + 9000, NOW));
         assert_eq!(h.deadline_ms(), Some(NOW + 9000));
+    }
+
+    #[test]
+    fn a_run_of_shared_waiters_at_the_head_is_granted_together() {
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        take(&mut h, &excl("w"), false, &mut c);
+        let queue = [shared("r1"), shared("r2"), excl("w2"), shared("r3")];
+        assert!(h.admit_queue(&queue).is_empty(), "the writer still holds");
+        assert!(h.release(b"w"));
+        let granted: Vec<usize> = h.admit_queue(&queue).into_iter().map(|(i, _)| i).collect();
+        assert_eq!(
+            granted,
+            [0, 1],
+            "the run ends at the writer; r3 waits behind it"
+        );
+    }
+
+    #[test]
+    fn a_queued_writer_is_granted_alone_and_a_semaphore_as_far_as_it_fits() {
+        let h = Holds::new(1);
+        let queue = [excl("w"), shared("r")];
+        let granted: Vec<usize> = h.admit_queue(&queue).into_iter().map(|(i, _)| i).collect();
+        assert_eq!(granted, [0]);
+        let queue = [permit("a", 2), permit("b", 2), permit("c", 2)];
+        let granted: Vec<usize> = h.admit_queue(&queue).into_iter().map(|(i, _)| i).collect();
+        assert_eq!(granted, [0, 1]);
+    }
+
+    #[test]
+    fn an_owner_queued_behind_others_is_granted_once_it_holds() {
+        // A holds shared; W (writer) waits; A's exclusive request queued
+        // behind W would be an upgrade refused at once, but its second read
+        // passes W: A already holds.
+        let (mut h, mut c) = (Holds::new(1), FenceClock::new());
+        let f = fence(take(&mut h, &owned(shared("a1"), "A"), false, &mut c));
+        let queue = [excl("W"), owned(shared("a2"), "A")];
+        assert_eq!(
+            h.admit_queue(&queue),
+            vec![(1, Ok(QueueGrant::Owner { fence: f }))]
+        );
+        // Granted in the same step: the second request of a new owner shares
+        // the fence drawn for the first.
+        let h = Holds::new(1);
+        let queue = [owned(excl("b1"), "B"), excl("X"), owned(excl("b2"), "B")];
+        assert_eq!(
+            h.admit_queue(&queue),
+            vec![(0, Ok(QueueGrant::Fresh)), (2, Ok(QueueGrant::SameAs(0)))]
+        );
     }
 
     #[test]
