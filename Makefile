@@ -49,6 +49,7 @@ run: build
 test: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) check --quiet --manifest-path fuzz/Cargo.toml
 	$(CARGO) build --release
 	$(CARGO) test --release
 

@@ -147,6 +147,8 @@ pub enum DecodeError {
     Truncated,
     FenceOutOfRange(u64),
     TokenLength(usize),
+    /// A multi-hold value (`layout.rs`) that does not decode.
+    Layout(&'static str),
 }
 
 impl std::fmt::Display for DecodeError {
@@ -156,6 +158,7 @@ impl std::fmt::Display for DecodeError {
             DecodeError::Truncated => write!(f, "truncated lock value"),
             DecodeError::FenceOutOfRange(x) => write!(f, "fence {x} out of range"),
             DecodeError::TokenLength(n) => write!(f, "token length {n} out of range"),
+            DecodeError::Layout(what) => write!(f, "multi-hold value: {what}"),
         }
     }
 }

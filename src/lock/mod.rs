@@ -10,6 +10,7 @@ pub mod decimal;
 pub mod error;
 pub mod fence;
 pub mod holds;
+pub mod layout;
 pub mod lease;
 pub mod parking;
 pub mod policy;
