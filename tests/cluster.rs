@@ -16,6 +16,17 @@ use std::time::Duration;
 
 // ---------------------------------------------------------------- helpers
 
+/// The waiter's reply must be TRYAGAIN (within 15 s).
+fn expect_tryagain(rx: &mpsc::Receiver<redis::RedisResult<Value>>) {
+    let reply = rx
+        .recv_timeout(Duration::from_secs(15))
+        .expect("the waiter got no reply within 15 s");
+    match &reply {
+        Err(e) if e.code() == Some("TRYAGAIN") => {}
+        other => panic!("waiter: expected a TRYAGAIN error, got {other:?}"),
+    }
+}
+
 /// A waiter on `url`: `DLOCK.ACQUIRE res waiter 30000 WAIT 10000` on its own
 /// connection and thread; its reply comes over the channel.
 fn spawn_waiter(url: String, res: &str) -> mpsc::Receiver<redis::RedisResult<Value>> {
@@ -243,13 +254,7 @@ fn migration_with_a_queued_waiter_is_not_a_release() {
 
     cl.migrate_slot(slot, src, dst);
 
-    let reply = rx
-        .recv_timeout(Duration::from_secs(15))
-        .expect("the waiter got no reply within 15 s");
-    match &reply {
-        Err(e) if e.code() == Some("TRYAGAIN") => {}
-        other => panic!("waiter: expected a TRYAGAIN error, got {other:?}"),
-    }
+    expect_tryagain(&rx);
     let i = info(&mut cl.node(dst).conn(), res).expect("lock on the destination");
     assert_eq!((i.token.as_slice(), i.fence), (&b"holder"[..], fence));
     let i = info(&mut cc, res).expect("lock via the cluster client");
@@ -284,13 +289,7 @@ fn release_on_a_migrating_slot_hands_over_nothing() {
     let grants = info_field(&mut sc, "dlock", "dlock_grants");
 
     assert_eq!(release(&mut sc, res, "holder"), 1);
-    let reply = rx
-        .recv_timeout(Duration::from_secs(15))
-        .expect("the waiter got no reply within 15 s");
-    match &reply {
-        Err(e) if e.code() == Some("TRYAGAIN") => {}
-        other => panic!("waiter: expected a TRYAGAIN error, got {other:?}"),
-    }
+    expect_tryagain(&rx);
     assert_eq!(
         info_field(&mut sc, "dlock", "dlock_grants"),
         grants,

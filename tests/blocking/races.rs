@@ -21,6 +21,15 @@ fn delta(before: [i64; 3], after: [i64; 3]) -> [i64; 3] {
     [0, 1, 2].map(|i| after[i] - before[i])
 }
 
+/// A server where `holder` holds `res` and waiter `W` is queued on it.
+fn held_with_waiter() -> (Server, Connection, Waiter) {
+    let s = Server::start();
+    let mut c = s.conn();
+    hold(&mut c, "res", "holder");
+    let w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
+    (s, c, w)
+}
+
 /// `MULTI; DLOCK.RELEASE res holder; <cmds...>; EXEC`: the holder's release
 /// (a grant to the head waiter) and `cmds` in one event-loop turn; returns
 /// the EXEC results.
@@ -96,10 +105,7 @@ fn grant_racing_client_kill_is_revoked() {
 #[test]
 fn unblocked_waiter_connection_stays_in_step() {
     // The waiter's next command must get its own reply, not a leftover.
-    let s = Server::start();
-    let mut c = s.conn();
-    hold(&mut c, "res", "holder");
-    let w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
+    let (_s, mut c, w) = held_with_waiter();
     release_and(&mut c, &[&["CLIENT", "UNBLOCK", &w.id.to_string()]]);
     let o = w.outcome(SOON);
     assert!(matches!(o.reply, Ok(None)), "{:?}", o.reply);
@@ -201,10 +207,7 @@ fn a_waiter_whose_connection_closes_in_the_grant_turn_is_revoked() {
 fn a_refresh_by_the_owner_keeps_a_grant_whose_waiter_left() {
     // The waiter's owner retried on another connection and learned the
     // fence: the grant stands even though the waiter itself was unblocked.
-    let s = Server::start();
-    let mut c = s.conn();
-    hold(&mut c, "res", "holder");
-    let w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
+    let (_s, mut c, w) = held_with_waiter();
     let id = w.id.to_string();
     let v = release_and(
         &mut c,
@@ -338,10 +341,7 @@ fn a_waiter_the_server_closes_later_in_the_grant_turn_is_revoked() {
 fn an_extend_does_not_confirm_a_grant_nobody_received() {
     // EXTEND answers 1 or 0, never the fence: a grant its waiter never got
     // is revoked even if its token extended the lease in between.
-    let s = Server::start();
-    let mut c = s.conn();
-    hold(&mut c, "res", "holder");
-    let w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
+    let (_s, mut c, w) = held_with_waiter();
     let id = w.id.to_string();
     let v = release_and(
         &mut c,
@@ -358,10 +358,7 @@ fn an_extend_does_not_confirm_a_grant_nobody_received() {
 
 #[test]
 fn a_revocation_follows_a_lock_swapped_to_another_database() {
-    let s = Server::start();
-    let mut c = s.conn();
-    hold(&mut c, "res", "holder");
-    let w = Waiter::queue(&mut c, &s.url(), "res", "W", 1);
+    let (_s, mut c, w) = held_with_waiter();
     let id = w.id.to_string();
     let v = release_and(
         &mut c,
