@@ -32,6 +32,9 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             resource,
             token,
             ttl,
+            ("shared", "pure-token", Some("SHARED"), &["optional"][..]),
+            ("n", "integer", Some("LIMIT"), &["optional"][..]),
+            ("owner", "string", Some("OWNER"), &["optional"][..]),
             ("timeout_ms", "integer", Some("WAIT"), &["optional"][..]),
         ],
         "dlock.release" => vec![resource, token],
@@ -44,6 +47,18 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             ("deadline_ms", "unix-time", None, &[][..]),
             ("last_fence", "integer", None, &["optional"][..]),
         ],
+        "dlock.addhold" => vec![
+            resource,
+            token,
+            ("owner", "string", None, &[][..]),
+            ("fence", "integer", None, &[][..]),
+            ("mode", "string", None, &[][..]),
+            ("limit", "integer", None, &[][..]),
+            ("deadline_ms", "unix-time", None, &[][..]),
+            ("last_fence", "integer", None, &[][..]),
+        ],
+        "dlock.movehold" => vec![resource, token, ("deadline_ms", "unix-time", None, &[][..])],
+        "dlock.drophold" => vec![resource, token],
         "dlock.meta" => vec![
             ("longest_ttl_ms", "integer", None, &[][..]),
             ("lossy", "integer", None, &[][..]),
@@ -61,6 +76,8 @@ fn expected_info(cmd: &str) -> (i64, [i64; 3], Option<&'static [&'static str]>) 
         "dlock.info" => (2, [1, 1, 1], Some(&["RO", "access"])),
         // The handler checks the internal commands' arity itself.
         "dlock.apply" => (-1, [1, 1, 1], Some(&["OW", "update"])),
+        "dlock.addhold" | "dlock.movehold" => (-1, [1, 1, 1], Some(&["RW", "update"])),
+        "dlock.drophold" => (-1, [1, 1, 1], Some(&["RW", "delete"])),
         "dlock.meta" => (-1, [0, 0, 0], None),
         other => panic!("no expectation for {other}"),
     }
@@ -193,7 +210,14 @@ fn command_docs_describe_every_public_command() {
 fn internal_commands_are_documented_as_internal() {
     let s = Server::start();
     let mut c = s.conn();
-    for cmd in ["dlock.apply", "dlock.meta"] {
+    let internal = [
+        "dlock.apply",
+        "dlock.meta",
+        "dlock.addhold",
+        "dlock.movehold",
+        "dlock.drophold",
+    ];
+    for cmd in internal {
         let doc = docs(&mut c, cmd);
         assert_eq!(text(field(&doc, "summary")), INTERNAL_SUMMARY, "{cmd}");
         assert_eq!(text(field(&doc, "since")), "0.1.0", "{cmd}");
@@ -211,13 +235,40 @@ fn internal_commands_are_documented_as_internal() {
             "{args:?}: {e}"
         );
     }
+    // The per-hold effects too, before parsing anything, changing nothing.
+    for (cmd, args) in [
+        (
+            "DLOCK.ADDHOLD",
+            &["res", "t", "t", "5", "shared", "1", "0", "5"][..],
+        ),
+        ("DLOCK.MOVEHOLD", &["res", "t", "0"][..]),
+        ("DLOCK.DROPHOLD", &["res", "t"][..]),
+        ("DLOCK.DROPHOLD", &["res"][..]),
+    ] {
+        let e = redis::cmd(cmd)
+            .arg(args)
+            .query::<Value>(&mut c)
+            .unwrap_err();
+        assert!(
+            format!("{e}").contains(&format!("{cmd} is internal")),
+            "{cmd}: {e}"
+        );
+    }
+    assert_eq!(dbsize(&mut c), 0);
 }
 
 #[test]
 fn command_info_shows_arity_and_key_spec_flags() {
     let s = Server::start();
     let mut c = s.conn();
-    for cmd in PUBLIC.into_iter().chain(["dlock.apply", "dlock.meta"]) {
+    let internal = [
+        "dlock.apply",
+        "dlock.meta",
+        "dlock.addhold",
+        "dlock.movehold",
+        "dlock.drophold",
+    ];
+    for cmd in PUBLIC.into_iter().chain(internal) {
         let (arity, range, flags) = expected_info(cmd);
         let entry = command_info(&mut c, cmd);
         assert!(text(&entry[0]).eq_ignore_ascii_case(cmd));

@@ -5,6 +5,7 @@
 //! the key itself is handled by the server layer, so it is only counted here.
 
 use super::error::Error;
+use super::holds::{Ask, Mode, MAX_LIMIT};
 use super::lease::MAX_STORED_TOKEN;
 
 /// 2^47 ms is about 4,460 years: long enough for any lease, and small enough
@@ -32,7 +33,8 @@ impl Limits {
     }
 }
 
-/// `DLOCK.ACQUIRE resource token ttl_ms [WAIT timeout_ms]`
+/// `DLOCK.ACQUIRE resource token ttl_ms [SHARED] [LIMIT n] [OWNER owner]
+/// [WAIT timeout_ms]`
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Acquire<'a> {
     pub token: &'a [u8],
@@ -42,17 +44,42 @@ pub struct Acquire<'a> {
     /// `Limits::max_token` when the command arrived: the token may be longer
     /// (up to `MAX_STORED_TOKEN`) only to refresh its own hold.
     pub max_new_token: usize,
+    /// `SHARED`: a read hold.
+    pub mode: Mode,
+    /// `LIMIT n` above 1: a semaphore (`LIMIT 1` is the plain lock: `None`).
+    pub limit: Option<u32>,
+    /// `OWNER owner`: holds of one owner never exclude each other.
+    pub owner: Option<&'a [u8]>,
 }
 
-impl Acquire<'_> {
-    /// A new grant or a new waiter needs a token within today's limit.
+impl<'a> Acquire<'a> {
+    /// A new grant or a new waiter needs a token (and owner) within today's
+    /// limit.
     pub fn check_new_token(&self) -> Result<(), Error> {
-        if self.token.len() > self.max_new_token {
+        let longest = self.token.len().max(self.owner.map_or(0, <[u8]>::len));
+        if longest > self.max_new_token {
             return Err(Error::TokenTooLong {
                 max: self.max_new_token,
             });
         }
         Ok(())
+    }
+
+    /// No `SHARED`, `LIMIT` above 1 or `OWNER`: today's lock, with today's
+    /// replies, effects and encoding.
+    pub fn is_plain(&self) -> bool {
+        self.mode == Mode::Exclusive && self.limit.is_none() && self.owner.is_none()
+    }
+
+    /// What the request asks of the resource's holds.
+    pub fn ask(&self) -> Ask<'a> {
+        Ask {
+            token: self.token,
+            owner: self.owner,
+            mode: self.mode,
+            limit: self.limit,
+            ttl_ms: self.ttl_ms,
+        }
     }
 }
 
@@ -94,25 +121,72 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
     // result (`check_new_token`).
     let token = parse_token(token, MAX_STORED_TOKEN)?;
     let ttl_ms = limits.ttl(ttl)?;
-    let mut wait_ms = None;
+    let mut req = Acquire {
+        token,
+        ttl_ms,
+        wait_ms: None,
+        max_new_token: limits.max_token,
+        mode: Mode::Exclusive,
+        limit: None,
+        owner: None,
+    };
+    let (mut shared, mut limit) = (false, None);
     let mut rest = options;
     // Anything unknown, repeated or missing its value is refused rather than
     // silently ignored.
     while let [name, tail @ ..] = rest {
-        match (name.eq_ignore_ascii_case(b"WAIT"), tail) {
-            (true, [value, tail @ ..]) if wait_ms.is_none() => {
-                wait_ms = Some(parse_wait(value)?);
-                rest = tail;
+        let is = |option: &[u8]| name.eq_ignore_ascii_case(option);
+        rest = match tail {
+            _ if is(b"SHARED") && !shared => {
+                shared = true;
+                tail
+            }
+            [value, tail @ ..] if is(b"WAIT") && req.wait_ms.is_none() => {
+                req.wait_ms = Some(parse_wait(value)?);
+                tail
+            }
+            [value, tail @ ..] if is(b"LIMIT") && limit.is_none() => {
+                limit = Some(parse_limit(value)?);
+                tail
+            }
+            [value, tail @ ..] if is(b"OWNER") && req.owner.is_none() => {
+                req.owner = Some(parse_owner(value)?);
+                tail
             }
             _ => return Err(Error::Syntax),
-        }
+        };
     }
-    Ok(Acquire {
-        token,
-        ttl_ms,
-        wait_ms,
-        max_new_token: limits.max_token,
-    })
+    if shared {
+        req.mode = Mode::Shared;
+    }
+    // `LIMIT 1` is the plain lock.
+    req.limit = limit.filter(|n| *n > 1);
+    if req.limit.is_some() && shared {
+        return Err(Error::SharedSemaphore);
+    }
+    if req.limit.is_some() && req.owner.is_some() {
+        return Err(Error::OwnerSemaphore);
+    }
+    Ok(req)
+}
+
+fn parse_limit(raw: &[u8]) -> Result<u32, Error> {
+    parse_u64(raw)
+        .filter(|n| (1..=u64::from(MAX_LIMIT)).contains(n))
+        .map(|n| n as u32)
+        .ok_or(Error::InvalidInteger {
+            arg: "LIMIT",
+            min: 1,
+            max: MAX_LIMIT as u64,
+        })
+}
+
+/// Owners are opaque bytes, like tokens; `max_token` applies to new holds.
+fn parse_owner(raw: &[u8]) -> Result<&[u8], Error> {
+    if raw.is_empty() {
+        return Err(Error::EmptyOwner);
+    }
+    parse_token(raw, MAX_STORED_TOKEN)
 }
 
 fn parse_wait(raw: &[u8]) -> Result<u64, Error> {
@@ -295,6 +369,65 @@ mod tests {
             Err(Error::Syntax),
             "repeated"
         );
+    }
+
+    #[test]
+    fn acquire_kind_options_in_any_order_each_once() {
+        let a = acquire(
+            &argv(&["A", "r", "t", "10", "owner", "o", "WAIT", "5", "shared"]),
+            MAX,
+        )
+        .unwrap();
+        assert_eq!(
+            (a.mode, a.owner, a.limit, a.wait_ms),
+            (Mode::Shared, Some(&b"o"[..]), None, Some(5))
+        );
+        assert!(!a.is_plain());
+        let a = acquire(&argv(&["A", "r", "t", "10", "LIMIT", "3"]), MAX).unwrap();
+        assert_eq!(a.limit, Some(3));
+        let a = acquire(&argv(&["A", "r", "t", "10", "LIMIT", "1"]), MAX).unwrap();
+        assert!(a.is_plain(), "LIMIT 1 is the plain lock");
+        for bad in [
+            &["SHARED", "SHARED"][..],
+            &["LIMIT", "2", "LIMIT", "2"],
+            &["OWNER", "a", "OWNER", "a"],
+            &["OWNER"],
+            &["LIMIT"],
+        ] {
+            let mut v = vec!["A", "r", "t", "10"];
+            v.extend_from_slice(bad);
+            assert_eq!(acquire(&argv(&v), MAX), Err(Error::Syntax), "{bad:?}");
+        }
+        for bad in ["0", "1048577", "-1", "x"] {
+            let got = acquire(&argv(&["A", "r", "t", "10", "LIMIT", bad]), MAX);
+            assert!(
+                matches!(got, Err(Error::InvalidInteger { arg: "LIMIT", .. })),
+                "{bad}"
+            );
+        }
+        assert!(acquire(&argv(&["A", "r", "t", "10", "LIMIT", "1048576"]), MAX).is_ok());
+        assert_eq!(
+            acquire(&argv(&["A", "r", "t", "10", "LIMIT", "2", "SHARED"]), MAX),
+            Err(Error::SharedSemaphore)
+        );
+        assert_eq!(
+            acquire(
+                &argv(&["A", "r", "t", "10", "OWNER", "o", "LIMIT", "2"]),
+                MAX
+            ),
+            Err(Error::OwnerSemaphore)
+        );
+        assert_eq!(
+            acquire(&argv(&["A", "r", "t", "10", "OWNER", ""]), MAX),
+            Err(Error::EmptyOwner)
+        );
+    }
+
+    #[test]
+    fn a_long_owner_gets_no_new_hold() {
+        let long = "o".repeat(600);
+        let a = acquire(&argv(&["A", "r", "t", "10", "OWNER", &long]), MAX).unwrap();
+        assert_eq!(a.check_new_token(), Err(Error::TokenTooLong { max: 512 }));
     }
 
     #[test]

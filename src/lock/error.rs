@@ -52,6 +52,10 @@ pub enum Error {
     LimitMismatch { limit: u32 },
     /// `SHARED` with `LIMIT` above 1: a semaphore's permits have no modes.
     SharedSemaphore,
+    /// `OWNER` with `LIMIT` above 1: each permit is its own owner.
+    OwnerSemaphore,
+    /// `OWNER ""` names nobody.
+    EmptyOwner,
     /// An upgrade to exclusive while other owners hold the resource: refused
     /// at once, never queued (two waiting upgraders would deadlock).
     UpgradeRefused,
@@ -115,6 +119,10 @@ impl fmt::Display for Error {
             Error::SharedSemaphore => {
                 write!(f, "ERR SHARED cannot be combined with LIMIT above 1")
             }
+            Error::OwnerSemaphore => {
+                write!(f, "ERR OWNER cannot be combined with LIMIT above 1")
+            }
+            Error::EmptyOwner => write!(f, "ERR owner must not be empty"),
             Error::UpgradeRefused => write!(
                 f,
                 "ERR upgrade refused: other owners hold the resource (an upgrade never waits)"

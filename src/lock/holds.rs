@@ -7,17 +7,23 @@
 //! `Holds::decide`, so persistence, effects, handoff and INFO can have one
 //! path each.
 //!
-//! Not wired into the commands yet: this is the rule book, unit-tested
-//! without a server. Time is always passed in.
+//! This is the rule book, unit-tested without a server; `server::holds`
+//! maps the commands onto it. Time is always passed in.
 
 use super::fence::FenceClock;
+use super::lease::LeaseRef;
 use super::Error;
 
 /// Most permits a semaphore can have.
 pub const MAX_LIMIT: u32 = 1 << 20;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The deadline of a hold that has none: a plain lock whose key an admin
+/// made persistent (`PERSIST`) keeps no deadline when it gains holds.
+pub const NEVER: u64 = i64::MAX as u64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Mode {
+    #[default]
     Exclusive,
     Shared,
 }
@@ -100,6 +106,9 @@ pub enum QueueGrant {
     Fresh,
     /// Its owner is granted earlier in the same step (entry `n`): that fence.
     SameAs(usize),
+    /// Its token is granted earlier in the same step (entry `n`), asking
+    /// the same: that grant answers it too, nothing is added.
+    Duplicate(usize),
 }
 
 /// The holds of one resource.
@@ -131,6 +140,47 @@ impl Holds {
 
     pub fn is_empty(&self) -> bool {
         self.holds.is_empty()
+    }
+
+    /// A plain lock as holds: its one exclusive hold, ending at the key's
+    /// deadline (`None`: the key has no TTL).
+    pub fn from_plain(lease: LeaseRef<'_>, deadline_ms: Option<u64>) -> Self {
+        let token: Box<[u8]> = lease.token().into();
+        Holds {
+            limit: 1,
+            holds: vec![Hold {
+                owner: token.clone(),
+                token,
+                fence: lease.fence(),
+                mode: Mode::Exclusive,
+                deadline_ms: deadline_ms.unwrap_or(NEVER),
+            }],
+        }
+    }
+
+    /// The one hold, if these holds are exactly what a plain lock stores
+    /// (limit 1, one exclusive hold that is its own owner): then the plain
+    /// layout, effects and INFO reply are used.
+    pub fn as_plain(&self) -> Option<&Hold> {
+        match self.holds.as_slice() {
+            [h] if self.limit == 1 && h.mode == Mode::Exclusive && h.owner == h.token => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The holds still live at `now_ms` (a replica hides, never prunes).
+    pub fn live(&self, now_ms: u64) -> impl Iterator<Item = &Hold> + '_ {
+        self.holds.iter().filter(move |h| h.is_live(now_ms))
+    }
+
+    /// The earliest deadline of any hold: when waiters may next fit.
+    pub fn earliest_deadline_ms(&self) -> Option<u64> {
+        self.holds.iter().map(|h| h.deadline_ms).min()
+    }
+
+    /// The highest fence stored (what a read of the value reveals).
+    pub fn max_fence(&self) -> u64 {
+        self.holds.iter().map(|h| h.fence).max().unwrap_or(0)
     }
 
     pub fn hold_of(&self, token: &[u8]) -> Option<&Hold> {
@@ -247,7 +297,11 @@ impl Holds {
                     continue;
                 }
                 Ok(Admission::Retry { fence }) => {
-                    out.push((i, Ok(QueueGrant::Retry { fence })));
+                    let grant = match drawn_by(fence).filter(|_| fence > super::fence::MAX_FENCE) {
+                        Some(first) => QueueGrant::Duplicate(first),
+                        None => QueueGrant::Retry { fence },
+                    };
+                    out.push((i, Ok(grant)));
                     continue;
                 }
                 Ok(Admission::New { owner_fence: None }) => (QueueGrant::Fresh, stand_in(i)),
@@ -279,6 +333,18 @@ impl Holds {
             mode: ask.mode,
             deadline_ms,
         });
+    }
+
+    /// Moves the deadline of `token`'s hold, live or not (a queued retry);
+    /// whether it exists.
+    pub fn set_deadline(&mut self, token: &[u8], deadline_ms: u64) -> bool {
+        match self.holds.iter_mut().find(|h| *h.token == *token) {
+            Some(h) => {
+                h.deadline_ms = deadline_ms;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Ends the hold of `token`; whether it existed.
@@ -609,6 +675,38 @@ mod tests {
             h.admit_queue(&queue),
             vec![(0, Ok(QueueGrant::Fresh)), (2, Ok(QueueGrant::SameAs(0)))]
         );
+    }
+
+    #[test]
+    fn a_token_queued_twice_is_one_grant() {
+        let h = Holds::new(1);
+        let queue = [shared("r"), shared("r"), excl("w")];
+        assert_eq!(
+            h.admit_queue(&queue),
+            vec![
+                (0, Ok(QueueGrant::Fresh)),
+                (1, Ok(QueueGrant::Duplicate(0)))
+            ]
+        );
+    }
+
+    #[test]
+    fn plain_shape() {
+        let lease = crate::lock::Lease::new(b"t", 7);
+        let h = Holds::from_plain(lease.as_ref(), None);
+        assert_eq!(h.as_plain().map(|h| h.deadline_ms), Some(NEVER));
+        let mut h = Holds::new(1);
+        h.add(&owned(excl("t"), "A"), 5, NOW);
+        assert!(h.as_plain().is_none(), "an owner apart from the token");
+        let mut h = Holds::new(1);
+        h.add(&shared("t"), 5, NOW);
+        assert!(h.as_plain().is_none());
+        let mut h = Holds::new(1);
+        h.add(&permit("t", 2), 5, NOW);
+        assert!(h.as_plain().is_none());
+        let mut h = Holds::new(1);
+        h.add(&excl("t"), 5, NOW);
+        assert!(h.as_plain().is_some());
     }
 
     #[test]

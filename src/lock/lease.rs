@@ -173,6 +173,9 @@ mod tests {
             ttl_ms: 10,
             wait_ms: None,
             max_new_token: 512,
+            mode: crate::lock::holds::Mode::Exclusive,
+            limit: None,
+            owner: None,
         }
     }
 

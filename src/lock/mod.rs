@@ -4,6 +4,7 @@
 //! unit-tested without a server.
 
 pub mod args;
+pub mod changes;
 pub mod cluster;
 pub mod config;
 pub mod decimal;

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use super::queue::{WaitQueues, Waiter};
+use super::queue::{WaitQueues, Waiter, Wants};
 use super::Error;
 
 /// What a parked client is answered.
@@ -133,13 +133,14 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         &mut self,
         resource: K,
         token: &[u8],
+        wants: Wants,
         ttl_ms: u64,
         gives_up_at: Option<u64>,
         handle: H,
     ) {
         let id = self
             .queues
-            .push(resource, token, ttl_ms, gives_up_at, handle);
+            .push(resource, token, wants, ttl_ms, gives_up_at, handle);
         self.slots.insert(
             handle,
             Slot {
@@ -230,6 +231,61 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
             .filter_map(|h| self.answer(*h, answer.clone()))
             .collect();
         Some((g.token, g.ttl_ms, timers))
+    }
+
+    /// Grants the queued entries `granted` (entry id, fence) of `resource`
+    /// together (a run of shared requests, permits, an owner's holds) and
+    /// answers the entries `refused` with their errors. Entries of one token
+    /// are one grant, delivered or revoked together; a token in `retried`
+    /// already held before this step (its client knows the fence another
+    /// way): that grant is never revoked. Returns the timers to cancel.
+    pub fn grant_entries(
+        &mut self,
+        resource: &K,
+        granted: &[(u64, u64)],
+        retried: &[&[u8]],
+        refused: Vec<(u64, Error)>,
+    ) -> Vec<u64> {
+        let ids: Vec<u64> = granted.iter().map(|(id, _)| *id).collect();
+        let mut timers = Vec::new();
+        let mut by_token: HashMap<Box<[u8]>, u64> = HashMap::new();
+        for w in self.queues.take(resource, &ids) {
+            let Some(fence) = granted.iter().find(|(id, _)| *id == w.id).map(|g| g.1) else {
+                continue;
+            };
+            let grant = match by_token.get(&w.token) {
+                Some(g) => {
+                    if let Some(g) = self.grants.get_mut(g) {
+                        g.open += 1;
+                    }
+                    *g
+                }
+                None => {
+                    let grant = self.next_grant;
+                    self.next_grant += 1;
+                    self.grants.insert(
+                        grant,
+                        Grant {
+                            resource: resource.clone(),
+                            token: w.token.clone(),
+                            fence,
+                            open: 1,
+                            delivered: false,
+                            confirmed: retried.contains(&&*w.token),
+                        },
+                    );
+                    by_token.insert(w.token.clone(), grant);
+                    grant
+                }
+            };
+            timers.extend(self.answer(w.handle, Answer::Granted { grant, fence }));
+        }
+        for (id, err) in refused {
+            for w in self.queues.take(resource, &[id]) {
+                timers.extend(self.answer(w.handle, Answer::Failed(err.clone())));
+            }
+        }
+        timers
     }
 
     /// The owner of `token` on `resource` refreshed its hold and so knows
@@ -356,9 +412,40 @@ mod tests {
     }
 
     #[test]
+    fn entries_granted_together_are_delivered_or_revoked_per_token() {
+        let mut p = P::default();
+        let shared = Wants {
+            mode: crate::lock::holds::Mode::Shared,
+            ..Wants::default()
+        };
+        p.park("r", b"a", shared.clone(), 10, None, 1);
+        p.park("r", b"a", shared.clone(), 10, None, 2);
+        p.park("r", b"b", shared.clone(), 10, None, 3);
+        p.park("r", b"c", shared, 10, None, 4);
+        p.park("r", b"w", Wants::default(), 10, None, 5);
+        let ids: Vec<u64> = p.queues().waiters(&"r").map(|w| w.id).collect();
+        let timers = p.grant_entries(
+            &"r",
+            &[(ids[0], 7), (ids[1], 7), (ids[2], 8)],
+            &[],
+            vec![(ids[3], Error::UpgradeRefused)],
+        );
+        assert!(timers.is_empty());
+        assert_eq!(p.queues().waiting(&"r"), 1, "the writer still waits");
+        let answers = p.take_answers();
+        assert_eq!(answers.len(), 4);
+        assert_eq!(answers[3], (4, Answer::Failed(Error::UpgradeRefused)));
+        // One of a's two handles hears of it: delivered. b never does.
+        assert_eq!(p.freed(1, &answers[0].1, true), None);
+        assert_eq!(p.freed(2, &answers[1].1, false), None);
+        let rv = p.freed(3, &answers[2].1, false).expect("revoked");
+        assert_eq!((&*rv.token, rv.fence), (&b"b"[..], 8));
+    }
+
+    #[test]
     fn a_delivered_grant_is_kept() {
         let mut p = P::default();
-        p.park("r", b"a", 10, None, 1);
+        p.park("r", b"a", Wants::default(), 10, None, 1);
         let (_, answers) = granted(&mut p, 7);
         assert_eq!(answers.len(), 1);
         assert_eq!(p.leave(1), Left::nothing(), "handed over: the server's");
@@ -370,7 +457,7 @@ mod tests {
     #[test]
     fn a_grant_freed_without_its_reply_is_revoked() {
         let mut p = P::default();
-        p.park("r", b"a", 10, None, 1);
+        p.park("r", b"a", Wants::default(), 10, None, 1);
         let (_, answers) = granted(&mut p, 7);
         let rv = p.freed(1, &answers[0].1, false).expect("revoked");
         assert_eq!((rv.resource, &*rv.token, rv.fence), ("r", &b"a"[..], 7));
@@ -379,7 +466,7 @@ mod tests {
     #[test]
     fn leaving_before_the_hand_over_revokes_and_owes_an_unblock() {
         let mut p = P::default();
-        p.park("r", b"a", 10, Some(100), 1);
+        p.park("r", b"a", Wants::default(), 10, Some(100), 1);
         p.set_timer(1, 55);
         p.grant_head(&"r", 7).unwrap();
         let left = p.leave(1);
@@ -393,7 +480,7 @@ mod tests {
     #[test]
     fn a_refresh_by_the_owner_confirms_the_grant() {
         let mut p = P::default();
-        p.park("r", b"a", 10, None, 1);
+        p.park("r", b"a", Wants::default(), 10, None, 1);
         p.grant_head(&"r", 7).unwrap();
         p.confirm(&"r", b"other");
         p.confirm(&"other", b"a");
@@ -404,15 +491,15 @@ mod tests {
     #[test]
     fn one_grant_to_several_entries_needs_one_delivery() {
         let mut p = P::default();
-        p.park("r", b"a", 10, None, 1);
-        p.park("r", b"a", 10, None, 2);
+        p.park("r", b"a", Wants::default(), 10, None, 1);
+        p.park("r", b"a", Wants::default(), 10, None, 2);
         let (_, answers) = granted(&mut p, 9);
         assert_eq!(answers.len(), 2);
         assert_eq!(p.freed(1, &answers[0].1, false), None, "one still open");
         assert_eq!(p.freed(2, &answers[1].1, true), None, "delivered once");
 
-        p.park("r", b"b", 10, None, 3);
-        p.park("r", b"b", 10, None, 4);
+        p.park("r", b"b", Wants::default(), 10, None, 3);
+        p.park("r", b"b", Wants::default(), 10, None, 4);
         p.grant_head(&"r", 10).unwrap();
         assert_eq!(p.leave(3).revoke, None);
         assert_eq!(p.leave(4).revoke.map(|r| r.fence), Some(10));
@@ -421,7 +508,7 @@ mod tests {
     #[test]
     fn a_revocation_follows_its_moved_lock() {
         let mut p = P::default();
-        p.park("r", b"a", 10, None, 1);
+        p.park("r", b"a", Wants::default(), 10, None, 1);
         p.grant_head(&"r", 7).unwrap();
         p.move_grants(|k| (*k == "r").then_some("s"));
         assert_eq!(p.leave(1).revoke.map(|r| r.resource), Some("s"));
@@ -430,7 +517,7 @@ mod tests {
     #[test]
     fn queued_waiters_leave_without_revocation() {
         let mut p = P::default();
-        p.park("r", b"a", 10, None, 1);
+        p.park("r", b"a", Wants::default(), 10, None, 1);
         p.set_timer(1, 5);
         let left = p.leave(1);
         assert_eq!(
@@ -448,9 +535,9 @@ mod tests {
     #[test]
     fn given_up_waiters_are_answered_nil_and_never_granted() {
         let mut p = P::default();
-        p.park("r", b"late", 10, Some(100), 1);
-        p.park("r", b"ok", 10, Some(500), 2);
-        p.park("r", b"forever", 10, None, 3);
+        p.park("r", b"late", Wants::default(), 10, Some(100), 1);
+        p.park("r", b"ok", Wants::default(), 10, Some(500), 2);
+        p.park("r", b"forever", Wants::default(), 10, None, 3);
         assert!(p.queues().has_live_waiter(&"r", 200));
         let (n, _) = p.time_out_given_up(&"r", 100);
         assert_eq!(n, 0, "the deadline itself still counts");
@@ -466,8 +553,8 @@ mod tests {
     #[test]
     fn own_timeouts_only_hit_queued_waiters() {
         let mut p = P::default();
-        p.park("r", b"a", 10, Some(100), 1);
-        p.park("r", b"b", 10, Some(100), 2);
+        p.park("r", b"a", Wants::default(), 10, Some(100), 1);
+        p.park("r", b"b", Wants::default(), 10, Some(100), 2);
         assert!(p.time_out(1));
         assert!(!p.time_out(1), "answered already");
         p.grant_head(&"r", 5).unwrap();
@@ -479,8 +566,8 @@ mod tests {
     #[test]
     fn failures_answer_every_waiter() {
         let mut p = P::default();
-        p.park("r", b"a", 10, None, 1);
-        p.park("s", b"b", 10, None, 2);
+        p.park("r", b"a", Wants::default(), 10, None, 1);
+        p.park("s", b"b", Wants::default(), 10, None, 2);
         p.fail(Some(&"r"), Error::Demoted);
         assert_eq!(p.take_answers(), vec![(1, Answer::Failed(Error::Demoted))]);
         p.fail(None, Error::SlotMoved);

@@ -11,10 +11,36 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
+use super::holds::{Ask, Mode};
+
+/// What a queued request asks for besides its token: `SHARED`, `LIMIT`,
+/// `OWNER` (issue 11). The default is the plain lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Wants {
+    pub mode: Mode,
+    pub limit: Option<u32>,
+    pub owner: Option<Box<[u8]>>,
+}
+
+impl Wants {
+    pub fn of(ask: &Ask<'_>) -> Self {
+        Wants {
+            mode: ask.mode,
+            limit: ask.limit,
+            owner: ask.owner.map(Into::into),
+        }
+    }
+
+    pub fn is_plain(&self) -> bool {
+        *self == Wants::default()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiter<H> {
     pub id: u64,
     pub token: Box<[u8]>,
+    pub wants: Wants,
     pub ttl_ms: u64,
     /// Unix ms after which the waiter has given up (its `WAIT` timeout);
     /// `None` waits forever.
@@ -23,6 +49,17 @@ pub struct Waiter<H> {
 }
 
 impl<H> Waiter<H> {
+    /// The request as the holds model decides it.
+    pub fn ask(&self) -> Ask<'_> {
+        Ask {
+            token: &self.token,
+            owner: self.wants.owner.as_deref(),
+            mode: self.wants.mode,
+            limit: self.wants.limit,
+            ttl_ms: self.ttl_ms,
+        }
+    }
+
     /// A waiter whose deadline has passed is never granted: its timeout
     /// is already due, and a grant racing it could not be delivered.
     /// Like Redis's own blocking timeouts, the deadline itself still counts.
@@ -46,6 +83,9 @@ pub struct Grantee<H> {
 #[derive(Debug)]
 struct WaitQueue<H> {
     entries: VecDeque<Waiter<H>>,
+    /// Entries that are not plain requests: while there are none, the
+    /// plain handoff (head waiter and its token's duplicates) is exact.
+    not_plain: usize,
     /// Earliest deadline (unix ms) a wake-up timer is already armed for.
     timer_at: Option<u64>,
     /// The wake-up timers armed for this queue and not fired yet: stopped
@@ -57,6 +97,16 @@ struct WaitQueue<H> {
     /// No grant before this time: the lease was evicted, and its holder still
     /// believes it holds the lock until its deadline.
     held_until: Option<u64>,
+}
+
+impl<H> WaitQueue<H> {
+    /// Counts the entries that are not plain again after a removal: only
+    /// when there were some, so plain queues pay nothing.
+    fn recount(&mut self) {
+        if self.not_plain > 0 {
+            self.not_plain = self.entries.iter().filter(|w| !w.wants.is_plain()).count();
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -90,11 +140,25 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         self.queues.get(resource).map_or(0, |q| q.entries.len())
     }
 
+    /// Whether every request queued on `resource` is a plain one.
+    pub fn is_plain(&self, resource: &K) -> bool {
+        self.queues.get(resource).is_none_or(|q| q.not_plain == 0)
+    }
+
+    /// The waiters of `resource`, head first.
+    pub fn waiters(&self, resource: &K) -> impl Iterator<Item = &Waiter<H>> + '_ {
+        self.queues
+            .get(resource)
+            .into_iter()
+            .flat_map(|q| q.entries.iter())
+    }
+
     /// Appends a waiter at the tail; returns its id.
     pub fn push(
         &mut self,
         resource: K,
         token: &[u8],
+        wants: Wants,
         ttl_ms: u64,
         gives_up_at: Option<u64>,
         handle: H,
@@ -102,24 +166,43 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         let id = self.next_id;
         self.next_id += 1;
         self.index.insert(id, resource.clone());
-        self.queues
-            .entry(resource)
-            .or_insert_with(|| WaitQueue {
-                entries: VecDeque::new(),
-                timer_at: None,
-                timers: Vec::new(),
-                lease_deadline: None,
-                held_until: None,
-            })
-            .entries
-            .push_back(Waiter {
-                id,
-                token: token.into(),
-                ttl_ms,
-                gives_up_at,
-                handle,
-            });
+        let queue = self.queues.entry(resource).or_insert_with(|| WaitQueue {
+            entries: VecDeque::new(),
+            not_plain: 0,
+            timer_at: None,
+            timers: Vec::new(),
+            lease_deadline: None,
+            held_until: None,
+        });
+        queue.not_plain += usize::from(!wants.is_plain());
+        queue.entries.push_back(Waiter {
+            id,
+            token: token.into(),
+            wants,
+            ttl_ms,
+            gives_up_at,
+            handle,
+        });
         id
+    }
+
+    /// Takes the entries `ids` out of `resource`'s queue (granted or
+    /// refused together), in queue order.
+    pub fn take(&mut self, resource: &K, ids: &[u64]) -> Vec<Waiter<H>> {
+        let Some(queue) = self.queues.get_mut(resource) else {
+            return Vec::new();
+        };
+        let (taken, kept): (VecDeque<_>, VecDeque<_>) =
+            queue.entries.drain(..).partition(|w| ids.contains(&w.id));
+        queue.entries = kept;
+        queue.recount();
+        for w in &taken {
+            self.index.remove(&w.id);
+        }
+        if queue.entries.is_empty() {
+            self.retire(resource);
+        }
+        taken.into_iter().collect()
     }
 
     /// Whether anyone queued on `resource` can still be granted at `now_ms`.
@@ -142,6 +225,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             .drain(..)
             .partition(|w| w.has_given_up(now_ms));
         queue.entries = kept;
+        queue.recount();
         for w in &gone {
             self.index.remove(&w.id);
         }
@@ -173,6 +257,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         let queue = slot.get_mut();
         let pos = queue.entries.iter().position(|w| w.id == id)?;
         let waiter = queue.entries.remove(pos);
+        queue.recount();
         if queue.entries.is_empty() {
             self.stale_timers.extend(slot.remove().timers);
         }
@@ -197,6 +282,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             }
         }
         queue.entries = rest;
+        queue.recount();
         if queue.entries.is_empty() {
             self.retire(resource);
         }
@@ -299,9 +385,9 @@ mod tests {
     #[test]
     fn fifo_per_resource() {
         let mut q = Q::default();
-        q.push("r", b"a", 10, None, 1);
-        q.push("other", b"x", 10, None, 9);
-        q.push("r", b"b", 20, None, 2);
+        q.push("r", b"a", Wants::default(), 10, None, 1);
+        q.push("other", b"x", Wants::default(), 10, None, 9);
+        q.push("r", b"b", Wants::default(), 20, None, 2);
         assert_eq!(q.waiting(&"r"), 2);
         assert_eq!(q.total(), 3);
         let g = q.pop_grantee(&"r").unwrap();
@@ -315,9 +401,9 @@ mod tests {
     #[test]
     fn one_grant_answers_every_entry_of_the_same_token() {
         let mut q = Q::default();
-        q.push("r", b"a", 10, None, 1);
-        q.push("r", b"b", 10, None, 2);
-        q.push("r", b"a", 10, None, 3);
+        q.push("r", b"a", Wants::default(), 10, None, 1);
+        q.push("r", b"b", Wants::default(), 10, None, 2);
+        q.push("r", b"a", Wants::default(), 10, None, 3);
         let g = q.pop_grantee(&"r").unwrap();
         assert_eq!(g.handles, vec![1, 3]);
         assert_eq!(q.waiting(&"r"), 1);
@@ -327,8 +413,8 @@ mod tests {
     #[test]
     fn removal_is_idempotent_and_cleans_up() {
         let mut q = Q::default();
-        let a = q.push("r", b"a", 10, None, 1);
-        let b = q.push("r", b"b", 10, None, 2);
+        let a = q.push("r", b"a", Wants::default(), 10, None, 1);
+        let b = q.push("r", b"b", Wants::default(), 10, None, 2);
         assert_eq!(q.remove(a).map(|w| w.handle), Some(1));
         assert!(q.remove(a).is_none());
         assert_eq!(q.pop_grantee(&"r").map(|g| g.handles), Some(vec![2]));
@@ -343,8 +429,8 @@ mod tests {
     #[test]
     fn drains() {
         let mut q = Q::default();
-        q.push("r", b"a", 10, None, 1);
-        q.push("s", b"a", 10, None, 2);
+        q.push("r", b"a", Wants::default(), 10, None, 1);
+        q.push("s", b"a", Wants::default(), 10, None, 2);
         assert_eq!(q.drain(&"r").len(), 1);
         assert_eq!(q.total(), 1);
         assert_eq!(q.drain_all().len(), 1);
@@ -354,7 +440,7 @@ mod tests {
     #[test]
     fn eviction_holds_waiters_until_the_known_deadline() {
         let mut q = Q::default();
-        q.push("r", b"a", 10, None, 1);
+        q.push("r", b"a", Wants::default(), 10, None, 1);
         assert_eq!(q.hold_after_eviction(&"r"), None, "deadline unknown");
         q.note_deadline(&"r", 500);
         q.note_deadline(&"r", 900);
@@ -369,7 +455,7 @@ mod tests {
     fn timers_are_armed_once_per_earlier_deadline() {
         let mut q = Q::default();
         assert!(!q.needs_timer(&"r", 100), "no waiters, no timer");
-        q.push("r", b"a", 10, None, 1);
+        q.push("r", b"a", Wants::default(), 10, None, 1);
         assert!(q.needs_timer(&"r", 100));
         assert!(!q.needs_timer(&"r", 150));
         assert!(q.needs_timer(&"r", 50), "an earlier deadline needs its own");
@@ -382,7 +468,7 @@ mod tests {
     #[test]
     fn an_emptied_queue_hands_back_its_timers() {
         let mut q = Q::default();
-        let a = q.push("r", b"a", 10, None, 1);
+        let a = q.push("r", b"a", Wants::default(), 10, None, 1);
         q.add_timer(&"r", 11);
         q.add_timer(&"r", 12);
         q.timer_fired(&"r", 0, 11);
@@ -391,17 +477,38 @@ mod tests {
         assert_eq!(q.take_stale_timers(), vec![12]);
         q.add_timer(&"gone", 13);
         assert_eq!(q.take_stale_timers(), vec![13], "no queue: stale at once");
-        q.push("s", b"a", 10, Some(5), 1);
+        q.push("s", b"a", Wants::default(), 10, Some(5), 1);
         q.add_timer(&"s", 14);
         q.take_given_up(&"s", 6);
         assert_eq!(q.take_stale_timers(), vec![14]);
     }
 
     #[test]
+    fn queues_know_whether_they_hold_only_plain_requests() {
+        let mut q = Q::default();
+        let shared = Wants {
+            mode: Mode::Shared,
+            ..Wants::default()
+        };
+        q.push("r", b"a", Wants::default(), 10, None, 1);
+        assert!(q.is_plain(&"r") && q.is_plain(&"none"));
+        let s = q.push("r", b"s", shared.clone(), 10, None, 2);
+        let t = q.push("r", b"t", shared, 10, None, 3);
+        assert!(!q.is_plain(&"r"));
+        q.remove(s);
+        assert!(!q.is_plain(&"r"));
+        let taken = q.take(&"r", &[t]);
+        assert_eq!(taken.iter().map(|w| w.handle).collect::<Vec<_>>(), [3]);
+        assert!(q.is_plain(&"r"));
+        assert_eq!(q.waiters(&"r").map(|w| w.handle).collect::<Vec<_>>(), [1]);
+        assert_eq!(q.total(), 1);
+    }
+
+    #[test]
     fn given_up_waiters_are_taken_out() {
         let mut q = Q::default();
-        q.push("r", b"a", 10, Some(100), 1);
-        q.push("r", b"b", 10, None, 2);
+        q.push("r", b"a", Wants::default(), 10, Some(100), 1);
+        q.push("r", b"b", Wants::default(), 10, None, 2);
         assert!(q.has_live_waiter(&"r", 1000));
         let gone = q.take_given_up(&"r", 101);
         assert_eq!(gone.iter().map(|w| w.handle).collect::<Vec<_>>(), vec![1]);
@@ -409,7 +516,7 @@ mod tests {
         assert_eq!(q.total(), 1);
         assert!(q.take_given_up(&"r", u64::MAX).is_empty(), "no deadline");
         assert!(q.has_live_waiter(&"r", u64::MAX));
-        q.push("s", b"c", 10, Some(5), 3);
+        q.push("s", b"c", Wants::default(), 10, Some(5), 3);
         assert!(!q.has_live_waiter(&"s", 6));
     }
 }

@@ -97,6 +97,11 @@ impl Ctx {
         Ok(())
     }
 
+    pub fn reply_array(self, len: usize) -> Result<(), Error> {
+        unsafe { rm!(RedisModule_ReplyWithArray)(self.0, len as c_long) };
+        Ok(())
+    }
+
     /// Error replies: Redis's own arity error names the command; the rest
     /// carry our `Display` text. The text is already `PREFIX message`.
     pub fn reply_error(self, err: &Error) -> Result<(), Error> {

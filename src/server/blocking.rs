@@ -25,7 +25,7 @@ use super::api::{self, now_us, rm, Ctx};
 use super::ffi::guard;
 use super::stats;
 use crate::lock::parking::{Answer, Left, Parking};
-use crate::lock::queue::WaitQueues;
+use crate::lock::queue::{WaitQueues, Wants};
 use crate::lock::Error;
 
 /// A lock's identity on this server: database and key name.
@@ -118,6 +118,7 @@ pub fn block(
     ctx: Ctx,
     res: Resource,
     token: &[u8],
+    wants: Wants,
     ttl_ms: u64,
     timeout_ms: u64,
 ) -> Result<(), Error> {
@@ -141,7 +142,7 @@ pub fn block(
     unsafe { on_disconnect(bc, Some(on_disconnected)) };
     let handle = Blocked(bc);
     let gives_up_at = (timeout_ms > 0).then(|| (now_us() / 1000).saturating_add(timeout_ms));
-    with_parking(|p| p.park(res, token, ttl_ms, gives_up_at, handle));
+    with_parking(|p| p.park(res, token, wants, ttl_ms, gives_up_at, handle));
     if timeout_ms > 0 {
         let id = unsafe { create_timer(ctx.0, delay, Some(on_wait_timer), bc.cast::<c_void>()) };
         with_parking(|p| p.set_timer(handle, id));
@@ -177,6 +178,35 @@ pub fn grant_head(res: &Resource, fence: u64) -> Option<(Box<[u8]>, u64)> {
     stop_timers(&timers);
     answers_ready();
     Some((token, ttl))
+}
+
+/// Whether every request queued on `res` is a plain one (then the plain
+/// handoff applies).
+pub fn queue_is_plain(res: &Resource) -> bool {
+    !anyone_waiting() || parking().queues().is_plain(res)
+}
+
+/// A copy of the requests queued on `res`, head first: entry id, token,
+/// what it asks for and its TTL.
+pub fn queued(res: &Resource) -> Vec<(u64, Box<[u8]>, Wants, u64)> {
+    parking()
+        .queues()
+        .waiters(res)
+        .map(|w| (w.id, w.token.clone(), w.wants.clone(), w.ttl_ms))
+        .collect()
+}
+
+/// Grants the queued entries `granted` (id, fence) of `res` together and
+/// answers `refused` with their errors (see `Parking::grant_entries`).
+pub fn grant_entries(
+    res: &Resource,
+    granted: &[(u64, u64)],
+    retried: &[&[u8]],
+    refused: Vec<(u64, Error)>,
+) {
+    let timers = with_parking(|p| p.grant_entries(res, granted, retried, refused));
+    stop_timers(&timers);
+    answers_ready();
 }
 
 /// Every waiter of `res` (or of all resources) is answered `err`.

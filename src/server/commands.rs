@@ -9,8 +9,11 @@ use super::effects;
 use super::ffi::Argv;
 use super::handoff;
 use super::keys::LockKey;
+use super::value::Stored;
+use super::{holds, holds_info};
 use super::{quarantine, state, stats};
 use crate::lock::lease::{AcquireDecision, LeaseRef};
+use crate::lock::queue::Wants;
 use crate::lock::{args, Error, Lease};
 
 /// `DLOCK.ACQUIRE resource token ttl_ms [WAIT timeout_ms]` -> fence, or nil
@@ -20,6 +23,10 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
+    if !req.is_plain() || key.is_multi()? || !plain_queue(ctx, name)? {
+        let blocks = req.wait_ms.is_some() && can_block(ctx.flags()?);
+        return holds::acquire(ctx, &mut key, name, &req, blocks);
+    }
     let waiting = handoff::waiting_resource(ctx, name)?;
     if let Some(res) = &waiting {
         // Freed where no handoff could run yet (expiry, DEL, FLUSHALL): the
@@ -110,7 +117,14 @@ fn wait_or_refuse(
         Some(res) => res,
         None => handoff::resource(ctx, name)?,
     };
-    blocking::block(ctx, res.clone(), req.token, req.ttl_ms, timeout)?;
+    blocking::block(
+        ctx,
+        res.clone(),
+        req.token,
+        Wants::of(&req.ask()),
+        req.ttl_ms,
+        timeout,
+    )?;
     match key.deadline()? {
         Some(at) => handoff::arm_expiry(ctx, &res, at),
         None => Ok(()),
@@ -125,6 +139,9 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
+    if key.is_multi()? || (owned_by(&key, req.token)? && !plain_queue(ctx, name)?) {
+        return holds::release(ctx, &mut key, name, req.token);
+    }
     if !owned_by(&key, req.token)? {
         return ctx.reply_integer(0);
     }
@@ -155,6 +172,9 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
+    if key.is_multi()? {
+        return holds::extend(ctx, &mut key, name, req.token, req.ttl_ms);
+    }
     if !owned_by(&key, req.token)? {
         return ctx.reply_integer(0);
     }
@@ -172,7 +192,8 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     ctx.reply_integer(1)
 }
 
-/// `DLOCK.INFO resource` -> nil when free, else a map of the lease.
+/// `DLOCK.INFO resource` -> nil when free, else a map of the lease (of
+/// the holds, for a resource that is not a plain lock: `holds_info`).
 pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     args::info(argv.bytes())?;
     let name = argv.key()?;
@@ -182,6 +203,17 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     let key = LockKey::open_read(ctx, name)?;
     let waiters = waiting.as_ref().map_or(0, blocking::waiters_on);
+    if let Some(Stored::Multi(h)) = key.stored()? {
+        let now_ms = now_us() / 1000;
+        if h.live(now_ms).next().is_some() {
+            return holds_info::reply(ctx, h, now_ms, waiters);
+        }
+        // Every hold has passed its deadline: free (or reserved).
+        if waiters > 0 {
+            return reply_reserved(ctx, waiters);
+        }
+        return ctx.reply_null();
+    }
     let Some(lease) = key.lease()? else {
         if waiters > 0 {
             // Free, but reserved for its queue: the handoff waits for a
@@ -239,6 +271,14 @@ fn settle_before_reading(
         }
     }
     Ok(())
+}
+
+/// Whether the requests queued on `name` (if any) are all plain ones.
+fn plain_queue(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<bool, Error> {
+    Ok(match handoff::waiting_resource(ctx, name)? {
+        Some(res) => blocking::queue_is_plain(&res),
+        None => true,
+    })
 }
 
 fn owned_by(key: &LockKey, token: &[u8]) -> Result<bool, Error> {

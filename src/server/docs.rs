@@ -16,7 +16,7 @@ use std::ptr;
 use redis_module::raw;
 
 use super::api::{self, Ctx};
-use super::effects;
+use super::{effects, hold_effects};
 use crate::lock::Error;
 
 const SINCE: &CStr = c"0.1.0";
@@ -51,6 +51,8 @@ enum Kind {
     String,
     Integer,
     UnixTime,
+    /// A keyword alone (`SHARED`).
+    PureToken,
 }
 
 impl Kind {
@@ -60,6 +62,7 @@ impl Kind {
             Kind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
             Kind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
             Kind::UnixTime => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME,
+            Kind::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
         }
     }
 }
@@ -95,11 +98,23 @@ struct Doc {
     args: &'static [Arg],
 }
 
-static DOCS: [Doc; 6] = [
+const fn option(name: &'static CStr, kind: Kind, token: &'static CStr) -> Arg {
+    Arg {
+        name,
+        kind,
+        token: Some(token),
+        optional: true,
+    }
+}
+
+const TOKEN: Arg = arg(c"token", Kind::String);
+
+static DOCS: [Doc; 9] = [
     Doc {
         name: c"dlock.acquire",
-        summary: c"Acquires a lock and returns its fencing token, or nil while another token \
-holds it. With WAIT, blocks in FIFO order until granted or until timeout_ms passes.",
+        summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
+OWNER) and returns its fencing token, or nil while others hold the resource. With WAIT, blocks \
+in FIFO order until granted or until timeout_ms passes.",
         arity: -4,
         // Reads the holder (a refresh replies with its fence) and grants or
         // refreshes the lease.
@@ -108,12 +123,10 @@ holds it. With WAIT, blocks in FIFO order until granted or until timeout_ms pass
             RESOURCE,
             arg(c"token", Kind::String),
             arg(c"ttl_ms", Kind::Integer),
-            Arg {
-                name: c"timeout_ms",
-                kind: Kind::Integer,
-                token: Some(c"WAIT"),
-                optional: true,
-            },
+            option(c"shared", Kind::PureToken, c"SHARED"),
+            option(c"n", Kind::Integer, c"LIMIT"),
+            option(c"owner", Kind::String, c"OWNER"),
+            option(c"timeout_ms", Kind::Integer, c"WAIT"),
         ],
     },
     Doc {
@@ -162,6 +175,36 @@ waiters, or nil when the lock is free.",
                 ..arg(c"last_fence", Kind::Integer)
             },
         ],
+    },
+    Doc {
+        name: hold_effects::ADDHOLD,
+        summary: INTERNAL,
+        arity: 0,
+        key: Some(RW | UPDATE),
+        args: &[
+            RESOURCE,
+            TOKEN,
+            arg(c"owner", Kind::String),
+            arg(c"fence", Kind::Integer),
+            arg(c"mode", Kind::String),
+            arg(c"limit", Kind::Integer),
+            arg(c"deadline_ms", Kind::UnixTime),
+            arg(c"last_fence", Kind::Integer),
+        ],
+    },
+    Doc {
+        name: hold_effects::MOVEHOLD,
+        summary: INTERNAL,
+        arity: 0,
+        key: Some(RW | UPDATE),
+        args: &[RESOURCE, TOKEN, arg(c"deadline_ms", Kind::UnixTime)],
+    },
+    Doc {
+        name: hold_effects::DROPHOLD,
+        summary: INTERNAL,
+        arity: 0,
+        key: Some(RW | DELETE),
+        args: &[RESOURCE, TOKEN],
     },
     Doc {
         name: effects::META,

@@ -96,7 +96,7 @@ pub fn deadline_moved(
 
 /// A new longest TTL must reach replicas and the AOF before the lease that
 /// has it.
-fn meta_if_changed(ctx: Ctx) -> Result<(), Error> {
+pub fn meta_if_changed(ctx: Ctx) -> Result<(), Error> {
     if quarantine::take_meta_dirty() {
         meta_effect(ctx)?;
     }

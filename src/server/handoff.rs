@@ -79,6 +79,10 @@ pub fn grant_next(
     name: *mut raw::RedisModuleString,
     res: &Resource,
 ) -> Result<bool, Error> {
+    if key.is_multi()? || !blocking::queue_is_plain(res) {
+        // Shared runs, permits, owners: the holds model decides.
+        return super::holds::settle(ctx, key, name, res);
+    }
     match prepare_grant(ctx, res)? {
         Some(next) => commit_grant(ctx, key, name, res, next),
         None => Ok(false),
@@ -304,6 +308,9 @@ fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
 
 fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Result<(), Error> {
     let mut key = LockKey::open_write(ctx, name)?;
+    if key.is_multi().unwrap_or(false) {
+        return super::holds::settle(ctx, &mut key, name, res).map(|_| ());
+    }
     match key.lease() {
         Ok(Some(_)) => match key.deadline()? {
             Some(deadline) => arm_expiry(ctx, res, deadline),
@@ -327,8 +334,8 @@ fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Re
 pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
     guard("unlink", (), || {
         // A restored lock may leave before its fence was confirmed.
-        if let Some(lease) = unsafe { super::value::view(value) } {
-            state::observe_fence(lease.fence());
+        if let Some(stored) = unsafe { super::value::view(value) } {
+            state::observe_fence(stored.max_fence());
         }
         let (Some(db_of), Some(name_of)) =
             (unsafe { raw::RedisModule_GetDbIdFromOptCtx }, unsafe {

@@ -9,7 +9,8 @@ use redis_module::raw;
 
 use super::api::{rm, Ctx};
 use super::state;
-use super::value;
+use super::value::{self, Stored};
+use crate::lock::holds::{Holds, NEVER};
 use crate::lock::lease::LeaseRef;
 use crate::lock::Error;
 
@@ -34,8 +35,32 @@ impl LockKey {
         Ok(LockKey { ctx, name, key })
     }
 
-    /// The lease stored here; `WRONGTYPE` if the key holds anything else.
+    /// The plain lease stored here; `None` when free or holding a
+    /// multi-hold value (callers that can meet one use `stored`).
     pub fn lease(&self) -> Result<Option<LeaseRef<'_>>, Error> {
+        Ok(self.stored()?.and_then(|s| match s {
+            Stored::Plain(l) => Some(l),
+            Stored::Multi(_) => None,
+        }))
+    }
+
+    /// The holds stored here as the model sees them (a plain lock as one
+    /// hold ending at the key's deadline); `None` when free.
+    pub fn holds(&self) -> Result<Option<Holds>, Error> {
+        Ok(match self.stored()? {
+            None => None,
+            Some(Stored::Plain(l)) => Some(Holds::from_plain(l, self.deadline()?)),
+            Some(Stored::Multi(h)) => Some(h.clone()),
+        })
+    }
+
+    /// Whether the key holds a multi-hold value.
+    pub fn is_multi(&self) -> Result<bool, Error> {
+        Ok(matches!(self.stored()?, Some(Stored::Multi(_))))
+    }
+
+    /// The value stored here; `WRONGTYPE` if the key holds anything else.
+    pub fn stored(&self) -> Result<Option<Stored<'_>>, Error> {
         if self.key.is_null() {
             return Ok(None);
         }
@@ -52,13 +77,13 @@ impl LockKey {
         // SAFETY: values of our type are blocks from `value::into_raw`, alive
         // while the key is open and unchanged (`&self`).
         match unsafe { value::view(value) } {
-            Some(lease) => {
+            Some(stored) => {
                 // A lock a command can read is in the keyspace for good (a
                 // refused RESTORE never gets here), and what it reads may be
                 // shown to a client or decide a grant: its fence raises the
                 // clock now, not when `restored`'s timer gets to it.
-                state::observe_fence(lease.fence());
-                Ok(Some(lease))
+                state::observe_fence(stored.max_fence());
+                Ok(Some(stored))
             }
             None => Err(Error::Internal("lock key without a value")),
         }
@@ -68,8 +93,11 @@ impl LockKey {
     /// (only the internal effect does that, mirroring the master). An empty
     /// key gets no TTL; set one with `set_deadline`.
     pub fn store(&mut self, lease: LeaseRef<'_>) -> Result<(), Error> {
+        self.store_block(new_block(lease)?)
+    }
+
+    fn store_block(&mut self, block: *mut c_void) -> Result<(), Error> {
         let set = rm!(RedisModule_ModuleTypeSetValue);
-        let block = new_block(lease)?;
         if unsafe { set(self.key, state::lock_type(), block) } != super::api::OK {
             // Not stored: the block is still ours to free.
             unsafe { value::free(block) };
@@ -81,8 +109,11 @@ impl LockKey {
 
     /// Swaps the lease of a key that holds a lock, keeping its TTL.
     pub fn replace(&mut self, lease: LeaseRef<'_>) -> Result<(), Error> {
+        self.replace_block(new_block(lease)?)
+    }
+
+    fn replace_block(&mut self, block: *mut c_void) -> Result<(), Error> {
         let swap = rm!(RedisModule_ModuleTypeReplaceValue);
-        let block = new_block(lease)?;
         let mut old: *mut c_void = std::ptr::null_mut();
         if unsafe { swap(self.key, state::lock_type(), block, &mut old) } != super::api::OK {
             unsafe { value::free(block) };
@@ -95,11 +126,44 @@ impl LockKey {
 
     /// Stores `lease` whether or not the key already holds a lock.
     pub fn put(&mut self, lease: LeaseRef<'_>) -> Result<(), Error> {
-        match self.lease() {
+        match self.stored() {
             Ok(Some(_)) => self.replace(lease),
             Ok(None) | Err(Error::WrongType) => self.store(lease),
             Err(e) => Err(e),
         }
+    }
+
+    /// Stores `holds` (in the plain layout when they are a plain lock) and
+    /// sets the key's TTL to their latest deadline; deletes the key when
+    /// none are left.
+    pub fn put_holds(&mut self, holds: Holds) -> Result<(), Error> {
+        let Some(deadline) = holds.deadline_ms() else {
+            return self.delete();
+        };
+        let block = value::holds_into_raw(holds);
+        if block.is_null() {
+            return Err(Error::Internal("out of memory"));
+        }
+        match self.stored() {
+            Ok(Some(_)) => self.replace_block(block)?,
+            Ok(None) | Err(Error::WrongType) => self.store_block(block)?,
+            Err(e) => {
+                unsafe { value::free(block) };
+                return Err(e);
+            }
+        }
+        if deadline >= NEVER {
+            self.persist()
+        } else {
+            self.set_deadline(deadline)
+        }
+    }
+
+    /// Removes the key's TTL (a hold without a deadline: see `NEVER`).
+    fn persist(&mut self) -> Result<(), Error> {
+        let no_expire = raw::REDISMODULE_NO_EXPIRE as i64;
+        unsafe { rm!(RedisModule_SetExpire)(self.key, no_expire) };
+        Ok(())
     }
 
     pub fn delete(&mut self) -> Result<(), Error> {

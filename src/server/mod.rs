@@ -14,6 +14,9 @@ pub mod events;
 pub mod eviction;
 pub mod ffi;
 pub mod handoff;
+pub mod hold_effects;
+pub mod holds;
+pub mod holds_info;
 pub mod info;
 pub mod keys;
 pub mod notifications;
@@ -39,6 +42,9 @@ command_entry!(extend_entry => commands::extend);
 command_entry!(info_entry => commands::info);
 command_entry!(apply_entry => effects::apply);
 command_entry!(meta_entry => effects::meta);
+command_entry!(add_hold_entry => hold_effects::apply_add);
+command_entry!(move_hold_entry => hold_effects::apply_move);
+command_entry!(drop_hold_entry => hold_effects::apply_drop);
 
 /// Everything `RedisModule_OnLoad` does once the API is initialised.
 pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Result<(), Error> {
@@ -79,6 +85,28 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         ctx,
         effects::APPLY,
         Some(apply_entry),
+        c"write deny-script",
+        true,
+    )?;
+    // The effects of resources that are not plain locks.
+    register(
+        ctx,
+        hold_effects::ADDHOLD,
+        Some(add_hold_entry),
+        c"write deny-script",
+        true,
+    )?;
+    register(
+        ctx,
+        hold_effects::MOVEHOLD,
+        Some(move_hold_entry),
+        c"write deny-script",
+        true,
+    )?;
+    register(
+        ctx,
+        hold_effects::DROPHOLD,
+        Some(drop_hold_entry),
         c"write deny-script",
         true,
     )?;

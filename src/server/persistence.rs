@@ -12,12 +12,13 @@ use redis_module::raw;
 use super::api::{self, rm, Ctx};
 use super::effects::{self, APPLY, META};
 use super::ffi::guard;
-use super::value;
+use super::value::{self, Stored};
 use super::{handoff, quarantine, state, stats};
 use crate::lock::args::MAX_TTL_MS;
-use crate::lock::lease::LeaseRef;
-use crate::lock::lease::{ENCODING_VERSION, MAX_STORED_TOKEN};
-use crate::lock::{fence::MAX_FENCE, Error, Lease};
+use crate::lock::changes::mode_name;
+use crate::lock::holds::{Holds, Mode};
+use crate::lock::lease::ENCODING_VERSION;
+use crate::lock::{fence::MAX_FENCE, layout, Error, Lease};
 
 /// Exactly nine characters, as the server requires; shown by `TYPE`.
 const TYPE_NAME: &std::ffi::CStr = c"dlocklock";
@@ -55,14 +56,24 @@ pub fn register_type(ctx: Ctx) -> Result<(), Error> {
 
 /// # Safety
 /// The server only hands us values of our own type, alive for the call.
-unsafe fn lease<'a>(value: *const c_void) -> Option<LeaseRef<'a>> {
+unsafe fn stored<'a>(value: *const c_void) -> Option<Stored<'a>> {
     value::view(value)
+}
+
+/// A decoded value: a plain lease or the holds of any other resource.
+enum Loaded {
+    Plain(Lease),
+    Multi(Holds),
 }
 
 extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     guard("rdb_load", std::ptr::null_mut(), || {
-        match load_lease(rdb, encver) {
-            Ok(lease) => {
+        match load_value(rdb, encver) {
+            Ok(loaded) => {
+                let fence = match &loaded {
+                    Loaded::Plain(l) => l.fence(),
+                    Loaded::Multi(h) => h.max_fence(),
+                };
                 // A loaded lock may carry a fence above anything this server
                 // issued (a replica's full sync, an RDB from elsewhere). A
                 // failed load aborts the whole load, so raising the clock
@@ -70,11 +81,14 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
                 // refuse the payload after this returns, so its fence is
                 // observed once the key exists (`restored`).
                 if loading(rdb) {
-                    state::observe_fence(lease.fence());
+                    state::observe_fence(fence);
                 } else {
-                    super::restored::note(rdb, lease.fence());
+                    super::restored::note(rdb, fence);
                 }
-                let block = value::into_raw(lease.as_ref());
+                let block = match loaded {
+                    Loaded::Plain(lease) => value::into_raw(lease.as_ref()),
+                    Loaded::Multi(holds) => value::holds_into_raw(holds),
+                };
                 if !block.is_null() {
                     stats::lock_created();
                 }
@@ -100,10 +114,24 @@ fn loading(rdb: *mut raw::RedisModuleIO) -> bool {
     ctx.is_null() || unsafe { flags(ctx) } as u32 & raw::REDISMODULE_CTX_FLAGS_LOADING != 0
 }
 
-fn load_lease(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Lease, String> {
+fn load_value(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Loaded, String> {
     let bytes = load_buffer(rdb).map_err(|e| e.to_string())?;
-    Lease::decode(encver, &bytes).map_err(|e| e.to_string())
+    if !layout::is_multi(&bytes) {
+        return Lease::decode(encver, &bytes)
+            .map(Loaded::Plain)
+            .map_err(|e| e.to_string());
+    }
+    if !(1..=ENCODING_VERSION).contains(&encver) {
+        return Err(format!("unknown encoding version {encver}"));
+    }
+    layout::decode(&bytes)
+        .map(Loaded::Multi)
+        .map_err(|e| e.to_string())
 }
+
+/// The longest value the loader copies: a multi-hold value of many permits
+/// can be far longer than a plain lock, but not without bound.
+const MAX_STORED_VALUE: usize = 1 << 32;
 
 /// One string buffer, copied out and freed; `Err` on a short read.
 fn load_buffer(rdb: *mut raw::RedisModuleIO) -> Result<Vec<u8>, Error> {
@@ -112,7 +140,7 @@ fn load_buffer(rdb: *mut raw::RedisModuleIO) -> Result<Vec<u8>, Error> {
     let mut len = 0usize;
     let ptr = unsafe { load(rdb, &mut len) };
     let failed = io_error(rdb)? || ptr.is_null();
-    let out = if failed || len > MAX_STORED_TOKEN + 8 {
+    let out = if failed || len > MAX_STORED_VALUE {
         None
     } else {
         Some(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }.to_vec())
@@ -129,13 +157,16 @@ fn io_error(rdb: *mut raw::RedisModuleIO) -> Result<bool, Error> {
 
 extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     guard("rdb_save", (), || {
-        let Some(lease) = (unsafe { lease(value) }) else {
+        let Some(stored) = (unsafe { stored(value) }) else {
             return;
         };
         // DUMP shows the fence to a client: like any read of a lock value,
-        // it raises the clock (see `LockKey::lease`).
-        state::observe_fence(lease.fence());
-        let bytes = lease.encode();
+        // it raises the clock (see `LockKey::stored`).
+        state::observe_fence(stored.max_fence());
+        let bytes = match stored {
+            Stored::Plain(lease) => lease.encode(),
+            Stored::Multi(holds) => layout::encode(holds),
+        };
         if let Some(save) = unsafe { raw::RedisModule_SaveStringBuffer } {
             unsafe { save(rdb, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
         }
@@ -152,12 +183,11 @@ extern "C" fn aof_rewrite(
     value: *mut c_void,
 ) {
     guard("aof_rewrite", (), || {
-        let (Some(lease), Some(emit)) =
-            (unsafe { lease(value) }, unsafe { raw::RedisModule_EmitAOF })
-        else {
+        let (Some(stored), Some(emit)) = (unsafe { stored(value) }, unsafe {
+            raw::RedisModule_EmitAOF
+        }) else {
             return;
         };
-        let token = lease.token();
         unsafe {
             emit(
                 aof,
@@ -166,6 +196,13 @@ extern "C" fn aof_rewrite(
                 quarantine::longest_ttl() as c_longlong,
                 c_longlong::from(quarantine::this_run_lossy()),
             );
+        }
+        let lease = match stored {
+            Stored::Plain(lease) => lease,
+            Stored::Multi(holds) => return rewrite_holds(aof, key, holds),
+        };
+        let token = lease.token();
+        unsafe {
             emit(
                 aof,
                 APPLY.as_ptr(),
@@ -179,6 +216,35 @@ extern "C" fn aof_rewrite(
             )
         };
     })
+}
+
+/// A multi-hold value as one `DLOCK.ADDHOLD` per hold, each with its own
+/// absolute deadline (the key's `PEXPIREAT` follows, as for plain locks).
+fn rewrite_holds(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, holds: &Holds) {
+    let Some(emit) = (unsafe { raw::RedisModule_EmitAOF }) else {
+        return;
+    };
+    for h in &holds.holds {
+        let mode = mode_name(h.mode);
+        unsafe {
+            emit(
+                aof,
+                super::hold_effects::ADDHOLD.as_ptr(),
+                c"sbblblll".as_ptr(),
+                key,
+                h.token.as_ptr().cast::<c_char>(),
+                h.token.len(),
+                h.owner.as_ptr().cast::<c_char>(),
+                h.owner.len(),
+                h.fence as c_longlong,
+                mode.as_ptr().cast::<c_char>(),
+                mode.len(),
+                c_longlong::from(holds.limit),
+                h.deadline_ms as c_longlong,
+                state::last_fence().max(h.fence) as c_longlong,
+            )
+        };
+    }
 }
 
 /// A child was just forked (we are the parent). When it rewrites the AOF,
@@ -237,21 +303,39 @@ extern "C" fn mem_usage(value: *const c_void) -> usize {
 
 extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     guard("digest", (), || {
-        let Some(lease) = (unsafe { lease(value) }) else {
+        let Some(stored) = (unsafe { stored(value) }) else {
             return;
         };
-        let token = lease.token();
-        unsafe {
-            if let (Some(add_buf), Some(add_ll), Some(end)) = (
+        let (Some(add_buf), Some(add_ll), Some(end)) = (unsafe {
+            (
                 raw::RedisModule_DigestAddStringBuffer,
                 raw::RedisModule_DigestAddLongLong,
                 raw::RedisModule_DigestEndSequence,
-            ) {
-                add_buf(md, token.as_ptr().cast::<c_char>(), token.len());
-                add_ll(md, lease.fence() as c_longlong);
-                end(md);
+            )
+        }) else {
+            return;
+        };
+        let buf = |b: &[u8]| unsafe { add_buf(md, b.as_ptr().cast::<c_char>(), b.len()) };
+        let ll = |n: u64| unsafe { add_ll(md, n as c_longlong) };
+        match stored {
+            Stored::Plain(lease) => {
+                buf(lease.token());
+                ll(lease.fence());
+            }
+            // Every hold with its own deadline (a plain lock's is the key's
+            // TTL, which the key's digest covers).
+            Stored::Multi(holds) => {
+                ll(u64::from(holds.limit));
+                for h in &holds.holds {
+                    buf(&h.token);
+                    buf(&h.owner);
+                    ll(h.fence);
+                    ll(u64::from(h.mode == Mode::Shared));
+                    ll(h.deadline_ms);
+                }
             }
         }
+        unsafe { end(md) };
     })
 }
 
@@ -281,12 +365,15 @@ extern "C" fn copy(
     value: *const c_void,
 ) -> *mut c_void {
     guard("copy", std::ptr::null_mut(), || {
-        let Some(lease) = (unsafe { lease(value) }) else {
+        let Some(stored) = (unsafe { stored(value) }) else {
             return std::ptr::null_mut();
         };
         // A second key now holds this fence: a read like any other.
-        state::observe_fence(lease.fence());
-        let block = value::into_raw(lease);
+        state::observe_fence(stored.max_fence());
+        let block = match stored {
+            Stored::Plain(lease) => value::into_raw(lease),
+            Stored::Multi(holds) => value::holds_into_raw(holds.clone()),
+        };
         if !block.is_null() {
             stats::lock_created();
         }

@@ -141,6 +141,15 @@ fn revoke_key(
     rv: &Revoke<Resource>,
 ) -> Result<bool, Error> {
     let mut key = LockKey::open_write(ctx, name)?;
+    let multi = match key.is_multi() {
+        Ok(multi) => multi,
+        Err(Error::WrongType) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if multi || !blocking::queue_is_plain(&rv.resource) {
+        let res = &rv.resource;
+        return super::holds::revoke(ctx, &mut key, name, res, &rv.token, rv.fence);
+    }
     let held = match key.lease() {
         Ok(Some(l)) => l.is_owned_by(&rv.token) && l.fence() == rv.fence,
         Ok(None) | Err(Error::WrongType) => false,

@@ -1,7 +1,9 @@
-//! How a lock sits in the keyspace: one allocation per lock holding the
-//! token length, the fence and the token bytes, so a grant costs one
+//! How a lock sits in the keyspace. A plain lock is one allocation holding
+//! the token length, the fence and the token bytes, so a grant costs one
 //! allocation and a release one free, and a held lock stays close to the
-//! size of the `SET NX PX` string it replaces.
+//! size of the `SET NX PX` string it replaces. Every other resource (shared
+//! holds, a semaphore, an owner's several holds) is a boxed `Holds` behind
+//! a tag no token length can take.
 //!
 //! The module value pointer points at the block itself; every function here
 //! takes such a pointer (or null) and nothing else.
@@ -9,10 +11,37 @@
 use std::alloc::{alloc, dealloc, Layout};
 use std::ffi::c_void;
 
+use crate::lock::holds::{Hold, Holds};
 use crate::lock::lease::LeaseRef;
 
 /// Token length (u64), then fence (u64), then the token.
 const HEADER: usize = 16;
+
+/// The first word of a multi-hold block: far above any token length.
+const MULTI_TAG: u64 = u64::MAX;
+
+#[repr(C)]
+struct MultiBlock {
+    tag: u64,
+    holds: Holds,
+}
+
+/// What a block holds.
+#[derive(Debug, Clone, Copy)]
+pub enum Stored<'a> {
+    Plain(LeaseRef<'a>),
+    Multi(&'a Holds),
+}
+
+impl Stored<'_> {
+    /// The highest fence the value reveals to whoever reads it.
+    pub fn max_fence(&self) -> u64 {
+        match self {
+            Stored::Plain(l) => l.fence(),
+            Stored::Multi(h) => h.max_fence(),
+        }
+    }
+}
 
 fn layout(token_len: usize) -> Option<Layout> {
     Layout::from_size_align(HEADER.checked_add(token_len)?, 8).ok()
@@ -37,19 +66,37 @@ pub fn into_raw(lease: LeaseRef<'_>) -> *mut c_void {
     block.cast::<c_void>()
 }
 
-/// The lease stored in a block.
+/// A new block for `holds`: the plain layout when they are exactly a plain
+/// lock (`Holds::as_plain`), else a multi-hold block.
+pub fn holds_into_raw(holds: Holds) -> *mut c_void {
+    if let Some(h) = holds.as_plain() {
+        return into_raw(LeaseRef::new(&h.token, h.fence));
+    }
+    Box::into_raw(Box::new(MultiBlock {
+        tag: MULTI_TAG,
+        holds,
+    }))
+    .cast::<c_void>()
+}
+
+/// The value stored in a block.
 ///
 /// # Safety
-/// `value` is null or a block from `into_raw` that outlives `'a`.
-pub unsafe fn view<'a>(value: *const c_void) -> Option<LeaseRef<'a>> {
+/// `value` is null or a block from `into_raw`/`holds_into_raw` that
+/// outlives `'a`.
+pub unsafe fn view<'a>(value: *const c_void) -> Option<Stored<'a>> {
     if value.is_null() {
         return None;
     }
     let header = value.cast::<u64>();
-    let len = usize::try_from(header.read()).ok()?;
+    let first = header.read();
+    if first == MULTI_TAG {
+        return Some(Stored::Multi(&(*value.cast::<MultiBlock>()).holds));
+    }
+    let len = usize::try_from(first).ok()?;
     let fence = header.add(1).read();
     let token = std::slice::from_raw_parts(value.cast::<u8>().add(HEADER), len);
-    Some(LeaseRef::new(token, fence))
+    Some(Stored::Plain(LeaseRef::new(token, fence)))
 }
 
 /// Bytes the block occupies, for `MEMORY USAGE`.
@@ -57,18 +104,31 @@ pub unsafe fn view<'a>(value: *const c_void) -> Option<LeaseRef<'a>> {
 /// # Safety
 /// As for `view`.
 pub unsafe fn size(value: *const c_void) -> usize {
-    view(value).map_or(0, |l| HEADER + l.token().len())
+    match view(value) {
+        None => 0,
+        Some(Stored::Plain(l)) => HEADER + l.token().len(),
+        Some(Stored::Multi(h)) => {
+            let owned = |x: &Hold| x.token.len() + x.owner.len();
+            std::mem::size_of::<MultiBlock>()
+                + h.holds.capacity() * std::mem::size_of::<Hold>()
+                + h.holds.iter().map(owned).sum::<usize>()
+        }
+    }
 }
 
 /// Frees a block.
 ///
 /// # Safety
-/// `value` is null or a block from `into_raw`, not used afterwards.
+/// `value` is null or a block from `into_raw`/`holds_into_raw`, not used
+/// afterwards.
 pub unsafe fn free(value: *mut c_void) {
-    let Some(len) = view(value).map(|l| l.token().len()) else {
-        return;
-    };
-    if let Some(layout) = layout(len) {
-        dealloc(value.cast::<u8>(), layout);
+    match view(value) {
+        None => {}
+        Some(Stored::Multi(_)) => drop(Box::from_raw(value.cast::<MultiBlock>())),
+        Some(Stored::Plain(l)) => {
+            if let Some(layout) = layout(l.token().len()) {
+                dealloc(value.cast::<u8>(), layout);
+            }
+        }
     }
 }

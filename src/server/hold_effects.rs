@@ -1,0 +1,174 @@
+//! The effects of resources with several holds (issue 11; the formats are
+//! in `lock::changes`): emitted by the master for each hold it adds, moves
+//! or drops, and applied by replicas and the AOF loader. A change between
+//! plain locks (or to and from a free key) keeps the plain effects, so a
+//! deployment that never uses the new kinds sends exactly what it sent.
+
+use std::ffi::{c_char, CStr};
+
+use redis_module::raw;
+
+use super::api::{rm, Ctx, OK};
+use super::effects;
+use super::ffi::Argv;
+use super::keys::LockKey;
+use super::state;
+use crate::lock::changes::{self, mode_name, Change};
+use crate::lock::decimal::Decimal;
+use crate::lock::holds::{Holds, NEVER};
+use crate::lock::Error;
+
+pub const ADDHOLD: &CStr = c"DLOCK.ADDHOLD";
+pub const MOVEHOLD: &CStr = c"DLOCK.MOVEHOLD";
+pub const DROPHOLD: &CStr = c"DLOCK.DROPHOLD";
+
+/// Propagates `changes`, which turned holds that were plain (or none:
+/// `was_plain`) into `after`.
+pub fn propagate(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    was_plain: bool,
+    after: &Holds,
+    changes: &[Change],
+) -> Result<(), Error> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    if was_plain {
+        if after.is_empty() {
+            return effects::released(ctx, name);
+        }
+        if let Some(h) = after.as_plain() {
+            let added = changes.iter().any(|c| matches!(c, Change::Add { .. }));
+            // A plain lock persisted by an admin keeps no deadline: the
+            // effect then leaves the replica's expiry as it is.
+            return match (added, h.deadline_ms >= NEVER) {
+                (true, no_ttl) => {
+                    let deadline = if no_ttl { 0 } else { h.deadline_ms };
+                    effects::granted(ctx, name, &h.token, h.fence, deadline)
+                }
+                (false, true) => Ok(()),
+                (false, false) => effects::deadline_moved(ctx, name, h.deadline_ms),
+            };
+        }
+    }
+    effects::meta_if_changed(ctx)?;
+    for change in changes {
+        emit(ctx, name, change)?;
+    }
+    Ok(())
+}
+
+fn emit(ctx: Ctx, name: *mut raw::RedisModuleString, change: &Change) -> Result<(), Error> {
+    let replicate = rm!(RedisModule_Replicate);
+    let status = match change {
+        Change::Add { hold, limit } => {
+            let f = Decimal::new(hold.fence);
+            let l = Decimal::new(u64::from(*limit));
+            let d = Decimal::new(hold.deadline_ms);
+            let m = Decimal::new(state::last_fence().max(hold.fence));
+            let mode = mode_name(hold.mode);
+            unsafe {
+                replicate(
+                    ctx.0,
+                    ADDHOLD.as_ptr(),
+                    c"sbbbbbbb".as_ptr(),
+                    name,
+                    ptr(&hold.token),
+                    hold.token.len(),
+                    ptr(&hold.owner),
+                    hold.owner.len(),
+                    ptr(f.as_bytes()),
+                    f.as_bytes().len(),
+                    ptr(mode),
+                    mode.len(),
+                    ptr(l.as_bytes()),
+                    l.as_bytes().len(),
+                    ptr(d.as_bytes()),
+                    d.as_bytes().len(),
+                    ptr(m.as_bytes()),
+                    m.as_bytes().len(),
+                )
+            }
+        }
+        Change::Move { token, deadline_ms } => {
+            let d = Decimal::new(*deadline_ms);
+            unsafe {
+                replicate(
+                    ctx.0,
+                    MOVEHOLD.as_ptr(),
+                    c"sbb".as_ptr(),
+                    name,
+                    ptr(token),
+                    token.len(),
+                    ptr(d.as_bytes()),
+                    d.as_bytes().len(),
+                )
+            }
+        }
+        Change::Drop { token } => unsafe {
+            replicate(
+                ctx.0,
+                DROPHOLD.as_ptr(),
+                c"sb".as_ptr(),
+                name,
+                ptr(token),
+                token.len(),
+            )
+        },
+    };
+    if status == OK {
+        Ok(())
+    } else {
+        Err(Error::Internal("replication of the effect failed"))
+    }
+}
+
+fn ptr(b: &[u8]) -> *const c_char {
+    b.as_ptr().cast::<c_char>()
+}
+
+/// `DLOCK.ADDHOLD`, `DLOCK.MOVEHOLD`, `DLOCK.DROPHOLD` from the master or
+/// the AOF. Refused from clients, as `DLOCK.APPLY` is.
+pub fn apply_add(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    refuse_forged(ctx, "DLOCK.ADDHOLD")?;
+    let (change, mark) = changes::parse_add(argv.bytes())?;
+    state::observe_fence(mark);
+    apply(ctx, argv, &change)
+}
+
+pub fn apply_move(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    refuse_forged(ctx, "DLOCK.MOVEHOLD")?;
+    let change = changes::parse_move(argv.bytes())?;
+    apply(ctx, argv, &change)
+}
+
+pub fn apply_drop(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    refuse_forged(ctx, "DLOCK.DROPHOLD")?;
+    let change = changes::parse_drop(argv.bytes())?;
+    apply(ctx, argv, &change)
+}
+
+fn refuse_forged(ctx: Ctx, command: &'static str) -> Result<(), Error> {
+    let flags = ctx.flags()?;
+    if !(flags.is_replicated() || flags.is_loading()) {
+        return Err(Error::ForgedEffect(command));
+    }
+    Ok(())
+}
+
+fn apply(ctx: Ctx, argv: &Argv, change: &Change) -> Result<(), Error> {
+    let mut key = LockKey::open_write(ctx, argv.key()?)?;
+    // What the master changed is a lock; anything else there is replaced,
+    // as `DLOCK.APPLY` does.
+    let mut holds = match key.holds() {
+        Ok(h) => h.unwrap_or_else(|| Holds::new(1)),
+        Err(Error::WrongType) => Holds::new(1),
+        Err(e) => return Err(e),
+    };
+    change.apply(&mut holds);
+    key.put_holds(holds)?;
+    unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };
+    key.signal_modified()?;
+    ctx.reply_ok()
+}

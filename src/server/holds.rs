@@ -1,0 +1,434 @@
+//! Commands on resources that are not plain locks (issue 11): shared holds,
+//! semaphores, an owner's several holds. `lock::holds` decides; this file
+//! loads the holds, prunes the ones past their deadline (with their
+//! effects), completes a pending handoff to the queue, applies the decision
+//! and writes the holds back with their effects. Plain locks keep their own
+//! path in `commands.rs`.
+
+use std::collections::HashMap;
+
+use redis_module::raw;
+
+use super::api::{now_us, Ctx};
+use super::blocking::{self, Resource};
+use super::hold_effects;
+use super::keys::LockKey;
+use super::{handoff, quarantine, state, stats};
+use crate::lock::args::Acquire;
+use crate::lock::changes::Change;
+use crate::lock::holds::{Admission, Decision, Holds, NEVER};
+use crate::lock::queue::Wants;
+use crate::lock::Error;
+
+/// A resource's holds being changed by one command: the holds as they will
+/// be, and the changes that lead there, in order.
+pub struct Work {
+    pub holds: Holds,
+    /// The key held a plain lock or nothing (plain effects may apply).
+    was_plain: bool,
+    changes: Vec<Change>,
+    pub now_us: u64,
+}
+
+impl Work {
+    /// The holds of `key`, with those past their deadline dropped.
+    pub fn load(key: &LockKey) -> Result<Work, Error> {
+        let now_us = now_us();
+        let was_plain = !key.is_multi()?;
+        let mut holds = key.holds()?.unwrap_or_else(|| Holds::new(1));
+        let changes = holds
+            .prune(now_us / 1000)
+            .into_iter()
+            .map(|h| Change::Drop { token: h.token })
+            .collect();
+        Ok(Work {
+            holds,
+            was_plain,
+            changes,
+            now_us,
+        })
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.now_us / 1000
+    }
+
+    fn add(&mut self, ask: &crate::lock::holds::Ask<'_>, fence: u64) {
+        let deadline = self.now_ms() + ask.ttl_ms;
+        self.holds.add(ask, fence, deadline);
+        quarantine::note_ttl(ask.ttl_ms);
+        if let Some(hold) = self.holds.holds.last() {
+            self.changes.push(Change::Add {
+                hold: hold.clone(),
+                limit: self.holds.limit,
+            });
+        }
+    }
+
+    fn move_deadline(&mut self, token: &[u8], ttl_ms: u64) {
+        let deadline_ms = self.now_ms() + ttl_ms;
+        if self.holds.set_deadline(token, deadline_ms) {
+            quarantine::note_ttl(ttl_ms);
+            self.changes.push(Change::Move {
+                token: token.into(),
+                deadline_ms,
+            });
+        }
+    }
+
+    fn drop_hold(&mut self, token: &[u8]) -> bool {
+        let dropped = self.holds.release(token);
+        if dropped {
+            self.changes.push(Change::Drop {
+                token: token.into(),
+            });
+        }
+        dropped
+    }
+
+    /// Writes the holds back with their effects, if anything changed.
+    pub fn finish(
+        self,
+        ctx: Ctx,
+        key: &mut LockKey,
+        name: *mut raw::RedisModuleString,
+    ) -> Result<(), Error> {
+        if self.changes.is_empty() {
+            return Ok(());
+        }
+        key.put_holds(self.holds.clone())?;
+        hold_effects::propagate(ctx, name, self.was_plain, &self.holds, &self.changes)?;
+        key.signal_modified()
+    }
+}
+
+/// Queued requests granted or refused by one step, to hand to the parking
+/// lot once the holds are written.
+#[derive(Default)]
+pub struct QueueStep {
+    granted: Vec<(u64, u64)>,
+    retried: Vec<Box<[u8]>>,
+    refused: Vec<(u64, Error)>,
+}
+
+impl QueueStep {
+    fn is_empty(&self) -> bool {
+        self.granted.is_empty() && self.refused.is_empty()
+    }
+}
+
+/// Grants the queue of `res` as far as it now fits `work`'s holds: the run
+/// of shared requests at the head, permits as far as they go, owners that
+/// hold. Fences are drawn before anything changes; on `Err` only the fence
+/// clock has moved.
+pub fn plan_queue(ctx: Ctx, res: &Resource, work: &mut Work) -> Result<QueueStep, Error> {
+    let mut step = QueueStep::default();
+    if quarantine::ms_left() > 0 || blocking::waiters_on(res) == 0 {
+        return Ok(step);
+    }
+    let now_ms = work.now_ms();
+    if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_ms) {
+        // An evicted lease is still believed held by its owner.
+        handoff::arm_expiry(ctx, res, until)?;
+        return Ok(step);
+    }
+    blocking::time_out_given_up(res, now_ms);
+    if !blocking::has_live_waiter(res, now_ms) {
+        return Ok(step);
+    }
+    let queued = blocking::queued(res);
+    let asks: Vec<_> = queued
+        .iter()
+        .map(|(_, token, wants, ttl)| ask_of(token, wants, *ttl))
+        .collect();
+    let decisions = work.holds.admit_queue(&asks);
+    if decisions.is_empty() {
+        return Ok(step);
+    }
+    if !super::cluster::may_grant(ctx, &res.key)? {
+        blocking::fail(Some(res), Error::SlotMoved);
+        return Ok(step);
+    }
+    use crate::lock::holds::QueueGrant as G;
+    // Every fence first: a failure leaves the holds as they were.
+    let mut fences: HashMap<usize, u64> = HashMap::with_capacity(decisions.len());
+    let fence_of = |fences: &HashMap<usize, u64>, j: usize| fences.get(&j).copied();
+    for (i, d) in &decisions {
+        let fence = match d {
+            Ok(G::Fresh) => Some(state::with_clock(|c| c.next(work.now_us))?),
+            Ok(G::Retry { fence } | G::Owner { fence }) => Some(*fence),
+            Ok(G::SameAs(j) | G::Duplicate(j)) => fence_of(&fences, *j),
+            Err(_) => None,
+        };
+        if let Some(f) = fence {
+            fences.insert(*i, f);
+        }
+    }
+    for (i, d) in decisions {
+        let (Some((id, token, _, ttl)), Some(ask)) = (queued.get(i), asks.get(i)) else {
+            continue;
+        };
+        let grant = match d {
+            Err(e) => {
+                step.refused.push((*id, e));
+                continue;
+            }
+            Ok(grant) => grant,
+        };
+        let Some(fence) = fence_of(&fences, i) else {
+            continue;
+        };
+        match grant {
+            G::Fresh | G::SameAs(_) | G::Owner { .. } => work.add(ask, fence),
+            G::Retry { .. } => {
+                work.move_deadline(token, *ttl);
+                step.retried.push(token.clone());
+            }
+            G::Duplicate(_) => {}
+        }
+        step.granted.push((*id, fence));
+    }
+    Ok(step)
+}
+
+fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> crate::lock::holds::Ask<'a> {
+    crate::lock::holds::Ask {
+        token,
+        owner: wants.owner.as_deref(),
+        mode: wants.mode,
+        limit: wants.limit,
+        ttl_ms,
+    }
+}
+
+/// Answers the queued requests of a step (after the holds are written).
+pub fn commit_queue(ctx: Ctx, res: &Resource, name: *mut raw::RedisModuleString, step: QueueStep) {
+    if step.is_empty() {
+        return;
+    }
+    let retried: Vec<&[u8]> = step.retried.iter().map(|t| &**t).collect();
+    let new_holds = step.granted.len();
+    blocking::grant_entries(res, &step.granted, &retried, step.refused);
+    for _ in 0..new_holds {
+        stats::GRANTS.add();
+        stats::HANDOFFS.add();
+    }
+    if new_holds > 0 {
+        stats::notify(ctx, c"dlock.handoff", name);
+    }
+}
+
+/// Wakes the queue of `res` when the earliest hold ends, so a waiter that
+/// fits then is granted within milliseconds of that deadline.
+pub fn arm_for_queue(ctx: Ctx, res: &Resource, holds: &Holds) -> Result<(), Error> {
+    if let Some(at) = holds.earliest_deadline_ms().filter(|d| *d < NEVER) {
+        handoff::arm_expiry(ctx, res, at)?;
+    }
+    // Were the value evicted, its holders would believe they hold it until
+    // the latest deadline: the queue waits that long (`hold_after_eviction`).
+    if let Some(last) = holds.deadline_ms() {
+        blocking::note_deadline(res, last);
+    }
+    Ok(())
+}
+
+/// Prunes `key`'s holds and grants its queue as far as it fits: from a
+/// timer, a revocation, or before a command decides. Whether anyone was
+/// granted.
+pub fn settle(
+    ctx: Ctx,
+    key: &mut LockKey,
+    name: *mut raw::RedisModuleString,
+    res: &Resource,
+) -> Result<bool, Error> {
+    let mut work = Work::load(key)?;
+    let step = plan_queue(ctx, res, &mut work)?;
+    let granted = !step.granted.is_empty();
+    let holds = work.holds.clone();
+    work.finish(ctx, key, name)?;
+    commit_queue(ctx, res, name, step);
+    arm_for_queue(ctx, res, &holds)?;
+    Ok(granted)
+}
+
+/// `DLOCK.ACQUIRE` with `SHARED`, `LIMIT` or `OWNER`, or on a resource
+/// that is not a plain lock.
+pub fn acquire(
+    ctx: Ctx,
+    key: &mut LockKey,
+    name: *mut raw::RedisModuleString,
+    req: &Acquire<'_>,
+    can_block: bool,
+) -> Result<(), Error> {
+    let ask = req.ask();
+    let mut work = Work::load(key)?;
+    let waiting = handoff::waiting_resource(ctx, name)?;
+    // A refused request changes nothing: judge it on the live holds first.
+    let blocks = req.wait_ms.is_some() && can_block;
+    match work.holds.admit(&ask, waiting.is_some())? {
+        Admission::Retry { .. } => {}
+        Admission::New { .. } => req.check_new_token()?,
+        Admission::Busy if blocks => req.check_new_token()?,
+        Admission::Busy => {}
+    }
+    // Every command completes a pending handoff before deciding.
+    let step = match &waiting {
+        Some(res) => plan_queue(ctx, res, &mut work)?,
+        None => QueueStep::default(),
+    };
+    let queued = waiting
+        .as_ref()
+        .is_some_and(|r| blocking::waiters_on(r) > step.granted.len() + step.refused.len());
+    let left = quarantine::ms_left();
+    let quarantined = (left > 0).then_some(left);
+    let decision = state::with_clock(|clock| {
+        work.holds
+            .decide(&ask, queued, quarantined, clock, || work.now_us)
+    });
+    let decision = match decision {
+        Err(Error::Quarantine { .. })
+            if blocks
+                && work.holds.admit(&ask, queued) == Ok(Admission::New { owner_fence: None }) =>
+        {
+            // A new owner waits out the quarantine in the queue, as a
+            // plain request does.
+            Ok(Decision::Busy)
+        }
+        other => other,
+    };
+    let reply = match decision {
+        // Nothing pending was completed: nothing to write either.
+        Err(e) if step.is_empty() => return Err(e),
+        Err(e) => Err(e),
+        Ok(Decision::Busy) => Ok(None),
+        Ok(Decision::Grant { fence }) => {
+            work.add(&ask, fence);
+            stats::GRANTS.add();
+            Ok(Some(fence))
+        }
+        Ok(Decision::Refresh { fence }) => {
+            blocking::confirm(|| handoff::resource(ctx, name), req.token)?;
+            work.move_deadline(req.token, req.ttl_ms);
+            stats::REFRESHES.add();
+            Ok(Some(fence))
+        }
+    };
+    let holds = work.holds.clone();
+    work.finish(ctx, key, name)?;
+    if let Some(res) = &waiting {
+        commit_queue(ctx, res, name, step);
+    }
+    let fence = match reply? {
+        Some(fence) => fence,
+        None => return wait_or_refuse(ctx, name, req, waiting, &holds, blocks),
+    };
+    stats::notify(ctx, c"dlock.acquired", name);
+    if let Some(res) = &waiting {
+        arm_for_queue(ctx, res, &holds)?;
+    }
+    ctx.reply_integer(fence as i64)
+}
+
+fn wait_or_refuse(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    req: &Acquire<'_>,
+    waiting: Option<Resource>,
+    holds: &Holds,
+    blocks: bool,
+) -> Result<(), Error> {
+    stats::CONTENDED.add();
+    let timeout = match req.wait_ms {
+        Some(t) if blocks => t,
+        _ => return ctx.reply_null(),
+    };
+    let res = match waiting {
+        Some(res) => res,
+        None => handoff::resource(ctx, name)?,
+    };
+    let wants = Wants::of(&req.ask());
+    blocking::block(ctx, res.clone(), req.token, wants, req.ttl_ms, timeout)?;
+    arm_for_queue(ctx, &res, holds)
+}
+
+/// `DLOCK.RELEASE` of one hold; the queue is granted as far as it now fits.
+pub fn release(
+    ctx: Ctx,
+    key: &mut LockKey,
+    name: *mut raw::RedisModuleString,
+    token: &[u8],
+) -> Result<(), Error> {
+    let mut work = Work::load(key)?;
+    let released = work.drop_hold(token);
+    let waiting = handoff::waiting_resource(ctx, name)?;
+    let step = match &waiting {
+        Some(res) => plan_queue(ctx, res, &mut work)?,
+        None => QueueStep::default(),
+    };
+    if released {
+        stats::RELEASES.add();
+        stats::notify(ctx, c"dlock.released", name);
+    }
+    let holds = work.holds.clone();
+    work.finish(ctx, key, name)?;
+    if let Some(res) = &waiting {
+        commit_queue(ctx, res, name, step);
+        arm_for_queue(ctx, res, &holds)?;
+    }
+    ctx.reply_integer(i64::from(released))
+}
+
+/// `DLOCK.EXTEND` of one live hold.
+pub fn extend(
+    ctx: Ctx,
+    key: &mut LockKey,
+    name: *mut raw::RedisModuleString,
+    token: &[u8],
+    ttl_ms: u64,
+) -> Result<(), Error> {
+    let mut work = Work::load(key)?;
+    let held = work.holds.hold_of(token).is_some();
+    if held {
+        work.move_deadline(token, ttl_ms);
+        stats::EXTENDS.add();
+    }
+    let waiting = handoff::waiting_resource(ctx, name)?;
+    let step = match &waiting {
+        Some(res) => plan_queue(ctx, res, &mut work)?,
+        None => QueueStep::default(),
+    };
+    let holds = work.holds.clone();
+    work.finish(ctx, key, name)?;
+    if held {
+        stats::notify(ctx, c"dlock.extended", name);
+    }
+    if let Some(res) = &waiting {
+        commit_queue(ctx, res, name, step);
+        arm_for_queue(ctx, res, &holds)?;
+    }
+    ctx.reply_integer(i64::from(held))
+}
+
+/// Revokes the hold `token` was granted under `fence`, if the key still
+/// has exactly it; the queue is granted as far as it now fits.
+pub fn revoke(
+    ctx: Ctx,
+    key: &mut LockKey,
+    name: *mut raw::RedisModuleString,
+    res: &Resource,
+    token: &[u8],
+    fence: u64,
+) -> Result<bool, Error> {
+    let mut work = Work::load(key)?;
+    let held = work.holds.hold_of(token).is_some_and(|h| h.fence == fence);
+    if held {
+        stats::notify(ctx, c"dlock.revoked", name);
+        work.drop_hold(token);
+    }
+    let step = plan_queue(ctx, res, &mut work)?;
+    let holds = work.holds.clone();
+    work.finish(ctx, key, name)?;
+    commit_queue(ctx, res, name, step);
+    arm_for_queue(ctx, res, &holds)?;
+    Ok(held)
+}

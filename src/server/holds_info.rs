@@ -1,0 +1,52 @@
+//! `DLOCK.INFO` of a resource that is not a plain lock: one form for every
+//! kind, a map (a flat array in RESP2):
+//!
+//! ```text
+//! kind     "rwlock" (limit 1: shared and exclusive holds) or "semaphore"
+//! limit    the number of holds that may coexist
+//! waiters  requests queued
+//! holds    an array of maps: token, owner, fence, ttl (ms, -1: none), mode
+//! ```
+//!
+//! Holds past their deadline are left out: a replica keeps them until its
+//! master drops them, but they are gone for every client.
+
+use super::api::Ctx;
+use crate::lock::changes::mode_name;
+use crate::lock::holds::{Holds, NEVER};
+use crate::lock::Error;
+
+pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(), Error> {
+    ctx.reply_map(4)?;
+    ctx.reply_bytes(b"kind")?;
+    ctx.reply_bytes(if holds.limit > 1 {
+        b"semaphore"
+    } else {
+        b"rwlock"
+    })?;
+    ctx.reply_bytes(b"limit")?;
+    ctx.reply_integer(i64::from(holds.limit))?;
+    ctx.reply_bytes(b"waiters")?;
+    ctx.reply_integer(waiters as i64)?;
+    ctx.reply_bytes(b"holds")?;
+    ctx.reply_array(holds.live(now_ms).count())?;
+    for h in holds.live(now_ms) {
+        ctx.reply_map(5)?;
+        ctx.reply_bytes(b"token")?;
+        ctx.reply_bytes(&h.token)?;
+        ctx.reply_bytes(b"owner")?;
+        ctx.reply_bytes(&h.owner)?;
+        ctx.reply_bytes(b"fence")?;
+        ctx.reply_integer(h.fence as i64)?;
+        ctx.reply_bytes(b"ttl")?;
+        let ttl = if h.deadline_ms >= NEVER {
+            -1
+        } else {
+            h.deadline_ms.saturating_sub(now_ms) as i64
+        };
+        ctx.reply_integer(ttl)?;
+        ctx.reply_bytes(b"mode")?;
+        ctx.reply_bytes(mode_name(h.mode))?;
+    }
+    Ok(())
+}
