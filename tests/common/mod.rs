@@ -30,6 +30,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const START_DEADLINE: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(20);
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// The servers' `dbfilename` (Redis's default, set explicitly).
+pub const RDB_NAME: &str = "dump.rdb";
 
 /// The server under test: `DLOCK_SERVER` (a path or a name on `PATH`), else
 /// `redis-server`. `make test SERVER=...` sets it (README, "Compatibility").
@@ -161,6 +163,7 @@ pub struct ServerBuilder {
     extra: Vec<String>,
     module_args: Vec<String>,
     without_module: bool,
+    rdb: Option<PathBuf>,
 }
 
 impl ServerBuilder {
@@ -187,6 +190,14 @@ impl ServerBuilder {
     /// Plain redis-server, for testing the harness itself.
     pub fn without_module(mut self) -> Self {
         self.without_module = true;
+        self
+    }
+    /// Start on a copy of the RDB file at `path`: it is copied into the
+    /// server's fresh dir as its `dbfilename` (`dump.rdb`) before the first
+    /// start, so the server loads it at startup (e.g. a fixture written by
+    /// an older build, tests/fixtures/). The original is never written.
+    pub fn with_rdb(mut self, path: impl Into<PathBuf>) -> Self {
+        self.rdb = Some(path.into());
         self
     }
     /// Start as a replica of `master` (`--replicaof`); see `wait_for_sync`.
@@ -258,6 +269,10 @@ impl Server {
             dir: unique_dir(),
             child: None,
         };
+        if let Some(rdb) = &s.opts.rdb {
+            fs::copy(rdb, s.dir.join(RDB_NAME))
+                .map_err(|e| format!("copy {} into {}: {e}", rdb.display(), s.dir.display()))?;
+        }
         for attempt in 1..=5 {
             s.port = free_port();
             match s.spawn_and_wait() {
@@ -285,6 +300,8 @@ impl Server {
         ] {
             a.push(s.into());
         }
+        a.push("--dbfilename".into());
+        a.push(RDB_NAME.into());
         a.push("--logfile".into());
         a.push(format!("{dir}/redis.log"));
         for s in ["--daemonize", "no", "--enable-debug-command", "yes"] {
