@@ -3,6 +3,8 @@
 #![no_main]
 
 use dlock::lock::args::{self, Limits, MAX_TTL_MS, MAX_WAIT_MS};
+use dlock::lock::changes;
+use dlock::lock::holds::{Mode, MAX_LIMIT};
 use dlock::lock::lease::MAX_STORED_TOKEN;
 use libfuzzer_sys::fuzz_target;
 
@@ -28,7 +30,19 @@ fuzz_target!(|data: &[u8]| {
         // Any storable token parses; max_token applies to new grants.
         assert!(!a.token.is_empty() && a.token.len() <= MAX_STORED_TOKEN);
         assert_eq!(a.max_new_token, max_token);
-        assert_eq!(a.check_new_token().is_ok(), a.token.len() <= max_token);
+        let owner_len = a.owner.map_or(0, <[u8]>::len);
+        assert_eq!(
+            a.check_new_token().is_ok(),
+            a.token.len().max(owner_len) <= max_token
+        );
+        // LIMIT 1 is the plain lock; a semaphore has no modes and no owner.
+        assert!(a.limit.is_none_or(|n| n > 1 && n <= MAX_LIMIT));
+        assert!(a.limit.is_none() || (a.mode == Mode::Exclusive && a.owner.is_none()));
+        assert!(a.owner.is_none_or(|o| !o.is_empty()));
+        assert_eq!(
+            a.is_plain(),
+            a.mode == Mode::Exclusive && a.limit.is_none() && a.owner.is_none()
+        );
         assert!(a.ttl_ms > 0 && a.ttl_ms <= MAX_TTL_MS);
         assert!(max_ttl == 0 || a.ttl_ms <= max_ttl);
         assert!(a.wait_ms.is_none_or(|w| w <= MAX_WAIT_MS));
@@ -53,6 +67,20 @@ fuzz_target!(|data: &[u8]| {
         assert!(!a.token.is_empty());
     }
     let _ = args::meta(&argv);
+    // The per-hold effects: whatever they accept applies without panicking.
+    let mut holds = dlock::lock::holds::Holds::new(1);
+    if let Ok((add, mark)) = changes::parse_add(&argv) {
+        assert_eq!(argv.len(), 9);
+        if let changes::Change::Add { hold, limit } = &add {
+            assert!(mark >= hold.fence && (1..=MAX_LIMIT).contains(limit));
+        }
+        add.apply(&mut holds);
+    }
+    for parsed in [changes::parse_move(&argv), changes::parse_drop(&argv)] {
+        if let Ok(change) = parsed {
+            change.apply(&mut holds);
+        }
+    }
     // The error text is what clients see: building it must not panic either.
     for e in [
         args::acquire(&argv, &limits).err(),
@@ -60,6 +88,9 @@ fuzz_target!(|data: &[u8]| {
         args::extend(&argv, &limits).err(),
         args::apply(&argv).err(),
         args::meta(&argv).err(),
+        changes::parse_add(&argv).err(),
+        changes::parse_move(&argv).err(),
+        changes::parse_drop(&argv).err(),
     ]
     .into_iter()
     .flatten()
