@@ -91,8 +91,14 @@ check-install: build
 	echo "check-install: OK (installed, loaded, granted fence $$reply, uninstalled)"
 
 # A benchmark, not a test: prints Markdown tables (see README, Performance).
+# BASELINE=/path/to/other/libdlock.so (in the environment or on the make
+# command line) also compares this build with that build of the module:
+# ACQUIRE, RELEASE and EXTEND throughput and memory per lock (the `baseline`
+# section); unset, that section is skipped with a note. A relative path is
+# taken from here.
+BASELINE ?=
 bench: build
-	$(CARGO) bench --bench dlock
+	BASELINE="$(if $(BASELINE),$(abspath $(BASELINE)))" $(CARGO) bench --bench dlock
 
 fmt:
 	$(CARGO) fmt --all

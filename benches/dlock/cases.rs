@@ -27,13 +27,23 @@ pub struct Config {
     pub label: &'static str,
     pub short: &'static str,
     pub args: Vec<&'static str>,
+    /// Another build of the module (`BASELINE`, see baseline.rs); `None`:
+    /// this build (`target/release/libdlock.so`, or `DLOCK_MODULE`).
+    pub module: Option<std::path::PathBuf>,
 }
 
 impl Config {
     pub fn server(&self, module: bool) -> Server {
         let mut b = Server::builder();
-        if !module {
-            b = b.without_module();
+        match (module, &self.module) {
+            (false, _) => b = b.without_module(),
+            (true, Some(other)) => {
+                b = b
+                    .without_module()
+                    .arg("--loadmodule")
+                    .arg(other.display().to_string())
+            }
+            (true, None) => {}
         }
         for a in &self.args {
             b = b.arg(*a);

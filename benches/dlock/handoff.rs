@@ -276,3 +276,32 @@ impl Jitter {
         self.0
     }
 }
+
+pub fn print(r: &Results) {
+    println!("### Handoff latency\n");
+    println!("Time from the holder's release to the waiter holding the lock.\n");
+    println!("| scheme | rounds | p50 ms | p99 ms | max ms |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    for (name, s) in [
+        ("plain command round trip (PING), for scale", &r.plain_rtt),
+        (
+            "Redis's own BLPOP wake-up by LPUSH, for scale",
+            &r.core_wakeup,
+        ),
+        ("dlock `ACQUIRE ... WAIT` (direct handoff)", &r.dlock),
+        ("BLPOP signal list (python-redis-lock)", &r.blpop),
+        (
+            "polling `SET NX PX` every 200 ms + 0-100 ms jitter (node-redlock)",
+            &r.polling,
+        ),
+    ] {
+        println!(
+            "| {name} | {} | {} | {} | {} |",
+            s.count(),
+            s.ms(0.5),
+            s.ms(0.99),
+            s.ms(1.0)
+        );
+    }
+    println!();
+}

@@ -15,7 +15,7 @@
 //! | --- | --- |
 //! | `DLOCK_BENCH_QUICK=1` | small sizes everywhere (a smoke run of ~1 min); explicit variables still win |
 //! | `DLOCK_BENCH_CONFIGS` | `aof,none` - which configurations, in order |
-//! | `DLOCK_BENCH_SECTIONS` | `throughput,memory,scale,crosscheck,handoff` - which sections |
+//! | `DLOCK_BENCH_SECTIONS` | `throughput,holds,memory,baseline,scale,crosscheck,handoff` - which sections (`holds`: SHARED and LIMIT vs Lua, holds.rs; `baseline`: this build vs `BASELINE`, baseline.rs) |
 //! | `DLOCK_BENCH_CLIENTS` | `50` - connections per throughput run |
 //! | `DLOCK_BENCH_KEYS` | `100000` - resources the random keys are drawn from |
 //! | `DLOCK_BENCH_OPS_P1` | `150000` - commands per throughput run at pipeline 1 |
@@ -29,16 +29,21 @@
 //! | `DLOCK_BENCH_SCALE_OPS` | `1000000` - ACQUIRE commands per scale run |
 //! | `DLOCK_BENCH_ROUNDS` | `2000` - handoff rounds per scheme |
 //! | `DLOCK_BENCH_POLL_ROUNDS` | `100` - handoff rounds for the (slow) polling scheme |
-//! | `DLOCK_BENCH_ONLY` | all - throughput comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`) |
+//! | `DLOCK_BENCH_ONLY` | all - throughput, holds and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `memory` for the baseline's memory row) |
+//! | `BASELINE` | unset - another build of the module (`BASELINE=/path/to/libdlock.so make bench`): the `baseline` section compares this build with it; unset, the section is skipped with a note |
 //! | `DLOCK_BENCH_PIN` | `1` - server and client on separate cores (see pin.rs); `0` leaves placement to the scheduler |
 //! | `DLOCK_BENCH_SVG` | `docs/bench.svg` - where the chart goes (empty: no chart) |
 
+mod baseline;
 mod cases;
 mod chart;
 #[path = "../../tests/common/mod.rs"]
 mod common;
 mod handoff;
+mod holds;
+mod holds_lua;
 mod load;
+mod paired;
 mod pin;
 mod scale;
 mod stats;
@@ -121,7 +126,7 @@ fn main() {
     let polling_rounds = env_u64("DLOCK_BENCH_POLL_ROUNDS", q(100, 10)) as usize;
     let sections = env_list(
         "DLOCK_BENCH_SECTIONS",
-        "throughput,memory,scale,crosscheck,handoff",
+        "throughput,holds,memory,baseline,scale,crosscheck,handoff",
     );
     let on = |s: &str| sections.iter().any(|x| x == s);
     let scale_configs = env_list("DLOCK_BENCH_SCALE_CONFIGS", "aof");
@@ -132,11 +137,13 @@ fn main() {
                 label: "appendonly yes, appendfsync everysec",
                 short: "aof",
                 args: vec!["--appendonly", "yes", "--appendfsync", "everysec"],
+                module: None,
             }),
             "none" => Some(Config {
                 label: "no persistence",
                 short: "none",
                 args: vec![],
+                module: None,
             }),
             _ => None,
         })
@@ -166,6 +173,11 @@ fn main() {
          machine as the server. Goals are judged on the `appendonly yes` configuration; \
          PASS/MISS is informational.\n"
     );
+    if on("baseline") {
+        if let Err(note) = baseline::build() {
+            println!("{note}\n");
+        }
+    }
 
     let mut verdicts: Vec<Verdict> = Vec::new();
     let mut aof_handoff: Option<(&str, handoff::Results)> = None;
@@ -181,8 +193,14 @@ fn main() {
             throughput::print(config, &results, &runs, sizes.repeat, &mut verdicts);
             throughput::print_latency(&results);
         }
+        if on("holds") {
+            holds::run(config, &sizes, &mut verdicts);
+        }
         if on("memory") {
             memory(config, &sizes, &mut verdicts);
+        }
+        if on("baseline") {
+            baseline::run(config, &sizes, &mut verdicts);
         }
         if on("scale") && scale_configs.iter().any(|c| c == config.short) {
             scale::run(config, &sizes, &mut verdicts);
@@ -195,7 +213,7 @@ fn main() {
             let server = config.server(true);
             let r = handoff::run(&server, rounds, polling_rounds);
             progress(&format!("{}: handoff", config.short), t.elapsed());
-            print_handoff(&r);
+            handoff::print(&r);
             if judged || aof_handoff.is_none() {
                 aof_handoff = Some((config.label, r));
             }
@@ -326,35 +344,6 @@ fn crosscheck(config: &Config, sizes: &Sizes) {
         &format!("{}: redis-benchmark cross-check", config.short),
         t.elapsed(),
     );
-}
-
-fn print_handoff(r: &handoff::Results) {
-    println!("### Handoff latency\n");
-    println!("Time from the holder's release to the waiter holding the lock.\n");
-    println!("| scheme | rounds | p50 ms | p99 ms | max ms |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    for (name, s) in [
-        ("plain command round trip (PING), for scale", &r.plain_rtt),
-        (
-            "Redis's own BLPOP wake-up by LPUSH, for scale",
-            &r.core_wakeup,
-        ),
-        ("dlock `ACQUIRE ... WAIT` (direct handoff)", &r.dlock),
-        ("BLPOP signal list (python-redis-lock)", &r.blpop),
-        (
-            "polling `SET NX PX` every 200 ms + 0-100 ms jitter (node-redlock)",
-            &r.polling,
-        ),
-    ] {
-        println!(
-            "| {name} | {} | {} | {} | {} |",
-            s.count(),
-            s.ms(0.5),
-            s.ms(0.99),
-            s.ms(1.0)
-        );
-    }
-    println!();
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {

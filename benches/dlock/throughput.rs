@@ -117,20 +117,23 @@ pub fn median(v: &[f64]) -> f64 {
 }
 
 /// dlock / baseline for each pair of runs made back to back; the median.
-fn paired_ratio(d: &[f64], b: &[f64]) -> f64 {
+pub fn paired_ratio(d: &[f64], b: &[f64]) -> f64 {
     let r: Vec<f64> = d.iter().zip(b).map(|(d, b)| d / b.max(1e-9)).collect();
     median(&r)
 }
 
+/// Whether `DLOCK_BENCH_ONLY` (comma-separated words; unset: all) selects
+/// the comparison called `title`.
+pub fn wanted(title: &str) -> bool {
+    let only = env_list("DLOCK_BENCH_ONLY", "");
+    only.is_empty()
+        || only
+            .iter()
+            .any(|w| title.to_lowercase().contains(&w.to_lowercase()))
+}
+
 /// The sides of the comparisons `DLOCK_BENCH_ONLY` selects, in run order.
 fn selected_ops() -> Vec<Op> {
-    let only = env_list("DLOCK_BENCH_ONLY", "");
-    let wanted = |title: &str| {
-        only.is_empty()
-            || only
-                .iter()
-                .any(|w| title.to_lowercase().contains(&w.to_lowercase()))
-    };
     ALL_OPS
         .iter()
         .copied()
