@@ -86,20 +86,33 @@ impl Work {
         dropped
     }
 
-    /// Writes the holds back with their effects, if anything changed.
+    /// Writes the holds back with their effects, if anything changed;
+    /// returns when the queue must next look at them.
     pub fn finish(
         self,
         ctx: Ctx,
         key: &mut LockKey,
         name: *mut raw::RedisModuleString,
-    ) -> Result<(), Error> {
+    ) -> Result<Deadlines, Error> {
+        let deadlines = Deadlines {
+            earliest: self.holds.earliest_deadline_ms(),
+            latest: self.holds.deadline_ms(),
+        };
         if self.changes.is_empty() {
-            return Ok(());
+            return Ok(deadlines);
         }
-        key.put_holds(self.holds.clone())?;
         hold_effects::propagate(ctx, name, self.was_plain, &self.holds, &self.changes)?;
-        key.signal_modified()
+        key.put_holds(self.holds)?;
+        key.signal_modified()?;
+        Ok(deadlines)
     }
+}
+
+/// The earliest and latest hold deadlines after a command.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadlines {
+    earliest: Option<u64>,
+    latest: Option<u64>,
 }
 
 /// Queued requests granted or refused by one step, to hand to the parking
@@ -220,13 +233,13 @@ pub fn commit_queue(ctx: Ctx, res: &Resource, name: *mut raw::RedisModuleString,
 
 /// Wakes the queue of `res` when the earliest hold ends, so a waiter that
 /// fits then is granted within milliseconds of that deadline.
-pub fn arm_for_queue(ctx: Ctx, res: &Resource, holds: &Holds) -> Result<(), Error> {
-    if let Some(at) = holds.earliest_deadline_ms().filter(|d| *d < NEVER) {
+pub fn arm_for_queue(ctx: Ctx, res: &Resource, deadlines: Deadlines) -> Result<(), Error> {
+    if let Some(at) = deadlines.earliest.filter(|d| *d < NEVER) {
         handoff::arm_expiry(ctx, res, at)?;
     }
     // Were the value evicted, its holders would believe they hold it until
     // the latest deadline: the queue waits that long (`hold_after_eviction`).
-    if let Some(last) = holds.deadline_ms() {
+    if let Some(last) = deadlines.latest {
         blocking::note_deadline(res, last);
     }
     Ok(())
@@ -244,10 +257,9 @@ pub fn settle(
     let mut work = Work::load(key)?;
     let step = plan_queue(ctx, res, &mut work)?;
     let granted = !step.granted.is_empty();
-    let holds = work.holds.clone();
-    work.finish(ctx, key, name)?;
+    let holds = work.finish(ctx, key, name)?;
     commit_queue(ctx, res, name, step);
-    arm_for_queue(ctx, res, &holds)?;
+    arm_for_queue(ctx, res, holds)?;
     Ok(granted)
 }
 
@@ -313,18 +325,17 @@ pub fn acquire(
             Ok(Some(fence))
         }
     };
-    let holds = work.holds.clone();
-    work.finish(ctx, key, name)?;
+    let holds = work.finish(ctx, key, name)?;
     if let Some(res) = &waiting {
         commit_queue(ctx, res, name, step);
     }
     let fence = match reply? {
         Some(fence) => fence,
-        None => return wait_or_refuse(ctx, name, req, waiting, &holds, blocks),
+        None => return wait_or_refuse(ctx, name, req, waiting, holds, blocks),
     };
     stats::notify(ctx, c"dlock.acquired", name);
     if let Some(res) = &waiting {
-        arm_for_queue(ctx, res, &holds)?;
+        arm_for_queue(ctx, res, holds)?;
     }
     ctx.reply_integer(fence as i64)
 }
@@ -334,7 +345,7 @@ fn wait_or_refuse(
     name: *mut raw::RedisModuleString,
     req: &Acquire<'_>,
     waiting: Option<Resource>,
-    holds: &Holds,
+    holds: Deadlines,
     blocks: bool,
 ) -> Result<(), Error> {
     stats::CONTENDED.add();
@@ -369,11 +380,10 @@ pub fn release(
         stats::RELEASES.add();
         stats::notify(ctx, c"dlock.released", name);
     }
-    let holds = work.holds.clone();
-    work.finish(ctx, key, name)?;
+    let holds = work.finish(ctx, key, name)?;
     if let Some(res) = &waiting {
         commit_queue(ctx, res, name, step);
-        arm_for_queue(ctx, res, &holds)?;
+        arm_for_queue(ctx, res, holds)?;
     }
     ctx.reply_integer(i64::from(released))
 }
@@ -397,14 +407,13 @@ pub fn extend(
         Some(res) => plan_queue(ctx, res, &mut work)?,
         None => QueueStep::default(),
     };
-    let holds = work.holds.clone();
-    work.finish(ctx, key, name)?;
+    let holds = work.finish(ctx, key, name)?;
     if held {
         stats::notify(ctx, c"dlock.extended", name);
     }
     if let Some(res) = &waiting {
         commit_queue(ctx, res, name, step);
-        arm_for_queue(ctx, res, &holds)?;
+        arm_for_queue(ctx, res, holds)?;
     }
     ctx.reply_integer(i64::from(held))
 }
@@ -426,9 +435,8 @@ pub fn revoke(
         work.drop_hold(token);
     }
     let step = plan_queue(ctx, res, &mut work)?;
-    let holds = work.holds.clone();
-    work.finish(ctx, key, name)?;
+    let holds = work.finish(ctx, key, name)?;
     commit_queue(ctx, res, name, step);
-    arm_for_queue(ctx, res, &holds)?;
+    arm_for_queue(ctx, res, holds)?;
     Ok(held)
 }
