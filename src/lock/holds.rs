@@ -168,6 +168,36 @@ impl Holds {
         }
     }
 
+    /// Whether these holds could have come from the rules: tokens unique; a
+    /// semaphore's permits exclusive, their own owners and within the
+    /// limit; an exclusive hold beside holds of its own owner only; one
+    /// fence per owner. The decoder refuses anything else.
+    pub fn is_consistent(&self) -> bool {
+        let mut tokens: Vec<&[u8]> = self.holds.iter().map(|h| &*h.token).collect();
+        tokens.sort_unstable();
+        if tokens.windows(2).any(|w| w.first() == w.get(1)) {
+            return false;
+        }
+        if self.limit > 1 {
+            return self.holds.len() <= self.limit as usize
+                && self
+                    .holds
+                    .iter()
+                    .all(|h| h.mode == Mode::Exclusive && h.owner == h.token);
+        }
+        let mut fences: std::collections::HashMap<&[u8], u64> = Default::default();
+        let one_fence = self
+            .holds
+            .iter()
+            .all(|h| *fences.entry(&h.owner).or_insert(h.fence) == h.fence);
+        let writers_alone = self
+            .holds
+            .iter()
+            .filter(|h| h.mode == Mode::Exclusive)
+            .all(|w| self.others(&w.owner).next().is_none());
+        one_fence && writers_alone
+    }
+
     /// The holds still live at `now_ms` (a replica hides, never prunes).
     pub fn live(&self, now_ms: u64) -> impl Iterator<Item = &Hold> + '_ {
         self.holds.iter().filter(move |h| h.is_live(now_ms))
@@ -286,7 +316,14 @@ impl Holds {
         let mut after = self.clone();
         let mut out = Vec::new();
         let mut someone_waits = false;
+        // Behind a request that waits only owners that hold can pass: a
+        // set of them spares the full check for everyone else.
+        let mut holders: std::collections::HashSet<Box<[u8]>> =
+            self.holds.iter().map(|h| h.owner.clone()).collect();
         for (i, ask) in queue.iter().enumerate() {
+            if someone_waits && !holders.contains(ask.owner()) {
+                continue;
+            }
             let grant = match after.admit(ask, someone_waits) {
                 Ok(Admission::Busy) => {
                     someone_waits = true;
@@ -316,6 +353,7 @@ impl Holds {
                 }) => (QueueGrant::Owner { fence: f }, f),
             };
             after.add(ask, grant.1, u64::MAX);
+            holders.insert(ask.owner().into());
             out.push((i, Ok(grant.0)));
         }
         out
@@ -707,6 +745,33 @@ mod tests {
         let mut h = Holds::new(1);
         h.add(&excl("t"), 5, NOW);
         assert!(h.as_plain().is_some());
+    }
+
+    #[test]
+    fn only_holds_the_rules_can_make_are_consistent() {
+        let mut h = Holds::new(1);
+        h.add(&owned(shared("a1"), "A"), 5, NOW);
+        h.add(&owned(excl("a2"), "A"), 5, NOW);
+        h.add(&owned(shared("a3"), "A"), 5, NOW);
+        assert!(h.is_consistent());
+        let mut two_writers = h.clone();
+        two_writers.add(&excl("b"), 6, NOW);
+        assert!(!two_writers.is_consistent());
+        let mut reader_beside_writer = h.clone();
+        reader_beside_writer.add(&shared("r"), 7, NOW);
+        assert!(!reader_beside_writer.is_consistent());
+        let mut two_fences = h.clone();
+        two_fences.add(&owned(shared("a4"), "A"), 9, NOW);
+        assert!(!two_fences.is_consistent());
+        let mut dup = h.clone();
+        dup.add(&owned(shared("a1"), "A"), 5, NOW);
+        assert!(!dup.is_consistent());
+        let mut sem = Holds::new(1);
+        sem.add(&permit("p", 2), 5, NOW);
+        sem.add(&permit("q", 2), 6, NOW);
+        assert!(sem.is_consistent());
+        sem.add(&permit("r", 2), 7, NOW);
+        assert!(!sem.is_consistent(), "over the limit");
     }
 
     #[test]

@@ -118,6 +118,11 @@ pub fn decode(bytes: &[u8]) -> Result<Holds, DecodeError> {
     {
         return Err(DecodeError::Layout("semaphore holds out of range"));
     }
+    // Bytes that decode but describe holds no command could make (two
+    // writers, a reader beside another owner's writer, one token twice).
+    if !holds.is_consistent() {
+        return Err(DecodeError::Layout("holds that exclude each other"));
+    }
     Ok(holds)
 }
 

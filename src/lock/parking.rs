@@ -246,11 +246,12 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         retried: &[&[u8]],
         refused: Vec<(u64, Error)>,
     ) -> Vec<u64> {
+        let fences: HashMap<u64, u64> = granted.iter().copied().collect();
         let ids: Vec<u64> = granted.iter().map(|(id, _)| *id).collect();
         let mut timers = Vec::new();
         let mut by_token: HashMap<Box<[u8]>, u64> = HashMap::new();
         for w in self.queues.take(resource, &ids) {
-            let Some(fence) = granted.iter().find(|(id, _)| *id == w.id).map(|g| g.1) else {
+            let Some(&fence) = fences.get(&w.id) else {
                 continue;
             };
             let grant = match by_token.get(&w.token) {
@@ -280,8 +281,10 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
             };
             timers.extend(self.answer(w.handle, Answer::Granted { grant, fence }));
         }
-        for (id, err) in refused {
-            for w in self.queues.take(resource, &[id]) {
+        let errors: HashMap<u64, Error> = refused.into_iter().collect();
+        let ids: Vec<u64> = errors.keys().copied().collect();
+        for w in self.queues.take(resource, &ids) {
+            if let Some(err) = errors.get(&w.id) {
                 timers.extend(self.answer(w.handle, Answer::Failed(err.clone())));
             }
         }

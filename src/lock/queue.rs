@@ -117,6 +117,10 @@ pub struct WaitQueues<K, H> {
     next_id: u64,
     /// Timers of queues that emptied, for the server to stop.
     stale_timers: Vec<u64>,
+    /// Queues that lost a waiter (timeout, disconnect) while requests that
+    /// are not plain stay queued: the ones behind it may fit now (readers
+    /// behind a writer that gave up), for the server to re-check.
+    thinned: Vec<K>,
 }
 
 impl<K: Hash + Eq + Clone, H> Default for WaitQueues<K, H> {
@@ -126,6 +130,7 @@ impl<K: Hash + Eq + Clone, H> Default for WaitQueues<K, H> {
             index: HashMap::new(),
             next_id: 1,
             stale_timers: Vec::new(),
+            thinned: Vec::new(),
         }
     }
 }
@@ -189,9 +194,13 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     /// Takes the entries `ids` out of `resource`'s queue (granted or
     /// refused together), in queue order.
     pub fn take(&mut self, resource: &K, ids: &[u64]) -> Vec<Waiter<H>> {
+        if ids.is_empty() {
+            return Vec::new();
+        }
         let Some(queue) = self.queues.get_mut(resource) else {
             return Vec::new();
         };
+        let ids: std::collections::HashSet<u64> = ids.iter().copied().collect();
         let (taken, kept): (VecDeque<_>, VecDeque<_>) =
             queue.entries.drain(..).partition(|w| ids.contains(&w.id));
         queue.entries = kept;
@@ -260,8 +269,15 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         queue.recount();
         if queue.entries.is_empty() {
             self.stale_timers.extend(slot.remove().timers);
+        } else if queue.not_plain > 0 {
+            self.thinned.push(slot.key().clone());
         }
         waiter
+    }
+
+    /// Queues `remove` thinned since the last call.
+    pub fn take_thinned(&mut self) -> Vec<K> {
+        std::mem::take(&mut self.thinned)
     }
 
     /// Takes the head waiter and every entry sharing its token.
@@ -501,6 +517,8 @@ mod tests {
         assert_eq!(taken.iter().map(|w| w.handle).collect::<Vec<_>>(), [3]);
         assert!(q.is_plain(&"r"));
         assert_eq!(q.waiters(&"r").map(|w| w.handle).collect::<Vec<_>>(), [1]);
+        assert_eq!(q.take_thinned(), ["r"], "s left while t still waited");
+        assert!(q.take_thinned().is_empty());
         assert_eq!(q.total(), 1);
     }
 

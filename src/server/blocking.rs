@@ -71,9 +71,15 @@ fn with_parking<R>(f: impl FnOnce(&mut Parking<Resource, Blocked>) -> R) -> R {
     TOTAL.store(p.queues().total(), Ordering::Relaxed);
     GRANTS_IN_FLIGHT.store(p.has_grants_in_flight(), Ordering::Relaxed);
     let stale = p.queues_mut().take_stale_timers();
+    let thinned = p.queues_mut().take_thinned();
     drop(p);
     if !stale.is_empty() {
         super::handoff::stop_wake_timers(&stale);
+    }
+    // Who is behind a waiter that left may fit now: look again from a
+    // timer (we may be inside a callback that cannot write).
+    for res in thinned {
+        super::handoff::defer(res);
     }
     r
 }

@@ -206,6 +206,8 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     if let Some(Stored::Multi(h)) = key.stored()? {
         let now_ms = now_us() / 1000;
         if h.live(now_ms).next().is_some() {
+            // The live holds decide the form, not when the dead ones are
+            // dropped: one live plain hold answers as a plain lock.
             return holds_info::reply(ctx, h, now_ms, waiters);
         }
         // Every hold has passed its deadline: free (or reserved).

@@ -27,6 +27,10 @@ pub struct Work {
     /// The key held a plain lock or nothing (plain effects may apply).
     was_plain: bool,
     changes: Vec<Change>,
+    /// A hold ended (pruned, released, revoked) or there is none: the
+    /// queue may fit now. Otherwise nothing a queued request waits for
+    /// changed, and re-planning the queue would find nothing.
+    freed: bool,
     pub now_us: u64,
 }
 
@@ -36,12 +40,13 @@ impl Work {
         let now_us = now_us();
         let was_plain = !key.is_multi()?;
         let mut holds = key.holds()?.unwrap_or_else(|| Holds::new(1));
-        let changes = holds
+        let changes: Vec<Change> = holds
             .prune(now_us / 1000)
             .into_iter()
             .map(|h| Change::Drop { token: h.token })
             .collect();
         Ok(Work {
+            freed: !changes.is_empty() || holds.is_empty(),
             holds,
             was_plain,
             changes,
@@ -78,6 +83,7 @@ impl Work {
 
     fn drop_hold(&mut self, token: &[u8]) -> bool {
         let dropped = self.holds.release(token);
+        self.freed |= dropped;
         if dropped {
             self.changes.push(Change::Drop {
                 token: token.into(),
@@ -284,9 +290,9 @@ pub fn acquire(
         Admission::Busy => {}
     }
     // Every command completes a pending handoff before deciding.
-    let step = match &waiting {
-        Some(res) => plan_queue(ctx, res, &mut work)?,
-        None => QueueStep::default(),
+    let mut step = match &waiting {
+        Some(res) if work.freed => plan_queue(ctx, res, &mut work)?,
+        _ => QueueStep::default(),
     };
     let queued = waiting
         .as_ref()
@@ -313,12 +319,20 @@ pub fn acquire(
         Err(e) if step.is_empty() => return Err(e),
         Err(e) => Err(e),
         Ok(Decision::Busy) => Ok(None),
+        // The queue may have emptied since the check above: a new hold
+        // still needs a token within today's limit.
+        Ok(Decision::Grant { .. }) if req.check_new_token().is_err() => {
+            req.check_new_token().map(|_| None)
+        }
         Ok(Decision::Grant { fence }) => {
             work.add(&ask, fence);
             stats::GRANTS.add();
             Ok(Some(fence))
         }
         Ok(Decision::Refresh { fence }) => {
+            // The owner knows its fence now: a grant of this token still in
+            // flight stands, also one made by this very step.
+            step.retried.push(req.token.into());
             blocking::confirm(|| handoff::resource(ctx, name), req.token)?;
             work.move_deadline(req.token, req.ttl_ms);
             stats::REFRESHES.add();
@@ -373,8 +387,8 @@ pub fn release(
     let released = work.drop_hold(token);
     let waiting = handoff::waiting_resource(ctx, name)?;
     let step = match &waiting {
-        Some(res) => plan_queue(ctx, res, &mut work)?,
-        None => QueueStep::default(),
+        Some(res) if work.freed => plan_queue(ctx, res, &mut work)?,
+        _ => QueueStep::default(),
     };
     if released {
         stats::RELEASES.add();
@@ -404,8 +418,8 @@ pub fn extend(
     }
     let waiting = handoff::waiting_resource(ctx, name)?;
     let step = match &waiting {
-        Some(res) => plan_queue(ctx, res, &mut work)?,
-        None => QueueStep::default(),
+        Some(res) if work.freed => plan_queue(ctx, res, &mut work)?,
+        _ => QueueStep::default(),
     };
     let holds = work.finish(ctx, key, name)?;
     if held {

@@ -17,6 +17,22 @@ use crate::lock::holds::{Holds, NEVER};
 use crate::lock::Error;
 
 pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(), Error> {
+    let live = Holds {
+        limit: holds.limit,
+        holds: holds.live(now_ms).cloned().collect(),
+    };
+    if let Some(h) = live.as_plain() {
+        // What a plain lock answers (its dead holds' drop is pending).
+        ctx.reply_map(4)?;
+        ctx.reply_bytes(b"token")?;
+        ctx.reply_bytes(&h.token)?;
+        ctx.reply_bytes(b"fence")?;
+        ctx.reply_integer(h.fence as i64)?;
+        ctx.reply_bytes(b"ttl")?;
+        ctx.reply_integer(ttl(h.deadline_ms, now_ms))?;
+        ctx.reply_bytes(b"waiters")?;
+        return ctx.reply_integer(waiters as i64);
+    }
     ctx.reply_map(4)?;
     ctx.reply_bytes(b"kind")?;
     ctx.reply_bytes(if holds.limit > 1 {
@@ -39,14 +55,18 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(),
         ctx.reply_bytes(b"fence")?;
         ctx.reply_integer(h.fence as i64)?;
         ctx.reply_bytes(b"ttl")?;
-        let ttl = if h.deadline_ms >= NEVER {
-            -1
-        } else {
-            h.deadline_ms.saturating_sub(now_ms) as i64
-        };
-        ctx.reply_integer(ttl)?;
+        ctx.reply_integer(ttl(h.deadline_ms, now_ms))?;
         ctx.reply_bytes(b"mode")?;
         ctx.reply_bytes(mode_name(h.mode))?;
     }
     Ok(())
+}
+
+/// Milliseconds left, like `PTTL`: -1 for a hold without a deadline.
+fn ttl(deadline_ms: u64, now_ms: u64) -> i64 {
+    if deadline_ms >= NEVER {
+        -1
+    } else {
+        deadline_ms.saturating_sub(now_ms) as i64
+    }
 }
