@@ -35,6 +35,7 @@ mod intervals;
 mod quarantine;
 mod queue;
 mod retries;
+mod review;
 mod rw;
 mod semaphore;
 

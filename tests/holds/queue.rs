@@ -141,8 +141,6 @@ fn writer_leaves(how: &str) {
 }
 
 #[test]
-#[ignore = "bug: readers queued behind a writer that leaves the queue (timeout, disconnect, \
-            CLIENT UNBLOCK) stay queued until another command touches the resource"]
 fn readers_behind_a_writer_that_leaves_are_granted_at_once() {
     for how in ["timeout", "kill", "unblock"] {
         writer_leaves(how);
