@@ -1,0 +1,200 @@
+//! Every kind survives RDB (`SAVE` + kill -9 + restart, `DEBUG RELOAD`),
+//! AOF replay of its per-hold effects, and AOF rewrites with and without the
+//! RDB preamble: the same holds with the same absolute deadlines, and the
+//! same behaviour afterwards.
+use super::kinds::Kinds;
+use super::*;
+
+/// The commands in a RESP (AOF) file, each as its arguments.
+fn parse_aof(bytes: &[u8]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    let line = |at: &mut usize| -> String {
+        let end = *at + bytes[*at..].windows(2).position(|w| w == b"\r\n").unwrap();
+        let s = String::from_utf8_lossy(&bytes[*at..end]).into_owned();
+        *at = end + 2;
+        s
+    };
+    while at < bytes.len() {
+        let head = line(&mut at);
+        let n: usize = head.strip_prefix('*').expect("an array").parse().unwrap();
+        let mut cmd = Vec::with_capacity(n);
+        for _ in 0..n {
+            let len: usize = line(&mut at)[1..].parse().unwrap();
+            cmd.push(String::from_utf8_lossy(&bytes[at..at + len]).into_owned());
+            at += len + 2;
+        }
+        out.push(cmd);
+    }
+    out
+}
+
+/// The commands of the AOF files whose names end with `suffix`.
+fn aof_commands(s: &Server, suffix: &str) -> Vec<Vec<String>> {
+    let mut files: Vec<_> = std::fs::read_dir(s.dir().join("appendonlydir"))
+        .expect("appendonlydir")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| parse_aof(&std::fs::read(f).unwrap()))
+        .collect()
+}
+
+fn named<'a>(cmds: &'a [Vec<String>], name: &str) -> Vec<&'a Vec<String>> {
+    cmds.iter()
+        .filter(|c| c[0].eq_ignore_ascii_case(name))
+        .collect()
+}
+
+/// The fence clock's high-water mark: no fence after a restart may be at
+/// or below a fence issued before it (released holds' fences included).
+fn fence_mark(c: &mut Connection) -> i64 {
+    counter(c, "dlock", "dlock_last_fence")
+}
+
+fn aof_server(preamble: &str) -> Server {
+    Server::builder()
+        .aof("always")
+        .arg("--aof-use-rdb-preamble")
+        .arg(preamble)
+        .start()
+}
+
+#[test]
+fn rdb_restart_and_debug_reload_keep_every_hold() {
+    // RDB only: a kill -9 would start the restart quarantine, which has its
+    // own tests; here grants must work right after the restart.
+    let mut s = Server::builder()
+        .arg("--dlock.restart-quarantine")
+        .arg("off")
+        .start();
+    let mut c = s.conn();
+    let k = Kinds::build(&mut c, "rdb");
+    k.check_built(&mut c);
+    let before = snapshots(&mut c, &k.keys());
+    let mark = fence_mark(&mut c);
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    let mut c = s.crash_and_restart();
+    assert_same(
+        "SAVE + kill -9 + restart",
+        &before,
+        &snapshots(&mut c, &k.keys()),
+    );
+    assert!(fence_mark(&mut c) >= mark, "the fence clock went back");
+    k.check_built(&mut c);
+    let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut c).unwrap();
+    assert_same("DEBUG RELOAD", &before, &snapshots(&mut c, &k.keys()));
+    k.behave(&mut c);
+}
+
+/// The per-hold effects replayed from the incremental AOF, after a base
+/// of either kind.
+fn aof_replay(preamble: &str) {
+    let mut s = aof_server(preamble);
+    let mut c = s.conn();
+    let k = Kinds::build(&mut c, "aof");
+    let before = snapshots(&mut c, &k.keys());
+    // The incremental AOF holds per-hold effects only: no client command,
+    // no plain-lock effect.
+    let cmds = aof_commands(&s, ".incr.aof");
+    let adds = named(&cmds, "DLOCK.ADDHOLD");
+    assert_eq!(adds.len(), 10, "one ADDHOLD per hold granted: {cmds:?}");
+    assert_eq!(named(&cmds, "DLOCK.MOVEHOLD").len(), 4, "{cmds:?}");
+    assert_eq!(named(&cmds, "DLOCK.DROPHOLD").len(), 2, "{cmds:?}");
+    for plain in ["DLOCK.ACQUIRE", "DLOCK.APPLY", "PEXPIREAT", "DEL"] {
+        assert!(named(&cmds, plain).is_empty(), "{plain} in {cmds:?}");
+    }
+    let mark = fence_mark(&mut c);
+    let mut c = s.crash_and_restart();
+    assert_same("AOF replay", &before, &snapshots(&mut c, &k.keys()));
+    assert!(fence_mark(&mut c) >= mark, "the fence clock went back");
+    k.check_built(&mut c);
+    k.behave(&mut c);
+}
+
+#[test]
+fn aof_replay_with_rdb_preamble_keeps_every_hold() {
+    aof_replay("yes");
+}
+
+#[test]
+fn aof_replay_without_rdb_preamble_keeps_every_hold() {
+    aof_replay("no");
+}
+
+/// Rewrite, then more effects into the new incremental file, then kill -9
+/// and replay both.
+fn rewrite_then_restart(preamble: &str) {
+    let mut s = aof_server(preamble);
+    let mut c = s.conn();
+    let k = Kinds::build(&mut c, "rw");
+    let rewritten = snapshots(&mut c, &k.keys());
+    rewrite_aof(&mut c);
+    let base = if preamble == "yes" {
+        ".base.rdb"
+    } else {
+        ".base.aof"
+    };
+    let names: Vec<String> = std::fs::read_dir(s.dir().join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.ends_with(base)),
+        "no *{base}: {names:?}"
+    );
+    if preamble == "no" {
+        // One ADDHOLD per stored hold, with its own absolute deadline.
+        let cmds = aof_commands(&s, ".base.aof");
+        for snap in &rewritten {
+            let lines: Vec<_> = named(&cmds, "DLOCK.ADDHOLD")
+                .into_iter()
+                .filter(|l| l[1] == snap.key)
+                .collect();
+            let holds = snap.value.as_ref().unwrap().holds();
+            assert_eq!(lines.len(), holds.len(), "{}: {lines:?}", snap.key);
+            for (l, h) in lines.iter().zip(holds) {
+                let want = [
+                    String::from_utf8(h.token.clone()).unwrap(),
+                    String::from_utf8(h.owner.clone()).unwrap(),
+                    h.fence.to_string(),
+                    (if h.shared { "shared" } else { "exclusive" }).to_string(),
+                ];
+                assert_eq!(l[2..6], want, "{l:?}");
+                assert_eq!(l[7], h.deadline_ms.to_string(), "{l:?}");
+            }
+        }
+    }
+    // After the rewrite: a hold added, one moved, one dropped.
+    let f = take(&mut c, &k.shared, "r4", 50_000, &["SHARED"]);
+    assert_eq!(extend(&mut c, &k.sem, "p1", 99_000), 1);
+    assert_eq!(release(&mut c, &k.owner, "a2"), 1);
+    let before = snapshots(&mut c, &k.keys());
+    assert_ne!(before, rewritten);
+    let mark = fence_mark(&mut c);
+    let mut c = s.crash_and_restart();
+    assert!(fence_mark(&mut c) >= mark, "the fence clock went back");
+    assert_same(
+        &format!("rewrite (preamble {preamble}) + replay"),
+        &before,
+        &snapshots(&mut c, &k.keys()),
+    );
+    assert_eq!(release(&mut c, &k.shared, "r4"), 1);
+    let i = value::info_agrees(&mut c, &k.owner);
+    assert_eq!(i.holds.len(), 1, "a2 stays released: {i:?}");
+    assert!(take(&mut c, &k.owner, "a2", 85_000, &["OWNER", "A"]) < f);
+    k.behave(&mut c);
+}
+
+#[test]
+fn aof_rewrite_with_rdb_preamble_then_restart_keeps_every_hold() {
+    rewrite_then_restart("yes");
+}
+
+#[test]
+fn aof_rewrite_without_rdb_preamble_then_restart_keeps_every_hold() {
+    rewrite_then_restart("no");
+}
