@@ -219,11 +219,26 @@ extern "C" fn aof_rewrite(
 }
 
 /// A multi-hold value as one `DLOCK.ADDHOLD` per hold, each with its own
-/// absolute deadline (the key's `PEXPIREAT` follows, as for plain locks).
+/// absolute deadline, then `PERSIST`: applying the holds gives the key the
+/// latest hold's deadline, and the server appends the key's own
+/// `PEXPIREAT` after us only when the key has one (an admin may have
+/// removed it), so the replayed key ends with exactly the TTL it had.
 fn rewrite_holds(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, holds: &Holds) {
     let Some(emit) = (unsafe { raw::RedisModule_EmitAOF }) else {
         return;
     };
+    emit_holds(aof, key, holds, emit);
+    unsafe { emit(aof, c"PERSIST".as_ptr(), c"s".as_ptr(), key) };
+}
+
+type Emit = unsafe extern "C" fn(*mut raw::RedisModuleIO, *const c_char, *const c_char, ...);
+
+fn emit_holds(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    holds: &Holds,
+    emit: Emit,
+) {
     for h in &holds.holds {
         let mode = mode_name(h.mode);
         unsafe {

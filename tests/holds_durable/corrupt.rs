@@ -138,7 +138,6 @@ fn restore_refuses_corrupt_multi_hold_payloads() {
 /// token, permits without owners), and their per-hold effects would not
 /// rebuild them (an AOF rewrite without the preamble, a replica).
 #[test]
-#[ignore = "bug: RESTORE accepts multi-hold values that break exclusion or that per-hold effects cannot rebuild"]
 fn restore_refuses_values_no_command_could_make() {
     let s = Server::start();
     let mut c = s.conn();

@@ -75,7 +75,6 @@ fn plain_locks_turning_multi_and_back_replay_and_replicate() {
 /// `PERSIST` on a multi-hold key (an admin override) leaves every hold its
 /// deadline but takes the key's TTL away; RDB and AOF replay keep that.
 #[test]
-#[ignore = "bug: an AOF rewrite without the RDB preamble gives a persisted multi-hold key the TTL of its latest hold"]
 fn a_persisted_multi_hold_key_keeps_no_ttl_through_every_reload() {
     let mut s = Server::builder()
         .aof("always")
