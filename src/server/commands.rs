@@ -229,29 +229,13 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         Some(at) => at.saturating_sub(now_us() / 1000) as i64,
         None => -1,
     };
-    ctx.reply_map(4)?;
-    ctx.reply_bytes(b"token")?;
-    ctx.reply_bytes(lease.token())?;
-    ctx.reply_bytes(b"fence")?;
-    ctx.reply_integer(lease.fence() as i64)?;
-    ctx.reply_bytes(b"ttl")?;
-    ctx.reply_integer(ttl)?;
-    ctx.reply_bytes(b"waiters")?;
-    ctx.reply_integer(waiters as i64)
+    holds_info::reply_plain(ctx, Some(lease.token()), lease.fence(), ttl, waiters)
 }
 
 /// A resource nobody holds whose queue has a handoff pending: the same map
 /// as a held lock, with no token (nil), fence 0 and ttl -2.
 fn reply_reserved(ctx: Ctx, waiters: usize) -> Result<(), Error> {
-    ctx.reply_map(4)?;
-    ctx.reply_bytes(b"token")?;
-    ctx.reply_null()?;
-    ctx.reply_bytes(b"fence")?;
-    ctx.reply_integer(0)?;
-    ctx.reply_bytes(b"ttl")?;
-    ctx.reply_integer(-2)?;
-    ctx.reply_bytes(b"waiters")?;
-    ctx.reply_integer(waiters as i64)
+    holds_info::reply_plain(ctx, None, 0, -2, waiters)
 }
 
 /// INFO must not show a resource as free while it has waiters: complete a

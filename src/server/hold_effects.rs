@@ -4,7 +4,7 @@
 //! plain locks (or to and from a free key) keeps the plain effects, so a
 //! deployment that never uses the new kinds sends exactly what it sent.
 
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, c_longlong, CStr};
 
 use redis_module::raw;
 
@@ -171,4 +171,48 @@ fn apply(ctx: Ctx, argv: &Argv, change: &Change) -> Result<(), Error> {
     unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };
     key.signal_modified()?;
     ctx.reply_ok()
+}
+
+/// A multi-hold value as one `DLOCK.ADDHOLD` per hold, each with its own
+/// absolute deadline, then `PERSIST`: applying the holds gives the key the
+/// latest hold's deadline, and the server appends the key's own
+/// `PEXPIREAT` after us only when the key has one (an admin may have
+/// removed it), so the replayed key ends with exactly the TTL it had.
+pub fn rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, holds: &Holds) {
+    let Some(emit) = (unsafe { raw::RedisModule_EmitAOF }) else {
+        return;
+    };
+    emit_holds(aof, key, holds, emit);
+    unsafe { emit(aof, c"PERSIST".as_ptr(), c"s".as_ptr(), key) };
+}
+
+type Emit = unsafe extern "C" fn(*mut raw::RedisModuleIO, *const c_char, *const c_char, ...);
+
+fn emit_holds(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    holds: &Holds,
+    emit: Emit,
+) {
+    for h in &holds.holds {
+        let mode = mode_name(h.mode);
+        unsafe {
+            emit(
+                aof,
+                ADDHOLD.as_ptr(),
+                c"sbblblll".as_ptr(),
+                key,
+                h.token.as_ptr().cast::<c_char>(),
+                h.token.len(),
+                h.owner.as_ptr().cast::<c_char>(),
+                h.owner.len(),
+                h.fence as c_longlong,
+                mode.as_ptr().cast::<c_char>(),
+                mode.len(),
+                c_longlong::from(holds.limit),
+                h.deadline_ms as c_longlong,
+                state::last_fence().max(h.fence) as c_longlong,
+            )
+        };
+    }
 }

@@ -5,18 +5,17 @@
 //! and writes the holds back with their effects. Plain locks keep their own
 //! path in `commands.rs`.
 
-use std::collections::HashMap;
-
 use redis_module::raw;
 
 use super::api::{now_us, Ctx};
 use super::blocking::{self, Resource};
 use super::hold_effects;
+use super::holds_queue::{arm_for_queue, commit_queue, plan_queue, QueueStep};
 use super::keys::LockKey;
 use super::{handoff, quarantine, state, stats};
 use crate::lock::args::Acquire;
 use crate::lock::changes::Change;
-use crate::lock::holds::{Admission, Decision, Holds, NEVER};
+use crate::lock::holds::{Admission, Decision, Holds};
 use crate::lock::queue::Wants;
 use crate::lock::Error;
 
@@ -58,7 +57,7 @@ impl Work {
         self.now_us / 1000
     }
 
-    fn add(&mut self, ask: &crate::lock::holds::Ask<'_>, fence: u64) {
+    pub(super) fn add(&mut self, ask: &crate::lock::holds::Ask<'_>, fence: u64) {
         let deadline = self.now_ms() + ask.ttl_ms;
         self.holds.add(ask, fence, deadline);
         quarantine::note_ttl(ask.ttl_ms);
@@ -70,7 +69,7 @@ impl Work {
         }
     }
 
-    fn move_deadline(&mut self, token: &[u8], ttl_ms: u64) {
+    pub(super) fn move_deadline(&mut self, token: &[u8], ttl_ms: u64) {
         let deadline_ms = self.now_ms() + ttl_ms;
         if self.holds.set_deadline(token, deadline_ms) {
             quarantine::note_ttl(ttl_ms);
@@ -117,138 +116,8 @@ impl Work {
 /// The earliest and latest hold deadlines after a command.
 #[derive(Debug, Clone, Copy)]
 pub struct Deadlines {
-    earliest: Option<u64>,
-    latest: Option<u64>,
-}
-
-/// Queued requests granted or refused by one step, to hand to the parking
-/// lot once the holds are written.
-#[derive(Default)]
-pub struct QueueStep {
-    granted: Vec<(u64, u64)>,
-    retried: Vec<Box<[u8]>>,
-    refused: Vec<(u64, Error)>,
-}
-
-impl QueueStep {
-    fn is_empty(&self) -> bool {
-        self.granted.is_empty() && self.refused.is_empty()
-    }
-}
-
-/// Grants the queue of `res` as far as it now fits `work`'s holds: the run
-/// of shared requests at the head, permits as far as they go, owners that
-/// hold. Fences are drawn before anything changes; on `Err` only the fence
-/// clock has moved.
-pub fn plan_queue(ctx: Ctx, res: &Resource, work: &mut Work) -> Result<QueueStep, Error> {
-    let mut step = QueueStep::default();
-    if quarantine::ms_left() > 0 || blocking::waiters_on(res) == 0 {
-        return Ok(step);
-    }
-    let now_ms = work.now_ms();
-    if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_ms) {
-        // An evicted lease is still believed held by its owner.
-        handoff::arm_expiry(ctx, res, until)?;
-        return Ok(step);
-    }
-    blocking::time_out_given_up(res, now_ms);
-    if !blocking::has_live_waiter(res, now_ms) {
-        return Ok(step);
-    }
-    let queued = blocking::queued(res);
-    let asks: Vec<_> = queued
-        .iter()
-        .map(|(_, token, wants, ttl)| ask_of(token, wants, *ttl))
-        .collect();
-    let decisions = work.holds.admit_queue(&asks);
-    if decisions.is_empty() {
-        return Ok(step);
-    }
-    if !super::cluster::may_grant(ctx, &res.key)? {
-        blocking::fail(Some(res), Error::SlotMoved);
-        return Ok(step);
-    }
-    use crate::lock::holds::QueueGrant as G;
-    // Every fence first: a failure leaves the holds as they were.
-    let mut fences: HashMap<usize, u64> = HashMap::with_capacity(decisions.len());
-    let fence_of = |fences: &HashMap<usize, u64>, j: usize| fences.get(&j).copied();
-    for (i, d) in &decisions {
-        let fence = match d {
-            Ok(G::Fresh) => Some(state::with_clock(|c| c.next(work.now_us))?),
-            Ok(G::Retry { fence } | G::Owner { fence }) => Some(*fence),
-            Ok(G::SameAs(j) | G::Duplicate(j)) => fence_of(&fences, *j),
-            Err(_) => None,
-        };
-        if let Some(f) = fence {
-            fences.insert(*i, f);
-        }
-    }
-    for (i, d) in decisions {
-        let (Some((id, token, _, ttl)), Some(ask)) = (queued.get(i), asks.get(i)) else {
-            continue;
-        };
-        let grant = match d {
-            Err(e) => {
-                step.refused.push((*id, e));
-                continue;
-            }
-            Ok(grant) => grant,
-        };
-        let Some(fence) = fence_of(&fences, i) else {
-            continue;
-        };
-        match grant {
-            G::Fresh | G::SameAs(_) | G::Owner { .. } => work.add(ask, fence),
-            G::Retry { .. } => {
-                work.move_deadline(token, *ttl);
-                step.retried.push(token.clone());
-            }
-            G::Duplicate(_) => {}
-        }
-        step.granted.push((*id, fence));
-    }
-    Ok(step)
-}
-
-fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> crate::lock::holds::Ask<'a> {
-    crate::lock::holds::Ask {
-        token,
-        owner: wants.owner.as_deref(),
-        mode: wants.mode,
-        limit: wants.limit,
-        ttl_ms,
-    }
-}
-
-/// Answers the queued requests of a step (after the holds are written).
-pub fn commit_queue(ctx: Ctx, res: &Resource, name: *mut raw::RedisModuleString, step: QueueStep) {
-    if step.is_empty() {
-        return;
-    }
-    let retried: Vec<&[u8]> = step.retried.iter().map(|t| &**t).collect();
-    let new_holds = step.granted.len();
-    blocking::grant_entries(res, &step.granted, &retried, step.refused);
-    for _ in 0..new_holds {
-        stats::GRANTS.add();
-        stats::HANDOFFS.add();
-    }
-    if new_holds > 0 {
-        stats::notify(ctx, c"dlock.handoff", name);
-    }
-}
-
-/// Wakes the queue of `res` when the earliest hold ends, so a waiter that
-/// fits then is granted within milliseconds of that deadline.
-pub fn arm_for_queue(ctx: Ctx, res: &Resource, deadlines: Deadlines) -> Result<(), Error> {
-    if let Some(at) = deadlines.earliest.filter(|d| *d < NEVER) {
-        handoff::arm_expiry(ctx, res, at)?;
-    }
-    // Were the value evicted, its holders would believe they hold it until
-    // the latest deadline: the queue waits that long (`hold_after_eviction`).
-    if let Some(last) = deadlines.latest {
-        blocking::note_deadline(res, last);
-    }
-    Ok(())
+    pub earliest: Option<u64>,
+    pub latest: Option<u64>,
 }
 
 /// Prunes `key`'s holds and grants its queue as far as it fits: from a

@@ -1,4 +1,5 @@
-//! `DLOCK.INFO` of a resource that is not a plain lock: one form for every
+//! `DLOCK.INFO` replies. A plain lock answers a map of its lease
+//! (`reply_plain`); a resource that is not a plain lock one form for every
 //! kind, a map (a flat array in RESP2):
 //!
 //! ```text
@@ -23,15 +24,8 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(),
     };
     if let Some(h) = live.as_plain() {
         // What a plain lock answers (its dead holds' drop is pending).
-        ctx.reply_map(4)?;
-        ctx.reply_bytes(b"token")?;
-        ctx.reply_bytes(&h.token)?;
-        ctx.reply_bytes(b"fence")?;
-        ctx.reply_integer(h.fence as i64)?;
-        ctx.reply_bytes(b"ttl")?;
-        ctx.reply_integer(ttl(h.deadline_ms, now_ms))?;
-        ctx.reply_bytes(b"waiters")?;
-        return ctx.reply_integer(waiters as i64);
+        let ttl = ttl(h.deadline_ms, now_ms);
+        return reply_plain(ctx, Some(&h.token), h.fence, ttl, waiters);
     }
     ctx.reply_map(4)?;
     ctx.reply_bytes(b"kind")?;
@@ -60,6 +54,29 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(),
         ctx.reply_bytes(mode_name(h.mode))?;
     }
     Ok(())
+}
+
+/// The plain lock's map: token (nil when reserved for the queue), fence,
+/// ttl, waiters.
+pub fn reply_plain(
+    ctx: Ctx,
+    token: Option<&[u8]>,
+    fence: u64,
+    ttl: i64,
+    waiters: usize,
+) -> Result<(), Error> {
+    ctx.reply_map(4)?;
+    ctx.reply_bytes(b"token")?;
+    match token {
+        Some(t) => ctx.reply_bytes(t)?,
+        None => ctx.reply_null()?,
+    }
+    ctx.reply_bytes(b"fence")?;
+    ctx.reply_integer(fence as i64)?;
+    ctx.reply_bytes(b"ttl")?;
+    ctx.reply_integer(ttl)?;
+    ctx.reply_bytes(b"waiters")?;
+    ctx.reply_integer(waiters as i64)
 }
 
 /// Milliseconds left, like `PTTL`: -1 for a hold without a deadline.

@@ -17,6 +17,7 @@ pub mod handoff;
 pub mod hold_effects;
 pub mod holds;
 pub mod holds_info;
+pub mod holds_queue;
 pub mod info;
 pub mod keys;
 pub mod notifications;

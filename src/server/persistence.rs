@@ -15,7 +15,6 @@ use super::ffi::guard;
 use super::value::{self, Stored};
 use super::{handoff, quarantine, state, stats};
 use crate::lock::args::MAX_TTL_MS;
-use crate::lock::changes::mode_name;
 use crate::lock::holds::{Holds, Mode};
 use crate::lock::lease::ENCODING_VERSION;
 use crate::lock::{fence::MAX_FENCE, layout, Error, Lease};
@@ -199,7 +198,7 @@ extern "C" fn aof_rewrite(
         }
         let lease = match stored {
             Stored::Plain(lease) => lease,
-            Stored::Multi(holds) => return rewrite_holds(aof, key, holds),
+            Stored::Multi(holds) => return super::hold_effects::rewrite(aof, key, holds),
         };
         let token = lease.token();
         unsafe {
@@ -216,50 +215,6 @@ extern "C" fn aof_rewrite(
             )
         };
     })
-}
-
-/// A multi-hold value as one `DLOCK.ADDHOLD` per hold, each with its own
-/// absolute deadline, then `PERSIST`: applying the holds gives the key the
-/// latest hold's deadline, and the server appends the key's own
-/// `PEXPIREAT` after us only when the key has one (an admin may have
-/// removed it), so the replayed key ends with exactly the TTL it had.
-fn rewrite_holds(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, holds: &Holds) {
-    let Some(emit) = (unsafe { raw::RedisModule_EmitAOF }) else {
-        return;
-    };
-    emit_holds(aof, key, holds, emit);
-    unsafe { emit(aof, c"PERSIST".as_ptr(), c"s".as_ptr(), key) };
-}
-
-type Emit = unsafe extern "C" fn(*mut raw::RedisModuleIO, *const c_char, *const c_char, ...);
-
-fn emit_holds(
-    aof: *mut raw::RedisModuleIO,
-    key: *mut raw::RedisModuleString,
-    holds: &Holds,
-    emit: Emit,
-) {
-    for h in &holds.holds {
-        let mode = mode_name(h.mode);
-        unsafe {
-            emit(
-                aof,
-                super::hold_effects::ADDHOLD.as_ptr(),
-                c"sbblblll".as_ptr(),
-                key,
-                h.token.as_ptr().cast::<c_char>(),
-                h.token.len(),
-                h.owner.as_ptr().cast::<c_char>(),
-                h.owner.len(),
-                h.fence as c_longlong,
-                mode.as_ptr().cast::<c_char>(),
-                mode.len(),
-                c_longlong::from(holds.limit),
-                h.deadline_ms as c_longlong,
-                state::last_fence().max(h.fence) as c_longlong,
-            )
-        };
-    }
 }
 
 /// A child was just forked (we are the parent). When it rewrites the AOF,

@@ -1,0 +1,181 @@
+//! Unit tests of `parking`.
+use super::*;
+
+type P = Parking<&'static str, u32>;
+
+fn granted(p: &mut P, fence: u64) -> (u64, Vec<(u32, Answer)>) {
+    p.grant_head(&"r", fence).expect("a waiter");
+    let answers = p.take_answers();
+    let grant = match &answers[0].1 {
+        Answer::Granted { grant, .. } => *grant,
+        other => panic!("{other:?}"),
+    };
+    (grant, answers)
+}
+
+#[test]
+fn entries_granted_together_are_delivered_or_revoked_per_token() {
+    let mut p = P::default();
+    let shared = Wants {
+        mode: crate::lock::holds::Mode::Shared,
+        ..Wants::default()
+    };
+    p.park("r", b"a", shared.clone(), 10, None, 1);
+    p.park("r", b"a", shared.clone(), 10, None, 2);
+    p.park("r", b"b", shared.clone(), 10, None, 3);
+    p.park("r", b"c", shared, 10, None, 4);
+    p.park("r", b"w", Wants::default(), 10, None, 5);
+    let ids: Vec<u64> = p.queues().waiters(&"r").map(|w| w.id).collect();
+    let timers = p.grant_entries(
+        &"r",
+        &[(ids[0], 7), (ids[1], 7), (ids[2], 8)],
+        &[],
+        vec![(ids[3], Error::UpgradeRefused)],
+    );
+    assert!(timers.is_empty());
+    assert_eq!(p.queues().waiting(&"r"), 1, "the writer still waits");
+    let answers = p.take_answers();
+    assert_eq!(answers.len(), 4);
+    assert_eq!(answers[3], (4, Answer::Failed(Error::UpgradeRefused)));
+    // One of a's two handles hears of it: delivered. b never does.
+    assert_eq!(p.freed(1, &answers[0].1, true), None);
+    assert_eq!(p.freed(2, &answers[1].1, false), None);
+    let rv = p.freed(3, &answers[2].1, false).expect("revoked");
+    assert_eq!((&*rv.token, rv.fence), (&b"b"[..], 8));
+}
+
+#[test]
+fn a_delivered_grant_is_kept() {
+    let mut p = P::default();
+    p.park("r", b"a", Wants::default(), 10, None, 1);
+    let (_, answers) = granted(&mut p, 7);
+    assert_eq!(answers.len(), 1);
+    assert_eq!(p.leave(1), Left::nothing(), "handed over: the server's");
+    assert_eq!(p.freed(1, &answers[0].1, true), None);
+    assert_eq!(p.handles(), 0);
+    assert!(!p.has_grants_in_flight());
+}
+
+#[test]
+fn a_grant_freed_without_its_reply_is_revoked() {
+    let mut p = P::default();
+    p.park("r", b"a", Wants::default(), 10, None, 1);
+    let (_, answers) = granted(&mut p, 7);
+    let rv = p.freed(1, &answers[0].1, false).expect("revoked");
+    assert_eq!((rv.resource, &*rv.token, rv.fence), ("r", &b"a"[..], 7));
+}
+
+#[test]
+fn leaving_before_the_hand_over_revokes_and_owes_an_unblock() {
+    let mut p = P::default();
+    p.park("r", b"a", Wants::default(), 10, Some(100), 1);
+    p.set_timer(1, 55);
+    p.grant_head(&"r", 7).unwrap();
+    let left = p.leave(1);
+    assert!(left.unblock);
+    assert_eq!(left.timer, None, "cancelled at the grant");
+    assert_eq!(left.revoke.map(|r| r.fence), Some(7));
+    assert!(p.take_answers().is_empty(), "nothing left to hand over");
+    assert_eq!(p.handles(), 0);
+}
+
+#[test]
+fn a_refresh_by_the_owner_confirms_the_grant() {
+    let mut p = P::default();
+    p.park("r", b"a", Wants::default(), 10, None, 1);
+    p.grant_head(&"r", 7).unwrap();
+    p.confirm(&"r", b"other");
+    p.confirm(&"other", b"a");
+    p.confirm(&"r", b"a");
+    assert_eq!(p.leave(1).revoke, None);
+}
+
+#[test]
+fn one_grant_to_several_entries_needs_one_delivery() {
+    let mut p = P::default();
+    p.park("r", b"a", Wants::default(), 10, None, 1);
+    p.park("r", b"a", Wants::default(), 10, None, 2);
+    let (_, answers) = granted(&mut p, 9);
+    assert_eq!(answers.len(), 2);
+    assert_eq!(p.freed(1, &answers[0].1, false), None, "one still open");
+    assert_eq!(p.freed(2, &answers[1].1, true), None, "delivered once");
+
+    p.park("r", b"b", Wants::default(), 10, None, 3);
+    p.park("r", b"b", Wants::default(), 10, None, 4);
+    p.grant_head(&"r", 10).unwrap();
+    assert_eq!(p.leave(3).revoke, None);
+    assert_eq!(p.leave(4).revoke.map(|r| r.fence), Some(10));
+}
+
+#[test]
+fn a_revocation_follows_its_moved_lock() {
+    let mut p = P::default();
+    p.park("r", b"a", Wants::default(), 10, None, 1);
+    p.grant_head(&"r", 7).unwrap();
+    p.move_grants(|k| (*k == "r").then_some("s"));
+    assert_eq!(p.leave(1).revoke.map(|r| r.resource), Some("s"));
+}
+
+#[test]
+fn queued_waiters_leave_without_revocation() {
+    let mut p = P::default();
+    p.park("r", b"a", Wants::default(), 10, None, 1);
+    p.set_timer(1, 5);
+    let left = p.leave(1);
+    assert_eq!(
+        left,
+        Left {
+            unblock: true,
+            timer: Some(5),
+            revoke: None
+        }
+    );
+    assert_eq!(p.queues().total(), 0);
+    assert_eq!(p.leave(1), Left::nothing(), "idempotent");
+}
+
+#[test]
+fn given_up_waiters_are_answered_nil_and_never_granted() {
+    let mut p = P::default();
+    p.park("r", b"late", Wants::default(), 10, Some(100), 1);
+    p.park("r", b"ok", Wants::default(), 10, Some(500), 2);
+    p.park("r", b"forever", Wants::default(), 10, None, 3);
+    assert!(p.queues().has_live_waiter(&"r", 200));
+    let (n, _) = p.time_out_given_up(&"r", 100);
+    assert_eq!(n, 0, "the deadline itself still counts");
+    let (n, _) = p.time_out_given_up(&"r", 101);
+    assert_eq!(n, 1);
+    let (token, _, _) = p.grant_head(&"r", 5).unwrap();
+    assert_eq!(&*token, b"ok");
+    let answers = p.take_answers();
+    assert_eq!(answers[0], (1, Answer::TimedOut));
+    assert!(matches!(answers[1], (2, Answer::Granted { fence: 5, .. })));
+}
+
+#[test]
+fn own_timeouts_only_hit_queued_waiters() {
+    let mut p = P::default();
+    p.park("r", b"a", Wants::default(), 10, Some(100), 1);
+    p.park("r", b"b", Wants::default(), 10, Some(100), 2);
+    assert!(p.time_out(1));
+    assert!(!p.time_out(1), "answered already");
+    p.grant_head(&"r", 5).unwrap();
+    assert!(!p.time_out(2), "granted: the grant stands");
+    let answers = p.take_answers();
+    assert_eq!(answers[0], (1, Answer::TimedOut));
+}
+
+#[test]
+fn failures_answer_every_waiter() {
+    let mut p = P::default();
+    p.park("r", b"a", Wants::default(), 10, None, 1);
+    p.park("s", b"b", Wants::default(), 10, None, 2);
+    p.fail(Some(&"r"), Error::Demoted);
+    assert_eq!(p.take_answers(), vec![(1, Answer::Failed(Error::Demoted))]);
+    p.fail(None, Error::SlotMoved);
+    assert_eq!(
+        p.take_answers(),
+        vec![(2, Answer::Failed(Error::SlotMoved))]
+    );
+    assert_eq!(p.queues().total(), 0);
+}

@@ -1,0 +1,144 @@
+//! Unit tests of `queue`.
+use super::*;
+
+type Q = WaitQueues<&'static str, u32>;
+
+#[test]
+fn fifo_per_resource() {
+    let mut q = Q::default();
+    q.push("r", b"a", Wants::default(), 10, None, 1);
+    q.push("other", b"x", Wants::default(), 10, None, 9);
+    q.push("r", b"b", Wants::default(), 20, None, 2);
+    assert_eq!(q.waiting(&"r"), 2);
+    assert_eq!(q.total(), 3);
+    let g = q.pop_grantee(&"r").unwrap();
+    assert_eq!((&*g.token, g.ttl_ms, g.handles), (&b"a"[..], 10, vec![1]));
+    let g = q.pop_grantee(&"r").unwrap();
+    assert_eq!(g.handles, vec![2]);
+    assert!(q.pop_grantee(&"r").is_none());
+    assert_eq!(q.total(), 1);
+}
+
+#[test]
+fn one_grant_answers_every_entry_of_the_same_token() {
+    let mut q = Q::default();
+    q.push("r", b"a", Wants::default(), 10, None, 1);
+    q.push("r", b"b", Wants::default(), 10, None, 2);
+    q.push("r", b"a", Wants::default(), 10, None, 3);
+    let g = q.pop_grantee(&"r").unwrap();
+    assert_eq!(g.handles, vec![1, 3]);
+    assert_eq!(q.waiting(&"r"), 1);
+    assert_eq!(q.total(), 1);
+}
+
+#[test]
+fn removal_is_idempotent_and_cleans_up() {
+    let mut q = Q::default();
+    let a = q.push("r", b"a", Wants::default(), 10, None, 1);
+    let b = q.push("r", b"b", Wants::default(), 10, None, 2);
+    assert_eq!(q.remove(a).map(|w| w.handle), Some(1));
+    assert!(q.remove(a).is_none());
+    assert_eq!(q.pop_grantee(&"r").map(|g| g.handles), Some(vec![2]));
+    assert!(
+        q.remove(b).is_none(),
+        "granted waiters are no longer removable"
+    );
+    assert_eq!(q.total(), 0);
+    assert!(q.resources(|_| true).is_empty());
+}
+
+#[test]
+fn drains() {
+    let mut q = Q::default();
+    q.push("r", b"a", Wants::default(), 10, None, 1);
+    q.push("s", b"a", Wants::default(), 10, None, 2);
+    assert_eq!(q.drain(&"r").len(), 1);
+    assert_eq!(q.total(), 1);
+    assert_eq!(q.drain_all().len(), 1);
+    assert_eq!(q.total(), 0);
+}
+
+#[test]
+fn eviction_holds_waiters_until_the_known_deadline() {
+    let mut q = Q::default();
+    q.push("r", b"a", Wants::default(), 10, None, 1);
+    assert_eq!(q.hold_after_eviction(&"r"), None, "deadline unknown");
+    q.note_deadline(&"r", 500);
+    q.note_deadline(&"r", 900);
+    assert_eq!(q.hold_after_eviction(&"r"), Some(900));
+    assert_eq!(q.held_until(&"r"), Some(900));
+    assert_eq!(q.held_until(&"other"), None);
+    q.pop_grantee(&"r");
+    assert_eq!(q.held_until(&"r"), None, "gone with its queue");
+}
+
+#[test]
+fn timers_are_armed_once_per_earlier_deadline() {
+    let mut q = Q::default();
+    assert!(!q.needs_timer(&"r", 100), "no waiters, no timer");
+    q.push("r", b"a", Wants::default(), 10, None, 1);
+    assert!(q.needs_timer(&"r", 100));
+    assert!(!q.needs_timer(&"r", 150));
+    assert!(q.needs_timer(&"r", 50), "an earlier deadline needs its own");
+    q.timer_fired(&"r", 100, 0);
+    assert!(!q.needs_timer(&"r", 60), "the 50 ms timer is still armed");
+    q.timer_fired(&"r", 50, 0);
+    assert!(q.needs_timer(&"r", 60));
+}
+
+#[test]
+fn an_emptied_queue_hands_back_its_timers() {
+    let mut q = Q::default();
+    let a = q.push("r", b"a", Wants::default(), 10, None, 1);
+    q.add_timer(&"r", 11);
+    q.add_timer(&"r", 12);
+    q.timer_fired(&"r", 0, 11);
+    assert!(q.take_stale_timers().is_empty());
+    q.remove(a);
+    assert_eq!(q.take_stale_timers(), vec![12]);
+    q.add_timer(&"gone", 13);
+    assert_eq!(q.take_stale_timers(), vec![13], "no queue: stale at once");
+    q.push("s", b"a", Wants::default(), 10, Some(5), 1);
+    q.add_timer(&"s", 14);
+    q.take_given_up(&"s", 6);
+    assert_eq!(q.take_stale_timers(), vec![14]);
+}
+
+#[test]
+fn queues_know_whether_they_hold_only_plain_requests() {
+    let mut q = Q::default();
+    let shared = Wants {
+        mode: Mode::Shared,
+        ..Wants::default()
+    };
+    q.push("r", b"a", Wants::default(), 10, None, 1);
+    assert!(q.is_plain(&"r") && q.is_plain(&"none"));
+    let s = q.push("r", b"s", shared.clone(), 10, None, 2);
+    let t = q.push("r", b"t", shared, 10, None, 3);
+    assert!(!q.is_plain(&"r"));
+    q.remove(s);
+    assert!(!q.is_plain(&"r"));
+    let taken = q.take(&"r", &[t]);
+    assert_eq!(taken.iter().map(|w| w.handle).collect::<Vec<_>>(), [3]);
+    assert!(q.is_plain(&"r"));
+    assert_eq!(q.waiters(&"r").map(|w| w.handle).collect::<Vec<_>>(), [1]);
+    assert_eq!(q.take_thinned(), ["r"], "s left while t still waited");
+    assert!(q.take_thinned().is_empty());
+    assert_eq!(q.total(), 1);
+}
+
+#[test]
+fn given_up_waiters_are_taken_out() {
+    let mut q = Q::default();
+    q.push("r", b"a", Wants::default(), 10, Some(100), 1);
+    q.push("r", b"b", Wants::default(), 10, None, 2);
+    assert!(q.has_live_waiter(&"r", 1000));
+    let gone = q.take_given_up(&"r", 101);
+    assert_eq!(gone.iter().map(|w| w.handle).collect::<Vec<_>>(), vec![1]);
+    assert_eq!(q.waiting(&"r"), 1);
+    assert_eq!(q.total(), 1);
+    assert!(q.take_given_up(&"r", u64::MAX).is_empty(), "no deadline");
+    assert!(q.has_live_waiter(&"r", u64::MAX));
+    q.push("s", b"c", Wants::default(), 10, Some(5), 3);
+    assert!(!q.has_live_waiter(&"s", 6));
+}
