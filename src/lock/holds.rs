@@ -10,6 +10,7 @@
 //! This is the rule book, unit-tested without a server; `server::holds`
 //! maps the commands onto it. Time is always passed in.
 
+use super::admission::Summary;
 use super::fence::FenceClock;
 use super::lease::LeaseRef;
 use super::Error;
@@ -58,11 +59,11 @@ pub struct Ask<'a> {
     pub ttl_ms: u64,
 }
 
-impl Ask<'_> {
-    fn owner(&self) -> &[u8] {
+impl<'a> Ask<'a> {
+    pub fn owner(&self) -> &'a [u8] {
         self.owner.unwrap_or(self.token)
     }
-    fn limit(&self) -> u32 {
+    pub fn limit(&self) -> u32 {
         self.limit.unwrap_or(1)
     }
 }
@@ -217,10 +218,6 @@ impl Holds {
         self.holds.iter().find(|h| *h.token == *token)
     }
 
-    fn owner_holds<'h>(&'h self, owner: &'h [u8]) -> impl Iterator<Item = &'h Hold> + 'h {
-        self.holds.iter().filter(move |h| *h.owner == *owner)
-    }
-
     fn others<'h>(&'h self, owner: &'h [u8]) -> impl Iterator<Item = &'h Hold> + 'h {
         self.holds.iter().filter(move |h| *h.owner != *owner)
     }
@@ -259,46 +256,7 @@ impl Holds {
 
     /// Whether `ask` may hold the resource now, without drawing a fence.
     pub fn admit(&self, ask: &Ask<'_>, queued: bool) -> Result<Admission, Error> {
-        if let Some(h) = self.hold_of(ask.token) {
-            // The same token: a retry only if everything matches.
-            let same = h.mode == ask.mode && *h.owner == *ask.owner() && self.limit == ask.limit();
-            return if same {
-                Ok(Admission::Retry { fence: h.fence })
-            } else {
-                Err(Error::TokenInUse)
-            };
-        }
-        if ask.limit() > 1 && ask.mode == Mode::Shared {
-            return Err(Error::SharedSemaphore);
-        }
-        if !self.is_empty() && self.limit != ask.limit() {
-            return Err(Error::LimitMismatch { limit: self.limit });
-        }
-        let owner = ask.owner();
-        let own_fence = self.owner_holds(owner).map(|h| h.fence).next();
-        let fits = match (ask.mode, ask.limit()) {
-            // A semaphore: any owner's permits count.
-            (_, n) if n > 1 => self.holds.len() < n as usize,
-            (Mode::Exclusive, _) => self.others(owner).next().is_none(),
-            (Mode::Shared, _) => self.others(owner).all(|h| h.mode == Mode::Shared),
-        };
-        let upgrade = own_fence.is_some()
-            && ask.mode == Mode::Exclusive
-            && ask.limit() == 1
-            && self.owner_holds(owner).all(|h| h.mode == Mode::Shared);
-        if upgrade && !fits {
-            // Two upgraders waiting on each other would deadlock.
-            return Err(Error::UpgradeRefused);
-        }
-        // An owner that holds is decided before, and regardless of, the queue.
-        if !fits || (own_fence.is_none() && queued) {
-            return Ok(Admission::Busy);
-        }
-        Ok(Admission::New {
-            // Holds of one owner share a fence; a permit is its own owner
-            // (OWNER with LIMIT > 1 is refused when parsed).
-            owner_fence: own_fence.filter(|_| ask.limit() == 1),
-        })
+        Summary::of(self).admit(ask, queued)
     }
 
     /// Which queued requests can hold the resource now, in queue order,
@@ -308,20 +266,20 @@ impl Holds {
     /// granted together, a semaphore grants as many as fit, and nobody passes
     /// an earlier request that still waits, except an owner that already
     /// holds or is granted in this same step.
-    pub fn admit_queue(&self, queue: &[Ask<'_>]) -> Vec<(usize, Result<QueueGrant, Error>)> {
+    pub fn admit_queue<'x>(
+        &'x self,
+        queue: &'x [Ask<'x>],
+    ) -> Vec<(usize, Result<QueueGrant, Error>)> {
         // Fences drawn in this step are not known yet: stand-ins above every
         // real fence mark them, and map back to the entry that draws them.
         let stand_in = |i: usize| u64::MAX - i as u64;
         let drawn_by = |fence: u64| usize::try_from(u64::MAX - fence).ok();
-        let mut after = self.clone();
+        let mut after = Summary::of(self);
         let mut out = Vec::new();
         let mut someone_waits = false;
-        // Behind a request that waits only owners that hold can pass: a
-        // set of them spares the full check for everyone else.
-        let mut holders: std::collections::HashSet<Box<[u8]>> =
-            self.holds.iter().map(|h| h.owner.clone()).collect();
         for (i, ask) in queue.iter().enumerate() {
-            if someone_waits && !holders.contains(ask.owner()) {
+            // Behind a request that waits only owners that hold can pass.
+            if someone_waits && !after.holds_owner(ask.owner()) {
                 continue;
             }
             let grant = match after.admit(ask, someone_waits) {
@@ -352,8 +310,7 @@ impl Holds {
                     owner_fence: Some(f),
                 }) => (QueueGrant::Owner { fence: f }, f),
             };
-            after.add(ask, grant.1, u64::MAX);
-            holders.insert(ask.owner().into());
+            after.add(ask.token, ask.owner(), ask.mode, grant.1, ask.limit());
             out.push((i, Ok(grant.0)));
         }
         out

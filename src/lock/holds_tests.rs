@@ -371,3 +371,94 @@ fn a_refused_grant_consumes_no_fence() {
     assert_eq!(take(&mut h, &excl("b"), false, &mut c), Decision::Busy);
     assert_eq!(c, before);
 }
+
+/// The rules as first written: linear scans over the holds. The indexed
+/// `Summary` must decide exactly the same.
+fn reference_admit(h: &Holds, ask: &Ask<'_>, queued: bool) -> Result<Admission, Error> {
+    if let Some(x) = h.hold_of(ask.token) {
+        let same = x.mode == ask.mode && *x.owner == *ask.owner() && h.limit == ask.limit();
+        return if same {
+            Ok(Admission::Retry { fence: x.fence })
+        } else {
+            Err(Error::TokenInUse)
+        };
+    }
+    if ask.limit() > 1 && ask.mode == Mode::Shared {
+        return Err(Error::SharedSemaphore);
+    }
+    if !h.is_empty() && h.limit != ask.limit() {
+        return Err(Error::LimitMismatch { limit: h.limit });
+    }
+    let owner = ask.owner();
+    let mine: Vec<&Hold> = h.holds.iter().filter(|x| *x.owner == *owner).collect();
+    let others: Vec<&Hold> = h.holds.iter().filter(|x| *x.owner != *owner).collect();
+    let own_fence = mine.first().map(|x| x.fence);
+    let fits = match (ask.mode, ask.limit()) {
+        (_, n) if n > 1 => h.holds.len() < n as usize,
+        (Mode::Exclusive, _) => others.is_empty(),
+        (Mode::Shared, _) => others.iter().all(|x| x.mode == Mode::Shared),
+    };
+    let upgrade = own_fence.is_some()
+        && ask.mode == Mode::Exclusive
+        && ask.limit() == 1
+        && mine.iter().all(|x| x.mode == Mode::Shared);
+    if upgrade && !fits {
+        return Err(Error::UpgradeRefused);
+    }
+    if !fits || (own_fence.is_none() && queued) {
+        return Ok(Admission::Busy);
+    }
+    Ok(Admission::New {
+        owner_fence: own_fence.filter(|_| ask.limit() == 1),
+    })
+}
+
+#[test]
+fn the_indexed_rules_decide_as_the_reference() {
+    const TOKENS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+    const OWNERS: [Option<&str>; 3] = [None, Some("A"), Some("B")];
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    for _ in 0..2000 {
+        let mut h = Holds::new(1);
+        let mut clock = FenceClock::new();
+        let mut asks = Vec::new();
+        for _ in 0..8 {
+            let limit = [None, None, Some(2), Some(3)][next(4)];
+            let shared = limit.is_none() && next(2) == 0;
+            let owner = if limit.is_none() {
+                OWNERS[next(3)]
+            } else {
+                None
+            };
+            asks.push(Ask {
+                token: TOKENS[next(6)].as_bytes(),
+                owner: owner.map(str::as_bytes),
+                mode: if shared {
+                    Mode::Shared
+                } else {
+                    Mode::Exclusive
+                },
+                limit,
+                ttl_ms: 10,
+            });
+        }
+        for (i, ask) in asks.iter().enumerate() {
+            let queued = next(3) == 0;
+            assert_eq!(
+                h.admit(ask, queued),
+                reference_admit(&h, ask, queued),
+                "step {i}: {ask:?} on {h:?}"
+            );
+            if let Ok(Decision::Grant { fence }) = h.decide(ask, queued, None, &mut clock, || NOW) {
+                h.add(ask, fence, NOW + 10);
+            }
+            assert!(h.is_consistent(), "{h:?}");
+        }
+    }
+}

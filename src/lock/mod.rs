@@ -3,6 +3,7 @@
 //! Time is always passed in, so every transition is deterministic and can be
 //! unit-tested without a server.
 
+pub mod admission;
 pub mod args;
 pub mod changes;
 pub mod cluster;

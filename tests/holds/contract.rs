@@ -178,7 +178,7 @@ fn bad_options_are_refused_and_change_nothing() {
         "DLOCK.ACQUIRE",
         "big",
         "t",
-        "1000",
+        "60000",
         "wait",
         "10",
         "limit",
@@ -192,12 +192,12 @@ fn bad_options_are_refused_and_change_nothing() {
         ("semaphore", 1 << 20, f)
     );
     // LIMIT 1 is the plain lock.
-    let f = raw(&["DLOCK.ACQUIRE", "one", "t", "1000", "LIMIT", "1"])
+    let f = raw(&["DLOCK.ACQUIRE", "one", "t", "60000", "LIMIT", "1"])
         .query::<i64>(&mut c)
         .unwrap();
     assert_eq!(shown(&mut c, "one"), Shown::Plain(held(&mut c, "one")));
     assert_eq!(held(&mut c, "one").fence, f);
-    let f = raw(&["DLOCK.ACQUIRE", "low", "t", "1000", "owner", "o", "Shared"])
+    let f = raw(&["DLOCK.ACQUIRE", "low", "t", "60000", "owner", "o", "Shared"])
         .query::<i64>(&mut c)
         .unwrap();
     let h = holds(&mut c, "low").holds;

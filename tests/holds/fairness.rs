@@ -107,10 +107,21 @@ fn a_writer_is_not_starved_by_readers_that_keep_coming() {
             let w = acq("fair", &token, TTL).wait(10_000).spawn(&s.url());
             let mut seen = None;
             wait_until(SOON, "the writer queued or holding", || {
-                if let Shown::Holds(h) = shown(&mut c, "fair") {
-                    if h.waiters > 0 || h.tokens().contains(&token.as_str()) {
+                match shown(&mut c, "fair") {
+                    Shown::Holds(h) if h.waiters > 0 || h.tokens().contains(&token.as_str()) => {
                         seen = Some((Instant::now(), h));
                     }
+                    // Granted at once, alone: a writer is a plain lock.
+                    Shown::Plain(p) if p.token == token.as_bytes() => {
+                        let h = Holds {
+                            kind: "plain".into(),
+                            limit: 1,
+                            waiters: p.waiters,
+                            holds: Vec::new(),
+                        };
+                        seen = Some((Instant::now(), h));
+                    }
+                    _ => {}
                 }
                 seen.is_some()
             });
