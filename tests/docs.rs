@@ -59,6 +59,11 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
         ],
         "dlock.movehold" => vec![resource, token, ("deadline_ms", "unix-time", None, &[][..])],
         "dlock.drophold" => vec![resource, token],
+        "dlock.setholds" => vec![
+            resource,
+            ("value", "string", None, &[][..]),
+            ("last_fence", "integer", None, &[][..]),
+        ],
         "dlock.meta" => vec![
             ("longest_ttl_ms", "integer", None, &[][..]),
             ("lossy", "integer", None, &[][..]),
@@ -78,6 +83,7 @@ fn expected_info(cmd: &str) -> (i64, [i64; 3], Option<&'static [&'static str]>) 
         "dlock.apply" => (-1, [1, 1, 1], Some(&["OW", "update"])),
         "dlock.addhold" | "dlock.movehold" => (-1, [1, 1, 1], Some(&["RW", "update"])),
         "dlock.drophold" => (-1, [1, 1, 1], Some(&["RW", "delete"])),
+        "dlock.setholds" => (-1, [1, 1, 1], Some(&["OW", "update"])),
         "dlock.meta" => (-1, [0, 0, 0], None),
         other => panic!("no expectation for {other}"),
     }
@@ -216,6 +222,7 @@ fn internal_commands_are_documented_as_internal() {
         "dlock.addhold",
         "dlock.movehold",
         "dlock.drophold",
+        "dlock.setholds",
     ];
     for cmd in internal {
         let doc = docs(&mut c, cmd);
@@ -244,6 +251,7 @@ fn internal_commands_are_documented_as_internal() {
         ("DLOCK.MOVEHOLD", &["res", "t", "0"][..]),
         ("DLOCK.DROPHOLD", &["res", "t"][..]),
         ("DLOCK.DROPHOLD", &["res"][..]),
+        ("DLOCK.SETHOLDS", &["res", "x", "1"][..]),
     ] {
         let e = redis::cmd(cmd)
             .arg(args)
@@ -267,6 +275,7 @@ fn command_info_shows_arity_and_key_spec_flags() {
         "dlock.addhold",
         "dlock.movehold",
         "dlock.drophold",
+        "dlock.setholds",
     ];
     for cmd in PUBLIC.into_iter().chain(internal) {
         let (arity, range, flags) = expected_info(cmd);

@@ -8,6 +8,9 @@
 //!   request named none)
 //! - `DLOCK.MOVEHOLD key token deadline_ms`
 //! - `DLOCK.DROPHOLD key token`
+//! - `DLOCK.SETHOLDS key value last_fence`: a whole value in the multi-hold
+//!   layout (`layout.rs`), as an AOF rewrite writes it (one effect per key,
+//!   so replaying a rewritten AOF is linear in the holds)
 //!
 //! Deadlines are absolute unix ms, so a replay never stretches a hold.
 
@@ -81,6 +84,21 @@ pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
     Ok((Change::Add { hold, limit }, mark))
 }
 
+/// A whole value: `key value last_fence`. Returns the holds and the
+/// sender's fence high-water mark.
+pub fn parse_set(argv: &[&[u8]]) -> Result<(Holds, u64), Error> {
+    let [_, _, value, last] = argv else {
+        return Err(Error::WrongArity);
+    };
+    if !super::layout::is_multi(value) {
+        return Err(Error::BadEffect("value"));
+    }
+    let holds = super::layout::decode(value).map_err(|_| Error::BadEffect("value"))?;
+    let last = parse_fence(last).ok_or(Error::BadEffect("last_fence"))?;
+    let mark = last.max(holds.max_fence());
+    Ok((holds, mark))
+}
+
 /// A moved deadline: `key token deadline_ms`.
 pub fn parse_move(argv: &[&[u8]]) -> Result<Change, Error> {
     let [_, _, token, deadline] = argv else {
@@ -148,6 +166,30 @@ mod tests {
         assert_eq!(h.deadline_ms(), Some(2000));
         parse_drop(&argv(&["X", "k", "t"])).unwrap().apply(&mut h);
         assert!(h.is_empty());
+    }
+
+    #[test]
+    fn a_whole_value_parses_and_nonsense_is_refused() {
+        let mut h = Holds::new(3);
+        h.holds.push(Hold {
+            token: b"p"[..].into(),
+            owner: b"p"[..].into(),
+            fence: 5,
+            mode: Mode::Exclusive,
+            deadline_ms: 1000,
+        });
+        let bytes = super::super::layout::encode(&h);
+        let argv: Vec<&[u8]> = vec![b"X", b"k", &bytes, b"3"];
+        assert_eq!(parse_set(&argv), Ok((h, 5)));
+        let truncated = &bytes[..bytes.len() - 1];
+        for bad in [
+            &argv[..3],
+            &[b"X", b"k", truncated, b"3"],
+            &[b"X", b"k", b"plain", b"3"],
+        ] {
+            assert!(parse_set(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_set(&[b"X", b"k", &bytes, b"0"]).is_err());
     }
 
     #[test]

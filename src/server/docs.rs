@@ -109,7 +109,7 @@ const fn option(name: &'static CStr, kind: Kind, token: &'static CStr) -> Arg {
 
 const TOKEN: Arg = arg(c"token", Kind::String);
 
-static DOCS: [Doc; 9] = [
+static DOCS: [Doc; 10] = [
     Doc {
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
@@ -205,6 +205,17 @@ waiters, or nil when the lock is free.",
         arity: 0,
         key: Some(RW | DELETE),
         args: &[RESOURCE, TOKEN],
+    },
+    Doc {
+        name: hold_effects::SETHOLDS,
+        summary: INTERNAL,
+        arity: 0,
+        key: Some(OW | UPDATE),
+        args: &[
+            RESOURCE,
+            arg(c"value", Kind::String),
+            arg(c"last_fence", Kind::Integer),
+        ],
     },
     Doc {
         name: effects::META,

@@ -21,6 +21,7 @@ use crate::lock::Error;
 pub const ADDHOLD: &CStr = c"DLOCK.ADDHOLD";
 pub const MOVEHOLD: &CStr = c"DLOCK.MOVEHOLD";
 pub const DROPHOLD: &CStr = c"DLOCK.DROPHOLD";
+pub const SETHOLDS: &CStr = c"DLOCK.SETHOLDS";
 
 /// Propagates `changes`, which turned holds that were plain (or none:
 /// `was_plain`) into `after`.
@@ -159,60 +160,77 @@ fn refuse_forged(ctx: Ctx, command: &'static str) -> Result<(), Error> {
 
 fn apply(ctx: Ctx, argv: &Argv, change: &Change) -> Result<(), Error> {
     let mut key = LockKey::open_write(ctx, argv.key()?)?;
-    // What the master changed is a lock; anything else there is replaced,
-    // as `DLOCK.APPLY` does.
-    let mut holds = match key.holds() {
-        Ok(h) => h.unwrap_or_else(|| Holds::new(1)),
-        Err(Error::WrongType) => Holds::new(1),
+    // A multi-hold value changes in place: a replica or an AOF replay pays
+    // no copy of the holds per effect.
+    let mut applied = false;
+    let in_place = match key.holds_in_place() {
+        Ok(Some(holds)) => {
+            change.apply(holds);
+            applied = true;
+            let stays_multi = holds.as_plain().is_none() && !holds.is_empty();
+            stays_multi.then(|| holds.deadline_ms())
+        }
+        Ok(None) | Err(Error::WrongType) => None,
         Err(e) => return Err(e),
     };
-    change.apply(&mut holds);
+    match in_place {
+        Some(latest) => key.set_holds_deadline(latest)?,
+        None => {
+            // What the master changed is a lock; anything else there is
+            // replaced, as `DLOCK.APPLY` does. A value that turned plain or
+            // empty is stored again in its plain form (or deleted).
+            let mut holds = match key.holds() {
+                Ok(h) => h.unwrap_or_else(|| Holds::new(1)),
+                Err(Error::WrongType) => Holds::new(1),
+                Err(e) => return Err(e),
+            };
+            if !applied {
+                change.apply(&mut holds);
+            }
+            key.put_holds(holds)?;
+        }
+    }
+    unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };
+    key.signal_modified()?;
+    ctx.reply_ok()
+}
+
+/// `DLOCK.SETHOLDS key value last_fence`: a whole multi-hold value, from an
+/// AOF rewrite.
+pub fn apply_set(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    refuse_forged(ctx, "DLOCK.SETHOLDS")?;
+    let (holds, mark) = changes::parse_set(argv.bytes())?;
+    state::observe_fence(mark);
+    let mut key = LockKey::open_write(ctx, argv.key()?)?;
     key.put_holds(holds)?;
     unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };
     key.signal_modified()?;
     ctx.reply_ok()
 }
 
-/// A multi-hold value as one `DLOCK.ADDHOLD` per hold, each with its own
-/// absolute deadline, then `PERSIST`: applying the holds gives the key the
-/// latest hold's deadline, and the server appends the key's own
-/// `PEXPIREAT` after us only when the key has one (an admin may have
-/// removed it), so the replayed key ends with exactly the TTL it had.
+/// A multi-hold value as one `DLOCK.SETHOLDS` (the value in its RDB
+/// layout, every hold with its absolute deadline), then `PERSIST`: applying
+/// the holds gives the key the latest hold's deadline, and the server
+/// appends the key's own `PEXPIREAT` after us only when the key has one (an
+/// admin may have removed it), so the replayed key ends with exactly the TTL
+/// it had. One effect per key keeps replaying a rewritten AOF linear in the
+/// holds.
 pub fn rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, holds: &Holds) {
     let Some(emit) = (unsafe { raw::RedisModule_EmitAOF }) else {
         return;
     };
-    emit_holds(aof, key, holds, emit);
-    unsafe { emit(aof, c"PERSIST".as_ptr(), c"s".as_ptr(), key) };
-}
-
-type Emit = unsafe extern "C" fn(*mut raw::RedisModuleIO, *const c_char, *const c_char, ...);
-
-fn emit_holds(
-    aof: *mut raw::RedisModuleIO,
-    key: *mut raw::RedisModuleString,
-    holds: &Holds,
-    emit: Emit,
-) {
-    for h in &holds.holds {
-        let mode = mode_name(h.mode);
-        unsafe {
-            emit(
-                aof,
-                ADDHOLD.as_ptr(),
-                c"sbblblll".as_ptr(),
-                key,
-                h.token.as_ptr().cast::<c_char>(),
-                h.token.len(),
-                h.owner.as_ptr().cast::<c_char>(),
-                h.owner.len(),
-                h.fence as c_longlong,
-                mode.as_ptr().cast::<c_char>(),
-                mode.len(),
-                c_longlong::from(holds.limit),
-                h.deadline_ms as c_longlong,
-                state::last_fence().max(h.fence) as c_longlong,
-            )
-        };
+    let bytes = crate::lock::layout::encode(holds);
+    let last = state::last_fence().max(holds.max_fence());
+    unsafe {
+        emit(
+            aof,
+            SETHOLDS.as_ptr(),
+            c"sbl".as_ptr(),
+            key,
+            bytes.as_ptr().cast::<c_char>(),
+            bytes.len(),
+            last as c_longlong,
+        );
+        emit(aof, c"PERSIST".as_ptr(), c"s".as_ptr(), key);
     }
 }

@@ -54,6 +54,27 @@ impl LockKey {
         })
     }
 
+    /// The multi-hold value stored here, to change in place; `None` for a
+    /// plain lock or a free key. The caller keeps the key's TTL right
+    /// (`set_holds_deadline`).
+    pub fn holds_in_place(&mut self) -> Result<Option<&mut Holds>, Error> {
+        if !self.is_multi()? {
+            return Ok(None);
+        }
+        let value = unsafe { rm!(RedisModule_ModuleTypeGetValue)(self.key) };
+        // SAFETY: a value of our type, alive while the key is open; `&mut
+        // self` keeps every other view of it away.
+        Ok(unsafe { value::holds_mut(value) })
+    }
+
+    /// Sets the key's TTL to the latest deadline of `holds` (none: no TTL).
+    pub fn set_holds_deadline(&mut self, latest: Option<u64>) -> Result<(), Error> {
+        match latest {
+            Some(d) if d < NEVER => self.set_deadline(d),
+            _ => self.persist(),
+        }
+    }
+
     /// Whether the key holds a multi-hold value.
     pub fn is_multi(&self) -> Result<bool, Error> {
         Ok(matches!(self.stored()?, Some(Stored::Multi(_))))
@@ -152,11 +173,7 @@ impl LockKey {
                 return Err(e);
             }
         }
-        if deadline >= NEVER {
-            self.persist()
-        } else {
-            self.set_deadline(deadline)
-        }
+        self.set_holds_deadline(Some(deadline))
     }
 
     /// Removes the key's TTL (a hold without a deadline: see `NEVER`).

@@ -46,6 +46,7 @@ command_entry!(meta_entry => effects::meta);
 command_entry!(add_hold_entry => hold_effects::apply_add);
 command_entry!(move_hold_entry => hold_effects::apply_move);
 command_entry!(drop_hold_entry => hold_effects::apply_drop);
+command_entry!(set_holds_entry => hold_effects::apply_set);
 
 /// Everything `RedisModule_OnLoad` does once the API is initialised.
 pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Result<(), Error> {
@@ -108,6 +109,13 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         ctx,
         hold_effects::DROPHOLD,
         Some(drop_hold_entry),
+        c"write deny-script",
+        true,
+    )?;
+    register(
+        ctx,
+        hold_effects::SETHOLDS,
+        Some(set_holds_entry),
         c"write deny-script",
         true,
     )?;

@@ -99,6 +99,18 @@ pub unsafe fn view<'a>(value: *const c_void) -> Option<Stored<'a>> {
     Some(Stored::Plain(LeaseRef::new(token, fence)))
 }
 
+/// The holds of a multi-hold block, to change in place (the key's TTL and
+/// the plain layout are the caller's business).
+///
+/// # Safety
+/// As for `view`, and nothing else borrows the block for `'a`.
+pub unsafe fn holds_mut<'a>(value: *mut c_void) -> Option<&'a mut Holds> {
+    if value.is_null() || value.cast::<u64>().read() != MULTI_TAG {
+        return None;
+    }
+    Some(&mut (*value.cast::<MultiBlock>()).holds)
+}
+
 /// Bytes the block occupies, for `MEMORY USAGE`.
 ///
 /// # Safety
