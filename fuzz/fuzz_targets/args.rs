@@ -4,6 +4,7 @@
 
 use dlock::lock::args::{self, Limits, MAX_TTL_MS, MAX_WAIT_MS};
 use dlock::lock::changes;
+use dlock::lock::set_args;
 use dlock::lock::holds::{Mode, MAX_LIMIT};
 use dlock::lock::lease::MAX_STORED_TOKEN;
 use libfuzzer_sys::fuzz_target;
@@ -67,6 +68,12 @@ fuzz_target!(|data: &[u8]| {
         assert!(!a.token.is_empty());
     }
     let _ = args::meta(&argv);
+    // The set commands (issue 12): members are distinct argv positions.
+    if let Ok(a) = set_args::acquire(&argv, &limits) {
+        assert!(a.members.indexes().end <= argv.len());
+        assert!((1..=set_args::MAX_SET).contains(&a.members.count));
+    }
+    let _ = (set_args::release(&argv), set_args::extend(&argv, &limits));
     // The per-hold effects: whatever they accept applies without panicking.
     let mut holds = dlock::lock::holds::Holds::new(1);
     if let Ok((add, mark)) = changes::parse_add(&argv) {

@@ -24,7 +24,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    fn ttl(&self, raw: &[u8]) -> Result<u64, Error> {
+    pub fn ttl(&self, raw: &[u8]) -> Result<u64, Error> {
         let ttl = parse_ttl(raw)?;
         if self.max_ttl > 0 && ttl > self.max_ttl {
             return Err(Error::TtlAboveMax { max: self.max_ttl });

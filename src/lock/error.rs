@@ -54,6 +54,8 @@ pub enum Error {
     SharedSemaphore,
     /// `OWNER` with `LIMIT` above 1: each permit is its own owner.
     OwnerSemaphore,
+    /// A set names one resource twice.
+    DuplicateResource,
     /// `OWNER ""` names nobody.
     EmptyOwner,
     /// An upgrade to exclusive while other owners hold the resource: refused
@@ -123,6 +125,7 @@ impl fmt::Display for Error {
                 write!(f, "ERR OWNER cannot be combined with LIMIT above 1")
             }
             Error::EmptyOwner => write!(f, "ERR owner must not be empty"),
+            Error::DuplicateResource => write!(f, "ERR a set names the same resource twice"),
             Error::UpgradeRefused => write!(
                 f,
                 "ERR upgrade refused: other owners hold the resource (an upgrade never waits)"

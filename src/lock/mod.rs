@@ -18,6 +18,7 @@ pub mod parking;
 pub mod policy;
 pub mod quarantine;
 pub mod queue;
+pub mod set_args;
 
 pub use error::Error;
 pub use fence::FenceClock;
