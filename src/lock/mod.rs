@@ -7,6 +7,7 @@ pub mod admission;
 pub mod args;
 pub mod changes;
 pub mod cluster;
+pub mod component;
 pub mod config;
 pub mod decimal;
 pub mod error;
