@@ -53,14 +53,21 @@ pub fn render(r: &Report, label: &str, machine: &str) -> String {
         11.0,
         "middle",
         r##"fill="#555""##,
-        &format!("{label}; {:.1} s per run; {machine}", r.secs),
+        &format!(
+            "{label}; {:.1} s per run; {}",
+            r.secs,
+            machine.split(" sha=").next().unwrap_or(machine)
+        ),
     );
     let mut y = 60.0;
     let mut lengths: Vec<u64> = r.rows.iter().map(|x| x.cs_us).collect();
     lengths.sort();
     lengths.dedup();
-    for s in lengths {
-        y = panel(&mut body, r, s, y + 10.0);
+    for (i, &s) in lengths.iter().enumerate() {
+        y = panel(&mut body, r, s, false, y + 10.0);
+        if i == 0 {
+            y = panel(&mut body, r, s, true, y + 10.0);
+        }
     }
     y = legend(&mut body, r, y);
     let height = y + 10.0;
@@ -72,7 +79,10 @@ pub fn render(r: &Report, label: &str, machine: &str) -> String {
     )
 }
 
-fn panel(svg: &mut String, r: &Report, cs_us: u64, top: f64) -> f64 {
+/// One panel: critical sections per second (or, with `moved`, only those
+/// that changed hands) against clients.
+fn panel(svg: &mut String, r: &Report, cs_us: u64, moved: bool, top: f64) -> f64 {
+    let value = |x: &crate::contention::Row| if moved { x.handoff_rate() } else { x.rate };
     let (left, right) = (90.0, W - 200.0);
     let (plot_top, plot_h) = (top + 24.0, 240.0);
     let bottom = plot_top + plot_h;
@@ -88,12 +98,19 @@ fn panel(svg: &mut String, r: &Report, cs_us: u64, top: f64) -> f64 {
         13.0,
         "start",
         r#"font-weight="bold""#,
-        &format!("{title}: critical sections/s vs clients, log scale"),
+        &format!(
+            "{title}: {} vs clients, log scale",
+            if moved {
+                "critical sections that changed hands/s"
+            } else {
+                "critical sections/s"
+            }
+        ),
     );
     let rows: Vec<_> = r
         .rows
         .iter()
-        .filter(|x| x.cs_us == cs_us && x.resources == 1 && x.rate > 0.0)
+        .filter(|x| x.cs_us == cs_us && x.resources == 1 && value(x) > 0.0)
         .collect();
     let mut clients: Vec<usize> = rows.iter().map(|x| x.clients).collect();
     clients.sort();
@@ -103,14 +120,14 @@ fn panel(svg: &mut String, r: &Report, cs_us: u64, top: f64) -> f64 {
         .map(|h| 1.0 / (h.as_secs_f64() + cs_us as f64 * 1e-6));
     let hi = rows
         .iter()
-        .map(|x| x.rate)
+        .map(|x| value(x))
         .chain(limit)
         .fold(10.0f64, f64::max)
         .log10()
         .ceil();
     let lo = rows
         .iter()
-        .map(|x| x.rate)
+        .map(|x| value(x))
         .fold(f64::INFINITY, f64::min)
         .max(0.1)
         .log10()
@@ -160,19 +177,20 @@ fn panel(svg: &mut String, r: &Report, cs_us: u64, top: f64) -> f64 {
         );
         text(
             svg,
-            right + 4.0,
-            yy + 4.0,
+            (left + right) / 2.0,
+            yy + 13.0,
             10.0,
-            "start",
+            "middle",
             r##"fill="#1565c0""##,
             &format!("1 / (handoff + S) = {l:.0}/s"),
         );
     }
+    let mut ends: Vec<(f64, f64, String, &str)> = Vec::new();
     for scheme in Scheme::all() {
         let mut pts: Vec<(f64, f64, f64)> = rows
             .iter()
             .filter(|x| x.scheme == scheme)
-            .map(|x| (xpos(x.clients), ypos(x.rate), x.rate))
+            .map(|x| (xpos(x.clients), ypos(value(x)), value(x)))
             .collect();
         if pts.is_empty() {
             continue;
@@ -193,27 +211,23 @@ fn panel(svg: &mut String, r: &Report, cs_us: u64, top: f64) -> f64 {
                 svg,
                 r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{col}"/>"#
             );
-            text(
-                svg,
-                x + 6.0,
-                y - 5.0,
-                9.0,
-                "start",
-                &format!(r#"fill="{col}""#),
-                &format!("{v:.0}"),
-            );
+            if scheme == Scheme::Dlock {
+                let fill = format!(r#"fill="{col}""#);
+                text(svg, *x, y - 7.0, 9.0, "middle", &fill, &format!("{v:.0}"));
+            }
         }
-        if let Some((x, y, _)) = pts.last() {
-            text(
-                svg,
-                x + 40.0,
-                *y + 4.0,
-                11.0,
-                "start",
-                &format!(r#"fill="{col}""#),
-                scheme.short(),
-            );
+        if let Some((x, y, v)) = pts.last() {
+            ends.push((*x, *y, format!("{} {v:.0}", scheme.short()), col));
         }
+    }
+    // Line ends, spread apart vertically so that they stay readable.
+    ends.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut floor = f64::MIN;
+    for (x, y, label, col) in ends {
+        let y = (y + 4.0).max(floor + 12.0);
+        floor = y;
+        let fill = format!(r#"fill="{col}""#);
+        text(svg, x + 12.0, y, 11.0, "start", &fill, &label);
     }
     bottom + 40.0
 }
