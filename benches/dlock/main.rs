@@ -27,7 +27,7 @@
 //! | `DLOCK_BENCH_SCALE_BASELINE` | `1` - also run plain Redis (`SET NX PX`, Lua unlock) at each scale; `0` halves the section's time |
 //! | `DLOCK_BENCH_SCALE_REPEAT` | `3` - runs per scale figure, alternating between the sizes' servers; medians count |
 //! | `DLOCK_BENCH_SCALE_OPS` | `1000000` - ACQUIRE commands per scale run |
-//! | `DLOCK_BENCH_ROUNDS` | `2000` - handoff rounds per scheme |
+//! | `DLOCK_BENCH_ROUNDS` | `2000` - handoff rounds per scheme (also the contention section's dlock handoff latency, its limit) |
 //! | `DLOCK_BENCH_POLL_ROUNDS` | `100` - handoff rounds for the (slow) polling scheme |
 //! | `DLOCK_BENCH_CONTENTION_SECS` | `5` (quick: `0.5`) - seconds per contention run |
 //! | `DLOCK_BENCH_CONTENTION_CLIENTS` | `2,8,32,128` - clients per contention run |
