@@ -21,7 +21,7 @@ const UNLOCK: &str =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 
 /// python-redis-lock's release: delete if owner, then signal one waiter.
-const UNLOCK_SIGNAL: &str = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end \
+pub const UNLOCK_SIGNAL: &str = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end \
      redis.call('DEL', KEYS[1]); redis.call('DEL', KEYS[2]); \
      redis.call('LPUSH', KEYS[2], 1); redis.call('PEXPIRE', KEYS[2], 1000); return 1";
 
@@ -96,7 +96,7 @@ fn wait_blocked(probe: &mut redis::Connection) {
 
 /// Two clients take turns: one holds, the other waits with WAIT, then roles
 /// swap, so every round is a real queued handoff.
-fn dlock_wait(server: &Server, rounds: usize) -> Summary {
+pub fn dlock_wait(server: &Server, rounds: usize) -> Summary {
     let mut holder = server.conn();
     let mut probe = server.conn();
     let mut samples = Vec::with_capacity(rounds);

@@ -15,7 +15,7 @@
 //! | --- | --- |
 //! | `DLOCK_BENCH_QUICK=1` | small sizes everywhere (a smoke run of ~1 min); explicit variables still win |
 //! | `DLOCK_BENCH_CONFIGS` | `aof,none` - which configurations, in order |
-//! | `DLOCK_BENCH_SECTIONS` | `throughput,holds,memory,baseline,scale,crosscheck,handoff` - which sections (`holds`: SHARED and LIMIT vs Lua, holds.rs; `baseline`: this build vs `BASELINE`, baseline.rs) |
+//! | `DLOCK_BENCH_SECTIONS` | `throughput,holds,memory,baseline,scale,crosscheck,handoff,contention` - which sections (`holds`: SHARED and LIMIT vs Lua, holds.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `contention`: lock schemes under contention, contention.rs) |
 //! | `DLOCK_BENCH_CLIENTS` | `50` - connections per throughput run |
 //! | `DLOCK_BENCH_KEYS` | `100000` - resources the random keys are drawn from |
 //! | `DLOCK_BENCH_OPS_P1` | `150000` - commands per throughput run at pipeline 1 |
@@ -27,18 +27,27 @@
 //! | `DLOCK_BENCH_SCALE_BASELINE` | `1` - also run plain Redis (`SET NX PX`, Lua unlock) at each scale; `0` halves the section's time |
 //! | `DLOCK_BENCH_SCALE_REPEAT` | `3` - runs per scale figure, alternating between the sizes' servers; medians count |
 //! | `DLOCK_BENCH_SCALE_OPS` | `1000000` - ACQUIRE commands per scale run |
-//! | `DLOCK_BENCH_ROUNDS` | `2000` - handoff rounds per scheme |
+//! | `DLOCK_BENCH_ROUNDS` | `2000` - handoff rounds per scheme (also the contention section's dlock handoff latency, its limit) |
 //! | `DLOCK_BENCH_POLL_ROUNDS` | `100` - handoff rounds for the (slow) polling scheme |
+//! | `DLOCK_BENCH_CONTENTION_SECS` | `5` (quick: `0.5`) - seconds per contention run |
+//! | `DLOCK_BENCH_CONTENTION_CLIENTS` | `2,8,32,128` - clients per contention run |
+//! | `DLOCK_BENCH_CONTENTION_CS_US` | `0,1000` - critical-section lengths, µs |
+//! | `DLOCK_BENCH_CONTENTION_RESOURCES` | `1,100` - resources the clients contend for |
+//! | `DLOCK_BENCH_CONTENTION_SCHEMES` | `dlock,poll200,poll10,pubsub,blpop` - schemes (contention_schemes.rs) |
 //! | `DLOCK_BENCH_ONLY` | all - throughput, holds and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `memory` for the baseline's memory row) |
 //! | `BASELINE` | unset - another build of the module (`BASELINE=/path/to/libdlock.so make bench`): the `baseline` section compares this build with it; unset, the section is skipped with a note |
 //! | `DLOCK_BENCH_PIN` | `1` - server and client on separate cores (see pin.rs); `0` leaves placement to the scheduler |
-//! | `DLOCK_BENCH_SVG` | `docs/bench.svg` - where the chart goes (empty: no chart) |
+//! | `DLOCK_BENCH_SVG` | `docs/bench.svg` - where the chart goes (empty: no chart); the contention chart goes beside it as `bench-contention.svg`; a run with nothing for the main chart (no handoff section, no goal) leaves it alone |
 
 mod baseline;
 mod cases;
 mod chart;
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod contention;
+mod contention_chart;
+mod contention_goals;
+mod contention_schemes;
 mod handoff;
 mod holds;
 mod holds_lua;
@@ -126,8 +135,9 @@ fn main() {
     let polling_rounds = env_u64("DLOCK_BENCH_POLL_ROUNDS", q(100, 10)) as usize;
     let sections = env_list(
         "DLOCK_BENCH_SECTIONS",
-        "throughput,holds,memory,baseline,scale,crosscheck,handoff",
+        "throughput,holds,memory,baseline,scale,crosscheck,handoff,contention",
     );
+    let contention_set = contention::Settings::from_env(quick);
     let on = |s: &str| sections.iter().any(|x| x == s);
     let scale_configs = env_list("DLOCK_BENCH_SCALE_CONFIGS", "aof");
     let configs: Vec<Config> = env_list("DLOCK_BENCH_CONFIGS", "aof,none")
@@ -181,6 +191,7 @@ fn main() {
 
     let mut verdicts: Vec<Verdict> = Vec::new();
     let mut aof_handoff: Option<(&str, handoff::Results)> = None;
+    let mut contended: Option<(&str, contention::Report)> = None;
     for config in &configs {
         let judged = config.short == "aof";
         println!(
@@ -218,6 +229,13 @@ fn main() {
                 aof_handoff = Some((config.label, r));
             }
         }
+        if on("contention") {
+            let r = contention::run(config, &contention_set);
+            contention::print(&r, config.label);
+            if judged || contended.is_none() {
+                contended = Some((config.label, r));
+            }
+        }
     }
 
     if !verdicts.is_empty() {
@@ -239,24 +257,18 @@ fn main() {
     let svg = std::env::var("DLOCK_BENCH_SVG")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/docs/bench.svg").to_string());
     if !svg.is_empty() {
-        let path = std::path::Path::new(&svg);
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
+        if let Some((label, r)) = &contended {
+            let path = std::path::Path::new(&svg).with_file_name("bench-contention.svg");
+            write_chart(&path, &contention_chart::render(r, label, &machine()));
         }
+    }
+    if !svg.is_empty() && (aof_handoff.is_some() || !verdicts.is_empty()) {
         let text = chart::render(
             aof_handoff.as_ref().map(|(label, r)| (*label, r)),
             &verdicts,
             &machine(),
         );
-        match std::fs::write(path, text) {
-            Ok(()) => {
-                let shown = svg
-                    .strip_prefix(concat!(env!("CARGO_MANIFEST_DIR"), "/"))
-                    .unwrap_or(&svg);
-                println!("Chart: `{shown}`.\n")
-            }
-            Err(e) => eprintln!("cannot write {svg}: {e}"),
-        }
+        write_chart(std::path::Path::new(&svg), &text);
     }
     println!(
         "Total benchmark time: {:.0} s.",
@@ -344,6 +356,23 @@ fn crosscheck(config: &Config, sizes: &Sizes) {
         &format!("{}: redis-benchmark cross-check", config.short),
         t.elapsed(),
     );
+}
+
+/// Writes a chart, creating its folder, and names it in the report.
+fn write_chart(path: &std::path::Path, text: &str) {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let full = path.display().to_string();
+    match std::fs::write(path, text) {
+        Ok(()) => {
+            let shown = full
+                .strip_prefix(concat!(env!("CARGO_MANIFEST_DIR"), "/"))
+                .unwrap_or(&full);
+            println!("Chart: `{shown}`.\n")
+        }
+        Err(e) => eprintln!("cannot write {full}: {e}"),
+    }
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
