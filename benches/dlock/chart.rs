@@ -13,14 +13,14 @@ const BAD: &str = "#c62828";
 const GOOD_LIGHT: &str = "#a5d6a7";
 const BAD_LIGHT: &str = "#ef9a9a";
 
-fn esc(s: &str) -> String {
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('`', "")
 }
 
-fn text(svg: &mut String, x: f64, y: f64, size: f64, anchor: &str, extra: &str, s: &str) {
+pub fn text(svg: &mut String, x: f64, y: f64, size: f64, anchor: &str, extra: &str, s: &str) {
     let _ = writeln!(
         svg,
         r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" text-anchor="{anchor}" {extra}>{}</text>"#,

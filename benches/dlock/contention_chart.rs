@@ -5,6 +5,7 @@
 
 use std::fmt::Write;
 
+use crate::chart::text;
 use crate::contention::Report;
 use crate::contention_schemes::Scheme;
 
@@ -18,21 +19,6 @@ fn color(s: Scheme) -> &'static str {
         "pubsub" => "#2e7d32",
         _ => "#ef6c00",
     }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('`', "")
-}
-
-fn text(svg: &mut String, x: f64, y: f64, size: f64, anchor: &str, extra: &str, s: &str) {
-    let _ = writeln!(
-        svg,
-        r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" text-anchor="{anchor}" {extra}>{}</text>"#,
-        esc(s)
-    );
 }
 
 pub fn render(r: &Report, label: &str, machine: &str) -> String {

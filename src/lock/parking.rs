@@ -206,24 +206,38 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         self.answer_all(gone, &Answer::Failed(err))
     }
 
-    /// Grants `resource` to its head waiter and every queued entry with the
-    /// same token, under `fence`. Returns the token and TTL granted and the
-    /// timers to cancel, or `None` when nobody waits.
-    pub fn grant_head(&mut self, resource: &K, fence: u64) -> Option<(Box<[u8]>, u64, Vec<u64>)> {
-        let g = self.queues.pop_grantee(resource)?;
+    /// Registers a grant of `token` on `resource` answered to `open`
+    /// handles; returns its id.
+    fn new_grant(
+        &mut self,
+        resource: &K,
+        token: &[u8],
+        fence: u64,
+        open: usize,
+        confirmed: bool,
+    ) -> u64 {
         let grant = self.next_grant;
         self.next_grant += 1;
         self.grants.insert(
             grant,
             Grant {
                 resource: resource.clone(),
-                token: g.token.clone(),
+                token: token.into(),
                 fence,
-                open: g.handles.len(),
+                open,
                 delivered: false,
-                confirmed: false,
+                confirmed,
             },
         );
+        grant
+    }
+
+    /// Grants `resource` to its head waiter and every queued entry with the
+    /// same token, under `fence`. Returns the token and TTL granted and the
+    /// timers to cancel, or `None` when nobody waits.
+    pub fn grant_head(&mut self, resource: &K, fence: u64) -> Option<(Box<[u8]>, u64, Vec<u64>)> {
+        let g = self.queues.pop_grantee(resource)?;
+        let grant = self.new_grant(resource, &g.token, fence, g.handles.len(), false);
         let answer = Answer::Granted { grant, fence };
         let timers = g
             .handles
@@ -262,19 +276,8 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
                     *g
                 }
                 None => {
-                    let grant = self.next_grant;
-                    self.next_grant += 1;
-                    self.grants.insert(
-                        grant,
-                        Grant {
-                            resource: resource.clone(),
-                            token: w.token.clone(),
-                            fence,
-                            open: 1,
-                            delivered: false,
-                            confirmed: retried.contains(&&*w.token),
-                        },
-                    );
+                    let confirmed = retried.contains(&&*w.token);
+                    let grant = self.new_grant(resource, &w.token, fence, 1, confirmed);
                     by_token.insert(w.token.clone(), grant);
                     grant
                 }
