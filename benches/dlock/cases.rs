@@ -169,6 +169,32 @@ pub fn owner(n: u64) -> Name {
 }
 
 /// A random token that never equals any `owner(n)` with n < 10^11.
+/// The next command of a lock cycle on one connection: a batch of
+/// `pipeline` acquisitions of random resources with fresh tokens, then the
+/// batch of their releases. Returns whether it acquires, and the resource
+/// and token.
+pub fn cycle_step(
+    count: &mut usize,
+    held: &mut [(u64, u64)],
+    pipeline: usize,
+    rng: &mut Rng,
+    keys: u64,
+) -> (bool, Name, Name) {
+    let c = *count;
+    *count += 1;
+    let acquiring = (c / pipeline).is_multiple_of(2);
+    let Some(slot) = held.get_mut(c % pipeline) else {
+        return (acquiring, name(b"lock:", 0), name(b"tok:", 0));
+    };
+    if acquiring {
+        *slot = (
+            rng.below(keys),
+            100_000_000_000 + rng.below(900_000_000_000),
+        );
+    }
+    (acquiring, name(b"lock:", slot.0), name(b"tok:", slot.1))
+}
+
 pub fn stranger(rng: &mut Rng) -> Name {
     name(b"tok:", 100_000_000_000 + rng.below(900_000_000_000))
 }
@@ -311,17 +337,8 @@ pub fn measure(config: &Config, op: Op, pipeline: usize, total: u64, sizes: &Siz
             }
         }
         Op::CycleDlock | Op::CycleLua => {
-            let c = count[conn];
-            count[conn] += 1;
-            let slot = &mut held[conn][c % pipeline];
-            let acquiring = (c / pipeline).is_multiple_of(2);
-            if acquiring {
-                *slot = (
-                    rng.below(keys),
-                    100_000_000_000 + rng.below(900_000_000_000),
-                );
-            }
-            let (k, t) = (name(b"lock:", slot.0), name(b"tok:", slot.1));
+            let (acquiring, k, t) =
+                cycle_step(&mut count[conn], &mut held[conn], pipeline, &mut rng, keys);
             match (op, acquiring) {
                 (Op::CycleDlock, true) => {
                     load::command(buf, &[b"DLOCK.ACQUIRE", k.as_ref(), t.as_ref(), TTL])

@@ -254,15 +254,6 @@ impl Client {
     }
 }
 
-/// `SET key token NX PX TTL_MS`: whether the lock was taken.
 fn set_nx(c: &mut redis::Connection, key: &str, token: &str) -> bool {
-    let ok: Option<String> = redis::cmd("SET")
-        .arg(key)
-        .arg(token)
-        .arg("NX")
-        .arg("PX")
-        .arg(TTL_MS)
-        .query(c)
-        .expect("SET NX PX");
-    ok.is_some()
+    crate::handoff::set_nx_px(c, key, token, TTL_MS)
 }

@@ -241,17 +241,21 @@ fn blpop(server: &Server, rounds: usize) -> Summary {
     Summary::of(samples)
 }
 
-/// `SET key token NX PX 60000`: whether the lock was taken.
-fn set_nx(c: &mut redis::Connection, key: &str, token: &str) -> bool {
+/// `SET key token NX PX ttl_ms`: whether the lock was taken.
+pub fn set_nx_px(c: &mut redis::Connection, key: &str, token: &str, ttl_ms: u64) -> bool {
     let ok: Option<String> = redis::cmd("SET")
         .arg(key)
         .arg(token)
         .arg("NX")
         .arg("PX")
-        .arg(60_000)
+        .arg(ttl_ms)
         .query(c)
         .expect("SET NX PX");
     ok.is_some()
+}
+
+fn set_nx(c: &mut redis::Connection, key: &str, token: &str) -> bool {
+    set_nx_px(c, key, token, 60_000)
 }
 
 /// The Lua compare-and-delete release.

@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use crate::cases::{self, name, Config, Sizes, TTL};
+use crate::cases::{self, Config, Sizes, TTL};
 use crate::holds_lua::{self, timeout_prefix, READ_ACQUIRE, READ_RELEASE, SEM_ACQUIRE};
 use crate::load::{self, Outcome, Rng, Shape};
 use crate::paired::{self, Runs};
@@ -133,17 +133,8 @@ fn measure(
     };
     let (mut prefix, mut write_field, mut all) = (Vec::new(), Vec::new(), Vec::new());
     let out = load::run(server.port(), shape, |conn, buf| {
-        let c = count[conn];
-        count[conn] += 1;
-        let slot = &mut held[conn][c % pipeline];
-        let acquiring = (c / pipeline).is_multiple_of(2);
-        if acquiring {
-            *slot = (
-                rng.below(keys),
-                100_000_000_000 + rng.below(900_000_000_000),
-            );
-        }
-        let (k, t) = (name(b"lock:", slot.0), name(b"tok:", slot.1));
+        let (acquiring, k, t) =
+            cases::cycle_step(&mut count[conn], &mut held[conn], pipeline, &mut rng, keys);
         let (k, t) = (k.as_ref(), t.as_ref());
         match (dlock, kind, acquiring) {
             (true, _, true) => {

@@ -139,11 +139,15 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
     let mut key = LockKey::open_write(ctx, name)?;
-    if key.is_multi()? || (owned_by(&key, req.token)? && !plain_queue(ctx, name)?) {
+    if key.is_multi()? {
         return holds::release(ctx, &mut key, name, req.token);
     }
     if !owned_by(&key, req.token)? {
         return ctx.reply_integer(0);
+    }
+    if !plain_queue(ctx, name)? {
+        // Readers, permits or owners wait: the holds model hands over.
+        return holds::release(ctx, &mut key, name, req.token);
     }
     let waiting = handoff::waiting_resource(ctx, name)?;
     let next = match &waiting {
