@@ -1,5 +1,4 @@
-//! Queues that share requests (issue 12, groundwork: pure and unit-tested,
-//! not used by the server yet). A set request (`DLOCK.MACQUIRE`) waits in
+//! Queues that share requests (issue 12). A set request (`DLOCK.MACQUIRE`) waits in
 //! the queue of every member; it is granted when it is at the head of each
 //! of those queues and every member fits it, all in one step. A member that
 //! is free while its set still waits for another member stays reserved.
@@ -21,6 +20,10 @@ pub struct Queued<'x> {
     /// request, every member for a set).
     pub members: Vec<usize>,
     pub ask: Ask<'x>,
+    /// May not be granted in this step (grants are quarantined, or a member
+    /// still waits for an evicted hold's deadline): it keeps waiting and
+    /// reserves its members.
+    pub frozen: bool,
 }
 
 /// How a request is granted.
@@ -32,15 +35,19 @@ pub enum Granted {
     Retry { fence: u64 },
     /// Its owner holds (a single request of an owner that holds).
     Owner { fence: u64 },
-    /// Its owner (or token) is granted earlier in this step (request `n`).
+    /// Its owner is granted earlier in this step (request `n`): that
+    /// fence, for a hold of its own.
     SameAs(usize),
+    /// Its token is granted earlier in this step (request `n`), asking the
+    /// same: that grant answers it too, nothing is added.
+    Duplicate(usize),
 }
 
 /// Decides the component's queued requests against its resources' holds:
 /// `Ok` requests are granted (on every member), `Err` ones leave with that
 /// error, the others keep waiting (and reserve their members).
 pub fn admit_component<'x>(
-    resources: &'x [Holds],
+    resources: &[&'x Holds],
     queued: &'x [Queued<'x>],
 ) -> Vec<(usize, Result<Granted, Error>)> {
     let stand_in = |i: usize| u64::MAX - i as u64;
@@ -49,11 +56,16 @@ pub fn admit_component<'x>(
             .then(|| usize::try_from(u64::MAX - fence).ok())
             .flatten()
     };
-    let mut after: Vec<Summary<'x>> = resources.iter().map(Summary::of).collect();
+    let mut after: Vec<Summary<'x>> = resources.iter().map(|h| Summary::of(h)).collect();
     let mut waits = vec![false; resources.len()];
     let mut out = Vec::new();
     for (i, q) in queued.iter().enumerate() {
-        let Some(decided) = decide(&after, &waits, q) else {
+        let decided = if q.frozen {
+            None
+        } else {
+            decide(&after, &waits, q)
+        };
+        let Some(decided) = decided else {
             // Waits: every member is reserved for it.
             q.members.iter().for_each(|m| set(&mut waits, *m));
             continue;
@@ -61,7 +73,7 @@ pub fn admit_component<'x>(
         let grant = match decided {
             Err(e) => Err(e),
             Ok(Admission::Retry { fence }) => Ok(match drawn_by(fence) {
-                Some(first) => Granted::SameAs(first),
+                Some(first) => Granted::Duplicate(first),
                 None => Granted::Retry { fence },
             }),
             Ok(Admission::New { owner_fence: None }) => Ok(Granted::Fresh),
@@ -76,10 +88,10 @@ pub fn admit_component<'x>(
         if let Ok(g) = grant {
             let fence = match g {
                 Granted::Fresh => stand_in(i),
-                Granted::SameAs(first) => stand_in(first),
+                Granted::SameAs(first) | Granted::Duplicate(first) => stand_in(first),
                 Granted::Retry { fence } | Granted::Owner { fence } => fence,
             };
-            if !matches!(g, Granted::Retry { .. }) {
+            if !matches!(g, Granted::Retry { .. } | Granted::Duplicate(_)) {
                 for m in &q.members {
                     if let Some(s) = after.get_mut(*m) {
                         let a = &q.ask;
@@ -151,6 +163,7 @@ mod tests {
         Queued {
             members: members.to_vec(),
             ask: ask(token, Mode::Exclusive),
+            frozen: false,
         }
     }
 
@@ -158,6 +171,10 @@ mod tests {
         let mut h = Holds::new(1);
         h.add(&ask(token, Mode::Exclusive), 5, NOW);
         h
+    }
+
+    fn refs(res: &[Holds]) -> Vec<&Holds> {
+        res.iter().collect()
     }
 
     fn granted(out: &[(usize, Result<Granted, Error>)]) -> Vec<usize> {
@@ -173,10 +190,10 @@ mod tests {
         // single request on A does not pass it.
         let res = [Holds::new(1), held("x")];
         let queue = [q(&[0, 1], "set"), q(&[0], "single")];
-        assert!(admit_component(&res, &queue).is_empty());
+        assert!(admit_component(&refs(&res), &queue).is_empty());
         // B free too: the set goes first, the single request waits behind.
         let res = [Holds::new(1), Holds::new(1)];
-        let out = admit_component(&res, &queue);
+        let out = admit_component(&refs(&res), &queue);
         assert_eq!(out, vec![(0, Ok(Granted::Fresh))]);
     }
 
@@ -184,7 +201,7 @@ mod tests {
     fn disjoint_requests_are_granted_together_in_enqueue_order() {
         let res = [Holds::new(1), Holds::new(1), Holds::new(1)];
         let queue = [q(&[0, 1], "s1"), q(&[2], "c"), q(&[1, 2], "s2")];
-        assert_eq!(granted(&admit_component(&res, &queue)), [0, 1]);
+        assert_eq!(granted(&admit_component(&refs(&res), &queue)), [0, 1]);
     }
 
     #[test]
@@ -193,18 +210,19 @@ mod tests {
         let shared = |m: &[usize], t| Queued {
             members: m.to_vec(),
             ask: ask(t, Mode::Shared),
+            frozen: false,
         };
         let queue = [shared(&[0, 1], "r1"), shared(&[1], "r2"), q(&[0], "w")];
-        assert_eq!(granted(&admit_component(&res, &queue)), [0, 1]);
+        assert_eq!(granted(&admit_component(&refs(&res), &queue)), [0, 1]);
     }
 
     #[test]
     fn a_token_holding_part_of_a_set_is_refused() {
         let res = [held("t"), Holds::new(1)];
-        let out = admit_component(&res, &[q(&[0, 1], "t")]);
+        let out = admit_component(&refs(&res), &[q(&[0, 1], "t")]);
         assert_eq!(out, vec![(0, Err(Error::TokenInUse))]);
         let res = [held("t"), held("t")];
-        let out = admit_component(&res, &[q(&[0, 1], "t")]);
+        let out = admit_component(&refs(&res), &[q(&[0, 1], "t")]);
         assert_eq!(out, vec![(0, Ok(Granted::Retry { fence: 5 }))]);
     }
 
@@ -212,7 +230,35 @@ mod tests {
     fn a_token_queued_twice_is_one_grant() {
         let res = [Holds::new(1), Holds::new(1)];
         let queue = [q(&[0, 1], "s"), q(&[0, 1], "s")];
-        let out = admit_component(&res, &queue);
+        let out = admit_component(&refs(&res), &queue);
+        assert_eq!(
+            out,
+            vec![(0, Ok(Granted::Fresh)), (1, Ok(Granted::Duplicate(0)))]
+        );
+    }
+
+    #[test]
+    fn a_frozen_request_reserves_its_members() {
+        let res = [Holds::new(1), Holds::new(1)];
+        let mut frozen = q(&[0], "f");
+        frozen.frozen = true;
+        let queue = [frozen, q(&[0, 1], "s"), q(&[1], "b")];
+        // f waits on 0, so s waits (on 0 and 1), so b waits on 1.
+        assert!(admit_component(&refs(&res), &queue).is_empty());
+    }
+
+    #[test]
+    fn a_single_owner_request_joins_its_owner_granted_in_the_same_step() {
+        let res = [Holds::new(1)];
+        let owned = |t| Queued {
+            members: vec![0],
+            ask: Ask {
+                owner: Some(b"o"),
+                ..ask(t, Mode::Exclusive)
+            },
+            frozen: false,
+        };
+        let out = admit_component(&refs(&res), &[owned("t1"), owned("t2")]);
         assert_eq!(
             out,
             vec![(0, Ok(Granted::Fresh)), (1, Ok(Granted::SameAs(0)))]

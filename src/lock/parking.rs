@@ -52,7 +52,8 @@ struct Slot {
 /// A grant whose replies are not all settled yet.
 #[derive(Debug)]
 struct Grant<K> {
-    resource: K,
+    /// Every resource granted: one, or each member of a set.
+    resources: Vec<K>,
     token: Box<[u8]>,
     fence: u64,
     /// Handles granted that have neither replied nor left.
@@ -79,7 +80,8 @@ pub struct Left<K> {
     pub unblock: bool,
     /// The client's `WAIT` timer to cancel.
     pub timer: Option<u64>,
-    pub revoke: Option<Revoke<K>>,
+    /// One per resource of the grant (a set's members).
+    pub revoke: Vec<Revoke<K>>,
 }
 
 impl<K> Left<K> {
@@ -88,7 +90,7 @@ impl<K> Left<K> {
         Left {
             unblock: false,
             timer: None,
-            revoke: None,
+            revoke: Vec::new(),
         }
     }
 }
@@ -141,6 +143,29 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         let id = self
             .queues
             .push(resource, token, wants, ttl_ms, gives_up_at, handle);
+        self.slots.insert(
+            handle,
+            Slot {
+                state: State::Queued(id),
+                timer: None,
+            },
+        );
+    }
+
+    /// Parks a set request (`DLOCK.MACQUIRE ... WAIT`): one handle queued
+    /// on every member at once.
+    pub fn park_set(
+        &mut self,
+        members: Vec<K>,
+        token: &[u8],
+        wants: Wants,
+        ttl_ms: u64,
+        gives_up_at: Option<u64>,
+        handle: H,
+    ) {
+        let id = self
+            .queues
+            .push_set(members, token, wants, ttl_ms, gives_up_at, handle);
         self.slots.insert(
             handle,
             Slot {
@@ -206,11 +231,11 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         self.answer_all(gone, &Answer::Failed(err))
     }
 
-    /// Registers a grant of `token` on `resource` answered to `open`
+    /// Registers a grant of `token` on `resources` answered to `open`
     /// handles; returns its id.
     fn new_grant(
         &mut self,
-        resource: &K,
+        resources: Vec<K>,
         token: &[u8],
         fence: u64,
         open: usize,
@@ -221,7 +246,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         self.grants.insert(
             grant,
             Grant {
-                resource: resource.clone(),
+                resources,
                 token: token.into(),
                 fence,
                 open,
@@ -237,7 +262,13 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
     /// timers to cancel, or `None` when nobody waits.
     pub fn grant_head(&mut self, resource: &K, fence: u64) -> Option<(Box<[u8]>, u64, Vec<u64>)> {
         let g = self.queues.pop_grantee(resource)?;
-        let grant = self.new_grant(resource, &g.token, fence, g.handles.len(), false);
+        let grant = self.new_grant(
+            vec![resource.clone()],
+            &g.token,
+            fence,
+            g.handles.len(),
+            false,
+        );
         let answer = Answer::Granted { grant, fence };
         let timers = g
             .handles
@@ -247,15 +278,15 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         Some((g.token, g.ttl_ms, timers))
     }
 
-    /// Grants the queued entries `granted` (entry id, fence) of `resource`
-    /// together (a run of shared requests, permits, an owner's holds) and
-    /// answers the entries `refused` with their errors. Entries of one token
-    /// are one grant, delivered or revoked together; a token in `retried`
-    /// already held before this step (its client knows the fence another
-    /// way): that grant is never revoked. Returns the timers to cancel.
+    /// Grants the queued requests `granted` (id, fence) together (a run of
+    /// shared requests, permits, an owner's holds, sets of a component) and
+    /// answers the requests `refused` with their errors. Requests of one
+    /// token are one grant, delivered or revoked together on every resource
+    /// they name; a token in `retried` already held before this step (its
+    /// client knows the fence another way): that grant is never revoked.
+    /// Returns the timers to cancel.
     pub fn grant_entries(
         &mut self,
-        resource: &K,
         granted: &[(u64, u64)],
         retried: &[&[u8]],
         refused: Vec<(u64, Error)>,
@@ -264,7 +295,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         let ids: Vec<u64> = granted.iter().map(|(id, _)| *id).collect();
         let mut timers = Vec::new();
         let mut by_token: HashMap<Box<[u8]>, u64> = HashMap::new();
-        for w in self.queues.take(resource, &ids) {
+        for (w, resources) in self.queues.take(&ids) {
             let Some(&fence) = fences.get(&w.id) else {
                 continue;
             };
@@ -272,12 +303,17 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
                 Some(g) => {
                     if let Some(g) = self.grants.get_mut(g) {
                         g.open += 1;
+                        for r in resources {
+                            if !g.resources.contains(&r) {
+                                g.resources.push(r);
+                            }
+                        }
                     }
                     *g
                 }
                 None => {
                     let confirmed = retried.contains(&&*w.token);
-                    let grant = self.new_grant(resource, &w.token, fence, 1, confirmed);
+                    let grant = self.new_grant(resources, &w.token, fence, 1, confirmed);
                     by_token.insert(w.token.clone(), grant);
                     grant
                 }
@@ -286,7 +322,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         }
         let errors: HashMap<u64, Error> = refused.into_iter().collect();
         let ids: Vec<u64> = errors.keys().copied().collect();
-        for w in self.queues.take(resource, &ids) {
+        for (w, _) in self.queues.take(&ids) {
             if let Some(err) = errors.get(&w.id) {
                 timers.extend(self.answer(w.handle, Answer::Failed(err.clone())));
             }
@@ -298,7 +334,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
     /// the fence: a grant of it still in flight is no longer revoked.
     pub fn confirm(&mut self, resource: &K, token: &[u8]) {
         for g in self.grants.values_mut() {
-            if g.resource == *resource && *g.token == *token {
+            if g.resources.contains(resource) && *g.token == *token {
                 g.confirmed = true;
             }
         }
@@ -308,8 +344,10 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
     /// where they are now. `moved` maps a resource to its new name, if any.
     pub fn move_grants(&mut self, moved: impl Fn(&K) -> Option<K>) {
         for g in self.grants.values_mut() {
-            if let Some(to) = moved(&g.resource) {
-                g.resource = to;
+            for r in &mut g.resources {
+                if let Some(to) = moved(r) {
+                    *r = to;
+                }
             }
         }
     }
@@ -340,20 +378,31 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         !self.answered.is_empty()
     }
 
-    /// One handle of `grant` is done; the last one decides.
-    fn settle(&mut self, grant: u64, delivered: bool) -> Option<Revoke<K>> {
-        let g = self.grants.get_mut(&grant)?;
+    /// One handle of `grant` is done; the last one decides. An undelivered
+    /// grant is revoked on every resource it granted.
+    fn settle(&mut self, grant: u64, delivered: bool) -> Vec<Revoke<K>> {
+        let Some(g) = self.grants.get_mut(&grant) else {
+            return Vec::new();
+        };
         g.open = g.open.saturating_sub(1);
         g.delivered |= delivered;
         if g.open > 0 {
-            return None;
+            return Vec::new();
         }
-        let g = self.grants.remove(&grant)?;
-        (!g.delivered && !g.confirmed).then(|| Revoke {
-            resource: g.resource,
-            token: g.token,
-            fence: g.fence,
-        })
+        let Some(g) = self.grants.remove(&grant) else {
+            return Vec::new();
+        };
+        if g.delivered || g.confirmed {
+            return Vec::new();
+        }
+        g.resources
+            .into_iter()
+            .map(|resource| Revoke {
+                resource,
+                token: g.token.clone(),
+                fence: g.fence,
+            })
+            .collect()
     }
 
     /// The client left on its own (timeout, `CLIENT UNBLOCK`, kill,
@@ -372,16 +421,16 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         let revoke = match slot.state {
             State::Queued(id) => {
                 self.queues.remove(id);
-                None
+                Vec::new()
             }
             State::Answered(answer) => {
                 self.answered.retain(|h| *h != handle);
                 match answer {
                     Answer::Granted { grant, .. } => self.settle(grant, false),
-                    _ => None,
+                    _ => Vec::new(),
                 }
             }
-            State::HandedOver => None,
+            State::HandedOver => Vec::new(),
         };
         Left {
             unblock: true,
@@ -392,11 +441,11 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
 
     /// The server freed a handed-over answer; `delivered` says whether its
     /// reply callback ran.
-    pub fn freed(&mut self, handle: H, answer: &Answer, delivered: bool) -> Option<Revoke<K>> {
+    pub fn freed(&mut self, handle: H, answer: &Answer, delivered: bool) -> Vec<Revoke<K>> {
         self.slots.remove(&handle);
         match answer {
             Answer::Granted { grant, .. } => self.settle(*grant, delivered),
-            _ => None,
+            _ => Vec::new(),
         }
     }
 }

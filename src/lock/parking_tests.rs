@@ -27,7 +27,6 @@ fn entries_granted_together_are_delivered_or_revoked_per_token() {
     p.park("r", b"w", Wants::default(), 10, None, 5);
     let ids: Vec<u64> = p.queues().waiters(&"r").map(|w| w.id).collect();
     let timers = p.grant_entries(
-        &"r",
         &[(ids[0], 7), (ids[1], 7), (ids[2], 8)],
         &[],
         vec![(ids[3], Error::UpgradeRefused)],
@@ -38,9 +37,9 @@ fn entries_granted_together_are_delivered_or_revoked_per_token() {
     assert_eq!(answers.len(), 4);
     assert_eq!(answers[3], (4, Answer::Failed(Error::UpgradeRefused)));
     // One of a's two handles hears of it: delivered. b never does.
-    assert_eq!(p.freed(1, &answers[0].1, true), None);
-    assert_eq!(p.freed(2, &answers[1].1, false), None);
-    let rv = p.freed(3, &answers[2].1, false).expect("revoked");
+    assert_eq!(p.freed(1, &answers[0].1, true), []);
+    assert_eq!(p.freed(2, &answers[1].1, false), []);
+    let rv = p.freed(3, &answers[2].1, false).pop().expect("revoked");
     assert_eq!((&*rv.token, rv.fence), (&b"b"[..], 8));
 }
 
@@ -51,7 +50,7 @@ fn a_delivered_grant_is_kept() {
     let (_, answers) = granted(&mut p, 7);
     assert_eq!(answers.len(), 1);
     assert_eq!(p.leave(1), Left::nothing(), "handed over: the server's");
-    assert_eq!(p.freed(1, &answers[0].1, true), None);
+    assert_eq!(p.freed(1, &answers[0].1, true), []);
     assert_eq!(p.handles(), 0);
     assert!(!p.has_grants_in_flight());
 }
@@ -61,7 +60,7 @@ fn a_grant_freed_without_its_reply_is_revoked() {
     let mut p = P::default();
     p.park("r", b"a", Wants::default(), 10, None, 1);
     let (_, answers) = granted(&mut p, 7);
-    let rv = p.freed(1, &answers[0].1, false).expect("revoked");
+    let rv = p.freed(1, &answers[0].1, false).pop().expect("revoked");
     assert_eq!((rv.resource, &*rv.token, rv.fence), ("r", &b"a"[..], 7));
 }
 
@@ -74,7 +73,7 @@ fn leaving_before_the_hand_over_revokes_and_owes_an_unblock() {
     let left = p.leave(1);
     assert!(left.unblock);
     assert_eq!(left.timer, None, "cancelled at the grant");
-    assert_eq!(left.revoke.map(|r| r.fence), Some(7));
+    assert_eq!(left.revoke.iter().map(|r| r.fence).collect::<Vec<_>>(), [7]);
     assert!(p.take_answers().is_empty(), "nothing left to hand over");
     assert_eq!(p.handles(), 0);
 }
@@ -87,7 +86,7 @@ fn a_refresh_by_the_owner_confirms_the_grant() {
     p.confirm(&"r", b"other");
     p.confirm(&"other", b"a");
     p.confirm(&"r", b"a");
-    assert_eq!(p.leave(1).revoke, None);
+    assert_eq!(p.leave(1).revoke, []);
 }
 
 #[test]
@@ -97,14 +96,15 @@ fn one_grant_to_several_entries_needs_one_delivery() {
     p.park("r", b"a", Wants::default(), 10, None, 2);
     let (_, answers) = granted(&mut p, 9);
     assert_eq!(answers.len(), 2);
-    assert_eq!(p.freed(1, &answers[0].1, false), None, "one still open");
-    assert_eq!(p.freed(2, &answers[1].1, true), None, "delivered once");
+    assert_eq!(p.freed(1, &answers[0].1, false), [], "one still open");
+    assert_eq!(p.freed(2, &answers[1].1, true), [], "delivered once");
 
     p.park("r", b"b", Wants::default(), 10, None, 3);
     p.park("r", b"b", Wants::default(), 10, None, 4);
     p.grant_head(&"r", 10).unwrap();
-    assert_eq!(p.leave(3).revoke, None);
-    assert_eq!(p.leave(4).revoke.map(|r| r.fence), Some(10));
+    assert_eq!(p.leave(3).revoke, []);
+    let revoked: Vec<u64> = p.leave(4).revoke.iter().map(|r| r.fence).collect();
+    assert_eq!(revoked, [10]);
 }
 
 #[test]
@@ -113,7 +113,8 @@ fn a_revocation_follows_its_moved_lock() {
     p.park("r", b"a", Wants::default(), 10, None, 1);
     p.grant_head(&"r", 7).unwrap();
     p.move_grants(|k| (*k == "r").then_some("s"));
-    assert_eq!(p.leave(1).revoke.map(|r| r.resource), Some("s"));
+    let revoked: Vec<&str> = p.leave(1).revoke.iter().map(|r| r.resource).collect();
+    assert_eq!(revoked, ["s"]);
 }
 
 #[test]
@@ -127,7 +128,7 @@ fn queued_waiters_leave_without_revocation() {
         Left {
             unblock: true,
             timer: Some(5),
-            revoke: None
+            revoke: Vec::new()
         }
     );
     assert_eq!(p.queues().total(), 0);
@@ -177,5 +178,26 @@ fn failures_answer_every_waiter() {
         p.take_answers(),
         vec![(2, Answer::Failed(Error::SlotMoved))]
     );
+    assert_eq!(p.queues().total(), 0);
+}
+
+#[test]
+fn a_set_grant_is_revoked_on_every_member() {
+    let mut p = P::default();
+    p.park_set(vec!["a", "b"], b"s", Wants::default(), 10, None, 1);
+    let id = p.queues().waiters(&"a").map(|w| w.id).next().unwrap();
+    p.grant_entries(&[(id, 7)], &[], Vec::new());
+    assert_eq!(p.queues().total(), 0, "gone from both queues");
+    let answers = p.take_answers();
+    assert_eq!(answers.len(), 1, "one handle, one answer");
+    let revoked: Vec<(&str, u64)> = p
+        .freed(1, &answers[0].1, false)
+        .iter()
+        .map(|r| (r.resource, r.fence))
+        .collect();
+    assert_eq!(revoked, [("a", 7), ("b", 7)]);
+    // A queued set leaves every queue when its client does.
+    p.park_set(vec!["a", "b"], b"t", Wants::default(), 10, None, 2);
+    assert!(p.leave(2).unblock);
     assert_eq!(p.queues().total(), 0);
 }

@@ -8,7 +8,7 @@
 //! client in the server), so the bookkeeping is testable without Redis.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 
 use super::holds::{Ask, Mode};
@@ -46,9 +46,18 @@ pub struct Waiter<H> {
     /// `None` waits forever.
     pub gives_up_at: Option<u64>,
     pub handle: H,
+    /// One member's entry of a set request (`DLOCK.MACQUIRE`): the same id
+    /// waits in the queue of every member (issue 12).
+    pub in_set: bool,
 }
 
 impl<H> Waiter<H> {
+    /// Whether the plain handoff (head waiter, same-token duplicates) can
+    /// serve this entry.
+    pub fn is_plain(&self) -> bool {
+        !self.in_set && self.wants.is_plain()
+    }
+
     /// The request as the holds model decides it.
     pub fn ask(&self) -> Ask<'_> {
         Ask {
@@ -86,6 +95,9 @@ struct WaitQueue<H> {
     /// Entries that are not plain requests: while there are none, the
     /// plain handoff (head waiter and its token's duplicates) is exact.
     not_plain: usize,
+    /// Entries of set requests: while there are any, the queue is decided
+    /// together with its members' queues (`lock::component`).
+    in_sets: usize,
     /// Earliest deadline (unix ms) a wake-up timer is already armed for.
     timer_at: Option<u64>,
     /// The wake-up timers armed for this queue and not fired yet: stopped
@@ -104,7 +116,44 @@ impl<H> WaitQueue<H> {
     /// when there were some, so plain queues pay nothing.
     fn recount(&mut self) {
         if self.not_plain > 0 {
-            self.not_plain = self.entries.iter().filter(|w| !w.wants.is_plain()).count();
+            self.not_plain = self.entries.iter().filter(|w| !w.is_plain()).count();
+        }
+        if self.in_sets > 0 {
+            self.in_sets = self.entries.iter().filter(|w| w.in_set).count();
+        }
+    }
+
+    fn new() -> Self {
+        WaitQueue {
+            entries: VecDeque::new(),
+            not_plain: 0,
+            in_sets: 0,
+            timer_at: None,
+            timers: Vec::new(),
+            lease_deadline: None,
+            held_until: None,
+        }
+    }
+
+    fn push_back(&mut self, waiter: Waiter<H>) {
+        self.not_plain += usize::from(!waiter.is_plain());
+        self.in_sets += usize::from(waiter.in_set);
+        self.entries.push_back(waiter);
+    }
+}
+
+/// Where a request waits: one resource, or every member of its set.
+#[derive(Debug, Clone)]
+enum Place<K> {
+    One(K),
+    Set(Box<[K]>),
+}
+
+impl<K> Place<K> {
+    fn keys(&self) -> &[K] {
+        match self {
+            Place::One(k) => std::slice::from_ref(k),
+            Place::Set(keys) => keys,
         }
     }
 }
@@ -112,8 +161,9 @@ impl<H> WaitQueue<H> {
 #[derive(Debug)]
 pub struct WaitQueues<K, H> {
     queues: HashMap<K, WaitQueue<H>>,
-    /// waiter id -> resource, so timeouts and disconnects find their queue.
-    index: HashMap<u64, K>,
+    /// waiter id -> its resource (or a set's members), so timeouts and
+    /// disconnects find their queues.
+    index: HashMap<u64, Place<K>>,
     next_id: u64,
     /// Timers of queues that emptied, for the server to stop.
     stale_timers: Vec<u64>,
@@ -170,48 +220,59 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     ) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        self.index.insert(id, resource.clone());
-        let queue = self.queues.entry(resource).or_insert_with(|| WaitQueue {
-            entries: VecDeque::new(),
-            not_plain: 0,
-            timer_at: None,
-            timers: Vec::new(),
-            lease_deadline: None,
-            held_until: None,
-        });
-        queue.not_plain += usize::from(!wants.is_plain());
-        queue.entries.push_back(Waiter {
+        self.index.insert(id, Place::One(resource.clone()));
+        let queue = self.queues.entry(resource).or_insert_with(WaitQueue::new);
+        queue.push_back(Waiter {
             id,
             token: token.into(),
             wants,
             ttl_ms,
             gives_up_at,
             handle,
+            in_set: false,
         });
         id
     }
 
-    /// Takes the entries `ids` out of `resource`'s queue (granted or
-    /// refused together), in queue order.
-    pub fn take(&mut self, resource: &K, ids: &[u64]) -> Vec<Waiter<H>> {
-        if ids.is_empty() {
+    /// Takes the requests `ids` out of every queue they wait in (granted
+    /// or refused together): one waiter per id found, in the order of
+    /// `ids`, with the resources it waited for.
+    pub fn take(&mut self, ids: &[u64]) -> Vec<(Waiter<H>, Vec<K>)> {
+        let places: Vec<(u64, Place<K>)> = ids
+            .iter()
+            .filter_map(|id| Some((*id, self.index.remove(id)?)))
+            .collect();
+        if places.is_empty() {
             return Vec::new();
         }
-        let Some(queue) = self.queues.get_mut(resource) else {
-            return Vec::new();
-        };
-        let ids: std::collections::HashSet<u64> = ids.iter().copied().collect();
-        let (taken, kept): (VecDeque<_>, VecDeque<_>) =
-            queue.entries.drain(..).partition(|w| ids.contains(&w.id));
-        queue.entries = kept;
-        queue.recount();
-        for w in &taken {
-            self.index.remove(&w.id);
+        let wanted: HashSet<u64> = places.iter().map(|(id, _)| *id).collect();
+        let mut keys: Vec<&K> = places.iter().flat_map(|(_, p)| p.keys()).collect();
+        let mut seen = HashSet::new();
+        keys.retain(|k| seen.insert(*k));
+        let mut taken: HashMap<u64, Waiter<H>> = HashMap::with_capacity(places.len());
+        for key in keys {
+            let Some(queue) = self.queues.get_mut(key) else {
+                continue;
+            };
+            let (out, kept): (VecDeque<_>, VecDeque<_>) = queue
+                .entries
+                .drain(..)
+                .partition(|w| wanted.contains(&w.id));
+            queue.entries = kept;
+            queue.recount();
+            for w in out {
+                taken.entry(w.id).or_insert(w);
+            }
+            if queue.entries.is_empty() {
+                if let Some(q) = self.queues.remove(key) {
+                    self.stale_timers.extend(q.timers);
+                }
+            }
         }
-        if queue.entries.is_empty() {
-            self.retire(resource);
-        }
-        taken.into_iter().collect()
+        places
+            .into_iter()
+            .filter_map(|(id, place)| Some((taken.remove(&id)?, place.keys().to_vec())))
+            .collect()
     }
 
     /// Whether anyone queued on `resource` can still be granted at `now_ms`.
@@ -221,27 +282,19 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             .is_some_and(|q| q.entries.iter().any(|w| !w.has_given_up(now_ms)))
     }
 
-    /// Removes the waiters of `resource` whose deadline has passed.
+    /// Removes the waiters of `resource` whose deadline has passed (a set
+    /// request leaves every member's queue).
     pub fn take_given_up(&mut self, resource: &K, now_ms: u64) -> Vec<Waiter<H>> {
-        let Some(queue) = self.queues.get_mut(resource) else {
+        let Some(queue) = self.queues.get(resource) else {
             return Vec::new();
         };
-        if !queue.entries.iter().any(|w| w.has_given_up(now_ms)) {
-            return Vec::new();
-        }
-        let (gone, kept): (VecDeque<_>, VecDeque<_>) = queue
+        let gone: Vec<u64> = queue
             .entries
-            .drain(..)
-            .partition(|w| w.has_given_up(now_ms));
-        queue.entries = kept;
-        queue.recount();
-        for w in &gone {
-            self.index.remove(&w.id);
-        }
-        if queue.entries.is_empty() {
-            self.retire(resource);
-        }
-        gone.into_iter().collect()
+            .iter()
+            .filter(|w| w.has_given_up(now_ms))
+            .map(|w| w.id)
+            .collect();
+        gone.into_iter().filter_map(|id| self.remove(id)).collect()
     }
 
     /// Drops an empty queue; its timers are stale now.
@@ -256,11 +309,23 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         std::mem::take(&mut self.stale_timers)
     }
 
-    /// Removes one waiter (timeout, disconnect, unblock). `None` if it was
-    /// already gone: removal is idempotent, so a handle is released once.
+    /// Removes one waiter (timeout, disconnect, unblock) from every queue
+    /// it waits in. `None` if it was already gone: removal is idempotent,
+    /// so a handle is released once.
     pub fn remove(&mut self, id: u64) -> Option<Waiter<H>> {
-        let resource = self.index.remove(&id)?;
-        let Entry::Occupied(mut slot) = self.queues.entry(resource) else {
+        let place = self.index.remove(&id)?;
+        let mut waiter = None;
+        for key in place.keys() {
+            if let Some(w) = self.remove_entry(key, id) {
+                waiter.get_or_insert(w);
+            }
+        }
+        waiter
+    }
+
+    /// Removes entry `id` from `resource`'s queue only.
+    fn remove_entry(&mut self, resource: &K, id: u64) -> Option<Waiter<H>> {
+        let Entry::Occupied(mut slot) = self.queues.entry(resource.clone()) else {
             return None;
         };
         let queue = slot.get_mut();
@@ -310,25 +375,34 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         })
     }
 
-    /// Removes every waiter of one resource (they get an error instead).
+    /// Removes every waiter of one resource (they get an error instead); a
+    /// set request leaves its other members' queues too.
     pub fn drain(&mut self, resource: &K) -> Vec<Waiter<H>> {
         let Some(queue) = self.queues.remove(resource) else {
             return Vec::new();
         };
         self.stale_timers.extend(queue.timers);
-        for w in &queue.entries {
-            self.index.remove(&w.id);
+        let mut gone = Vec::with_capacity(queue.entries.len());
+        for w in queue.entries {
+            if let Some(Place::Set(members)) = self.index.remove(&w.id) {
+                for m in members.iter().filter(|m| *m != resource) {
+                    self.remove_entry(m, w.id);
+                }
+            }
+            gone.push(w);
         }
-        queue.entries.into_iter().collect()
+        gone
     }
 
-    /// Removes every waiter everywhere (e.g. the server became a replica).
+    /// Removes every waiter everywhere (e.g. the server became a replica):
+    /// one entry per request.
     pub fn drain_all(&mut self) -> Vec<Waiter<H>> {
         self.index.clear();
         let mut all = Vec::new();
+        let mut seen = HashSet::new();
         for (_, q) in self.queues.drain() {
             self.stale_timers.extend(q.timers);
-            all.extend(q.entries);
+            all.extend(q.entries.into_iter().filter(|w| seen.insert(w.id)));
         }
         all
     }
@@ -337,60 +411,13 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     pub fn resources(&self, mut keep: impl FnMut(&K) -> bool) -> Vec<K> {
         self.queues.keys().filter(|k| keep(k)).cloned().collect()
     }
-
-    /// Whether a wake-up at `deadline_ms` needs a new timer: only when none
-    /// is armed for this resource at or before that time.
-    pub fn needs_timer(&mut self, resource: &K, deadline_ms: u64) -> bool {
-        let Some(queue) = self.queues.get_mut(resource) else {
-            return false;
-        };
-        match queue.timer_at {
-            Some(at) if at <= deadline_ms => false,
-            _ => {
-                queue.timer_at = Some(deadline_ms);
-                true
-            }
-        }
-    }
-
-    /// The server armed wake-up timer `id` (after `needs_timer` said so).
-    pub fn add_timer(&mut self, resource: &K, id: u64) {
-        match self.queues.get_mut(resource) {
-            Some(queue) => queue.timers.push(id),
-            None => self.stale_timers.push(id),
-        }
-    }
-
-    /// Remembers the deadline of the lease the waiters are waiting for.
-    pub fn note_deadline(&mut self, resource: &K, deadline_ms: u64) {
-        if let Some(queue) = self.queues.get_mut(resource) {
-            queue.lease_deadline = Some(deadline_ms);
-        }
-    }
-
-    /// The lease was evicted: hold the waiters until its known deadline.
-    /// Returns that time, if one is known.
-    pub fn hold_after_eviction(&mut self, resource: &K) -> Option<u64> {
-        let queue = self.queues.get_mut(resource)?;
-        queue.held_until = queue.lease_deadline;
-        queue.held_until
-    }
-
-    /// Until when grants on this resource must wait, if at all.
-    pub fn held_until(&self, resource: &K) -> Option<u64> {
-        self.queues.get(resource)?.held_until
-    }
-
-    /// Timer `id`, armed for `deadline_ms`, fired.
-    pub fn timer_fired(&mut self, resource: &K, deadline_ms: u64, id: u64) {
-        if let Some(queue) = self.queues.get_mut(resource) {
-            queue.timers.retain(|t| *t != id);
-            if queue.timer_at == Some(deadline_ms) {
-                queue.timer_at = None;
-            }
-        }
-    }
 }
+
+#[path = "queue_sets.rs"]
+mod sets;
+#[path = "queue_timers.rs"]
+mod timers;
+pub use sets::{Component, Request};
 
 #[cfg(test)]
 #[path = "queue_tests.rs"]

@@ -118,8 +118,9 @@ fn queues_know_whether_they_hold_only_plain_requests() {
     assert!(!q.is_plain(&"r"));
     q.remove(s);
     assert!(!q.is_plain(&"r"));
-    let taken = q.take(&"r", &[t]);
-    assert_eq!(taken.iter().map(|w| w.handle).collect::<Vec<_>>(), [3]);
+    let taken = q.take(&[t]);
+    assert_eq!(taken.iter().map(|(w, _)| w.handle).collect::<Vec<_>>(), [3]);
+    assert_eq!(taken[0].1, ["r"]);
     assert!(q.is_plain(&"r"));
     assert_eq!(q.waiters(&"r").map(|w| w.handle).collect::<Vec<_>>(), [1]);
     assert_eq!(q.take_thinned(), ["r"], "s left while t still waited");
@@ -141,4 +142,67 @@ fn given_up_waiters_are_taken_out() {
     assert!(q.has_live_waiter(&"r", u64::MAX));
     q.push("s", b"c", Wants::default(), 10, Some(5), 3);
     assert!(!q.has_live_waiter(&"s", 6));
+}
+
+#[test]
+fn a_set_request_waits_in_every_member_queue_under_one_id() {
+    let mut q = Q::default();
+    q.push("a", b"x", Wants::default(), 10, None, 1);
+    let set = q.push_set(vec!["a", "b"], b"s", Wants::default(), 10, Some(50), 2);
+    q.push("b", b"y", Wants::default(), 10, None, 3);
+    assert_eq!((q.waiting(&"a"), q.waiting(&"b"), q.total()), (2, 2, 3));
+    assert!(q.has_sets(&"a") && q.has_sets(&"b") && !q.is_plain(&"a"));
+    // Leaving removes it from both queues at once.
+    assert_eq!(q.remove(set).map(|w| w.handle), Some(2));
+    assert!(q.remove(set).is_none());
+    assert_eq!((q.waiting(&"a"), q.waiting(&"b"), q.total()), (1, 1, 2));
+    assert!(!q.has_sets(&"a") && q.is_plain(&"b"));
+}
+
+#[test]
+fn a_set_that_gives_up_or_fails_on_one_member_leaves_them_all() {
+    let mut q = Q::default();
+    q.push_set(vec!["a", "b"], b"s", Wants::default(), 10, Some(50), 1);
+    q.push("b", b"y", Wants::default(), 10, None, 2);
+    let gone = q.take_given_up(&"a", 51);
+    assert_eq!(gone.iter().map(|w| w.handle).collect::<Vec<_>>(), [1]);
+    assert_eq!((q.waiting(&"a"), q.waiting(&"b"), q.total()), (0, 1, 1));
+
+    q.push_set(vec!["a", "b", "c"], b"t", Wants::default(), 10, None, 3);
+    let failed = q.drain(&"c");
+    assert_eq!(failed.iter().map(|w| w.handle).collect::<Vec<_>>(), [3]);
+    assert_eq!((q.waiting(&"a"), q.waiting(&"b"), q.total()), (0, 1, 1));
+    q.push_set(vec!["a", "b"], b"u", Wants::default(), 10, None, 4);
+    assert_eq!(q.drain_all().len(), 2, "one entry per request");
+}
+
+#[test]
+fn taking_a_set_request_takes_every_entry() {
+    let mut q = Q::default();
+    let s = q.push_set(vec!["a", "b"], b"s", Wants::default(), 10, None, 1);
+    let y = q.push("b", b"y", Wants::default(), 10, None, 2);
+    let taken = q.take(&[s]);
+    assert_eq!(taken.len(), 1);
+    assert_eq!((taken[0].0.handle, taken[0].1.clone()), (1, vec!["a", "b"]));
+    assert_eq!((q.waiting(&"a"), q.waiting(&"b"), q.total()), (0, 1, 1));
+    assert_eq!(q.waiters(&"b").map(|w| w.id).collect::<Vec<_>>(), [y]);
+}
+
+#[test]
+fn a_component_follows_sets_from_queue_to_queue_in_enqueue_order() {
+    let mut q = Q::default();
+    let x = q.push("c", b"x", Wants::default(), 10, None, 1);
+    let s1 = q.push_set(vec!["a", "b"], b"s1", Wants::default(), 10, None, 2);
+    let s2 = q.push_set(vec!["b", "c"], b"s2", Wants::default(), 10, None, 3);
+    let y = q.push("a", b"y", Wants::default(), 10, None, 4);
+    q.push("elsewhere", b"z", Wants::default(), 10, None, 5);
+    let c = q.component(&["a"]);
+    assert_eq!(c.resources, ["a", "b", "c"]);
+    let ids: Vec<u64> = c.requests.iter().map(|r| r.id).collect();
+    assert_eq!(ids, [x, s1, s2, y]);
+    let members: Vec<Vec<usize>> = c.requests.iter().map(|r| r.members.clone()).collect();
+    assert_eq!(members, [vec![2], vec![0, 1], vec![1, 2], vec![0]]);
+    // A resource nobody waits on is its own component.
+    let lone = q.component(&["free"]);
+    assert_eq!((lone.resources, lone.requests.len()), (vec!["free"], 0));
 }

@@ -3,7 +3,6 @@
 //! `DLOCK.MRELEASE numkeys resource [resource ...] token` and
 //! `DLOCK.MEXTEND numkeys resource [resource ...] token ttl_ms`.
 //!
-//! Groundwork: parsed and unit-tested, not registered as commands yet.
 //! Resources are keys the server layer opens; here they are only counted,
 //! checked distinct and handed back as indexes into argv.
 
@@ -37,6 +36,19 @@ pub struct SetAcquire<'a> {
     pub mode: Mode,
     pub wait_ms: Option<u64>,
     pub max_new_token: usize,
+}
+
+impl SetAcquire<'_> {
+    /// A set that would be granted or queued anew: its token must be within
+    /// `dlock.max-token-length` (a retry of a longer stored token passes).
+    pub fn check_new_token(&self) -> Result<(), Error> {
+        if self.token.len() > self.max_new_token {
+            return Err(Error::TokenTooLong {
+                max: self.max_new_token,
+            });
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -25,7 +25,7 @@ use super::api::{self, now_us, rm, Ctx};
 use super::ffi::guard;
 use super::stats;
 use crate::lock::parking::{Answer, Left, Parking};
-use crate::lock::queue::{WaitQueues, Wants};
+use crate::lock::queue::{Component, WaitQueues, Wants};
 use crate::lock::Error;
 
 /// A lock's identity on this server: database and key name.
@@ -103,6 +103,23 @@ pub fn waiters_on(res: &Resource) -> usize {
     parking().queues().waiting(res)
 }
 
+/// Whether a set request waits on `res`: its queue is then decided only
+/// with its component (`server::sets`).
+pub fn has_sets(res: &Resource) -> bool {
+    anyone_waiting() && parking().queues().has_sets(res)
+}
+
+/// The component of `starts` (see `WaitQueues::component`).
+pub fn component(starts: &[Resource]) -> Component<Resource> {
+    if !anyone_waiting() {
+        return Component {
+            resources: starts.to_vec(),
+            requests: Vec::new(),
+        };
+    }
+    parking().queues().component(starts)
+}
+
 /// Whether a waiter of `res` can still be granted at `now_ms`.
 pub fn has_live_waiter(res: &Resource, now_ms: u64) -> bool {
     anyone_waiting() && parking().queues().has_live_waiter(res, now_ms)
@@ -128,6 +145,19 @@ pub fn block(
     ttl_ms: u64,
     timeout_ms: u64,
 ) -> Result<(), Error> {
+    block_on(ctx, vec![res], token, wants, ttl_ms, timeout_ms)
+}
+
+/// Parks the calling client at the tail of the queue of every resource of
+/// `members` at once (one set request, or a single one).
+pub fn block_on(
+    ctx: Ctx,
+    members: Vec<Resource>,
+    token: &[u8],
+    wants: Wants,
+    ttl_ms: u64,
+    timeout_ms: u64,
+) -> Result<(), Error> {
     let block = rm!(RedisModule_BlockClient);
     let on_disconnect = rm!(RedisModule_SetDisconnectCallback);
     let create_timer = rm!(RedisModule_CreateTimer);
@@ -148,7 +178,10 @@ pub fn block(
     unsafe { on_disconnect(bc, Some(on_disconnected)) };
     let handle = Blocked(bc);
     let gives_up_at = (timeout_ms > 0).then(|| (now_us() / 1000).saturating_add(timeout_ms));
-    with_parking(|p| p.park(res, token, wants, ttl_ms, gives_up_at, handle));
+    with_parking(|p| match <[Resource; 1]>::try_from(members) {
+        Ok([res]) => p.park(res, token, wants, ttl_ms, gives_up_at, handle),
+        Err(members) => p.park_set(members, token, wants, ttl_ms, gives_up_at, handle),
+    });
     if timeout_ms > 0 {
         let id = unsafe { create_timer(ctx.0, delay, Some(on_wait_timer), bc.cast::<c_void>()) };
         with_parking(|p| p.set_timer(handle, id));
@@ -202,15 +235,10 @@ pub fn queued(res: &Resource) -> Vec<(u64, Box<[u8]>, Wants, u64)> {
         .collect()
 }
 
-/// Grants the queued entries `granted` (id, fence) of `res` together and
-/// answers `refused` with their errors (see `Parking::grant_entries`).
-pub fn grant_entries(
-    res: &Resource,
-    granted: &[(u64, u64)],
-    retried: &[&[u8]],
-    refused: Vec<(u64, Error)>,
-) {
-    let timers = with_parking(|p| p.grant_entries(res, granted, retried, refused));
+/// Grants the queued requests `granted` (id, fence) together and answers
+/// `refused` with their errors (see `Parking::grant_entries`).
+pub fn grant_entries(granted: &[(u64, u64)], retried: &[&[u8]], refused: Vec<(u64, Error)>) {
+    let timers = with_parking(|p| p.grant_entries(granted, retried, refused));
     stop_timers(&timers);
     answers_ready();
 }
@@ -318,9 +346,7 @@ pub fn hand_over() {
 
 fn freed(handed: &Handed) {
     let revoke = with_parking(|p| p.freed(handed.handle, &handed.answer, handed.delivered));
-    if let Some(rv) = revoke {
-        super::revoke::revoke(rv);
-    }
+    revoke.into_iter().for_each(super::revoke::revoke);
 }
 
 /// The client left on its own; `unblock` it if we still owe that, and
@@ -332,9 +358,7 @@ fn left(left: Left<Resource>, handle: Blocked) {
             unsafe { unblock(handle.0, std::ptr::null_mut()) };
         }
     }
-    if let Some(rv) = left.revoke {
-        super::revoke::revoke(rv);
-    }
+    left.revoke.into_iter().for_each(super::revoke::revoke);
 }
 
 extern "C" fn on_reply(

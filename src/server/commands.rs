@@ -10,7 +10,7 @@ use super::ffi::Argv;
 use super::handoff;
 use super::keys::LockKey;
 use super::value::Stored;
-use super::{holds, holds_info};
+use super::{holds, holds_info, sets};
 use super::{quarantine, state, stats};
 use crate::lock::lease::{AcquireDecision, LeaseRef};
 use crate::lock::queue::Wants;
@@ -22,10 +22,18 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::acquire(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
+    around_sets(ctx, name, || acquire_key(ctx, name, &req))
+}
+
+fn acquire_key(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    req: &args::Acquire<'_>,
+) -> Result<(), Error> {
     let mut key = LockKey::open_write(ctx, name)?;
     if !req.is_plain() || key.is_multi()? || !plain_queue(ctx, name)? {
         let blocks = req.wait_ms.is_some() && can_block(ctx.flags()?);
-        return holds::acquire(ctx, &mut key, name, &req, blocks);
+        return holds::acquire(ctx, &mut key, name, req, blocks);
     }
     let waiting = handoff::waiting_resource(ctx, name)?;
     if let Some(res) = &waiting {
@@ -48,15 +56,15 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         if queued || quarantine::ms_left() > 0 {
             // A free lock that may not be granted now: the queue still holds
             // it (a quarantine delays its handoff), or grants are quarantined.
-            return wait_or_refuse(ctx, &key, name, &req, waiting, true);
+            return wait_or_refuse(ctx, &key, name, req, waiting, true);
         }
     }
     let now = LazyNow::default();
-    let decision = state::with_clock(|clock| Lease::acquire(current, &req, clock, || now.us()))?;
+    let decision = state::with_clock(|clock| Lease::acquire(current, req, clock, || now.us()))?;
     // Busy is decided without reading the clock.
     let deadline = || now.us() / 1000 + req.ttl_ms;
     let (fence, deadline) = match decision {
-        AcquireDecision::Busy => return wait_or_refuse(ctx, &key, name, &req, waiting, false),
+        AcquireDecision::Busy => return wait_or_refuse(ctx, &key, name, req, waiting, false),
         AcquireDecision::Grant { fence } => {
             let deadline = deadline();
             key.store(LeaseRef::new(req.token, fence))?;
@@ -138,16 +146,26 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::release(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
+    let released = around_sets(ctx, name, || release_key(ctx, name, req.token))?;
+    ctx.reply_integer(i64::from(released))
+}
+
+/// Releases `token`'s hold of `name`; whether it held one.
+pub fn release_key(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    token: &[u8],
+) -> Result<bool, Error> {
     let mut key = LockKey::open_write(ctx, name)?;
     if key.is_multi()? {
-        return holds::release(ctx, &mut key, name, req.token);
+        return holds::release(ctx, &mut key, name, token);
     }
-    if !owned_by(&key, req.token)? {
-        return ctx.reply_integer(0);
+    if !owned_by(&key, token)? {
+        return Ok(false);
     }
     if !plain_queue(ctx, name)? {
         // Readers, permits or owners wait: the holds model hands over.
-        return holds::release(ctx, &mut key, name, req.token);
+        return holds::release(ctx, &mut key, name, token);
     }
     let waiting = handoff::waiting_resource(ctx, name)?;
     let next = match &waiting {
@@ -166,7 +184,7 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         effects::released(ctx, name)?;
         key.signal_modified()?;
     }
-    ctx.reply_integer(1)
+    Ok(true)
 }
 
 /// `DLOCK.EXTEND resource token ttl_ms` -> 1 if the owner's lease now ends
@@ -175,16 +193,28 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
+    let held = around_sets(ctx, name, || extend_key(ctx, name, req.token, req.ttl_ms))?;
+    ctx.reply_integer(i64::from(held))
+}
+
+/// Moves the end of `token`'s live hold of `name` to `ttl_ms` from now;
+/// whether it held one.
+pub fn extend_key(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    token: &[u8],
+    ttl_ms: u64,
+) -> Result<bool, Error> {
     let mut key = LockKey::open_write(ctx, name)?;
     if key.is_multi()? {
-        return holds::extend(ctx, &mut key, name, req.token, req.ttl_ms);
+        return holds::extend(ctx, &mut key, name, token, ttl_ms);
     }
-    if !owned_by(&key, req.token)? {
-        return ctx.reply_integer(0);
+    if !owned_by(&key, token)? {
+        return Ok(false);
     }
-    let deadline = now_us() / 1000 + req.ttl_ms;
+    let deadline = now_us() / 1000 + ttl_ms;
     key.set_deadline(deadline)?;
-    quarantine::note_ttl(req.ttl_ms);
+    quarantine::note_ttl(ttl_ms);
     effects::deadline_moved(ctx, name, deadline)?;
     key.signal_modified()?;
     stats::EXTENDS.add();
@@ -193,7 +223,7 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         // A shorter lease must still be handed over on time.
         handoff::arm_expiry(ctx, &res, deadline)?;
     }
-    ctx.reply_integer(1)
+    Ok(true)
 }
 
 /// `DLOCK.INFO resource` -> nil when free, else a map of the lease (of
@@ -252,6 +282,12 @@ fn settle_before_reading(
     if ctx.flags()?.is_replica() || handoff::writes_paused() {
         return Ok(());
     }
+    if blocking::has_sets(res) {
+        if let Err(e) = sets::settle(ctx, res) {
+            ctx.log_warning(&format!("handoff before DLOCK.INFO failed: {e}"));
+        }
+        return Ok(());
+    }
     let mut key = LockKey::open_write(ctx, name)?;
     if matches!(key.lease(), Ok(None)) {
         // If the handoff cannot happen (no fence left), INFO still answers:
@@ -261,6 +297,28 @@ fn settle_before_reading(
         }
     }
     Ok(())
+}
+
+/// Runs a command on `name`. A resource on which a set request waits is
+/// decided only with its component (`sets`): settled before `f` (pending
+/// handoffs complete first) and after it (what `f` freed reaches the sets).
+pub fn around_sets<R>(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    f: impl FnOnce() -> Result<R, Error>,
+) -> Result<R, Error> {
+    let res = match handoff::waiting_resource(ctx, name)? {
+        Some(res) if blocking::has_sets(&res) => res,
+        _ => return f(),
+    };
+    sets::settle(ctx, &res)?;
+    let result = f();
+    if blocking::has_sets(&res) {
+        if let Err(e) = sets::settle(ctx, &res) {
+            ctx.log_warning(&format!("handoff to a set failed: {e}"));
+        }
+    }
+    result
 }
 
 /// Whether the requests queued on `name` (if any) are all plain ones.
@@ -279,7 +337,7 @@ fn owned_by(key: &LockKey, token: &[u8]) -> Result<bool, Error> {
 /// be invisible to the master and lost on the next sync.
 /// The role is cached from replication events, so the common case (a
 /// master) reads no context flags.
-fn refuse_on_replica(ctx: Ctx) -> Result<(), Error> {
+pub fn refuse_on_replica(ctx: Ctx) -> Result<(), Error> {
     if !state::is_replica() {
         return Ok(());
     }
@@ -291,6 +349,6 @@ fn refuse_on_replica(ctx: Ctx) -> Result<(), Error> {
 }
 
 /// Inside MULTI, Lua, or a replayed command, WAIT degrades to a plain try.
-fn can_block(flags: Flags) -> bool {
+pub fn can_block(flags: Flags) -> bool {
     !(flags.in_transaction_or_script() || flags.is_replicated() || flags.is_loading())
 }

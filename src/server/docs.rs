@@ -73,6 +73,8 @@ struct Arg {
     /// The keyword before the value (`WAIT timeout_ms`).
     token: Option<&'static CStr>,
     optional: bool,
+    /// Repeated (a set's resources).
+    multiple: bool,
 }
 
 const fn arg(name: &'static CStr, kind: Kind) -> Arg {
@@ -81,6 +83,7 @@ const fn arg(name: &'static CStr, kind: Kind) -> Arg {
         kind,
         token: None,
         optional: false,
+        multiple: false,
     }
 }
 
@@ -95,6 +98,8 @@ struct Doc {
     arity: c_int,
     /// Key-spec flags of the key at argument 1; `None`: the command has no key.
     key: Option<u32>,
+    /// The keys are `numkeys` (argument 1) resources after it, not one key.
+    numbered: bool,
     args: &'static [Arg],
 }
 
@@ -104,12 +109,20 @@ const fn option(name: &'static CStr, kind: Kind, token: &'static CStr) -> Arg {
         kind,
         token: Some(token),
         optional: true,
+        multiple: false,
     }
 }
 
+/// The set commands' keys: `numkeys resource [resource ...]`.
+const NUMKEYS: Arg = arg(c"numkeys", Kind::Integer);
+const RESOURCES: Arg = Arg {
+    multiple: true,
+    ..arg(c"resource", Kind::Key)
+};
+
 const TOKEN: Arg = arg(c"token", Kind::String);
 
-static DOCS: [Doc; 10] = [
+static DOCS: [Doc; 13] = [
     Doc {
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
@@ -119,6 +132,7 @@ in FIFO order until granted or until timeout_ms passes.",
         // Reads the holder (a refresh replies with its fence) and grants or
         // refreshes the lease.
         key: Some(RW | ACCESS | UPDATE),
+        numbered: false,
         args: &[
             RESOURCE,
             arg(c"token", Kind::String),
@@ -135,6 +149,7 @@ in FIFO order until granted or until timeout_ms passes.",
 gets the lock next.",
         arity: 3,
         key: Some(RW | ACCESS | DELETE),
+        numbered: false,
         args: &[RESOURCE, arg(c"token", Kind::String)],
     },
     Doc {
@@ -143,6 +158,7 @@ gets the lock next.",
 else returns 0.",
         arity: 4,
         key: Some(RW | ACCESS | UPDATE),
+        numbered: false,
         args: &[
             RESOURCE,
             arg(c"token", Kind::String),
@@ -155,7 +171,43 @@ else returns 0.",
 waiters, or nil when the lock is free.",
         arity: 2,
         key: Some(RO | ACCESS),
+        numbered: false,
         args: &[RESOURCE],
+    },
+    Doc {
+        name: c"dlock.macquire",
+        summary: c"Acquires every resource of a set for token, all or nothing, under one fencing \
+token and one deadline, or returns nil. With WAIT, queues on every member at once and is granted \
+in FIFO order when all of them are free for it.",
+        arity: -5,
+        key: Some(RW | ACCESS | UPDATE),
+        numbered: true,
+        args: &[
+            NUMKEYS,
+            RESOURCES,
+            TOKEN,
+            arg(c"ttl_ms", Kind::Integer),
+            option(c"shared", Kind::PureToken, c"SHARED"),
+            option(c"timeout_ms", Kind::Integer, c"WAIT"),
+        ],
+    },
+    Doc {
+        name: c"dlock.mrelease",
+        summary: c"Releases token's hold on every resource of a set and returns how many it \
+released.",
+        arity: -4,
+        key: Some(RW | ACCESS | DELETE),
+        numbered: true,
+        args: &[NUMKEYS, RESOURCES, TOKEN],
+    },
+    Doc {
+        name: c"dlock.mextend",
+        summary: c"Makes token's holds on every resource of a set end ttl_ms from now and \
+returns 1, or returns 0 and changes nothing when token no longer holds all of them.",
+        arity: -5,
+        key: Some(RW | ACCESS | UPDATE),
+        numbered: true,
+        args: &[NUMKEYS, RESOURCES, TOKEN, arg(c"ttl_ms", Kind::Integer)],
     },
     Doc {
         name: effects::APPLY,
@@ -165,6 +217,7 @@ waiters, or nil when the lock is free.",
         arity: 0,
         // Replaces the lease whatever it was.
         key: Some(OW | UPDATE),
+        numbered: false,
         args: &[
             RESOURCE,
             arg(c"token", Kind::String),
@@ -181,6 +234,7 @@ waiters, or nil when the lock is free.",
         summary: INTERNAL,
         arity: 0,
         key: Some(RW | UPDATE),
+        numbered: false,
         args: &[
             RESOURCE,
             TOKEN,
@@ -197,6 +251,7 @@ waiters, or nil when the lock is free.",
         summary: INTERNAL,
         arity: 0,
         key: Some(RW | UPDATE),
+        numbered: false,
         args: &[RESOURCE, TOKEN, arg(c"deadline_ms", Kind::UnixTime)],
     },
     Doc {
@@ -204,6 +259,7 @@ waiters, or nil when the lock is free.",
         summary: INTERNAL,
         arity: 0,
         key: Some(RW | DELETE),
+        numbered: false,
         args: &[RESOURCE, TOKEN],
     },
     Doc {
@@ -211,6 +267,7 @@ waiters, or nil when the lock is free.",
         summary: INTERNAL,
         arity: 0,
         key: Some(OW | UPDATE),
+        numbered: false,
         args: &[
             RESOURCE,
             arg(c"value", Kind::String),
@@ -224,6 +281,7 @@ waiters, or nil when the lock is free.",
         // Registered with the key triple 1,1,1 like every command, but its
         // first argument is a number: an empty key-spec list drops that.
         key: None,
+        numbered: false,
         args: &[
             arg(c"longest_ttl_ms", Kind::Integer),
             arg(c"lossy", Kind::Integer),
@@ -253,8 +311,13 @@ pub fn describe(ctx: Ctx) -> Result<(), Error> {
         }
         let mut args: Vec<raw::RedisModuleCommandArg> = doc.args.iter().map(raw_arg).collect();
         args.push(arg_end());
+        let spec = if doc.numbered {
+            numbered_spec
+        } else {
+            key_spec
+        };
         let mut specs: Vec<raw::RedisModuleCommandKeySpec> =
-            doc.key.map(key_spec).into_iter().collect();
+            doc.key.map(spec).into_iter().collect();
         specs.push(spec_end());
         let info = raw::RedisModuleCommandInfo {
             version: &VERSION,
@@ -271,6 +334,11 @@ pub fn describe(ctx: Ctx) -> Result<(), Error> {
         // the call, their layout is the one `VERSION` announces, and the
         // server copies everything it keeps.
         if unsafe { set(command, &info) } != api::OK {
+            if doc.numbered {
+                // Registered without keys: without its key spec no ACL key
+                // pattern or cluster routing would see a set's resources.
+                return Err(Error::Internal("the set commands' key specs were refused"));
+            }
             ctx.log_warning(&format!(
                 "dlock: SetCommandInfo refused the docs of {name} (see the warning above)"
             ));
@@ -288,11 +356,15 @@ fn raw_arg(a: &Arg) -> raw::RedisModuleCommandArg {
         token: a.token.map_or(ptr::null(), CStr::as_ptr),
         summary: ptr::null(),
         since: ptr::null(),
-        flags: if a.optional {
-            raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
+        flags: (if a.optional {
+            raw::REDISMODULE_CMD_ARG_OPTIONAL
         } else {
-            raw::REDISMODULE_CMD_ARG_NONE as c_int
-        },
+            raw::REDISMODULE_CMD_ARG_NONE
+        } | if a.multiple {
+            raw::REDISMODULE_CMD_ARG_MULTIPLE
+        } else {
+            raw::REDISMODULE_CMD_ARG_NONE
+        }) as c_int,
         deprecated_since: ptr::null(),
         subargs: ptr::null_mut(),
         display_text: ptr::null(),
@@ -351,6 +423,18 @@ fn key_spec(flags: u32) -> raw::RedisModuleCommandKeySpec {
         lastkey: 0,
         keystep: 1,
         limit: 0,
+    };
+    spec
+}
+
+/// `numkeys` at argument 1 and that many keys after it.
+fn numbered_spec(flags: u32) -> raw::RedisModuleCommandKeySpec {
+    let mut spec = key_spec(flags);
+    spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+    spec.fk.keynum = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
+        keynumidx: 0,
+        firstkey: 1,
+        keystep: 1,
     };
     spec
 }

@@ -10,17 +10,24 @@ use redis_module::raw;
 use super::api::{self, bytes, rm, Ctx};
 use crate::lock::Error;
 
-/// Arguments past this many are not looked at. A fixed array keeps argument
-/// handling free of allocation, and every command's full syntax fits well
-/// inside it, so a longer call still fails its parser the way it should
-/// (fixed-arity commands: wrong arity; ACQUIRE: an unknown option).
-const MAX_ARGS: usize = 16;
+/// Arguments up to this many are read into a fixed array, free of
+/// allocation; every single-resource command's full syntax fits well inside
+/// it. A longer call (a set's resources) is read into a vector.
+const INLINE_ARGS: usize = 16;
+
+/// Arguments past this many are not looked at: the longest set command
+/// (`MACQUIRE` of 64 resources with every option) fits inside it, so a
+/// longer call still fails its parser the way it should (wrong arity, an
+/// unknown option, `numkeys` out of range).
+const MAX_ARGS: usize = 2 + crate::lock::set_args::MAX_SET + 8;
 
 /// A command's arguments as raw strings (for keys and replication) and bytes
 /// (for parsing).
 pub struct Argv<'a> {
     raw: &'a [*mut raw::RedisModuleString],
-    bytes: [&'a [u8]; MAX_ARGS],
+    inline: [&'a [u8]; INLINE_ARGS],
+    /// Every argument, when there are more than `INLINE_ARGS`.
+    long: Vec<&'a [u8]>,
 }
 
 impl<'a> Argv<'a> {
@@ -33,16 +40,29 @@ impl<'a> Argv<'a> {
         let raw = all.get(..MAX_ARGS).unwrap_or(all);
         let mut out = Argv {
             raw,
-            bytes: [&[]; MAX_ARGS],
+            inline: [&[]; INLINE_ARGS],
+            long: Vec::new(),
         };
-        for (slot, s) in out.bytes.iter_mut().zip(raw) {
+        if raw.len() > INLINE_ARGS {
+            out.long = raw.iter().map(|s| bytes(*s)).collect::<Result<_, _>>()?;
+            return Ok(out);
+        }
+        for (slot, s) in out.inline.iter_mut().zip(raw) {
             *slot = bytes(*s)?;
         }
         Ok(out)
     }
 
     pub fn bytes(&self) -> &[&'a [u8]] {
-        self.bytes.get(..self.raw.len()).unwrap_or(&[])
+        if !self.long.is_empty() {
+            return &self.long;
+        }
+        self.inline.get(..self.raw.len()).unwrap_or(&[])
+    }
+
+    /// Argument `i` as the server's string (a set's resource).
+    pub fn raw(&self, i: usize) -> Result<*mut raw::RedisModuleString, Error> {
+        self.raw.get(i).copied().ok_or(Error::WrongArity)
     }
 
     /// The resource key (argument 1).

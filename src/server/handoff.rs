@@ -298,6 +298,9 @@ fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
         return Ok(());
     }
     unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
+    if blocking::has_sets(res) {
+        return super::sets::settle(ctx, res);
+    }
     let name = unsafe {
         rm!(RedisModule_CreateString)(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len())
     };

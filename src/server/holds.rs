@@ -36,7 +36,12 @@ pub struct Work {
 impl Work {
     /// The holds of `key`, with those past their deadline dropped.
     pub fn load(key: &LockKey) -> Result<Work, Error> {
-        let now_us = now_us();
+        Self::load_at(key, now_us())
+    }
+
+    /// As `load`, at `now_us`: the members of a set share one clock read,
+    /// so their holds get one absolute deadline.
+    pub fn load_at(key: &LockKey, now_us: u64) -> Result<Work, Error> {
         let was_plain = !key.is_multi()?;
         let mut holds = key.holds()?.unwrap_or_else(|| Holds::new(1));
         let changes: Vec<Change> = holds
@@ -133,7 +138,7 @@ pub fn settle(
     let step = plan_queue(ctx, res, &mut work)?;
     let granted = !step.granted.is_empty();
     let holds = work.finish(ctx, key, name)?;
-    commit_queue(ctx, res, name, step);
+    commit_queue(ctx, name, step);
     arm_for_queue(ctx, res, holds)?;
     Ok(granted)
 }
@@ -209,8 +214,8 @@ pub fn acquire(
         }
     };
     let holds = work.finish(ctx, key, name)?;
-    if let Some(res) = &waiting {
-        commit_queue(ctx, res, name, step);
+    if waiting.is_some() {
+        commit_queue(ctx, name, step);
     }
     let fence = match reply? {
         Some(fence) => fence,
@@ -251,7 +256,7 @@ pub fn release(
     key: &mut LockKey,
     name: *mut raw::RedisModuleString,
     token: &[u8],
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let mut work = Work::load(key)?;
     let released = work.drop_hold(token);
     let waiting = handoff::waiting_resource(ctx, name)?;
@@ -265,10 +270,10 @@ pub fn release(
     }
     let holds = work.finish(ctx, key, name)?;
     if let Some(res) = &waiting {
-        commit_queue(ctx, res, name, step);
+        commit_queue(ctx, name, step);
         arm_for_queue(ctx, res, holds)?;
     }
-    ctx.reply_integer(i64::from(released))
+    Ok(released)
 }
 
 /// `DLOCK.EXTEND` of one live hold.
@@ -278,7 +283,7 @@ pub fn extend(
     name: *mut raw::RedisModuleString,
     token: &[u8],
     ttl_ms: u64,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let mut work = Work::load(key)?;
     let held = work.holds.hold_of(token).is_some();
     if held {
@@ -295,10 +300,10 @@ pub fn extend(
         stats::notify(ctx, c"dlock.extended", name);
     }
     if let Some(res) = &waiting {
-        commit_queue(ctx, res, name, step);
+        commit_queue(ctx, name, step);
         arm_for_queue(ctx, res, holds)?;
     }
-    ctx.reply_integer(i64::from(held))
+    Ok(held)
 }
 
 /// Revokes the hold `token` was granted under `fence`, if the key still
@@ -319,7 +324,7 @@ pub fn revoke(
     }
     let step = plan_queue(ctx, res, &mut work)?;
     let holds = work.finish(ctx, key, name)?;
-    commit_queue(ctx, res, name, step);
+    commit_queue(ctx, name, step);
     arm_for_queue(ctx, res, holds)?;
     Ok(held)
 }

@@ -36,7 +36,9 @@ impl QueueStep {
 /// clock has moved.
 pub fn plan_queue(ctx: Ctx, res: &Resource, work: &mut Work) -> Result<QueueStep, Error> {
     let mut step = QueueStep::default();
-    if quarantine::ms_left() > 0 || blocking::waiters_on(res) == 0 {
+    // A queue holding a set request is decided with its component, by
+    // whoever changed it (`server::sets`).
+    if quarantine::ms_left() > 0 || blocking::waiters_on(res) == 0 || blocking::has_sets(res) {
         return Ok(step);
     }
     let now_ms = work.now_ms();
@@ -115,13 +117,13 @@ fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> crate::lock::ho
 }
 
 /// Answers the queued requests of a step (after the holds are written).
-pub fn commit_queue(ctx: Ctx, res: &Resource, name: *mut raw::RedisModuleString, step: QueueStep) {
+pub fn commit_queue(ctx: Ctx, name: *mut raw::RedisModuleString, step: QueueStep) {
     if step.is_empty() {
         return;
     }
     let retried: Vec<&[u8]> = step.retried.iter().map(|t| &**t).collect();
     let new_holds = step.granted.len();
-    blocking::grant_entries(res, &step.granted, &retried, step.refused);
+    blocking::grant_entries(&step.granted, &retried, step.refused);
     for _ in 0..new_holds {
         stats::GRANTS.add();
         stats::HANDOFFS.add();

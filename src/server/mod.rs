@@ -25,6 +25,8 @@ pub mod persistence;
 pub mod quarantine;
 pub mod restored;
 pub mod revoke;
+pub mod set_commands;
+pub mod sets;
 pub mod state;
 pub mod stats;
 pub mod value;
@@ -41,6 +43,9 @@ command_entry!(acquire_entry => commands::acquire);
 command_entry!(release_entry => commands::release);
 command_entry!(extend_entry => commands::extend);
 command_entry!(info_entry => commands::info);
+command_entry!(macquire_entry => set_commands::macquire);
+command_entry!(mrelease_entry => set_commands::mrelease);
+command_entry!(mextend_entry => set_commands::mextend);
 command_entry!(apply_entry => effects::apply);
 command_entry!(meta_entry => effects::meta);
 command_entry!(add_hold_entry => hold_effects::apply_add);
@@ -83,6 +88,25 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         true,
     )?;
     register(ctx, c"dlock.info", Some(info_entry), c"readonly fast", true)?;
+    // Their keys (`numkeys` resources) are declared by a key spec set in
+    // `docs::describe`; without that API (Redis 6) they are not offered.
+    if unsafe { raw::RedisModule_SetCommandInfo }.is_some() {
+        register(
+            ctx,
+            c"dlock.macquire",
+            Some(macquire_entry),
+            c"write deny-oom",
+            false,
+        )?;
+        register(
+            ctx,
+            c"dlock.mrelease",
+            Some(mrelease_entry),
+            c"write",
+            false,
+        )?;
+        register(ctx, c"dlock.mextend", Some(mextend_entry), c"write", false)?;
+    }
     register(
         ctx,
         effects::APPLY,

@@ -117,6 +117,10 @@ fn revoke_now(ctx: Ctx, rv: &Revoke<Resource>) -> Result<(), Error> {
     };
     let result = revoke_key(ctx, name, rv);
     unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
+    if result.is_ok() && blocking::has_sets(res) {
+        // The revoked hold may be what a queued set waits for.
+        super::sets::settle(ctx, res)?;
+    }
     let who = String::from_utf8_lossy(&res.key);
     match result {
         Ok(true) => ctx.log_warning(&format!(

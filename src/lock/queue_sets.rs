@@ -1,0 +1,124 @@
+//! Set requests in the wait queues (issue 12): one `DLOCK.MACQUIRE ...
+//! WAIT` waits, under one id, in the queue of every member, and the queues
+//! that share set requests are decided together (`lock::component`).
+
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+
+use super::{Place, WaitQueue, WaitQueues, Waiter, Wants};
+
+/// A queued request as the component sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub id: u64,
+    pub token: Box<[u8]>,
+    pub wants: Wants,
+    pub ttl_ms: u64,
+    /// Its resources, as indexes into `Component::resources`.
+    pub members: Vec<usize>,
+}
+
+/// Resources whose queues share set requests, and every request queued on
+/// them, in enqueue order (ids grow with every push).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Component<K> {
+    pub resources: Vec<K>,
+    pub requests: Vec<Request>,
+}
+
+impl<K: Hash + Eq + Clone, H: Clone> WaitQueues<K, H> {
+    /// Appends one request for every resource of `members` (distinct) at
+    /// the tail of each of their queues; returns its id.
+    pub fn push_set(
+        &mut self,
+        members: Vec<K>,
+        token: &[u8],
+        wants: Wants,
+        ttl_ms: u64,
+        gives_up_at: Option<u64>,
+        handle: H,
+    ) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        for key in &members {
+            let queue = self
+                .queues
+                .entry(key.clone())
+                .or_insert_with(WaitQueue::new);
+            queue.push_back(Waiter {
+                id,
+                token: token.into(),
+                wants: wants.clone(),
+                ttl_ms,
+                gives_up_at,
+                handle: handle.clone(),
+                in_set: true,
+            });
+        }
+        self.index.insert(id, Place::Set(members.into()));
+        id
+    }
+}
+
+impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
+    /// Whether a set request waits on `resource`: then its queue is decided
+    /// only together with its component.
+    pub fn has_sets(&self, resource: &K) -> bool {
+        self.queues.get(resource).is_some_and(|q| q.in_sets > 0)
+    }
+
+    /// The component of `starts`: those resources, every resource reachable
+    /// through the set requests queued on them, and every request queued on
+    /// any of these, in enqueue order.
+    pub fn component(&self, starts: &[K]) -> Component<K> {
+        let mut resources: Vec<K> = Vec::new();
+        let mut position: HashMap<K, usize> = HashMap::new();
+        let mut visit = |k: &K, resources: &mut Vec<K>| {
+            if !position.contains_key(k) {
+                position.insert(k.clone(), resources.len());
+                resources.push(k.clone());
+            }
+        };
+        for k in starts {
+            visit(k, &mut resources);
+        }
+        let mut seen: HashSet<u64> = HashSet::new();
+        let mut found: Vec<&Waiter<H>> = Vec::new();
+        let mut next = 0;
+        while let Some(key) = resources.get(next).cloned() {
+            next += 1;
+            for w in self.queues.get(&key).into_iter().flat_map(|q| &q.entries) {
+                if !seen.insert(w.id) {
+                    continue;
+                }
+                found.push(w);
+                if let Some(place) = self.index.get(&w.id) {
+                    for m in place.keys() {
+                        visit(m, &mut resources);
+                    }
+                }
+            }
+        }
+        found.sort_by_key(|w| w.id);
+        let requests = found
+            .into_iter()
+            .map(|w| Request {
+                id: w.id,
+                token: w.token.clone(),
+                wants: w.wants.clone(),
+                ttl_ms: w.ttl_ms,
+                members: self
+                    .index
+                    .get(&w.id)
+                    .into_iter()
+                    .flat_map(|p| p.keys())
+                    .filter_map(|k| position.get(k).copied())
+                    .collect(),
+            })
+            .collect();
+        Component {
+            resources,
+            requests,
+        }
+    }
+}

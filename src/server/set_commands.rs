@@ -1,0 +1,117 @@
+//! The set commands (issue 12): `DLOCK.MACQUIRE`, `DLOCK.MRELEASE` and
+//! `DLOCK.MEXTEND`. A set's members are ordinary holds; `sets` decides a
+//! new set with the queues it joins, and releases and extensions run the
+//! single-resource paths on every member, inside one command (so replicas
+//! and the AOF see one transaction).
+
+use redis_module::raw;
+
+use super::api::{now_us, rm, Ctx};
+use super::blocking::Resource;
+use super::commands::{around_sets, can_block, extend_key, refuse_on_replica, release_key};
+use super::ffi::Argv;
+use super::keys::LockKey;
+use super::sets::{self, NewSet, Outcome};
+use super::state;
+use super::value::Stored;
+use crate::lock::set_args::{self, Members};
+use crate::lock::Error;
+
+/// `DLOCK.MACQUIRE numkeys resource [resource ...] token ttl_ms [SHARED]
+/// [WAIT timeout_ms]` -> one fence for every member, or nil.
+pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    let req = set_args::acquire(argv.bytes(), &state::limits())?;
+    refuse_on_replica(ctx)?;
+    let members = resources(ctx, argv, &req.members)?;
+    let wait_ms = match req.wait_ms {
+        Some(t) if can_block(ctx.flags()?) => Some(t),
+        _ => None,
+    };
+    let check = || req.check_new_token();
+    let new = NewSet {
+        members,
+        token: req.token,
+        ttl_ms: req.ttl_ms,
+        mode: req.mode,
+        wait_ms,
+        check_new_token: &check,
+    };
+    match sets::decide(ctx, &new.members, Some(&new))? {
+        Some(Outcome::Granted { fence }) => ctx.reply_integer(fence as i64),
+        // Blocked: the parking lot answers.
+        Some(Outcome::Queued) => Ok(()),
+        Some(Outcome::Busy) | None => ctx.reply_null(),
+    }
+}
+
+/// `DLOCK.MRELEASE numkeys resource [resource ...] token` -> how many of
+/// the members `token` held (and released).
+pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    let req = set_args::release(argv.bytes())?;
+    refuse_on_replica(ctx)?;
+    let mut released = 0;
+    for i in req.members.indexes() {
+        let name = argv.raw(i)?;
+        if around_sets(ctx, name, || release_key(ctx, name, req.token))? {
+            released += 1;
+        }
+    }
+    ctx.reply_integer(released)
+}
+
+/// `DLOCK.MEXTEND numkeys resource [resource ...] token ttl_ms` -> 1 when
+/// `token` held every member (now all ending `ttl_ms` from now), else 0 and
+/// nothing changed: a set with a lost member is no longer a lock.
+pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    let req = set_args::extend(argv.bytes(), &state::limits())?;
+    refuse_on_replica(ctx)?;
+    let now_ms = now_us() / 1000;
+    for i in req.members.indexes() {
+        if !holds_live(ctx, argv.raw(i)?, req.token, now_ms)? {
+            return ctx.reply_integer(0);
+        }
+    }
+    for i in req.members.indexes() {
+        let name = argv.raw(i)?;
+        // Held a moment ago, inside this same command: still held.
+        around_sets(ctx, name, || extend_key(ctx, name, req.token, req.ttl_ms))?;
+    }
+    ctx.reply_integer(1)
+}
+
+/// Whether `token` has a live hold on `name` (read only: a refused
+/// `MEXTEND` changes nothing).
+fn holds_live(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    token: &[u8],
+    now_ms: u64,
+) -> Result<bool, Error> {
+    let key = LockKey::open_read(ctx, name)?;
+    Ok(match key.stored()? {
+        None => false,
+        Some(Stored::Plain(lease)) => {
+            lease.is_owned_by(token) && key.deadline()?.is_none_or(|d| d >= now_ms)
+        }
+        Some(Stored::Multi(h)) => h.live(now_ms).any(|hold| *hold.token == *token),
+    })
+}
+
+/// The set's resources in the caller's database.
+fn resources(ctx: Ctx, argv: &Argv, members: &Members) -> Result<Vec<Resource>, Error> {
+    let db = unsafe { rm!(RedisModule_GetSelectedDb)(ctx.0) };
+    members
+        .indexes()
+        .map(|i| {
+            Ok(Resource {
+                db,
+                key: argv
+                    .bytes()
+                    .get(i)
+                    .ok_or(Error::WrongArity)?
+                    .to_vec()
+                    .into(),
+            })
+        })
+        .collect()
+}
