@@ -127,6 +127,7 @@ fn decide(
             return None;
         }
         let a = match s.admit(&q.ask, queued) {
+            Err(Error::TokenInUse) if q.members.len() > 1 => return Some(Err(Error::SetMismatch)),
             Err(e) => return Some(Err(e)),
             Ok(Admission::Busy) => return None,
             Ok(a) => a,
@@ -136,7 +137,7 @@ fn decide(
             (Some(x), y) if x == y => Some(x),
             // A token holding some members but not others, or under
             // different fences: not this set.
-            _ => return Some(Err(Error::TokenInUse)),
+            _ => return Some(Err(Error::SetMismatch)),
         };
     }
     seen.map(Ok)
@@ -220,7 +221,7 @@ mod tests {
     fn a_token_holding_part_of_a_set_is_refused() {
         let res = [held("t"), Holds::new(1)];
         let out = admit_component(&refs(&res), &[q(&[0, 1], "t")]);
-        assert_eq!(out, vec![(0, Err(Error::TokenInUse))]);
+        assert_eq!(out, vec![(0, Err(Error::SetMismatch))]);
         let res = [held("t"), held("t")];
         let out = admit_component(&refs(&res), &[q(&[0, 1], "t")]);
         assert_eq!(out, vec![(0, Ok(Granted::Retry { fence: 5 }))]);

@@ -56,6 +56,9 @@ pub enum Error {
     OwnerSemaphore,
     /// A set names one resource twice.
     DuplicateResource,
+    /// `MACQUIRE` with a token that holds part of the set, or holds its
+    /// members under different fences (another set) or another mode.
+    SetMismatch,
     /// `OWNER ""` names nobody.
     EmptyOwner,
     /// An upgrade to exclusive while other owners hold the resource: refused
@@ -126,6 +129,11 @@ impl fmt::Display for Error {
             }
             Error::EmptyOwner => write!(f, "ERR owner must not be empty"),
             Error::DuplicateResource => write!(f, "ERR a set names the same resource twice"),
+            Error::SetMismatch => write!(
+                f,
+                "ERR token already holds part of this set, or holds it as another set or mode \
+                 (release it with DLOCK.MRELEASE first)"
+            ),
             Error::UpgradeRefused => write!(
                 f,
                 "ERR upgrade refused: other owners hold the resource (an upgrade never waits)"
