@@ -94,6 +94,9 @@ fn plus_at_dlock_grants_exactly_the_lock_commands_where_categories_exist() {
                 "+dlock.release",
                 "+dlock.extend",
                 "+dlock.info",
+                "+dlock.macquire",
+                "+dlock.mrelease",
+                "+dlock.mextend",
             ],
         )
         .unwrap();
@@ -106,6 +109,9 @@ fn plus_at_dlock_grants_exactly_the_lock_commands_where_categories_exist() {
             ("dlock.release", &["@write", "@dlock"]),
             ("dlock.extend", &["@write", "@fast", "@dlock"]),
             ("dlock.info", &["@read", "@fast", "@dlock"]),
+            ("dlock.macquire", &["@write", "@dlock"]),
+            ("dlock.mrelease", &["@write", "@dlock"]),
+            ("dlock.mextend", &["@write", "@dlock"]),
         ] {
             assert_eq!(acl_categories(&mut admin, cmd), expected, "{cmd}");
         }
@@ -120,6 +126,38 @@ fn plus_at_dlock_grants_exactly_the_lock_commands_where_categories_exist() {
     assert_eq!(held(&mut locker, "lock:1").fence, fence);
     assert_eq!(extend(&mut locker, "lock:1", "tok", 60_000), 1);
     assert_eq!(release(&mut locker, "lock:1", "tok"), 1);
+    // A set: every member's key is checked, none may be outside `lock:*`.
+    let set = |c: &mut redis::Connection, cmd: &str, keys: &[&str], tail: &[&str]| {
+        let mut cmd = redis::cmd(cmd);
+        cmd.arg(keys.len()).arg(keys).arg(tail);
+        cmd.query::<Value>(c)
+    };
+    let fence = set(
+        &mut locker,
+        "DLOCK.MACQUIRE",
+        &["lock:a", "lock:b"],
+        &["s", "60000"],
+    );
+    assert!(matches!(fence, Ok(Value::Int(_))), "{fence:?}");
+    let mextend = set(
+        &mut locker,
+        "DLOCK.MEXTEND",
+        &["lock:a", "lock:b"],
+        &["s", "60000"],
+    );
+    assert!(matches!(mextend, Ok(Value::Int(1))), "{mextend:?}");
+    let mrelease = set(&mut locker, "DLOCK.MRELEASE", &["lock:a", "lock:b"], &["s"]);
+    assert!(matches!(mrelease, Ok(Value::Int(2))), "{mrelease:?}");
+    let outside = set(
+        &mut locker,
+        "DLOCK.MACQUIRE",
+        &["lock:a", "other:b"],
+        &["s", "60000"],
+    );
+    assert!(
+        err_of(outside).starts_with("NOPERM"),
+        "a member outside the pattern"
+    );
     // Only the lock commands, and only on its keys.
     denied(&mut locker, &["GET", "lock:1"]);
     denied(&mut locker, &["SET", "lock:2", "x"]);
