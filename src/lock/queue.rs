@@ -334,7 +334,9 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         queue.recount();
         if queue.entries.is_empty() {
             self.stale_timers.extend(slot.remove().timers);
-        } else if queue.not_plain > 0 {
+        } else if queue.not_plain > 0 || waiter.as_ref().is_some_and(|w| w.in_set) {
+            // A set that leaves may have reserved a free resource: the
+            // plain waiters behind it may be granted now.
             self.thinned.push(slot.key().clone());
         }
         waiter

@@ -206,3 +206,15 @@ fn a_component_follows_sets_from_queue_to_queue_in_enqueue_order() {
     let lone = q.component(&["free"]);
     assert_eq!((lone.resources, lone.requests.len()), (vec!["free"], 0));
 }
+
+#[test]
+fn a_set_leaving_a_plain_queue_thins_it() {
+    // The set reserved "b" while it was free: the plain waiter behind it
+    // may be granted once it leaves.
+    let mut q = Q::default();
+    let s = q.push_set(vec!["a", "b"], b"s", Wants::default(), 10, None, 1);
+    q.push("b", b"y", Wants::default(), 10, None, 2);
+    q.remove(s);
+    assert!(q.is_plain(&"b"));
+    assert_eq!(q.take_thinned(), ["b"]);
+}

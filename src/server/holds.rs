@@ -283,8 +283,9 @@ pub fn extend(
     name: *mut raw::RedisModuleString,
     token: &[u8],
     ttl_ms: u64,
+    now_us: u64,
 ) -> Result<bool, Error> {
-    let mut work = Work::load(key)?;
+    let mut work = Work::load_at(key, now_us)?;
     let held = work.holds.hold_of(token).is_some();
     if held {
         work.move_deadline(token, ttl_ms);

@@ -8,7 +8,9 @@ use redis_module::raw;
 
 use super::api::{now_us, rm, Ctx};
 use super::blocking::Resource;
-use super::commands::{around_sets, can_block, extend_key, refuse_on_replica, release_key};
+use super::commands::{
+    around_sets, can_block, extend_key, refuse_on_replica, release_key, settle_sets_of,
+};
 use super::ffi::Argv;
 use super::keys::LockKey;
 use super::sets::{self, NewSet, Outcome};
@@ -65,16 +67,21 @@ pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = set_args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
-    let now_ms = now_us() / 1000;
+    // One clock read: what is checked live is extended, and every member
+    // gets the same deadline.
+    let now = now_us();
     for i in req.members.indexes() {
-        if !holds_live(ctx, argv.raw(i)?, req.token, now_ms)? {
+        if !holds_live(ctx, argv.raw(i)?, req.token, now / 1000)? {
             return ctx.reply_integer(0);
         }
     }
     for i in req.members.indexes() {
-        let name = argv.raw(i)?;
-        // Held a moment ago, inside this same command: still held.
-        around_sets(ctx, name, || extend_key(ctx, name, req.token, req.ttl_ms))?;
+        extend_key(ctx, argv.raw(i)?, req.token, req.ttl_ms, now)?;
+    }
+    // Dead holds of others dropped on the way may be what a queued set
+    // waits for.
+    for i in req.members.indexes() {
+        settle_sets_of(ctx, argv.raw(i)?)?;
     }
     ctx.reply_integer(1)
 }
