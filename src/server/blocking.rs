@@ -346,7 +346,7 @@ pub fn hand_over() {
 
 fn freed(handed: &Handed) {
     let revoke = with_parking(|p| p.freed(handed.handle, &handed.answer, handed.delivered));
-    revoke.into_iter().for_each(super::revoke::revoke);
+    super::revoke::revoke(revoke);
 }
 
 /// The client left on its own; `unblock` it if we still owe that, and
@@ -358,7 +358,7 @@ fn left(left: Left<Resource>, handle: Blocked) {
             unsafe { unblock(handle.0, std::ptr::null_mut()) };
         }
     }
-    left.revoke.into_iter().for_each(super::revoke::revoke);
+    super::revoke::revoke(left.revoke);
 }
 
 extern "C" fn on_reply(

@@ -19,16 +19,22 @@ use super::{state, stats};
 use crate::lock::parking::Revoke;
 use crate::lock::Error;
 
-/// Revocations that must wait until writes are allowed again.
-static REVOCATIONS: Mutex<Vec<Revoke<Resource>>> = Mutex::new(Vec::new());
+/// Revocations that must wait until writes are allowed again, one entry
+/// per grant (a set grant revokes every member).
+static REVOCATIONS: Mutex<Vec<Vec<Revoke<Resource>>>> = Mutex::new(Vec::new());
 static REVOCATIONS_ARMED: AtomicBool = AtomicBool::new(false);
 
 /// A grant that never reached its waiter is released as if its owner had
 /// released it: the release effect goes out, the next waiter is granted,
-/// and it is counted and logged. Runs at once (inside the callback that
-/// learned of it, so no command can see the grant after its waiter left),
-/// unless this node must not write now.
-pub fn revoke(rv: Revoke<Resource>) {
+/// and it is counted (once, however many members a set grant has) and
+/// logged. `grant` holds one revocation per resource of that one grant.
+/// Runs at once (inside the callback that learned of it, so no command can
+/// see the grant after its waiter left), unless this node must not write
+/// now.
+pub fn revoke(grant: Vec<Revoke<Resource>>) {
+    if grant.is_empty() {
+        return;
+    }
     let ctx = Ctx(timer_ctx());
     if ctx.0.is_null() || state::is_replica() {
         // A replica holds what its master sends; the master revokes.
@@ -42,12 +48,15 @@ pub fn revoke(rv: Revoke<Resource>) {
         REVOCATIONS
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(rv);
+            .push(grant);
         arm_revocations();
         return;
     }
-    if let Err(e) = revoke_now(ctx, &rv) {
-        ctx.log_warning(&format!("revoking an undelivered grant failed: {e}"));
+    stats::REVOKED.add();
+    for rv in &grant {
+        if let Err(e) = revoke_now(ctx, rv) {
+            ctx.log_warning(&format!("revoking an undelivered grant failed: {e}"));
+        }
     }
 }
 
@@ -72,6 +81,7 @@ pub fn after_swap(a: i32, b: i32) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .iter_mut()
+        .flatten()
     {
         if let Some(to) = moved(&rv.resource) {
             rv.resource = to;
@@ -85,10 +95,11 @@ pub fn revocations_pending() -> bool {
 
 /// A same-token refresh confirmed a grant whose revocation is waiting.
 pub fn confirm_revocations(res: &Resource, token: &[u8]) {
-    REVOCATIONS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .retain(|rv| !(rv.resource == *res && *rv.token == *token));
+    let mut waiting = REVOCATIONS.lock().unwrap_or_else(|p| p.into_inner());
+    for grant in waiting.iter_mut() {
+        grant.retain(|rv| !(rv.resource == *res && *rv.token == *token));
+    }
+    waiting.retain(|grant| !grant.is_empty());
 }
 
 fn arm_revocations() {
@@ -108,8 +119,8 @@ extern "C" fn on_revocations_timer(_ctx: *mut raw::RedisModuleCtx, _data: *mut c
     })
 }
 
+/// Revokes one resource of a grant (counted by `revoke`).
 fn revoke_now(ctx: Ctx, rv: &Revoke<Resource>) -> Result<(), Error> {
-    stats::REVOKED.add();
     let res = &rv.resource;
     unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
     let name = unsafe {
