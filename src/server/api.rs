@@ -207,5 +207,17 @@ pub fn now_us() -> u64 {
         .saturating_add((ts.tv_nsec.max(0) as u64) / 1_000)
 }
 
+/// The time a read inside `MULTI`/`EXEC` or a script judges by: the
+/// server's cached time, which it freezes for the whole transaction or
+/// script as it does for key expiry (Redis 7.2+, Valkey), so a transaction
+/// of `DLOCK.INFO`s reads one instant. Elsewhere, and on servers without
+/// the API (7.0), the live clock.
+pub fn read_now_us(in_unit: bool) -> u64 {
+    match unsafe { raw::RedisModule_CachedMicroseconds } {
+        Some(cached) if in_unit => u64::try_from(unsafe { cached() }).unwrap_or(0),
+        _ => now_us(),
+    }
+}
+
 pub const OK: c_int = raw::REDISMODULE_OK as c_int;
 pub const ERR: c_int = raw::REDISMODULE_ERR as c_int;

@@ -3,7 +3,7 @@
 
 use redis_module::raw;
 
-use super::api::{now_us, Ctx, Flags, LazyNow};
+use super::api::{self, now_us, Ctx, Flags, LazyNow};
 use super::blocking;
 use super::effects;
 use super::ffi::Argv;
@@ -236,13 +236,18 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     args::info(argv.bytes())?;
     let name = argv.key()?;
     let waiting = handoff::waiting_resource(ctx, name)?;
-    if let Some(res) = &waiting {
+    // Inside MULTI/EXEC or a script INFO only reads, at the transaction's
+    // frozen time where the server has one: a transaction of INFOs is one
+    // instant (nothing is decided between them; a pending handoff shows as
+    // reserved).
+    let in_unit = waiting.is_some() && ctx.flags()?.in_transaction_or_script();
+    if let Some(res) = waiting.as_ref().filter(|_| !in_unit) {
         settle_before_reading(ctx, name, res)?;
     }
     let key = LockKey::open_read(ctx, name)?;
     let waiters = waiting.as_ref().map_or(0, blocking::waiters_on);
+    let now_ms = api::read_now_us(in_unit || multi_read_in_unit(ctx, &key)?) / 1000;
     if let Some(Stored::Multi(h)) = key.stored()? {
-        let now_ms = now_us() / 1000;
         if h.live(now_ms).next().is_some() {
             // The live holds decide the form, not when the dead ones are
             // dropped: one live plain hold answers as a plain lock.
@@ -264,10 +269,17 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     };
     // Like PTTL: -1 when an admin removed the expiry.
     let ttl = match key.deadline()? {
-        Some(at) => at.saturating_sub(now_us() / 1000) as i64,
+        Some(at) => at.saturating_sub(now_ms) as i64,
         None => -1,
     };
     holds_info::reply_plain(ctx, Some(lease.token()), lease.fence(), ttl, waiters)
+}
+
+/// Whether this is a read of a multi-hold value (whose holds' deadlines
+/// are judged by the module's clock, not by key expiry) inside a
+/// transaction or script. The flags are asked only then: they cost a call.
+fn multi_read_in_unit(ctx: Ctx, key: &LockKey) -> Result<bool, Error> {
+    Ok(key.is_multi().unwrap_or(false) && ctx.flags()?.in_transaction_or_script())
 }
 
 /// A resource nobody holds whose queue has a handoff pending: the same map

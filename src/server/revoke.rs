@@ -95,11 +95,16 @@ pub fn revocations_pending() -> bool {
 
 /// A same-token refresh confirmed a grant whose revocation is waiting.
 pub fn confirm_revocations(res: &Resource, token: &[u8]) {
-    let mut waiting = REVOCATIONS.lock().unwrap_or_else(|p| p.into_inner());
-    for grant in waiting.iter_mut() {
-        grant.retain(|rv| !(rv.resource == *res && *rv.token == *token));
-    }
-    waiting.retain(|grant| !grant.is_empty());
+    // The owner knows the fence: the whole grant stands (every member of a
+    // set, not just the one refreshed).
+    REVOCATIONS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|grant| {
+            !grant
+                .iter()
+                .any(|rv| rv.resource == *res && *rv.token == *token)
+        });
 }
 
 fn arm_revocations() {

@@ -14,8 +14,8 @@
 //!   leaves every queue at once, and the requests behind it proceed.
 //! - `races.rs` — a set grant and its waiter's end in one event-loop turn:
 //!   revoked on every member, counted once.
-//! - `transactions.rs` — a transaction of `DLOCK.INFO`s reads one instant
-//!   (ignored: fails, the module's clock moves inside `EXEC`).
+//! - `transactions.rs` — a transaction of `DLOCK.INFO`s reads one instant,
+//!   across a waiter's timeout and (Redis 7.2+, Valkey) a shared set's end.
 //! - `shown.rs` — `DLOCK.INFO` parsed, and `MULTI`/`EXEC` snapshots.
 //!
 //! Hold intervals are measured on the client (see `../holds/intervals.rs`):
