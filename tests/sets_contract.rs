@@ -7,6 +7,7 @@ mod common;
 use common::lock::*;
 use common::*;
 use redis::{Connection, RedisResult, Value};
+use std::time::Duration;
 
 const MISMATCH: &str = "ERR token already holds part of this set, or holds it as another set \
 or mode (release it with DLOCK.MRELEASE first)";
@@ -315,4 +316,32 @@ fn shared_sets_share_members_and_exclude_writers() {
     assert!(macquire(&mut c, &["a", "b", "c", "d"], &["w", "1000"])
         .unwrap()
         .is_some());
+}
+
+/// Review finding: a member overwritten with another type while a set
+/// waits on it used to spin `sets::decide` forever (server hung) on the
+/// next settle that started from that member.
+#[test]
+fn a_member_of_another_type_under_a_queued_set_does_not_hang_the_server() {
+    let s = Server::start();
+    let mut c = s.conn();
+    acquire(&mut c, "b", "x", 60_000).expect("free");
+    let url = s.url();
+    let waiter = std::thread::spawn(move || {
+        let mut w = redis::Client::open(url).unwrap().get_connection().unwrap();
+        macquire(&mut w, &["a", "b"], &["s", "60000", "WAIT", "0"])
+    });
+    wait_until(Duration::from_secs(5), "the set queued", || {
+        info_field(&mut c, "dlock", "dlock_waiters").as_deref() == Some("1")
+    });
+    redis::cmd("SET").arg("a").arg("str").query::<()>(&mut c).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let e = err_of(redis::cmd("DLOCK.INFO").arg("a").query::<Value>(&mut c));
+    assert!(e.starts_with("WRONGTYPE"), "{e}");
+    let e = match waiter.join().unwrap() {
+        Err(e) => e.to_string(),
+        Ok(v) => format!("{v:?}"),
+    };
+    assert!(e.starts_with("WRONGTYPE"), "{e}");
+    ping(&mut c);
 }

@@ -139,6 +139,11 @@ pub fn decide(
         for res in &wrong {
             blocking::fail(Some(res), Error::WrongType);
         }
+        // A start resource of another type stays so: once nobody waits on
+        // what remains, there is nothing left to settle (else: endless loop).
+        if new.is_none() && blocking::component(starts).requests.is_empty() {
+            return Ok(None);
+        }
     }
 }
 
