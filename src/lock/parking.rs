@@ -70,6 +70,9 @@ pub struct Revoke<K> {
     pub resource: K,
     pub token: Box<[u8]>,
     pub fence: u64,
+    /// The grant's first resource: a revoked grant counts once, also when
+    /// it is a set revoked on every member.
+    pub counts: bool,
 }
 
 /// What the server must do for a client that left on its own.
@@ -397,10 +400,12 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         }
         g.resources
             .into_iter()
-            .map(|resource| Revoke {
+            .enumerate()
+            .map(|(i, resource)| Revoke {
                 resource,
                 token: g.token.clone(),
                 fence: g.fence,
+                counts: i == 0,
             })
             .collect()
     }

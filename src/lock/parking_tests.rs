@@ -190,12 +190,13 @@ fn a_set_grant_is_revoked_on_every_member() {
     assert_eq!(p.queues().total(), 0, "gone from both queues");
     let answers = p.take_answers();
     assert_eq!(answers.len(), 1, "one handle, one answer");
-    let revoked: Vec<(&str, u64)> = p
+    let revoked: Vec<(&str, u64, bool)> = p
         .freed(1, &answers[0].1, false)
         .iter()
-        .map(|r| (r.resource, r.fence))
+        .map(|r| (r.resource, r.fence, r.counts))
         .collect();
-    assert_eq!(revoked, [("a", 7), ("b", 7)]);
+    // One revoked grant, counted once.
+    assert_eq!(revoked, [("a", 7, true), ("b", 7, false)]);
     // A queued set leaves every queue when its client does.
     p.park_set(vec!["a", "b"], b"t", Wants::default(), 10, None, 2);
     assert!(p.leave(2).unblock);

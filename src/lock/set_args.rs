@@ -86,6 +86,16 @@ fn members<'v, 'a>(argv: &'v [&'a [u8]]) -> Result<(Members, &'v [&'a [u8]]), Er
     Ok((Members { first: 2, count }, after))
 }
 
+/// Where a set command's resources are, for the server's own key lookup
+/// (cluster routing, which asks a module command itself): the
+/// `numkeys` arguments after `numkeys`, when it is in range and they are
+/// all there. Nothing else is checked; the command refuses a malformed call
+/// itself.
+pub fn key_positions(argv: &[&[u8]]) -> Option<Members> {
+    let count = parse_u64(argv.get(1)?).filter(|n| (1..=MAX_SET as u64).contains(n))? as usize;
+    (argv.len() >= 2 + count).then_some(Members { first: 2, count })
+}
+
 fn token(raw: &[u8]) -> Result<&[u8], Error> {
     if raw.is_empty() {
         Err(Error::EmptyToken)
@@ -249,5 +259,25 @@ mod tests {
             extend(&argv(&["M", "1", "a", "t"]), L),
             Err(Error::WrongArity)
         );
+    }
+
+    #[test]
+    fn key_positions_are_the_numkeys_resources() {
+        let at = |v: &[&str]| key_positions(&argv(v)).map(|m| m.indexes());
+        assert_eq!(at(&["M", "3", "a", "b", "c", "t", "1"]), Some(2..5));
+        assert_eq!(
+            at(&["M", "2", "a", "b"]),
+            Some(2..4),
+            "keys only: still routed"
+        );
+        for bad in [
+            &["M", "0", "a"][..],
+            &["M", "4", "a", "b", "c"],
+            &["M", "x", "a"],
+            &["M", "65", "a"],
+            &["M"],
+        ] {
+            assert_eq!(at(bad), None, "{bad:?}");
+        }
     }
 }

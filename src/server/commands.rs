@@ -193,26 +193,29 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
-    let held = around_sets(ctx, name, || extend_key(ctx, name, req.token, req.ttl_ms))?;
+    let held = around_sets(ctx, name, || {
+        extend_key(ctx, name, req.token, req.ttl_ms, now_us())
+    })?;
     ctx.reply_integer(i64::from(held))
 }
 
-/// Moves the end of `token`'s live hold of `name` to `ttl_ms` from now;
+/// Moves the end of `token`'s live hold of `name` to `ttl_ms` after `now_us`;
 /// whether it held one.
 pub fn extend_key(
     ctx: Ctx,
     name: *mut raw::RedisModuleString,
     token: &[u8],
     ttl_ms: u64,
+    now_us: u64,
 ) -> Result<bool, Error> {
     let mut key = LockKey::open_write(ctx, name)?;
     if key.is_multi()? {
-        return holds::extend(ctx, &mut key, name, token, ttl_ms);
+        return holds::extend(ctx, &mut key, name, token, ttl_ms, now_us);
     }
     if !owned_by(&key, token)? {
         return Ok(false);
     }
-    let deadline = now_us() / 1000 + ttl_ms;
+    let deadline = now_us / 1000 + ttl_ms;
     key.set_deadline(deadline)?;
     quarantine::note_ttl(ttl_ms);
     effects::deadline_moved(ctx, name, deadline)?;

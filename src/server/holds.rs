@@ -276,15 +276,17 @@ pub fn release(
     Ok(released)
 }
 
-/// `DLOCK.EXTEND` of one live hold.
+/// `DLOCK.EXTEND` of one live hold, its new deadline counted from
+/// `now_us` (one clock read for every member of a `MEXTEND`).
 pub fn extend(
     ctx: Ctx,
     key: &mut LockKey,
     name: *mut raw::RedisModuleString,
     token: &[u8],
     ttl_ms: u64,
+    now_us: u64,
 ) -> Result<bool, Error> {
-    let mut work = Work::load(key)?;
+    let mut work = Work::load_at(key, now_us)?;
     let held = work.holds.hold_of(token).is_some();
     if held {
         work.move_deadline(token, ttl_ms);

@@ -32,7 +32,7 @@ pub fn revoke(rv: Revoke<Resource>) {
     let ctx = Ctx(timer_ctx());
     if ctx.0.is_null() || state::is_replica() {
         // A replica holds what its master sends; the master revokes.
-        stats::REVOKED.add();
+        count(&rv);
         return;
     }
     // Not while writes are held back, nor in the middle of a busy script
@@ -108,8 +108,16 @@ extern "C" fn on_revocations_timer(_ctx: *mut raw::RedisModuleCtx, _data: *mut c
     })
 }
 
+/// One revoked grant, counted on its first resource (a set's grant is
+/// revoked on every member).
+fn count(rv: &Revoke<Resource>) {
+    if rv.counts {
+        stats::REVOKED.add();
+    }
+}
+
 fn revoke_now(ctx: Ctx, rv: &Revoke<Resource>) -> Result<(), Error> {
-    stats::REVOKED.add();
+    count(rv);
     let res = &rv.resource;
     unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
     let name = unsafe {

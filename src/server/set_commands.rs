@@ -20,6 +20,9 @@ use crate::lock::Error;
 /// `DLOCK.MACQUIRE numkeys resource [resource ...] token ttl_ms [SHARED]
 /// [WAIT timeout_ms]` -> one fence for every member, or nil.
 pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    if keys_request(ctx, argv) {
+        return Ok(());
+    }
     let req = set_args::acquire(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let members = resources(ctx, argv, &req.members)?;
@@ -47,6 +50,9 @@ pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 /// `DLOCK.MRELEASE numkeys resource [resource ...] token` -> how many of
 /// the members `token` held (and released).
 pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    if keys_request(ctx, argv) {
+        return Ok(());
+    }
     let req = set_args::release(argv.bytes())?;
     refuse_on_replica(ctx)?;
     let mut released = 0;
@@ -63,20 +69,51 @@ pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 /// `token` held every member (now all ending `ttl_ms` from now), else 0 and
 /// nothing changed: a set with a lost member is no longer a lock.
 pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    if keys_request(ctx, argv) {
+        return Ok(());
+    }
     let req = set_args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
-    let now_ms = now_us() / 1000;
+    // One clock read: every member gets the same absolute deadline.
+    let now = now_us();
     for i in req.members.indexes() {
-        if !holds_live(ctx, argv.raw(i)?, req.token, now_ms)? {
+        if !holds_live(ctx, argv.raw(i)?, req.token, now / 1000)? {
             return ctx.reply_integer(0);
         }
     }
     for i in req.members.indexes() {
         let name = argv.raw(i)?;
         // Held a moment ago, inside this same command: still held.
-        around_sets(ctx, name, || extend_key(ctx, name, req.token, req.ttl_ms))?;
+        around_sets(ctx, name, || {
+            extend_key(ctx, name, req.token, req.ttl_ms, now)
+        })?;
     }
     ctx.reply_integer(1)
+}
+
+/// The server asking for the keys of a call (registered `getkeys-api`):
+/// cluster routing (`getKeysFromCommand`; Redis 7.0 to 8.0, Valkey 8) reads
+/// a module command's legacy key range or asks this, never its key spec,
+/// so without it a set skipped every slot check (`CROSSSLOT`, `MOVED`,
+/// `ASK`, `TRYAGAIN`) and was granted on any node.
+/// Answers the resources and nothing else: the context has no client.
+/// `COMMAND GETKEYS` and ACL key checks read the key spec instead.
+fn keys_request(ctx: Ctx, argv: &Argv) -> bool {
+    let asked =
+        unsafe { raw::RedisModule_IsKeysPositionRequest }.is_some_and(|f| unsafe { f(ctx.0) } != 0);
+    if !asked {
+        return false;
+    }
+    if let (Some(members), Some(key_at)) = (set_args::key_positions(argv.bytes()), unsafe {
+        raw::RedisModule_KeyAtPos
+    }) {
+        for i in members.indexes() {
+            if let Ok(pos) = i32::try_from(i) {
+                unsafe { key_at(ctx.0, pos) };
+            }
+        }
+    }
+    true
 }
 
 /// Whether `token` has a live hold on `name` (read only: a refused
