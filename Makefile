@@ -129,7 +129,7 @@ COMMA := ,
 # Suites and tests run under valgrind. replication, concurrency and harness
 # are left out for time (their server-side paths are also covered by the
 # contract suite's replica tests and persistence's restarts).
-MEMCHECK_SUITES ?= contract persistence effects blocking holds_durable
+MEMCHECK_SUITES ?= contract persistence effects blocking holds_durable sets_durable
 MEMCHECK_THREADS ?= 2
 # Optional substring filter on test names (cargo test's filter).
 MEMCHECK_FILTER ?=
@@ -139,8 +139,8 @@ MEMCHECK_FILTER ?=
 #   when the waiter has queued; under valgrind it expires first.
 # - a_waiter_whose_connection_closes_in_the_grant_turn_is_revoked: the close
 #   must be read while a 2.5 s script runs; under valgrind it may come after.
-# - leave_no_server_memory (holds_durable): thousands of cycles measure the
-#   server's heap, which valgrind does not see; too slow under it.
+# - leave_no_server_memory (holds_durable, sets_durable): thousands of cycles
+#   measure the server's heap, which valgrind does not see; too slow under it.
 MEMCHECK_SKIP ?= paused_writes_hold_back_expiry_handoff \
 	a_waiter_whose_connection_closes_in_the_grant_turn_is_revoked \
 	leave_no_server_memory

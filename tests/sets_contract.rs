@@ -147,9 +147,15 @@ fn bad_input_is_refused_before_anything_changes() {
     let mut c = s.conn();
     acquire(&mut c, "held", "h", 60_000).expect("free");
     let granted = grants(&mut c);
-    let refused: [(&[&str], &str); 12] = [
+    let refused: [(&[&str], &str); 13] = [
         (
             &["DLOCK.MACQUIRE", "0", "a", "t", "1000"],
+            "ERR numkeys must be an integer from 1 to 64",
+        ),
+        (
+            // Not in the server's own integer form: its key-spec parser
+            // would find no keys for ACL patterns to check.
+            &["DLOCK.MACQUIRE", "01", "a", "t", "1000"],
             "ERR numkeys must be an integer from 1 to 64",
         ),
         (
@@ -214,6 +220,29 @@ fn bad_input_is_refused_before_anything_changes() {
     assert_eq!(dbsize(&mut c), 2, "held and str only");
     assert_eq!(held(&mut c, "held").token, b"h");
     assert_eq!(grants(&mut c), granted);
+    // MRELEASE with a member of another type releases nothing.
+    let releases = info_field(&mut c, "dlock", "dlock_releases");
+    let e = err_of(set_cmd("DLOCK.MRELEASE", &["held", "str"], &["h"]).query(&mut c));
+    assert!(e.starts_with("WRONGTYPE"), "{e}");
+    assert_eq!(held(&mut c, "held").token, b"h");
+    assert_eq!(info_field(&mut c, "dlock", "dlock_releases"), releases);
+    // A token too long to queue is refused, and counted as nothing.
+    redis::cmd("CONFIG")
+        .arg(&["SET", "dlock.max-token-length", "4"])
+        .query::<()>(&mut c)
+        .unwrap();
+    let contended = info_field(&mut c, "dlock", "dlock_contended");
+    let e = err_of(
+        set_cmd(
+            "DLOCK.MACQUIRE",
+            &["held", "c"],
+            &["longtoken", "1000", "WAIT", "100"],
+        )
+        .query(&mut c),
+    );
+    assert_eq!(e, "ERR token is longer than 4 bytes");
+    assert_eq!(info_field(&mut c, "dlock", "dlock_contended"), contended);
+    assert_eq!(blocked_clients(&mut c), 0);
 }
 
 #[test]
@@ -334,7 +363,11 @@ fn a_member_of_another_type_under_a_queued_set_does_not_hang_the_server() {
     wait_until(Duration::from_secs(5), "the set queued", || {
         info_field(&mut c, "dlock", "dlock_waiters").as_deref() == Some("1")
     });
-    redis::cmd("SET").arg("a").arg("str").query::<()>(&mut c).unwrap();
+    redis::cmd("SET")
+        .arg("a")
+        .arg("str")
+        .query::<()>(&mut c)
+        .unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let e = err_of(redis::cmd("DLOCK.INFO").arg("a").query::<Value>(&mut c));
     assert!(e.starts_with("WRONGTYPE"), "{e}");

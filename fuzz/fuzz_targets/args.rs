@@ -74,6 +74,15 @@ fuzz_target!(|data: &[u8]| {
         assert!((1..=set_args::MAX_SET).contains(&a.members.count));
     }
     let _ = (set_args::release(&argv), set_args::extend(&argv, &limits));
+    // The keys the server is told about are argv positions, and a command
+    // that parses names exactly those.
+    let keys = set_args::key_positions(&argv);
+    if let Some(k) = &keys {
+        assert!(k.first == 2 && k.indexes().end <= argv.len());
+    }
+    if let Ok(a) = set_args::acquire(&argv, &limits) {
+        assert_eq!(keys.as_ref(), Some(&a.members));
+    }
     // The per-hold effects: whatever they accept applies without panicking.
     let mut holds = dlock::lock::holds::Holds::new(1);
     if let Ok((add, mark)) = changes::parse_add(&argv) {

@@ -294,12 +294,14 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         let fences: HashMap<u64, u64> = granted.iter().copied().collect();
         let ids: Vec<u64> = granted.iter().map(|(id, _)| *id).collect();
         let mut timers = Vec::new();
-        let mut by_token: HashMap<Box<[u8]>, u64> = HashMap::new();
+        // One grant per token and fence: the same token granted twice under
+        // two fences in one step (two sets) is revoked as two grants.
+        let mut by_token: HashMap<(Box<[u8]>, u64), u64> = HashMap::new();
         for (w, resources) in self.queues.take(&ids) {
             let Some(&fence) = fences.get(&w.id) else {
                 continue;
             };
-            let grant = match by_token.get(&w.token) {
+            let grant = match by_token.get(&(w.token.clone(), fence)) {
                 Some(g) => {
                     if let Some(g) = self.grants.get_mut(g) {
                         g.open += 1;
@@ -314,7 +316,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
                 None => {
                     let confirmed = retried.contains(&&*w.token);
                     let grant = self.new_grant(resources, &w.token, fence, 1, confirmed);
-                    by_token.insert(w.token.clone(), grant);
+                    by_token.insert((w.token.clone(), fence), grant);
                     grant
                 }
             };

@@ -201,3 +201,25 @@ fn a_set_grant_is_revoked_on_every_member() {
     assert!(p.leave(2).unblock);
     assert_eq!(p.queues().total(), 0);
 }
+
+#[test]
+fn one_token_granted_under_two_fences_is_two_grants() {
+    // Two sets of one token granted in one step: each revoked with its own
+    // fence, on its own members.
+    let mut p = P::default();
+    p.park_set(vec!["a", "b"], b"t", Wants::default(), 10, None, 1);
+    p.park_set(vec!["c", "d"], b"t", Wants::default(), 10, None, 2);
+    let ids: Vec<u64> = ["a", "c"]
+        .iter()
+        .map(|r| p.queues().waiters(r).map(|w| w.id).next().unwrap())
+        .collect();
+    p.grant_entries(&[(ids[0], 7), (ids[1], 8)], &[], Vec::new());
+    let answers = p.take_answers();
+    let mut revoked: Vec<(&str, u64)> = answers
+        .iter()
+        .flat_map(|(h, a)| p.freed(*h, a, false))
+        .map(|r| (r.resource, r.fence))
+        .collect();
+    revoked.sort();
+    assert_eq!(revoked, [("a", 7), ("b", 7), ("c", 8), ("d", 8)]);
+}

@@ -70,13 +70,11 @@ fn members<'v, 'a>(argv: &'v [&'a [u8]]) -> Result<(Members, &'v [&'a [u8]]), Er
     let [_, numkeys, rest @ ..] = argv else {
         return Err(Error::WrongArity);
     };
-    let count = parse_u64(numkeys)
-        .filter(|n| (1..=MAX_SET as u64).contains(n))
-        .ok_or(Error::InvalidInteger {
-            arg: "numkeys",
-            min: 1,
-            max: MAX_SET as u64,
-        })? as usize;
+    let count = numkeys_of(numkeys).ok_or(Error::InvalidInteger {
+        arg: "numkeys",
+        min: 1,
+        max: MAX_SET as u64,
+    })?;
     let (keys, after) = rest.split_at_checked(count).ok_or(Error::WrongArity)?;
     let mut sorted: Vec<&[u8]> = keys.to_vec();
     sorted.sort_unstable();
@@ -84,6 +82,27 @@ fn members<'v, 'a>(argv: &'v [&'a [u8]]) -> Result<(Members, &'v [&'a [u8]]), Er
         return Err(Error::DuplicateResource);
     }
     Ok((Members { first: 2, count }, after))
+}
+
+/// Where a set command's resources are, for the server's own key lookup
+/// (cluster routing, which asks a module command itself): the
+/// `numkeys` arguments after `numkeys`, when it is in range and they are
+/// all there. Nothing else is checked; the command refuses a malformed call
+/// itself.
+pub fn key_positions(argv: &[&[u8]]) -> Option<Members> {
+    let count = numkeys_of(argv.get(1)?)?;
+    (argv.len() >= 2 + count).then_some(Members { first: 2, count })
+}
+
+/// `numkeys`, 1 ..= `MAX_SET`, written the one way the server's key-spec
+/// parser reads it too (no leading zero): the keys ACL patterns check and
+/// the keys the command locks are always the same ones.
+fn numkeys_of(raw: &[u8]) -> Option<usize> {
+    if raw.len() > 1 && raw.first() == Some(&b'0') {
+        return None;
+    }
+    let n = parse_u64(raw).filter(|n| (1..=MAX_SET as u64).contains(n))?;
+    usize::try_from(n).ok()
 }
 
 fn token(raw: &[u8]) -> Result<&[u8], Error> {
@@ -249,5 +268,36 @@ mod tests {
             extend(&argv(&["M", "1", "a", "t"]), L),
             Err(Error::WrongArity)
         );
+    }
+
+    #[test]
+    fn numkeys_is_read_only_in_the_servers_own_form() {
+        // The server's key-spec parser refuses "01": so must we, or an ACL
+        // key check would see no keys while the command locks one.
+        for bad in ["01", "002", "+1", " 1", "1 "] {
+            let a = acquire(&argv(&["M", bad, "a", "b", "t", "100"]), L);
+            assert!(matches!(a, Err(Error::InvalidInteger { .. })), "{bad}");
+            assert!(key_positions(&argv(&["M", bad, "a", "b", "t"])).is_none());
+        }
+    }
+
+    #[test]
+    fn key_positions_are_the_numkeys_resources() {
+        let at = |v: &[&str]| key_positions(&argv(v)).map(|m| m.indexes());
+        assert_eq!(at(&["M", "3", "a", "b", "c", "t", "1"]), Some(2..5));
+        assert_eq!(
+            at(&["M", "2", "a", "b"]),
+            Some(2..4),
+            "keys only: still routed"
+        );
+        for bad in [
+            &["M", "0", "a"][..],
+            &["M", "4", "a", "b", "c"],
+            &["M", "x", "a"],
+            &["M", "65", "a"],
+            &["M"],
+        ] {
+            assert_eq!(at(bad), None, "{bad:?}");
+        }
     }
 }

@@ -337,14 +337,6 @@ pub fn around_sets<R>(
     result
 }
 
-/// Settles the component of `name` if a set request waits on it.
-pub fn settle_sets_of(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<(), Error> {
-    match handoff::waiting_resource(ctx, name)? {
-        Some(res) if blocking::has_sets(&res) => sets::settle(ctx, &res),
-        _ => Ok(()),
-    }
-}
-
 /// Whether the requests queued on `name` (if any) are all plain ones.
 fn plain_queue(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<bool, Error> {
     Ok(match handoff::waiting_resource(ctx, name)? {

@@ -276,7 +276,8 @@ pub fn release(
     Ok(released)
 }
 
-/// `DLOCK.EXTEND` of one live hold.
+/// `DLOCK.EXTEND` of one live hold, its new deadline counted from
+/// `now_us` (one clock read for every member of a `MEXTEND`).
 pub fn extend(
     ctx: Ctx,
     key: &mut LockKey,

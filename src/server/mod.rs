@@ -89,23 +89,31 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     )?;
     register(ctx, c"dlock.info", Some(info_entry), c"readonly fast", true)?;
     // Their keys (`numkeys` resources) are declared by a key spec set in
-    // `docs::describe`; without that API (Redis 6) they are not offered.
+    // `docs::describe` (COMMAND GETKEYS, ACL) and answered to the server's
+    // key requests (`getkeys-api`: cluster routing); without the key-spec
+    // API (Redis 6) they are not offered.
     if unsafe { raw::RedisModule_SetCommandInfo }.is_some() {
         register(
             ctx,
             c"dlock.macquire",
             Some(macquire_entry),
-            c"write deny-oom",
+            c"write deny-oom getkeys-api",
             false,
         )?;
         register(
             ctx,
             c"dlock.mrelease",
             Some(mrelease_entry),
-            c"write",
+            c"write getkeys-api",
             false,
         )?;
-        register(ctx, c"dlock.mextend", Some(mextend_entry), c"write", false)?;
+        register(
+            ctx,
+            c"dlock.mextend",
+            Some(mextend_entry),
+            c"write getkeys-api",
+            false,
+        )?;
     }
     register(
         ctx,

@@ -58,6 +58,17 @@ pub fn revoke(grant: Vec<Revoke<Resource>>) {
             ctx.log_warning(&format!("revoking an undelivered grant failed: {e}"));
         }
     }
+    // The revoked holds may be what queued sets wait for: their components
+    // are settled once, after every member (a set's members share a db).
+    let members: Vec<Resource> = grant.iter().map(|rv| rv.resource.clone()).collect();
+    if let Some(db) = members.first().map(|r| r.db) {
+        if let Some(select) = unsafe { raw::RedisModule_SelectDb } {
+            unsafe { select(ctx.0, db) };
+        }
+        if let Err(e) = super::sets::settle_all(ctx, &members) {
+            ctx.log_warning(&format!("handoff to a set after a revocation failed: {e}"));
+        }
+    }
 }
 
 /// `SWAPDB a b` moved every lock of one database to the other: grants in
@@ -133,10 +144,7 @@ fn revoke_now(ctx: Ctx, rv: &Revoke<Resource>) -> Result<(), Error> {
     };
     let result = revoke_key(ctx, name, rv);
     unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
-    if result.is_ok() && blocking::has_sets(res) {
-        // The revoked hold may be what a queued set waits for.
-        super::sets::settle(ctx, res)?;
-    }
+
     let who = String::from_utf8_lossy(&res.key);
     match result {
         Ok(true) => ctx.log_warning(&format!(

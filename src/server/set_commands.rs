@@ -8,9 +8,7 @@ use redis_module::raw;
 
 use super::api::{now_us, rm, Ctx};
 use super::blocking::Resource;
-use super::commands::{
-    around_sets, can_block, extend_key, refuse_on_replica, release_key, settle_sets_of,
-};
+use super::commands::{can_block, extend_key, refuse_on_replica, release_key};
 use super::ffi::Argv;
 use super::keys::LockKey;
 use super::sets::{self, NewSet, Outcome};
@@ -22,6 +20,9 @@ use crate::lock::Error;
 /// `DLOCK.MACQUIRE numkeys resource [resource ...] token ttl_ms [SHARED]
 /// [WAIT timeout_ms]` -> one fence for every member, or nil.
 pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    if keys_request(ctx, argv) {
+        return Ok(());
+    }
     let req = set_args::acquire(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let members = resources(ctx, argv, &req.members)?;
@@ -49,15 +50,25 @@ pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 /// `DLOCK.MRELEASE numkeys resource [resource ...] token` -> how many of
 /// the members `token` held (and released).
 pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    if keys_request(ctx, argv) {
+        return Ok(());
+    }
     let req = set_args::release(argv.bytes())?;
     refuse_on_replica(ctx)?;
+    // Every member is read first: a member of another type refuses the
+    // whole command before anything is released.
+    for i in req.members.indexes() {
+        LockKey::open_read(ctx, argv.raw(i)?)?.stored()?;
+    }
     let mut released = 0;
     for i in req.members.indexes() {
-        let name = argv.raw(i)?;
-        if around_sets(ctx, name, || release_key(ctx, name, req.token))? {
+        if release_key(ctx, argv.raw(i)?, req.token)? {
             released += 1;
         }
     }
+    // What was freed may be what queued sets wait for: their components
+    // are settled once, after every member.
+    sets::settle_all(ctx, &resources(ctx, argv, &req.members)?)?;
     ctx.reply_integer(released)
 }
 
@@ -65,6 +76,9 @@ pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 /// `token` held every member (now all ending `ttl_ms` from now), else 0 and
 /// nothing changed: a set with a lost member is no longer a lock.
 pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    if keys_request(ctx, argv) {
+        return Ok(());
+    }
     let req = set_args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     // One clock read: what is checked live is extended, and every member
@@ -80,10 +94,33 @@ pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     // Dead holds of others dropped on the way may be what a queued set
     // waits for.
-    for i in req.members.indexes() {
-        settle_sets_of(ctx, argv.raw(i)?)?;
-    }
+    sets::settle_all(ctx, &resources(ctx, argv, &req.members)?)?;
     ctx.reply_integer(1)
+}
+
+/// The server asking for the keys of a call (registered `getkeys-api`):
+/// cluster routing (`getKeysFromCommand`; Redis 7.0 to 8.0, Valkey 8) reads
+/// a module command's legacy key range or asks this, never its key spec,
+/// so without it a set skipped every slot check (`CROSSSLOT`, `MOVED`,
+/// `ASK`, `TRYAGAIN`) and was granted on any node.
+/// Answers the resources and nothing else: the context has no client.
+/// `COMMAND GETKEYS` and ACL key checks read the key spec instead.
+fn keys_request(ctx: Ctx, argv: &Argv) -> bool {
+    let asked =
+        unsafe { raw::RedisModule_IsKeysPositionRequest }.is_some_and(|f| unsafe { f(ctx.0) } != 0);
+    if !asked {
+        return false;
+    }
+    if let (Some(members), Some(key_at)) = (set_args::key_positions(argv.bytes()), unsafe {
+        raw::RedisModule_KeyAtPos
+    }) {
+        for i in members.indexes() {
+            if let Ok(pos) = i32::try_from(i) {
+                unsafe { key_at(ctx.0, pos) };
+            }
+        }
+    }
+    true
 }
 
 /// Whether `token` has a live hold on `name` (read only: a refused

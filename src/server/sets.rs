@@ -100,7 +100,22 @@ pub enum Outcome {
 /// Settles the component of `res` (from a timer, a revocation, or around a
 /// command on one of its resources).
 pub fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
-    decide(ctx, std::slice::from_ref(res), None).map(|_| ())
+    settle_all(ctx, std::slice::from_ref(res))
+}
+
+/// Settles, in one step, the components of those of `resources` (one
+/// database) on which a set request waits: a command or a revocation that
+/// changed several members pays for their component once.
+pub fn settle_all(ctx: Ctx, resources: &[Resource]) -> Result<(), Error> {
+    let starts: Vec<Resource> = resources
+        .iter()
+        .filter(|r| blocking::has_sets(r))
+        .cloned()
+        .collect();
+    if starts.is_empty() {
+        return Ok(());
+    }
+    decide(ctx, &starts, None).map(|_| ())
 }
 
 /// Settles the component of `starts` and decides `new` behind its queue.
@@ -345,11 +360,13 @@ fn step(
 
 /// A new set that cannot be granted now: queued with `WAIT`, else nil.
 fn wait_or_busy(ctx: Ctx, n: &NewSet<'_>) -> Result<Outcome, Error> {
-    stats::CONTENDED.add();
     let Some(timeout) = n.wait_ms else {
+        stats::CONTENDED.add();
         return Ok(Outcome::Busy);
     };
+    // A refused request counts nothing.
     (n.check_new_token)()?;
+    stats::CONTENDED.add();
     let wants = Wants {
         mode: n.mode,
         ..Wants::default()
