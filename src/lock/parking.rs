@@ -143,13 +143,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         let id = self
             .queues
             .push(resource, token, wants, ttl_ms, gives_up_at, handle);
-        self.slots.insert(
-            handle,
-            Slot {
-                state: State::Queued(id),
-                timer: None,
-            },
-        );
+        self.queued(handle, id);
     }
 
     /// Parks a set request (`DLOCK.MACQUIRE ... WAIT`): one handle queued
@@ -166,6 +160,10 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         let id = self
             .queues
             .push_set(members, token, wants, ttl_ms, gives_up_at, handle);
+        self.queued(handle, id);
+    }
+
+    fn queued(&mut self, handle: H, id: u64) {
         self.slots.insert(
             handle,
             Slot {

@@ -15,6 +15,7 @@
 //!   (see `valgrind.rs` and `make check-memory`).
 #![allow(dead_code)]
 
+pub mod aof;
 pub mod cluster;
 pub mod dump;
 pub mod lock;

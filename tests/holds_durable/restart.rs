@@ -5,29 +5,7 @@
 use super::kinds::Kinds;
 use super::*;
 
-/// The commands in a RESP (AOF) file, each as its arguments.
-fn parse_aof(bytes: &[u8]) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    let line = |at: &mut usize| -> String {
-        let end = *at + bytes[*at..].windows(2).position(|w| w == b"\r\n").unwrap();
-        let s = String::from_utf8_lossy(&bytes[*at..end]).into_owned();
-        *at = end + 2;
-        s
-    };
-    while at < bytes.len() {
-        let head = line(&mut at);
-        let n: usize = head.strip_prefix('*').expect("an array").parse().unwrap();
-        let mut cmd = Vec::with_capacity(n);
-        for _ in 0..n {
-            let len: usize = line(&mut at)[1..].parse().unwrap();
-            cmd.push(String::from_utf8_lossy(&bytes[at..at + len]).into_owned());
-            at += len + 2;
-        }
-        out.push(cmd);
-    }
-    out
-}
+use crate::common::aof::parse as parse_aof;
 
 /// The commands of the AOF files whose names end with `suffix`.
 fn aof_commands(s: &Server, suffix: &str) -> Vec<Vec<String>> {
