@@ -15,7 +15,7 @@
 //! | --- | --- |
 //! | `DLOCK_BENCH_QUICK=1` | small sizes everywhere (a smoke run of ~1 min); explicit variables still win |
 //! | `DLOCK_BENCH_CONFIGS` | `aof,none` - which configurations, in order |
-//! | `DLOCK_BENCH_SECTIONS` | `throughput,holds,memory,baseline,scale,crosscheck,handoff,contention` - which sections (`holds`: SHARED and LIMIT vs Lua, holds.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `contention`: lock schemes under contention, contention.rs) |
+//! | `DLOCK_BENCH_SECTIONS` | `throughput,holds,sets,memory,baseline,scale,crosscheck,handoff,contention` - which sections (`holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `contention`: lock schemes under contention, contention.rs) |
 //! | `DLOCK_BENCH_CLIENTS` | `50` - connections per throughput run |
 //! | `DLOCK_BENCH_KEYS` | `100000` - resources the random keys are drawn from |
 //! | `DLOCK_BENCH_OPS_P1` | `150000` - commands per throughput run at pipeline 1 |
@@ -34,7 +34,7 @@
 //! | `DLOCK_BENCH_CONTENTION_CS_US` | `0,1000` - critical-section lengths, µs |
 //! | `DLOCK_BENCH_CONTENTION_RESOURCES` | `1,100` - resources the clients contend for |
 //! | `DLOCK_BENCH_CONTENTION_SCHEMES` | `dlock,poll200,poll10,pubsub,blpop` - schemes (contention_schemes.rs) |
-//! | `DLOCK_BENCH_ONLY` | all - throughput, holds and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `memory` for the baseline's memory row) |
+//! | `DLOCK_BENCH_ONLY` | all - throughput, holds, sets and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `memory` for the baseline's memory row) |
 //! | `BASELINE` | unset - another build of the module (`BASELINE=/path/to/libdlock.so make bench`): the `baseline` section compares this build with it; unset, the section is skipped with a note |
 //! | `DLOCK_BENCH_PIN` | `1` - server and client on separate cores (see pin.rs); `0` leaves placement to the scheduler |
 //! | `DLOCK_BENCH_SVG` | `docs/bench.svg` - where the chart goes (empty: no chart); the contention chart goes beside it as `bench-contention.svg`; a run with nothing for the main chart (no handoff section, no goal) leaves it alone |
@@ -55,6 +55,8 @@ mod load;
 mod paired;
 mod pin;
 mod scale;
+mod sets;
+mod sets_lua;
 mod stats;
 mod throughput;
 
@@ -135,7 +137,7 @@ fn main() {
     let polling_rounds = env_u64("DLOCK_BENCH_POLL_ROUNDS", q(100, 10)) as usize;
     let sections = env_list(
         "DLOCK_BENCH_SECTIONS",
-        "throughput,holds,memory,baseline,scale,crosscheck,handoff,contention",
+        "throughput,holds,sets,memory,baseline,scale,crosscheck,handoff,contention",
     );
     let contention_set = contention::Settings::from_env(quick);
     let on = |s: &str| sections.iter().any(|x| x == s);
@@ -206,6 +208,9 @@ fn main() {
         }
         if on("holds") {
             holds::run(config, &sizes, &mut verdicts);
+        }
+        if on("sets") {
+            sets::run(config, &sizes, &mut verdicts);
         }
         if on("memory") {
             memory(config, &sizes, &mut verdicts);
