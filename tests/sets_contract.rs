@@ -99,7 +99,8 @@ fn a_token_holding_part_of_a_set_or_another_set_is_refused_and_nothing_changes()
         .unwrap()
         .unwrap();
     acquire(&mut c, "x", "t", 60_000).expect("free");
-    let all = ["a", "b", "c", "x"];
+    acquire(&mut c, "busy", "other", 60_000).expect("free");
+    let all = ["a", "b", "c", "x", "busy"];
     let before = snapshot(&mut c, &all);
     let granted = grants(&mut c);
     for (keys, tail) in [
@@ -109,6 +110,9 @@ fn a_token_holding_part_of_a_set_or_another_set_is_refused_and_nothing_changes()
         (&["a", "x"], &["t", "1000"]),
         // Same members, another mode.
         (&["a", "b"], &["t", "1000", "SHARED"]),
+        // Held, then free, then busy: decided member by member, the
+        // mismatch comes first (the plain fast path answers as the rules do).
+        (&["a", "c", "busy"], &["t", "1000"]),
     ] {
         let e = err_of(set_cmd("DLOCK.MACQUIRE", keys, tail).query(&mut c));
         assert_eq!(e, MISMATCH, "{keys:?} {tail:?}");

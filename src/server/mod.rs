@@ -27,6 +27,7 @@ pub mod restored;
 pub mod revoke;
 pub mod set_commands;
 pub mod sets;
+pub mod sets_plain;
 pub mod state;
 pub mod stats;
 pub mod value;

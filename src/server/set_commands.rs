@@ -12,6 +12,7 @@ use super::commands::{can_block, extend_key, refuse_on_replica, release_key};
 use super::ffi::Argv;
 use super::keys::LockKey;
 use super::sets::{self, NewSet, Outcome};
+use super::sets_plain;
 use super::state;
 use super::value::Stored;
 use crate::lock::set_args::{self, Members};
@@ -25,11 +26,22 @@ pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     let req = set_args::acquire(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
-    let members = resources(ctx, argv, &req.members)?;
     let wait_ms = match req.wait_ms {
         Some(t) if can_block(ctx.flags()?) => Some(t),
         _ => None,
     };
+    let names = req
+        .members
+        .indexes()
+        .map(|i| argv.raw(i))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(reply) = sets_plain::try_acquire(ctx, &names, &req, wait_ms.is_some())? {
+        return match reply {
+            Some(fence) => ctx.reply_integer(fence as i64),
+            None => ctx.reply_null(),
+        };
+    }
+    let members = resources(ctx, argv, &req.members)?;
     let check = || req.check_new_token();
     let new = NewSet {
         members,

@@ -1,0 +1,126 @@
+//! `DLOCK.MACQUIRE`'s common case, decided without the component machinery:
+//! nobody waits anywhere, the set is exclusive, and every member is free or
+//! a plain lock. Then the rules are those of `DLOCK.ACQUIRE` on each member
+//! at once: all free -> one fence for all; all held by the token under one
+//! fence -> a retry; any held by another -> busy. The keys, effects and
+//! counters are exactly the plain path's, so a set costs what its single
+//! locks cost. Everything else (waiters, `SHARED`, multi-hold members,
+//! mixed or partial holdings, a quarantine, `WAIT` on a busy set) goes to
+//! `sets::decide`, which gives the same answers the long way.
+
+use redis_module::raw;
+
+use super::api::{now_us, Ctx};
+use super::blocking;
+use super::effects;
+use super::handoff;
+use super::keys::LockKey;
+use super::value::Stored;
+use super::{quarantine, state, stats};
+use crate::lock::holds::Mode;
+use crate::lock::lease::LeaseRef;
+use crate::lock::set_args::SetAcquire;
+use crate::lock::Error;
+
+/// What the members hold, as far as the fast path can tell.
+enum Seen {
+    Free,
+    /// Every member held by the token under this fence.
+    Retry(u64),
+    /// A member held by another: nil (without `WAIT`).
+    Busy,
+    /// Anything else: the general path decides.
+    Other,
+}
+
+/// Decides `req` if it is the common case: `Some(reply)` (the fence or
+/// nil), or `None` for `sets::decide`. On `Err` nothing changed.
+pub fn try_acquire(
+    ctx: Ctx,
+    names: &[*mut raw::RedisModuleString],
+    req: &SetAcquire<'_>,
+    blocks: bool,
+) -> Result<Option<Option<u64>>, Error> {
+    if blocking::anyone_waiting() || req.mode != Mode::Exclusive {
+        return Ok(None);
+    }
+    let mut keys = Vec::with_capacity(names.len());
+    for name in names {
+        keys.push(LockKey::open_write(ctx, *name)?);
+    }
+    let seen = seen(&keys, req.token)?;
+    let now = now_us();
+    match seen {
+        Seen::Other => Ok(None),
+        // A queued set is the general path's.
+        Seen::Busy if blocks => Ok(None),
+        Seen::Busy => {
+            stats::CONTENDED.add();
+            Ok(Some(None))
+        }
+        Seen::Free if quarantine::ms_left() > 0 => Ok(None),
+        Seen::Free => {
+            req.check_new_token()?;
+            let fence = state::with_clock(|c| c.next(now))?;
+            let deadline = now / 1000 + req.ttl_ms;
+            quarantine::note_ttl(req.ttl_ms);
+            for (key, name) in keys.iter_mut().zip(names) {
+                key.store(LeaseRef::new(req.token, fence))?;
+                key.set_deadline(deadline)?;
+                effects::granted(ctx, *name, req.token, fence, deadline)?;
+                key.signal_modified()?;
+            }
+            stats::GRANTS.add();
+            notify_acquired(ctx, names);
+            Ok(Some(Some(fence)))
+        }
+        Seen::Retry(fence) => {
+            let deadline = now / 1000 + req.ttl_ms;
+            quarantine::note_ttl(req.ttl_ms);
+            for (key, name) in keys.iter_mut().zip(names) {
+                // The owner knows its fence: a grant of it in flight stands.
+                blocking::confirm(|| handoff::resource(ctx, *name), req.token)?;
+                key.set_deadline(deadline)?;
+                effects::deadline_moved(ctx, *name, deadline)?;
+                key.signal_modified()?;
+            }
+            stats::REFRESHES.add();
+            notify_acquired(ctx, names);
+            Ok(Some(Some(fence)))
+        }
+    }
+}
+
+/// The members' state, decided the way `lock::component` decides a set:
+/// member by member, a busy member ends the decision (nil), a member unlike
+/// the first (free beside held, two fences) is the general path's (an
+/// error). Every member is read first: one of another type refuses the
+/// command whatever the others hold.
+fn seen(keys: &[LockKey], token: &[u8]) -> Result<Seen, Error> {
+    let mut states = Vec::with_capacity(keys.len());
+    for key in keys {
+        states.push(match key.stored()? {
+            None => Seen::Free,
+            Some(Stored::Multi(_)) => return Ok(Seen::Other),
+            Some(Stored::Plain(l)) if l.is_owned_by(token) => Seen::Retry(l.fence()),
+            Some(Stored::Plain(_)) => Seen::Busy,
+        });
+    }
+    let mut first: Option<Seen> = None;
+    for state in states {
+        first = match (first, state) {
+            (_, Seen::Busy) => return Ok(Seen::Busy),
+            (None, s) => Some(s),
+            (Some(Seen::Free), Seen::Free) => Some(Seen::Free),
+            (Some(Seen::Retry(a)), Seen::Retry(b)) if a == b => Some(Seen::Retry(a)),
+            _ => return Ok(Seen::Other),
+        };
+    }
+    Ok(first.unwrap_or(Seen::Other))
+}
+
+fn notify_acquired(ctx: Ctx, names: &[*mut raw::RedisModuleString]) {
+    for name in names {
+        stats::notify(ctx, c"dlock.acquired", *name);
+    }
+}
