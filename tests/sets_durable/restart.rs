@@ -203,3 +203,60 @@ fn shutdown_save_and_debug_reload_keep_every_set() {
     after_restart(&mut c, "DEBUG RELOAD", &before, &sets, mark);
     behave(&mut c, &sets, mark);
 }
+
+/// A restart quarantine holds sets as it holds single locks: a retry of a
+/// set that survived passes, a new set is refused (nothing changes) or,
+/// with `WAIT`, waits the quarantine out in the queue and is then granted.
+#[test]
+fn a_restart_quarantine_refuses_new_sets_and_queues_waiting_ones() {
+    const QUARANTINE_MS: u64 = 3000;
+    let mut s = Server::builder()
+        .aof("everysec")
+        .arg("--dlock.restart-quarantine")
+        .arg(QUARANTINE_MS.to_string())
+        .start();
+    let mut c = s.conn();
+    let set = ["{q}a", "{q}b"];
+    let f1 = macquire(&mut c, &set, "t1", 60_000, &[]);
+    // everysec: on disk within a second, so the set survives the crash.
+    std::thread::sleep(Duration::from_millis(1200));
+    let mut c = s.crash_and_restart();
+    let left: u64 = info_field(&mut c, "dlock", "dlock_quarantine_ms_left")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(left > 0, "no quarantine after the crash");
+    assert_eq!(
+        macquire(&mut c, &set, "t1", 60_000, &[]),
+        f1,
+        "a retry passes"
+    );
+    let e =
+        err_of(macquire_cmd(&["{q}c", "{q}d"], "t2", 60_000, &[]).query::<redis::Value>(&mut c));
+    assert!(e.starts_with("QUARANTINE"), "{e}");
+    assert!(!exists(&mut c, "{q}c") && !exists(&mut c, "{q}d"));
+    let url = s.url();
+    let waiter = std::thread::spawn(move || {
+        let mut w = redis::Client::open(url).unwrap().get_connection().unwrap();
+        w.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        try_macquire(&mut w, &["{q}c", "{q}d"], "t3", 60_000, &["WAIT", "60000"])
+    });
+    // Reserved while it waits (INFO's reserved form): count blocked clients.
+    wait_blocked_clients(&mut c, 1);
+    let still: u64 = info_field(&mut c, "dlock", "dlock_quarantine_ms_left")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        still > 0,
+        "the checks ran past the quarantine (a slow machine?)"
+    );
+    let f3 = waiter
+        .join()
+        .unwrap()
+        .unwrap()
+        .expect("granted once the quarantine ended");
+    assert!(f3 > f1);
+    for k in ["{q}c", "{q}d"] {
+        let i = held(&mut c, k);
+        assert_eq!((i.token.as_slice(), i.fence), (&b"t3"[..], f3), "{k}");
+    }
+}
