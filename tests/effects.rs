@@ -6,54 +6,12 @@ mod common;
 use common::lock::*;
 use common::*;
 
-/// The commands in a RESP file, each as its arguments.
-fn parse_aof(bytes: &[u8]) -> Vec<Vec<String>> {
-    fn line<'a>(b: &'a [u8], at: &mut usize) -> &'a [u8] {
-        let start = *at;
-        let end = start
-            + b[start..]
-                .windows(2)
-                .position(|w| w == b"\r\n")
-                .expect("line end");
-        *at = end + 2;
-        &b[start..end]
-    }
-    fn number(raw: &[u8]) -> usize {
-        std::str::from_utf8(raw).unwrap().parse().unwrap()
-    }
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < bytes.len() {
-        let head = line(bytes, &mut at);
-        assert_eq!(head[0], b'*', "not an array at byte {at}");
-        let n = number(&head[1..]);
-        let mut cmd = Vec::with_capacity(n);
-        for _ in 0..n {
-            let len = line(bytes, &mut at);
-            assert_eq!(len[0], b'$');
-            let len = number(&len[1..]);
-            cmd.push(String::from_utf8_lossy(&bytes[at..at + len]).into_owned());
-            at += len + 2;
-        }
-        out.push(cmd);
-    }
-    out
-}
-
 /// Every command in the server's incremental AOF files, without `SELECT`
 /// and the quarantine metadata (sent with a new longest TTL, together with
 /// the effect inside `MULTI`/`EXEC`).
 fn aof_commands(s: &Server) -> Vec<Vec<String>> {
-    let dir = s.dir().join("appendonlydir");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("appendonlydir")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|f| parse_aof(&std::fs::read(f).unwrap()))
+    common::aof::commands(s, ".incr.aof")
+        .into_iter()
         .filter(|c| {
             let name = c[0].to_ascii_uppercase();
             !["SELECT", "DLOCK.META", "MULTI", "EXEC"].contains(&name.as_str())

@@ -1,5 +1,6 @@
 //! The commands of an AOF file (RESP), for tests that read what a server
 //! wrote.
+use super::Server;
 
 /// The commands in a RESP (AOF) file, each as its arguments.
 pub fn parse(bytes: &[u8]) -> Vec<Vec<String>> {
@@ -23,4 +24,19 @@ pub fn parse(bytes: &[u8]) -> Vec<Vec<String>> {
         out.push(cmd);
     }
     out
+}
+
+/// The commands of `s`'s AOF files whose names end with `suffix`, in file
+/// order.
+pub fn commands(s: &Server, suffix: &str) -> Vec<Vec<String>> {
+    let mut files: Vec<_> = std::fs::read_dir(s.dir().join("appendonlydir"))
+        .expect("appendonlydir")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| parse(&std::fs::read(f).unwrap()))
+        .collect()
 }

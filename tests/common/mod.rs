@@ -20,6 +20,7 @@ pub mod cluster;
 pub mod dump;
 pub mod lock;
 mod valgrind;
+pub mod waiter;
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -156,19 +156,11 @@ fn assert_same(what: &str, a: &[Snapshot], b: &[Snapshot]) {
     assert_eq!(a.len(), b.len());
 }
 
-/// A client on its own thread and connection, blocked in
-/// `DLOCK.ACQUIRE key tok 60000 <opts> WAIT <wait_ms>`.
-struct Waiter {
-    id: i64,
-    rx: std::sync::mpsc::Receiver<(RedisResult<Option<i64>>, Connection)>,
-}
+use common::waiter::Waiter;
 
 impl Waiter {
+    /// A client blocked in `DLOCK.ACQUIRE key tok 60000 <opts> WAIT <wait_ms>`.
     fn start(s: &Server, key: &str, tok: &str, opts: &[&str], wait_ms: u64) -> Waiter {
-        let mut w = s.conn();
-        w.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut w).unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
         let mut cmd = redis::cmd("DLOCK.ACQUIRE");
         cmd.arg(key)
             .arg(tok)
@@ -176,11 +168,7 @@ impl Waiter {
             .arg(opts)
             .arg("WAIT")
             .arg(wait_ms);
-        std::thread::spawn(move || {
-            let reply = cmd.query(&mut w);
-            let _ = tx.send((reply, w));
-        });
-        Waiter { id, rx }
+        Waiter::send(s, cmd)
     }
 
     /// Starts a waiter and returns once `key` has `queued` waiters.
@@ -197,27 +185,5 @@ impl Waiter {
             value::waiters_of(c, key) == queued
         });
         w
-    }
-
-    /// The reply, and the waiter's connection.
-    fn reply(&self) -> (RedisResult<Option<i64>>, Connection) {
-        self.rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the waiter got no reply within 30 s")
-    }
-
-    /// The fence granted, and the waiter's connection.
-    fn granted(&self) -> (i64, Connection) {
-        match self.reply() {
-            (Ok(Some(f)), c) => (f, c),
-            (other, _) => panic!("expected a grant, got {other:?}"),
-        }
-    }
-
-    fn pending(&self) -> bool {
-        matches!(
-            self.rx.try_recv(),
-            Err(std::sync::mpsc::TryRecvError::Empty)
-        )
     }
 }

@@ -5,21 +5,7 @@
 use super::kinds::Kinds;
 use super::*;
 
-use crate::common::aof::parse as parse_aof;
-
-/// The commands of the AOF files whose names end with `suffix`.
-fn aof_commands(s: &Server, suffix: &str) -> Vec<Vec<String>> {
-    let mut files: Vec<_> = std::fs::read_dir(s.dir().join("appendonlydir"))
-        .expect("appendonlydir")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(suffix))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|f| parse_aof(&std::fs::read(f).unwrap()))
-        .collect()
-}
+use crate::common::aof::commands as aof_commands;
 
 fn named<'a>(cmds: &'a [Vec<String>], name: &str) -> Vec<&'a Vec<String>> {
     cmds.iter()

@@ -4,22 +4,7 @@
 //! one command on its own.
 use super::*;
 
-pub use crate::common::aof::parse;
-
-/// The commands of `s`'s AOF files whose names end with `suffix`, in file
-/// order.
-pub fn commands(s: &Server, suffix: &str) -> Vec<Vec<String>> {
-    let mut files: Vec<_> = std::fs::read_dir(s.dir().join("appendonlydir"))
-        .expect("appendonlydir")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(suffix))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|f| parse(&std::fs::read(f).unwrap()))
-        .collect()
-}
+pub use crate::common::aof::commands;
 
 /// What is applied at once: a transaction's commands, or one command.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -172,7 +172,7 @@ fn a_set_split_by_resharding_is_never_granted_in_part() {
     let f1 = macquire(&mut sc, &set, "t1", 60_000, &[]);
     let mut cmd = macquire_cmd(&set, "w", 60_000, &[]);
     cmd.arg("WAIT").arg(20_000);
-    let w = Waiter::start(cl.node(src), cmd);
+    let w = Waiter::send(cl.node(src), cmd);
     wait_queued(&mut sc, set[0], 1);
 
     setslot(&mut dc, slot, "IMPORTING", cl.id(src));

@@ -191,26 +191,9 @@ fn assert_same(what: &str, a: &[Snapshot], b: &[Snapshot]) {
 
 // ---------------------------------------------------------------- waiters
 
-/// A client on its own thread and connection, blocked in a command (a
-/// `MACQUIRE ... WAIT`, or a single `ACQUIRE ... WAIT`).
-struct Waiter {
-    id: i64,
-    rx: std::sync::mpsc::Receiver<(RedisResult<Option<i64>>, Connection)>,
-}
+use common::waiter::Waiter;
 
 impl Waiter {
-    fn start(s: &Server, cmd: redis::Cmd) -> Waiter {
-        let mut w = s.conn();
-        w.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let id = client_id(&mut w);
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let reply = cmd.query(&mut w);
-            let _ = tx.send((reply, w));
-        });
-        Waiter { id, rx }
-    }
-
     /// `MACQUIRE members tok 60000 opts WAIT 30000`, returned once the
     /// first member has `n` requests queued.
     fn set(
@@ -223,7 +206,7 @@ impl Waiter {
     ) -> Waiter {
         let mut cmd = macquire_cmd(members, tok, 60_000, opts);
         cmd.arg("WAIT").arg(30_000);
-        let w = Waiter::start(s, cmd);
+        let w = Waiter::send(s, cmd);
         wait_queued(c, members[0], n);
         w
     }
@@ -233,31 +216,8 @@ impl Waiter {
     fn single(s: &Server, c: &mut Connection, key: &str, tok: &str, n: i64) -> Waiter {
         let mut cmd = redis::cmd("DLOCK.ACQUIRE");
         cmd.arg(key).arg(tok).arg(60_000).arg("WAIT").arg(30_000);
-        let w = Waiter::start(s, cmd);
+        let w = Waiter::send(s, cmd);
         wait_queued(c, key, n);
         w
-    }
-
-    /// The reply, and the waiter's connection.
-    fn reply(&self) -> (RedisResult<Option<i64>>, Connection) {
-        self.rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the waiter got no reply within 30 s")
-    }
-
-    /// The fence granted, and the waiter's connection.
-    fn granted(&self) -> (i64, Connection) {
-        match self.reply() {
-            (Ok(Some(f)), c) => (f, c),
-            (other, _) => panic!("expected a grant, got {other:?}"),
-        }
-    }
-
-    /// No reply yet (a reply that did arrive is consumed).
-    fn pending(&self) -> bool {
-        matches!(
-            self.rx.try_recv(),
-            Err(std::sync::mpsc::TryRecvError::Empty)
-        )
     }
 }
