@@ -96,11 +96,18 @@ struct Doc {
     /// As in the command table: negative is "at least". 0 keeps the arity
     /// of the registration (-1: the handler checks it).
     arity: c_int,
-    /// Key-spec flags of the key at argument 1; `None`: the command has no key.
-    key: Option<u32>,
-    /// The keys are `numkeys` (argument 1) resources after it, not one key.
-    numbered: bool,
+    keys: Keys,
     args: &'static [Arg],
+}
+
+/// A command's keys, with their key-spec flags.
+#[derive(Clone, Copy)]
+enum Keys {
+    None,
+    /// The key at argument 1.
+    One(u32),
+    /// `numkeys` at argument 1 and that many resources after it.
+    Numbered(u32),
 }
 
 const fn option(name: &'static CStr, kind: Kind, token: &'static CStr) -> Arg {
@@ -131,8 +138,7 @@ in FIFO order until granted or until timeout_ms passes.",
         arity: -4,
         // Reads the holder (a refresh replies with its fence) and grants or
         // refreshes the lease.
-        key: Some(RW | ACCESS | UPDATE),
-        numbered: false,
+        keys: Keys::One(RW | ACCESS | UPDATE),
         args: &[
             RESOURCE,
             arg(c"token", Kind::String),
@@ -148,8 +154,7 @@ in FIFO order until granted or until timeout_ms passes.",
         summary: c"Releases a lock held by token and returns 1, else returns 0. A queued waiter \
 gets the lock next.",
         arity: 3,
-        key: Some(RW | ACCESS | DELETE),
-        numbered: false,
+        keys: Keys::One(RW | ACCESS | DELETE),
         args: &[RESOURCE, arg(c"token", Kind::String)],
     },
     Doc {
@@ -157,8 +162,7 @@ gets the lock next.",
         summary: c"Makes the lease of a lock held by token end ttl_ms from now and returns 1, \
 else returns 0.",
         arity: 4,
-        key: Some(RW | ACCESS | UPDATE),
-        numbered: false,
+        keys: Keys::One(RW | ACCESS | UPDATE),
         args: &[
             RESOURCE,
             arg(c"token", Kind::String),
@@ -170,8 +174,7 @@ else returns 0.",
         summary: c"Returns the holder's token, fencing token, remaining TTL in ms and number of \
 waiters, or nil when the lock is free.",
         arity: 2,
-        key: Some(RO | ACCESS),
-        numbered: false,
+        keys: Keys::One(RO | ACCESS),
         args: &[RESOURCE],
     },
     Doc {
@@ -180,8 +183,7 @@ waiters, or nil when the lock is free.",
 token and one deadline, or returns nil. With WAIT, queues on every member at once and is granted \
 in FIFO order when all of them are free for it.",
         arity: -5,
-        key: Some(RW | ACCESS | UPDATE),
-        numbered: true,
+        keys: Keys::Numbered(RW | ACCESS | UPDATE),
         args: &[
             NUMKEYS,
             RESOURCES,
@@ -196,8 +198,7 @@ in FIFO order when all of them are free for it.",
         summary: c"Releases token's hold on every resource of a set and returns how many it \
 released.",
         arity: -4,
-        key: Some(RW | ACCESS | DELETE),
-        numbered: true,
+        keys: Keys::Numbered(RW | ACCESS | DELETE),
         args: &[NUMKEYS, RESOURCES, TOKEN],
     },
     Doc {
@@ -205,8 +206,7 @@ released.",
         summary: c"Makes token's holds on every resource of a set end ttl_ms from now and \
 returns 1, or returns 0 and changes nothing when token no longer holds all of them.",
         arity: -5,
-        key: Some(RW | ACCESS | UPDATE),
-        numbered: true,
+        keys: Keys::Numbered(RW | ACCESS | UPDATE),
         args: &[NUMKEYS, RESOURCES, TOKEN, arg(c"ttl_ms", Kind::Integer)],
     },
     Doc {
@@ -216,8 +216,7 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
         // parsing anything (a forged effect gets the same error either way).
         arity: 0,
         // Replaces the lease whatever it was.
-        key: Some(OW | UPDATE),
-        numbered: false,
+        keys: Keys::One(OW | UPDATE),
         args: &[
             RESOURCE,
             arg(c"token", Kind::String),
@@ -233,8 +232,7 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
         name: hold_effects::ADDHOLD,
         summary: INTERNAL,
         arity: 0,
-        key: Some(RW | UPDATE),
-        numbered: false,
+        keys: Keys::One(RW | UPDATE),
         args: &[
             RESOURCE,
             TOKEN,
@@ -250,24 +248,21 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
         name: hold_effects::MOVEHOLD,
         summary: INTERNAL,
         arity: 0,
-        key: Some(RW | UPDATE),
-        numbered: false,
+        keys: Keys::One(RW | UPDATE),
         args: &[RESOURCE, TOKEN, arg(c"deadline_ms", Kind::UnixTime)],
     },
     Doc {
         name: hold_effects::DROPHOLD,
         summary: INTERNAL,
         arity: 0,
-        key: Some(RW | DELETE),
-        numbered: false,
+        keys: Keys::One(RW | DELETE),
         args: &[RESOURCE, TOKEN],
     },
     Doc {
         name: hold_effects::SETHOLDS,
         summary: INTERNAL,
         arity: 0,
-        key: Some(OW | UPDATE),
-        numbered: false,
+        keys: Keys::One(OW | UPDATE),
         args: &[
             RESOURCE,
             arg(c"value", Kind::String),
@@ -280,8 +275,7 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
         arity: 0,
         // Registered with the key triple 1,1,1 like every command, but its
         // first argument is a number: an empty key-spec list drops that.
-        key: None,
-        numbered: false,
+        keys: Keys::None,
         args: &[
             arg(c"longest_ttl_ms", Kind::Integer),
             arg(c"lossy", Kind::Integer),
@@ -311,13 +305,11 @@ pub fn describe(ctx: Ctx) -> Result<(), Error> {
         }
         let mut args: Vec<raw::RedisModuleCommandArg> = doc.args.iter().map(raw_arg).collect();
         args.push(arg_end());
-        let spec = if doc.numbered {
-            numbered_spec
-        } else {
-            key_spec
+        let mut specs: Vec<raw::RedisModuleCommandKeySpec> = match doc.keys {
+            Keys::None => Vec::new(),
+            Keys::One(flags) => vec![key_spec(flags)],
+            Keys::Numbered(flags) => vec![numbered_spec(flags)],
         };
-        let mut specs: Vec<raw::RedisModuleCommandKeySpec> =
-            doc.key.map(spec).into_iter().collect();
         specs.push(spec_end());
         let info = raw::RedisModuleCommandInfo {
             version: &VERSION,
@@ -334,7 +326,7 @@ pub fn describe(ctx: Ctx) -> Result<(), Error> {
         // the call, their layout is the one `VERSION` announces, and the
         // server copies everything it keeps.
         if unsafe { set(command, &info) } != api::OK {
-            if doc.numbered {
+            if matches!(doc.keys, Keys::Numbered(_)) {
                 // Registered without keys: without its key spec no ACL key
                 // pattern or cluster routing would see a set's resources.
                 return Err(Error::Internal("the set commands' key specs were refused"));
