@@ -56,7 +56,7 @@ pub fn benchmark_binary() -> std::ffi::OsString {
 pub fn module_path() -> PathBuf {
     let path = match std::env::var_os("DLOCK_MODULE") {
         Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libdlock.so"),
+        None => workspace_root().join("target/release/libdlock.so"),
     };
     assert!(
         path.exists(),
@@ -64,6 +64,16 @@ pub fn module_path() -> PathBuf {
         path.display()
     );
     path
+}
+
+/// The repository root: this harness also serves the client crate's tests
+/// (`client/tests/`), whose manifest directory is `client/`.
+pub fn workspace_root() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    match dir.file_name() {
+        Some(n) if n == "client" => dir.parent().unwrap_or(dir).to_path_buf(),
+        _ => dir.to_path_buf(),
+    }
 }
 
 /// Polls `f` every 20 ms until it returns true; panics with `what` on timeout.

@@ -79,7 +79,7 @@ pub fn command(dir: &Path) -> Command {
     // callbacks) get logs of their own.
     c.arg(format!("--log-file={}/valgrind.%p.log", dir.display()));
     // Known false positives in redis-server itself (see the file).
-    let supp = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/valgrind.supp");
+    let supp = super::workspace_root().join("tests/valgrind.supp");
     c.arg(format!("--suppressions={}", supp.display()));
     if let Some(extra) = std::env::var_os("DLOCK_VALGRIND_ARGS") {
         c.args(extra.to_string_lossy().split_whitespace());

@@ -1,0 +1,134 @@
+//! One error type for the library and the exit codes of the `dlock` tool.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What went wrong. "Busy" is not an error: an acquire that was not granted
+/// answers `Ok(None)`.
+#[derive(Debug)]
+pub enum Error {
+    /// The request itself is invalid (no server was asked).
+    Invalid(String),
+    /// No server could be reached, or none answered before the deadline,
+    /// after retrying (with the same token) for as long as allowed.
+    Unavailable(String),
+    /// The server refuses new grants for a while after a restart or failover
+    /// that may have lost acknowledged grants (its `QUARANTINE` error).
+    Quarantined(String),
+    /// Fewer replicas than `min_replicas` acknowledged the grant in time; the
+    /// grant was released again.
+    TooFewReplicas { acked: i64, wanted: u32 },
+    /// The lease ended (expired, deleted by an admin, or taken over) before
+    /// the operation: the guard is lost.
+    Lost,
+    /// Redlock: a quorum of the servers could not be reached.
+    NoQuorum {
+        granted: usize,
+        reached: usize,
+        nodes: usize,
+    },
+    /// Any other error reply from the server, as it was sent.
+    Server(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Invalid(m) => write!(f, "invalid request: {m}"),
+            Error::Unavailable(m) => write!(f, "server unavailable: {m}"),
+            Error::Quarantined(m) => write!(f, "server in restart quarantine: {m}"),
+            Error::TooFewReplicas { acked, wanted } => write!(
+                f,
+                "only {acked} of {wanted} replicas acknowledged the grant in time (released)"
+            ),
+            Error::Lost => write!(f, "the lease was lost"),
+            Error::NoQuorum {
+                granted,
+                reached,
+                nodes,
+            } => write!(
+                f,
+                "no quorum: granted on {granted}, reached {reached} of {nodes} servers"
+            ),
+            Error::Server(m) => write!(f, "server error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// How a failed server call is handled.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Try again (same token) while the deadline allows: the connection broke
+    /// or timed out, or the server is loading, failing over or resharding.
+    Retry(Error),
+    /// Redis Cluster: the slot lives elsewhere (`MOVED`) or is moving (`ASK`).
+    Moved {
+        addr: String,
+    },
+    Ask {
+        addr: String,
+    },
+    /// An answer that retrying will not change.
+    Fatal(Error),
+}
+
+impl From<redis::RedisError> for Failure {
+    fn from(e: redis::RedisError) -> Failure {
+        use redis::ErrorKind as K;
+        if let Some((addr, _slot)) = e.redirect_node() {
+            return match e.kind() {
+                K::Ask => Failure::Ask {
+                    addr: addr.to_string(),
+                },
+                _ => Failure::Moved {
+                    addr: addr.to_string(),
+                },
+            };
+        }
+        if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() {
+            return Failure::Retry(Error::Unavailable(e.to_string()));
+        }
+        match e.kind() {
+            K::BusyLoadingError | K::TryAgain | K::ClusterDown | K::MasterDown | K::ReadOnly => {
+                Failure::Retry(Error::Unavailable(e.to_string()))
+            }
+            K::IoError | K::ClusterConnectionNotFound => {
+                Failure::Retry(Error::Unavailable(e.to_string()))
+            }
+            _ => match e.code() {
+                Some("QUARANTINE") => Failure::Fatal(Error::Quarantined(detail(&e))),
+                // A waiter's server became a replica (a failover): the new
+                // master may grant it.
+                Some("UNBLOCKED") => Failure::Retry(Error::Unavailable(detail(&e))),
+                _ => Failure::Fatal(Error::Server(detail(&e))),
+            },
+        }
+    }
+}
+
+impl Failure {
+    pub(crate) fn into_error(self) -> Error {
+        match self {
+            Failure::Retry(e) | Failure::Fatal(e) => e,
+            Failure::Moved { addr } | Failure::Ask { addr } => {
+                Error::Unavailable(format!("redirected to {addr} too many times"))
+            }
+        }
+    }
+}
+
+fn detail(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(c), Some(d)) => format!("{c} {d}"),
+        _ => e.to_string(),
+    }
+}
+
+/// Whole milliseconds of a duration, for a command argument.
+pub(crate) fn millis(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}

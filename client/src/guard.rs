@@ -1,0 +1,285 @@
+//! A held lock: its token, fence and lease budget; extend, release, and
+//! release on drop. The same guard serves a lock on one server and a
+//! Redlock over several: what differs is the [`Lease`] behind it.
+
+use crate::error::{Error, Result};
+use crate::watchdog;
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The outcome of one renewal attempt.
+pub(crate) enum Renewal {
+    /// Extended; the lease lasts at least until this instant (the send time
+    /// of the extend plus its ttl, less the clock drift for Redlock).
+    Extended(Instant),
+    /// The server answered 0 (or Redlock lost its quorum): the lease is gone.
+    Lost,
+    /// No answer, or too few replicas acknowledged: the budget stays as it
+    /// was, and the attempt may be retried while it lasts.
+    Failed(Error),
+}
+
+/// How a guard's lease is renewed and released on its server(s).
+pub(crate) trait Lease: Send + Sync + 'static {
+    fn extend(&self, ttl: Duration) -> Renewal;
+    /// True if the lease was still held and is now released.
+    fn release(&self) -> Result<bool>;
+}
+
+pub(crate) struct State {
+    pub ttl: Duration,
+    pub valid_until: Instant,
+    pub lost: bool,
+    pub released: bool,
+}
+
+type Callback = Box<dyn FnOnce() + Send>;
+
+/// What the guard and its watchdog share.
+pub(crate) struct Shared {
+    pub lease: Box<dyn Lease>,
+    pub state: Mutex<State>,
+    /// Wakes the watchdog on release, and loss waiters on loss.
+    pub changed: Condvar,
+    listeners: Mutex<(Vec<mpsc::Sender<()>>, Vec<Callback>)>,
+}
+
+impl Shared {
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks the lease lost for good and tells everyone listening, once.
+    pub(crate) fn mark_lost(&self) {
+        {
+            let mut s = self.state();
+            if s.lost {
+                return;
+            }
+            s.lost = true;
+        }
+        self.changed.notify_all();
+        let (senders, callbacks) = {
+            let mut l = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+            (std::mem::take(&mut l.0), std::mem::take(&mut l.1))
+        };
+        for s in senders {
+            let _ = s.send(());
+        }
+        for cb in callbacks {
+            cb();
+        }
+    }
+
+    /// Applies a renewal's outcome to the budget; true if extended.
+    pub(crate) fn apply(&self, r: Renewal, ttl: Duration) -> Result<bool> {
+        match r {
+            Renewal::Extended(until) => {
+                let mut s = self.state();
+                s.valid_until = until;
+                s.ttl = ttl;
+                Ok(true)
+            }
+            Renewal::Lost => {
+                self.mark_lost();
+                Ok(false)
+            }
+            Renewal::Failed(e) => Err(e),
+        }
+    }
+}
+
+/// What the acquire learned, to build a guard from.
+pub(crate) struct Granted {
+    pub resources: Vec<String>,
+    pub token: String,
+    /// Per server for Redlock (None where it was not granted), one for a
+    /// single server.
+    pub fences: Vec<Option<u64>>,
+    pub ttl: Duration,
+    pub valid_until: Instant,
+    pub watchdog: bool,
+    pub on_lost: Option<Callback>,
+}
+
+/// A held lock. Dropping it releases the lock (a blocking call: the
+/// watchdog is stopped first, then `RELEASE` is sent, errors ignored); call
+/// [`Guard::release`] to see the outcome.
+pub struct Guard {
+    resources: Vec<String>,
+    token: String,
+    fences: Vec<Option<u64>>,
+    shared: Arc<Shared>,
+    watchdog: Option<JoinHandle<()>>,
+}
+
+impl Guard {
+    pub(crate) fn new(lease: Box<dyn Lease>, g: Granted) -> Guard {
+        let shared = Arc::new(Shared {
+            lease,
+            state: Mutex::new(State {
+                ttl: g.ttl,
+                valid_until: g.valid_until,
+                lost: false,
+                released: false,
+            }),
+            changed: Condvar::new(),
+            listeners: Mutex::new((Vec::new(), g.on_lost.into_iter().collect())),
+        });
+        if Instant::now() >= g.valid_until {
+            shared.mark_lost();
+        }
+        let watchdog = g.watchdog.then(|| watchdog::start(shared.clone()));
+        Guard {
+            resources: g.resources,
+            token: g.token,
+            fences: g.fences,
+            shared,
+            watchdog,
+        }
+    }
+
+    /// The fencing token of this grant: pass it to the storage you write
+    /// to. For Redlock, the largest of the per-server fences (see
+    /// [`Guard::fences`]).
+    pub fn fence(&self) -> u64 {
+        self.fences.iter().flatten().copied().max().unwrap_or(0)
+    }
+
+    /// Redlock: the fence each server granted, in the order the servers
+    /// were given (`None` where it was not granted). One entry otherwise.
+    pub fn fences(&self) -> &[Option<u64>] {
+        &self.fences
+    }
+
+    /// The 128-bit random token of this acquisition (32 hex digits).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The resource (the first one, for a set).
+    pub fn resource(&self) -> &str {
+        &self.resources[0]
+    }
+
+    /// Every resource of a set (one for a single lock).
+    pub fn resources(&self) -> &[String] {
+        &self.resources
+    }
+
+    /// The instant until which the lease surely lasts: never later than
+    /// the servers' deadline, since it is counted from when the grant or the
+    /// last renewal was *sent*.
+    pub fn valid_until(&self) -> Instant {
+        self.shared.state().valid_until
+    }
+
+    /// Time left on the lease budget (zero once it has passed).
+    pub fn remaining(&self) -> Duration {
+        self.valid_until().saturating_duration_since(Instant::now())
+    }
+
+    /// True once the lease is known lost: an `EXTEND` or `RELEASE` answered
+    /// 0, a renewal by the watchdog failed until the budget ran out, or the
+    /// budget passed before the grant was complete.
+    pub fn is_lost(&self) -> bool {
+        let s = self.shared.state();
+        s.lost || (self.watchdog.is_none() && Instant::now() >= s.valid_until)
+    }
+
+    /// A channel that receives `()` when the lease is lost (at once if it
+    /// already is).
+    pub fn lost_signal(&self) -> mpsc::Receiver<()> {
+        let (tx, rx) = mpsc::channel();
+        let mut l = self
+            .shared
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if self.shared.state().lost {
+            let _ = tx.send(());
+        } else {
+            l.0.push(tx);
+        }
+        rx
+    }
+
+    /// Blocks until the lease is lost or `timeout` passes; true if lost.
+    pub fn wait_lost(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut s = self.shared.state();
+        while !s.lost && !s.released {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            s = self
+                .shared
+                .changed
+                .wait_timeout(s, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        s.lost
+    }
+
+    /// Extends the lease to `ttl` from now (the budget counts from when the
+    /// `EXTEND` was sent). `Ok(false)`: the lease had already ended, and the
+    /// guard is now lost. The watchdog, if any, renews with this ttl from now on.
+    pub fn extend(&self, ttl: Duration) -> Result<bool> {
+        if crate::error::millis(ttl) == 0 {
+            return Err(Error::Invalid("ttl must be at least 1 ms".into()));
+        }
+        if self.shared.state().lost {
+            return Ok(false);
+        }
+        let r = self.shared.lease.extend(ttl);
+        self.shared.apply(r, ttl)
+    }
+
+    /// Stops the watchdog, then releases. `Ok(true)`: the lock was still
+    /// held and is now free; `Ok(false)`: it had already ended (the guard
+    /// was lost, whether or not anyone noticed before).
+    pub fn release(mut self) -> Result<bool> {
+        self.release_now()
+    }
+
+    fn release_now(&mut self) -> Result<bool> {
+        {
+            let mut s = self.shared.state();
+            if s.released {
+                return Ok(false);
+            }
+            s.released = true;
+        }
+        self.shared.changed.notify_all();
+        if let Some(w) = self.watchdog.take() {
+            // Never renew after release: the watchdog has ended before the
+            // RELEASE is sent.
+            let _ = w.join();
+        }
+        let released = self.shared.lease.release()?;
+        if !released {
+            self.shared.mark_lost();
+        }
+        Ok(released)
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.release_now();
+    }
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("resources", &self.resources)
+            .field("token", &self.token)
+            .field("fences", &self.fences)
+            .finish()
+    }
+}

@@ -1,0 +1,39 @@
+//! Client for [dlock](https://github.com/) — distributed locks as native
+//! Redis commands (`DLOCK.ACQUIRE`, `RELEASE`, `EXTEND`, `INFO`, and the set
+//! commands), loaded into Redis or Valkey as a module.
+//!
+//! - [`Locker`]: locks on one server or a Redis Cluster. Server-side FIFO
+//!   waiting (never polling), same-token retries after lost replies, a lease
+//!   budget that never outlasts the server's deadline, `min_replicas`.
+//! - [`Guard`]: the held lock; fence, extend, release, release on drop, an
+//!   optional watchdog that renews and tells you when the lease is lost.
+//! - [`Redlock`]: one lock over N independent servers, granted by a quorum.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use dlock_client::Locker;
+//!
+//! let locker = Locker::new("redis://127.0.0.1:6379/")?;
+//! let guard = locker.lock("orders:42", Duration::from_secs(30), Duration::from_secs(5))?;
+//! match guard {
+//!     Some(guard) => {
+//!         // write with guard.fence(); dropping the guard releases the lock
+//!         println!("fence {}", guard.fence());
+//!     }
+//!     None => println!("still busy after 5 s"),
+//! }
+//! # Ok::<(), dlock_client::Error>(())
+//! ```
+
+mod error;
+mod guard;
+mod locker;
+mod node;
+mod request;
+mod route;
+mod watchdog;
+
+pub use error::{Error, Result};
+pub use guard::Guard;
+pub use locker::{Locker, Request};
+pub use request::MAX_SET;

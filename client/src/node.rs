@@ -1,0 +1,112 @@
+//! One server: where it is, how to log in, and a pool of connections.
+//!
+//! Every operation takes a connection of its own from the pool and gives it
+//! back only if the operation ended cleanly, so a blocking `ACQUIRE ... WAIT`
+//! never delays a renewal or a release that runs meanwhile, and a connection
+//! left in an unknown state (a timeout mid-reply) is never reused.
+
+use crate::error::Failure;
+use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Idle connections kept per server.
+const POOL_SIZE: usize = 8;
+
+pub(crate) struct Node {
+    info: ConnectionInfo,
+    idle: Mutex<Vec<redis::Connection>>,
+    connect_timeout: Duration,
+}
+
+impl Node {
+    pub(crate) fn new(info: ConnectionInfo, connect_timeout: Duration) -> Node {
+        Node {
+            info,
+            idle: Mutex::new(Vec::new()),
+            connect_timeout,
+        }
+    }
+
+    pub(crate) fn from_url(url: &str, connect_timeout: Duration) -> redis::RedisResult<Node> {
+        Ok(Node::new(url.into_connection_info()?, connect_timeout))
+    }
+
+    /// The same login at another address (a cluster node named by a
+    /// redirect or the slot map).
+    pub(crate) fn sibling(&self, host: &str, port: u16) -> Node {
+        let mut info = self.info.clone();
+        info.addr = match &info.addr {
+            ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => ConnectionAddr::TcpTls {
+                host: host.to_string(),
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => ConnectionAddr::Tcp(host.to_string(), port),
+        };
+        Node::new(info, self.connect_timeout)
+    }
+
+    /// `host:port`, as the server names itself in redirects.
+    pub(crate) fn addr(&self) -> String {
+        match &self.info.addr {
+            ConnectionAddr::Tcp(h, p)
+            | ConnectionAddr::TcpTls {
+                host: h, port: p, ..
+            } => {
+                format!("{h}:{p}")
+            }
+            ConnectionAddr::Unix(path) => path.display().to_string(),
+        }
+    }
+
+    fn connect(&self) -> redis::RedisResult<redis::Connection> {
+        let client = redis::Client::open(self.info.clone())?;
+        client.get_connection_with_timeout(self.connect_timeout)
+    }
+
+    /// Runs `f` on a connection of its own, whose reads and writes give up
+    /// after `io_timeout`. The connection goes back to the pool only if `f`
+    /// succeeded or the server answered with an error reply (the
+    /// connection is then in a known state).
+    pub(crate) fn with_conn<T>(
+        &self,
+        io_timeout: Duration,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, Failure> {
+        let pooled = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut conn = match pooled {
+            Some(c) => c,
+            None => self.connect()?,
+        };
+        let timeout = Some(io_timeout.max(Duration::from_millis(1)));
+        conn.set_read_timeout(timeout)?;
+        conn.set_write_timeout(timeout)?;
+        match f(&mut conn) {
+            Ok(v) => {
+                self.give_back(conn);
+                Ok(v)
+            }
+            Err(e) => {
+                let reusable = !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
+                    && conn.is_open();
+                if reusable {
+                    self.give_back(conn);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    fn give_back(&self, conn: redis::Connection) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < POOL_SIZE {
+            idle.push(conn);
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! What to acquire, and the commands that acquire, extend and release it.
+//! Validated here, before any server is asked.
+
+use crate::error::{millis, Error, Result};
+use std::time::Duration;
+
+/// The most resources one `DLOCK.MACQUIRE` takes.
+pub const MAX_SET: usize = 64;
+
+/// The shape of a lock request, shared by [`crate::Locker`] and
+/// [`crate::Redlock`].
+#[derive(Clone, Debug)]
+pub(crate) struct Spec {
+    pub resources: Vec<String>,
+    pub ttl: Duration,
+    pub shared: bool,
+    pub limit: Option<u32>,
+    pub owner: Option<String>,
+    pub wait: Option<Duration>,
+}
+
+impl Spec {
+    pub(crate) fn new(resources: Vec<String>) -> Spec {
+        Spec {
+            resources,
+            ttl: Duration::from_secs(30),
+            shared: false,
+            limit: None,
+            owner: None,
+            wait: None,
+        }
+    }
+
+    pub(crate) fn is_set(&self) -> bool {
+        self.resources.len() > 1
+    }
+
+    /// The key that routes the request (every member of a set must share
+    /// its slot in Redis Cluster: use a hash tag).
+    pub(crate) fn route_key(&self) -> &str {
+        &self.resources[0]
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let invalid = |m: &str| Err(Error::Invalid(m.to_string()));
+        if self.resources.is_empty() {
+            return invalid("no resource to lock");
+        }
+        if self.resources.len() > MAX_SET {
+            return invalid("a set takes at most 64 resources");
+        }
+        for (i, r) in self.resources.iter().enumerate() {
+            if self.resources[..i].contains(r) {
+                return invalid("a set names the same resource twice");
+            }
+        }
+        if millis(self.ttl) == 0 {
+            return invalid("ttl must be at least 1 ms");
+        }
+        if self.limit == Some(0) {
+            return invalid("limit must be at least 1");
+        }
+        if self.shared && self.limit.is_some_and(|l| l > 1) {
+            return invalid("shared cannot be combined with a limit above 1");
+        }
+        if self.owner.as_deref() == Some("") {
+            return invalid("owner must not be empty");
+        }
+        if self.is_set() && (self.limit.is_some() || self.owner.is_some()) {
+            return invalid("a set of resources takes no limit and no owner");
+        }
+        Ok(())
+    }
+
+    fn keys(&self, name: &str, c: &mut redis::Cmd) {
+        if self.is_set() {
+            c.arg(format!("DLOCK.M{name}")).arg(self.resources.len());
+            c.arg(&self.resources);
+        } else {
+            c.arg(format!("DLOCK.{name}")).arg(&self.resources[0]);
+        }
+    }
+
+    /// `ACQUIRE`/`MACQUIRE`, with `WAIT wait_ms` when given.
+    pub(crate) fn acquire_cmd(&self, token: &str, wait_ms: Option<u64>) -> redis::Cmd {
+        let mut c = redis::Cmd::new();
+        self.keys("ACQUIRE", &mut c);
+        c.arg(token).arg(millis(self.ttl));
+        if self.shared {
+            c.arg("SHARED");
+        }
+        if let Some(l) = self.limit {
+            c.arg("LIMIT").arg(l);
+        }
+        if let Some(o) = &self.owner {
+            c.arg("OWNER").arg(o);
+        }
+        if let Some(w) = wait_ms {
+            c.arg("WAIT").arg(w);
+        }
+        c
+    }
+
+    pub(crate) fn extend_cmd(&self, token: &str, ttl: Duration) -> redis::Cmd {
+        let mut c = redis::Cmd::new();
+        self.keys("EXTEND", &mut c);
+        c.arg(token).arg(millis(ttl));
+        c
+    }
+
+    pub(crate) fn release_cmd(&self, token: &str) -> redis::Cmd {
+        let mut c = redis::Cmd::new();
+        self.keys("RELEASE", &mut c);
+        c.arg(token);
+        c
+    }
+}
+
+/// A fresh 128-bit random token for one acquisition.
+pub(crate) fn new_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(c: &redis::Cmd) -> Vec<String> {
+        c.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                redis::Arg::Cursor => "<cursor>".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn builds_single_and_set_commands() {
+        let mut s = Spec::new(vec!["r".into()]);
+        s.ttl = Duration::from_millis(1500);
+        s.limit = Some(3);
+        s.owner = Some("app".into());
+        assert_eq!(
+            args(&s.acquire_cmd("t", Some(200))),
+            [
+                "DLOCK.ACQUIRE",
+                "r",
+                "t",
+                "1500",
+                "LIMIT",
+                "3",
+                "OWNER",
+                "app",
+                "WAIT",
+                "200"
+            ]
+        );
+        assert_eq!(args(&s.release_cmd("t")), ["DLOCK.RELEASE", "r", "t"]);
+        let mut set = Spec::new(vec!["{o}a".into(), "{o}b".into()]);
+        set.shared = true;
+        assert_eq!(
+            args(&set.acquire_cmd("t", None)),
+            [
+                "DLOCK.MACQUIRE",
+                "2",
+                "{o}a",
+                "{o}b",
+                "t",
+                "30000",
+                "SHARED"
+            ]
+        );
+        assert_eq!(
+            args(&set.extend_cmd("t", Duration::from_secs(2))),
+            ["DLOCK.MEXTEND", "2", "{o}a", "{o}b", "t", "2000"]
+        );
+    }
+
+    #[test]
+    fn refuses_what_the_server_would_refuse() {
+        let bad = |f: &dyn Fn(&mut Spec)| {
+            let mut s = Spec::new(vec!["a".into()]);
+            f(&mut s);
+            assert!(matches!(s.validate(), Err(Error::Invalid(_))), "{s:?}");
+        };
+        bad(&|s| s.resources.clear());
+        bad(&|s| s.resources = vec!["a".into(), "a".into()]);
+        bad(&|s| s.resources = (0..65).map(|i| i.to_string()).collect());
+        bad(&|s| s.ttl = Duration::from_micros(500));
+        bad(&|s| s.limit = Some(0));
+        bad(&|s| {
+            s.shared = true;
+            s.limit = Some(2)
+        });
+        bad(&|s| s.owner = Some(String::new()));
+        bad(&|s| {
+            s.resources.push("b".into());
+            s.owner = Some("o".into())
+        });
+        assert!(Spec::new(vec!["a".into()]).validate().is_ok());
+    }
+
+    #[test]
+    fn tokens_are_128_bit_and_distinct() {
+        let (a, b) = (new_token(), new_token());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
+}
