@@ -24,8 +24,11 @@ pub(crate) enum Renewal {
 /// How a guard's lease is renewed and released on its server(s).
 pub(crate) trait Lease: Send + Sync + 'static {
     fn extend(&self, ttl: Duration) -> Renewal;
-    /// True if the lease was still held and is now released.
-    fn release(&self) -> Result<bool>;
+    /// True if the lease was still held and is now released. `valid_until`
+    /// is the guard's budget: when a lost reply makes a retried `RELEASE`
+    /// find nothing, the first one was sent before the budget ended (the
+    /// lease was still held, so it released it) or after.
+    fn release(&self, valid_until: Instant) -> Result<bool>;
 }
 
 pub(crate) struct State {
@@ -260,7 +263,8 @@ impl Guard {
             // RELEASE is sent.
             let _ = w.join();
         }
-        let released = self.shared.lease.release()?;
+        let valid_until = self.shared.state().valid_until;
+        let released = self.shared.lease.release(valid_until)?;
         if !released {
             self.shared.mark_lost();
         }

@@ -347,7 +347,7 @@ impl SingleLease {
             match outcome {
                 Ok((Value::Int(fence), acked)) => {
                     if let Err(e) = self.check_replicas(acked) {
-                        let _ = self.release();
+                        self.abandon();
                         return Err(e);
                     }
                     break (fence as u64, sent);
@@ -361,14 +361,14 @@ impl SingleLease {
                     let pause = backoff(attempt);
                     attempt += 1;
                     if Instant::now() + pause >= retry_deadline {
-                        let _ = self.release();
+                        self.abandon();
                         return Err(e);
                     }
                     std::thread::sleep(pause);
                 }
                 Err(f) => {
                     if maybe_granted {
-                        let _ = self.release();
+                        self.abandon();
                     }
                     return Err(f.into_error());
                 }
@@ -384,10 +384,16 @@ impl SingleLease {
             Renewal::Extended(until) => Ok(Some((fence, until))),
             Renewal::Lost => Err(Error::Lost),
             Renewal::Failed(e) => {
-                let _ = self.release();
+                self.abandon();
                 Err(e)
             }
         }
+    }
+
+    /// Best-effort release of a grant the caller will not get (too few
+    /// replicas, or given up after a possibly granted attempt).
+    fn abandon(&self) {
+        let _ = Lease::release(self, Instant::now());
     }
 
     fn call_plain(
@@ -451,11 +457,22 @@ impl Lease for SingleLease {
         }
     }
 
-    fn release(&self) -> Result<bool> {
+    fn release(&self, valid_until: Instant) -> Result<bool> {
         let cmd = self.spec.release_cmd(&self.token);
-        match self.retrying(|| self.call_plain(&cmd, Duration::ZERO))? {
+        let first_sent = Instant::now();
+        let mut retried = false;
+        let reply = self.retrying(|| {
+            let r = self.call_plain(&cmd, Duration::ZERO);
+            retried |= matches!(r, Err(Failure::Retry(_)));
+            r
+        })?;
+        match reply {
             // RELEASE answers 1/0, MRELEASE the members it released.
-            (Value::Int(n), _) => Ok(n == self.spec.resources.len() as i64),
+            (Value::Int(n), _) if n == self.spec.resources.len() as i64 => Ok(true),
+            // An earlier attempt may have released it, its reply lost: it
+            // did if it was sent while the lease surely lasted.
+            (Value::Int(_), _) if retried => Ok(first_sent < valid_until),
+            (Value::Int(_), _) => Ok(false),
             (other, _) => Err(Error::Server(format!("unexpected reply {other:?}"))),
         }
     }

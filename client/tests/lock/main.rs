@@ -4,4 +4,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+#[path = "../../../tests/proxy/mod.rs"]
+mod proxy;
+
+mod faults;
 mod guard;
+mod watchdog;

@@ -1,0 +1,144 @@
+use crate::common::{holder, ms, Server, SEC};
+use crate::proxy::{Frame, Proxy};
+use dlock_client::{Error, Locker};
+use std::time::Instant;
+
+fn dlock_writes(args: &[Vec<u8>]) -> bool {
+    let name = args
+        .first()
+        .map(|a| a.to_ascii_uppercase())
+        .unwrap_or_default();
+    matches!(
+        name.as_slice(),
+        b"DLOCK.ACQUIRE" | b"DLOCK.EXTEND" | b"DLOCK.RELEASE"
+    )
+}
+
+#[test]
+fn lost_replies_are_retried_with_the_same_token_and_leave_no_orphan() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port(), 13, 300, dlock_writes);
+    let locker = Locker::new(&proxy.url()).unwrap().with_retry_for(10 * SEC);
+    let mut c = server.conn();
+    for i in 0..60 {
+        let g = locker
+            .try_lock("res", 30 * SEC)
+            .unwrap()
+            .expect("free: granted");
+        // The lock the server holds is this guard's: a lost reply was
+        // retried with the same token, not a new one.
+        assert_eq!(
+            holder(&mut c, "res"),
+            Some((g.token().to_string(), g.fence())),
+            "cycle {i}"
+        );
+        assert!(g.extend(30 * SEC).unwrap(), "cycle {i}");
+        assert!(
+            g.release().unwrap(),
+            "cycle {i}: released, whether or not a reply was lost"
+        );
+        assert_eq!(holder(&mut c, "res"), None, "cycle {i}");
+    }
+    let dropped = proxy.dropped();
+    let acquires: Vec<_> = dropped
+        .iter()
+        .filter(|d| d.arg(0).eq_ignore_ascii_case(b"DLOCK.ACQUIRE"))
+        .collect();
+    assert!(
+        acquires.len() >= 5,
+        "too few lost ACQUIRE replies to prove anything: {}",
+        acquires.len()
+    );
+    assert!(dropped
+        .iter()
+        .any(|d| d.arg(0).eq_ignore_ascii_case(b"DLOCK.RELEASE")));
+    // Every lost grant was a grant (a fence), later answered again.
+    assert!(acquires.iter().all(|d| matches!(d.reply, Frame::Int(_))));
+}
+
+#[test]
+fn an_unreachable_server_is_an_error_after_the_retry_budget() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let locker = Locker::new(&format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .with_retry_for(ms(500));
+    let t = Instant::now();
+    let e = locker.try_lock("res", SEC).unwrap_err();
+    assert!(matches!(e, Error::Unavailable(_)), "{e}");
+    assert!(t.elapsed() < 5 * SEC, "{:?}", t.elapsed());
+}
+
+#[test]
+fn min_replicas_confirms_grants_and_refuses_unconfirmed_ones() {
+    let master = Server::start();
+    let mut replica = Server::builder().replica_of(&master).start();
+    replica.wait_for_sync(20 * SEC);
+    let locker = Locker::new(&master.url())
+        .unwrap()
+        .with_min_replicas(1, ms(500));
+    let mut m = master.conn();
+    let g = locker
+        .try_lock("res", 30 * SEC)
+        .unwrap()
+        .expect("confirmed by the replica");
+    let mut r = replica.conn();
+    assert_eq!(
+        holder(&mut r, "res"),
+        Some((g.token().to_string(), g.fence())),
+        "the replica has it"
+    );
+    assert!(g.extend(30 * SEC).unwrap());
+
+    replica.kill9();
+    let e = locker.try_lock("other", 30 * SEC).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::TooFewReplicas {
+                acked: 0,
+                wanted: 1
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        holder(&mut m, "other"),
+        None,
+        "an unconfirmed grant is released"
+    );
+    // A renewal without acknowledgement keeps the last acknowledged budget.
+    let before = g.valid_until();
+    let e = g.extend(60 * SEC).unwrap_err();
+    assert!(matches!(e, Error::TooFewReplicas { .. }), "{e}");
+    assert_eq!(g.valid_until(), before);
+    assert!(!g.is_lost());
+}
+
+#[test]
+fn a_waiting_acquire_does_not_delay_another_guards_renewal() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url()).unwrap();
+    let other = Locker::new(&server.url()).unwrap();
+    let _busy = other.try_lock("b", 30 * SEC).unwrap().unwrap();
+    let a = locker.try_lock("a", 30 * SEC).unwrap().unwrap();
+    let l2 = locker.clone();
+    let waiter = std::thread::spawn(move || l2.lock("b", SEC, 4 * SEC).unwrap());
+    let mut c = server.conn();
+    crate::common::server::wait_until(10 * SEC, "the waiter queued", || {
+        crate::common::waiters(&mut c, "b") == 1
+    });
+    let t = Instant::now();
+    assert!(a.extend(30 * SEC).unwrap());
+    assert!(a.release().unwrap());
+    assert!(
+        t.elapsed() < SEC,
+        "queued behind the waiting acquire: {:?}",
+        t.elapsed()
+    );
+    assert!(!waiter.is_finished(), "the waiter is still waiting");
+    assert!(waiter.join().unwrap().is_none(), "its wait ran out");
+}
