@@ -1,7 +1,7 @@
 //! The client's tests run against real servers started by the module's own
 //! harness (`tests/common/`): free port, temp dir, `--loadmodule`, killed on
 //! drop.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 #[path = "../../../tests/common/mod.rs"]
 pub mod server;
