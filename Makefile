@@ -24,7 +24,7 @@ DLOCK_CLI ?= $(SERVER_BIN_PREFIX)cli
 DLOCK_BENCHMARK ?= $(SERVER_BIN_PREFIX)benchmark
 export DLOCK_SERVER DLOCK_CLI DLOCK_BENCHMARK
 
-# `make install`: the module (and the `dlock` tool, once it exists).
+# `make install`: the module and the `dlock` tool.
 PREFIX ?= /usr/local
 MODULE_DIR = $(DESTDIR)$(PREFIX)/lib/redis/modules
 BIN_DIR = $(DESTDIR)$(PREFIX)/bin
@@ -37,6 +37,8 @@ BIN_DIR = $(DESTDIR)$(PREFIX)/bin
 deps:
 	@.ci/deps.sh $(SERVER)
 
+# The module (target/release/libdlock.so) and the `dlock` tool
+# (target/release/dlock).
 build: deps
 	$(CARGO) build --release
 
@@ -46,12 +48,17 @@ run: build
 
 # Integration tests load target/release/libdlock.so, hence the release build
 # before `cargo test --release`.
+# The workspace's default members are the module and the client (client/),
+# so build, clippy and test cover both; the client's async API (feature
+# tokio) is linted and tested too.
+CLIENT_FEATURES := --features dlock-client/tokio
 test: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --all-targets $(CLIENT_FEATURES) -- -D warnings
 	$(CARGO) check --quiet --manifest-path fuzz/Cargo.toml
 	$(CARGO) build --release
-	$(CARGO) test --release
+	$(CARGO) test --release $(CLIENT_FEATURES)
 
 # The integration suites on every server (Redis 7.0, Valkey 8 and the builds
 # in ../shared/servers/), as a table. MATRIX picks servers and suites, e.g.
@@ -105,6 +112,7 @@ fmt:
 
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --all-targets $(CLIENT_FEATURES) -- -D warnings
 
 clean:
 	$(CARGO) clean

@@ -25,6 +25,8 @@
 //! # Ok::<(), dlock_client::Error>(())
 //! ```
 
+#[cfg(feature = "tokio")]
+pub mod aio;
 mod error;
 mod guard;
 mod locker;

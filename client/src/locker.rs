@@ -284,7 +284,7 @@ fn with_asking(asking: bool, cmd: &redis::Cmd, wait: Option<(u32, Duration)>) ->
 }
 
 /// Backoff between same-token retries: 20..=200 ms, jittered.
-fn backoff(attempt: u32) -> Duration {
+pub(crate) fn backoff(attempt: u32) -> Duration {
     let base = 20u64 << attempt.min(3);
     let jitter = uuid::Uuid::new_v4().as_u128() as u64 % base;
     Duration::from_millis((base + jitter).min(200))

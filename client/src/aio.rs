@@ -1,0 +1,470 @@
+//! The async API on tokio (feature `tokio`): [`Locker`] and [`Guard`] with
+//! the same rules as the blocking API (same-token retries, a lease budget
+//! counted from send times, a refresh after a `WAIT` grant, `min_replicas`,
+//! an opt-in watchdog), on one server.
+//!
+//! Release with `guard.release().await`. Dropping a guard instead does a
+//! best-effort release on a spawned task (when dropped inside a tokio
+//! runtime; otherwise the lease simply runs out). Redis Cluster and Redlock
+//! are offered by the blocking API.
+//!
+//! ```no_run
+//! # async fn demo() -> dlock_client::Result<()> {
+//! use std::time::Duration;
+//! let locker = dlock_client::aio::Locker::new("redis://127.0.0.1:6379/")?;
+//! if let Some(guard) = locker.lock("orders:42", Duration::from_secs(30), Duration::from_secs(5)).await? {
+//!     println!("fence {}", guard.fence());
+//!     guard.release().await?;
+//! }
+//! # Ok(()) }
+//! ```
+
+use crate::error::{millis, Error, Failure, Result};
+use crate::locker::backoff;
+use crate::request::{new_token, Spec};
+use redis::aio::MultiplexedConnection;
+use redis::Value;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Takes locks on one server. Cheap to clone.
+#[derive(Clone)]
+pub struct Locker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: redis::Client,
+    /// Shared by every non-blocking command; a blocking `ACQUIRE ... WAIT`
+    /// opens a connection of its own, so nothing queues behind it.
+    shared: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    io_timeout: Duration,
+    retry_for: Duration,
+    min_replicas: Option<(u32, Duration)>,
+}
+
+impl Locker {
+    pub fn new(url: &str) -> Result<Locker> {
+        let client = redis::Client::open(url).map_err(|e| Error::Invalid(format!("{url}: {e}")))?;
+        Ok(Locker::from_client(client))
+    }
+
+    pub fn from_client(client: redis::Client) -> Locker {
+        Locker {
+            inner: Arc::new(Inner {
+                client,
+                shared: tokio::sync::Mutex::new(None),
+                io_timeout: Duration::from_secs(2),
+                retry_for: Duration::from_secs(2),
+                min_replicas: None,
+            }),
+        }
+    }
+
+    /// Every grant and renewal must reach `n` replicas within `timeout`.
+    /// Call before cloning.
+    pub fn with_min_replicas(mut self, n: u32, timeout: Duration) -> Locker {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.min_replicas = Some((n, timeout));
+        }
+        self
+    }
+
+    /// One attempt, no waiting: `Ok(None)` if busy.
+    pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Option<Guard>> {
+        self.acquire(resource, ttl, None, false).await
+    }
+
+    /// Waits up to `wait` in the server's queue.
+    pub async fn lock(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Option<Guard>> {
+        self.acquire(resource, ttl, Some(wait), false).await
+    }
+
+    /// Like [`Locker::lock`] (`wait` None: no waiting), with a watchdog
+    /// task renewing at ttl/3 until release; see [`Guard::lost`].
+    pub async fn lock_with_watchdog(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        wait: Option<Duration>,
+    ) -> Result<Option<Guard>> {
+        self.acquire(resource, ttl, wait, true).await
+    }
+
+    async fn acquire(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        wait: Option<Duration>,
+        watchdog: bool,
+    ) -> Result<Option<Guard>> {
+        let mut spec = Spec::new(vec![resource.to_string()]);
+        spec.ttl = ttl;
+        spec.wait = wait;
+        spec.validate()?;
+        let lease = Arc::new(AsyncLease {
+            locker: self.clone(),
+            spec,
+            token: new_token(),
+        });
+        let Some((fence, valid_until)) = lease.acquire().await? else {
+            return Ok(None);
+        };
+        Ok(Some(Guard::new(lease, fence, valid_until, watchdog)))
+    }
+
+    /// Runs `cmd` (+ `WAIT n`) on the shared connection, or on a new one
+    /// when `dedicated` (a blocking acquire).
+    async fn call(
+        &self,
+        cmd: &redis::Cmd,
+        durable: bool,
+        dedicated: bool,
+        extra: Duration,
+    ) -> std::result::Result<(Value, Option<i64>), Failure> {
+        let inner = &self.inner;
+        let durability = inner.min_replicas.filter(|_| durable);
+        let mut p = redis::pipe();
+        p.add_command(cmd.clone());
+        if let Some((n, t)) = durability {
+            p.cmd("WAIT").arg(n).arg(millis(t));
+        }
+        let limit = inner.io_timeout + extra + durability.map_or(Duration::ZERO, |d| d.1);
+        let run = async {
+            let mut conn = if dedicated {
+                inner.client.get_multiplexed_async_connection().await?
+            } else {
+                let mut slot = inner.shared.lock().await;
+                match slot.as_ref() {
+                    Some(c) => c.clone(),
+                    None => {
+                        let c = inner.client.get_multiplexed_async_connection().await?;
+                        *slot = Some(c.clone());
+                        c
+                    }
+                }
+            };
+            p.query_async::<Vec<Value>>(&mut conn).await
+        };
+        let replies = match tokio::time::timeout(limit, run).await {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                let f = Failure::from(e);
+                if matches!(f, Failure::Retry(_)) && !dedicated {
+                    *inner.shared.lock().await = None;
+                }
+                return Err(f);
+            }
+            Err(_) => {
+                if !dedicated {
+                    *inner.shared.lock().await = None;
+                }
+                return Err(Failure::Retry(Error::Unavailable("timed out".into())));
+            }
+        };
+        let mut replies = replies.into_iter();
+        let first = replies.next().unwrap_or(Value::Nil);
+        let acked = durability.map(|_| match replies.next() {
+            Some(Value::Int(n)) => n,
+            _ => 0,
+        });
+        Ok((first, acked))
+    }
+}
+
+struct AsyncLease {
+    locker: Locker,
+    spec: Spec,
+    token: String,
+}
+
+impl AsyncLease {
+    fn too_few(&self, acked: Option<i64>) -> Option<Error> {
+        match (self.locker.inner.min_replicas, acked) {
+            (Some((wanted, _)), Some(acked)) if acked < wanted as i64 => {
+                Some(Error::TooFewReplicas { acked, wanted })
+            }
+            _ => None,
+        }
+    }
+
+    async fn acquire(&self) -> Result<Option<(u64, Instant)>> {
+        let start = Instant::now();
+        let wait_deadline = self.spec.wait.map(|w| start + w);
+        let retry_deadline = wait_deadline
+            .unwrap_or(start)
+            .max(start + self.locker.inner.retry_for);
+        let mut maybe_granted = false;
+        let mut attempt = 0;
+        let (fence, sent) = loop {
+            let sent = Instant::now();
+            let wait_ms = wait_deadline.map(|d| millis(d.saturating_duration_since(sent)));
+            let cmd = self.spec.acquire_cmd(&self.token, wait_ms);
+            let extra = Duration::from_millis(wait_ms.unwrap_or(0));
+            match self
+                .locker
+                .call(&cmd, wait_ms.is_none(), wait_ms.is_some(), extra)
+                .await
+            {
+                Ok((Value::Int(fence), acked)) => {
+                    if let Some(e) = self.too_few(acked) {
+                        let _ = self.release_cmd().await;
+                        return Err(e);
+                    }
+                    break (fence as u64, sent);
+                }
+                Ok((Value::Nil, _)) => return Ok(None),
+                Ok((other, _)) => return Err(Error::Server(format!("unexpected reply {other:?}"))),
+                Err(Failure::Retry(e)) => {
+                    maybe_granted = true;
+                    let pause = backoff(attempt);
+                    attempt += 1;
+                    if Instant::now() + pause >= retry_deadline {
+                        let _ = self.release_cmd().await;
+                        return Err(e);
+                    }
+                    tokio::time::sleep(pause).await;
+                }
+                Err(f) => {
+                    if maybe_granted {
+                        let _ = self.release_cmd().await;
+                    }
+                    return Err(f.into_error());
+                }
+            }
+        };
+        if self.spec.wait.is_none() {
+            return Ok(Some((fence, sent + self.spec.ttl)));
+        }
+        // A grant handed over while waiting: refresh, count from its send.
+        match self.extend(self.spec.ttl).await {
+            Ok(Some(until)) => Ok(Some((fence, until))),
+            Ok(None) => Err(Error::Lost),
+            Err(e) => {
+                let _ = self.release_cmd().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// `Some(valid_until)` when extended, `None` when answered 0.
+    async fn extend(&self, ttl: Duration) -> Result<Option<Instant>> {
+        let cmd = self.spec.extend_cmd(&self.token, ttl);
+        let deadline = Instant::now() + self.locker.inner.retry_for;
+        let mut attempt = 0;
+        loop {
+            let sent = Instant::now();
+            match self.locker.call(&cmd, true, false, Duration::ZERO).await {
+                Ok((Value::Int(1), acked)) => {
+                    return match self.too_few(acked) {
+                        Some(e) => Err(e),
+                        None => Ok(Some(sent + ttl)),
+                    }
+                }
+                Ok((Value::Int(0), _)) => return Ok(None),
+                Ok((other, _)) => return Err(Error::Server(format!("unexpected reply {other:?}"))),
+                Err(Failure::Retry(e)) => {
+                    let pause = backoff(attempt);
+                    attempt += 1;
+                    if Instant::now() + pause >= deadline {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(pause).await;
+                }
+                Err(f) => return Err(f.into_error()),
+            }
+        }
+    }
+
+    /// `RELEASE` with retries; `(answer, whether an attempt was retried)`.
+    async fn release_cmd(&self) -> Result<(bool, bool)> {
+        let cmd = self.spec.release_cmd(&self.token);
+        let deadline = Instant::now() + self.locker.inner.retry_for;
+        let mut attempt = 0;
+        loop {
+            match self.locker.call(&cmd, false, false, Duration::ZERO).await {
+                Ok((Value::Int(n), _)) => return Ok((n == 1, attempt > 0)),
+                Ok((other, _)) => return Err(Error::Server(format!("unexpected reply {other:?}"))),
+                Err(Failure::Retry(e)) => {
+                    let pause = backoff(attempt);
+                    attempt += 1;
+                    if Instant::now() + pause >= deadline {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(pause).await;
+                }
+                Err(f) => return Err(f.into_error()),
+            }
+        }
+    }
+}
+
+struct State {
+    valid_until: Instant,
+    released: bool,
+}
+
+/// A lock held through the async API.
+pub struct Guard {
+    lease: Arc<AsyncLease>,
+    fence: u64,
+    state: Arc<Mutex<State>>,
+    lost_tx: Arc<watch::Sender<bool>>,
+    lost_rx: watch::Receiver<bool>,
+    watchdog: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Guard {
+    fn new(lease: Arc<AsyncLease>, fence: u64, valid_until: Instant, watchdog: bool) -> Guard {
+        let (tx, rx) = watch::channel(false);
+        let state = Arc::new(Mutex::new(State {
+            valid_until,
+            released: false,
+        }));
+        let lost_tx = Arc::new(tx);
+        let watchdog =
+            watchdog.then(|| tokio::spawn(renew(lease.clone(), state.clone(), lost_tx.clone())));
+        Guard {
+            lease,
+            fence,
+            state,
+            lost_tx,
+            lost_rx: rx,
+            watchdog,
+        }
+    }
+
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+    pub fn token(&self) -> &str {
+        &self.lease.token
+    }
+    pub fn resource(&self) -> &str {
+        &self.lease.spec.resources[0]
+    }
+    /// Until when the lease surely lasts (counted from send times).
+    pub fn valid_until(&self) -> Instant {
+        lock(&self.state).valid_until
+    }
+    /// True once an `EXTEND` or `RELEASE` was answered 0, or the watchdog
+    /// could not renew before the budget ran out.
+    pub fn is_lost(&self) -> bool {
+        *self.lost_rx.borrow()
+    }
+    /// Resolves when the lease is lost (never, if it is released first).
+    pub async fn lost(&self) {
+        let mut rx = self.lost_rx.clone();
+        let _ = rx.wait_for(|lost| *lost).await;
+    }
+
+    /// Extends to `ttl` from the send time; `Ok(false)`: already ended.
+    pub async fn extend(&self, ttl: Duration) -> Result<bool> {
+        if millis(ttl) == 0 {
+            return Err(Error::Invalid("ttl must be at least 1 ms".into()));
+        }
+        if self.is_lost() {
+            return Ok(false);
+        }
+        match self.lease.extend(ttl).await? {
+            Some(until) => {
+                lock(&self.state).valid_until = until;
+                Ok(true)
+            }
+            None => {
+                self.lost_tx.send_replace(true);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Stops the watchdog, then releases. `Ok(false)`: it had already ended.
+    pub async fn release(mut self) -> Result<bool> {
+        let valid_until = {
+            let mut s = lock(&self.state);
+            s.released = true;
+            s.valid_until
+        };
+        if let Some(w) = self.watchdog.take() {
+            w.abort();
+            let _ = w.await;
+        }
+        let first_sent = Instant::now();
+        let (released, retried) = self.lease.release_cmd().await?;
+        let released = released || (retried && first_sent < valid_until);
+        if !released {
+            self.lost_tx.send_replace(true);
+        }
+        Ok(released)
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let already = std::mem::replace(&mut lock(&self.state).released, true);
+        if let Some(w) = self.watchdog.take() {
+            w.abort();
+        }
+        if already {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let lease = self.lease.clone();
+            rt.spawn(async move {
+                let _ = lease.release_cmd().await;
+            });
+        }
+    }
+}
+
+fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The watchdog task: `EXTEND` at ttl/3 from each renewal's send time;
+/// failures retried until the budget ends; a 0 or the budget's end is a loss.
+async fn renew(lease: Arc<AsyncLease>, state: Arc<Mutex<State>>, lost: Arc<watch::Sender<bool>>) {
+    let ttl = lease.spec.ttl;
+    let mut next = Instant::now() + ttl / 3;
+    loop {
+        let until = lock(&state).valid_until;
+        let wake = next.min(until);
+        tokio::time::sleep_until(wake.into()).await;
+        let (until, released) = {
+            let s = lock(&state);
+            (s.valid_until, s.released)
+        };
+        if released {
+            return;
+        }
+        if Instant::now() >= until {
+            lost.send_replace(true);
+            return;
+        }
+        if Instant::now() < next {
+            continue;
+        }
+        let sent = Instant::now();
+        match lease.extend(ttl).await {
+            Ok(Some(v)) => {
+                let mut s = lock(&state);
+                if s.released {
+                    return;
+                }
+                s.valid_until = v;
+                next = sent + ttl / 3;
+            }
+            Ok(None) => {
+                lost.send_replace(true);
+                return;
+            }
+            Err(_) => next = Instant::now() + Duration::from_millis(100).min(ttl / 10),
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The async API (feature `tokio`) against a real server.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use common::{holder, ms, pttl, Server, SEC};
+use dlock_client::aio::Locker;
+use std::time::Instant;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn try_lock_extend_release_and_busy() {
+    let server = Server::start();
+    let mut c = server.conn();
+    runtime().block_on(async {
+        let locker = Locker::new(&server.url()).unwrap();
+        let g = locker
+            .try_lock("res", 5 * SEC)
+            .await
+            .unwrap()
+            .expect("free");
+        assert_eq!(
+            holder(&mut c, "res"),
+            Some((g.token().to_string(), g.fence()))
+        );
+        assert!(g.valid_until() <= Instant::now() + 5 * SEC);
+        assert!(locker.try_lock("res", SEC).await.unwrap().is_none());
+        assert!(g.extend(60 * SEC).await.unwrap());
+        assert!(pttl(&mut c, "res") > 50_000);
+        assert!(g.release().await.unwrap());
+        assert_eq!(holder(&mut c, "res"), None);
+    });
+}
+
+#[test]
+fn a_waiting_lock_is_handed_over_and_does_not_block_other_commands() {
+    let server = Server::start();
+    let mut c = server.conn();
+    runtime().block_on(async {
+        let locker = Locker::new(&server.url()).unwrap();
+        let first = locker.try_lock("res", 30 * SEC).await.unwrap().unwrap();
+        let other = locker.try_lock("other", 30 * SEC).await.unwrap().unwrap();
+        let l2 = locker.clone();
+        let waiter = tokio::spawn(async move { l2.lock("res", 5 * SEC, 10 * SEC).await });
+        while common::waiters(&mut c, "res") != 1 {
+            tokio::time::sleep(ms(20)).await;
+        }
+        // The shared connection is free while the waiter blocks.
+        let t = Instant::now();
+        assert!(other.extend(30 * SEC).await.unwrap());
+        assert!(t.elapsed() < SEC);
+        let fence = first.fence();
+        assert!(first.release().await.unwrap());
+        let g = tokio::time::timeout(10 * SEC, waiter)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(g.fence() > fence);
+        assert!(g.valid_until() > Instant::now() + 4 * SEC);
+        g.release().await.unwrap();
+        other.release().await.unwrap();
+    });
+}
+
+#[test]
+fn the_watchdog_renews_and_signals_loss() {
+    let server = Server::start();
+    let mut c = server.conn();
+    runtime().block_on(async {
+        let locker = Locker::new(&server.url()).unwrap();
+        let g = locker
+            .lock_with_watchdog("res", ms(600), None)
+            .await
+            .unwrap()
+            .unwrap();
+        tokio::time::sleep(ms(2500)).await;
+        assert_eq!(
+            holder(&mut c, "res"),
+            Some((g.token().to_string(), g.fence()))
+        );
+        assert!(!g.is_lost());
+        let _: i64 = redis::cmd("DEL").arg("res").query(&mut c).unwrap();
+        tokio::time::timeout(ms(200 + 700), g.lost())
+            .await
+            .expect("loss within ttl/3");
+        assert!(g.is_lost());
+        assert!(!g.release().await.unwrap());
+    });
+}
+
+#[test]
+fn dropping_a_guard_releases_it_on_a_task() {
+    let server = Server::start();
+    let mut c = server.conn();
+    runtime().block_on(async {
+        let locker = Locker::new(&server.url()).unwrap();
+        drop(locker.try_lock("res", 30 * SEC).await.unwrap().unwrap());
+        let end = Instant::now() + 5 * SEC;
+        while holder(&mut c, "res").is_some() {
+            assert!(Instant::now() < end, "not released after drop");
+            tokio::time::sleep(ms(20)).await;
+        }
+    });
+}
