@@ -12,6 +12,8 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 mapfile -t all_suites < <(ls tests/*.rs tests/*/main.rs | sed -E 's#^tests/([^/.]+)(/main)?\.rs$#\1#' | sort -u)
+# The client's suites (client/tests/<name>/main.rs), named client:<name>.
+mapfile -t -O "${#all_suites[@]}" all_suites < <(ls client/tests/*/main.rs | sed -E 's#^client/tests/([^/]+)/main\.rs$#client:\1#' | sort -u)
 specs=("$@")
 if [ ${#specs[@]} -eq 0 ]; then
 	specs=(redis valkey)
@@ -23,7 +25,8 @@ fi
 logs=target/test-matrix
 mkdir -p "$logs"
 cargo build --release || exit 1
-cargo test --release --no-run -q >/dev/null 2>&1 || cargo test --release --no-run || exit 1
+cargo test --release --features dlock-client/tokio --no-run -q >/dev/null 2>&1 ||
+	cargo test --release --features dlock-client/tokio --no-run || exit 1
 
 declare -A cell
 servers=()
@@ -56,9 +59,12 @@ for spec in "${specs[@]}"; do
 	esac
 	servers+=("$name")
 	for suite in "${suites[@]}"; do
-		log="$logs/$(basename "$server")-$suite.log"
+		log="$logs/$(basename "$server")-${suite/:/-}.log"
 		echo "== $name: $suite"
-		cargo test --release --test "$suite" >"$log" 2>&1
+		case "$suite" in
+		client:*) cargo test --release -p dlock-client --features tokio --test "${suite#client:}" >"$log" 2>&1 ;;
+		*) cargo test --release --test "$suite" >"$log" 2>&1 ;;
+		esac
 		rc=$?
 		passed=$(grep -E '^test result:' "$log" | awk '{s += $4} END {print s + 0}')
 		failed=$(grep -E '^test result:' "$log" | awk '{s += $6} END {print s + 0}')
