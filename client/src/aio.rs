@@ -202,9 +202,12 @@ impl AsyncLease {
             .max(start + self.locker.inner.retry_for);
         let mut maybe_granted = false;
         let mut attempt = 0;
-        let (fence, sent) = loop {
+        let (fence, sent, waited) = loop {
             let sent = Instant::now();
-            let wait_ms = wait_deadline.map(|d| millis(d.saturating_duration_since(sent)));
+            // WAIT 0 would wait forever: a wait used up is a plain try.
+            let wait_ms = wait_deadline
+                .map(|d| millis(d.saturating_duration_since(sent)))
+                .filter(|&w| w > 0);
             let cmd = self.spec.acquire_cmd(&self.token, wait_ms);
             let extra = Duration::from_millis(wait_ms.unwrap_or(0));
             match self
@@ -217,7 +220,7 @@ impl AsyncLease {
                         let _ = self.release_cmd().await;
                         return Err(e);
                     }
-                    break (fence as u64, sent);
+                    break (fence as u64, sent, wait_ms.is_some());
                 }
                 Ok((Value::Nil, _)) => return Ok(None),
                 Ok((other, _)) => return Err(Error::Server(format!("unexpected reply {other:?}"))),
@@ -239,7 +242,7 @@ impl AsyncLease {
                 }
             }
         };
-        if self.spec.wait.is_none() {
+        if !waited {
             return Ok(Some((fence, sent + self.spec.ttl)));
         }
         // A grant handed over while waiting: refresh, count from its send.

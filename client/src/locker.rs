@@ -333,9 +333,13 @@ impl SingleLease {
         // failure must release with the token before giving up.
         let mut maybe_granted = false;
         let mut attempt = 0;
-        let (fence, sent) = loop {
+        let (fence, sent, waited) = loop {
             let sent = Instant::now();
-            let wait_ms = wait_deadline.map(|d| millis(d.saturating_duration_since(sent)));
+            // A wait used up (or under 1 ms) is a plain try: WAIT 0 would
+            // wait forever.
+            let wait_ms = wait_deadline
+                .map(|d| millis(d.saturating_duration_since(sent)))
+                .filter(|&w| w > 0);
             let cmd = self.spec.acquire_cmd(&self.token, wait_ms);
             let waiting = Duration::from_millis(wait_ms.unwrap_or(0));
             let outcome = if wait_ms.is_some() {
@@ -350,7 +354,7 @@ impl SingleLease {
                         self.abandon();
                         return Err(e);
                     }
-                    break (fence as u64, sent);
+                    break (fence as u64, sent, wait_ms.is_some());
                 }
                 Ok((Value::Nil, _)) => return Ok(None),
                 Ok((other, _)) => {
@@ -374,7 +378,7 @@ impl SingleLease {
                 }
             }
         };
-        if self.spec.wait.is_none() {
+        if !waited {
             return Ok(Some((fence, sent + self.spec.ttl)));
         }
         // A grant handed over while waiting started its lease at the

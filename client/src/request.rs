@@ -81,7 +81,8 @@ impl Spec {
         }
     }
 
-    /// `ACQUIRE`/`MACQUIRE`, with `WAIT wait_ms` when given.
+    /// `ACQUIRE`/`MACQUIRE`, with `WAIT wait_ms` when given and above 0
+    /// (the server's `WAIT 0` waits forever: a wait used up is a plain try).
     pub(crate) fn acquire_cmd(&self, token: &str, wait_ms: Option<u64>) -> redis::Cmd {
         let mut c = redis::Cmd::new();
         self.keys("ACQUIRE", &mut c);
@@ -95,7 +96,7 @@ impl Spec {
         if let Some(o) = &self.owner {
             c.arg("OWNER").arg(o);
         }
-        if let Some(w) = wait_ms {
+        if let Some(w) = wait_ms.filter(|&w| w > 0) {
             c.arg("WAIT").arg(w);
         }
         c
@@ -156,6 +157,8 @@ mod tests {
             ]
         );
         assert_eq!(args(&s.release_cmd("t")), ["DLOCK.RELEASE", "r", "t"]);
+        // WAIT 0 would wait forever: a wait used up is a plain try.
+        assert!(!args(&s.acquire_cmd("t", Some(0))).contains(&"WAIT".to_string()));
         let mut set = Spec::new(vec!["{o}a".into(), "{o}b".into()]);
         set.shared = true;
         assert_eq!(

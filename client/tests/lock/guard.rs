@@ -155,3 +155,18 @@ fn invalid_requests_ask_no_server() {
     let e = locker.try_lock("a", Duration::ZERO).unwrap_err();
     assert!(matches!(e, dlock_client::Error::Invalid(_)), "{e}");
 }
+
+#[test]
+fn a_zero_wait_is_a_plain_try_never_a_wait_forever() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url()).unwrap();
+    let _held = locker.try_lock("res", 30 * SEC).unwrap().unwrap();
+    let t = Instant::now();
+    // The server's WAIT 0 waits forever; the client must not send it.
+    assert!(locker.lock("res", SEC, Duration::ZERO).unwrap().is_none());
+    assert!(locker
+        .lock("res", SEC, Duration::from_micros(300))
+        .unwrap()
+        .is_none());
+    assert!(t.elapsed() < 2 * SEC, "{:?}", t.elapsed());
+}
