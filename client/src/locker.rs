@@ -99,7 +99,7 @@ impl Locker {
     }
 
     /// The longest wait for one reply, beyond a blocking acquire's own wait
-    /// (default 2 s); also the connect timeout of new connections.
+    /// (default 2 s). New connections give up connecting after 2 s.
     pub fn with_io_timeout(mut self, d: Duration) -> Locker {
         self.settings.io_timeout = d;
         self
