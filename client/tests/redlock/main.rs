@@ -253,3 +253,18 @@ fn info_answers_per_node() {
         .iter()
         .all(|i| matches!(i, Ok(redis::Value::Nil))));
 }
+
+#[test]
+fn a_redlock_is_shared_across_threads() {
+    fn shareable<T: Send + Sync + Clone + 'static>() {}
+    shareable::<Redlock>();
+    let servers = start(3);
+    let rl = redlock(&servers);
+    let handles: Vec<_> = (0..3)
+        .map(|i| {
+            let rl = rl.clone();
+            std::thread::spawn(move || rl.try_lock(&format!("r{i}"), 10 * SEC).unwrap().is_some())
+        })
+        .collect();
+    assert!(handles.into_iter().all(|h| h.join().unwrap()));
+}
