@@ -1,0 +1,369 @@
+//! Redlock: one lock over N independent servers (masters, each with the
+//! dlock module), granted when a majority grants it. See [`Redlock`].
+
+#[path = "redlock_math.rs"]
+mod math;
+#[path = "redlock_node.rs"]
+mod node;
+#[path = "redlock_round.rs"]
+mod round;
+
+use crate::error::{Error, Result};
+use crate::guard::{Granted, Guard};
+use crate::node::Node;
+use crate::request::{new_token, Spec};
+use math::Miss;
+use node::{fan_out, RNode, RedlockLease, SLACK};
+use redis::{IntoConnectionInfo, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One lock over N independent servers: Redlock, with dlock's commands on
+/// each server (its server-side `WAIT`, fences, sets, shared holds).
+///
+/// - **Quorum.** `ACQUIRE` goes to every server at once (one thread each,
+///   connections from a pool per server), each reply due within the *node
+///   timeout* ([`Redlock::with_node_timeout`], default 100 ms), far below
+///   any sensible ttl. The lock is granted when `N/2 + 1` servers granted
+///   it, and it is *valid* until `first_send + ttl − drift`, counted from
+///   before the first command was sent, with `drift = ttl/100 + 2 ms` for
+///   the servers' clocks; a quorum whose validity is already over counts
+///   as a failure. [`Guard::valid_until`] is that instant.
+/// - **Failure.** Every grant that does not count is released on the very
+///   connection that acquired it (a `RELEASE` on another connection could
+///   overtake an `ACQUIRE` still buffered on its way); a server that did
+///   not answer in time gets the `RELEASE` written behind its `ACQUIRE`,
+///   and its connection is closed, which also drops a queued waiter. Then
+///   a pause with random jitter, and a new attempt with a fresh token.
+/// - **Waiting.** With [`RedlockRequest::wait`], each attempt waits in the
+///   servers' queues (`WAIT`) for a tenth of the ttl (at least the node
+///   timeout, at most a third of the ttl), never longer: holding some
+///   servers while waiting for others would block everyone. Then
+///   everything is released and the next attempt starts, until the wait is
+///   used up. `Ok(None)`: still busy at the end; [`Error::NoQuorum`]: too
+///   many servers were unreachable (without a wait, after one attempt,
+///   within about the node timeout).
+/// - **Renewal** ([`Guard::extend`], the watchdog) sends `EXTEND` to every
+///   server, never a same-token acquire: it succeeds with a quorum of 1s,
+///   valid from the renewal's send time less the drift. The lease is
+///   *lost* when more than `N − quorum` servers answered 0 (the token can no
+///   longer hold a quorum, and nothing grants it again); with fewer 0s but
+///   no quorum of 1s (servers unreachable) the renewal only failed, and the
+///   watchdog retries while the budget lasts.
+/// - **Release** sends `RELEASE` to every server: `Ok(true)` when a quorum
+///   released it.
+/// - `SHARED` holds work as usual. `LIMIT n` above 1 is refused with
+///   [`Error::Invalid`] for more than one server: majorities of
+///   independent servers cannot count permits. Sets
+///   ([`Redlock::request_set`]) use `MACQUIRE` on every server.
+///
+/// # Fences
+///
+/// Every server keeps its own fence counter, so a grant has one fence per
+/// server: [`Guard::fences`], in the order the URLs were given (`None`
+/// where the grant does not count). Fences only grow on a server, holds of
+/// one resource on a server never overlap, and any two quorums share a
+/// server; so for two grants that each held a quorum, the later one has
+/// the higher fence on *every* server both hold, and there is at least one.
+/// A storage that remembers, per server, the highest fence it accepted, and
+/// rejects a write whose fence is below that mark on any server the write
+/// names (otherwise accepting it and raising the marks to its fences)
+/// therefore refuses a stale holder once a later holder has written, and
+/// accepts every write of the current holder: no clock is involved.
+///
+/// [`Guard::fence`], the largest of the fences, is one number, but each
+/// server draws fences from its own wall clock (microseconds): the largest
+/// fence of a later grant is above that of an earlier one only while the
+/// servers' clocks disagree by less than the time between the two grants.
+///
+/// # Example
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use dlock_client::Redlock;
+///
+/// let redlock = Redlock::new(&[
+///     "redis://10.0.0.1:6379/",
+///     "redis://10.0.0.2:6379/",
+///     "redis://10.0.0.3:6379/",
+/// ])?
+/// .with_node_timeout(Duration::from_millis(50));
+/// let guard = redlock
+///     .request("orders:42")
+///     .ttl(Duration::from_secs(10))
+///     .wait(Duration::from_secs(30))
+///     .watchdog()
+///     .acquire()?;
+/// if let Some(guard) = guard {
+///     // Send every fence to the storage: guard.fences() is in server order.
+///     println!("fences {:?}, valid for {:?}", guard.fences(), guard.remaining());
+///     guard.release()?;
+/// }
+/// # Ok::<(), dlock_client::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Redlock {
+    infos: Arc<[redis::ConnectionInfo]>,
+    nodes: Arc<[RNode]>,
+    node_timeout: Duration,
+    watchdog: bool,
+}
+
+fn pool(infos: &[redis::ConnectionInfo], timeout: Duration) -> Arc<[RNode]> {
+    infos
+        .iter()
+        .map(|i| RNode::new(Node::new(i.clone(), timeout), timeout))
+        .collect()
+}
+
+impl Redlock {
+    /// The default node timeout.
+    pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
+
+    /// A Redlock over independent servers (not replicas of each other, not
+    /// one cluster), e.g. `redis://:password@10.0.0.1:6379/0`. Nothing is
+    /// connected until the first request. The same address given twice is
+    /// refused (it would count twice towards the quorum); so is an empty
+    /// list.
+    pub fn new<S: AsRef<str>>(urls: &[S]) -> Result<Redlock> {
+        if urls.is_empty() {
+            return Err(Error::Invalid("no server given".into()));
+        }
+        let mut infos = Vec::with_capacity(urls.len());
+        let mut seen = Vec::with_capacity(urls.len());
+        for url in urls {
+            let url = url.as_ref();
+            let info = url
+                .into_connection_info()
+                .map_err(|e| Error::Invalid(format!("{url}: {e}")))?;
+            let key = format!("{}/{}", info.addr, info.redis.db);
+            if seen.contains(&key) {
+                return Err(Error::Invalid(format!("{key} is given twice")));
+            }
+            seen.push(key);
+            infos.push(info);
+        }
+        let node_timeout = Redlock::DEFAULT_NODE_TIMEOUT;
+        Ok(Redlock {
+            nodes: pool(&infos, node_timeout),
+            infos: infos.into(),
+            node_timeout,
+            watchdog: false,
+        })
+    }
+
+    /// The longest one server may take to answer one command, connecting
+    /// included (default [`Redlock::DEFAULT_NODE_TIMEOUT`], 100 ms). Keep it
+    /// far below the ttl: a grant's validity loses what its slowest counted
+    /// server took. A server slower than this counts as failed for that
+    /// round. Starts new connection pools.
+    pub fn with_node_timeout(mut self, d: Duration) -> Redlock {
+        self.node_timeout = d.max(Duration::from_millis(1));
+        self.nodes = pool(&self.infos, self.node_timeout);
+        self
+    }
+
+    /// Renew every guard in the background (see [`RedlockRequest::watchdog`]).
+    pub fn with_watchdog(mut self, on: bool) -> Redlock {
+        self.watchdog = on;
+        self
+    }
+
+    /// How many servers.
+    pub fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// How many servers must grant: `N/2 + 1`.
+    pub fn quorum(&self) -> usize {
+        math::quorum(self.nodes.len())
+    }
+
+    /// A request for one resource, to set options on and then
+    /// [`acquire`](RedlockRequest::acquire).
+    pub fn request(&self, resource: impl Into<String>) -> RedlockRequest<'_> {
+        self.request_set([resource.into()])
+    }
+
+    /// A request for a set of resources, granted all or nothing on each
+    /// server (`DLOCK.MACQUIRE`), and by a quorum of servers.
+    pub fn request_set<I, S>(&self, resources: I) -> RedlockRequest<'_>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        RedlockRequest {
+            redlock: self,
+            spec: Spec::new(resources.into_iter().map(Into::into).collect()),
+            watchdog: self.watchdog,
+            on_lost: None,
+        }
+    }
+
+    /// One attempt, no waiting: `Ok(None)` if busy.
+    pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Option<Guard>> {
+        self.request(resource).ttl(ttl).acquire()
+    }
+
+    /// Attempts (each waiting briefly in the servers' queues) until granted
+    /// or `wait` is used up: `Ok(None)` if still busy then.
+    pub fn lock(&self, resource: &str, ttl: Duration, wait: Duration) -> Result<Option<Guard>> {
+        self.request(resource).ttl(ttl).wait(wait).acquire()
+    }
+
+    /// `DLOCK.INFO resource` on every server, in server order (nil when
+    /// free there).
+    pub fn info(&self, resource: &str) -> Vec<Result<Value>> {
+        let cmd = redis::cmd("DLOCK.INFO").arg(resource).clone();
+        let reply_by = Instant::now() + self.node_timeout;
+        fan_out(&self.nodes, reply_by + SLACK, move |n| {
+            n.call(&cmd, reply_by).map_err(|f| f.into_error())
+        })
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(Error::Unavailable("no answer in time".into()))))
+        .collect()
+    }
+}
+
+/// A Redlock request: options, then [`RedlockRequest::acquire`]. The same
+/// shape as [`crate::Request`].
+pub struct RedlockRequest<'a> {
+    redlock: &'a Redlock,
+    spec: Spec,
+    watchdog: bool,
+    on_lost: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl RedlockRequest<'_> {
+    /// The lease (default 30 s).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.spec.ttl = ttl;
+        self
+    }
+    /// Keep attempting for up to `wait`, each attempt waiting briefly in
+    /// the servers' queues (see [`Redlock`]).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.spec.wait = Some(wait);
+        self
+    }
+    /// A shared hold (readers of a read-write lock).
+    pub fn shared(mut self) -> Self {
+        self.spec.shared = true;
+        self
+    }
+    /// One of `n` permits: only `1` over several servers (anything above
+    /// is refused by [`acquire`](RedlockRequest::acquire)).
+    pub fn limit(mut self, n: u32) -> Self {
+        self.spec.limit = Some(n);
+        self
+    }
+    /// A reentrant hold of `owner`.
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.spec.owner = Some(owner.into());
+        self
+    }
+    /// Renew in the background at ttl/3 until release; see
+    /// [`Guard::is_lost`], [`Guard::lost_signal`], [`RedlockRequest::on_lost`].
+    pub fn watchdog(mut self) -> Self {
+        self.watchdog = true;
+        self
+    }
+    /// Called once, from the watchdog's thread, when the lease is lost.
+    pub fn on_lost(mut self, f: impl FnOnce() + Send + 'static) -> Self {
+        self.on_lost = Some(Box::new(f));
+        self
+    }
+
+    /// Acquires: `Ok(Some(guard))` when a quorum granted in time,
+    /// `Ok(None)` when busy (after the wait, if any). Errors:
+    /// [`Error::Invalid`] (nothing sent), [`Error::NoQuorum`] when too
+    /// many servers were unreachable, the servers' own error when a
+    /// majority answered with one (e.g. `QUARANTINE`, `WRONGTYPE`), and
+    /// [`Error::Unavailable`] when a quorum granted only after the validity
+    /// ran out (servers too slow for this ttl).
+    pub fn acquire(self) -> Result<Option<Guard>> {
+        self.spec.validate()?;
+        let nodes = self.redlock.nodes.clone();
+        let n = nodes.len();
+        if n > 1 && self.spec.limit.is_some_and(|l| l > 1) {
+            return Err(Error::Invalid(
+                "LIMIT above 1 needs a single server: majorities of independent servers cannot count permits"
+                    .into(),
+            ));
+        }
+        let timeout = self.redlock.node_timeout;
+        let spec = Arc::new(self.spec);
+        let start = Instant::now();
+        let deadline = spec.wait.map(|w| start + w);
+        let mut tries = 0;
+        let missed = loop {
+            let token: Arc<str> = new_token().into();
+            let wait = deadline.map(|d| {
+                let left = d.saturating_duration_since(Instant::now());
+                math::attempt_wait(left, spec.ttl, timeout)
+            });
+            let missed = match round::attempt(&nodes, &spec, token.clone(), wait, timeout) {
+                Ok(won) => {
+                    let granted = Granted {
+                        resources: spec.resources.clone(),
+                        token: token.to_string(),
+                        fences: won.fences,
+                        ttl: spec.ttl,
+                        valid_until: won.valid_until,
+                        watchdog: self.watchdog,
+                        on_lost: self.on_lost,
+                    };
+                    let lease = RedlockLease {
+                        nodes,
+                        spec: (*spec).clone(),
+                        token: token.to_string(),
+                        timeout,
+                    };
+                    return Ok(Some(Guard::new(Box::new(lease), granted)));
+                }
+                Err(missed) => missed,
+            };
+            let Some(deadline) = deadline else {
+                break missed;
+            };
+            // A pause, then a new attempt; the last one, at the deadline,
+            // does not wait at all.
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break missed;
+            }
+            std::thread::sleep(backoff(tries).min(left));
+            tries += 1;
+        };
+        let t = missed.tally;
+        match t.miss() {
+            Miss::Busy => Ok(None),
+            // The servers' own answer, when it alone rules out a quorum.
+            Miss::Unreachable if missed.errors > t.nodes - t.quorum() => {
+                Err(missed.first_error.unwrap_or(Error::NoQuorum {
+                    granted: t.yes,
+                    reached: t.answered(),
+                    nodes: t.nodes,
+                }))
+            }
+            Miss::Unreachable => Err(Error::NoQuorum {
+                granted: t.yes,
+                reached: t.answered(),
+                nodes: t.nodes,
+            }),
+            Miss::TooSlow => Err(Error::Unavailable(format!(
+                "{} of {} servers granted, but only after the validity of the {:?} ttl had \
+                 run out: raise the ttl or lower the node timeout",
+                t.yes, t.nodes, spec.ttl
+            ))),
+        }
+    }
+}
+
+/// Pause between attempts: full jitter, 1 ms up to 10, 20, 40, 80, then
+/// 160 ms, so that clients that failed together do not retry together.
+fn backoff(tries: u32) -> Duration {
+    let cap = 10u64 << tries.min(4);
+    let r = uuid::Uuid::new_v4().as_u128() as u64;
+    Duration::from_millis(1 + r % cap)
+}
