@@ -7,16 +7,22 @@
 
 use crate::error::Failure;
 use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 /// Idle connections kept per server.
 const POOL_SIZE: usize = 8;
+/// Handshakes per server left running after their timeout, beyond which
+/// new connections are refused at once (the server is not answering).
+const MAX_STUCK: usize = 16;
 
 pub(crate) struct Node {
     info: ConnectionInfo,
     idle: Mutex<Vec<redis::Connection>>,
     connect_timeout: Duration,
+    /// Handshakes in progress (see `connect`).
+    connecting: Arc<AtomicUsize>,
 }
 
 impl Node {
@@ -25,6 +31,7 @@ impl Node {
             info,
             idle: Mutex::new(Vec::new()),
             connect_timeout,
+            connecting: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -65,9 +72,39 @@ impl Node {
         }
     }
 
-    fn connect(&self) -> redis::RedisResult<redis::Connection> {
-        let client = redis::Client::open(self.info.clone())?;
-        client.get_connection_with_timeout(self.connect_timeout)
+    /// A new connection, handshake included, within `connect_timeout`.
+    /// `redis` 0.27 bounds only the TCP connect, not the setup round trip
+    /// that follows, so a paused server (SIGSTOP, a stalled VM) would hold
+    /// the caller until it runs again: the handshake runs on a thread of its
+    /// own, abandoned (and its connection dropped when it completes) after
+    /// the timeout: `within` (the operation's), at most `connect_timeout`. At most `MAX_STUCK` such threads per server.
+    fn connect(&self, within: Duration) -> redis::RedisResult<redis::Connection> {
+        let timeout = within.min(self.connect_timeout);
+        let timed_out = || {
+            redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("{}: no connection within {timeout:?}", self.addr()),
+            ))
+        };
+        if self.connecting.fetch_add(1, Ordering::SeqCst) >= MAX_STUCK {
+            self.connecting.fetch_sub(1, Ordering::SeqCst);
+            return Err(timed_out());
+        }
+        let client = redis::Client::open(self.info.clone());
+        let (tx, rx) = mpsc::channel();
+        let connecting = self.connecting.clone();
+        let spawned = std::thread::Builder::new()
+            .name("dlock-connect".into())
+            .spawn(move || {
+                let _ = tx.send(client.and_then(|c| c.get_connection_with_timeout(timeout)));
+                connecting.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            self.connecting.fetch_sub(1, Ordering::SeqCst);
+            return Err(timed_out());
+        }
+        rx.recv_timeout(timeout)
+            .unwrap_or_else(|_| Err(timed_out()))
     }
 
     /// Runs `f` on a connection of its own, whose reads and writes give up
@@ -82,7 +119,7 @@ impl Node {
         let pooled = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let mut conn = match pooled {
             Some(c) => c,
-            None => self.connect()?,
+            None => self.connect(io_timeout)?,
         };
         let timeout = Some(io_timeout.max(Duration::from_millis(1)));
         conn.set_read_timeout(timeout)?;

@@ -225,7 +225,7 @@ impl Lease for RedlockLease {
     /// released the token, `Ok(false)` if so many answered "not held" that
     /// no quorum held it; otherwise [`Error::NoQuorum`] (a server that did
     /// not answer keeps its hold until the ttl ends).
-    fn release(&self) -> crate::Result<bool> {
+    fn release(&self, _valid_until: Instant) -> crate::Result<bool> {
         let cmd = self.spec.release_cmd(&self.token);
         // RELEASE answers 1/0, MRELEASE the members it released.
         let (tally, _) = self.round(cmd, |v, members| match v {

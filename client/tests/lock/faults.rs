@@ -142,3 +142,20 @@ fn a_waiting_acquire_does_not_delay_another_guards_renewal() {
     assert!(!waiter.is_finished(), "the waiter is still waiting");
     assert!(waiter.join().unwrap().is_none(), "its wait ran out");
 }
+
+#[test]
+fn a_paused_server_costs_at_most_the_io_timeout() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url())
+        .unwrap()
+        .with_io_timeout(ms(300))
+        .with_retry_for(ms(300));
+    server.stop();
+    let t = Instant::now();
+    let r = locker.try_lock("res", 10 * SEC);
+    let took = t.elapsed();
+    server.cont();
+    assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
+    // The handshake of a new connection is bounded too (2 s connect timeout).
+    assert!(took < 4 * SEC, "{took:?}");
+}
