@@ -34,6 +34,7 @@ mod node;
 mod redlock;
 mod request;
 mod route;
+mod single;
 mod watchdog;
 
 pub use error::{Error, Result};
