@@ -185,11 +185,12 @@ impl Guard {
     }
 
     /// True once the lease is known lost: an `EXTEND` or `RELEASE` answered
-    /// 0, a renewal by the watchdog failed until the budget ran out, or the
-    /// budget passed before the grant was complete.
+    /// 0, or the budget passed (without a watchdog, or with one whose
+    /// renewal did not come back in time: a renewal still under way does
+    /// not stretch the budget).
     pub fn is_lost(&self) -> bool {
         let s = self.shared.state();
-        s.lost || (self.watchdog.is_none() && Instant::now() >= s.valid_until)
+        s.lost || Instant::now() >= s.valid_until
     }
 
     /// A channel that receives `()` when the lease is lost (at once if it
@@ -209,15 +210,20 @@ impl Guard {
         rx
     }
 
-    /// Blocks until the lease is lost or `timeout` passes; true if lost.
+    /// Blocks until the lease is lost (or its budget passes) or `timeout`
+    /// passes; true if lost.
     pub fn wait_lost(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut s = self.shared.state();
-        while !s.lost && !s.released {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
+        loop {
+            let now = Instant::now();
+            if s.lost || now >= s.valid_until {
+                return true;
             }
+            if s.released || now >= deadline {
+                return false;
+            }
+            let left = deadline.min(s.valid_until) - now;
             s = self
                 .shared
                 .changed
@@ -225,7 +231,6 @@ impl Guard {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
-        s.lost
     }
 
     /// Extends the lease to `ttl` from now (the budget counts from when the

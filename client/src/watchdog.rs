@@ -56,6 +56,14 @@ fn run(shared: &Shared) {
         match shared.lease.extend(ttl) {
             Renewal::Extended(until) => {
                 let mut s = shared.state();
+                if Instant::now() >= s.valid_until {
+                    // The budget ran out before the renewal came back: the
+                    // guard has already been reported lost (is_lost), and
+                    // a budget passing ends renewal for good.
+                    drop(s);
+                    shared.mark_lost();
+                    return;
+                }
                 s.valid_until = until;
                 next = sent + s.ttl / 3;
             }

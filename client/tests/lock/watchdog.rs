@@ -111,3 +111,35 @@ fn a_dropped_guard_stops_its_watchdog_and_releases() {
     std::thread::sleep(ms(500));
     assert_eq!(extend_calls(&mut c), calls);
 }
+
+#[test]
+fn a_watchdog_guard_is_lost_once_its_budget_passes_even_while_a_renewal_hangs() {
+    // The server pauses (or the network drops): the watchdog's EXTEND hangs
+    // for up to io_timeout per attempt, retried for retry_for. Once the
+    // budget has passed, is_lost() must say so at once (the lease may have
+    // ended on the server, and another client may hold it), not only when
+    // the hanging renewal gives up seconds later.
+    let server = Server::start();
+    let locker = Locker::new(&server.url())
+        .unwrap()
+        .with_io_timeout(ms(1500))
+        .with_retry_for(2 * SEC);
+    let g = locker
+        .request("res")
+        .ttl(ms(900))
+        .watchdog()
+        .acquire()
+        .unwrap()
+        .unwrap();
+    server.stop();
+    let until = g.valid_until();
+    std::thread::sleep(until.saturating_duration_since(Instant::now()) + ms(150));
+    let lost = g.is_lost();
+    let remaining = g.remaining();
+    let waited = g.wait_lost(ms(100));
+    server.cont();
+    assert_eq!(remaining, ms(0), "the budget has passed");
+    assert!(lost, "is_lost() after the budget passed");
+    assert!(waited, "wait_lost() after the budget passed");
+    let _ = g.release();
+}
