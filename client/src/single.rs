@@ -25,7 +25,8 @@ pub(crate) fn with_asking(
     }
     p.add_command(cmd.clone());
     if let Some((n, t)) = wait {
-        p.cmd("WAIT").arg(n).arg(millis(t));
+        // `WAIT n 0` blocks forever: a timeout under 1 ms waits 1 ms.
+        p.cmd("WAIT").arg(n).arg(millis(t).max(1));
     }
     p
 }

@@ -135,7 +135,8 @@ impl Locker {
         let mut p = redis::pipe();
         p.add_command(cmd.clone());
         if let Some((n, t)) = durability {
-            p.cmd("WAIT").arg(n).arg(millis(t));
+            // `WAIT n 0` blocks forever: a timeout under 1 ms waits 1 ms.
+            p.cmd("WAIT").arg(n).arg(millis(t).max(1));
         }
         let limit = inner.io_timeout + extra + durability.map_or(Duration::ZERO, |d| d.1);
         let run = async {

@@ -1,7 +1,7 @@
 use crate::common::{holder, ms, Server, SEC};
 use crate::proxy::{Frame, Proxy};
 use dlock_client::{Error, Locker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 fn dlock_writes(args: &[Vec<u8>]) -> bool {
     let name = args
@@ -158,4 +158,32 @@ fn a_paused_server_costs_at_most_the_io_timeout() {
     assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
     // The handshake of a new connection is bounded too (2 s connect timeout).
     assert!(took < 4 * SEC, "{took:?}");
+}
+
+#[test]
+fn min_replicas_with_a_zero_timeout_never_sends_wait_0() {
+    // Redis's `WAIT n 0` blocks forever: a zero (or sub-millisecond)
+    // durability timeout must not become one. Without replicas the grant
+    // is refused at once as TooFewReplicas, not after the io timeout and
+    // the retries as Unavailable.
+    let server = Server::start();
+    let locker = Locker::new(&server.url())
+        .unwrap()
+        .with_min_replicas(1, Duration::ZERO);
+    let mut c = server.conn();
+    let t = Instant::now();
+    let e = locker.try_lock("res", 30 * SEC).unwrap_err();
+    let took = t.elapsed();
+    assert!(
+        matches!(
+            e,
+            Error::TooFewReplicas {
+                acked: 0,
+                wanted: 1
+            }
+        ),
+        "{e}"
+    );
+    assert!(took < SEC, "{took:?}");
+    assert_eq!(holder(&mut c, "res"), None, "the grant was released");
 }
