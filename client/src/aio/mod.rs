@@ -38,8 +38,9 @@ pub struct Locker {
 
 struct Inner {
     client: redis::Client,
-    /// Shared by every non-blocking command; a blocking `ACQUIRE ... WAIT`
-    /// opens a connection of its own, so nothing queues behind it.
+    /// Shared by every non-blocking command; a blocking `ACQUIRE ... WAIT`,
+    /// and a command followed by `WAIT n timeout` (`min_replicas`), opens a
+    /// connection of its own, so nothing queues behind it.
     shared: tokio::sync::Mutex<Option<MultiplexedConnection>>,
     io_timeout: Duration,
     retry_for: Duration,
@@ -139,6 +140,10 @@ impl Locker {
             p.cmd("WAIT").arg(n).arg(millis(t).max(1));
         }
         let limit = inner.io_timeout + extra + durability.map_or(Duration::ZERO, |d| d.1);
+        // `WAIT n timeout` blocks its connection like a waiting acquire:
+        // never on the shared one, where every other command would queue
+        // behind it.
+        let dedicated = dedicated || durability.is_some();
         let run = async {
             let mut conn = if dedicated {
                 inner.client.get_multiplexed_async_connection().await?

@@ -111,3 +111,38 @@ fn dropping_a_guard_releases_it_on_a_task() {
         }
     });
 }
+
+#[test]
+fn a_durability_wait_does_not_block_another_guards_release() {
+    // `WAIT n timeout` blocks the connection it is sent on, like a
+    // waiting ACQUIRE: on the shared multiplexed connection, every other
+    // guard's command would queue behind it.
+    let master = Server::start();
+    let mut replica = Server::builder().replica_of(&master).start();
+    replica.wait_for_sync(20 * SEC);
+    let mut c = master.conn();
+    runtime().block_on(async {
+        let locker = Locker::new(&master.url())
+            .unwrap()
+            .with_min_replicas(1, ms(1500));
+        let a = locker.try_lock("a", 30 * SEC).await.unwrap().unwrap();
+        let b = locker.try_lock("b", 30 * SEC).await.unwrap().unwrap();
+        replica.kill9();
+        let extending = tokio::spawn(async move {
+            let r = a.extend(30 * SEC).await;
+            (a, r)
+        });
+        tokio::time::sleep(ms(200)).await;
+        let t = Instant::now();
+        assert!(b.release().await.unwrap());
+        let took = t.elapsed();
+        let (a, r) = extending.await.unwrap();
+        assert!(r.is_err(), "no replica acknowledged the renewal");
+        assert!(
+            took < ms(500),
+            "the release queued behind another guard's WAIT: {took:?}"
+        );
+        assert!(a.release().await.unwrap());
+    });
+    assert_eq!(holder(&mut c, "b"), None);
+}
