@@ -47,11 +47,22 @@ pub(crate) struct Shared {
     /// Wakes the watchdog on release, and loss waiters on loss.
     pub changed: Condvar,
     listeners: Mutex<(Vec<mpsc::Sender<()>>, Vec<Callback>)>,
+    /// Held by a renewal (a manual extend or the watchdog's) from sending
+    /// its `EXTEND` until its outcome is applied. Two renewals in flight at
+    /// once on two connections could be run by the server in one order and
+    /// applied by the client in the other: the budget of a long ttl over a
+    /// server deadline set by a short one.
+    renewing: Mutex<()>,
 }
 
 impl Shared {
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One renewal at a time (see `renewing`).
+    pub(crate) fn renewing(&self) -> MutexGuard<'_, ()> {
+        self.renewing.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Marks the lease lost for good and tells everyone listening, once.
@@ -130,6 +141,7 @@ impl Guard {
             }),
             changed: Condvar::new(),
             listeners: Mutex::new((Vec::new(), g.on_lost.into_iter().collect())),
+            renewing: Mutex::new(()),
         });
         if Instant::now() >= g.valid_until {
             shared.mark_lost();
@@ -240,6 +252,7 @@ impl Guard {
         if crate::error::millis(ttl) == 0 {
             return Err(Error::Invalid("ttl must be at least 1 ms".into()));
         }
+        let _one = self.shared.renewing();
         if self.shared.state().lost {
             return Ok(false);
         }

@@ -28,7 +28,7 @@ fn run(shared: &Shared) {
     };
     loop {
         // Sleep until the next renewal, the release, or the budget's end.
-        let ttl = {
+        {
             let mut s = shared.state();
             loop {
                 if s.released || s.lost {
@@ -49,6 +49,20 @@ fn run(shared: &Shared) {
                     .wait_timeout(s, until)
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
+            }
+        }
+        // One renewal at a time: a manual extend may be under way; once it
+        // is done, look again (it may have lost the lease, or set the ttl).
+        let _one = shared.renewing();
+        let ttl = {
+            let s = shared.state();
+            if s.released || s.lost {
+                return;
+            }
+            if Instant::now() >= s.valid_until {
+                drop(s);
+                shared.mark_lost();
+                return;
             }
             s.ttl
         };
