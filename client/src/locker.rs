@@ -164,9 +164,12 @@ impl Locker {
     pub fn info(&self, resource: &str) -> Result<Value> {
         let cmd = redis::cmd("DLOCK.INFO").arg(resource).clone();
         self.topology
-            .run(resource, self.settings.io_timeout, |c, asking| {
-                with_asking(asking, &cmd, None).query::<Vec<Value>>(c)
-            })
+            .run(
+                resource,
+                self.settings.io_timeout,
+                Duration::ZERO,
+                |c, asking| with_asking(asking, &cmd, None).query::<Vec<Value>>(c),
+            )
             .map(|mut v| v.pop().unwrap_or(Value::Nil))
             .map_err(Failure::into_error)
     }

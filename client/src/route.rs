@@ -32,20 +32,24 @@ pub(crate) struct ClusterMap {
 
 impl Topology {
     /// Runs `op` on the server that owns `key`. `op` gets the connection and
-    /// whether it must send `ASKING` first (in the same pipeline).
+    /// whether it must send `ASKING` first (in the same pipeline). Its
+    /// replies are awaited for `io_timeout + extra` (`extra`: a blocking
+    /// command's own wait); a slot map refresh gets `io_timeout` only.
     pub(crate) fn run<T>(
         &self,
         key: &str,
         io_timeout: Duration,
+        extra: Duration,
         mut op: impl FnMut(&mut redis::Connection, bool) -> redis::RedisResult<T>,
     ) -> Result<T, Failure> {
+        let op_timeout = io_timeout + extra;
         match self {
-            Topology::Single(node) => node.with_conn(io_timeout, |c| op(c, false)),
+            Topology::Single(node) => node.with_conn(op_timeout, |c| op(c, false)),
             Topology::Cluster(map) => {
                 let mut node = map.master_for(key, io_timeout)?;
                 let mut asking = false;
                 for _ in 0..MAX_REDIRECTS {
-                    match node.with_conn(io_timeout, |c| op(c, asking)) {
+                    match node.with_conn(op_timeout, |c| op(c, asking)) {
                         Err(Failure::Moved { addr }) => {
                             // The map is stale: learn the new one, and go
                             // where the server said meanwhile.

@@ -56,18 +56,20 @@ impl SingleLease {
         extra_wait: Duration,
     ) -> std::result::Result<(Value, Option<i64>), Failure> {
         let durability = self.settings.min_replicas;
-        let io = self.settings.io_timeout + extra_wait + durability.map_or(Duration::ZERO, |d| d.1);
-        self.topology.run(self.spec.route_key(), io, |c, asking| {
-            let mut replies: Vec<Value> = with_asking(asking, cmd, durability).query(c)?;
-            let acked = match durability {
-                Some(_) => match replies.pop() {
-                    Some(Value::Int(n)) => Some(n),
-                    _ => Some(0),
-                },
-                None => None,
-            };
-            Ok((replies.pop().unwrap_or(Value::Nil), acked))
-        })
+        let extra = extra_wait + durability.map_or(Duration::ZERO, |d| d.1);
+        let io = self.settings.io_timeout;
+        self.topology
+            .run(self.spec.route_key(), io, extra, |c, asking| {
+                let mut replies: Vec<Value> = with_asking(asking, cmd, durability).query(c)?;
+                let acked = match durability {
+                    Some(_) => match replies.pop() {
+                        Some(Value::Int(n)) => Some(n),
+                        _ => Some(0),
+                    },
+                    None => None,
+                };
+                Ok((replies.pop().unwrap_or(Value::Nil), acked))
+            })
     }
 
     /// Acquire with same-token retries. `Some((fence, valid_until))`.
@@ -153,11 +155,12 @@ impl SingleLease {
         cmd: &redis::Cmd,
         extra: Duration,
     ) -> std::result::Result<(Value, Option<i64>), Failure> {
-        let io = self.settings.io_timeout + extra;
-        self.topology.run(self.spec.route_key(), io, |c, asking| {
-            let mut replies: Vec<Value> = with_asking(asking, cmd, None).query(c)?;
-            Ok((replies.pop().unwrap_or(Value::Nil), None))
-        })
+        let io = self.settings.io_timeout;
+        self.topology
+            .run(self.spec.route_key(), io, extra, |c, asking| {
+                let mut replies: Vec<Value> = with_asking(asking, cmd, None).query(c)?;
+                Ok((replies.pop().unwrap_or(Value::Nil), None))
+            })
     }
 
     fn check_replicas(&self, acked: Option<i64>) -> Result<()> {

@@ -130,3 +130,37 @@ fn min_replicas_and_waiting_on_the_slots_master() {
     assert!(g2.fence() > fence);
     assert!(g2.remaining() > 25 * SEC && g2.remaining() <= 30 * SEC + ms(1));
 }
+
+#[test]
+fn a_paused_slot_master_costs_a_waiting_acquire_about_its_wait_not_twice() {
+    // The acquire's own deadline is wait + io timeout; the slot map refresh
+    // that follows its timeout must not use that same, wait-inflated,
+    // timeout on the paused master again.
+    let cluster = Cluster::start(3, 0);
+    let seed = cluster.masters()[0];
+    let locker = Locker::cluster(&[cluster.node(seed).url()])
+        .unwrap()
+        .with_io_timeout(ms(300))
+        .with_retry_for(ms(300));
+    // A resource whose master is not the seed.
+    let res = (0..)
+        .map(|i| format!("res:{i}"))
+        .find(|r| cluster.node_for_slot(cluster.key_slot(r)) != seed)
+        .unwrap();
+    let master = cluster.node_for_slot(cluster.key_slot(&res));
+    // Warm the pool of that master.
+    assert!(locker
+        .try_lock(&res, SEC)
+        .unwrap()
+        .unwrap()
+        .release()
+        .unwrap());
+    cluster.node(master).stop();
+    let t = std::time::Instant::now();
+    let r = locker.lock(&res, 10 * SEC, ms(1500));
+    let took = t.elapsed();
+    cluster.node(master).cont();
+    assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
+    // The wait, one io timeout, and the abandoning RELEASE's retries.
+    assert!(took < ms(3000), "{took:?}");
+}
