@@ -231,7 +231,8 @@ impl Request<'_> {
         self.settings.watchdog = true;
         self
     }
-    /// Called once, from the watchdog's thread, when the lease is lost.
+    /// Called once when the lease is found lost: on the watchdog's thread,
+    /// or on the thread whose acquire, `extend` or `release` found it.
     pub fn on_lost(mut self, f: impl FnOnce() + Send + 'static) -> Self {
         self.on_lost = Some(Box::new(f));
         self

@@ -59,10 +59,11 @@ impl Guard {
     pub fn valid_until(&self) -> Instant {
         lock(&self.state).valid_until
     }
-    /// True once an `EXTEND` or `RELEASE` was answered 0, or the watchdog
-    /// could not renew before the budget ran out.
+    /// True once an `EXTEND` or `RELEASE` was answered 0, or the budget
+    /// ran out (with a watchdog: it could not renew in time).
     pub fn is_lost(&self) -> bool {
-        *self.lost_rx.borrow()
+        // The budget passing is a loss even while a renewal is on its way.
+        *self.lost_rx.borrow() || Instant::now() >= self.valid_until()
     }
     /// Resolves when the lease is lost (never, if it is released first).
     pub async fn lost(&self) {
@@ -75,6 +76,7 @@ impl Guard {
         if millis(ttl) == 0 {
             return Err(Error::Invalid("ttl must be at least 1 ms".into()));
         }
+        let _one = self.lease.renewing.lock().await;
         if self.is_lost() {
             return Ok(false);
         }
@@ -129,6 +131,16 @@ impl Drop for Guard {
     }
 }
 
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("resource", &self.resource())
+            .field("token", &self.token())
+            .field("fence", &self.fence)
+            .finish()
+    }
+}
+
 fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -156,11 +168,25 @@ async fn renew(lease: Arc<AsyncLease>, state: Arc<Mutex<State>>, lost: Arc<watch
         if Instant::now() < next {
             continue;
         }
+        // One renewal at a time per guard (a manual extend may run too):
+        // a reply applied out of order could push the budget past the
+        // server's deadline.
+        let _one = lease.renewing.lock().await;
+        if lock(&state).released {
+            return;
+        }
         let sent = Instant::now();
         match lease.extend(ttl).await {
             Ok(Some(v)) => {
                 let mut s = lock(&state);
                 if s.released {
+                    return;
+                }
+                if Instant::now() >= s.valid_until {
+                    // The budget ran out while the renewal was on its way:
+                    // the guard was lost meanwhile; it is not revived.
+                    drop(s);
+                    lost.send_replace(true);
                     return;
                 }
                 s.valid_until = v;

@@ -65,13 +65,19 @@ impl Locker {
         }
     }
 
-    /// Every grant and renewal must reach `n` replicas within `timeout`.
-    /// Call before cloning.
-    pub fn with_min_replicas(mut self, n: u32, timeout: Duration) -> Locker {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.min_replicas = Some((n, timeout));
+    /// Every grant and renewal must reach `n` replicas within `timeout`
+    /// (a new locker: clones made before keep their setting).
+    pub fn with_min_replicas(self, n: u32, timeout: Duration) -> Locker {
+        let inner = &self.inner;
+        Locker {
+            inner: Arc::new(Inner {
+                client: inner.client.clone(),
+                shared: tokio::sync::Mutex::new(None),
+                io_timeout: inner.io_timeout,
+                retry_for: inner.retry_for,
+                min_replicas: Some((n, timeout)),
+            }),
         }
-        self
     }
 
     /// One attempt, no waiting: `Ok(None)` if busy.
@@ -115,6 +121,7 @@ impl Locker {
             locker: self.clone(),
             spec,
             token: new_token(),
+            renewing: tokio::sync::Mutex::new(()),
         });
         let Some((fence, valid_until)) = lease.acquire().await? else {
             return Ok(None);
@@ -190,6 +197,8 @@ pub(crate) struct AsyncLease {
     locker: Locker,
     spec: Spec,
     token: String,
+    /// Held from an `EXTEND`'s send until its outcome is applied.
+    renewing: tokio::sync::Mutex<()>,
 }
 
 impl AsyncLease {

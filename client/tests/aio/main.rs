@@ -146,3 +146,31 @@ fn a_durability_wait_does_not_block_another_guards_release() {
     });
     assert_eq!(holder(&mut c, "b"), None);
 }
+
+#[test]
+fn min_replicas_set_after_cloning_is_not_lost() {
+    let master = Server::start();
+    runtime().block_on(async {
+        let base = Locker::new(&master.url()).unwrap();
+        let _clone = base.clone();
+        // No replica: one acknowledgement can never come.
+        let durable = base.with_min_replicas(1, ms(200));
+        let e = durable.try_lock("res", 5 * SEC).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                dlock_client::Error::TooFewReplicas {
+                    acked: 0,
+                    wanted: 1
+                }
+            ),
+            "{e}"
+        );
+        let mut c = master.conn();
+        assert_eq!(
+            holder(&mut c, "res"),
+            None,
+            "the unconfirmed grant was released"
+        );
+    });
+}
