@@ -1,0 +1,224 @@
+//! `dlock exec` when the lease ends under the command, when dlock is
+//! signalled or killed, and the status line while waiting on a terminal.
+
+use crate::common::ms;
+use crate::{alive, dlock, holder, kill, wait_until, Dir, Dlock, Server, SEC};
+use dlock_client::Locker;
+use std::time::{Duration, Instant};
+
+/// A command that ignores SIGTERM and whose background job (a grandchild)
+/// ignores it too: `$$` in `group`, the job's pid in `job`, then `started`.
+fn stubborn(dir: &Dir) -> String {
+    format!(
+        "trap '' TERM; echo $$ > {group}; sleep 60 & echo $! > {job}; touch {started}; wait",
+        group = dir.sh("group"),
+        job = dir.sh("job"),
+        started = dir.sh("started"),
+    )
+}
+
+/// An admin deletes the lock while the command runs: the next renewal is
+/// answered 0, the group gets SIGTERM at once and SIGKILL `--grace` later,
+/// so the command and its grandchild (both ignoring SIGTERM) are gone
+/// before the lease's deadline; dlock exits 79.
+#[test]
+fn a_lost_lease_kills_the_whole_group_by_the_deadline() {
+    let server = Server::start();
+    let dir = Dir::new();
+    let ttl = 3 * SEC;
+    let mut d = Dlock::spawn(
+        dlock(&server.url())
+            .args(["exec", "--ttl", "3s", "--grace", "500ms", "lost", "--"])
+            .args(["sh", "-c", &stubborn(&dir)]),
+        &dir,
+        "d",
+    )
+    .group_file(dir.path("group"));
+    wait_until(20 * SEC, "the command started", || dir.exists("started"));
+    let leader = dir.wait_number("group", 5 * SEC) as i32;
+    let job = dir.wait_number("job", 5 * SEC) as i32;
+    let mut c = server.conn();
+    let _: i64 = redis::cmd("DEL").arg("lost").query(&mut c).unwrap();
+    let deleted = Instant::now();
+    // The lease the server had ended at the latest a ttl after the DEL (the
+    // last renewal was sent before it); the group must be gone by then.
+    // Slack for a loaded machine.
+    wait_until(ttl + 5 * SEC, "the group to end", || {
+        !alive(leader) && !alive(job)
+    });
+    let took = deleted.elapsed();
+    assert!(took < ttl + 2 * SEC, "took {took:?}");
+    assert_eq!(d.wait(10 * SEC), 79, "{}", d.stderr());
+    let err = d.stderr();
+    assert!(err.contains("lease on lost was lost"), "{err}");
+}
+
+/// Renewals fail (the server is stopped): SIGTERM when the lease has
+/// `--grace` left, SIGKILL at its end. The command traps SIGTERM (writes a
+/// marker) and keeps running; it is gone by the deadline; dlock exits 79.
+#[test]
+fn failing_renewals_end_the_command_before_the_lease_ends() {
+    let server = Server::start();
+    let dir = Dir::new();
+    let script = format!(
+        "trap 'date +%s%N > {term}' TERM; echo $$ > {group}; touch {started}; \
+         while :; do sleep 0.05; done",
+        term = dir.sh("term"),
+        group = dir.sh("group"),
+        started = dir.sh("started"),
+    );
+    let mut d = Dlock::spawn(
+        dlock(&server.url())
+            .args(["exec", "--ttl", "3s", "--grace", "900ms", "srv", "--"])
+            .args(["sh", "-c", &script]),
+        &dir,
+        "d",
+    )
+    .group_file(dir.path("group"));
+    wait_until(20 * SEC, "the command started", || dir.exists("started"));
+    let leader = dir.wait_number("group", 5 * SEC) as i32;
+    server.stop();
+    let stopped = Instant::now();
+    // The lease was last renewed before the stop: it ends within a ttl,
+    // and the command with it (slack for a loaded machine).
+    wait_until(3 * SEC + 5 * SEC, "the command to end", || !alive(leader));
+    let took = stopped.elapsed();
+    // dlock's release gets no answer from a stopped server: it gives up.
+    let code = d.wait(10 * SEC);
+    server.cont();
+    assert_eq!(code, 79, "{}", d.stderr());
+    assert!(
+        took < 3 * SEC + 2 * SEC,
+        "the command outlived its lease: {took:?}"
+    );
+    assert!(dir.exists("term"), "no SIGTERM before the SIGKILL");
+    assert!(!alive(leader), "the command survived its lease");
+    let err = d.stderr();
+    assert!(err.contains("renewing srv keeps failing"), "{err}");
+}
+
+/// SIGTERM to dlock goes to the command, which traps it and exits 1 s
+/// later: the lock stays held (renewed) until the command has exited, then
+/// is released, and dlock exits with the command's status.
+#[test]
+fn sigterm_to_dlock_is_forwarded_and_the_lock_held_until_the_command_exits() {
+    let server = Server::start();
+    let dir = Dir::new();
+    let script = format!(
+        "trap 'sleep 1; date +%s%N > {exited}; exit 1' TERM; echo $$ > {group}; \
+         touch {started}; while :; do sleep 0.05; done",
+        exited = dir.sh("exited"),
+        group = dir.sh("group"),
+        started = dir.sh("started"),
+    );
+    // A 1.5 s ttl: the lock must be renewed while the command finishes.
+    let mut d = Dlock::spawn(
+        dlock(&server.url())
+            .args(["exec", "--ttl", "1500ms", "--grace", "200ms", "term", "--"])
+            .args(["sh", "-c", &script]),
+        &dir,
+        "d",
+    )
+    .group_file(dir.path("group"));
+    wait_until(20 * SEC, "the command started", || dir.exists("started"));
+    let mut c = server.conn();
+    let (token, _) = holder(&mut c, "term").expect("held");
+    assert!(kill(d.pid(), libc::SIGTERM));
+    let signalled = Instant::now();
+    let mut held_late = false;
+    while d.try_code().is_none() {
+        // Held, or else the command has exited (in this order).
+        let h = holder(&mut c, "term");
+        let exited = dir.exists("exited");
+        assert!(
+            h.as_ref().is_some_and(|(t, _)| *t == token) || exited,
+            "released before the command exited"
+        );
+        held_late |= h.is_some() && signalled.elapsed() > ms(900);
+        assert!(signalled.elapsed() < 20 * SEC, "dlock did not exit");
+        std::thread::sleep(ms(20));
+    }
+    assert_eq!(d.wait(SEC), 1, "{}", d.stderr());
+    assert!(dir.exists("exited"));
+    assert!(
+        held_late || signalled.elapsed() < ms(900),
+        "not held during the trap"
+    );
+    assert_eq!(
+        holder(&mut c, "term"),
+        None,
+        "released after the command exited"
+    );
+}
+
+/// `kill -9` of dlock: the kernel kills the command (PR_SET_PDEATHSIG).
+#[test]
+fn killing_dlock_kills_the_command() {
+    let server = Server::start();
+    let dir = Dir::new();
+    let script = format!(
+        "echo $$ > {group}; touch {started}; exec sleep 60",
+        group = dir.sh("group"),
+        started = dir.sh("started"),
+    );
+    let mut d = Dlock::spawn(
+        dlock(&server.url()).args(["exec", "k9", "--", "sh", "-c", &script]),
+        &dir,
+        "d",
+    )
+    .group_file(dir.path("group"));
+    wait_until(20 * SEC, "the command started", || dir.exists("started"));
+    let child = dir.wait_number("group", 5 * SEC) as i32;
+    assert!(alive(child));
+    assert!(kill(d.pid(), libc::SIGKILL));
+    assert_eq!(d.wait(10 * SEC), 128 + libc::SIGKILL);
+    wait_until(10 * SEC, "the command to die with dlock", || !alive(child));
+}
+
+/// On a terminal, a wait longer than a second shows one status line (time,
+/// the holder's fence, the queue) that is erased when the lock is granted.
+/// Runs dlock under script(1) for a pseudo-terminal; skipped without it.
+#[test]
+fn waiting_on_a_terminal_shows_a_status_line() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("script(1) not found: skipped");
+        return;
+    }
+    let server = Server::start();
+    let dir = Dir::new();
+    let locker = Locker::new(&server.url()).unwrap();
+    let held = locker.try_lock("tty", 60 * SEC).unwrap().unwrap();
+    let fence = held.fence();
+    let inner = format!(
+        "{} exec --wait 30s tty -- echo granted",
+        env!("CARGO_BIN_EXE_dlock")
+    );
+    let mut d = Dlock::spawn(
+        std::process::Command::new("script")
+            .args(["-qfec", &inner, "/dev/null"])
+            .env("DLOCK_URL", server.url())
+            .stdin(std::process::Stdio::null()),
+        &dir,
+        "d",
+    );
+    let mut c = server.conn();
+    wait_until(20 * SEC, "dlock queued", || {
+        crate::common::waiters(&mut c, "tty") == 1
+    });
+    std::thread::sleep(Duration::from_millis(2500));
+    held.release().unwrap();
+    assert_eq!(d.wait(20 * SEC), 0, "{}", d.stderr());
+    let out = d.stdout();
+    assert!(
+        out.contains("waiting for tty (")
+            && out.contains(&format!("held by fence {fence}, 1 queued")),
+        "{out:?}"
+    );
+    // Erased before the command's output.
+    let granted = out.find("granted").expect("the command ran");
+    assert!(out[..granted].ends_with("\r\x1b[2K"), "{out:?}");
+}
