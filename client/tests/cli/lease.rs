@@ -176,8 +176,10 @@ fn killing_dlock_kills_the_command() {
 }
 
 /// On a terminal, a wait longer than a second shows one status line (time,
-/// the holder's fence, the queue) that is erased when the lock is granted.
-/// Runs dlock under script(1) for a pseudo-terminal; skipped without it.
+/// the holder's fence, the queue) that is erased when the lock is granted,
+/// and the command gets the terminal: it reads from it (in a background
+/// group, SIGTTIN would stop it). Runs dlock under script(1) for a
+/// pseudo-terminal; skipped without it.
 #[test]
 fn waiting_on_a_terminal_shows_a_status_line() {
     if std::process::Command::new("script")
@@ -194,8 +196,9 @@ fn waiting_on_a_terminal_shows_a_status_line() {
     let held = locker.try_lock("tty", 60 * SEC).unwrap().unwrap();
     let fence = held.fence();
     let inner = format!(
-        "{} exec --wait 30s tty -- echo granted",
-        env!("CARGO_BIN_EXE_dlock")
+        "{} exec --wait 30s tty -- sh -c 'echo $$ > {}; read -r x; echo granted'",
+        env!("CARGO_BIN_EXE_dlock"),
+        dir.sh("group")
     );
     let mut d = Dlock::spawn(
         std::process::Command::new("script")
@@ -204,7 +207,8 @@ fn waiting_on_a_terminal_shows_a_status_line() {
             .stdin(std::process::Stdio::null()),
         &dir,
         "d",
-    );
+    )
+    .group_file(dir.path("group"));
     let mut c = server.conn();
     wait_until(20 * SEC, "dlock queued", || {
         crate::common::waiters(&mut c, "tty") == 1
@@ -221,4 +225,102 @@ fn waiting_on_a_terminal_shows_a_status_line() {
     // Erased before the command's output.
     let granted = out.find("granted").expect("the command ran");
     assert!(out[..granted].ends_with("\r\x1b[2K"), "{out:?}");
+}
+
+/// SIGINT, SIGHUP, SIGQUIT and SIGTERM sent to dlock all reach the
+/// command (which traps them, and exits on the last).
+#[test]
+fn every_forwarded_signal_reaches_the_command() {
+    let server = Server::start();
+    let dir = Dir::new();
+    let got = dir.sh("got");
+    let script = format!(
+        "for s in INT HUP QUIT; do trap \"echo $s >> {got}\" $s; done; \
+         trap 'echo TERM >> {got}; exit 0' TERM; echo $$ > {group}; touch {started}; \
+         while :; do sleep 0.05; done",
+        group = dir.sh("group"),
+        started = dir.sh("started"),
+    );
+    let mut d = Dlock::spawn(
+        dlock(&server.url()).args(["exec", "sig", "--", "sh", "-c", &script]),
+        &dir,
+        "d",
+    )
+    .group_file(dir.path("group"));
+    wait_until(20 * SEC, "the command started", || dir.exists("started"));
+    for (sig, name) in [
+        (libc::SIGINT, "INT"),
+        (libc::SIGHUP, "HUP"),
+        (libc::SIGQUIT, "QUIT"),
+        (libc::SIGTERM, "TERM"),
+    ] {
+        assert!(kill(d.pid(), sig));
+        wait_until(20 * SEC, name, || {
+            std::fs::read_to_string(dir.path("got")).is_ok_and(|g| g.lines().any(|l| l == name))
+        });
+    }
+    assert_eq!(d.wait(20 * SEC), 0, "{}", d.stderr());
+    assert_eq!(holder(&mut server.conn(), "sig"), None);
+}
+
+/// A signal while dlock waits for the lock ends dlock by that signal; the
+/// server forgets the waiter, and the command never runs.
+#[test]
+fn a_signal_while_waiting_ends_dlock_and_leaves_the_queue() {
+    let server = Server::start();
+    let dir = Dir::new();
+    let locker = Locker::new(&server.url()).unwrap();
+    let held = locker.try_lock("q", 60 * SEC).unwrap().unwrap();
+    let mut d = Dlock::spawn(
+        dlock(&server.url()).args(["exec", "q", "--", "touch", &dir.sh("ran")]),
+        &dir,
+        "d",
+    );
+    let mut c = server.conn();
+    wait_until(20 * SEC, "dlock queued", || {
+        crate::common::waiters(&mut c, "q") == 1
+    });
+    assert!(kill(d.pid(), libc::SIGINT));
+    assert_eq!(d.wait(20 * SEC), 128 + libc::SIGINT, "{}", d.stderr());
+    wait_until(20 * SEC, "the waiter gone", || {
+        crate::common::waiters(&mut c, "q") == 0
+    });
+    held.release().unwrap();
+    assert_eq!(
+        holder(&mut c, "q"),
+        None,
+        "nothing granted to the dead waiter"
+    );
+    assert!(!dir.exists("ran"));
+}
+
+/// A stopped command still acts on a forwarded signal (SIGCONT follows
+/// it), so dlock does not wait for it forever.
+#[test]
+fn a_stopped_command_gets_forwarded_signals() {
+    let server = Server::start();
+    let dir = Dir::new();
+    let script = format!(
+        "echo $$ > {group}; touch {started}; exec sleep 60",
+        group = dir.sh("group"),
+        started = dir.sh("started"),
+    );
+    let mut d = Dlock::spawn(
+        dlock(&server.url()).args(["exec", "stopped", "--", "sh", "-c", &script]),
+        &dir,
+        "d",
+    )
+    .group_file(dir.path("group"));
+    wait_until(20 * SEC, "the command started", || dir.exists("started"));
+    let child = dir.wait_number("group", 5 * SEC) as i32;
+    assert!(kill(child, libc::SIGSTOP));
+    wait_until(10 * SEC, "the command stopped", || {
+        std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('T'))
+        })
+    });
+    assert!(kill(d.pid(), libc::SIGTERM));
+    assert_eq!(d.wait(20 * SEC), 128 + libc::SIGTERM, "{}", d.stderr());
+    assert_eq!(holder(&mut server.conn(), "stopped"), None);
 }

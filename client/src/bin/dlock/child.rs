@@ -53,6 +53,7 @@ pub fn spawn(
     let tty = foreground_tty();
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
+    let ttou = signals::set_of(&[libc::SIGTTOU]);
     // SAFETY: only async-signal-safe calls between fork and exec, no
     // allocation (`last_os_error` builds the error from errno alone).
     unsafe {
@@ -62,7 +63,9 @@ pub fn spawn(
             }
             if let Some(fd) = tty {
                 // From a background group, tcsetpgrp raises SIGTTOU unless
-                // it is blocked (it is, in dlock's mask, inherited here).
+                // it is blocked (dlock's mask, inherited here, blocks it;
+                // again in case the runtime reset the mask after the fork).
+                libc::pthread_sigmask(libc::SIG_BLOCK, &ttou, std::ptr::null_mut());
                 libc::tcsetpgrp(fd, libc::getpid());
             }
             if libc::prctl(
@@ -159,6 +162,9 @@ impl Child {
             }
             for sig in signals.pending() {
                 signal_group(pgid, sig);
+                // A stopped process acts on it only once continued (as a
+                // shell's `kill` does for a stopped job).
+                signal_group(pgid, libc::SIGCONT);
             }
             let now = Instant::now();
             let until = guard.valid_until();
@@ -180,6 +186,7 @@ impl Child {
                     );
                 }
                 signal_group(pgid, libc::SIGTERM);
+                signal_group(pgid, libc::SIGCONT);
             }
             let past_grace = lost_at.is_some_and(|t| now >= t + grace);
             if left.is_zero() || past_grace {

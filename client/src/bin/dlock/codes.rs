@@ -58,4 +58,6 @@ EXIT STATUS
            succeeded); extend/release: the token holds nothing there
     126    exec: the command is not executable
     127    exec: the command was not found
+    A command may exit with any of these codes itself; dlock says on stderr
+    when the code is its own.
 ";

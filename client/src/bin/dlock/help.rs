@@ -38,8 +38,12 @@ EXAMPLES
     dlock exec --limit 3 gpu -- python train.py
     dlock exec --shared config -- ./read-config.sh
 
-    # the fence, for the storage the command writes to
-    dlock exec orders:42 -- sh -c 'psql -c \"... WHERE fence < $DLOCK_FENCE\"'
+    # the fence, for the storage the command writes to (it refuses writes
+    # with a fence lower than one it has seen)
+    dlock exec orders:42 -- sh -c 'curl -H \"X-Fence: $DLOCK_FENCE\" -d @order.json $API'
+
+    # cron: exit 0 (not 75) when another host is running it
+    dlock exec --no-wait --conflict-exit-code 0 report:daily -- ./report.sh
 
     # a script holding a lease itself
     read -r token fence <<EOF
@@ -84,7 +88,11 @@ THE COMMAND
     group; the lease is renewed until the group has exited, then released.
     While dlock waits for the lock, those signals end dlock (nothing stays
     queued on the server). Processes of the group that outlive the command
-    (its background jobs) are waited for too.
+    (its background jobs) are waited for too; a process that leaves the
+    group (setsid, a shell's job control) is not. Stopping the command
+    (Ctrl-Z) is not job control: dlock keeps waiting and renewing; each
+    signal it forwards is followed by SIGCONT, so a stopped command acts on
+    it.
 
 WHEN THE LEASE ENDS
     Renewals failing (server unreachable): SIGTERM to the group when the

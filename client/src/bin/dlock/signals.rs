@@ -28,7 +28,7 @@ pub struct Signals {
     rx: mpsc::Receiver<c_int>,
 }
 
-fn set_of(signals: &[c_int]) -> libc::sigset_t {
+pub fn set_of(signals: &[c_int]) -> libc::sigset_t {
     // SAFETY: sigemptyset initialises the set before sigaddset reads it.
     unsafe {
         let mut set = std::mem::zeroed::<libc::sigset_t>();
