@@ -186,15 +186,18 @@ fn the_lock_outlives_the_command_until_its_group_exits() {
     wait_until(20 * SEC, "the command started", || dir.exists("group"));
     // Until the background job has written its marker, the lock is held
     // (checked in this order: a free lock means the marker was there).
+    let end = Instant::now() + 20 * SEC;
     while d.try_code().is_none() {
         let held = holder(&mut c, "bg").is_some();
         assert!(
             held || dir.exists("late"),
             "released before the group exited"
         );
+        assert!(Instant::now() < end, "dlock did not exit: {}", d.stderr());
         std::thread::sleep(crate::common::ms(20));
     }
     assert_eq!(d.wait(SEC), 0, "{}", d.stderr());
+    assert!(dir.exists("late"), "dlock exited before its group");
     let late: i64 = dir.read("late").parse().unwrap();
     assert!(late <= now_ns());
     assert_eq!(holder(&mut c, "bg"), None);

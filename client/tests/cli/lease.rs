@@ -97,24 +97,25 @@ fn failing_renewals_end_the_command_before_the_lease_ends() {
     assert!(err.contains("renewing srv keeps failing"), "{err}");
 }
 
-/// SIGTERM to dlock goes to the command, which traps it and exits 1 s
-/// later: the lock stays held (renewed) until the command has exited, then
-/// is released, and dlock exits with the command's status.
+/// SIGTERM to dlock goes to the command, which traps it and exits 3 s
+/// later: the lock stays held until the command has exited (renewed: past
+/// the 2 s ttl), then is released, and dlock exits with the command's
+/// status.
 #[test]
 fn sigterm_to_dlock_is_forwarded_and_the_lock_held_until_the_command_exits() {
     let server = Server::start();
     let dir = Dir::new();
     let script = format!(
-        "trap 'sleep 1; date +%s%N > {exited}; exit 1' TERM; echo $$ > {group}; \
+        "trap 'sleep 3; date +%s%N > {exited}; exit 1' TERM; echo $$ > {group}; \
          touch {started}; while :; do sleep 0.05; done",
         exited = dir.sh("exited"),
         group = dir.sh("group"),
         started = dir.sh("started"),
     );
-    // A 1.5 s ttl: the lock must be renewed while the command finishes.
+    // A 2 s ttl: the lock must be renewed while the command finishes.
     let mut d = Dlock::spawn(
         dlock(&server.url())
-            .args(["exec", "--ttl", "1500ms", "--grace", "200ms", "term", "--"])
+            .args(["exec", "--ttl", "2s", "--grace", "300ms", "term", "--"])
             .args(["sh", "-c", &script]),
         &dir,
         "d",
@@ -134,16 +135,13 @@ fn sigterm_to_dlock_is_forwarded_and_the_lock_held_until_the_command_exits() {
             h.as_ref().is_some_and(|(t, _)| *t == token) || exited,
             "released before the command exited"
         );
-        held_late |= h.is_some() && signalled.elapsed() > ms(900);
+        held_late |= h.is_some() && signalled.elapsed() > ms(2300);
         assert!(signalled.elapsed() < 20 * SEC, "dlock did not exit");
         std::thread::sleep(ms(20));
     }
     assert_eq!(d.wait(SEC), 1, "{}", d.stderr());
     assert!(dir.exists("exited"));
-    assert!(
-        held_late || signalled.elapsed() < ms(900),
-        "not held during the trap"
-    );
+    assert!(held_late, "not held (renewed) until the command exited");
     assert_eq!(
         holder(&mut c, "term"),
         None,

@@ -68,9 +68,22 @@ impl Drop for Dir {
     }
 }
 
+/// Makes this test process a subreaper that reaps only its own children:
+/// orphans reparented to it stay zombies, as under an init (a container's
+/// PID 1) that does not reap. A group whose processes dlock did not reap
+/// itself would then never be empty.
+fn like_a_lazy_init() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // SAFETY: a plain prctl on this process.
+    ONCE.call_once(|| unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
+    });
+}
+
 /// `dlock` with `DLOCK_URL` set to `url` and nothing else inherited that
 /// could change it.
 pub fn dlock(url: &str) -> Command {
+    like_a_lazy_init();
     let mut c = Command::new(env!("CARGO_BIN_EXE_dlock"));
     c.env("DLOCK_URL", url).stdin(Stdio::null());
     c
@@ -187,13 +200,21 @@ pub fn alive(pid: i32) -> bool {
     if !kill(pid, 0) {
         return false;
     }
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+    let alive = match fs::read_to_string(format!("/proc/{pid}/stat")) {
         // "pid (comm) S ...": the state follows the last ')'.
         Ok(stat) => stat
             .rsplit_once(')')
             .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
         Err(_) => false,
+    };
+    if !alive {
+        // An orphan this process adopted (see `like_a_lazy_init`): reaped
+        // here, so that no zombie outlives the tests.
+        let mut status = 0;
+        // SAFETY: waitpid on one pid, without blocking.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
     }
+    alive
 }
 
 /// A URL where nothing listens.
