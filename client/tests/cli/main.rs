@@ -9,6 +9,7 @@ mod common;
 mod exec;
 mod lease;
 mod scripts;
+mod signals;
 
 use std::fs;
 use std::path::PathBuf;
