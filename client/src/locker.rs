@@ -146,6 +146,7 @@ impl Locker {
             spec: Spec::new(resources.into_iter().map(Into::into).collect()),
             settings: self.settings.clone(),
             on_lost: None,
+            token: None,
         }
     }
 
@@ -197,6 +198,7 @@ pub struct Request<'a> {
     spec: Spec,
     settings: Settings,
     on_lost: Option<Box<dyn FnOnce() + Send>>,
+    token: Option<String>,
 }
 
 impl Request<'_> {
@@ -237,6 +239,14 @@ impl Request<'_> {
         self.on_lost = Some(Box::new(f));
         self
     }
+    /// Acquire with this token instead of a fresh random one: to retry an
+    /// acquisition whose reply was lost (a same-token `ACQUIRE` is
+    /// idempotent), or to use a token that another process will extend or
+    /// release (`dlock acquire --token`). Must not be empty.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
     /// Pipeline `WAIT n timeout` after the acquire and every renewal, on the
     /// same connection. Too few acknowledgements on acquire: the grant is
     /// released and [`Error::TooFewReplicas`] returned. On a renewal: the
@@ -253,10 +263,13 @@ impl Request<'_> {
     /// never leaves an orphaned lock.
     pub fn acquire(self) -> Result<Option<Guard>> {
         self.spec.validate()?;
+        if self.token.as_deref() == Some("") {
+            return Err(Error::Invalid("token must not be empty".into()));
+        }
         let lease = SingleLease {
             topology: self.locker.topology.clone(),
             spec: self.spec,
-            token: new_token(),
+            token: self.token.unwrap_or_else(new_token),
             settings: self.settings,
         };
         let Some((fence, valid_until)) = lease.acquire()? else {

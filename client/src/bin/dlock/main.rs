@@ -1,1 +1,91 @@
-fn main() {}
+//! `dlock`: run a command under a distributed lock (after flock(1) and
+//! `consul lock`), and the lock commands for scripts. See `dlock --help`.
+
+mod args;
+mod backend;
+mod child;
+mod codes;
+mod exec;
+mod help;
+mod lockopts;
+mod scripts;
+mod signals;
+mod status;
+mod waitline;
+
+use args::{Args, Item, Usage};
+
+pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
+
+/// Prints a usage error with a hint; returns 64.
+pub fn usage_error(u: Usage, command: &str) -> i32 {
+    let hint = if command.is_empty() {
+        "dlock --help".to_string()
+    } else {
+        format!("dlock {command} --help")
+    };
+    eprintln!("dlock: {}\nTry '{hint}'.", u.0);
+    codes::USAGE
+}
+
+/// Prints `dlock: msg`; returns `code`.
+pub fn fail(msg: &str, code: i32) -> i32 {
+    eprintln!("dlock: {msg}");
+    code
+}
+
+fn run() -> i32 {
+    let mut a = Args::new(std::env::args_os().skip(1));
+    let mut urls = Vec::new();
+    loop {
+        let item = match a.next_item() {
+            Ok(Some(i)) => i,
+            Ok(None) => return usage_error(Usage("a COMMAND is needed".into()), ""),
+            Err(u) => return usage_error(u, ""),
+        };
+        match item {
+            Item::Opt { name, inline } => match name.as_str() {
+                "help" => return help::print(""),
+                "version" => {
+                    println!("dlock {}", env!("CARGO_PKG_VERSION"));
+                    return codes::OK;
+                }
+                "url" => match a.value(&name, inline) {
+                    Ok(u) => urls.push(u),
+                    Err(u) => return usage_error(u, ""),
+                },
+                _ => {
+                    return usage_error(
+                        Usage(format!("unknown option --{name} before COMMAND")),
+                        "",
+                    )
+                }
+            },
+            Item::Pos(cmd) => {
+                let cmd = cmd.to_string_lossy().into_owned();
+                return match cmd.as_str() {
+                    "exec" => exec::main(a, urls),
+                    "status" => status::main(a, urls),
+                    "acquire" => scripts::acquire(a, urls),
+                    "extend" => scripts::by_token(a, urls, "extend"),
+                    "release" => scripts::by_token(a, urls, "release"),
+                    "help" => match a.take_rest().first() {
+                        Some(t) => help::print(&t.to_string_lossy()),
+                        None => help::print(""),
+                    },
+                    _ => usage_error(Usage(format!("unknown command {cmd:?}")), ""),
+                };
+            }
+            Item::DashDash => return usage_error(Usage("a COMMAND is needed".into()), ""),
+        }
+    }
+}
+
+fn main() {
+    let code = run();
+    // Flush what was printed; `exit` skips no destructor that matters here
+    // (the guard, if any, was released or forgotten on purpose).
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    std::process::exit(code);
+}

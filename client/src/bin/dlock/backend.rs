@@ -1,0 +1,298 @@
+//! Where locks are taken: one server (`Locker`) today. A second backend
+//! (Redlock over several `--url`s) is one more variant: every method below
+//! is a `match` with one arm per backend.
+
+use crate::codes;
+use dlock_client::{Error, Guard, Locker, Result};
+use redis::Value;
+use std::time::Duration;
+
+/// How long to wait for the lock.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Wait {
+    /// One attempt (`--no-wait`, `--wait 0`).
+    No,
+    /// Up to this long in the server's queue.
+    For(Duration),
+    /// Until granted (the default).
+    Forever,
+}
+
+/// "Forever" as a finite wait the library can add to an `Instant`: ten
+/// years (the server takes up to 2^47 ms).
+const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// What to acquire (the options shared by `exec` and `acquire`).
+#[derive(Clone, Debug)]
+pub struct LockSpec {
+    pub resource: String,
+    pub ttl: Duration,
+    pub wait: Wait,
+    pub shared: bool,
+    pub limit: Option<u32>,
+    pub token: Option<String>,
+    pub watchdog: bool,
+}
+
+/// Applies a [`LockSpec`] to a request builder (`Locker::request`, and the
+/// Redlock request, which has the same methods).
+macro_rules! build {
+    ($req:expr, $spec:expr) => {{
+        let spec: &LockSpec = $spec;
+        let mut r = $req.ttl(spec.ttl);
+        match spec.wait {
+            Wait::No => {}
+            Wait::For(d) => r = r.wait(d),
+            Wait::Forever => r = r.wait(FOREVER),
+        }
+        if spec.shared {
+            r = r.shared();
+        }
+        if let Some(n) = spec.limit {
+            r = r.limit(n);
+        }
+        if let Some(t) = &spec.token {
+            r = r.token(t.clone());
+        }
+        if spec.watchdog {
+            r = r.watchdog();
+        }
+        r
+    }};
+}
+
+#[derive(Clone)]
+pub enum Backend {
+    /// One server: the lock lives there.
+    Single(Single),
+}
+
+#[derive(Clone)]
+pub struct Single {
+    locker: Locker,
+    client: redis::Client,
+}
+
+/// A failure to set up a backend: its message and exit code.
+pub struct SetupError(pub String, pub i32);
+
+impl Backend {
+    /// The backend for the `--url`s given (none: `DLOCK_URL`, else the
+    /// local default).
+    pub fn from_urls(urls: &[String]) -> std::result::Result<Backend, SetupError> {
+        let default;
+        let urls = if urls.is_empty() {
+            default = [std::env::var("DLOCK_URL")
+                .ok()
+                .filter(|u| !u.is_empty())
+                .unwrap_or_else(|| crate::DEFAULT_URL.to_string())];
+            &default[..]
+        } else {
+            urls
+        };
+        if urls.len() > 1 {
+            return Err(SetupError(
+                format!(
+                    "Redlock mode: not yet ({} --url given; this build takes one server)",
+                    urls.len()
+                ),
+                codes::USAGE,
+            ));
+        }
+        let url = &urls[0];
+        let bad = |e: String| SetupError(format!("--url {url}: {e}"), codes::USAGE);
+        let locker = Locker::new(url).map_err(|e| bad(e.to_string()))?;
+        let client = redis::Client::open(url.as_str()).map_err(|e| bad(e.to_string()))?;
+        Ok(Backend::Single(Single { locker, client }))
+    }
+
+    /// Acquires. A waiting request first checks that the server answers
+    /// (`DLOCK.INFO`, one attempt): the library retries connection errors
+    /// for as long as the wait lasts, which is forever by default, and an
+    /// unreachable server must fail at once (exit 69).
+    pub fn acquire(&self, spec: &LockSpec) -> Result<Option<Guard>> {
+        if spec.wait != Wait::No {
+            self.info(&spec.resource)?;
+        }
+        match self {
+            Backend::Single(s) => build!(s.locker.request(spec.resource.as_str()), spec).acquire(),
+        }
+    }
+
+    /// `DLOCK.INFO` on every server (one for a single server).
+    pub fn info(&self, resource: &str) -> Result<Vec<Info>> {
+        match self {
+            Backend::Single(s) => Ok(vec![Info::parse(s.locker.info(resource)?)?]),
+        }
+    }
+
+    /// `DLOCK.EXTEND resource token ttl`: true if extended, false if the
+    /// token holds nothing there.
+    pub fn extend(&self, resource: &str, token: &str, ttl: Duration) -> Result<bool> {
+        match self {
+            Backend::Single(s) => s.one_or_zero(
+                redis::cmd("DLOCK.EXTEND")
+                    .arg(resource)
+                    .arg(token)
+                    .arg(ttl.as_millis() as u64),
+            ),
+        }
+    }
+
+    /// `DLOCK.RELEASE resource token`: true if released.
+    pub fn release(&self, resource: &str, token: &str) -> Result<bool> {
+        match self {
+            Backend::Single(s) => {
+                s.one_or_zero(redis::cmd("DLOCK.RELEASE").arg(resource).arg(token))
+            }
+        }
+    }
+}
+
+impl Single {
+    /// One command answered 1 or 0, on a connection of its own (one
+    /// attempt: a script can run the command again).
+    fn one_or_zero(&self, cmd: &redis::Cmd) -> Result<bool> {
+        let timeout = Duration::from_secs(2);
+        let unavailable = |e: redis::RedisError| Error::Unavailable(e.to_string());
+        let mut c = self
+            .client
+            .get_connection_with_timeout(timeout)
+            .map_err(unavailable)?;
+        c.set_read_timeout(Some(timeout)).map_err(unavailable)?;
+        c.set_write_timeout(Some(timeout)).map_err(unavailable)?;
+        match cmd.query::<Value>(&mut c) {
+            Ok(Value::Int(n)) => Ok(n == 1),
+            Ok(other) => Err(Error::Server(format!("unexpected reply {other:?}"))),
+            Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
+                Err(unavailable(e))
+            }
+            Err(e) => Err(Error::Server(e.to_string())),
+        }
+    }
+}
+
+/// `DLOCK.INFO`, decoded.
+#[derive(Debug, PartialEq)]
+pub enum Info {
+    Free,
+    /// A plain lock. `token` None: nobody holds it, but it is reserved for
+    /// its queue (a pending handoff).
+    Lock {
+        token: Option<String>,
+        fence: u64,
+        ttl_ms: i64,
+        waiters: i64,
+    },
+    /// Shared holds, a semaphore, or reentrant holds: the list form.
+    Holds {
+        kind: String,
+        limit: i64,
+        waiters: i64,
+        holds: Vec<Hold>,
+    },
+}
+
+#[derive(Debug, PartialEq)]
+pub struct Hold {
+    pub token: String,
+    pub owner: Option<String>,
+    pub fence: u64,
+    pub ttl_ms: i64,
+    pub mode: String,
+}
+
+/// A map (RESP3) or flat array (RESP2) of fields.
+fn fields(v: Value) -> Option<Vec<(String, Value)>> {
+    let pairs = match v {
+        Value::Map(m) => m,
+        Value::Array(a) => {
+            let mut it = a.into_iter();
+            let mut m = Vec::new();
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                m.push((k, v));
+            }
+            m
+        }
+        _ => return None,
+    };
+    pairs
+        .into_iter()
+        .map(|(k, v)| Some((text(k)?, v)))
+        .collect()
+}
+
+fn text(v: Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+        Value::SimpleString(s) | Value::VerbatimString { text: s, .. } => Some(s),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(n) => *n,
+        _ => 0,
+    }
+}
+
+impl Info {
+    pub fn parse(v: Value) -> Result<Info> {
+        if v == Value::Nil {
+            return Ok(Info::Free);
+        }
+        let bad = || Error::Server("unexpected DLOCK.INFO reply".into());
+        let f = fields(v).ok_or_else(bad)?;
+        let get = |k: &str| f.iter().find(|(n, _)| n == k).map(|(_, v)| v);
+        if let Some(holds) = get("holds") {
+            let Value::Array(list) = holds else {
+                return Err(bad());
+            };
+            let holds = list
+                .iter()
+                .map(|h| {
+                    let hf = fields(h.clone())?;
+                    let g = |k: &str| hf.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+                    Some(Hold {
+                        token: g("token").and_then(text)?,
+                        owner: g("owner").and_then(text),
+                        fence: g("fence").map_or(0, |v| int(&v)) as u64,
+                        ttl_ms: g("ttl").map_or(-1, |v| int(&v)),
+                        mode: g("mode").and_then(text).unwrap_or_default(),
+                    })
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(bad)?;
+            return Ok(Info::Holds {
+                kind: get("kind").cloned().and_then(text).unwrap_or_default(),
+                limit: get("limit").map_or(1, int),
+                waiters: get("waiters").map_or(0, int),
+                holds,
+            });
+        }
+        Ok(Info::Lock {
+            token: get("token").cloned().and_then(text),
+            fence: get("fence").map_or(0, int) as u64,
+            ttl_ms: get("ttl").map_or(-1, int),
+            waiters: get("waiters").map_or(0, int),
+        })
+    }
+
+    pub fn waiters(&self) -> i64 {
+        match self {
+            Info::Free => 0,
+            Info::Lock { waiters, .. } | Info::Holds { waiters, .. } => *waiters,
+        }
+    }
+
+    /// The fences of the current holders (empty when free or reserved).
+    pub fn fences(&self) -> Vec<u64> {
+        match self {
+            Info::Free => vec![],
+            Info::Lock { token: None, .. } => vec![],
+            Info::Lock { fence, .. } => vec![*fence],
+            Info::Holds { holds, .. } => holds.iter().map(|h| h.fence).collect(),
+        }
+    }
+}

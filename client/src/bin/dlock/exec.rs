@@ -1,0 +1,258 @@
+//! `dlock exec`: run a command while holding a lock.
+
+use crate::args::{self, usage, Args, Item, Parsed};
+use crate::backend::{Backend, LockSpec, Wait};
+use crate::child::{self, Child};
+use crate::codes;
+use crate::lockopts::LockOpts;
+use crate::signals;
+use crate::waitline::WaitLine;
+use std::ffi::OsString;
+use std::time::Duration;
+
+/// The default `--grace`, lowered to ttl/4 for a ttl under 15 s.
+const GRACE: Duration = Duration::from_secs(5);
+
+struct Opts {
+    lock: LockOpts,
+    grace: Option<Duration>,
+    conflict: i32,
+    resource: String,
+    command: Vec<OsString>,
+}
+
+/// `None`: `--help` was asked for.
+fn parse(mut a: Args, urls: Vec<String>) -> Parsed<Option<Opts>> {
+    let mut lock = LockOpts::new(urls);
+    let mut grace = None;
+    let mut conflict = codes::TEMPFAIL;
+    let mut resource: Option<String> = None;
+    let mut command = Vec::new();
+    while let Some(item) = a.next_item()? {
+        match item {
+            Item::Opt { name, inline } => {
+                if lock.option(&name, inline.clone(), &mut a, false)? {
+                    continue;
+                }
+                match name.as_str() {
+                    "help" => return Ok(None),
+                    "grace" => grace = Some(args::duration(&name, &a.value(&name, inline)?)?),
+                    "conflict-exit-code" => {
+                        let v = a.value(&name, inline)?;
+                        conflict = match v.parse::<u8>() {
+                            Ok(n) => n.into(),
+                            Err(_) => return usage(format!("--{name} {v:?}: not in 0..=255")),
+                        };
+                    }
+                    _ => return usage(format!("exec: unknown option --{name}")),
+                }
+            }
+            Item::Pos(p) if resource.is_none() => resource = Some(args::text("RESOURCE", p)?),
+            // After the resource, the first other word starts the command
+            // (as with flock(1)); `--` makes that explicit.
+            Item::Pos(p) => {
+                command.push(p);
+                command.extend(a.take_rest());
+            }
+            Item::DashDash if resource.is_some() => command.extend(a.take_rest()),
+            Item::DashDash => return usage("exec: RESOURCE goes before --"),
+        }
+    }
+    let Some(resource) = resource else {
+        return usage("exec: RESOURCE and COMMAND are missing");
+    };
+    if command.is_empty() {
+        return usage("exec: COMMAND is missing (dlock exec RESOURCE -- COMMAND [ARGS...])");
+    }
+    Ok(Some(Opts {
+        lock,
+        grace,
+        conflict,
+        resource,
+        command,
+    }))
+}
+
+/// The grace period: below ttl/3, the renewal period, so that it never
+/// starts while renewals are on time.
+fn grace(ttl: Duration, asked: Option<Duration>) -> Parsed<Duration> {
+    match asked {
+        Some(g) if g >= ttl / 3 => usage(format!(
+            "--grace {} must be below a third of --ttl {} (the renewal period)",
+            args::show(g),
+            args::show(ttl)
+        )),
+        Some(g) => Ok(g),
+        None => Ok(GRACE.min(ttl / 4)),
+    }
+}
+
+pub fn main(a: Args, urls: Vec<String>) -> i32 {
+    let opts = match parse(a, urls) {
+        Ok(Some(o)) => o,
+        Ok(None) => return crate::help::print("exec"),
+        Err(u) => return crate::usage_error(u, "exec"),
+    };
+    let grace = match grace(opts.lock.ttl, opts.grace) {
+        Ok(g) => g,
+        Err(u) => return crate::usage_error(u, "exec"),
+    };
+    let backend = match Backend::from_urls(&opts.lock.urls) {
+        Ok(b) => b,
+        Err(e) => return crate::fail(&e.0, e.1),
+    };
+    let signals = match signals::install() {
+        Ok(s) => s,
+        Err(e) => return crate::fail(&format!("cannot set up signals: {e}"), codes::OSERR),
+    };
+    child::become_subreaper();
+    run(opts, grace, backend, signals)
+}
+
+fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals) -> i32 {
+    let res = &opts.resource;
+    let spec = LockSpec {
+        watchdog: true,
+        ..opts.lock.spec(res)
+    };
+    let line = match spec.wait {
+        Wait::No => None,
+        _ => WaitLine::start(backend.clone(), res.clone()),
+    };
+    let acquired = backend.acquire(&spec);
+    if let Some(l) = line {
+        l.finish();
+    }
+    let guard = match acquired {
+        Ok(Some(g)) => g,
+        Ok(None) => {
+            let why = match spec.wait {
+                Wait::No => "busy".to_string(),
+                Wait::For(d) => format!("still busy after {}", args::show(d)),
+                Wait::Forever => "busy".to_string(),
+            };
+            return crate::fail(&format!("{res} is {why}"), opts.conflict);
+        }
+        Err(e) => return crate::fail(&format!("cannot lock {res}: {e}"), codes::of(&e)),
+    };
+    signals.forward();
+    if let Some(&sig) = signals.pending().first() {
+        let _ = release_within(guard, RELEASE);
+        eprintln!("dlock: {} before the command started", signals::name(sig));
+        return 128 + sig;
+    }
+    let env = [
+        ("DLOCK_RESOURCE", res.clone()),
+        ("DLOCK_TOKEN", guard.token().to_string()),
+        ("DLOCK_FENCE", guard.fence().to_string()),
+    ];
+    let child: Child = match child::spawn(&opts.command, &env, signals.original) {
+        Ok(c) => c,
+        Err((e, code)) => {
+            let _ = release_within(guard, RELEASE);
+            let what = match code {
+                codes::NOT_FOUND => "command not found".to_string(),
+                _ => e.to_string(),
+            };
+            return crate::fail(
+                &format!("{}: {what}", opts.command[0].to_string_lossy()),
+                code,
+            );
+        }
+    };
+    let ended = child.supervise(res, &guard, grace, &signals);
+    let status = codes::of_wait_status(ended.status);
+    // A lost lease needs no release; try anyway (it may free the resource
+    // sooner), but do not wait long for a server that is not answering.
+    let patience = if ended.lost { LOST_RELEASE } else { RELEASE };
+    match release_within(guard, patience) {
+        Ok(true) if !ended.lost => status,
+        Ok(_) => {
+            eprintln!(
+                "dlock: the lease on {res} was lost while the command ran (the command {})",
+                child::describe(ended.status)
+            );
+            codes::LOST
+        }
+        Err(e) if ended.lost => {
+            eprintln!(
+                "dlock: the lease on {res} was lost (the command {}); release: {e}",
+                child::describe(ended.status)
+            );
+            codes::LOST
+        }
+        Err(e) => {
+            // Renewed until the group was gone: the command ran under the
+            // lock; the lease ends by itself at its deadline.
+            eprintln!("dlock: warning: releasing {res} failed ({e}); it expires at its deadline");
+            status
+        }
+    }
+}
+
+/// The longest wait for the final release: the library's own bound (a
+/// 2 s reply timeout, retries for 2 s) and some slack; less once the lease
+/// is known lost.
+const RELEASE: Duration = Duration::from_secs(5);
+const LOST_RELEASE: Duration = Duration::from_secs(2);
+
+/// Releases on a thread of its own, waiting at most `patience`: a release
+/// (or the watchdog it first stops) can hang on a server that accepts
+/// connections but does not answer (stopped, wedged), and dlock must
+/// still exit. The thread dies with the process.
+fn release_within(guard: dlock_client::Guard, patience: Duration) -> dlock_client::Result<bool> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("dlock-release".into())
+        .spawn(move || {
+            let _ = tx.send(guard.release());
+        });
+    if let Err(e) = spawned {
+        return Err(dlock_client::Error::Unavailable(format!(
+            "cannot release: {e}"
+        )));
+    }
+    rx.recv_timeout(patience).unwrap_or_else(|_| {
+        Err(dlock_client::Error::Unavailable(format!(
+            "no answer within {}",
+            args::show(patience)
+        )))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(v: &[&str]) -> Parsed<Option<Opts>> {
+        parse(Args::new(v.iter().map(OsString::from)), vec![])
+    }
+
+    #[test]
+    fn the_command_starts_after_the_resource() {
+        let o = p(&["--ttl", "5s", "res", "ls", "--ttl", "x"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.resource, "res");
+        assert_eq!(o.command, ["ls", "--ttl", "x"]);
+        assert_eq!(o.lock.ttl, Duration::from_secs(5));
+        let o = p(&["res", "--no-wait", "--", "sh", "-c", "x"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.command, ["sh", "-c", "x"]);
+        assert_eq!(o.lock.wait, Wait::No);
+        assert!(p(&["res"]).is_err());
+        assert!(p(&["--", "ls"]).is_err());
+        assert!(p(&["--conflict-exit-code", "256", "r", "ls"]).is_err());
+        assert!(p(&["--help"]).unwrap().is_none());
+    }
+
+    #[test]
+    fn grace_stays_below_a_third_of_the_ttl() {
+        let s = Duration::from_secs;
+        assert!(grace(s(30), Some(s(10))).is_err());
+        assert_eq!(grace(s(30), Some(s(9))).unwrap(), s(9));
+        assert_eq!(grace(s(30), None).unwrap(), s(5));
+        assert_eq!(grace(s(4), None).unwrap(), s(1));
+    }
+}

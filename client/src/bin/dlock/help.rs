@@ -1,0 +1,201 @@
+//! `dlock --help` and `dlock COMMAND --help`.
+
+use crate::codes;
+
+const MAIN: &str = "\
+dlock - distributed locks on Redis servers running the dlock module
+
+USAGE
+    dlock [--url URL] COMMAND [OPTIONS] ARGS...
+    dlock COMMAND --help        a command's options
+    dlock help [COMMAND]
+
+COMMANDS
+    exec RESOURCE -- CMD...     run CMD while holding the lock on RESOURCE,
+                                renewed while it runs, released after it exits
+    status RESOURCE             holders, fences, TTLs and waiters
+    acquire RESOURCE            take the lock, print \"TOKEN FENCE\", keep it
+    extend RESOURCE TOKEN       extend a lease by its token
+    release RESOURCE TOKEN      release a lease by its token
+
+SERVER
+    --url URL    the server, before or after COMMAND (default: $DLOCK_URL, else
+                 redis://127.0.0.1:6379/). Several --url (Redlock): not yet.
+
+DURATIONS
+    500ms, 30s, 1.5s, 2m, 1h. A number needs a unit (Redis counts
+    milliseconds, flock(1) seconds: a bare `30` is refused); `0` alone is
+    allowed (`--wait 0` is `--no-wait`).
+
+EXAMPLES
+    # one nightly backup at a time, whichever host starts it
+    dlock exec --no-wait backup:nightly -- /usr/local/bin/backup.sh
+
+    # wait up to 2 minutes; a 10 s lease renewed while deploy.sh runs
+    dlock exec --wait 2m --ttl 10s deploy:prod -- ./deploy.sh
+
+    # at most 3 trainings at once; readers share, writers exclude
+    dlock exec --limit 3 gpu -- python train.py
+    dlock exec --shared config -- ./read-config.sh
+
+    # the fence, for the storage the command writes to (it refuses writes
+    # with a fence lower than one it has seen)
+    dlock exec orders:42 -- sh -c 'curl -H \"X-Fence: $DLOCK_FENCE\" -d @order.json $API'
+
+    # cron: exit 0 (not 75) when another host is running it
+    dlock exec --no-wait --conflict-exit-code 0 report:daily -- ./report.sh
+
+    # a script holding a lease itself
+    read -r token fence <<EOF
+    $(dlock acquire --ttl 1m --no-wait job:42)
+    EOF
+    dlock extend job:42 \"$token\" --ttl 1m
+    dlock release job:42 \"$token\"
+    dlock status --json job:42
+";
+
+const EXEC: &str = "\
+dlock exec [OPTIONS] RESOURCE [--] COMMAND [ARGS...]
+
+Takes the lock on RESOURCE, runs COMMAND with DLOCK_RESOURCE, DLOCK_TOKEN
+and DLOCK_FENCE in its environment (replacing inherited values), renews the
+lease while the command's process group runs, releases it once the whole
+group has exited, and exits with the command's status (128+N if it died of
+signal N). The first word after RESOURCE starts COMMAND; `--` makes it
+explicit.
+
+OPTIONS
+    --url URL               the server (default: $DLOCK_URL, else
+                            redis://127.0.0.1:6379/)
+    --ttl DURATION          the lease, renewed every ttl/3 (default 30s)
+    --wait DURATION         wait up to DURATION in the server's FIFO queue
+                            (default: until granted)
+    --no-wait               one attempt (same as --wait 0)
+    --shared                a shared hold: excludes exclusive holders only
+    --limit N               one of N permits (a semaphore)
+    --grace DURATION        time between SIGTERM and SIGKILL when the lease
+                            ends (default 5s, or ttl/4 if less); must be below
+                            ttl/3
+    --conflict-exit-code N  exit status when the lock is busy or the wait ran
+                            out (default 75)
+    -h, --help
+
+THE COMMAND
+    It runs in a process group of its own; when dlock has the terminal, that
+    group gets it (the command can read input) and dlock takes it back
+    afterwards. If dlock dies, the kernel kills the command (SIGKILL).
+    SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock go to the command's
+    group; the lease is renewed until the group has exited, then released.
+    While dlock waits for the lock, those signals end dlock (nothing stays
+    queued on the server). Processes of the group that outlive the command
+    (its background jobs) are waited for too; a process that leaves the
+    group (setsid, a shell's job control) is not. Stopping the command
+    (Ctrl-Z) is not job control: dlock keeps waiting and renewing; each
+    signal it forwards is followed by SIGCONT, so a stopped command acts on
+    it.
+
+WHEN THE LEASE ENDS
+    Renewals failing (server unreachable): SIGTERM to the group when the
+    lease has --grace left, SIGKILL when it ends, so the command never runs
+    past its lease. The server saying the lease is gone (expired, deleted,
+    taken over): SIGTERM at once, SIGKILL --grace later (or at the lease's
+    end if sooner). dlock then exits 79, whatever the command's status; so
+    it does when the final release finds the lease gone.
+
+WAITING ON A TERMINAL
+    After a second of waiting, one status line on stderr (time waited, the
+    holder's fence, requests queued), erased when the lock is granted.
+    Nothing when stderr is not a terminal.
+
+EXIT STATUS
+    the command's; 75 busy (--conflict-exit-code); 79 lease lost; 69 server
+    unreachable; 64 usage; 126 not executable; 127 not found (dlock --help)
+";
+
+const STATUS: &str = "\
+dlock status [--url URL] [--json] RESOURCE
+
+Who holds RESOURCE: its state (free, held, or reserved: free but kept for
+the first waiter), kind (lock, rwlock, semaphore), and per hold its mode,
+fence, TTL, token and owner; how many requests are queued.
+
+    --json    one line of JSON:
+              {\"resource\":\"r\",\"state\":\"held\",\"kind\":\"lock\",\"limit\":1,
+               \"waiters\":0,\"holds\":[{\"token\":\"...\",\"owner\":null,
+               \"fence\":1795309961824769,\"ttl_ms\":29980,\"mode\":\"exclusive\"}]}
+              (ttl_ms -1: no deadline; owner null for a plain lock)
+
+Exit status 0 whatever the state; 69 server unreachable.
+";
+
+const ACQUIRE: &str = "\
+dlock acquire [OPTIONS] RESOURCE
+
+Takes the lock and prints \"TOKEN FENCE\" on one line. The lock stays held
+after dlock exits, until its TTL passes or `dlock release RESOURCE TOKEN`;
+`dlock extend` renews it (nothing renews it by itself).
+
+    --url URL               the server
+    --ttl DURATION          the lease (default 30s)
+    --wait DURATION         wait up to DURATION in the queue (default: until
+                            granted)
+    --no-wait               one attempt (same as --wait 0)
+    --shared                a shared hold
+    --limit N               one of N permits (a semaphore)
+    --token TOKEN           use TOKEN instead of a random one (an acquire
+                            with the token that holds the lock is a retry:
+                            granted again, same fence)
+    --conflict-exit-code N  exit status when busy (default 75)
+
+Example:
+    read -r token fence <<EOF
+    $(dlock acquire --no-wait --ttl 2m job:42)
+    EOF
+
+Exit status 0 granted; 75 busy; 69 server unreachable; 64 usage.
+";
+
+const EXTEND: &str = "\
+dlock extend [--url URL] [--ttl DURATION] RESOURCE TOKEN
+
+Sets the lease of TOKEN's hold on RESOURCE to DURATION from now (default
+30s). Exit status 0 extended; 79 TOKEN holds nothing there (expired,
+released or taken over); 69 server unreachable.
+";
+
+const RELEASE: &str = "\
+dlock release [--url URL] RESOURCE TOKEN
+
+Releases TOKEN's hold on RESOURCE. Exit status 0 released; 79 TOKEN held
+nothing there (expired, already released or taken over); 69 server
+unreachable.
+";
+
+/// The help of `topic` ("" for dlock itself) on stdout; exit 0.
+pub fn print(topic: &str) -> i32 {
+    match text(topic) {
+        Some(t) => {
+            print!("{t}");
+            if topic.is_empty() {
+                print!("\n{}", codes::TABLE);
+            }
+            codes::OK
+        }
+        None => crate::usage_error(
+            crate::args::Usage(format!("no help on {topic:?}: not a command")),
+            "",
+        ),
+    }
+}
+
+fn text(topic: &str) -> Option<&'static str> {
+    Some(match topic {
+        "" => MAIN,
+        "exec" => EXEC,
+        "status" => STATUS,
+        "acquire" => ACQUIRE,
+        "extend" => EXTEND,
+        "release" => RELEASE,
+        _ => return None,
+    })
+}

@@ -1,0 +1,106 @@
+//! The options every command that takes a lock shares: `--url`, `--ttl`,
+//! `--wait`/`--no-wait`, `--shared`, `--limit` (and `--token` for
+//! `acquire`).
+
+use crate::args::{self, usage, Args, Parsed};
+use crate::backend::{LockSpec, Wait};
+use std::time::Duration;
+
+pub const TTL: Duration = Duration::from_secs(30);
+
+pub struct LockOpts {
+    pub urls: Vec<String>,
+    pub ttl: Duration,
+    pub wait: Wait,
+    pub shared: bool,
+    pub limit: Option<u32>,
+    pub token: Option<String>,
+}
+
+impl LockOpts {
+    /// Defaults, with the `--url`s given before the command.
+    pub fn new(urls: Vec<String>) -> LockOpts {
+        LockOpts {
+            urls,
+            ttl: TTL,
+            wait: Wait::Forever,
+            shared: false,
+            limit: None,
+            token: None,
+        }
+    }
+
+    /// Takes option `--name` if it is one of these; false if not.
+    pub fn option(
+        &mut self,
+        name: &str,
+        inline: Option<String>,
+        a: &mut Args,
+        token_ok: bool,
+    ) -> Parsed<bool> {
+        match name {
+            "url" => self.urls.push(a.value(name, inline)?),
+            "ttl" => {
+                self.ttl = args::duration(name, &a.value(name, inline)?)?;
+                if self.ttl.is_zero() {
+                    return usage("--ttl must be at least 1ms");
+                }
+            }
+            "wait" => {
+                let d = args::duration(name, &a.value(name, inline)?)?;
+                self.wait = if d.is_zero() { Wait::No } else { Wait::For(d) };
+            }
+            "no-wait" => {
+                args::flag(name, inline)?;
+                self.wait = Wait::No;
+            }
+            "shared" => {
+                args::flag(name, inline)?;
+                self.shared = true;
+            }
+            "limit" => {
+                let n = args::count(name, &a.value(name, inline)?)?;
+                if n == 0 {
+                    return usage("--limit must be at least 1");
+                }
+                self.limit = Some(n);
+            }
+            "token" if token_ok => {
+                let t = a.value(name, inline)?;
+                if t.is_empty() {
+                    return usage("--token must not be empty");
+                }
+                self.token = Some(t);
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The request for `resource`, no watchdog.
+    pub fn spec(&self, resource: &str) -> LockSpec {
+        LockSpec {
+            resource: resource.to_string(),
+            ttl: self.ttl,
+            wait: self.wait,
+            shared: self.shared,
+            limit: self.limit,
+            token: self.token.clone(),
+            watchdog: false,
+        }
+    }
+}
+
+/// The `--url` option alone (commands that take no lock options).
+pub fn url_option(
+    urls: &mut Vec<String>,
+    name: &str,
+    inline: Option<String>,
+    a: &mut Args,
+) -> Parsed<bool> {
+    if name != "url" {
+        return Ok(false);
+    }
+    urls.push(a.value(name, inline)?);
+    Ok(true)
+}

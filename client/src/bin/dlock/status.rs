@@ -1,0 +1,248 @@
+//! `dlock status RESOURCE [--json]`: who holds a resource, with which
+//! fences and TTLs, and how many wait.
+
+use crate::args::{self, usage, Args, Item, Parsed};
+use crate::backend::{Backend, Hold, Info};
+use crate::codes;
+use crate::lockopts::url_option;
+
+struct Opts {
+    urls: Vec<String>,
+    json: bool,
+    resource: String,
+}
+
+/// `None`: `--help` was asked for.
+fn parse(mut a: Args, mut urls: Vec<String>) -> Parsed<Option<Opts>> {
+    let mut json = false;
+    let mut resource = None;
+    while let Some(item) = a.next_item()? {
+        match item {
+            Item::Opt { name, inline } => {
+                if url_option(&mut urls, &name, inline.clone(), &mut a)? {
+                    continue;
+                }
+                match name.as_str() {
+                    "help" => return Ok(None),
+                    "json" => {
+                        args::flag(&name, inline)?;
+                        json = true;
+                    }
+                    _ => return usage(format!("status: unknown option --{name}")),
+                }
+            }
+            Item::Pos(p) if resource.is_none() => resource = Some(args::text("RESOURCE", p)?),
+            _ => return usage("status takes one RESOURCE"),
+        }
+    }
+    let Some(resource) = resource else {
+        return usage("status: RESOURCE is missing");
+    };
+    Ok(Some(Opts {
+        urls,
+        json,
+        resource,
+    }))
+}
+
+pub fn main(a: Args, urls: Vec<String>) -> i32 {
+    let o = match parse(a, urls) {
+        Ok(Some(o)) => o,
+        Ok(None) => return crate::help::print("status"),
+        Err(u) => return crate::usage_error(u, "status"),
+    };
+    let backend = match Backend::from_urls(&o.urls) {
+        Ok(b) => b,
+        Err(e) => return crate::fail(&e.0, e.1),
+    };
+    let resource = &o.resource;
+    let infos = match backend.info(resource) {
+        Ok(i) => i,
+        Err(e) => return crate::fail(&format!("status of {resource}: {e}"), codes::of(&e)),
+    };
+    // One server today; with several, each gets its own report.
+    for info in &infos {
+        if o.json {
+            println!("{}", to_json(resource, info));
+        } else {
+            print!("{}", to_text(resource, info));
+        }
+    }
+    codes::OK
+}
+
+/// `free`, `held` or `reserved` (free, but kept for its queue).
+fn state(info: &Info) -> &'static str {
+    match info {
+        Info::Free => "free",
+        Info::Lock { token: None, .. } => "reserved",
+        Info::Lock { .. } => "held",
+        Info::Holds { holds, .. } if holds.is_empty() => "reserved",
+        Info::Holds { .. } => "held",
+    }
+}
+
+/// The holds, the kind and the limit, the same way for every kind.
+fn holds(info: &Info) -> (String, i64, Vec<Hold>) {
+    match info {
+        Info::Free => ("lock".into(), 1, vec![]),
+        Info::Lock { token: None, .. } => ("lock".into(), 1, vec![]),
+        Info::Lock {
+            token: Some(t),
+            fence,
+            ttl_ms,
+            ..
+        } => (
+            "lock".into(),
+            1,
+            vec![Hold {
+                token: t.clone(),
+                owner: None,
+                fence: *fence,
+                ttl_ms: *ttl_ms,
+                mode: "exclusive".into(),
+            }],
+        ),
+        Info::Holds {
+            kind, limit, holds, ..
+        } => (
+            kind.clone(),
+            *limit,
+            holds
+                .iter()
+                .map(|h| Hold {
+                    token: h.token.clone(),
+                    owner: h.owner.clone(),
+                    fence: h.fence,
+                    ttl_ms: h.ttl_ms,
+                    mode: h.mode.clone(),
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn ttl(ms: i64) -> String {
+    if ms < 0 {
+        "none".into()
+    } else {
+        format!("{:.3}s", ms as f64 / 1000.0)
+    }
+}
+
+pub fn to_text(resource: &str, info: &Info) -> String {
+    let state = state(info);
+    if state == "free" {
+        return format!("{resource}: free\n");
+    }
+    let (kind, limit, holds) = holds(info);
+    let mut out = format!(
+        "{resource}: {state}, {kind}{}, {} waiting\n",
+        if kind == "semaphore" {
+            format!(" (limit {limit})")
+        } else {
+            String::new()
+        },
+        info.waiters()
+    );
+    if state == "reserved" {
+        out.push_str("  nobody holds it: it is handed to the first waiter\n");
+    }
+    if !holds.is_empty() {
+        out.push_str(&format!(
+            "  {:<9}  {:<20}  {:<10}  {:<32}  OWNER\n",
+            "MODE", "FENCE", "TTL", "TOKEN"
+        ));
+    }
+    for h in holds {
+        out.push_str(&format!(
+            "  {:<9}  {:<20}  {:<10}  {:<32}  {}\n",
+            h.mode,
+            h.fence,
+            ttl(h.ttl_ms),
+            h.token,
+            h.owner.as_deref().unwrap_or("-")
+        ));
+    }
+    out
+}
+
+/// A JSON string literal.
+fn quote(s: &str) -> String {
+    let mut q = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            '\n' => q.push_str("\\n"),
+            '\r' => q.push_str("\\r"),
+            '\t' => q.push_str("\\t"),
+            c if (c as u32) < 0x20 => q.push_str(&format!("\\u{:04x}", c as u32)),
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
+/// One line: `{"resource":..,"state":..,"kind":..,"limit":..,"waiters":..,
+/// "holds":[{"token":..,"owner":..,"fence":..,"ttl_ms":..,"mode":..}]}`.
+/// `ttl_ms` is -1 for a hold without deadline; `owner` null for a plain lock.
+pub fn to_json(resource: &str, info: &Info) -> String {
+    let (kind, limit, holds) = holds(info);
+    let holds: Vec<String> = holds
+        .iter()
+        .map(|h| {
+            format!(
+                "{{\"token\":{},\"owner\":{},\"fence\":{},\"ttl_ms\":{},\"mode\":{}}}",
+                quote(&h.token),
+                h.owner.as_deref().map_or("null".into(), quote),
+                h.fence,
+                h.ttl_ms,
+                quote(&h.mode)
+            )
+        })
+        .collect();
+    format!(
+        "{{\"resource\":{},\"state\":{},\"kind\":{},\"limit\":{limit},\"waiters\":{},\"holds\":[{}]}}",
+        quote(resource),
+        quote(state(info)),
+        quote(&kind),
+        info.waiters(),
+        holds.join(",")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_and_text_show_every_hold() {
+        let lock = Info::Lock {
+            token: Some("t\"1".into()),
+            fence: 7,
+            ttl_ms: 1500,
+            waiters: 2,
+        };
+        assert_eq!(
+            to_json("r", &lock),
+            r#"{"resource":"r","state":"held","kind":"lock","limit":1,"waiters":2,"holds":[{"token":"t\"1","owner":null,"fence":7,"ttl_ms":1500,"mode":"exclusive"}]}"#
+        );
+        let text = to_text("r", &lock);
+        assert!(text.starts_with("r: held, lock, 2 waiting\n"), "{text}");
+        assert!(text.contains("1.500s"), "{text}");
+        assert_eq!(to_text("r", &Info::Free), "r: free\n");
+        assert_eq!(
+            to_json("r", &Info::Free),
+            r#"{"resource":"r","state":"free","kind":"lock","limit":1,"waiters":0,"holds":[]}"#
+        );
+        let reserved = Info::Lock {
+            token: None,
+            fence: 0,
+            ttl_ms: -2,
+            waiters: 1,
+        };
+        assert!(to_json("r", &reserved).contains(r#""state":"reserved""#));
+    }
+}
