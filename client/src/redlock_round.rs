@@ -102,6 +102,8 @@ pub(crate) fn attempt(
     let first_send = Instant::now();
     let wait = wait.filter(|w| millis(*w) > 0);
     let (tx, rx) = mpsc::channel();
+    // Each worker drops its end when it is done, undo included.
+    let (done_tx, done_rx) = mpsc::channel::<()>();
     let at = Arc::new(Attempt {
         spec: spec.clone(),
         token,
@@ -111,15 +113,20 @@ pub(crate) fn attempt(
     });
     for i in 0..n {
         let (nodes, at2, tx2) = (nodes.clone(), at.clone(), tx.clone());
+        let done = done_tx.clone();
         let spawned = thread::Builder::new()
             .name("dlock-redlock".into())
-            .spawn(move || worker(i, &nodes[i], &at2, &tx2));
+            .spawn(move || {
+                worker(i, &nodes[i], &at2, &tx2);
+                drop(done);
+            });
         if let Err(e) = spawned {
             let e = Error::Unavailable(format!("cannot start a thread: {e}"));
             let _ = tx.send((i, Got::Failed(Failure::Retry(e))));
         }
     }
     drop(tx);
+    drop(done_tx);
 
     let mut tally = Tally::new(n);
     let mut fences = vec![None; n];
@@ -171,6 +178,14 @@ pub(crate) fn attempt(
         }
         None => {
             at.verdict.decide(vec![false; n]);
+            // Give the workers still running the time to undo a grant
+            // (on its own connection) before the caller moves on, or
+            // exits: a process that ends right after a miss must not
+            // leave grants behind. A worker stuck on a silent server is
+            // not waited for past its reply deadline and one node timeout.
+            let undo_by = at.reply_by + timeout + SLACK;
+            let left = undo_by.saturating_duration_since(Instant::now());
+            let _ = done_rx.recv_timeout(left);
             Err(Missed {
                 tally,
                 errors,

@@ -8,6 +8,7 @@ mod common;
 
 mod exec;
 mod lease;
+mod redlock;
 mod scripts;
 mod signals;
 

@@ -1,9 +1,9 @@
-//! Where locks are taken: one server (`Locker`) today. A second backend
-//! (Redlock over several `--url`s) is one more variant: every method below
-//! is a `match` with one arm per backend.
+//! Where locks are taken: one server (`Locker`), or Redlock over several
+//! `--url`s (`Redlock`): every method below is a `match` with one arm per
+//! backend.
 
 use crate::codes;
-use dlock_client::{Error, Guard, Locker, Result};
+use dlock_client::{Error, Guard, Locker, Redlock, Result};
 use redis::Value;
 use std::time::Duration;
 
@@ -51,9 +51,6 @@ macro_rules! build {
         if let Some(n) = spec.limit {
             r = r.limit(n);
         }
-        if let Some(t) = &spec.token {
-            r = r.token(t.clone());
-        }
         if spec.watchdog {
             r = r.watchdog();
         }
@@ -65,10 +62,17 @@ macro_rules! build {
 pub enum Backend {
     /// One server: the lock lives there.
     Single(Single),
+    /// Several independent servers: granted by a majority. `servers` (in
+    /// `--url` order) serve `status`, `extend` and `release` by token.
+    Redlock {
+        redlock: Redlock,
+        servers: Vec<Single>,
+    },
 }
 
 #[derive(Clone)]
 pub struct Single {
+    url: String,
     locker: Locker,
     client: redis::Client,
 }
@@ -90,20 +94,58 @@ impl Backend {
         } else {
             urls
         };
-        if urls.len() > 1 {
-            return Err(SetupError(
-                format!(
-                    "Redlock mode: not yet ({} --url given; this build takes one server)",
-                    urls.len()
-                ),
-                codes::USAGE,
-            ));
+        let servers = urls
+            .iter()
+            .map(|url| {
+                let bad = |e: String| SetupError(format!("--url {url}: {e}"), codes::USAGE);
+                let locker = Locker::new(url).map_err(|e| bad(e.to_string()))?;
+                let client = redis::Client::open(url.as_str()).map_err(|e| bad(e.to_string()))?;
+                Ok(Single {
+                    url: url.clone(),
+                    locker,
+                    client,
+                })
+            })
+            .collect::<std::result::Result<Vec<_>, SetupError>>()?;
+        if servers.len() == 1 {
+            return Ok(Backend::Single(servers.into_iter().next().expect("one")));
         }
-        let url = &urls[0];
-        let bad = |e: String| SetupError(format!("--url {url}: {e}"), codes::USAGE);
-        let locker = Locker::new(url).map_err(|e| bad(e.to_string()))?;
-        let client = redis::Client::open(url.as_str()).map_err(|e| bad(e.to_string()))?;
-        Ok(Backend::Single(Single { locker, client }))
+        let redlock = Redlock::new(urls).map_err(|e| SetupError(e.to_string(), codes::USAGE))?;
+        Ok(Backend::Redlock { redlock, servers })
+    }
+
+    /// Servers a result needs: 1, or a majority for Redlock.
+    fn quorum(&self) -> usize {
+        match self {
+            Backend::Single(_) => 1,
+            Backend::Redlock { redlock, .. } => redlock.quorum(),
+        }
+    }
+
+    /// The command on every server, one attempt each: true if a quorum
+    /// answered 1, false if so many answered 0 that no quorum can have;
+    /// otherwise the first connection error.
+    fn on_every_server(&self, cmd: &redis::Cmd) -> Result<bool> {
+        let servers: Vec<&Single> = match self {
+            Backend::Single(s) => vec![s],
+            Backend::Redlock { servers, .. } => servers.iter().collect(),
+        };
+        let (mut yes, mut no, mut err) = (0, 0, None);
+        for s in &servers {
+            match s.one_or_zero(cmd) {
+                Ok(true) => yes += 1,
+                Ok(false) => no += 1,
+                Err(e) => err = err.or(Some(e)),
+            }
+        }
+        let quorum = self.quorum();
+        if yes >= quorum {
+            Ok(true)
+        } else if no > servers.len() - quorum || err.is_none() {
+            Ok(false)
+        } else {
+            Err(err.expect("an error"))
+        }
     }
 
     /// Acquires. A waiting request first checks that the server answers
@@ -115,7 +157,37 @@ impl Backend {
             self.info(&spec.resource)?;
         }
         match self {
-            Backend::Single(s) => build!(s.locker.request(spec.resource.as_str()), spec).acquire(),
+            Backend::Single(s) => {
+                let mut r = build!(s.locker.request(spec.resource.as_str()), spec);
+                if let Some(t) = &spec.token {
+                    r = r.token(t.clone());
+                }
+                r.acquire()
+            }
+            Backend::Redlock { redlock, .. } => {
+                if spec.token.is_some() {
+                    return Err(Error::Invalid(
+                        "--token takes one server (Redlock draws its own tokens)".into(),
+                    ));
+                }
+                build!(redlock.request(spec.resource.as_str()), spec).acquire()
+            }
+        }
+    }
+
+    /// Redlock: each server's `DLOCK.INFO`, by URL (None for one server).
+    pub fn info_by_server(&self, resource: &str) -> Option<Vec<(String, Result<Info>)>> {
+        match self {
+            Backend::Single(_) => None,
+            Backend::Redlock { servers, .. } => Some(
+                servers
+                    .iter()
+                    .map(|s| {
+                        let info = s.locker.info(resource).and_then(Info::parse);
+                        (s.url.clone(), info)
+                    })
+                    .collect(),
+            ),
         }
     }
 
@@ -123,29 +195,39 @@ impl Backend {
     pub fn info(&self, resource: &str) -> Result<Vec<Info>> {
         match self {
             Backend::Single(s) => Ok(vec![Info::parse(s.locker.info(resource)?)?]),
+            Backend::Redlock { servers, .. } => {
+                // Every server's view; unreachable ones are left out, as
+                // long as a majority answered.
+                let mut infos = Vec::new();
+                let mut last = None;
+                for s in servers {
+                    match s.locker.info(resource).and_then(Info::parse) {
+                        Ok(i) => infos.push(i),
+                        Err(e) => last = Some(e),
+                    }
+                }
+                match last {
+                    Some(e) if infos.len() < self.quorum() => Err(e),
+                    _ => Ok(infos),
+                }
+            }
         }
     }
 
     /// `DLOCK.EXTEND resource token ttl`: true if extended, false if the
     /// token holds nothing there.
     pub fn extend(&self, resource: &str, token: &str, ttl: Duration) -> Result<bool> {
-        match self {
-            Backend::Single(s) => s.one_or_zero(
-                redis::cmd("DLOCK.EXTEND")
-                    .arg(resource)
-                    .arg(token)
-                    .arg(ttl.as_millis() as u64),
-            ),
-        }
+        self.on_every_server(
+            redis::cmd("DLOCK.EXTEND")
+                .arg(resource)
+                .arg(token)
+                .arg(ttl.as_millis() as u64),
+        )
     }
 
     /// `DLOCK.RELEASE resource token`: true if released.
     pub fn release(&self, resource: &str, token: &str) -> Result<bool> {
-        match self {
-            Backend::Single(s) => {
-                s.one_or_zero(redis::cmd("DLOCK.RELEASE").arg(resource).arg(token))
-            }
-        }
+        self.on_every_server(redis::cmd("DLOCK.RELEASE").arg(resource).arg(token))
     }
 }
 

@@ -56,6 +56,9 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
         Err(e) => return crate::fail(&e.0, e.1),
     };
     let resource = &o.resource;
+    if let Some(per_server) = backend.info_by_server(resource) {
+        return redlock_status(resource, per_server, o.json);
+    }
     let infos = match backend.info(resource) {
         Ok(i) => i,
         Err(e) => return crate::fail(&format!("status of {resource}: {e}"), codes::of(&e)),
@@ -69,6 +72,33 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
         }
     }
     codes::OK
+}
+
+/// Redlock (several `--url`s): one report per server, named by its URL;
+/// exit 69 unless a majority answered.
+fn redlock_status(
+    resource: &str,
+    per_server: Vec<(String, dlock_client::Result<Info>)>,
+    json: bool,
+) -> i32 {
+    let answered = per_server.iter().filter(|(_, i)| i.is_ok()).count();
+    for (url, info) in &per_server {
+        match (info, json) {
+            (Ok(i), true) => println!("{{\"server\":{},{}", quote(url), &to_json(resource, i)[1..]),
+            (Ok(i), false) => print!("{url}: {}", to_text(resource, i)),
+            (Err(e), true) => println!(
+                "{{\"server\":{},\"error\":{}}}",
+                quote(url),
+                quote(&e.to_string())
+            ),
+            (Err(e), false) => println!("{url}: unreachable ({e})"),
+        }
+    }
+    if answered > per_server.len() / 2 {
+        codes::OK
+    } else {
+        codes::UNAVAILABLE
+    }
 }
 
 /// `free`, `held` or `reserved` (free, but kept for its queue).

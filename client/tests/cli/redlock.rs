@@ -1,0 +1,141 @@
+//! Several `--url`s: Redlock mode over 3 independent servers.
+
+use crate::{dlock, holder, run, Dir, Dlock, Server, SEC};
+
+fn urls(servers: &[Server]) -> Vec<String> {
+    servers
+        .iter()
+        .flat_map(|s| ["--url".to_string(), s.url()])
+        .collect()
+}
+
+/// Two runs over 3 servers serialize (their commands never overlap), the
+/// command sees the largest fence, every server is free afterwards; a busy
+/// lock exits 75; `status` reports each server; `--token` is refused.
+#[test]
+fn exec_over_three_servers_takes_a_majority_lock() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let dir = Dir::new();
+    let script = |n: usize| {
+        format!(
+            "date +%s%N > {d}.start; echo $DLOCK_FENCE > {d}.fence; sleep 0.4; date +%s%N > {d}.end",
+            d = dir.sh(&n.to_string())
+        )
+    };
+    let mut runs: Vec<Dlock> = (0..2)
+        .map(|n| {
+            Dlock::spawn(
+                dlock(&servers[0].url())
+                    .args(urls(&servers))
+                    .args(["exec", "--wait", "30s", "--ttl", "5s", "job", "--"])
+                    .args(["sh", "-c", &script(n)]),
+                &dir,
+                &format!("r{n}"),
+            )
+        })
+        .collect();
+    for r in &mut runs {
+        assert_eq!(r.wait(60 * SEC), 0, "{}", r.stderr());
+    }
+    let mut spans: Vec<(i64, i64, u64)> = (0..2)
+        .map(|n| {
+            let n = n.to_string();
+            (
+                dir.read(&format!("{n}.start")).parse().unwrap(),
+                dir.read(&format!("{n}.end")).parse().unwrap(),
+                dir.read(&format!("{n}.fence")).parse().unwrap(),
+            )
+        })
+        .collect();
+    spans.sort();
+    assert!(spans[0].1 < spans[1].0, "commands overlapped: {spans:?}");
+    assert!(spans.iter().all(|s| s.2 > 0));
+    for s in &servers {
+        assert_eq!(
+            holder(&mut s.conn(), "job"),
+            None,
+            "released on every server"
+        );
+    }
+
+    // Busy on a majority: 75 without waiting.
+    let held = dlock_client::Redlock::new(&servers.iter().map(|s| s.url()).collect::<Vec<_>>())
+        .unwrap()
+        .try_lock("busy", 60 * SEC)
+        .unwrap()
+        .unwrap();
+    let (code, _, err) = run(
+        dlock(&servers[0].url())
+            .args(urls(&servers))
+            .args(["exec", "--no-wait", "busy", "true"]),
+        &dir,
+        30 * SEC,
+    );
+    assert_eq!(code, 75, "{err}");
+
+    // status: one report per server, named by its URL.
+    let (code, out, err) = run(
+        dlock(&servers[0].url())
+            .args(urls(&servers))
+            .args(["status", "busy"]),
+        &dir,
+        30 * SEC,
+    );
+    assert_eq!(code, 0, "{err}");
+    for s in &servers {
+        assert!(out.contains(&format!("{}: busy: held", s.url())), "{out}");
+    }
+    // extend/release by token need a majority.
+    let (code, _, err) = run(
+        dlock(&servers[0].url())
+            .args(urls(&servers))
+            .args(["release", "busy", held.token()]),
+        &dir,
+        30 * SEC,
+    );
+    assert_eq!(code, 0, "{err}");
+    for s in &servers {
+        assert_eq!(holder(&mut s.conn(), "busy"), None);
+    }
+    assert!(!held.release().unwrap(), "already released by the tool");
+
+    let (code, _, err) = run(
+        dlock(&servers[0].url())
+            .args(urls(&servers))
+            .args(["acquire", "--token", "t", "r"]),
+        &dir,
+        30 * SEC,
+    );
+    assert_eq!(code, 64, "{err}");
+}
+
+/// One of 3 servers down: still granted (a majority); two down: 69.
+#[test]
+fn exec_over_three_servers_survives_one_down_not_two() {
+    let mut servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let dir = Dir::new();
+    let all = urls(&servers);
+    servers[2].kill9();
+    let (code, _, err) = run(
+        dlock(&servers[0].url())
+            .args(&all)
+            .args(["exec", "--no-wait", "r", "true"]),
+        &dir,
+        30 * SEC,
+    );
+    assert_eq!(code, 0, "{err}");
+    servers[1].kill9();
+    let (code, _, err) = run(
+        dlock(&servers[0].url())
+            .args(&all)
+            .args(["exec", "--no-wait", "r", "true"]),
+        &dir,
+        30 * SEC,
+    );
+    assert_eq!(code, 69, "{err}");
+    assert_eq!(
+        holder(&mut servers[0].conn(), "r"),
+        None,
+        "the lone grant was undone"
+    );
+}
