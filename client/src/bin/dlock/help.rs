@@ -20,7 +20,10 @@ COMMANDS
 
 SERVER
     --url URL    the server, before or after COMMAND (default: $DLOCK_URL, else
-                 redis://127.0.0.1:6379/). Several --url (Redlock): not yet.
+                 redis://127.0.0.1:6379/). Given several times: Redlock over
+                 those independent servers (granted by a majority; DLOCK_FENCE
+                 is the largest of the servers' fences; status reports each
+                 server; extend and release need a majority; no --token).
 
 DURATIONS
     500ms, 30s, 1.5s, 2m, 1h. A number needs a unit (Redis counts
