@@ -90,12 +90,14 @@ check-install: build
 		--loadmodule $$tmp/prefix/lib/redis/modules/libdlock.so --daemonize yes \
 		--pidfile $$tmp/pid --logfile $$tmp/log && \
 	for i in $$(seq 50); do [ -S $$tmp/sock ] && break; sleep 0.1; done; \
-	reply=$$($(DLOCK_CLI) -s $$tmp/sock DLOCK.ACQUIRE res tok 1000); \
+	reply=$$($(DLOCK_CLI) -s $$tmp/sock DLOCK.ACQUIRE res tok 10000); \
+	status=$$($$tmp/prefix/bin/dlock --url "unix://$$tmp/sock" status res 2>&1); \
 	kill $$(cat $$tmp/pid) 2>/dev/null; \
 	[ "$$reply" -gt 0 ] 2>/dev/null || { echo "check-install: the installed module did not grant ($$reply)"; cat $$tmp/log; exit 1; }; \
+	case "$$status" in "res: held"*) ;; *) echo "check-install: the installed dlock tool said: $$status"; exit 1 ;; esac; \
 	$(MAKE) --no-print-directory uninstall PREFIX=$$tmp/prefix && \
-	[ ! -e $$tmp/prefix/lib/redis/modules/libdlock.so ] && \
-	echo "check-install: OK (installed, loaded, granted fence $$reply, uninstalled)"
+	[ ! -e $$tmp/prefix/lib/redis/modules/libdlock.so ] && [ ! -e $$tmp/prefix/bin/dlock ] && \
+	echo "check-install: OK (installed, loaded, granted fence $$reply, dlock status saw it, uninstalled)"
 
 # A benchmark, not a test: prints Markdown tables (see README, Performance).
 # BASELINE=/path/to/other/libdlock.so (in the environment or on the make
