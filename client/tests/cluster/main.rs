@@ -101,7 +101,8 @@ fn commands_go_to_the_master_of_the_slot_and_follow_moved_and_ask() {
 #[test]
 fn min_replicas_and_waiting_on_the_slots_master() {
     let cluster = Cluster::start(3, 1);
-    let locker = locker(&cluster).with_min_replicas(1, SEC);
+    // A generous acknowledgement timeout: CI is a loaded 2-core machine.
+    let locker = locker(&cluster).with_min_replicas(1, 5 * SEC);
     let g = locker
         .try_lock("res", 30 * SEC)
         .unwrap()
