@@ -93,12 +93,13 @@ impl From<redis::RedisError> for Failure {
             return Failure::Retry(Error::Unavailable(e.to_string()));
         }
         match e.kind() {
-            K::BusyLoadingError | K::TryAgain | K::ClusterDown | K::MasterDown | K::ReadOnly => {
-                Failure::Retry(Error::Unavailable(e.to_string()))
-            }
-            K::IoError | K::ClusterConnectionNotFound => {
-                Failure::Retry(Error::Unavailable(e.to_string()))
-            }
+            K::BusyLoadingError
+            | K::TryAgain
+            | K::ClusterDown
+            | K::MasterDown
+            | K::ReadOnly
+            | K::IoError
+            | K::ClusterConnectionNotFound => Failure::Retry(Error::Unavailable(e.to_string())),
             _ => match e.code() {
                 Some("QUARANTINE") => Failure::Fatal(Error::Quarantined(detail(&e))),
                 // A waiter's server became a replica (a failover): the new

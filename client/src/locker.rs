@@ -5,7 +5,7 @@
 use crate::error::{Error, Failure, Result};
 use crate::guard::{Granted, Guard};
 use crate::node::Node;
-use crate::request::{new_token, Spec};
+use crate::request::{lock_options, new_token, Spec};
 use crate::route::{ClusterMap, Topology};
 use crate::single::{with_asking, SingleLease};
 use redis::Value;
@@ -145,6 +145,7 @@ impl Locker {
             locker: self,
             spec: Spec::new(resources.into_iter().map(Into::into).collect()),
             settings: self.settings.clone(),
+            watchdog: self.settings.watchdog,
             on_lost: None,
             token: None,
         }
@@ -197,48 +198,14 @@ pub struct Request<'a> {
     locker: &'a Locker,
     spec: Spec,
     settings: Settings,
+    watchdog: bool,
     on_lost: Option<Box<dyn FnOnce() + Send>>,
     token: Option<String>,
 }
 
+lock_options!(Request);
+
 impl Request<'_> {
-    /// The lease (default 30 s).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.spec.ttl = ttl;
-        self
-    }
-    /// Wait up to `wait` in the server's queue (`WAIT`).
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.spec.wait = Some(wait);
-        self
-    }
-    /// A shared hold (readers of a read-write lock).
-    pub fn shared(mut self) -> Self {
-        self.spec.shared = true;
-        self
-    }
-    /// One of `n` permits (a semaphore).
-    pub fn limit(mut self, n: u32) -> Self {
-        self.spec.limit = Some(n);
-        self
-    }
-    /// A reentrant hold of `owner`.
-    pub fn owner(mut self, owner: impl Into<String>) -> Self {
-        self.spec.owner = Some(owner.into());
-        self
-    }
-    /// Renew in the background at ttl/3 until release; see
-    /// [`Guard::is_lost`], [`Guard::lost_signal`] and [`Request::on_lost`].
-    pub fn watchdog(mut self) -> Self {
-        self.settings.watchdog = true;
-        self
-    }
-    /// Called once when the lease is found lost: on the watchdog's thread,
-    /// or on the thread whose acquire, `extend` or `release` found it.
-    pub fn on_lost(mut self, f: impl FnOnce() + Send + 'static) -> Self {
-        self.on_lost = Some(Box::new(f));
-        self
-    }
     /// Acquire with this token instead of a fresh random one: to retry an
     /// acquisition whose reply was lost (a same-token `ACQUIRE` is
     /// idempotent), or to use a token that another process will extend or
@@ -281,7 +248,7 @@ impl Request<'_> {
             fences: vec![Some(fence)],
             ttl: lease.spec.ttl,
             valid_until,
-            watchdog: lease.settings.watchdog,
+            watchdog: self.watchdog,
             on_lost: self.on_lost,
         };
         Ok(Some(Guard::new(Box::new(lease), granted)))

@@ -11,7 +11,7 @@ mod round;
 use crate::error::{Error, Result};
 use crate::guard::{Granted, Guard};
 use crate::node::Node;
-use crate::request::{new_token, Spec};
+use crate::request::{lock_options, new_token, Spec};
 use math::Miss;
 use node::{fan_out, RNode, RedlockLease, SLACK};
 use redis::{IntoConnectionInfo, Value};
@@ -234,47 +234,9 @@ pub struct RedlockRequest<'a> {
     on_lost: Option<Box<dyn FnOnce() + Send>>,
 }
 
-impl RedlockRequest<'_> {
-    /// The lease (default 30 s).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.spec.ttl = ttl;
-        self
-    }
-    /// Keep attempting for up to `wait`, each attempt waiting briefly in
-    /// the servers' queues (see [`Redlock`]).
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.spec.wait = Some(wait);
-        self
-    }
-    /// A shared hold (readers of a read-write lock).
-    pub fn shared(mut self) -> Self {
-        self.spec.shared = true;
-        self
-    }
-    /// One of `n` permits: only `1` over several servers (anything above
-    /// is refused by [`acquire`](RedlockRequest::acquire)).
-    pub fn limit(mut self, n: u32) -> Self {
-        self.spec.limit = Some(n);
-        self
-    }
-    /// A reentrant hold of `owner`.
-    pub fn owner(mut self, owner: impl Into<String>) -> Self {
-        self.spec.owner = Some(owner.into());
-        self
-    }
-    /// Renew in the background at ttl/3 until release; see
-    /// [`Guard::is_lost`], [`Guard::lost_signal`], [`RedlockRequest::on_lost`].
-    pub fn watchdog(mut self) -> Self {
-        self.watchdog = true;
-        self
-    }
-    /// Called once when the lease is found lost: on the watchdog's thread,
-    /// or on the thread whose acquire, `extend` or `release` found it.
-    pub fn on_lost(mut self, f: impl FnOnce() + Send + 'static) -> Self {
-        self.on_lost = Some(Box::new(f));
-        self
-    }
+lock_options!(RedlockRequest);
 
+impl RedlockRequest<'_> {
     /// Acquires: `Ok(Some(guard))` when a quorum granted in time,
     /// `Ok(None)` when busy (after the wait, if any). Errors:
     /// [`Error::Invalid`] (nothing sent), [`Error::NoQuorum`] when too

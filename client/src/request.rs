@@ -117,6 +117,58 @@ impl Spec {
     }
 }
 
+/// The options every request builder takes ([`crate::Request`],
+/// [`crate::RedlockRequest`]), on a type with the fields `spec: Spec`,
+/// `watchdog: bool` and `on_lost: Option<Box<dyn FnOnce() + Send>>`.
+macro_rules! lock_options {
+    ($request:ident) => {
+        impl $request<'_> {
+            /// The lease (default 30 s).
+            pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
+                self.spec.ttl = ttl;
+                self
+            }
+            /// Wait up to `wait` for the lock, in the servers' FIFO queues
+            /// (`WAIT`; Redlock waits briefly per attempt, see
+            /// [`crate::Redlock`]).
+            pub fn wait(mut self, wait: std::time::Duration) -> Self {
+                self.spec.wait = Some(wait);
+                self
+            }
+            /// A shared hold (readers of a read-write lock).
+            pub fn shared(mut self) -> Self {
+                self.spec.shared = true;
+                self
+            }
+            /// One of `n` permits (a semaphore; over several Redlock
+            /// servers only `1`).
+            pub fn limit(mut self, n: u32) -> Self {
+                self.spec.limit = Some(n);
+                self
+            }
+            /// A reentrant hold of `owner`.
+            pub fn owner(mut self, owner: impl Into<String>) -> Self {
+                self.spec.owner = Some(owner.into());
+                self
+            }
+            /// Renew in the background at ttl/3 until release; see
+            /// [`crate::Guard::is_lost`] and [`crate::Guard::lost_signal`].
+            pub fn watchdog(mut self) -> Self {
+                self.watchdog = true;
+                self
+            }
+            /// Called once when the lease is found lost: on the watchdog's
+            /// thread, or on the thread whose acquire, `extend` or
+            /// `release` found it.
+            pub fn on_lost(mut self, f: impl FnOnce() + Send + 'static) -> Self {
+                self.on_lost = Some(Box::new(f));
+                self
+            }
+        }
+    };
+}
+pub(crate) use lock_options;
+
 /// A fresh 128-bit random token for one acquisition.
 pub(crate) fn new_token() -> String {
     uuid::Uuid::new_v4().simple().to_string()

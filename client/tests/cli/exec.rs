@@ -1,7 +1,9 @@
 //! `dlock exec`: mutual exclusion, exit codes, the environment, process
 //! groups, setup errors.
 
-use crate::{dead_url, dlock, holder, now_ns, run, wait_until, Dir, Dlock, Server, SEC};
+use crate::{
+    dead_url, dlock, holder, now_ns, run, spans, timed_script, wait_until, Dir, Dlock, Server, SEC,
+};
 use dlock_client::Locker;
 use std::time::Instant;
 
@@ -12,18 +14,12 @@ use std::time::Instant;
 fn concurrent_execs_serialize_and_fences_rise() {
     let server = Server::start();
     let dir = Dir::new();
-    let script = |n: usize| {
-        format!(
-            "date +%s%N > {d}.start; echo $DLOCK_FENCE > {d}.fence; sleep 0.3; date +%s%N > {d}.end",
-            d = dir.sh(&n.to_string())
-        )
-    };
     let mut runs: Vec<Dlock> = (0..3)
         .map(|n| {
             Dlock::spawn(
                 dlock(&server.url())
                     .args(["exec", "--wait", "30s", "--ttl", "5s", "job", "--"])
-                    .args(["sh", "-c", &script(n)]),
+                    .args(["sh", "-c", &timed_script(&dir, n, "0.3")]),
                 &dir,
                 &format!("d{n}"),
             )
@@ -32,17 +28,7 @@ fn concurrent_execs_serialize_and_fences_rise() {
     for r in &mut runs {
         assert_eq!(r.wait(60 * SEC), 0, "{}", r.stderr());
     }
-    let mut spans: Vec<(i64, i64, u64)> = (0..3)
-        .map(|n| {
-            let n = n.to_string();
-            (
-                dir.read(&format!("{n}.start")).parse().unwrap(),
-                dir.read(&format!("{n}.end")).parse().unwrap(),
-                dir.read(&format!("{n}.fence")).parse().unwrap(),
-            )
-        })
-        .collect();
-    spans.sort();
+    let spans = spans(&dir, 3);
     for w in spans.windows(2) {
         assert!(w[0].1 < w[1].0, "commands overlapped: {spans:?}");
         assert!(w[0].2 < w[1].2, "fences did not rise: {spans:?}");

@@ -183,6 +183,32 @@ impl Drop for Dlock {
     }
 }
 
+/// A command for run `n` that records, in `dir`, when it started and ended
+/// and the fence it was given, holding the lock for `hold` (a sleep
+/// argument, e.g. "0.3").
+pub fn timed_script(dir: &Dir, n: usize, hold: &str) -> String {
+    format!(
+        "date +%s%N > {d}.start; echo $DLOCK_FENCE > {d}.fence; sleep {hold}; date +%s%N > {d}.end",
+        d = dir.sh(&n.to_string())
+    )
+}
+
+/// What runs `0..runs` of [`timed_script`] recorded: (start, end, fence),
+/// in the order they started.
+pub fn spans(dir: &Dir, runs: usize) -> Vec<(i64, i64, u64)> {
+    let mut spans: Vec<(i64, i64, u64)> = (0..runs)
+        .map(|n| {
+            (
+                dir.read(&format!("{n}.start")).parse().unwrap(),
+                dir.read(&format!("{n}.end")).parse().unwrap(),
+                dir.read(&format!("{n}.fence")).parse().unwrap(),
+            )
+        })
+        .collect();
+    spans.sort();
+    spans
+}
+
 /// Runs dlock to the end (at most `within`): (code, stdout, stderr).
 pub fn run(cmd: &mut Command, dir: &Dir, within: Duration) -> (i32, String, String) {
     let name = format!("run{}", N.fetch_add(1, Ordering::Relaxed));

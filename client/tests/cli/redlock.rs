@@ -1,6 +1,6 @@
 //! Several `--url`s: Redlock mode over 3 independent servers.
 
-use crate::{dlock, holder, run, Dir, Dlock, Server, SEC};
+use crate::{dlock, holder, run, spans, timed_script, Dir, Dlock, Server, SEC};
 
 fn urls(servers: &[Server]) -> Vec<String> {
     servers
@@ -16,19 +16,13 @@ fn urls(servers: &[Server]) -> Vec<String> {
 fn exec_over_three_servers_takes_a_majority_lock() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     let dir = Dir::new();
-    let script = |n: usize| {
-        format!(
-            "date +%s%N > {d}.start; echo $DLOCK_FENCE > {d}.fence; sleep 0.4; date +%s%N > {d}.end",
-            d = dir.sh(&n.to_string())
-        )
-    };
     let mut runs: Vec<Dlock> = (0..2)
         .map(|n| {
             Dlock::spawn(
                 dlock(&servers[0].url())
                     .args(urls(&servers))
                     .args(["exec", "--wait", "30s", "--ttl", "5s", "job", "--"])
-                    .args(["sh", "-c", &script(n)]),
+                    .args(["sh", "-c", &timed_script(&dir, n, "0.4")]),
                 &dir,
                 &format!("r{n}"),
             )
@@ -37,17 +31,7 @@ fn exec_over_three_servers_takes_a_majority_lock() {
     for r in &mut runs {
         assert_eq!(r.wait(60 * SEC), 0, "{}", r.stderr());
     }
-    let mut spans: Vec<(i64, i64, u64)> = (0..2)
-        .map(|n| {
-            let n = n.to_string();
-            (
-                dir.read(&format!("{n}.start")).parse().unwrap(),
-                dir.read(&format!("{n}.end")).parse().unwrap(),
-                dir.read(&format!("{n}.fence")).parse().unwrap(),
-            )
-        })
-        .collect();
-    spans.sort();
+    let spans = spans(&dir, 2);
     assert!(spans[0].1 < spans[1].0, "commands overlapped: {spans:?}");
     assert!(spans.iter().all(|s| s.2 > 0));
     for s in &servers {
