@@ -111,7 +111,34 @@ impl From<redis::RedisError> for Failure {
     }
 }
 
+impl Error {
+    /// The message, naming the server it came from (once).
+    fn at(self, addr: &str) -> Error {
+        let named = |m: String| {
+            if m.starts_with(addr) {
+                m
+            } else {
+                format!("{addr}: {m}")
+            }
+        };
+        match self {
+            Error::Unavailable(m) => Error::Unavailable(named(m)),
+            Error::Quarantined(m) => Error::Quarantined(named(m)),
+            other => other,
+        }
+    }
+}
+
 impl Failure {
+    /// The failure, its message naming the server `addr`.
+    pub(crate) fn at(self, addr: &str) -> Failure {
+        match self {
+            Failure::Retry(e) => Failure::Retry(e.at(addr)),
+            Failure::Fatal(e) => Failure::Fatal(e.at(addr)),
+            other => other,
+        }
+    }
+
     pub(crate) fn into_error(self) -> Error {
         match self {
             Failure::Retry(e) | Failure::Fatal(e) => e,

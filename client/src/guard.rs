@@ -3,6 +3,7 @@
 //! Redlock over several: what differs is the [`Lease`] behind it.
 
 use crate::error::{Error, Result};
+use crate::limits::after;
 use crate::watchdog;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -32,10 +33,28 @@ pub(crate) trait Lease: Send + Sync + 'static {
 }
 
 pub(crate) struct State {
+    /// The ttl of the grant or of the last renewal: the watchdog renews
+    /// with it, a third of it after that renewal was sent.
     pub ttl: Duration,
     pub valid_until: Instant,
     pub lost: bool,
     pub released: bool,
+}
+
+impl State {
+    /// True once the lease is lost or its budget has passed.
+    pub(crate) fn is_over(&self, now: Instant) -> bool {
+        self.lost || now >= self.valid_until
+    }
+
+    /// When the watchdog renews next: a third of the ttl after the last
+    /// grant or renewal was sent (its budget less two thirds of the ttl).
+    pub(crate) fn renewal_due(&self) -> Instant {
+        let two_thirds = self.ttl - self.ttl / 3;
+        self.valid_until
+            .checked_sub(two_thirds)
+            .unwrap_or(self.valid_until)
+    }
 }
 
 type Callback = Box<dyn FnOnce() + Send>;
@@ -87,13 +106,18 @@ impl Shared {
         }
     }
 
-    /// Applies a renewal's outcome to the budget; true if extended.
+    /// Applies a renewal's outcome to the budget; true if extended. Every
+    /// change of deadline wakes the watchdog (which reschedules renewal
+    /// and the loss) and `wait_lost` callers.
     pub(crate) fn apply(&self, r: Renewal, ttl: Duration) -> Result<bool> {
         match r {
             Renewal::Extended(until) => {
-                let mut s = self.state();
-                s.valid_until = until;
-                s.ttl = ttl;
+                {
+                    let mut s = self.state();
+                    s.valid_until = until;
+                    s.ttl = ttl;
+                }
+                self.changed.notify_all();
                 Ok(true)
             }
             Renewal::Lost => {
@@ -126,7 +150,11 @@ pub struct Guard {
     token: String,
     fences: Vec<Option<u64>>,
     shared: Arc<Shared>,
-    watchdog: Option<JoinHandle<()>>,
+    /// Renews the lease (when asked for), and in any case marks the guard
+    /// lost when its budget passes: started at once for a watchdog or an
+    /// `on_lost` callback, else by the first `lost_signal`.
+    watchdog: Mutex<Option<JoinHandle<()>>>,
+    renews: bool,
 }
 
 impl Guard {
@@ -143,16 +171,33 @@ impl Guard {
             listeners: Mutex::new((Vec::new(), g.on_lost.into_iter().collect())),
             renewing: Mutex::new(()),
         });
-        if Instant::now() >= g.valid_until {
-            shared.mark_lost();
-        }
-        let watchdog = g.watchdog.then(|| watchdog::start(shared.clone()));
-        Guard {
+        let listening = !shared
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .is_empty();
+        let guard = Guard {
             resources: g.resources,
             token: g.token,
             fences: g.fences,
             shared,
-            watchdog,
+            watchdog: Mutex::new(None),
+            renews: g.watchdog,
+        };
+        if Instant::now() >= g.valid_until {
+            guard.shared.mark_lost();
+        } else if g.watchdog || listening {
+            guard.watch();
+        }
+        guard
+    }
+
+    /// Starts the watchdog thread unless it runs (or ran) already.
+    fn watch(&self) {
+        let mut w = self.watchdog.lock().unwrap_or_else(|p| p.into_inner());
+        if w.is_none() {
+            *w = Some(watchdog::start(self.shared.clone(), self.renews));
         }
     }
 
@@ -201,12 +246,12 @@ impl Guard {
     /// renewal did not come back in time: a renewal still under way does
     /// not stretch the budget).
     pub fn is_lost(&self) -> bool {
-        let s = self.shared.state();
-        s.lost || Instant::now() >= s.valid_until
+        self.shared.state().is_over(Instant::now())
     }
 
-    /// A channel that receives `()` when the lease is lost (at once if it
-    /// already is).
+    /// A channel that receives `()` when the lease is lost: an `EXTEND` or
+    /// `RELEASE` answered 0, or the budget passed (with or without a
+    /// watchdog); at once if it already is.
     pub fn lost_signal(&self) -> mpsc::Receiver<()> {
         let (tx, rx) = mpsc::channel();
         let mut l = self
@@ -214,22 +259,33 @@ impl Guard {
             .listeners
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if self.shared.state().lost {
+        let (lost, expired, released) = {
+            let s = self.shared.state();
+            (s.lost, Instant::now() >= s.valid_until, s.released)
+        };
+        if lost {
             let _ = tx.send(());
-        } else {
-            l.0.push(tx);
+            return rx;
+        }
+        l.0.push(tx);
+        drop(l);
+        if expired {
+            self.shared.mark_lost();
+        } else if !released {
+            self.watch();
         }
         rx
     }
 
     /// Blocks until the lease is lost (or its budget passes) or `timeout`
-    /// passes; true if lost.
+    /// passes; true if lost. A change of deadline meanwhile (an `extend`
+    /// on another thread) is followed.
     pub fn wait_lost(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = after(Instant::now(), timeout);
         let mut s = self.shared.state();
         loop {
             let now = Instant::now();
-            if s.lost || now >= s.valid_until {
+            if s.is_over(now) {
                 return true;
             }
             if s.released || now >= deadline {
@@ -246,14 +302,15 @@ impl Guard {
     }
 
     /// Extends the lease to `ttl` from now (the budget counts from when the
-    /// `EXTEND` was sent). `Ok(false)`: the lease had already ended, and the
-    /// guard is now lost. The watchdog, if any, renews with this ttl from now on.
+    /// `EXTEND` was sent). `Ok(false)`: the lease had already ended (or its
+    /// budget had passed), and the guard is now lost. The watchdog, if any,
+    /// renews with this ttl from now on, a third of it after this renewal.
     pub fn extend(&self, ttl: Duration) -> Result<bool> {
-        if crate::error::millis(ttl) == 0 {
-            return Err(Error::Invalid("ttl must be at least 1 ms".into()));
-        }
+        crate::limits::check_ttl(ttl)?;
         let _one = self.shared.renewing();
-        if self.shared.state().lost {
+        let over = self.shared.state().is_over(Instant::now());
+        if over {
+            self.shared.mark_lost();
             return Ok(false);
         }
         let r = self.shared.lease.extend(ttl);
@@ -276,7 +333,12 @@ impl Guard {
             s.released = true;
         }
         self.shared.changed.notify_all();
-        if let Some(w) = self.watchdog.take() {
+        let watchdog = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(w) = watchdog {
             // Never renew after release: the watchdog has ended before the
             // RELEASE is sent.
             let _ = w.join();

@@ -29,6 +29,7 @@
 pub mod aio;
 mod error;
 mod guard;
+mod limits;
 mod locker;
 mod node;
 mod redlock;

@@ -239,7 +239,7 @@ impl Request<'_> {
             token: self.token.unwrap_or_else(new_token),
             settings: self.settings,
         };
-        let Some((fence, valid_until)) = lease.acquire()? else {
+        let Some((fence, valid_until)) = lease.acquire(None)? else {
             return Ok(None);
         };
         let granted = Granted {

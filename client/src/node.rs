@@ -6,7 +6,7 @@
 //! left in an unknown state (a timeout mid-reply) is never reused.
 
 use crate::error::Failure;
-use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo};
+use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -116,14 +116,55 @@ impl Node {
         io_timeout: Duration,
         f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T, Failure> {
-        let pooled = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let mut conn = match pooled {
-            Some(c) => c,
-            None => self.connect(io_timeout)?,
-        };
+        self.with_conn_probed(io_timeout, false, f)
+    }
+
+    /// [`Node::with_conn`], but a pooled connection is first asked for a
+    /// `PING` (and dropped if it does not answer): `f` runs only on a
+    /// connection that was open when `f` began, so a failure inside `f`
+    /// means `f`'s command may have reached the server, and a failure
+    /// before `f` means it surely did not. What a `RELEASE` retry's 0
+    /// means depends on that; a server that closed an idle connection (its
+    /// `timeout`) or restarted leaves such connections in the pool.
+    pub(crate) fn with_live_conn<T>(
+        &self,
+        io_timeout: Duration,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, Failure> {
+        self.with_conn_probed(io_timeout, true, f)
+    }
+
+    fn with_conn_probed<T>(
+        &self,
+        io_timeout: Duration,
+        probe: bool,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, Failure> {
         let timeout = Some(io_timeout.max(Duration::from_millis(1)));
-        conn.set_read_timeout(timeout)?;
-        conn.set_write_timeout(timeout)?;
+        let mut conn = loop {
+            let pooled = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let Some(mut c) = pooled else {
+                let c = self.connect(io_timeout).map_err(|e| self.failure(e))?;
+                c.set_read_timeout(timeout).map_err(|e| self.failure(e))?;
+                c.set_write_timeout(timeout).map_err(|e| self.failure(e))?;
+                break c;
+            };
+            c.set_read_timeout(timeout).map_err(|e| self.failure(e))?;
+            c.set_write_timeout(timeout).map_err(|e| self.failure(e))?;
+            if !probe {
+                break c;
+            }
+            match redis::cmd("PING").query::<Value>(&mut c) {
+                Ok(_) => break c,
+                // No answer in time: the server is not answering.
+                Err(e) if e.is_timeout() => return Err(self.failure(e)),
+                // Closed (the server's idle timeout, a restart): try the
+                // next one, or a new one.
+                Err(e) if e.is_io_error() || e.is_connection_dropped() || !c.is_open() => continue,
+                // An error reply (-LOADING, ...): the connection is alive.
+                Err(_) => break c,
+            }
+        };
         match f(&mut conn) {
             Ok(v) => {
                 self.give_back(conn);
@@ -135,9 +176,14 @@ impl Node {
                 if reusable {
                     self.give_back(conn);
                 }
-                Err(e.into())
+                Err(self.failure(e))
             }
         }
+    }
+
+    /// A failure of this server, naming it.
+    fn failure(&self, e: redis::RedisError) -> Failure {
+        Failure::from(e).at(&self.addr())
     }
 
     fn give_back(&self, conn: redis::Connection) {

@@ -40,16 +40,45 @@ impl Topology {
         key: &str,
         io_timeout: Duration,
         extra: Duration,
+        op: impl FnMut(&mut redis::Connection, bool) -> redis::RedisResult<T>,
+    ) -> Result<T, Failure> {
+        self.run_with(key, io_timeout, extra, false, op)
+    }
+
+    /// [`Topology::run`] on connections known open when `op` begins (see
+    /// [`Node::with_live_conn`]).
+    pub(crate) fn run_live<T>(
+        &self,
+        key: &str,
+        io_timeout: Duration,
+        op: impl FnMut(&mut redis::Connection, bool) -> redis::RedisResult<T>,
+    ) -> Result<T, Failure> {
+        self.run_with(key, io_timeout, Duration::ZERO, true, op)
+    }
+
+    fn run_with<T>(
+        &self,
+        key: &str,
+        io_timeout: Duration,
+        extra: Duration,
+        live: bool,
         mut op: impl FnMut(&mut redis::Connection, bool) -> redis::RedisResult<T>,
     ) -> Result<T, Failure> {
-        let op_timeout = io_timeout + extra;
+        let op_timeout = io_timeout.saturating_add(extra);
+        let on = |node: &Node, op: &mut dyn FnMut(&mut redis::Connection) -> redis::RedisResult<T>| {
+            if live {
+                node.with_live_conn(op_timeout, op)
+            } else {
+                node.with_conn(op_timeout, op)
+            }
+        };
         match self {
-            Topology::Single(node) => node.with_conn(op_timeout, |c| op(c, false)),
+            Topology::Single(node) => on(node, &mut |c| op(c, false)),
             Topology::Cluster(map) => {
                 let mut node = map.master_for(key, io_timeout)?;
                 let mut asking = false;
                 for _ in 0..MAX_REDIRECTS {
-                    match node.with_conn(op_timeout, |c| op(c, asking)) {
+                    match on(&node, &mut |c| op(c, asking)) {
                         Err(Failure::Moved { addr }) => {
                             // The map is stale: learn the new one, and go
                             // where the server said meanwhile.

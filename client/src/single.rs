@@ -4,6 +4,7 @@
 //! [`Locker`](crate::Locker).
 
 use crate::error::{millis, Error, Failure, Result};
+use crate::limits::{after, clamp, lease, LONGEST};
 use crate::guard::{Lease, Renewal};
 use crate::locker::Settings;
 use crate::request::Spec;
@@ -38,6 +39,13 @@ pub(crate) fn backoff(attempt: u32) -> Duration {
     Duration::from_millis((base + jitter).min(200))
 }
 
+/// The time a reply may take beyond the call's own deadline: the answer
+/// to the last attempt, sent at the deadline, is on its way back.
+const REPLY_MARGIN: Duration = Duration::from_millis(250);
+
+/// Called before each same-token retry of an acquire, with what failed.
+pub(crate) type OnRetry = Box<dyn FnMut(&Error) + Send>;
+
 /// A lease on one server: what a [`Guard`] from a [`Locker`] renews and
 /// releases.
 pub(crate) struct SingleLease {
@@ -47,17 +55,61 @@ pub(crate) struct SingleLease {
     pub settings: Settings,
 }
 
+/// A run of connection failures, and how long it may last.
+struct Outage {
+    since: Option<Instant>,
+    attempt: u32,
+}
+
+impl Outage {
+    fn new() -> Outage {
+        Outage {
+            since: None,
+            attempt: 0,
+        }
+    }
+
+    /// The pause before the next try, or None if the outage has lasted
+    /// `retry_for` or the pause would end past `deadline`.
+    fn next_pause(&mut self, retry_for: Duration, deadline: Instant) -> Option<Duration> {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        let pause = backoff(self.attempt);
+        self.attempt += 1;
+        let resume = now + pause;
+        (resume < deadline && resume < after(since, retry_for)).then_some(pause)
+    }
+}
+
 impl SingleLease {
+    /// The longest one call may take: the wait (if any) or `retry_for`,
+    /// whichever is longer, from `start`.
+    fn call_deadline(&self, start: Instant) -> Instant {
+        let wait = self.spec.wait.map_or(Duration::ZERO, clamp);
+        after(start, wait.max(self.settings.retry_for))
+    }
+
+    /// The io timeout, beyond the server-side `waiting`, of a command sent
+    /// now for a call that ends at `deadline`: its reply is due by then,
+    /// plus [`REPLY_MARGIN`].
+    fn io_until(&self, deadline: Instant, waiting: Duration) -> Duration {
+        let left = deadline.saturating_duration_since(Instant::now()) + REPLY_MARGIN;
+        self.settings
+            .io_timeout
+            .min(left.saturating_sub(waiting))
+            .max(Duration::from_millis(1))
+    }
+
     /// Runs `cmd` (+ `WAIT n` if asked) on the resource's server; returns
     /// the command's reply and the replicas' acknowledgements.
     fn call(
         &self,
         cmd: &redis::Cmd,
+        io: Duration,
         extra_wait: Duration,
     ) -> std::result::Result<(Value, Option<i64>), Failure> {
         let durability = self.settings.min_replicas;
-        let extra = extra_wait + durability.map_or(Duration::ZERO, |d| d.1);
-        let io = self.settings.io_timeout;
+        let extra = extra_wait.saturating_add(durability.map_or(Duration::ZERO, |d| d.1));
         self.topology
             .run(self.spec.route_key(), io, extra, |c, asking| {
                 let mut replies: Vec<Value> = with_asking(asking, cmd, durability).query(c)?;
@@ -72,17 +124,18 @@ impl SingleLease {
             })
     }
 
-    /// Acquire with same-token retries. `Some((fence, valid_until))`.
-    pub(crate) fn acquire(&self) -> Result<Option<(u64, Instant)>> {
+    /// Acquire with same-token retries. `Some((fence, valid_until))`. The
+    /// whole call, retries and the undo of a possibly granted attempt
+    /// included, ends by its deadline (see [`SingleLease::call_deadline`])
+    /// plus a reply's margin.
+    pub(crate) fn acquire(&self, mut on_retry: Option<OnRetry>) -> Result<Option<(u64, Instant)>> {
         let start = Instant::now();
-        let wait_deadline = self.spec.wait.map(|w| start + w);
-        let retry_deadline = wait_deadline
-            .unwrap_or(start)
-            .max(start + self.settings.retry_for);
+        let wait_deadline = self.spec.wait.map(|w| after(start, w));
+        let deadline = self.call_deadline(start);
         // Once an attempt may have been granted without our hearing, a
         // failure must release with the token before giving up.
         let mut maybe_granted = false;
-        let mut attempt = 0;
+        let mut outage = Outage::new();
         let (fence, sent, waited) = loop {
             let sent = Instant::now();
             // A wait used up (or under 1 ms) is a plain try: WAIT 0 would
@@ -92,16 +145,18 @@ impl SingleLease {
                 .filter(|&w| w > 0);
             let cmd = self.spec.acquire_cmd(&self.token, wait_ms);
             let waiting = Duration::from_millis(wait_ms.unwrap_or(0));
+            // The reply of a waiting attempt is due when its wait ends.
+            let io = self.io_until(deadline, waiting);
             let outcome = if wait_ms.is_some() {
                 // Durability is confirmed by the refresh below.
-                self.call_plain(&cmd, waiting)
+                self.call_plain(&cmd, io, waiting)
             } else {
-                self.call(&cmd, waiting)
+                self.call(&cmd, io, waiting)
             };
             match outcome {
                 Ok((Value::Int(fence), acked)) => {
                     if let Err(e) = self.check_replicas(acked) {
-                        self.abandon();
+                        self.abandon(deadline);
                         return Err(e);
                     }
                     break (fence as u64, sent, wait_ms.is_some());
@@ -112,24 +167,25 @@ impl SingleLease {
                 }
                 Err(Failure::Retry(e)) => {
                     maybe_granted = true;
-                    let pause = backoff(attempt);
-                    attempt += 1;
-                    if Instant::now() + pause >= retry_deadline {
-                        self.abandon();
+                    let Some(pause) = outage.next_pause(self.settings.retry_for, deadline) else {
+                        self.abandon(deadline);
                         return Err(e);
+                    };
+                    if let Some(f) = on_retry.as_mut() {
+                        f(&e);
                     }
                     std::thread::sleep(pause);
                 }
                 Err(f) => {
                     if maybe_granted {
-                        self.abandon();
+                        self.abandon(deadline);
                     }
                     return Err(f.into_error());
                 }
             }
         };
         if !waited {
-            return Ok(Some((fence, sent + self.spec.ttl)));
+            return Ok(Some((fence, sent + lease(self.spec.ttl))));
         }
         // A grant handed over while waiting started its lease at the
         // handoff, before the reply arrived: refresh with the same token
@@ -138,24 +194,28 @@ impl SingleLease {
             Renewal::Extended(until) => Ok(Some((fence, until))),
             Renewal::Lost => Err(Error::Lost),
             Renewal::Failed(e) => {
-                self.abandon();
+                self.abandon(deadline);
                 Err(e)
             }
         }
     }
 
     /// Best-effort release of a grant the caller will not get (too few
-    /// replicas, or given up after a possibly granted attempt).
-    fn abandon(&self) {
-        let _ = Lease::release(self, Instant::now());
+    /// replicas, or given up after a possibly granted attempt), within the
+    /// call's deadline: a grant left behind ends with its ttl.
+    fn abandon(&self, deadline: Instant) {
+        let cmd = self.spec.release_cmd(&self.token);
+        let _ = self.retrying(deadline, || {
+            self.call_plain(&cmd, self.io_until(deadline, Duration::ZERO), Duration::ZERO)
+        });
     }
 
     fn call_plain(
         &self,
         cmd: &redis::Cmd,
+        io: Duration,
         extra: Duration,
     ) -> std::result::Result<(Value, Option<i64>), Failure> {
-        let io = self.settings.io_timeout;
         self.topology
             .run(self.spec.route_key(), io, extra, |c, asking| {
                 let mut replies: Vec<Value> = with_asking(asking, cmd, None).query(c)?;
@@ -172,23 +232,51 @@ impl SingleLease {
         }
     }
 
-    /// Retries `f` through connection errors for `retry_for`.
-    fn retrying<T>(&self, mut f: impl FnMut() -> std::result::Result<T, Failure>) -> Result<T> {
-        let deadline = Instant::now() + self.settings.retry_for;
-        let mut attempt = 0;
+    /// Retries `f` through connection errors until `deadline`.
+    fn retrying<T>(
+        &self,
+        deadline: Instant,
+        mut f: impl FnMut() -> std::result::Result<T, Failure>,
+    ) -> Result<T> {
+        let mut outage = Outage::new();
         loop {
             match f() {
                 Ok(v) => return Ok(v),
-                Err(Failure::Retry(e)) => {
-                    let pause = backoff(attempt);
-                    attempt += 1;
-                    if Instant::now() + pause >= deadline {
-                        return Err(e);
-                    }
-                    std::thread::sleep(pause);
-                }
+                Err(Failure::Retry(e)) => match outage.next_pause(LONGEST, deadline) {
+                    Some(pause) => std::thread::sleep(pause),
+                    None => return Err(e),
+                },
                 Err(f) => return Err(f.into_error()),
             }
+        }
+    }
+
+    /// `RELEASE`, retried through connection errors for `retry_for`: true
+    /// if an attempt released the lease. A retry answered "not held" means
+    /// an earlier attempt released it only if that attempt may have been
+    /// run by the server (sent on a connection open when it was sent) and
+    /// was sent while the lease surely lasted (`valid_until`).
+    pub(crate) fn release_by(&self, valid_until: Instant) -> Result<bool> {
+        let cmd = self.spec.release_cmd(&self.token);
+        let deadline = after(Instant::now(), self.settings.retry_for);
+        let io = self.settings.io_timeout;
+        let mut first_run: Option<Instant> = None;
+        let reply = self.retrying(deadline, || {
+            let mut sent = None;
+            let r = self.topology.run_live(self.spec.route_key(), io, |c, asking| {
+                sent = Some(Instant::now());
+                with_asking(asking, &cmd, None).query::<Vec<Value>>(c)
+            });
+            if r.is_err() && first_run.is_none() {
+                first_run = sent;
+            }
+            r
+        })?;
+        match reply.last() {
+            // RELEASE answers 1/0, MRELEASE the members it released.
+            Some(Value::Int(n)) if *n == self.spec.resources.len() as i64 => Ok(true),
+            Some(Value::Int(_)) => Ok(first_run.is_some_and(|t| t < valid_until)),
+            other => Err(Error::Server(format!("unexpected reply {other:?}"))),
         }
     }
 }
@@ -197,13 +285,14 @@ impl Lease for SingleLease {
     fn extend(&self, ttl: Duration) -> Renewal {
         let cmd = self.spec.extend_cmd(&self.token, ttl);
         let mut sent = Instant::now();
-        let reply = self.retrying(|| {
+        let deadline = after(sent, self.settings.retry_for);
+        let reply = self.retrying(deadline, || {
             sent = Instant::now();
-            self.call(&cmd, Duration::ZERO)
+            self.call(&cmd, self.settings.io_timeout, Duration::ZERO)
         });
         match reply {
             Ok((Value::Int(1), acked)) => match self.check_replicas(acked) {
-                Ok(()) => Renewal::Extended(sent + ttl),
+                Ok(()) => Renewal::Extended(sent + lease(ttl)),
                 Err(e) => Renewal::Failed(e),
             },
             Ok((Value::Int(0), _)) => Renewal::Lost,
@@ -213,22 +302,6 @@ impl Lease for SingleLease {
     }
 
     fn release(&self, valid_until: Instant) -> Result<bool> {
-        let cmd = self.spec.release_cmd(&self.token);
-        let first_sent = Instant::now();
-        let mut retried = false;
-        let reply = self.retrying(|| {
-            let r = self.call_plain(&cmd, Duration::ZERO);
-            retried |= matches!(r, Err(Failure::Retry(_)));
-            r
-        })?;
-        match reply {
-            // RELEASE answers 1/0, MRELEASE the members it released.
-            (Value::Int(n), _) if n == self.spec.resources.len() as i64 => Ok(true),
-            // An earlier attempt may have released it, its reply lost: it
-            // did if it was sent while the lease surely lasted.
-            (Value::Int(_), _) if retried => Ok(first_sent < valid_until),
-            (Value::Int(_), _) => Ok(false),
-            (other, _) => Err(Error::Server(format!("unexpected reply {other:?}"))),
-        }
+        self.release_by(valid_until)
     }
 }

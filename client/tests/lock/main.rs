@@ -9,4 +9,5 @@ mod proxy;
 
 mod faults;
 mod guard;
+mod loss;
 mod watchdog;
