@@ -1,6 +1,7 @@
-//! Client for [dlock](https://github.com/) — distributed locks as native
-//! Redis commands (`DLOCK.ACQUIRE`, `RELEASE`, `EXTEND`, `INFO`, and the set
-//! commands), loaded into Redis or Valkey as a module.
+//! Client for dlock — distributed locks as native Redis commands
+//! (`DLOCK.ACQUIRE`, `RELEASE`, `EXTEND`, `INFO`, and the set commands),
+//! loaded into Redis or Valkey as a module (see the project's README and
+//! `docs/`).
 //!
 //! - [`Locker`]: locks on one server or a Redis Cluster. Server-side FIFO
 //!   waiting (never polling), same-token retries after lost replies, a lease
@@ -14,7 +15,11 @@
 //! use dlock_client::Locker;
 //!
 //! let locker = Locker::new("redis://127.0.0.1:6379/")?;
-//! let guard = locker.lock("orders:42", Duration::from_secs(30), Duration::from_secs(5))?;
+//! let guard = locker
+//!     .request("orders:42")
+//!     .ttl(Duration::from_secs(30))
+//!     .wait(Duration::from_secs(5))
+//!     .acquire()?;
 //! match guard {
 //!     Some(guard) => {
 //!         // write with guard.fence(); dropping the guard releases the lock
@@ -24,6 +29,15 @@
 //! }
 //! # Ok::<(), dlock_client::Error>(())
 //! ```
+//!
+//! Every `Duration` the API takes is valid: `Duration::MAX` is "as long as
+//! the server allows" (2^47 ms) for waits and timeouts, and a ttl outside
+//! 1 ms..=2^47 ms is refused with [`Error::Invalid`] before any server is
+//! asked.
+//!
+//! The `redis` crate this one is built on is re-exported as
+//! [`redis`](crate::redis), for [`Locker::from_client`] and
+//! [`Locker::info`]'s reply, so that no second version needs pinning.
 
 #[cfg(feature = "tokio")]
 pub mod aio;
@@ -34,12 +48,14 @@ mod locker;
 mod node;
 mod redlock;
 mod request;
+mod retry;
 mod route;
 mod single;
 mod watchdog;
 
 pub use error::{Error, Result};
 pub use guard::Guard;
-pub use locker::{Locker, Request};
+pub use locker::{LockRequest, Locker};
+pub use redis;
 pub use redlock::{Redlock, RedlockRequest};
 pub use request::MAX_SET;

@@ -1,19 +1,20 @@
-//! `Locker` and `Request`: where locks are taken (one server or a Redis
+//! `Locker` and `LockRequest`: where locks are taken (one server or a Redis
 //! Cluster), the settings, and the request builder. The acquire itself is
 //! in `single.rs`.
 
 use crate::error::{Error, Failure, Result};
 use crate::guard::{Granted, Guard};
+use crate::limits::clamp;
 use crate::node::Node;
 use crate::request::{lock_options, new_token, Spec};
 use crate::route::{ClusterMap, Topology};
-use crate::single::{with_asking, SingleLease};
+use crate::single::{with_asking, OnRetry, SingleLease};
 use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Settings shared by every request of a [`Locker`] (each can be changed
-/// per request on [`Request`]).
+/// per request on [`LockRequest`]).
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {
     /// Longest wait for one reply (beyond a blocking acquire's own wait).
@@ -103,63 +104,60 @@ impl Locker {
     /// The longest wait for one reply, beyond a blocking acquire's own wait
     /// (default 2 s). New connections give up connecting after 2 s.
     pub fn with_io_timeout(mut self, d: Duration) -> Locker {
-        self.settings.io_timeout = d;
+        self.settings.io_timeout = clamp(d);
         self
     }
 
     /// How long a non-waiting acquire, an extend or a release retries (with
     /// the same token) through connection errors (default 2 s).
     pub fn with_retry_for(mut self, d: Duration) -> Locker {
-        self.settings.retry_for = d;
+        self.settings.retry_for = clamp(d);
         self
     }
 
     /// Every grant and renewal must reach `n` replicas within `timeout`
     /// (`WAIT n timeout` pipelined on the same connection): see
-    /// [`Request::min_replicas`].
+    /// [`LockRequest::min_replicas`].
     pub fn with_min_replicas(mut self, n: u32, timeout: Duration) -> Locker {
-        self.settings.min_replicas = Some((n, timeout));
+        self.settings.min_replicas = Some((n, clamp(timeout)));
         self
     }
 
-    /// Renew every guard in the background (see [`Request::watchdog`]).
+    /// Renew every guard in the background (see [`LockRequest::watchdog`]).
     pub fn with_watchdog(mut self, on: bool) -> Locker {
         self.settings.watchdog = on;
         self
     }
 
     /// A request for one resource, to set options on and then
-    /// [`acquire`](Request::acquire).
-    pub fn request(&self, resource: impl Into<String>) -> Request<'_> {
+    /// [`acquire`](LockRequest::acquire).
+    pub fn request(&self, resource: impl Into<String>) -> LockRequest<'_> {
         self.request_set([resource.into()])
     }
 
     /// A request for a set of resources, granted all or nothing
     /// (`DLOCK.MACQUIRE`).
-    pub fn request_set<I, S>(&self, resources: I) -> Request<'_>
+    pub fn request_set<I, S>(&self, resources: I) -> LockRequest<'_>
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Request {
+        LockRequest {
             locker: self,
             spec: Spec::new(resources.into_iter().map(Into::into).collect()),
             settings: self.settings.clone(),
             watchdog: self.settings.watchdog,
             on_lost: None,
+            on_retry: None,
             token: None,
         }
     }
 
-    /// One attempt, no waiting: `Ok(None)` if the resource is busy.
+    /// One attempt, no waiting: `Ok(None)` if the resource is busy. To
+    /// wait (in the server's FIFO queue, no polling), renew, or hold a
+    /// shared or reentrant lock, use [`Locker::request`].
     pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Option<Guard>> {
         self.request(resource).ttl(ttl).acquire()
-    }
-
-    /// Waits up to `wait` in the server's FIFO queue (`WAIT`: no polling).
-    /// `Ok(None)` if the wait ran out.
-    pub fn lock(&self, resource: &str, ttl: Duration, wait: Duration) -> Result<Option<Guard>> {
-        self.request(resource).ttl(ttl).wait(wait).acquire()
     }
 
     /// `DLOCK.INFO resource` as the server answers it (nil when free).
@@ -177,7 +175,7 @@ impl Locker {
     }
 }
 
-/// A lock request: options, then [`Request::acquire`].
+/// A lock request: options, then [`LockRequest::acquire`].
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -194,18 +192,19 @@ impl Locker {
 /// }
 /// # Ok::<(), dlock_client::Error>(())
 /// ```
-pub struct Request<'a> {
+pub struct LockRequest<'a> {
     locker: &'a Locker,
     spec: Spec,
     settings: Settings,
     watchdog: bool,
     on_lost: Option<Box<dyn FnOnce() + Send>>,
+    on_retry: Option<OnRetry>,
     token: Option<String>,
 }
 
-lock_options!(Request);
+lock_options!(LockRequest);
 
-impl Request<'_> {
+impl LockRequest<'_> {
     /// Acquire with this token instead of a fresh random one: to retry an
     /// acquisition whose reply was lost (a same-token `ACQUIRE` is
     /// idempotent), or to use a token that another process will extend or
@@ -220,14 +219,33 @@ impl Request<'_> {
     /// budget stays at the last acknowledged deadline and the renewal is
     /// retried.
     pub fn min_replicas(mut self, n: u32, timeout: Duration) -> Self {
-        self.settings.min_replicas = Some((n, timeout));
+        self.settings.min_replicas = Some((n, clamp(timeout)));
+        self
+    }
+
+    /// The longest run of connection errors this request retries through
+    /// with the same token, waiting or not (default: the locker's, 2 s). A
+    /// longer outage ends the request with [`Error::Unavailable`].
+    pub fn retry_for(mut self, d: Duration) -> Self {
+        self.settings.retry_for = clamp(d);
+        self
+    }
+
+    /// Called before each same-token retry of the acquire, with the
+    /// connection error that is retried: to tell someone what is going on
+    /// while the server is unreachable.
+    pub fn on_retry(mut self, f: impl FnMut(&Error) + Send + 'static) -> Self {
+        self.on_retry = Some(Box::new(f));
         self
     }
 
     /// Acquires: `Ok(Some(guard))` when granted, `Ok(None)` when busy (or
     /// the wait ran out). Connection errors are retried with the same token
-    /// until the wait (or the retry budget) is used up, so a lost reply
-    /// never leaves an orphaned lock.
+    /// (so a lost reply never leaves an orphaned lock) for at most
+    /// [`LockRequest::retry_for`] in a row; the whole call, retries and the
+    /// undo of a possibly granted attempt included, ends by the wait (for
+    /// a request that does not wait, after `retry_for`) plus a reply's
+    /// margin (250 ms), and the `min_replicas` timeout when one is set.
     pub fn acquire(self) -> Result<Option<Guard>> {
         self.spec.validate()?;
         if self.token.as_deref() == Some("") {
@@ -239,7 +257,7 @@ impl Request<'_> {
             token: self.token.unwrap_or_else(new_token),
             settings: self.settings,
         };
-        let Some((fence, valid_until)) = lease.acquire(None)? else {
+        let Some((fence, valid_until)) = lease.acquire(self.on_retry)? else {
             return Ok(None);
         };
         let granted = Granted {
@@ -252,5 +270,42 @@ impl Request<'_> {
             on_lost: self.on_lost,
         };
         Ok(Some(Guard::new(Box::new(lease), granted)))
+    }
+}
+
+impl LockRequest<'_> {
+    /// Acquires with a watchdog, runs `work` with the guard, then releases:
+    /// a lock for the span of a closure (like node-redlock's `using`).
+    /// `Ok(None)`: busy, `work` did not run. `Err(Error::Lost)`: the lease
+    /// was lost while `work` ran (check [`Guard::is_lost`] or
+    /// [`Guard::lost_signal`] inside it to stop early), and its result is
+    /// dropped: it ran without the lock.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// let locker = dlock_client::Locker::new("redis://127.0.0.1:6379/")?;
+    /// let rows = locker
+    ///     .request("report:daily")
+    ///     .ttl(Duration::from_secs(10))
+    ///     .wait(Duration::from_secs(60))
+    ///     .run(|guard| {
+    ///         // write with guard.fence()
+    ///         42
+    ///     })?;
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn run<T>(self, work: impl FnOnce(&Guard) -> T) -> Result<Option<T>> {
+        let Some(guard) = self.watchdog().acquire()? else {
+            return Ok(None);
+        };
+        let out = work(&guard);
+        if guard.is_lost() {
+            drop(guard);
+            return Err(Error::Lost);
+        }
+        match guard.release()? {
+            true => Ok(Some(out)),
+            false => Err(Error::Lost),
+        }
     }
 }

@@ -158,7 +158,7 @@ impl Redlock {
     /// server took. A server slower than this counts as failed for that
     /// round. Starts new connection pools.
     pub fn with_node_timeout(mut self, d: Duration) -> Redlock {
-        self.node_timeout = d.max(Duration::from_millis(1));
+        self.node_timeout = crate::limits::clamp(d).max(Duration::from_millis(1));
         self.nodes = pool(&self.infos, self.node_timeout);
         self
     }
@@ -200,15 +200,10 @@ impl Redlock {
         }
     }
 
-    /// One attempt, no waiting: `Ok(None)` if busy.
+    /// One attempt, no waiting: `Ok(None)` if busy. To wait, renew, or
+    /// hold a shared lock, use [`Redlock::request`].
     pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Option<Guard>> {
         self.request(resource).ttl(ttl).acquire()
-    }
-
-    /// Attempts (each waiting briefly in the servers' queues) until granted
-    /// or `wait` is used up: `Ok(None)` if still busy then.
-    pub fn lock(&self, resource: &str, ttl: Duration, wait: Duration) -> Result<Option<Guard>> {
-        self.request(resource).ttl(ttl).wait(wait).acquire()
     }
 
     /// `DLOCK.INFO resource` on every server, in server order (nil when
@@ -226,7 +221,7 @@ impl Redlock {
 }
 
 /// A Redlock request: options, then [`RedlockRequest::acquire`]. The same
-/// shape as [`crate::Request`].
+/// shape as [`crate::LockRequest`].
 pub struct RedlockRequest<'a> {
     redlock: &'a Redlock,
     spec: Spec,
@@ -257,7 +252,7 @@ impl RedlockRequest<'_> {
         let timeout = self.redlock.node_timeout;
         let spec = Arc::new(self.spec);
         let start = Instant::now();
-        let deadline = spec.wait.map(|w| start + w);
+        let deadline = spec.wait.map(|w| crate::limits::after(start, w));
         let mut tries = 0;
         let missed = loop {
             let token: Arc<str> = new_token().into();

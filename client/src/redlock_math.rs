@@ -20,6 +20,8 @@ pub(crate) fn drift(ttl: Duration) -> Duration {
 /// `sent + ttl - drift`. `None` when that is not after `now` (validity ≤ 0:
 /// the quorum came too late to be of use).
 pub(crate) fn valid_until(sent: Instant, ttl: Duration, now: Instant) -> Option<Instant> {
+    // The servers got whole milliseconds.
+    let ttl = crate::limits::lease(ttl);
     let lasts = ttl.checked_sub(drift(ttl))?;
     let until = sent + lasts;
     (until > now).then_some(until)

@@ -54,9 +54,7 @@ impl Spec {
                 return invalid("a set names the same resource twice");
             }
         }
-        if millis(self.ttl) == 0 {
-            return invalid("ttl must be at least 1 ms");
-        }
+        crate::limits::check_ttl(self.ttl)?;
         if self.limit == Some(0) {
             return invalid("limit must be at least 1");
         }
@@ -117,8 +115,8 @@ impl Spec {
     }
 }
 
-/// The options every request builder takes ([`crate::Request`],
-/// [`crate::RedlockRequest`]), on a type with the fields `spec: Spec`,
+/// The options every request builder takes ([`crate::LockRequest`],
+/// [`crate::RedlockRequest`], `aio::LockRequest`), on a type with the fields `spec: Spec`,
 /// `watchdog: bool` and `on_lost: Option<Box<dyn FnOnce() + Send>>`.
 macro_rules! lock_options {
     ($request:ident) => {
@@ -130,9 +128,10 @@ macro_rules! lock_options {
             }
             /// Wait up to `wait` for the lock, in the servers' FIFO queues
             /// (`WAIT`; Redlock waits briefly per attempt, see
-            /// [`crate::Redlock`]).
+            /// [`crate::Redlock`]). `Duration::MAX` waits for as long as
+            /// the server allows (2^47 ms).
             pub fn wait(mut self, wait: std::time::Duration) -> Self {
-                self.spec.wait = Some(wait);
+                self.spec.wait = Some($crate::limits::clamp(wait));
                 self
             }
             /// A shared hold (readers of a read-write lock).

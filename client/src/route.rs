@@ -65,13 +65,14 @@ impl Topology {
         mut op: impl FnMut(&mut redis::Connection, bool) -> redis::RedisResult<T>,
     ) -> Result<T, Failure> {
         let op_timeout = io_timeout.saturating_add(extra);
-        let on = |node: &Node, op: &mut dyn FnMut(&mut redis::Connection) -> redis::RedisResult<T>| {
-            if live {
-                node.with_live_conn(op_timeout, op)
-            } else {
-                node.with_conn(op_timeout, op)
-            }
-        };
+        let on =
+            |node: &Node, op: &mut dyn FnMut(&mut redis::Connection) -> redis::RedisResult<T>| {
+                if live {
+                    node.with_live_conn(op_timeout, op)
+                } else {
+                    node.with_conn(op_timeout, op)
+                }
+            };
         match self {
             Topology::Single(node) => on(node, &mut |c| op(c, false)),
             Topology::Cluster(map) => {

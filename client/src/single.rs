@@ -4,10 +4,11 @@
 //! [`Locker`](crate::Locker).
 
 use crate::error::{millis, Error, Failure, Result};
-use crate::limits::{after, clamp, lease, LONGEST};
 use crate::guard::{Lease, Renewal};
+use crate::limits::{after, lease, LONGEST};
 use crate::locker::Settings;
 use crate::request::Spec;
+use crate::retry::Outage;
 use crate::route::Topology;
 use redis::Value;
 use std::sync::Arc;
@@ -32,16 +33,22 @@ pub(crate) fn with_asking(
     p
 }
 
-/// Backoff between same-token retries: 20..=200 ms, jittered.
-pub(crate) fn backoff(attempt: u32) -> Duration {
-    let base = 20u64 << attempt.min(3);
-    let jitter = uuid::Uuid::new_v4().as_u128() as u64 % base;
-    Duration::from_millis((base + jitter).min(200))
-}
-
 /// The time a reply may take beyond the call's own deadline: the answer
 /// to the last attempt, sent at the deadline, is on its way back.
 const REPLY_MARGIN: Duration = Duration::from_millis(250);
+
+/// The longest one acquire may take, from `start`: its `wait`, or for a
+/// request that does not wait, `retry_for`.
+pub(crate) fn call_deadline(
+    start: Instant,
+    wait: Option<Duration>,
+    retry_for: Duration,
+) -> Instant {
+    match wait.filter(|w| millis(*w) > 0) {
+        Some(w) => after(start, w),
+        None => after(start, retry_for),
+    }
+}
 
 /// Called before each same-token retry of an acquire, with what failed.
 pub(crate) type OnRetry = Box<dyn FnMut(&Error) + Send>;
@@ -55,38 +62,11 @@ pub(crate) struct SingleLease {
     pub settings: Settings,
 }
 
-/// A run of connection failures, and how long it may last.
-struct Outage {
-    since: Option<Instant>,
-    attempt: u32,
-}
-
-impl Outage {
-    fn new() -> Outage {
-        Outage {
-            since: None,
-            attempt: 0,
-        }
-    }
-
-    /// The pause before the next try, or None if the outage has lasted
-    /// `retry_for` or the pause would end past `deadline`.
-    fn next_pause(&mut self, retry_for: Duration, deadline: Instant) -> Option<Duration> {
-        let now = Instant::now();
-        let since = *self.since.get_or_insert(now);
-        let pause = backoff(self.attempt);
-        self.attempt += 1;
-        let resume = now + pause;
-        (resume < deadline && resume < after(since, retry_for)).then_some(pause)
-    }
-}
-
 impl SingleLease {
-    /// The longest one call may take: the wait (if any) or `retry_for`,
-    /// whichever is longer, from `start`.
+    /// The longest one call may take, from `start`: the wait, or for a
+    /// request that does not wait, `retry_for`.
     fn call_deadline(&self, start: Instant) -> Instant {
-        let wait = self.spec.wait.map_or(Duration::ZERO, clamp);
-        after(start, wait.max(self.settings.retry_for))
+        call_deadline(start, self.spec.wait, self.settings.retry_for)
     }
 
     /// The io timeout, beyond the server-side `waiting`, of a command sent
@@ -202,11 +182,17 @@ impl SingleLease {
 
     /// Best-effort release of a grant the caller will not get (too few
     /// replicas, or given up after a possibly granted attempt), within the
-    /// call's deadline: a grant left behind ends with its ttl.
+    /// call's deadline and a reply's margin from now: a grant left behind
+    /// ends with its ttl.
     fn abandon(&self, deadline: Instant) {
+        let deadline = deadline.min(Instant::now() + REPLY_MARGIN);
         let cmd = self.spec.release_cmd(&self.token);
         let _ = self.retrying(deadline, || {
-            self.call_plain(&cmd, self.io_until(deadline, Duration::ZERO), Duration::ZERO)
+            self.call_plain(
+                &cmd,
+                self.io_until(deadline, Duration::ZERO),
+                Duration::ZERO,
+            )
         });
     }
 
@@ -263,10 +249,12 @@ impl SingleLease {
         let mut first_run: Option<Instant> = None;
         let reply = self.retrying(deadline, || {
             let mut sent = None;
-            let r = self.topology.run_live(self.spec.route_key(), io, |c, asking| {
-                sent = Some(Instant::now());
-                with_asking(asking, &cmd, None).query::<Vec<Value>>(c)
-            });
+            let r = self
+                .topology
+                .run_live(self.spec.route_key(), io, |c, asking| {
+                    sent = Some(Instant::now());
+                    with_asking(asking, &cmd, None).query::<Vec<Value>>(c)
+                });
             if r.is_err() && first_run.is_none() {
                 first_run = sent;
             }

@@ -1,7 +1,8 @@
-//! The async API on tokio (feature `tokio`): [`Locker`] and [`Guard`] with
-//! the same rules as the blocking API (same-token retries, a lease budget
-//! counted from send times, a refresh after a `WAIT` grant, `min_replicas`,
-//! an opt-in watchdog), on one server.
+//! The async API on tokio (feature `tokio`): [`Locker`], [`LockRequest`]
+//! and [`Guard`] with the same rules as the blocking API (same-token
+//! retries, a lease budget counted from send times, a refresh after a
+//! `WAIT` grant, `min_replicas`, an opt-in watchdog, a loss signal that
+//! follows every change of deadline), on one server.
 //!
 //! Release with `guard.release().await`. Dropping a guard instead does a
 //! best-effort release on a spawned task (when dropped inside a tokio
@@ -12,7 +13,13 @@
 //! # async fn demo() -> dlock_client::Result<()> {
 //! use std::time::Duration;
 //! let locker = dlock_client::aio::Locker::new("redis://127.0.0.1:6379/")?;
-//! if let Some(guard) = locker.lock("orders:42", Duration::from_secs(30), Duration::from_secs(5)).await? {
+//! let guard = locker
+//!     .request("orders:42")
+//!     .ttl(Duration::from_secs(30))
+//!     .wait(Duration::from_secs(5))
+//!     .acquire()
+//!     .await?;
+//! if let Some(guard) = guard {
 //!     println!("fence {}", guard.fence());
 //!     guard.release().await?;
 //! }
@@ -20,8 +27,9 @@
 //! ```
 
 use crate::error::{millis, Error, Failure, Result};
-use crate::request::{new_token, Spec};
-use crate::single::backoff;
+use crate::limits::{after, clamp, lease};
+use crate::request::{lock_options, new_token, Spec};
+use crate::retry::Outage;
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 use std::sync::Arc;
@@ -29,6 +37,9 @@ use std::time::{Duration, Instant};
 
 mod guard;
 pub use guard::Guard;
+
+/// The time a reply may take beyond the call's own deadline.
+const REPLY_MARGIN: Duration = Duration::from_millis(250);
 
 /// Takes locks on one server. Cheap to clone.
 #[derive(Clone)]
@@ -45,6 +56,7 @@ struct Inner {
     io_timeout: Duration,
     retry_for: Duration,
     min_replicas: Option<(u32, Duration)>,
+    watchdog: bool,
 }
 
 impl Locker {
@@ -61,126 +73,128 @@ impl Locker {
                 io_timeout: Duration::from_secs(2),
                 retry_for: Duration::from_secs(2),
                 min_replicas: None,
+                watchdog: false,
             }),
         }
     }
 
-    /// Every grant and renewal must reach `n` replicas within `timeout`
-    /// (a new locker: clones made before keep their setting).
-    pub fn with_min_replicas(self, n: u32, timeout: Duration) -> Locker {
-        let inner = &self.inner;
+    /// A new locker with `change` made to the settings (clones made before
+    /// keep theirs).
+    fn with(self, change: impl FnOnce(&mut Inner)) -> Locker {
+        let i = &self.inner;
+        let mut inner = Inner {
+            client: i.client.clone(),
+            shared: tokio::sync::Mutex::new(None),
+            io_timeout: i.io_timeout,
+            retry_for: i.retry_for,
+            min_replicas: i.min_replicas,
+            watchdog: i.watchdog,
+        };
+        change(&mut inner);
         Locker {
-            inner: Arc::new(Inner {
-                client: inner.client.clone(),
-                shared: tokio::sync::Mutex::new(None),
-                io_timeout: inner.io_timeout,
-                retry_for: inner.retry_for,
-                min_replicas: Some((n, timeout)),
-            }),
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Every grant and renewal must reach `n` replicas within `timeout`.
+    pub fn with_min_replicas(self, n: u32, timeout: Duration) -> Locker {
+        self.with(|i| i.min_replicas = Some((n, clamp(timeout))))
+    }
+
+    /// The longest wait for one reply, beyond a blocking acquire's own
+    /// wait (default 2 s).
+    pub fn with_io_timeout(self, d: Duration) -> Locker {
+        self.with(|i| i.io_timeout = clamp(d))
+    }
+
+    /// The longest run of connection errors a request retries through with
+    /// the same token (default 2 s).
+    pub fn with_retry_for(self, d: Duration) -> Locker {
+        self.with(|i| i.retry_for = clamp(d))
+    }
+
+    /// Renew every guard in the background (see [`LockRequest::watchdog`]).
+    pub fn with_watchdog(self, on: bool) -> Locker {
+        self.with(|i| i.watchdog = on)
+    }
+
+    /// A request for one resource, to set options on and then
+    /// [`acquire`](LockRequest::acquire).
+    pub fn request(&self, resource: impl Into<String>) -> LockRequest<'_> {
+        LockRequest {
+            locker: self,
+            spec: Spec::new(vec![resource.into()]),
+            watchdog: self.inner.watchdog,
+            on_lost: None,
         }
     }
 
     /// One attempt, no waiting: `Ok(None)` if busy.
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Option<Guard>> {
-        self.acquire(resource, ttl, None, false).await
+        self.request(resource).ttl(ttl).acquire().await
     }
 
-    /// Waits up to `wait` in the server's queue.
-    pub async fn lock(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Option<Guard>> {
-        self.acquire(resource, ttl, Some(wait), false).await
+    /// A connection for one command: the shared one, or a new one when
+    /// `dedicated` (a command that blocks its connection).
+    async fn conn(&self, dedicated: bool) -> redis::RedisResult<MultiplexedConnection> {
+        let inner = &self.inner;
+        if dedicated {
+            return inner.client.get_multiplexed_async_connection().await;
+        }
+        let mut slot = inner.shared.lock().await;
+        match slot.as_ref() {
+            Some(c) => Ok(c.clone()),
+            None => {
+                let c = inner.client.get_multiplexed_async_connection().await?;
+                *slot = Some(c.clone());
+                Ok(c)
+            }
+        }
     }
 
-    /// Like [`Locker::lock`] (`wait` None: no waiting), with a watchdog
-    /// task renewing at ttl/3 until release; see [`Guard::lost`].
-    pub async fn lock_with_watchdog(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        wait: Option<Duration>,
-    ) -> Result<Option<Guard>> {
-        self.acquire(resource, ttl, wait, true).await
+    /// A failure on the shared connection: a broken one is not used again.
+    async fn failed(&self, f: Failure, dedicated: bool) -> Failure {
+        if matches!(f, Failure::Retry(_)) && !dedicated {
+            *self.inner.shared.lock().await = None;
+        }
+        f
     }
 
-    async fn acquire(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        wait: Option<Duration>,
-        watchdog: bool,
-    ) -> Result<Option<Guard>> {
-        let mut spec = Spec::new(vec![resource.to_string()]);
-        spec.ttl = ttl;
-        spec.wait = wait;
-        spec.validate()?;
-        let lease = Arc::new(AsyncLease {
-            locker: self.clone(),
-            spec,
-            token: new_token(),
-            renewing: tokio::sync::Mutex::new(()),
-        });
-        let Some((fence, valid_until)) = lease.acquire().await? else {
-            return Ok(None);
-        };
-        Ok(Some(Guard::new(lease, fence, valid_until, watchdog)))
-    }
-
-    /// Runs `cmd` (+ `WAIT n`) on the shared connection, or on a new one
-    /// when `dedicated` (a blocking acquire).
+    /// Runs `cmd` (+ `WAIT n` when `durable` and asked for) on the shared
+    /// connection, or on a new one when `dedicated` (a blocking acquire),
+    /// its reply due within `io + extra`.
     async fn call(
         &self,
         cmd: &redis::Cmd,
         durable: bool,
         dedicated: bool,
+        io: Duration,
         extra: Duration,
     ) -> std::result::Result<(Value, Option<i64>), Failure> {
-        let inner = &self.inner;
-        let durability = inner.min_replicas.filter(|_| durable);
+        let durability = self.inner.min_replicas.filter(|_| durable);
         let mut p = redis::pipe();
         p.add_command(cmd.clone());
         if let Some((n, t)) = durability {
             // `WAIT n 0` blocks forever: a timeout under 1 ms waits 1 ms.
             p.cmd("WAIT").arg(n).arg(millis(t).max(1));
         }
-        let limit = inner.io_timeout + extra + durability.map_or(Duration::ZERO, |d| d.1);
+        let limit = io
+            .saturating_add(extra)
+            .saturating_add(durability.map_or(Duration::ZERO, |d| d.1));
         // `WAIT n timeout` blocks its connection like a waiting acquire:
         // never on the shared one, where every other command would queue
         // behind it.
         let dedicated = dedicated || durability.is_some();
         let run = async {
-            let mut conn = if dedicated {
-                inner.client.get_multiplexed_async_connection().await?
-            } else {
-                let mut slot = inner.shared.lock().await;
-                match slot.as_ref() {
-                    Some(c) => c.clone(),
-                    None => {
-                        let c = inner.client.get_multiplexed_async_connection().await?;
-                        *slot = Some(c.clone());
-                        c
-                    }
-                }
-            };
+            let mut conn = self.conn(dedicated).await?;
             p.query_async::<Vec<Value>>(&mut conn).await
         };
         let replies = match tokio::time::timeout(limit, run).await {
             Ok(Ok(v)) => v,
-            Ok(Err(e)) => {
-                let f = Failure::from(e);
-                if matches!(f, Failure::Retry(_)) && !dedicated {
-                    *inner.shared.lock().await = None;
-                }
-                return Err(f);
-            }
+            Ok(Err(e)) => return Err(self.failed(Failure::from(e), dedicated).await),
             Err(_) => {
-                if !dedicated {
-                    *inner.shared.lock().await = None;
-                }
-                return Err(Failure::Retry(Error::Unavailable("timed out".into())));
+                let f = Failure::Retry(Error::Unavailable("timed out".into()));
+                return Err(self.failed(f, dedicated).await);
             }
         };
         let mut replies = replies.into_iter();
@@ -190,6 +204,69 @@ impl Locker {
             _ => 0,
         });
         Ok((first, acked))
+    }
+
+    /// `cmd` on the shared connection after a `PING` on it answered: when
+    /// `cmd` fails, `*sent` tells whether it may have reached the server
+    /// (see the blocking API's `Node::with_live_conn`).
+    async fn call_live(
+        &self,
+        cmd: &redis::Cmd,
+        sent: &mut Option<Instant>,
+    ) -> std::result::Result<Value, Failure> {
+        let io = self.inner.io_timeout;
+        let run = async {
+            let mut conn = self.conn(false).await?;
+            redis::cmd("PING").query_async::<Value>(&mut conn).await?;
+            *sent = Some(Instant::now());
+            cmd.query_async::<Value>(&mut conn).await
+        };
+        match tokio::time::timeout(io.saturating_mul(2), run).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.failed(Failure::from(e), false).await),
+            Err(_) => {
+                let f = Failure::Retry(Error::Unavailable("timed out".into()));
+                Err(self.failed(f, false).await)
+            }
+        }
+    }
+}
+
+/// An async lock request: options, then [`LockRequest::acquire`]. The
+/// same options as the blocking [`crate::LockRequest`].
+pub struct LockRequest<'a> {
+    locker: &'a Locker,
+    spec: Spec,
+    watchdog: bool,
+    on_lost: Option<Box<dyn FnOnce() + Send>>,
+}
+
+lock_options!(LockRequest);
+
+impl LockRequest<'_> {
+    /// Acquires: `Ok(Some(guard))` when granted, `Ok(None)` when busy (or
+    /// the wait ran out). Connection errors are retried with the same token
+    /// for at most `retry_for` in a row, and the whole call ends by the
+    /// wait (for a request that does not wait, after `retry_for`) plus a
+    /// reply's margin.
+    pub async fn acquire(self) -> Result<Option<Guard>> {
+        self.spec.validate()?;
+        let lease = Arc::new(AsyncLease {
+            locker: self.locker.clone(),
+            spec: self.spec,
+            token: new_token(),
+            renewing: tokio::sync::Mutex::new(()),
+        });
+        let Some((fence, valid_until)) = lease.acquire().await? else {
+            return Ok(None);
+        };
+        Ok(Some(Guard::new(
+            lease,
+            fence,
+            valid_until,
+            self.watchdog,
+            self.on_lost,
+        )))
     }
 }
 
@@ -211,14 +288,22 @@ impl AsyncLease {
         }
     }
 
+    fn io_until(&self, deadline: Instant, waiting: Duration) -> Duration {
+        let left = deadline.saturating_duration_since(Instant::now()) + REPLY_MARGIN;
+        self.locker
+            .inner
+            .io_timeout
+            .min(left.saturating_sub(waiting))
+            .max(Duration::from_millis(1))
+    }
+
     async fn acquire(&self) -> Result<Option<(u64, Instant)>> {
         let start = Instant::now();
-        let wait_deadline = self.spec.wait.map(|w| start + w);
-        let retry_deadline = wait_deadline
-            .unwrap_or(start)
-            .max(start + self.locker.inner.retry_for);
+        let wait_deadline = self.spec.wait.map(|w| after(start, w));
+        let retry_for = self.locker.inner.retry_for;
+        let deadline = crate::single::call_deadline(start, self.spec.wait, retry_for);
         let mut maybe_granted = false;
-        let mut attempt = 0;
+        let mut outage = Outage::new();
         let (fence, sent, waited) = loop {
             let sent = Instant::now();
             // WAIT 0 would wait forever: a wait used up is a plain try.
@@ -227,48 +312,66 @@ impl AsyncLease {
                 .filter(|&w| w > 0);
             let cmd = self.spec.acquire_cmd(&self.token, wait_ms);
             let extra = Duration::from_millis(wait_ms.unwrap_or(0));
-            match self
-                .locker
-                .call(&cmd, wait_ms.is_none(), wait_ms.is_some(), extra)
-                .await
-            {
+            let io = self.io_until(deadline, extra);
+            let waiting = wait_ms.is_some();
+            match self.locker.call(&cmd, !waiting, waiting, io, extra).await {
                 Ok((Value::Int(fence), acked)) => {
                     if let Some(e) = self.too_few(acked) {
-                        let _ = self.release_cmd().await;
+                        self.abandon(deadline).await;
                         return Err(e);
                     }
-                    break (fence as u64, sent, wait_ms.is_some());
+                    break (fence as u64, sent, waiting);
                 }
                 Ok((Value::Nil, _)) => return Ok(None),
                 Ok((other, _)) => return Err(Error::Server(format!("unexpected reply {other:?}"))),
                 Err(Failure::Retry(e)) => {
                     maybe_granted = true;
-                    let pause = backoff(attempt);
-                    attempt += 1;
-                    if Instant::now() + pause >= retry_deadline {
-                        let _ = self.release_cmd().await;
+                    let Some(pause) = outage.next_pause(retry_for, deadline) else {
+                        self.abandon(deadline).await;
                         return Err(e);
-                    }
+                    };
                     tokio::time::sleep(pause).await;
                 }
                 Err(f) => {
                     if maybe_granted {
-                        let _ = self.release_cmd().await;
+                        self.abandon(deadline).await;
                     }
                     return Err(f.into_error());
                 }
             }
         };
         if !waited {
-            return Ok(Some((fence, sent + self.spec.ttl)));
+            return Ok(Some((fence, sent + lease(self.spec.ttl))));
         }
         // A grant handed over while waiting: refresh, count from its send.
         match self.extend(self.spec.ttl).await {
             Ok(Some(until)) => Ok(Some((fence, until))),
             Ok(None) => Err(Error::Lost),
             Err(e) => {
-                let _ = self.release_cmd().await;
+                self.abandon(deadline).await;
                 Err(e)
+            }
+        }
+    }
+
+    /// Best-effort release of a grant the caller will not get, within the
+    /// call's deadline.
+    async fn abandon(&self, deadline: Instant) {
+        let deadline = deadline.min(Instant::now() + REPLY_MARGIN);
+        let cmd = self.spec.release_cmd(&self.token);
+        let mut outage = Outage::new();
+        loop {
+            let io = self.io_until(deadline, Duration::ZERO);
+            match self
+                .locker
+                .call(&cmd, false, false, io, Duration::ZERO)
+                .await
+            {
+                Err(Failure::Retry(_)) => match outage.next_pause(Duration::MAX, deadline) {
+                    Some(pause) => tokio::time::sleep(pause).await,
+                    None => return,
+                },
+                _ => return,
             }
         }
     }
@@ -276,48 +379,54 @@ impl AsyncLease {
     /// `Some(valid_until)` when extended, `None` when answered 0.
     async fn extend(&self, ttl: Duration) -> Result<Option<Instant>> {
         let cmd = self.spec.extend_cmd(&self.token, ttl);
-        let deadline = Instant::now() + self.locker.inner.retry_for;
-        let mut attempt = 0;
+        let io = self.locker.inner.io_timeout;
+        let deadline = after(Instant::now(), self.locker.inner.retry_for);
+        let mut outage = Outage::new();
         loop {
             let sent = Instant::now();
-            match self.locker.call(&cmd, true, false, Duration::ZERO).await {
+            match self
+                .locker
+                .call(&cmd, true, false, io, Duration::ZERO)
+                .await
+            {
                 Ok((Value::Int(1), acked)) => {
                     return match self.too_few(acked) {
                         Some(e) => Err(e),
-                        None => Ok(Some(sent + ttl)),
+                        None => Ok(Some(sent + lease(ttl))),
                     }
                 }
                 Ok((Value::Int(0), _)) => return Ok(None),
                 Ok((other, _)) => return Err(Error::Server(format!("unexpected reply {other:?}"))),
-                Err(Failure::Retry(e)) => {
-                    let pause = backoff(attempt);
-                    attempt += 1;
-                    if Instant::now() + pause >= deadline {
-                        return Err(e);
-                    }
-                    tokio::time::sleep(pause).await;
-                }
+                Err(Failure::Retry(e)) => match outage.next_pause(Duration::MAX, deadline) {
+                    Some(pause) => tokio::time::sleep(pause).await,
+                    None => return Err(e),
+                },
                 Err(f) => return Err(f.into_error()),
             }
         }
     }
 
-    /// `RELEASE` with retries; `(answer, whether an attempt was retried)`.
-    async fn release_cmd(&self) -> Result<(bool, bool)> {
+    /// `RELEASE` with retries for `retry_for`: true if released. A retry
+    /// answered 0 means an earlier attempt released it only if that
+    /// attempt may have run (sent after its connection answered a `PING`)
+    /// while the lease surely lasted (`valid_until`).
+    async fn release(&self, valid_until: Instant) -> Result<bool> {
         let cmd = self.spec.release_cmd(&self.token);
-        let deadline = Instant::now() + self.locker.inner.retry_for;
-        let mut attempt = 0;
+        let deadline = after(Instant::now(), self.locker.inner.retry_for);
+        let mut outage = Outage::new();
+        let mut first_run: Option<Instant> = None;
         loop {
-            match self.locker.call(&cmd, false, false, Duration::ZERO).await {
-                Ok((Value::Int(n), _)) => return Ok((n == 1, attempt > 0)),
-                Ok((other, _)) => return Err(Error::Server(format!("unexpected reply {other:?}"))),
+            let mut sent = None;
+            match self.locker.call_live(&cmd, &mut sent).await {
+                Ok(Value::Int(1)) => return Ok(true),
+                Ok(Value::Int(_)) => return Ok(first_run.is_some_and(|t| t < valid_until)),
+                Ok(other) => return Err(Error::Server(format!("unexpected reply {other:?}"))),
                 Err(Failure::Retry(e)) => {
-                    let pause = backoff(attempt);
-                    attempt += 1;
-                    if Instant::now() + pause >= deadline {
-                        return Err(e);
+                    first_run = first_run.or(sent);
+                    match outage.next_pause(Duration::MAX, deadline) {
+                        Some(pause) => tokio::time::sleep(pause).await,
+                        None => return Err(e),
                     }
-                    tokio::time::sleep(pause).await;
                 }
                 Err(f) => return Err(f.into_error()),
             }

@@ -48,7 +48,13 @@ fn a_waiting_lock_is_handed_over_and_does_not_block_other_commands() {
         let first = locker.try_lock("res", 30 * SEC).await.unwrap().unwrap();
         let other = locker.try_lock("other", 30 * SEC).await.unwrap().unwrap();
         let l2 = locker.clone();
-        let waiter = tokio::spawn(async move { l2.lock("res", 5 * SEC, 10 * SEC).await });
+        let waiter = tokio::spawn(async move {
+            l2.request("res")
+                .ttl(5 * SEC)
+                .wait(10 * SEC)
+                .acquire()
+                .await
+        });
         while common::waiters(&mut c, "res") != 1 {
             tokio::time::sleep(ms(20)).await;
         }
@@ -78,7 +84,10 @@ fn the_watchdog_renews_and_signals_loss() {
     runtime().block_on(async {
         let locker = Locker::new(&server.url()).unwrap();
         let g = locker
-            .lock_with_watchdog("res", ms(600), None)
+            .request("res")
+            .ttl(ms(600))
+            .watchdog()
+            .acquire()
             .await
             .unwrap()
             .unwrap();
@@ -173,4 +182,67 @@ fn min_replicas_set_after_cloning_is_not_lost() {
             "the unconfirmed grant was released"
         );
     });
+}
+
+/// Without a watchdog, `lost()` resolves and `on_lost` runs when the
+/// budget runs out; after a shortened `extend`, the watchdog renews on the
+/// new schedule.
+#[test]
+fn loss_and_renewal_follow_the_deadline() {
+    let server = Server::start();
+    let mut c = server.conn();
+    runtime().block_on(async {
+        let locker = Locker::new(&server.url()).unwrap();
+        let called = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = called.clone();
+        let g = locker
+            .request("plain")
+            .ttl(ms(500))
+            .on_lost(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))
+            .acquire()
+            .await
+            .unwrap()
+            .unwrap();
+        let t = Instant::now();
+        tokio::time::timeout(5 * SEC, g.lost())
+            .await
+            .expect("lost when the budget ran out");
+        assert!(t.elapsed() < ms(500 + 700), "{:?}", t.elapsed());
+        // The task marks it lost too; give it a moment to run the callback.
+        tokio::time::sleep(ms(100)).await;
+        assert!(called.load(std::sync::atomic::Ordering::SeqCst));
+
+        let w = locker
+            .request("dog")
+            .ttl(30 * SEC)
+            .watchdog()
+            .acquire()
+            .await
+            .unwrap()
+            .unwrap();
+        tokio::time::sleep(ms(200)).await;
+        assert!(w.extend(ms(900)).await.unwrap());
+        tokio::time::sleep(ms(2700)).await;
+        assert_eq!(
+            holder(&mut c, "dog"),
+            Some((w.token().to_string(), w.fence())),
+            "renewed on the 900 ms schedule"
+        );
+        assert!(w.release().await.unwrap());
+    });
+}
+
+/// A restart without persistence loses the lock: release says so.
+#[test]
+fn a_release_after_a_server_restart_reports_the_loss() {
+    let mut server = Server::start();
+    let rt = runtime();
+    let locker = Locker::new(&server.url()).unwrap();
+    let g = rt
+        .block_on(locker.try_lock("res", 30 * SEC))
+        .unwrap()
+        .unwrap();
+    let mut c = server.crash_and_restart();
+    assert_eq!(holder(&mut c, "res"), None);
+    assert!(!rt.block_on(g.release()).unwrap());
 }

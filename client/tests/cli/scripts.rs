@@ -108,8 +108,14 @@ fn status_shows_holds_fences_ttls_and_waiters() {
     let g = locker.try_lock("res", 30 * SEC).unwrap().unwrap();
     // A waiter, queued on the server.
     let l2 = locker.clone();
-    let waiter =
-        std::thread::spawn(move || l2.lock("res", SEC, 20 * SEC).unwrap().map(|g| g.fence()));
+    let waiter = std::thread::spawn(move || {
+        l2.request("res")
+            .ttl(SEC)
+            .wait(20 * SEC)
+            .acquire()
+            .unwrap()
+            .map(|g| g.fence())
+    });
     let mut c = server.conn();
     crate::wait_until(20 * SEC, "the waiter queued", || {
         crate::common::waiters(&mut c, "res") == 1

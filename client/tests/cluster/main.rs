@@ -120,7 +120,13 @@ fn min_replicas_and_waiting_on_the_slots_master() {
 
     // A waiting acquire queues on the master and is granted by the release.
     let l2 = locker.clone();
-    let waiter = std::thread::spawn(move || l2.lock("res", 30 * SEC, 20 * SEC).unwrap());
+    let waiter = std::thread::spawn(move || {
+        l2.request("res")
+            .ttl(30 * SEC)
+            .wait(20 * SEC)
+            .acquire()
+            .unwrap()
+    });
     let mut m = cluster.node(owner).conn();
     common::server::wait_until(10 * SEC, "the waiter queued", || {
         common::waiters(&mut m, "res") == 1
@@ -158,7 +164,7 @@ fn a_paused_slot_master_costs_a_waiting_acquire_about_its_wait_not_twice() {
         .unwrap());
     cluster.node(master).stop();
     let t = std::time::Instant::now();
-    let r = locker.lock(&res, 10 * SEC, ms(1500));
+    let r = locker.request(&res).ttl(10 * SEC).wait(ms(1500)).acquire();
     let took = t.elapsed();
     cluster.node(master).cont();
     assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");

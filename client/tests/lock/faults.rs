@@ -131,7 +131,8 @@ fn a_waiting_acquire_does_not_delay_another_guards_renewal() {
     let _busy = other.try_lock("b", 30 * SEC).unwrap().unwrap();
     let a = locker.try_lock("a", 30 * SEC).unwrap().unwrap();
     let l2 = locker.clone();
-    let waiter = std::thread::spawn(move || l2.lock("b", SEC, 4 * SEC).unwrap());
+    let waiter =
+        std::thread::spawn(move || l2.request("b").ttl(SEC).wait(4 * SEC).acquire().unwrap());
     let mut c = server.conn();
     crate::common::server::wait_until(10 * SEC, "the waiter queued", || {
         crate::common::waiters(&mut c, "b") == 1

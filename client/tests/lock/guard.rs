@@ -77,7 +77,10 @@ fn lock_waits_in_the_servers_queue_and_refreshes_its_budget() {
     let l2 = locker.clone();
     let waiter = std::thread::spawn(move || {
         let g = l2
-            .lock("res", 5 * SEC, 10 * SEC)
+            .request("res")
+            .ttl(5 * SEC)
+            .wait(10 * SEC)
+            .acquire()
             .unwrap()
             .expect("granted by handoff");
         (g.fence(), g.valid_until(), Instant::now(), g)
@@ -103,7 +106,13 @@ fn lock_gives_up_when_the_wait_runs_out() {
     let locker = Locker::new(&server.url()).unwrap();
     let _held = locker.try_lock("res", 30 * SEC).unwrap().unwrap();
     let t = Instant::now();
-    assert!(locker.lock("res", SEC, ms(300)).unwrap().is_none());
+    assert!(locker
+        .request("res")
+        .ttl(SEC)
+        .wait(ms(300))
+        .acquire()
+        .unwrap()
+        .is_none());
     let took = t.elapsed();
     assert!(took >= ms(290) && took < 5 * SEC, "{took:?}");
 }
@@ -163,9 +172,18 @@ fn a_zero_wait_is_a_plain_try_never_a_wait_forever() {
     let _held = locker.try_lock("res", 30 * SEC).unwrap().unwrap();
     let t = Instant::now();
     // The server's WAIT 0 waits forever; the client must not send it.
-    assert!(locker.lock("res", SEC, Duration::ZERO).unwrap().is_none());
     assert!(locker
-        .lock("res", SEC, Duration::from_micros(300))
+        .request("res")
+        .ttl(SEC)
+        .wait(Duration::ZERO)
+        .acquire()
+        .unwrap()
+        .is_none());
+    assert!(locker
+        .request("res")
+        .ttl(SEC)
+        .wait(Duration::from_micros(300))
+        .acquire()
         .unwrap()
         .is_none());
     assert!(t.elapsed() < 2 * SEC, "{:?}", t.elapsed());

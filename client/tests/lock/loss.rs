@@ -114,7 +114,11 @@ fn the_loss_of_a_shortened_lease_is_signalled_on_its_new_schedule() {
     let deleted = Instant::now();
     lost.recv_timeout(4 * SEC)
         .expect("loss signalled within the new ttl");
-    assert!(deleted.elapsed() < ms(1500) + ms(700), "{:?}", deleted.elapsed());
+    assert!(
+        deleted.elapsed() < ms(1500) + ms(700),
+        "{:?}",
+        deleted.elapsed()
+    );
     assert!(g.is_lost());
 }
 

@@ -7,6 +7,7 @@ mod common;
 #[path = "../../../tests/proxy/mod.rs"]
 mod proxy;
 
+mod api;
 mod faults;
 mod guard;
 mod loss;

@@ -29,7 +29,7 @@ fn two_clients_never_hold_a_quorum_at_the_same_time() {
                     let r = if n.is_multiple_of(3) {
                         rl.try_lock("res", SEC)
                     } else {
-                        rl.lock("res", SEC, ms(300))
+                        rl.request("res").ttl(SEC).wait(ms(300)).acquire()
                     };
                     let Some(g) = r.unwrap() else { continue };
                     let got = Instant::now();
@@ -80,7 +80,13 @@ fn three_clients_waiting_on_three_nodes_all_make_progress() {
                         Instant::now() < deadline,
                         "client {id}: only {got} grants in 60 s"
                     );
-                    if let Some(g) = rl.lock("res", 2 * SEC, 5 * SEC).unwrap() {
+                    if let Some(g) = rl
+                        .request("res")
+                        .ttl(2 * SEC)
+                        .wait(5 * SEC)
+                        .acquire()
+                        .unwrap()
+                    {
                         got += 1;
                         thread::sleep(ms(10));
                         assert!(g.release().unwrap());

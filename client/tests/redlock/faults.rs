@@ -57,7 +57,12 @@ fn two_dead_nodes_still_grant_and_three_fail_at_once() {
 
     // With a wait: attempts until it is used up, then the same error.
     let t = Instant::now();
-    let e = rl.lock("res", 2 * SEC, ms(600)).unwrap_err();
+    let e = rl
+        .request("res")
+        .ttl(2 * SEC)
+        .wait(ms(600))
+        .acquire()
+        .unwrap_err();
     let took = t.elapsed();
     assert!(matches!(e, Error::NoQuorum { .. }), "{e}");
     assert!(
@@ -156,7 +161,7 @@ fn a_grant_that_arrives_after_the_decision_is_released_on_its_connection() {
     // wait (3 s here), but the attempt is decided one node timeout after
     // the quorum granted.
     let t = Instant::now();
-    let r = rl.lock("res", 30 * SEC, 10 * SEC);
+    let r = rl.request("res").ttl(30 * SEC).wait(10 * SEC).acquire();
     let took = t.elapsed();
     servers[4].cont();
     let g = r.unwrap().expect("4 of 5 grant");

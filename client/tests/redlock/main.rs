@@ -100,7 +100,12 @@ fn lock_waits_in_the_servers_queues_and_is_handed_the_lock() {
     let rl = redlock(&servers);
     let waiter = std::thread::spawn(move || {
         let start = Instant::now();
-        let g = rl.lock("res", 5 * SEC, 20 * SEC).unwrap();
+        let g = rl
+            .request("res")
+            .ttl(5 * SEC)
+            .wait(20 * SEC)
+            .acquire()
+            .unwrap();
         (start, Instant::now(), g)
     });
     std::thread::sleep(ms(700));
@@ -131,7 +136,13 @@ fn lock_gives_up_with_none_when_the_wait_is_used_up() {
     let _held = rl.try_lock("res", 30 * SEC).unwrap().unwrap();
     let other = redlock(&servers).with_node_timeout(ms(200));
     let t = Instant::now();
-    assert!(other.lock("res", 2 * SEC, ms(800)).unwrap().is_none());
+    assert!(other
+        .request("res")
+        .ttl(2 * SEC)
+        .wait(ms(800))
+        .acquire()
+        .unwrap()
+        .is_none());
     let took = t.elapsed();
     // The wait, plus at most one node timeout for the last attempt.
     assert!(
