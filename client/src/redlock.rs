@@ -197,6 +197,7 @@ impl Redlock {
             spec: Spec::new(resources.into_iter().map(Into::into).collect()),
             watchdog: self.watchdog,
             on_lost: None,
+            retry_for: Duration::from_secs(2),
         }
     }
 
@@ -227,11 +228,20 @@ pub struct RedlockRequest<'a> {
     spec: Spec,
     watchdog: bool,
     on_lost: Option<Box<dyn FnOnce() + Send>>,
+    retry_for: Duration,
 }
 
 lock_options!(RedlockRequest);
 
 impl RedlockRequest<'_> {
+    /// The longest a waiting request goes on while every attempt misses its
+    /// quorum because servers are unreachable (default 2 s): then it ends
+    /// with [`Error::NoQuorum`] instead of waiting on.
+    pub fn retry_for(mut self, d: Duration) -> Self {
+        self.retry_for = crate::limits::clamp(d);
+        self
+    }
+
     /// Acquires: `Ok(Some(guard))` when a quorum granted in time,
     /// `Ok(None)` when busy (after the wait, if any). Errors:
     /// [`Error::Invalid`] (nothing sent), [`Error::NoQuorum`] when too
@@ -254,6 +264,7 @@ impl RedlockRequest<'_> {
         let start = Instant::now();
         let deadline = spec.wait.map(|w| crate::limits::after(start, w));
         let mut tries = 0;
+        let mut unreachable_since: Option<Instant> = None;
         let missed = loop {
             let token: Arc<str> = new_token().into();
             let wait = deadline.map(|d| {
@@ -284,6 +295,14 @@ impl RedlockRequest<'_> {
             let Some(deadline) = deadline else {
                 break missed;
             };
+            if missed.tally.miss() == Miss::Unreachable {
+                let since = *unreachable_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= self.retry_for {
+                    break missed;
+                }
+            } else {
+                unreachable_since = None;
+            }
             // A pause, then a new attempt; the last one, at the deadline,
             // does not wait at all.
             let left = deadline.saturating_duration_since(Instant::now());

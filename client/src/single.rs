@@ -87,11 +87,15 @@ impl SingleLease {
         cmd: &redis::Cmd,
         io: Duration,
         extra_wait: Duration,
+        connected: Option<&std::cell::Cell<bool>>,
     ) -> std::result::Result<(Value, Option<i64>), Failure> {
         let durability = self.settings.min_replicas;
         let extra = extra_wait.saturating_add(durability.map_or(Duration::ZERO, |d| d.1));
         self.topology
             .run(self.spec.route_key(), io, extra, |c, asking| {
+                if let Some(flag) = connected {
+                    flag.set(true);
+                }
                 let mut replies: Vec<Value> = with_asking(asking, cmd, durability).query(c)?;
                 let acked = match durability {
                     Some(_) => match replies.pop() {
@@ -127,11 +131,15 @@ impl SingleLease {
             let waiting = Duration::from_millis(wait_ms.unwrap_or(0));
             // The reply of a waiting attempt is due when its wait ends.
             let io = self.io_until(deadline, waiting);
+            // Whether the attempt got a connection: a failure after that
+            // (a server that died while we waited in its queue) starts a
+            // new outage.
+            let connected = std::cell::Cell::new(false);
             let outcome = if wait_ms.is_some() {
                 // Durability is confirmed by the refresh below.
-                self.call_plain(&cmd, io, waiting)
+                self.call_plain(&cmd, io, waiting, Some(&connected))
             } else {
-                self.call(&cmd, io, waiting)
+                self.call(&cmd, io, waiting, Some(&connected))
             };
             match outcome {
                 Ok((Value::Int(fence), acked)) => {
@@ -147,6 +155,9 @@ impl SingleLease {
                 }
                 Err(Failure::Retry(e)) => {
                     maybe_granted = true;
+                    if connected.get() {
+                        outage = Outage::new();
+                    }
                     let Some(pause) = outage.next_pause(self.settings.retry_for, deadline) else {
                         self.abandon(deadline);
                         return Err(e);
@@ -192,6 +203,7 @@ impl SingleLease {
                 &cmd,
                 self.io_until(deadline, Duration::ZERO),
                 Duration::ZERO,
+                None,
             )
         });
     }
@@ -201,9 +213,13 @@ impl SingleLease {
         cmd: &redis::Cmd,
         io: Duration,
         extra: Duration,
+        connected: Option<&std::cell::Cell<bool>>,
     ) -> std::result::Result<(Value, Option<i64>), Failure> {
         self.topology
             .run(self.spec.route_key(), io, extra, |c, asking| {
+                if let Some(flag) = connected {
+                    flag.set(true);
+                }
                 let mut replies: Vec<Value> = with_asking(asking, cmd, None).query(c)?;
                 Ok((replies.pop().unwrap_or(Value::Nil), None))
             })
@@ -276,7 +292,7 @@ impl Lease for SingleLease {
         let deadline = after(sent, self.settings.retry_for);
         let reply = self.retrying(deadline, || {
             sent = Instant::now();
-            self.call(&cmd, self.settings.io_timeout, Duration::ZERO)
+            self.call(&cmd, self.settings.io_timeout, Duration::ZERO, None)
         });
         match reply {
             Ok((Value::Int(1), acked)) => match self.check_replicas(acked) {
