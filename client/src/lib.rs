@@ -27,6 +27,7 @@
 
 #[cfg(feature = "tokio")]
 pub mod aio;
+mod by_token;
 mod error;
 mod guard;
 mod locker;

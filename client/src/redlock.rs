@@ -211,6 +211,33 @@ impl Redlock {
         self.request(resource).ttl(ttl).wait(wait).acquire()
     }
 
+    /// Extends the lease `token` holds on `resource` to `ttl`, without a
+    /// [`Guard`] (e.g. a lease another process took): `EXTEND` on every
+    /// server at once, each reply due within the node timeout. `Ok(true)`
+    /// when a quorum extended it, `Ok(false)` when so many servers answered
+    /// 0 that no quorum holds the token, otherwise [`Error::NoQuorum`].
+    pub fn extend_token(&self, resource: &str, token: &str, ttl: Duration) -> Result<bool> {
+        crate::by_token::extend(&self.lease_of(resource, token, ttl)?, ttl)
+    }
+
+    /// Releases the lease `token` holds on `resource`, without a [`Guard`]:
+    /// `RELEASE` on every server at once. `Ok(true)` when a quorum released
+    /// it, `Ok(false)` when so many answered 0 that no quorum held it,
+    /// otherwise [`Error::NoQuorum`].
+    pub fn release_token(&self, resource: &str, token: &str) -> Result<bool> {
+        let ttl = Duration::from_secs(1);
+        crate::by_token::release(&self.lease_of(resource, token, ttl)?)
+    }
+
+    fn lease_of(&self, resource: &str, token: &str, ttl: Duration) -> Result<RedlockLease> {
+        Ok(RedlockLease {
+            nodes: self.nodes.clone(),
+            spec: crate::by_token::spec(resource, token, ttl)?,
+            token: token.to_string(),
+            timeout: self.node_timeout,
+        })
+    }
+
     /// `DLOCK.INFO resource` on every server, in server order (nil when
     /// free there).
     pub fn info(&self, resource: &str) -> Vec<Result<Value>> {

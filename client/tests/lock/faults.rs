@@ -192,3 +192,65 @@ fn min_replicas_with_a_zero_timeout_never_sends_wait_0() {
     assert!(took < SEC, "{took:?}");
     assert_eq!(holder(&mut c, "res"), None, "the grant was released");
 }
+
+/// A lease held by token alone (another process's, a script's): extended
+/// and released by token, with true/false as `Guard` answers them.
+#[test]
+fn extend_token_and_release_token() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url()).unwrap();
+    let mut c = server.conn();
+    let g = locker.try_lock("job", 10 * SEC).unwrap().unwrap();
+    let token = g.token().to_string();
+    std::mem::forget(g);
+    assert!(locker.extend_token("job", &token, 60 * SEC).unwrap());
+    assert!(crate::common::pttl(&mut c, "job") > 30_000);
+    assert!(!locker
+        .extend_token("job", "someone-else", 60 * SEC)
+        .unwrap());
+    assert!(!locker.release_token("job", "someone-else").unwrap());
+    assert!(locker.release_token("job", &token).unwrap());
+    assert_eq!(holder(&mut c, "job"), None);
+    assert!(!locker.release_token("job", &token).unwrap());
+    assert!(!locker.extend_token("job", &token, SEC).unwrap());
+    for e in [
+        locker.extend_token("job", "", SEC).unwrap_err(),
+        locker
+            .extend_token("job", &token, Duration::ZERO)
+            .unwrap_err(),
+        locker.release_token("", &token).unwrap_err(),
+    ] {
+        assert!(matches!(e, Error::Invalid(_)), "{e}");
+    }
+}
+
+#[test]
+fn extend_token_and_release_token_give_up_on_a_paused_server() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url())
+        .unwrap()
+        .with_io_timeout(ms(300))
+        .with_retry_for(ms(300));
+    let g = locker.try_lock("job", 60 * SEC).unwrap().unwrap();
+    let token = g.token().to_string();
+    std::mem::forget(g);
+    server.stop();
+    let t = Instant::now();
+    let extended = locker.extend_token("job", &token, 60 * SEC);
+    let took_extend = t.elapsed();
+    let t = Instant::now();
+    let released = locker.release_token("job", &token);
+    let took_release = t.elapsed();
+    server.cont();
+    assert!(
+        matches!(extended, Err(Error::Unavailable(_))),
+        "{extended:?}"
+    );
+    assert!(
+        matches!(released, Err(Error::Unavailable(_))),
+        "{released:?}"
+    );
+    // The io timeout and the retries, with room for a loaded machine.
+    assert!(took_extend < 2 * SEC, "{took_extend:?}");
+    assert!(took_release < 2 * SEC, "{took_release:?}");
+}
