@@ -42,4 +42,4 @@ pub use error::{Error, Result};
 pub use guard::Guard;
 pub use locker::{Locker, Request};
 pub use redlock::{Redlock, RedlockRequest};
-pub use request::MAX_SET;
+pub use request::{MAX_LIMIT, MAX_SET};

@@ -44,12 +44,17 @@ impl Topology {
     ) -> Result<T, Failure> {
         let op_timeout = io_timeout + extra;
         match self {
-            Topology::Single(node) => node.with_conn(op_timeout, |c| op(c, false)),
+            Topology::Single(node) => node
+                .with_conn(op_timeout, |c| op(c, false))
+                .map_err(|f| f.at(|| node.addr())),
             Topology::Cluster(map) => {
                 let mut node = map.master_for(key, io_timeout)?;
                 let mut asking = false;
                 for _ in 0..MAX_REDIRECTS {
-                    match node.with_conn(op_timeout, |c| op(c, asking)) {
+                    let done = node
+                        .with_conn(op_timeout, |c| op(c, asking))
+                        .map_err(|f| f.at(|| node.addr()));
+                    match done {
                         Err(Failure::Moved { addr }) => {
                             // The map is stale: learn the new one, and go
                             // where the server said meanwhile.

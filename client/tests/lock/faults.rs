@@ -254,3 +254,55 @@ fn extend_token_and_release_token_give_up_on_a_paused_server() {
     assert!(took_extend < 2 * SEC, "{took_extend:?}");
     assert!(took_release < 2 * SEC, "{took_release:?}");
 }
+
+/// The server's LIMIT maximum (2^20) is checked before any server is asked.
+#[test]
+fn a_limit_above_the_servers_maximum_asks_no_server() {
+    let locker = Locker::new("redis://127.0.0.1:1/").unwrap();
+    let e = locker
+        .request("sem")
+        .limit(1 << 20 | 1)
+        .acquire()
+        .unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "{e}");
+    assert_eq!(dlock_client::MAX_LIMIT, 1 << 20);
+}
+
+/// A server without the module, a wrong password and an ACL denial are
+/// told apart from other server errors, with the server's address.
+#[test]
+fn missing_module_and_refused_logins_name_the_server() {
+    let plain = Server::builder().without_module().start();
+    let addr = format!("127.0.0.1:{}", plain.port());
+    let locker = Locker::new(&plain.url()).unwrap();
+    let e = locker
+        .request("r")
+        .token("sekret-token")
+        .acquire()
+        .unwrap_err();
+    assert!(matches!(&e, Error::ModuleMissing(a) if *a == addr), "{e:?}");
+    assert!(!e.to_string().contains("sekret-token"), "{e}");
+    let e = locker.info("r").unwrap_err();
+    assert!(matches!(&e, Error::ModuleMissing(a) if *a == addr), "{e:?}");
+
+    let server = Server::start();
+    let addr = format!("127.0.0.1:{}", server.port());
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "reader", "on", ">pw", "~*", "&*", "+@all"][..])
+        .arg("-dlock.acquire")
+        .query(&mut server.conn())
+        .unwrap();
+    let wrong = Locker::new(&format!("redis://reader:nope@{addr}/")).unwrap();
+    let e = wrong.try_lock("r", SEC).unwrap_err();
+    assert!(
+        matches!(&e, Error::Denied { addr: a, .. } if *a == addr),
+        "{e:?}"
+    );
+    let reader = Locker::new(&format!("redis://reader:pw@{addr}/")).unwrap();
+    assert!(reader.info("r").is_ok());
+    let e = reader.try_lock("r", SEC).unwrap_err();
+    assert!(
+        matches!(&e, Error::Denied { addr: a, .. } if *a == addr),
+        "{e:?}"
+    );
+}
