@@ -44,6 +44,7 @@ build: deps
 
 run: build
 	@echo "try: $(DLOCK_CLI) -p $(or $(RUN_PORT),6380) DLOCK.ACQUIRE res tok 30000"
+	@echo "try: DLOCK_URL=redis://127.0.0.1:$(or $(RUN_PORT),6380)/ target/release/dlock exec demo -- sh -c 'echo holding fence \$$DLOCK_FENCE; sleep 5'"
 	exec $(DLOCK_SERVER) $(CONF) --loadmodule $(MODULE)
 
 # Integration tests load target/release/libdlock.so, hence the release build

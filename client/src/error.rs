@@ -29,6 +29,12 @@ pub enum Error {
     },
     /// Any other error reply from the server, as it was sent.
     Server(String),
+    /// The server at this address does not know dlock's commands: the
+    /// module is not loaded there.
+    ModuleMissing(String),
+    /// The server at `addr` refused the login (wrong password or user), or
+    /// the user's ACL denies a dlock command (`NOPERM`).
+    Denied { addr: String, detail: String },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -53,6 +59,20 @@ impl fmt::Display for Error {
                 "no quorum: granted on {granted}, reached {reached} of {nodes} servers"
             ),
             Error::Server(m) => write!(f, "server error: {m}"),
+            Error::ModuleMissing(addr) => write!(
+                f,
+                "the dlock module is not loaded on {}: load it with `loadmodule \
+                 /path/to/libdlock.so` in the server's config, or `MODULE LOAD \
+                 /path/to/libdlock.so`",
+                or_the_server(addr)
+            ),
+            Error::Denied { addr, detail } => {
+                write!(f, "{detail} on {}", or_the_server(addr))?;
+                if detail.starts_with("authentication failed") {
+                    write!(f, ": check the user and password in the URL")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -92,6 +112,9 @@ impl From<redis::RedisError> for Failure {
         if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() {
             return Failure::Retry(Error::Unavailable(e.to_string()));
         }
+        if let Some(refused) = refusal(&e) {
+            return Failure::Fatal(refused);
+        }
         match e.kind() {
             K::BusyLoadingError
             | K::TryAgain
@@ -124,6 +147,11 @@ impl Error {
         match self {
             Error::Unavailable(m) => Error::Unavailable(named(m)),
             Error::Quarantined(m) => Error::Quarantined(named(m)),
+            Error::ModuleMissing(a) if a.is_empty() => Error::ModuleMissing(addr.to_string()),
+            Error::Denied { addr: a, detail } if a.is_empty() => Error::Denied {
+                addr: addr.to_string(),
+                detail,
+            },
             other => other,
         }
     }
@@ -146,6 +174,43 @@ impl Failure {
                 Error::Unavailable(format!("redirected to {addr} too many times"))
             }
         }
+    }
+}
+
+/// A server that cannot serve dlock's commands to this client: the module is
+/// missing (the unknown-command reply echoes the arguments, the token
+/// among them, so it is not kept), or the login or the command is refused.
+/// The address is filled in where the server is known
+/// ([`Failure::at`]).
+fn refusal(e: &redis::RedisError) -> Option<Error> {
+    let denied = |detail: String| {
+        Some(Error::Denied {
+            addr: String::new(),
+            detail,
+        })
+    };
+    if e.kind() == redis::ErrorKind::AuthenticationFailed {
+        return denied("authentication failed".into());
+    }
+    match (e.code(), e.detail()) {
+        (Some("ERR"), Some(d))
+            if d.starts_with("unknown command")
+                && d.get(17..23)
+                    .is_some_and(|c| c.eq_ignore_ascii_case("dlock.")) =>
+        {
+            Some(Error::ModuleMissing(String::new()))
+        }
+        (Some("WRONGPASS"), _) => denied("authentication failed".into()),
+        (Some(c @ ("NOPERM" | "NOAUTH")), Some(d)) => denied(format!("{c} {d}")),
+        _ => None,
+    }
+}
+
+fn or_the_server(addr: &str) -> &str {
+    if addr.is_empty() {
+        "the server"
+    } else {
+        addr
     }
 }
 

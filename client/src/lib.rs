@@ -41,6 +41,7 @@
 
 #[cfg(feature = "tokio")]
 pub mod aio;
+mod by_token;
 mod error;
 mod guard;
 mod limits;
@@ -58,4 +59,4 @@ pub use guard::Guard;
 pub use locker::{LockRequest, Locker};
 pub use redis;
 pub use redlock::{Redlock, RedlockRequest};
-pub use request::MAX_SET;
+pub use request::{MAX_LIMIT, MAX_SET};

@@ -160,6 +160,33 @@ impl Locker {
         self.request(resource).ttl(ttl).acquire()
     }
 
+    /// Extends the lease `token` holds on `resource` to `ttl` from now,
+    /// without a [`Guard`] (e.g. a lease another process took): `Ok(true)`
+    /// extended, `Ok(false)` the token holds nothing there. Connection
+    /// errors are retried for the retry budget, each attempt bounded by the
+    /// io timeout, connecting included.
+    pub fn extend_token(&self, resource: &str, token: &str, ttl: Duration) -> Result<bool> {
+        crate::by_token::extend(&self.lease_of(resource, token, ttl)?, ttl)
+    }
+
+    /// Releases the lease `token` holds on `resource`, without a [`Guard`]:
+    /// `Ok(true)` released, `Ok(false)` the token holds nothing there (also
+    /// when a retry after a lost reply finds it gone). Bounded as
+    /// [`Locker::extend_token`] is.
+    pub fn release_token(&self, resource: &str, token: &str) -> Result<bool> {
+        let ttl = Duration::from_secs(1);
+        crate::by_token::release(&self.lease_of(resource, token, ttl)?)
+    }
+
+    fn lease_of(&self, resource: &str, token: &str, ttl: Duration) -> Result<SingleLease> {
+        Ok(SingleLease {
+            topology: self.topology.clone(),
+            spec: crate::by_token::spec(resource, token, ttl)?,
+            token: token.to_string(),
+            settings: self.settings.clone(),
+        })
+    }
+
     /// `DLOCK.INFO resource` as the server answers it (nil when free).
     pub fn info(&self, resource: &str) -> Result<Value> {
         let cmd = redis::cmd("DLOCK.INFO").arg(resource).clone();

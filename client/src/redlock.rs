@@ -122,25 +122,32 @@ impl Redlock {
 
     /// A Redlock over independent servers (not replicas of each other, not
     /// one cluster), e.g. `redis://:password@10.0.0.1:6379/0`. Nothing is
-    /// connected until the first request. The same address given twice is
-    /// refused (it would count twice towards the quorum); so is an empty
-    /// list.
+    /// connected until the first request. The same server given twice is
+    /// refused (it would count twice towards the quorum), also under two
+    /// names: host names are resolved here, and two URLs that share a
+    /// socket address and a database name the same server (a name that
+    /// does not resolve is compared as written). So is an empty list.
     pub fn new<S: AsRef<str>>(urls: &[S]) -> Result<Redlock> {
         if urls.is_empty() {
             return Err(Error::Invalid("no server given".into()));
         }
         let mut infos = Vec::with_capacity(urls.len());
-        let mut seen = Vec::with_capacity(urls.len());
+        let mut seen: Vec<(Place, i64)> = Vec::with_capacity(urls.len());
         for url in urls {
             let url = url.as_ref();
             let info = url
                 .into_connection_info()
                 .map_err(|e| Error::Invalid(format!("{url}: {e}")))?;
-            let key = format!("{}/{}", info.addr, info.redis.db);
-            if seen.contains(&key) {
-                return Err(Error::Invalid(format!("{key} is given twice")));
+            let place = Place::of(&info.addr);
+            let db = info.redis.db;
+            if let Some((first, _)) = seen.iter().find(|(p, d)| *d == db && p.same(&place)) {
+                return Err(Error::Invalid(format!(
+                    "{} and {} name the same server (database {db}): it would count \
+                     twice towards the quorum",
+                    first.text, place.text
+                )));
             }
-            seen.push(key);
+            seen.push((place, db));
             infos.push(info);
         }
         let node_timeout = Redlock::DEFAULT_NODE_TIMEOUT;
@@ -207,6 +214,33 @@ impl Redlock {
         self.request(resource).ttl(ttl).acquire()
     }
 
+    /// Extends the lease `token` holds on `resource` to `ttl`, without a
+    /// [`Guard`] (e.g. a lease another process took): `EXTEND` on every
+    /// server at once, each reply due within the node timeout. `Ok(true)`
+    /// when a quorum extended it, `Ok(false)` when so many servers answered
+    /// 0 that no quorum holds the token, otherwise [`Error::NoQuorum`].
+    pub fn extend_token(&self, resource: &str, token: &str, ttl: Duration) -> Result<bool> {
+        crate::by_token::extend(&self.lease_of(resource, token, ttl)?, ttl)
+    }
+
+    /// Releases the lease `token` holds on `resource`, without a [`Guard`]:
+    /// `RELEASE` on every server at once. `Ok(true)` when a quorum released
+    /// it, `Ok(false)` when so many answered 0 that no quorum held it,
+    /// otherwise [`Error::NoQuorum`].
+    pub fn release_token(&self, resource: &str, token: &str) -> Result<bool> {
+        let ttl = Duration::from_secs(1);
+        crate::by_token::release(&self.lease_of(resource, token, ttl)?)
+    }
+
+    fn lease_of(&self, resource: &str, token: &str, ttl: Duration) -> Result<RedlockLease> {
+        Ok(RedlockLease {
+            nodes: self.nodes.clone(),
+            spec: crate::by_token::spec(resource, token, ttl)?,
+            token: token.to_string(),
+            timeout: self.node_timeout,
+        })
+    }
+
     /// `DLOCK.INFO resource` on every server, in server order (nil when
     /// free there).
     pub fn info(&self, resource: &str) -> Vec<Result<Value>> {
@@ -218,6 +252,40 @@ impl Redlock {
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(Error::Unavailable("no answer in time".into()))))
         .collect()
+    }
+}
+
+/// Where a server listens, to tell one server given twice: its address as
+/// written, and the socket addresses it resolves to.
+struct Place {
+    text: String,
+    resolved: Vec<std::net::SocketAddr>,
+}
+
+impl Place {
+    fn of(addr: &redis::ConnectionAddr) -> Place {
+        use redis::ConnectionAddr as A;
+        use std::net::ToSocketAddrs;
+        match addr {
+            A::Tcp(host, port) | A::TcpTls { host, port, .. } => Place {
+                text: format!("{host}:{port}"),
+                resolved: (host.as_str(), *port)
+                    .to_socket_addrs()
+                    .map(Iterator::collect)
+                    .unwrap_or_default(),
+            },
+            A::Unix(path) => Place {
+                text: std::fs::canonicalize(path)
+                    .unwrap_or_else(|_| path.clone())
+                    .display()
+                    .to_string(),
+                resolved: Vec::new(),
+            },
+        }
+    }
+
+    fn same(&self, other: &Place) -> bool {
+        self.text == other.text || self.resolved.iter().any(|a| other.resolved.contains(a))
     }
 }
 

@@ -113,7 +113,7 @@ impl RNode {
                 Ok(Some(v)) => return Ok(v),
                 Ok(None) => break,
                 Err(f) if entered && was_broken && Instant::now() < reply_by => last = Some(f),
-                Err(f) => return Err(f),
+                Err(f) => return Err(f.at(&self.addr())),
             }
         }
         Err(last.unwrap_or_else(|| {

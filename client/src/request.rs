@@ -7,6 +7,9 @@ use std::time::Duration;
 /// The most resources one `DLOCK.MACQUIRE` takes.
 pub const MAX_SET: usize = 64;
 
+/// The largest `LIMIT` (permits of a semaphore) the server takes: 2^20.
+pub const MAX_LIMIT: u32 = 1 << 20;
+
 /// The shape of a lock request, shared by [`crate::Locker`] and
 /// [`crate::Redlock`].
 #[derive(Clone, Debug)]
@@ -57,6 +60,9 @@ impl Spec {
         crate::limits::check_ttl(self.ttl)?;
         if self.limit == Some(0) {
             return invalid("limit must be at least 1");
+        }
+        if self.limit.is_some_and(|l| l > MAX_LIMIT) {
+            return invalid("limit must be at most 1048576 (2^20), the server's maximum");
         }
         if self.shared && self.limit.is_some_and(|l| l > 1) {
             return invalid("shared cannot be combined with a limit above 1");

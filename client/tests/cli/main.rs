@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod errors;
 mod exec;
 mod lease;
 mod redlock;
@@ -243,6 +244,23 @@ pub fn alive(pid: i32) -> bool {
         unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
     }
     alive
+}
+
+/// A server paused (SIGSTOP) until this is dropped: it runs again
+/// (SIGCONT) even when the test fails, before the server itself is dropped.
+pub struct Paused<'a>(&'a Server);
+
+impl<'a> Paused<'a> {
+    pub fn new(server: &'a Server) -> Paused<'a> {
+        server.stop();
+        Paused(server)
+    }
+}
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        self.0.cont();
+    }
 }
 
 /// A URL where nothing listens.

@@ -1,8 +1,9 @@
 //! `dlock acquire`, `extend`, `release`, `status` and the help texts.
 
 use crate::common::{pttl, Server};
-use crate::{dead_url, dlock, holder, run, Dir, SEC};
+use crate::{dead_url, dlock, holder, run, Dir, Paused, SEC};
 use dlock_client::Locker;
+use std::time::Instant;
 
 /// A script's lease: `acquire` prints "TOKEN FENCE" and leaves the lock
 /// held after it exits; `extend` and `release` work by token and exit 79
@@ -246,4 +247,87 @@ fn help_documents_every_option() {
     assert!(help(&["extend", "--help"]).contains("--ttl"));
     assert!(help(&["release", "--help"]).contains("79"));
     assert!(help(&["status", "--help"]).contains("--json"));
+}
+
+/// `extend` and `release` on a server that accepts connections but never
+/// answers (SIGSTOP): 69 within the library's io timeout and retries,
+/// naming the server.
+#[test]
+fn extend_and_release_give_up_on_a_paused_server() {
+    let server = Server::start();
+    let dir = Dir::new();
+    let url = server.url();
+    let guard = Locker::new(&url)
+        .unwrap()
+        .try_lock("job", 60 * SEC)
+        .unwrap()
+        .unwrap();
+    let token = guard.token().to_string();
+    // Held by token from here on, as a script's lease is.
+    std::mem::forget(guard);
+    let paused = Paused::new(&server);
+    for args in [&["extend", "job", &token][..], &["release", "job", &token]] {
+        let t = Instant::now();
+        let (code, _, err) = run(dlock(&url).args(args), &dir, 20 * SEC);
+        let took = t.elapsed();
+        assert_eq!(code, 69, "{args:?}: {err}");
+        assert!(took < 6 * SEC, "{args:?} took {took:?}");
+        let addr = format!("127.0.0.1:{}", server.port());
+        assert!(err.contains(&addr), "{args:?} names no server: {err}");
+    }
+    drop(paused);
+    let mut c = server.conn();
+    assert_eq!(holder(&mut c, "job").map(|h| h.0), Some(token));
+}
+
+/// Redlock mode with one server of three paused: a majority answers, so
+/// `extend` and `release` succeed within a few seconds.
+#[test]
+fn redlock_extend_and_release_with_one_of_three_paused() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let dir = Dir::new();
+    let urls: Vec<String> = servers
+        .iter()
+        .flat_map(|s| ["--url".to_string(), s.url()])
+        .collect();
+    let (code, out, err) = run(
+        dlock(&servers[0].url())
+            .args(&urls)
+            .args(["acquire", "--no-wait", "--ttl", "60s", "job"]),
+        &dir,
+        20 * SEC,
+    );
+    assert_eq!(code, 0, "{err}");
+    let token = out.split_whitespace().next().unwrap().to_string();
+    let paused = Paused::new(&servers[0]);
+    let t = Instant::now();
+    let (code, _, err) = run(
+        dlock(&servers[0].url())
+            .args(&urls)
+            .args(["extend", "--ttl", "2m", "job", &token]),
+        &dir,
+        20 * SEC,
+    );
+    assert_eq!(code, 0, "extend: {err}");
+    assert!(t.elapsed() < 5 * SEC, "extend took {:?}", t.elapsed());
+    for s in &servers[1..] {
+        assert!(
+            pttl(&mut s.conn(), "job") > 60_000,
+            "extended on the others"
+        );
+    }
+    let t = Instant::now();
+    let (code, _, err) = run(
+        dlock(&servers[0].url())
+            .args(&urls)
+            .args(["release", "job", &token]),
+        &dir,
+        20 * SEC,
+    );
+    assert_eq!(code, 0, "release: {err}");
+    assert!(t.elapsed() < 5 * SEC, "release took {:?}", t.elapsed());
+    drop(paused);
+    for s in &servers[1..] {
+        assert_eq!(holder(&mut s.conn(), "job"), None, "released on the others");
+    }
 }

@@ -193,3 +193,117 @@ fn min_replicas_with_a_zero_timeout_never_sends_wait_0() {
     assert!(took < SEC, "{took:?}");
     assert_eq!(holder(&mut c, "res"), None, "the grant was released");
 }
+
+/// A lease held by token alone (another process's, a script's): extended
+/// and released by token, with true/false as `Guard` answers them.
+#[test]
+fn extend_token_and_release_token() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url()).unwrap();
+    let mut c = server.conn();
+    let g = locker.try_lock("job", 10 * SEC).unwrap().unwrap();
+    let token = g.token().to_string();
+    std::mem::forget(g);
+    assert!(locker.extend_token("job", &token, 60 * SEC).unwrap());
+    assert!(crate::common::pttl(&mut c, "job") > 30_000);
+    assert!(!locker
+        .extend_token("job", "someone-else", 60 * SEC)
+        .unwrap());
+    assert!(!locker.release_token("job", "someone-else").unwrap());
+    assert!(locker.release_token("job", &token).unwrap());
+    assert_eq!(holder(&mut c, "job"), None);
+    assert!(!locker.release_token("job", &token).unwrap());
+    assert!(!locker.extend_token("job", &token, SEC).unwrap());
+    for e in [
+        locker.extend_token("job", "", SEC).unwrap_err(),
+        locker
+            .extend_token("job", &token, Duration::ZERO)
+            .unwrap_err(),
+        locker.release_token("", &token).unwrap_err(),
+    ] {
+        assert!(matches!(e, Error::Invalid(_)), "{e}");
+    }
+}
+
+#[test]
+fn extend_token_and_release_token_give_up_on_a_paused_server() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url())
+        .unwrap()
+        .with_io_timeout(ms(300))
+        .with_retry_for(ms(300));
+    let g = locker.try_lock("job", 60 * SEC).unwrap().unwrap();
+    let token = g.token().to_string();
+    std::mem::forget(g);
+    server.stop();
+    let t = Instant::now();
+    let extended = locker.extend_token("job", &token, 60 * SEC);
+    let took_extend = t.elapsed();
+    let t = Instant::now();
+    let released = locker.release_token("job", &token);
+    let took_release = t.elapsed();
+    server.cont();
+    assert!(
+        matches!(extended, Err(Error::Unavailable(_))),
+        "{extended:?}"
+    );
+    assert!(
+        matches!(released, Err(Error::Unavailable(_))),
+        "{released:?}"
+    );
+    // The io timeout and the retries, with room for a loaded machine.
+    assert!(took_extend < 2 * SEC, "{took_extend:?}");
+    assert!(took_release < 2 * SEC, "{took_release:?}");
+}
+
+/// The server's LIMIT maximum (2^20) is checked before any server is asked.
+#[test]
+fn a_limit_above_the_servers_maximum_asks_no_server() {
+    let locker = Locker::new("redis://127.0.0.1:1/").unwrap();
+    let e = locker
+        .request("sem")
+        .limit(1 << 20 | 1)
+        .acquire()
+        .unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "{e}");
+    assert_eq!(dlock_client::MAX_LIMIT, 1 << 20);
+}
+
+/// A server without the module, a wrong password and an ACL denial are
+/// told apart from other server errors, with the server's address.
+#[test]
+fn missing_module_and_refused_logins_name_the_server() {
+    let plain = Server::builder().without_module().start();
+    let addr = format!("127.0.0.1:{}", plain.port());
+    let locker = Locker::new(&plain.url()).unwrap();
+    let e = locker
+        .request("r")
+        .token("sekret-token")
+        .acquire()
+        .unwrap_err();
+    assert!(matches!(&e, Error::ModuleMissing(a) if *a == addr), "{e:?}");
+    assert!(!e.to_string().contains("sekret-token"), "{e}");
+    let e = locker.info("r").unwrap_err();
+    assert!(matches!(&e, Error::ModuleMissing(a) if *a == addr), "{e:?}");
+
+    let server = Server::start();
+    let addr = format!("127.0.0.1:{}", server.port());
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "reader", "on", ">pw", "~*", "&*", "+@all"][..])
+        .arg("-dlock.acquire")
+        .query(&mut server.conn())
+        .unwrap();
+    let wrong = Locker::new(&format!("redis://reader:nope@{addr}/")).unwrap();
+    let e = wrong.try_lock("r", SEC).unwrap_err();
+    assert!(
+        matches!(&e, Error::Denied { addr: a, .. } if *a == addr),
+        "{e:?}"
+    );
+    let reader = Locker::new(&format!("redis://reader:pw@{addr}/")).unwrap();
+    assert!(reader.info("r").is_ok());
+    let e = reader.try_lock("r", SEC).unwrap_err();
+    assert!(
+        matches!(&e, Error::Denied { addr: a, .. } if *a == addr),
+        "{e:?}"
+    );
+}

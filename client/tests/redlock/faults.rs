@@ -211,3 +211,61 @@ fn a_quorum_that_answers_after_the_ttl_is_no_lock() {
     assert!(g.release().unwrap());
     wait_free(&refs(&servers), "res", 5 * SEC, "released");
 }
+
+/// By token, with one server of three paused: a majority extends and
+/// releases, within the node timeout.
+#[test]
+fn extend_token_and_release_token_with_one_of_three_paused() {
+    let servers = start(3);
+    let rl = redlock(&urls(&servers));
+    warm(&rl);
+    let g = rl.try_lock("res", 30 * SEC).unwrap().unwrap();
+    let token = g.token().to_string();
+    std::mem::forget(g);
+    servers[0].stop();
+    let t = Instant::now();
+    let extended = rl.extend_token("res", &token, 60 * SEC);
+    let took_extend = t.elapsed();
+    let other = rl.extend_token("res", "someone-else", 60 * SEC);
+    let ttls: Vec<i64> = servers[1..]
+        .iter()
+        .map(|s| crate::common::pttl(&mut s.conn(), "res"))
+        .collect();
+    let t = Instant::now();
+    let released = rl.release_token("res", &token);
+    let took_release = t.elapsed();
+    let again = rl.release_token("res", &token);
+    servers[0].cont();
+    assert!(extended.unwrap());
+    assert!(!other.unwrap());
+    assert!(ttls.iter().all(|&t| t > 30_000), "{ttls:?}");
+    assert!(released.unwrap());
+    assert!(!again.unwrap());
+    assert!(took_extend < NODE_TIMEOUT + MARGIN, "{took_extend:?}");
+    assert!(took_release < NODE_TIMEOUT + MARGIN, "{took_release:?}");
+}
+
+/// Two of three paused: no majority answers, an error (not "lost").
+#[test]
+fn extend_token_with_two_of_three_paused_is_no_quorum() {
+    let servers = start(3);
+    let rl = redlock(&urls(&servers));
+    warm(&rl);
+    let g = rl.try_lock("res", 30 * SEC).unwrap().unwrap();
+    let token = g.token().to_string();
+    std::mem::forget(g);
+    servers[0].stop();
+    servers[1].stop();
+    let extended = rl.extend_token("res", &token, 60 * SEC);
+    let released = rl.release_token("res", &token);
+    servers[0].cont();
+    servers[1].cont();
+    assert!(
+        matches!(extended, Err(Error::NoQuorum { .. })),
+        "{extended:?}"
+    );
+    assert!(
+        matches!(released, Err(Error::NoQuorum { .. })),
+        "{released:?}"
+    );
+}

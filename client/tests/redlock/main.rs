@@ -219,6 +219,27 @@ fn refused_requests_ask_no_server() {
     ));
 }
 
+/// One server named twice (a host name and its address) would count twice
+/// towards the quorum; another database on it is another lock space.
+#[test]
+fn the_same_server_under_two_names_is_refused() {
+    let twice = [
+        "redis://127.0.0.1:7/",
+        "redis://127.0.0.1:8/",
+        "redis://localhost:7",
+    ];
+    let e = Redlock::new(&twice).err().expect("refused");
+    assert!(
+        matches!(&e, Error::Invalid(m) if m.contains("same server")),
+        "{e}"
+    );
+    let other_db = ["redis://127.0.0.1:7/0", "redis://localhost:7/1"];
+    assert!(Redlock::new(&other_db).is_ok());
+    // A name that does not resolve (yet) is compared as written.
+    let unresolved = ["redis://127.0.0.1:7/", "redis://no-such-host.invalid:7/"];
+    assert!(Redlock::new(&unresolved).is_ok());
+}
+
 #[test]
 fn limit_one_is_a_plain_lock_and_a_single_server_takes_any_limit() {
     let servers = start(3);

@@ -4,7 +4,7 @@
 
 use crate::codes;
 use dlock_client::{Error, Guard, Locker, Redlock, Result};
-use redis::Value;
+use redis::{IntoConnectionInfo, Value};
 use std::time::Duration;
 
 /// How long to wait for the lock.
@@ -63,7 +63,7 @@ pub enum Backend {
     /// One server: the lock lives there.
     Single(Single),
     /// Several independent servers: granted by a majority. `servers` (in
-    /// `--url` order) serve `status`, `extend` and `release` by token.
+    /// `--url` order) serve `status`.
     Redlock {
         redlock: Redlock,
         servers: Vec<Single>,
@@ -73,8 +73,49 @@ pub enum Backend {
 #[derive(Clone)]
 pub struct Single {
     url: String,
+    /// `host:port` (or the socket's path), for messages.
+    addr: String,
     locker: Locker,
-    client: redis::Client,
+}
+
+/// The forms of a server URL, for the usage error of one that is not.
+const URL_FORMS: &str = "redis://[user:password@]host[:port][/db] or \
+                         unix:///path/to/socket[?db=N]";
+
+/// `url` with the password, if any, masked: for messages.
+fn masked(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end..];
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_string();
+    };
+    match authority[..at].find(':') {
+        Some(colon) => format!(
+            "{}{}:***{}",
+            &url[..scheme_end],
+            &authority[..colon],
+            &rest[at..]
+        ),
+        None => url.to_string(),
+    }
+}
+
+/// The usage error for a URL that names no server.
+fn bad_url(url: &str, from_env: bool) -> SetupError {
+    let source = if from_env { "DLOCK_URL" } else { "--url" };
+    let url = masked(url);
+    let why = if url.starts_with("rediss:") {
+        "TLS (rediss://) is not built into this dlock"
+    } else {
+        "not a server URL"
+    };
+    SetupError(
+        format!("{source} {url}: {why}; the accepted forms are {URL_FORMS}"),
+        codes::USAGE,
+    )
 }
 
 /// A failure to set up a backend: its message and exit code.
@@ -85,6 +126,7 @@ impl Backend {
     /// local default).
     pub fn from_urls(urls: &[String]) -> std::result::Result<Backend, SetupError> {
         let default;
+        let from_env = urls.is_empty();
         let urls = if urls.is_empty() {
             default = [std::env::var("DLOCK_URL")
                 .ok()
@@ -97,20 +139,28 @@ impl Backend {
         let servers = urls
             .iter()
             .map(|url| {
-                let bad = |e: String| SetupError(format!("--url {url}: {e}"), codes::USAGE);
-                let locker = Locker::new(url).map_err(|e| bad(e.to_string()))?;
-                let client = redis::Client::open(url.as_str()).map_err(|e| bad(e.to_string()))?;
+                let info = url
+                    .as_str()
+                    .into_connection_info()
+                    .map_err(|_| bad_url(url, from_env))?;
+                let locker = Locker::new(url).map_err(|_| bad_url(url, from_env))?;
                 Ok(Single {
                     url: url.clone(),
+                    addr: info.addr.to_string(),
                     locker,
-                    client,
                 })
             })
             .collect::<std::result::Result<Vec<_>, SetupError>>()?;
         if servers.len() == 1 {
             return Ok(Backend::Single(servers.into_iter().next().expect("one")));
         }
-        let redlock = Redlock::new(urls).map_err(|e| SetupError(e.to_string(), codes::USAGE))?;
+        let redlock = Redlock::new(urls).map_err(|e| {
+            let msg = match e {
+                Error::Invalid(m) => m,
+                e => e.to_string(),
+            };
+            SetupError(msg, codes::USAGE)
+        })?;
         Ok(Backend::Redlock { redlock, servers })
     }
 
@@ -119,32 +169,6 @@ impl Backend {
         match self {
             Backend::Single(_) => 1,
             Backend::Redlock { redlock, .. } => redlock.quorum(),
-        }
-    }
-
-    /// The command on every server, one attempt each: true if a quorum
-    /// answered 1, false if so many answered 0 that no quorum can have;
-    /// otherwise the first connection error.
-    fn on_every_server(&self, cmd: &redis::Cmd) -> Result<bool> {
-        let servers: Vec<&Single> = match self {
-            Backend::Single(s) => vec![s],
-            Backend::Redlock { servers, .. } => servers.iter().collect(),
-        };
-        let (mut yes, mut no, mut err) = (0, 0, None);
-        for s in &servers {
-            match s.one_or_zero(cmd) {
-                Ok(true) => yes += 1,
-                Ok(false) => no += 1,
-                Err(e) => err = err.or(Some(e)),
-            }
-        }
-        let quorum = self.quorum();
-        if yes >= quorum {
-            Ok(true)
-        } else if no > servers.len() - quorum || err.is_none() {
-            Ok(false)
-        } else {
-            Err(err.expect("an error"))
         }
     }
 
@@ -215,41 +239,39 @@ impl Backend {
     }
 
     /// `DLOCK.EXTEND resource token ttl`: true if extended, false if the
-    /// token holds nothing there.
+    /// token holds nothing there (Redlock: on every server at once, decided
+    /// by a majority).
     pub fn extend(&self, resource: &str, token: &str, ttl: Duration) -> Result<bool> {
-        self.on_every_server(
-            redis::cmd("DLOCK.EXTEND")
-                .arg(resource)
-                .arg(token)
-                .arg(ttl.as_millis() as u64),
-        )
+        match self {
+            Backend::Single(s) => s.locker.extend_token(resource, token, ttl),
+            Backend::Redlock { redlock, .. } => redlock.extend_token(resource, token, ttl),
+        }
     }
 
     /// `DLOCK.RELEASE resource token`: true if released.
     pub fn release(&self, resource: &str, token: &str) -> Result<bool> {
-        self.on_every_server(redis::cmd("DLOCK.RELEASE").arg(resource).arg(token))
+        match self {
+            Backend::Single(s) => s.locker.release_token(resource, token),
+            Backend::Redlock { redlock, .. } => redlock.release_token(resource, token),
+        }
     }
-}
 
-impl Single {
-    /// One command answered 1 or 0, on a connection of its own (one
-    /// attempt: a script can run the command again).
-    fn one_or_zero(&self, cmd: &redis::Cmd) -> Result<bool> {
-        let timeout = Duration::from_secs(2);
-        let unavailable = |e: redis::RedisError| Error::Unavailable(e.to_string());
-        let mut c = self
-            .client
-            .get_connection_with_timeout(timeout)
-            .map_err(unavailable)?;
-        c.set_read_timeout(Some(timeout)).map_err(unavailable)?;
-        c.set_write_timeout(Some(timeout)).map_err(unavailable)?;
-        match cmd.query::<Value>(&mut c) {
-            Ok(Value::Int(n)) => Ok(n == 1),
-            Ok(other) => Err(Error::Server(format!("unexpected reply {other:?}"))),
-            Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
-                Err(unavailable(e))
+    /// A library error as dlock reports it, naming the server(s).
+    pub fn explain(&self, e: &Error) -> String {
+        match (self, e) {
+            (Backend::Single(s), Error::Unavailable(m)) => {
+                let m = m.strip_prefix(&format!("{}: ", s.addr)).unwrap_or(m);
+                format!("server {} unavailable: {m}", s.addr)
             }
-            Err(e) => Err(Error::Server(e.to_string())),
+            (Backend::Single(s), Error::Quarantined(m)) => {
+                format!("server {} in restart quarantine: {m}", s.addr)
+            }
+            (Backend::Single(s), Error::Server(m)) => format!("server {}: {m}", s.addr),
+            (Backend::Redlock { servers, .. }, Error::NoQuorum { .. }) => {
+                let addrs: Vec<&str> = servers.iter().map(|s| s.addr.as_str()).collect();
+                format!("{e} ({})", addrs.join(", "))
+            }
+            _ => e.to_string(),
         }
     }
 }

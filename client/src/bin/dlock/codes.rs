@@ -13,6 +13,7 @@ pub const UNAVAILABLE: i32 = 69; // EX_UNAVAILABLE
 pub const SOFTWARE: i32 = 70; // EX_SOFTWARE: an unexpected server reply
 pub const OSERR: i32 = 71; // EX_OSERR: fork, wait, ... failed
 pub const TEMPFAIL: i32 = 75; // EX_TEMPFAIL: busy, or the wait ran out
+pub const NOPERM: i32 = 77; // EX_NOPERM: login or command refused
 pub const LOST: i32 = 79; // the lease was lost (or the token holds nothing)
 pub const CANNOT_EXECUTE: i32 = 126;
 pub const NOT_FOUND: i32 = 127;
@@ -24,7 +25,10 @@ pub fn of(e: &Error) -> i32 {
         Error::Unavailable(_)
         | Error::Quarantined(_)
         | Error::TooFewReplicas { .. }
-        | Error::NoQuorum { .. } => UNAVAILABLE,
+        | Error::NoQuorum { .. }
+        // A server without the module cannot serve locks at all.
+        | Error::ModuleMissing(_) => UNAVAILABLE,
+        Error::Denied { .. } => NOPERM,
         Error::Lost => LOST,
         _ => SOFTWARE,
     }
@@ -48,11 +52,14 @@ EXIT STATUS
     1..    exec: the command's exit status
     128+N  exec: the command died of signal N
     64     usage error: bad option, duration, --grace not below ttl/3 (EX_USAGE)
-    69     server unreachable, timed out, or in restart quarantine (EX_UNAVAILABLE)
+    69     server unreachable, timed out, in restart quarantine, without the
+           dlock module, or (Redlock) no majority reachable (EX_UNAVAILABLE)
     70     unexpected server reply (EX_SOFTWARE)
     71     cannot start or wait for the command (EX_OSERR)
     75     lock busy with --no-wait, or the wait ran out (EX_TEMPFAIL;
            exec --conflict-exit-code changes it)
+    77     authentication failed (user or password in the URL), or the
+           user's ACL denies a dlock command (EX_NOPERM; see PERMISSIONS)
     79     the lease was lost: a renewal or the final release answered 0, or
            renewals failed until the lease ran out (exec, even when the command
            succeeded); extend/release: the token holds nothing there

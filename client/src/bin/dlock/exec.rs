@@ -133,7 +133,10 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
             };
             return crate::fail(&format!("{res} is {why}"), opts.conflict);
         }
-        Err(e) => return crate::fail(&format!("cannot lock {res}: {e}"), codes::of(&e)),
+        Err(e) => {
+            let msg = format!("cannot lock {res}: {}", backend.explain(&e));
+            return crate::fail(&msg, codes::of(&e));
+        }
     };
     signals.forward();
     if let Some(&sig) = signals.pending().first() {
@@ -176,15 +179,19 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
         }
         Err(e) if ended.lost => {
             eprintln!(
-                "dlock: the lease on {res} was lost (the command {}); release: {e}",
-                child::describe(ended.status)
+                "dlock: the lease on {res} was lost (the command {}); release: {}",
+                child::describe(ended.status),
+                backend.explain(&e)
             );
             codes::LOST
         }
         Err(e) => {
             // Renewed until the group was gone: the command ran under the
             // lock; the lease ends by itself at its deadline.
-            eprintln!("dlock: warning: releasing {res} failed ({e}); it expires at its deadline");
+            eprintln!(
+                "dlock: warning: releasing {res} failed ({}); it expires at its deadline",
+                backend.explain(&e)
+            );
             status
         }
     }

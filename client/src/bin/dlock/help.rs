@@ -24,6 +24,27 @@ SERVER
                  those independent servers (granted by a majority; DLOCK_FENCE
                  is the largest of the servers' fences; status reports each
                  server; extend and release need a majority; no --token).
+                 Forms: redis://[user:password@]host[:port][/db],
+                 unix:///path/to/socket[?db=N]. One server named twice (a
+                 host name and its address) is refused.
+
+ENVIRONMENT
+    DLOCK_URL    the server when no --url is given, e.g.
+                 DLOCK_URL=redis://127.0.0.1:6380/ dlock status job
+
+PERMISSIONS
+    With Redis ACLs, the URL's user needs these commands (Redis 7.4+ and
+    Valkey 8: +@dlock grants them all; older: by name, e.g.
+    +dlock.acquire +dlock.release):
+    exec, acquire    dlock.acquire and dlock.release (a grant given up on
+                     is released); waiting (the default, or --wait) also
+                     dlock.info (a first check that the server answers) and
+                     dlock.extend (the lease is refreshed once granted);
+                     exec also dlock.extend for its renewals
+    extend           dlock.extend
+    release          dlock.release
+    status           dlock.info
+    A refused login or command exits 77.
 
 DURATIONS
     500ms, 30s, 1.5s, 2m, 1h. A number needs a unit (Redis counts
@@ -75,7 +96,7 @@ OPTIONS
                             (default: until granted)
     --no-wait               one attempt (same as --wait 0)
     --shared                a shared hold: excludes exclusive holders only
-    --limit N               one of N permits (a semaphore)
+    --limit N               one of N permits (a semaphore; N at most 1048576)
     --grace DURATION        time between SIGTERM and SIGKILL when the lease
                             ends (default 5s, or ttl/4 if less); must be below
                             ttl/3
@@ -144,7 +165,7 @@ after dlock exits, until its TTL passes or `dlock release RESOURCE TOKEN`;
                             granted)
     --no-wait               one attempt (same as --wait 0)
     --shared                a shared hold
-    --limit N               one of N permits (a semaphore)
+    --limit N               one of N permits (a semaphore; N at most 1048576)
     --token TOKEN           use TOKEN instead of a random one (an acquire
                             with the token that holds the lock is a retry:
                             granted again, same fence)

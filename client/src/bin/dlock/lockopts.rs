@@ -63,6 +63,12 @@ impl LockOpts {
                 if n == 0 {
                     return usage("--limit must be at least 1");
                 }
+                if n > dlock_client::MAX_LIMIT {
+                    return usage(format!(
+                        "--limit {n}: at most {} (the server's maximum)",
+                        dlock_client::MAX_LIMIT
+                    ));
+                }
                 self.limit = Some(n);
             }
             "token" if token_ok => {

@@ -69,7 +69,10 @@ pub fn acquire(a: Args, urls: Vec<String>) -> i32 {
             };
             crate::fail(&format!("{res} is {why}"), conflict)
         }
-        Err(e) => crate::fail(&format!("cannot lock {res}: {e}"), codes::of(&e)),
+        Err(e) => crate::fail(
+            &format!("cannot lock {res}: {}", backend.explain(&e)),
+            codes::of(&e),
+        ),
     }
 }
 
@@ -144,6 +147,9 @@ pub fn by_token(a: Args, urls: Vec<String>, cmd: &'static str) -> i32 {
             &format!("{res} is not held by token {token} (expired, released or taken over)"),
             codes::LOST,
         ),
-        Err(e) => crate::fail(&format!("{cmd} {res}: {e}"), codes::of(&e)),
+        Err(e) => crate::fail(
+            &format!("{cmd} {res}: {}", backend.explain(&e)),
+            codes::of(&e),
+        ),
     }
 }

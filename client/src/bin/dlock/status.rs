@@ -61,7 +61,10 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
     }
     let infos = match backend.info(resource) {
         Ok(i) => i,
-        Err(e) => return crate::fail(&format!("status of {resource}: {e}"), codes::of(&e)),
+        Err(e) => {
+            let msg = format!("status of {resource}: {}", backend.explain(&e));
+            return crate::fail(&msg, codes::of(&e));
+        }
     };
     // One server today; with several, each gets its own report.
     for info in &infos {
