@@ -126,8 +126,8 @@ fn refused_logins_and_commands_exit_77() {
             "{args:?}: {err}"
         );
     }
-    // As `dlock --help` documents: a waiting acquire also checks with
-    // DLOCK.INFO first and refreshes the grant with DLOCK.EXTEND.
+    // As `dlock --help` documents: a waiting acquire refreshes the grant
+    // with DLOCK.EXTEND; it needs no DLOCK.INFO.
     for (user, denied) in [("noinfo", "dlock.info"), ("noextend", "dlock.extend")] {
         let _: () = redis::cmd("ACL")
             .arg(&["SETUSER", user, "on", ">pw", "~*", "&*", "+@all"][..])
@@ -149,8 +149,38 @@ fn refused_logins_and_commands_exit_77() {
             &dir,
             20 * SEC,
         );
-        assert_eq!(code, 77, "{user}: {err}");
-        assert!(err.to_lowercase().contains(denied), "{user}: {err}");
+        if user == "noinfo" {
+            assert_eq!(code, 0, "{user}: waiting needs no DLOCK.INFO: {err}");
+        } else {
+            assert_eq!(code, 77, "{user}: {err}");
+            assert!(err.to_lowercase().contains(denied), "{user}: {err}");
+        }
+    }
+}
+
+/// A server that is down while dlock waits (the default: forever) is
+/// retried for `--retry-for`, saying so on stderr (not a terminal here),
+/// then dlock exits 69: a cron job never piles up behind a silent retry.
+#[test]
+fn an_unreachable_server_is_retried_for_retry_for_and_said() {
+    let dir = Dir::new();
+    let url = dead_url();
+    let port = url.trim_end_matches('/').rsplit(':').next().unwrap().to_string();
+    for (args, bound) in [
+        (&["exec", "r", "--", "true"][..], 5 * SEC),
+        (&["exec", "--retry-for", "1s", "r", "--", "true"], SEC),
+        (&["acquire", "--wait", "1h", "--retry-for=2s", "r"], 2 * SEC),
+    ] {
+        let t = std::time::Instant::now();
+        let (code, _, err) = run(dlock(&url).args(args), &dir, 30 * SEC);
+        let took = t.elapsed();
+        assert_eq!(code, 69, "{args:?}: {err}");
+        assert!(took >= bound - crate::common::ms(300), "{args:?}: {took:?}");
+        assert!(took < bound + 2 * SEC, "{args:?}: {took:?}");
+        assert!(err.contains("retrying for up to"), "{args:?}: {err}");
+        assert!(err.contains(&format!("127.0.0.1:{port}")), "{args:?}: {err}");
+        // Said once per reason, not on every retry.
+        assert_eq!(err.matches("retrying for up to").count(), 1, "{err}");
     }
 }
 

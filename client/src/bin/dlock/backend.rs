@@ -18,16 +18,14 @@ pub enum Wait {
     Forever,
 }
 
-/// "Forever" as a finite wait the library can add to an `Instant`: ten
-/// years (the server takes up to 2^47 ms).
-const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
-
 /// What to acquire (the options shared by `exec` and `acquire`).
 #[derive(Clone, Debug)]
 pub struct LockSpec {
     pub resource: String,
     pub ttl: Duration,
     pub wait: Wait,
+    /// How long a run of connection errors is retried.
+    pub retry_for: Duration,
     pub shared: bool,
     pub limit: Option<u32>,
     pub token: Option<String>,
@@ -39,11 +37,11 @@ pub struct LockSpec {
 macro_rules! build {
     ($req:expr, $spec:expr) => {{
         let spec: &LockSpec = $spec;
-        let mut r = $req.ttl(spec.ttl);
+        let mut r = $req.ttl(spec.ttl).retry_for(spec.retry_for);
         match spec.wait {
             Wait::No => {}
             Wait::For(d) => r = r.wait(d),
-            Wait::Forever => r = r.wait(FOREVER),
+            Wait::Forever => r = r.wait(Duration::MAX),
         }
         if spec.shared {
             r = r.shared();
@@ -172,17 +170,27 @@ impl Backend {
         }
     }
 
-    /// Acquires. A waiting request first checks that the server answers
-    /// (`DLOCK.INFO`, one attempt): the library retries connection errors
-    /// for as long as the wait lasts, which is forever by default, and an
-    /// unreachable server must fail at once (exit 69).
+    /// Acquires. Connection errors are retried for `retry_for` in a row
+    /// (waiting or not), and each new reason is said on stderr: a server
+    /// that is down fails within that time, instead of a wait that retries
+    /// silently forever.
     pub fn acquire(&self, spec: &LockSpec) -> Result<Option<Guard>> {
-        if spec.wait != Wait::No {
-            self.info(&spec.resource)?;
-        }
         match self {
             Backend::Single(s) => {
-                let mut r = build!(s.locker.request(spec.resource.as_str()), spec);
+                let retry_for = spec.retry_for;
+                let mut said = String::new();
+                let mut r = build!(s.locker.request(spec.resource.as_str()), spec).on_retry(
+                    move |e| {
+                        let what = e.to_string();
+                        if what != said {
+                            crate::waitline::say(&format!(
+                                "{what}; retrying for up to {} (--retry-for)",
+                                crate::args::show(retry_for)
+                            ));
+                            said = what;
+                        }
+                    },
+                );
                 if let Some(t) = &spec.token {
                     r = r.token(t.clone());
                 }

@@ -38,9 +38,10 @@ PERMISSIONS
     +dlock.acquire +dlock.release):
     exec, acquire    dlock.acquire and dlock.release (a grant given up on
                      is released); waiting (the default, or --wait) also
-                     dlock.info (a first check that the server answers) and
                      dlock.extend (the lease is refreshed once granted);
-                     exec also dlock.extend for its renewals
+                     exec also dlock.extend for its renewals, and
+                     dlock.info for the status line shown on a terminal
+                     while it waits (without it the line says so)
     extend           dlock.extend
     release          dlock.release
     status           dlock.info
@@ -95,6 +96,9 @@ OPTIONS
     --wait DURATION         wait up to DURATION in the server's FIFO queue
                             (default: until granted)
     --no-wait               one attempt (same as --wait 0)
+    --retry-for DURATION    how long an unreachable server is retried, waiting
+                            or not, before exit 69 (default 5s); each new
+                            reason is said on stderr
     --shared                a shared hold: excludes exclusive holders only
     --limit N               one of N permits (a semaphore; N at most 1048576)
     --grace DURATION        time between SIGTERM and SIGKILL when the lease
@@ -164,6 +168,8 @@ after dlock exits, until its TTL passes or `dlock release RESOURCE TOKEN`;
     --wait DURATION         wait up to DURATION in the queue (default: until
                             granted)
     --no-wait               one attempt (same as --wait 0)
+    --retry-for DURATION    how long an unreachable server is retried
+                            (default 5s)
     --shared                a shared hold
     --limit N               one of N permits (a semaphore; N at most 1048576)
     --token TOKEN           use TOKEN instead of a random one (an acquire

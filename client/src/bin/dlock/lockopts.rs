@@ -1,6 +1,6 @@
 //! The options every command that takes a lock shares: `--url`, `--ttl`,
-//! `--wait`/`--no-wait`, `--shared`, `--limit` (and `--token` for
-//! `acquire`).
+//! `--wait`/`--no-wait`, `--retry-for`, `--shared`, `--limit` (and
+//! `--token` for `acquire`).
 
 use crate::args::{self, usage, Args, Parsed};
 use crate::backend::{LockSpec, Wait};
@@ -8,10 +8,16 @@ use std::time::Duration;
 
 pub const TTL: Duration = Duration::from_secs(30);
 
+/// How long an unreachable server is retried before dlock gives up (exit
+/// 69), waiting or not: a restart or failover shorter than this goes
+/// unnoticed, a server that is down fails a cron job within it.
+pub const RETRY_FOR: Duration = Duration::from_secs(5);
+
 pub struct LockOpts {
     pub urls: Vec<String>,
     pub ttl: Duration,
     pub wait: Wait,
+    pub retry_for: Duration,
     pub shared: bool,
     pub limit: Option<u32>,
     pub token: Option<String>,
@@ -24,6 +30,7 @@ impl LockOpts {
             urls,
             ttl: TTL,
             wait: Wait::Forever,
+            retry_for: RETRY_FOR,
             shared: false,
             limit: None,
             token: None,
@@ -54,6 +61,7 @@ impl LockOpts {
                 args::flag(name, inline)?;
                 self.wait = Wait::No;
             }
+            "retry-for" => self.retry_for = args::duration(name, &a.value(name, inline)?)?,
             "shared" => {
                 args::flag(name, inline)?;
                 self.shared = true;
@@ -89,6 +97,7 @@ impl LockOpts {
             resource: resource.to_string(),
             ttl: self.ttl,
             wait: self.wait,
+            retry_for: self.retry_for,
             shared: self.shared,
             limit: self.limit,
             token: self.token.clone(),

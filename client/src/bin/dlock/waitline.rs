@@ -83,6 +83,18 @@ impl WaitLine {
     }
 }
 
+/// Writes `dlock: msg` on a line of its own, above the status line if
+/// one is shown (it is drawn again on its next update).
+pub fn say(msg: &str) {
+    let mut l = line();
+    let mut err = std::io::stderr().lock();
+    if l.shown {
+        let _ = write!(err, "\r\x1b[2K");
+        l.shown = false;
+    }
+    let _ = writeln!(err, "dlock: {msg}");
+}
+
 /// Erases the line (if shown) and stops it for good.
 pub fn clear_now() {
     let mut l = line();
