@@ -8,6 +8,7 @@ mod common;
 
 mod exec;
 mod lease;
+mod reaper;
 mod redlock;
 mod scripts;
 mod signals;
