@@ -1,8 +1,10 @@
 //! The command under the lock: started in a process group of its own (the
-//! terminal's foreground group when dlock had the terminal), killed by the
-//! kernel if dlock dies, and watched until its whole group has exited.
+//! terminal's foreground group when dlock had the terminal), which the
+//! reaper kills if dlock dies (the kernel kills its leader too), and
+//! watched until the whole group has exited.
 
 use crate::codes;
+use crate::reaper;
 use crate::signals;
 use dlock_client::Guard;
 use libc::{c_int, pid_t};
@@ -38,12 +40,14 @@ fn foreground_tty() -> Option<c_int> {
     unsafe { (libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp()).then_some(0) }
 }
 
-/// Starts `argv` with `env` added (overriding inherited values). The
+/// Starts `argv` with `env` added (overriding inherited values); the new
+/// group announces itself on `reaper_end` before the command runs. The
 /// error's exit code: 127 not found, 126 not executable, 71 otherwise.
 pub fn spawn(
     argv: &[OsString],
     env: &[(&str, String)],
     mask: libc::sigset_t,
+    reaper_end: c_int,
 ) -> Result<Child, (io::Error, i32)> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
@@ -68,6 +72,9 @@ pub fn spawn(
                 libc::pthread_sigmask(libc::SIG_BLOCK, &ttou, std::ptr::null_mut());
                 libc::tcsetpgrp(fd, libc::getpid());
             }
+            // Before the check below: if dlock is already dead, the reaper
+            // still learns which group to kill.
+            reaper::announce_group(reaper_end)?;
             if libc::prctl(
                 libc::PR_SET_PDEATHSIG,
                 libc::SIGKILL as libc::c_ulong,
@@ -78,7 +85,7 @@ pub fn spawn(
             {
                 return Err(io::Error::last_os_error());
             }
-            // dlock died before the prctl: nobody would kill us later.
+            // dlock died before the prctl: the kernel would not kill us.
             if libc::getppid() != parent {
                 libc::kill(libc::getpid(), libc::SIGKILL);
             }
@@ -207,8 +214,9 @@ impl Child {
         }
     }
 
-    /// Reaps every exited child (the leader, and grandchildren reparented
-    /// to dlock as their subreaper); records the leader's status.
+    /// Reaps every exited child (the leader, grandchildren reparented to
+    /// dlock as their subreaper, a reaper killed early); records the
+    /// leader's status.
     fn reap(&self, leader: &mut Option<c_int>) {
         loop {
             let mut status: c_int = 0;

@@ -5,6 +5,7 @@ use crate::backend::{Backend, LockSpec, Wait};
 use crate::child::{self, Child};
 use crate::codes;
 use crate::lockopts::LockOpts;
+use crate::reaper;
 use crate::signals;
 use crate::waitline::WaitLine;
 use std::ffi::OsString;
@@ -149,9 +150,19 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
         ("DLOCK_TOKEN", guard.token().to_string()),
         ("DLOCK_FENCE", guard.fence().to_string()),
     ];
-    let child: Child = match child::spawn(&opts.command, &env, signals.original) {
+    // Started first, so that the command never runs without it; no reaper,
+    // no command.
+    let reaper = match reaper::start() {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = release_within(guard, RELEASE);
+            return crate::fail(&format!("cannot start the reaper: {e}"), codes::OSERR);
+        }
+    };
+    let child: Child = match child::spawn(&opts.command, &env, signals.original, reaper.end()) {
         Ok(c) => c,
         Err((e, code)) => {
+            reaper.dismiss();
             let _ = release_within(guard, RELEASE);
             let what = match code {
                 codes::NOT_FOUND => "command not found".to_string(),
@@ -164,6 +175,7 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
         }
     };
     let ended = child.supervise(res, &guard, grace, &signals);
+    reaper.dismiss();
     let status = codes::of_wait_status(ended.status);
     // A lost lease needs no release; try anyway (it may free the resource
     // sooner), but do not wait long for a server that is not answering.

@@ -111,7 +111,13 @@ OPTIONS
 THE COMMAND
     It runs in a process group of its own; when dlock has the terminal, that
     group gets it (the command can read input) and dlock takes it back
-    afterwards. If dlock dies, the kernel kills the command (SIGKILL).
+    afterwards. If dlock dies (kill -9 of dlock or of its process group),
+    a helper started before the command (dlock-reaper, in a session of its
+    own) sends SIGKILL to the command's whole group at once, long before
+    the lease could pass on. Out of its reach: processes that left the
+    group, a kill -9 of both dlock and the helper, and a stopped dlock
+    (SIGSTOP). In a cgroup of its own (systemd-run --scope), whoever kills
+    dlock can kill all it started.
     SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock go to the command's
     group; the lease is renewed until the group has exited, then released.
     While dlock waits for the lock, those signals end dlock (nothing stays

@@ -8,6 +8,7 @@ mod codes;
 mod exec;
 mod help;
 mod lockopts;
+mod reaper;
 mod scripts;
 mod signals;
 mod status;
