@@ -165,7 +165,12 @@ fn refused_logins_and_commands_exit_77() {
 fn an_unreachable_server_is_retried_for_retry_for_and_said() {
     let dir = Dir::new();
     let url = dead_url();
-    let port = url.trim_end_matches('/').rsplit(':').next().unwrap().to_string();
+    let port = url
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_string();
     for (args, bound) in [
         (&["exec", "r", "--", "true"][..], 5 * SEC),
         (&["exec", "--retry-for", "1s", "r", "--", "true"], SEC),
@@ -178,7 +183,10 @@ fn an_unreachable_server_is_retried_for_retry_for_and_said() {
         assert!(took >= bound - crate::common::ms(300), "{args:?}: {took:?}");
         assert!(took < bound + 2 * SEC, "{args:?}: {took:?}");
         assert!(err.contains("retrying for up to"), "{args:?}: {err}");
-        assert!(err.contains(&format!("127.0.0.1:{port}")), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("127.0.0.1:{port}")),
+            "{args:?}: {err}"
+        );
         // Said once per reason, not on every retry.
         assert_eq!(err.matches("retrying for up to").count(), 1, "{err}");
     }

@@ -90,7 +90,12 @@ fn killing_dlock_kills_the_commands_whole_group() {
         let (url, pids) = (server.url(), pids.clone());
         std::thread::spawn(move || {
             let locker = Locker::new(&url).unwrap();
-            let g = locker.lock("k9g", 10 * SEC, 60 * SEC).unwrap();
+            let g = locker
+                .request("k9g")
+                .ttl(10 * SEC)
+                .wait(60 * SEC)
+                .acquire()
+                .unwrap();
             assert!(g.is_some(), "the next client got no lock");
             let survivors: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
             (Instant::now(), survivors)

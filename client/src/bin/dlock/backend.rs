@@ -179,8 +179,8 @@ impl Backend {
             Backend::Single(s) => {
                 let retry_for = spec.retry_for;
                 let mut said = String::new();
-                let mut r = build!(s.locker.request(spec.resource.as_str()), spec).on_retry(
-                    move |e| {
+                let mut r =
+                    build!(s.locker.request(spec.resource.as_str()), spec).on_retry(move |e| {
                         let what = e.to_string();
                         if what != said {
                             crate::waitline::say(&format!(
@@ -189,8 +189,7 @@ impl Backend {
                             ));
                             said = what;
                         }
-                    },
-                );
+                    });
                 if let Some(t) = &spec.token {
                     r = r.token(t.clone());
                 }
