@@ -12,7 +12,7 @@
 //! for good and marks the guard lost. Release stops the thread before the
 //! `RELEASE` is sent.
 
-use crate::guard::{Renewal, Shared};
+use crate::guard::{Renewal, Shared, State};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -37,6 +37,15 @@ struct Retry {
     at: Instant,
 }
 
+/// When the next renewal is due: a failed one's retry, or a third of the
+/// ttl after the last grant or renewal.
+fn due(s: &State, retry: &Option<Retry>) -> Instant {
+    match retry {
+        Some(r) if r.under == s.valid_until => r.at,
+        _ => s.renewal_due(),
+    }
+}
+
 fn run(shared: &Shared, renew: bool) {
     let mut retry: Option<Retry> = None;
     loop {
@@ -54,10 +63,7 @@ fn run(shared: &Shared, renew: bool) {
                     return;
                 }
                 let wake = if renew {
-                    let due = match &retry {
-                        Some(r) if r.under == s.valid_until => r.at,
-                        _ => s.renewal_due(),
-                    };
+                    let due = due(&s, &retry);
                     if now >= due {
                         break;
                     }
@@ -87,11 +93,7 @@ fn run(shared: &Shared, renew: bool) {
                 shared.mark_lost();
                 return;
             }
-            let due = match &retry {
-                Some(r) if r.under == s.valid_until => r.at,
-                _ => s.renewal_due(),
-            };
-            if now < due {
+            if now < due(&s, &retry) {
                 continue;
             }
             (s.ttl, s.valid_until)

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use common::server::wait_until;
-pub use common::{holder, Server, SEC};
+pub use common::{dead_url, holder, Server, SEC};
 
 /// A private directory for one test's files, removed when it ends.
 pub struct Dir(PathBuf);
@@ -262,14 +262,6 @@ impl Drop for Paused<'_> {
     fn drop(&mut self) {
         self.0.cont();
     }
-}
-
-/// A URL where nothing listens.
-pub fn dead_url() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    drop(l);
-    format!("redis://127.0.0.1:{port}/")
 }
 
 /// Nanoseconds since the epoch, as `date +%s%N` writes them.

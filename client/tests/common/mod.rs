@@ -55,3 +55,11 @@ pub const SEC: Duration = Duration::from_secs(1);
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
+
+/// A URL where nothing listens.
+pub fn dead_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    format!("redis://127.0.0.1:{port}/")
+}

@@ -3,19 +3,11 @@
 //! whole milliseconds the server got, the scoped `run`, `on_retry`, and
 //! errors that name the server.
 
-use crate::common::{holder, ms, pttl, Server, SEC};
+use crate::common::{dead_url, holder, ms, pttl, Server, SEC};
 use dlock_client::{Error, Locker, Redlock};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A URL where nothing listens.
-fn dead_url() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    drop(l);
-    format!("redis://127.0.0.1:{port}/")
-}
 
 /// `Duration::MAX` ("forever") anywhere the API takes a duration: no
 /// panic; a ttl the server cannot take is refused before connecting.
