@@ -108,12 +108,19 @@ impl Shared {
 
     /// Applies a renewal's outcome to the budget; true if extended. Every
     /// change of deadline wakes the watchdog (which reschedules renewal
-    /// and the loss) and `wait_lost` callers.
+    /// and the loss) and `wait_lost` callers. A renewal that comes back
+    /// after the budget passed (the guard was already reported lost) is a
+    /// loss: a passed budget is never revived.
     pub(crate) fn apply(&self, r: Renewal, ttl: Duration) -> Result<bool> {
         match r {
             Renewal::Extended(until) => {
                 {
                     let mut s = self.state();
+                    if s.is_over(Instant::now()) {
+                        drop(s);
+                        self.mark_lost();
+                        return Ok(false);
+                    }
                     s.valid_until = until;
                     s.ttl = ttl;
                 }

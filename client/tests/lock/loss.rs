@@ -190,3 +190,70 @@ fn a_loss_signal_asked_for_after_the_budget_passed_fires_at_once() {
         .recv_timeout(ms(100))
         .expect("fires at once");
 }
+
+/// Forwards to `upstream` at once, but holds every reply back by the
+/// current `delay` (ms): the server runs a command when it arrives, and
+/// the client hears of it late.
+fn reply_delaying_proxy(upstream: u16, delay: Arc<std::sync::atomic::AtomicU64>) -> u16 {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { return };
+            let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                return;
+            };
+            let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c2, &mut s2);
+            });
+            let delay = delay.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 16384];
+                while let Ok(n) = server.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    std::thread::sleep(ms(delay.load(Ordering::SeqCst)));
+                    if client.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A manual `extend` whose reply comes back only after the budget passed
+/// never revives the guard: like the watchdog's renewal (and the async
+/// guard's extend), it reports the loss, and `is_lost` never goes from
+/// true back to false.
+#[test]
+fn an_extend_answered_after_the_budget_passed_never_revives_the_guard() {
+    let server = Server::start();
+    let delay = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let port = reply_delaying_proxy(server.port(), delay.clone());
+    let locker = Locker::new(&format!("redis://127.0.0.1:{port}")).unwrap();
+    let g = locker.try_lock("res", ms(400)).unwrap().unwrap();
+    let lost = g.lost_signal();
+    std::thread::sleep(ms(150));
+    delay.store(600, Ordering::SeqCst);
+    let extended = std::thread::scope(|s| {
+        let seen_lost = s.spawn(|| {
+            std::thread::sleep(ms(400));
+            g.is_lost()
+        });
+        let extended = g.extend(10 * SEC).unwrap();
+        assert!(
+            seen_lost.join().unwrap(),
+            "lost while the reply was held back"
+        );
+        extended
+    });
+    assert!(lost.try_recv().is_ok(), "the loss was signalled");
+    assert!(g.is_lost(), "a guard reported lost stays lost");
+    assert!(!extended, "extend reports the passed budget");
+}
