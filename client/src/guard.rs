@@ -258,7 +258,8 @@ impl Guard {
 
     /// A channel that receives `()` when the lease is lost: an `EXTEND` or
     /// `RELEASE` answered 0, or the budget passed (with or without a
-    /// watchdog); at once if it already is.
+    /// watchdog); at once if it already is. Channels are signalled first,
+    /// then the `on_lost` callback runs, on the same thread.
     pub fn lost_signal(&self) -> mpsc::Receiver<()> {
         let (tx, rx) = mpsc::channel();
         let mut l = self
@@ -325,8 +326,9 @@ impl Guard {
     }
 
     /// Stops the watchdog, then releases. `Ok(true)`: the lock was still
-    /// held and is now free; `Ok(false)`: it had already ended (the guard
-    /// was lost, whether or not anyone noticed before).
+    /// held and is now free; `Ok(false)`: it had already ended, or its
+    /// budget had passed (the guard was lost, whether or not anyone noticed
+    /// before; the `RELEASE` is sent all the same).
     pub fn release(mut self) -> Result<bool> {
         self.release_now()
     }
@@ -350,8 +352,14 @@ impl Guard {
             // RELEASE is sent.
             let _ = w.join();
         }
-        let valid_until = self.shared.state().valid_until;
-        let released = self.shared.lease.release(valid_until)?;
+        let (valid_until, over) = {
+            let s = self.shared.state();
+            (s.valid_until, s.is_over(Instant::now()))
+        };
+        // A guard whose budget had passed was already reported lost: the
+        // `RELEASE` still frees what the server may hold, but the answer
+        // stays "lost", as `is_lost` said.
+        let released = self.shared.lease.release(valid_until)? && !over;
         if !released {
             self.shared.mark_lost();
         }
@@ -372,5 +380,66 @@ impl std::fmt::Debug for Guard {
             .field("token", &self.token)
             .field("fences", &self.fences)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A lease whose server still holds it (answers 1 to everything).
+    struct StillHeld(Arc<AtomicBool>);
+
+    impl Lease for StillHeld {
+        fn extend(&self, _ttl: Duration) -> Renewal {
+            Renewal::Extended(Instant::now() + Duration::from_secs(30))
+        }
+        fn release(&self, _valid_until: Instant) -> Result<bool> {
+            self.0.store(true, Ordering::SeqCst);
+            Ok(true)
+        }
+    }
+
+    fn guard(valid_until: Instant, sent: &Arc<AtomicBool>) -> Guard {
+        Guard::new(
+            Box::new(StillHeld(sent.clone())),
+            Granted {
+                resources: vec!["r".into()],
+                token: "t".into(),
+                fences: vec![Some(1)],
+                ttl: Duration::from_secs(1),
+                valid_until,
+                watchdog: false,
+                on_lost: None,
+            },
+        )
+    }
+
+    #[test]
+    fn a_release_after_the_budget_passed_answers_lost_but_is_sent() {
+        let sent = Arc::new(AtomicBool::new(false));
+        let g = guard(Instant::now() + Duration::from_millis(20), &sent);
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(g.is_lost());
+        assert!(!g.release().unwrap(), "the budget had passed: lost");
+        assert!(sent.load(Ordering::SeqCst), "the RELEASE was sent anyway");
+    }
+
+    #[test]
+    fn a_release_within_the_budget_answers_released() {
+        let sent = Arc::new(AtomicBool::new(false));
+        let g = guard(Instant::now() + Duration::from_secs(30), &sent);
+        assert!(g.release().unwrap());
+        assert!(sent.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn an_extend_after_the_budget_passed_is_refused_without_asking() {
+        let sent = Arc::new(AtomicBool::new(false));
+        let g = guard(Instant::now() + Duration::from_millis(20), &sent);
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(!g.extend(Duration::from_secs(5)).unwrap());
+        assert!(g.is_lost());
     }
 }

@@ -245,7 +245,7 @@ impl Redlock {
     /// free there).
     pub fn info(&self, resource: &str) -> Vec<Result<Value>> {
         let cmd = redis::cmd("DLOCK.INFO").arg(resource).clone();
-        let reply_by = Instant::now() + self.node_timeout;
+        let reply_by = crate::limits::after(Instant::now(), self.node_timeout);
         fan_out(&self.nodes, reply_by + SLACK, move |n| {
             n.call(&cmd, reply_by).map_err(|f| f.into_error())
         })

@@ -171,7 +171,7 @@ impl RedlockLease {
     /// Returns the tally and when the round was sent.
     fn round(&self, cmd: redis::Cmd, judge: fn(&Value, usize) -> Option<bool>) -> (Tally, Instant) {
         let sent = Instant::now();
-        let reply_by = sent + self.timeout;
+        let reply_by = crate::limits::after(sent, self.timeout);
         let members = self.spec.resources.len();
         let answers = fan_out(&self.nodes, reply_by + SLACK, move |node| {
             node.call(&cmd, reply_by).ok()

@@ -24,6 +24,7 @@
 use super::math::{valid_until, Tally};
 use super::node::{broken, time_left, RNode, MAX_TRIES, SLACK};
 use crate::error::{millis, Error, Failure};
+use crate::limits::after;
 use crate::request::Spec;
 use redis::Value;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -107,8 +108,8 @@ pub(crate) fn attempt(
     let at = Arc::new(Attempt {
         spec: spec.clone(),
         token,
-        wait_until: wait.map(|w| first_send + w),
-        reply_by: first_send + wait.unwrap_or_default() + timeout,
+        wait_until: wait.map(|w| after(first_send, w)),
+        reply_by: after(after(first_send, wait.unwrap_or_default()), timeout),
         verdict: Verdict::default(),
     });
     for i in 0..n {
@@ -140,7 +141,7 @@ pub(crate) fn attempt(
     while tally.pending() > 0 && !tally.hopeless() {
         if !quorum_seen && tally.yes >= tally.quorum() {
             quorum_seen = true;
-            until = until.min(Instant::now() + timeout);
+            until = until.min(after(Instant::now(), timeout));
         }
         let left = until.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
@@ -183,7 +184,7 @@ pub(crate) fn attempt(
             // exits: a process that ends right after a miss must not
             // leave grants behind. A worker stuck on a silent server is
             // not waited for past its reply deadline and one node timeout.
-            let undo_by = at.reply_by + timeout + SLACK;
+            let undo_by = after(at.reply_by, timeout) + SLACK;
             let left = undo_by.saturating_duration_since(Instant::now());
             let _ = done_rx.recv_timeout(left);
             Err(Missed {

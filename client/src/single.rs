@@ -180,8 +180,10 @@ impl SingleLease {
         }
         // A grant handed over while waiting started its lease at the
         // handoff, before the reply arrived: refresh with the same token
-        // and count from when the refresh was sent.
-        match self.extend(self.spec.ttl) {
+        // and count from when the refresh was sent. The refresh gets what
+        // is left of the call, and at least a reply's margin.
+        let refresh_by = deadline.max(Instant::now() + REPLY_MARGIN);
+        match self.extend_by(self.spec.ttl, refresh_by) {
             Renewal::Extended(until) => Ok(Some((fence, until))),
             Renewal::Lost => Err(Error::Lost),
             Renewal::Failed(e) => {
@@ -285,14 +287,16 @@ impl SingleLease {
     }
 }
 
-impl Lease for SingleLease {
-    fn extend(&self, ttl: Duration) -> Renewal {
+impl SingleLease {
+    /// `EXTEND`, retried through connection errors until `deadline`, each
+    /// reply due by then plus [`REPLY_MARGIN`].
+    fn extend_by(&self, ttl: Duration, deadline: Instant) -> Renewal {
         let cmd = self.spec.extend_cmd(&self.token, ttl);
         let mut sent = Instant::now();
-        let deadline = after(sent, self.settings.retry_for);
         let reply = self.retrying(deadline, || {
             sent = Instant::now();
-            self.call(&cmd, self.settings.io_timeout, Duration::ZERO, None)
+            let io = self.io_until(deadline, Duration::ZERO);
+            self.call(&cmd, io, Duration::ZERO, None)
         });
         match reply {
             Ok((Value::Int(1), acked)) => match self.check_replicas(acked) {
@@ -303,6 +307,12 @@ impl Lease for SingleLease {
             Ok((other, _)) => Renewal::Failed(Error::Server(format!("unexpected reply {other:?}"))),
             Err(e) => Renewal::Failed(e),
         }
+    }
+}
+
+impl Lease for SingleLease {
+    fn extend(&self, ttl: Duration) -> Renewal {
+        self.extend_by(ttl, after(Instant::now(), self.settings.retry_for))
     }
 
     fn release(&self, valid_until: Instant) -> Result<bool> {

@@ -189,18 +189,23 @@ impl Guard {
     }
 
     /// Stops the watchdog, then releases. `Ok(true)`: the lock was still
-    /// held and is now free; `Ok(false)`: it had already ended.
+    /// held and is now free; `Ok(false)`: it had already ended, or its
+    /// budget had passed.
     pub async fn release(mut self) -> Result<bool> {
         let mut valid_until = Instant::now();
+        let mut over = false;
         self.shared.status.send_modify(|s| {
             s.released = true;
             valid_until = s.valid_until;
+            over = s.is_over(Instant::now());
         });
         if let Some(t) = self.task.take() {
             t.abort();
             let _ = t.await;
         }
-        let released = self.lease.release(valid_until).await?;
+        // A passed budget was already a loss: the `RELEASE` still frees
+        // what the server may hold, but the answer stays "lost".
+        let released = self.lease.release(valid_until).await? && !over;
         if !released {
             self.shared.mark_lost();
         }

@@ -343,8 +343,10 @@ impl AsyncLease {
         if !waited {
             return Ok(Some((fence, sent + lease(self.spec.ttl))));
         }
-        // A grant handed over while waiting: refresh, count from its send.
-        match self.extend(self.spec.ttl).await {
+        // A grant handed over while waiting: refresh, count from its send,
+        // within what is left of the call (at least a reply's margin).
+        let refresh_by = deadline.max(Instant::now() + REPLY_MARGIN);
+        match self.extend_by(self.spec.ttl, refresh_by).await {
             Ok(Some(until)) => Ok(Some((fence, until))),
             Ok(None) => Err(Error::Lost),
             Err(e) => {
@@ -378,12 +380,18 @@ impl AsyncLease {
 
     /// `Some(valid_until)` when extended, `None` when answered 0.
     async fn extend(&self, ttl: Duration) -> Result<Option<Instant>> {
-        let cmd = self.spec.extend_cmd(&self.token, ttl);
-        let io = self.locker.inner.io_timeout;
         let deadline = after(Instant::now(), self.locker.inner.retry_for);
+        self.extend_by(ttl, deadline).await
+    }
+
+    /// `EXTEND`, retried until `deadline`, each reply due by then plus a
+    /// reply's margin.
+    async fn extend_by(&self, ttl: Duration, deadline: Instant) -> Result<Option<Instant>> {
+        let cmd = self.spec.extend_cmd(&self.token, ttl);
         let mut outage = Outage::new();
         loop {
             let sent = Instant::now();
+            let io = self.io_until(deadline, Duration::ZERO);
             match self
                 .locker
                 .call(&cmd, true, false, io, Duration::ZERO)

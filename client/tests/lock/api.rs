@@ -151,3 +151,42 @@ fn run_holds_the_lock_for_the_closure() {
     });
     assert!(matches!(r, Err(Error::Lost)), "{r:?}");
 }
+
+/// The refresh after a grant handed over while waiting stays within the
+/// call's bound: a server that stops answering right after the handoff
+/// costs the wait and a reply's margin, not the retry budget on top.
+#[test]
+fn the_refresh_after_a_waiting_grant_stays_within_the_call() {
+    let server = Server::start();
+    let delay = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let port = crate::loss::reply_delaying_proxy(server.port(), delay.clone());
+    let holder_locker = Locker::new(&server.url()).unwrap();
+    let held = holder_locker.try_lock("res", 30 * SEC).unwrap().unwrap();
+    // A long io timeout: the bound must come from the call, not from it.
+    let locker = Locker::new(&format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .with_io_timeout(4 * SEC);
+    let waiter = std::thread::spawn(move || {
+        let t = Instant::now();
+        let r = locker.request("res").ttl(30 * SEC).wait(ms(1500)).acquire();
+        (r.map(|g| g.is_some()), t.elapsed())
+    });
+    let mut c = server.conn();
+    crate::common::server::wait_until(10 * SEC, "the waiter queued", || {
+        crate::common::waiters(&mut c, "res") == 1
+    });
+    // The handoff late in the wait, when little of it is left.
+    std::thread::sleep(ms(1100));
+    assert!(held.release().unwrap());
+    crate::common::server::wait_until(5 * SEC, "the handoff", || holder(&mut c, "res").is_some());
+    // Every reply from now on (the refresh's) comes 10 s late.
+    delay.store(10_000, Ordering::SeqCst);
+    let (r, took) = waiter.join().unwrap();
+    // The wait, the refresh's margin, the undo's margin, and slack (far
+    // below the 1.2 s + 4 s the refresh alone took when it had the io
+    // timeout to itself).
+    assert!(took < ms(1500 + 250 + 250 + 1200), "{took:?}: {r:?}");
+    assert!(r.is_err(), "no refresh, no lease: {r:?}");
+    // The grant it gave up on is released (or runs out with its ttl).
+    delay.store(0, Ordering::SeqCst);
+}

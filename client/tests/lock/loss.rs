@@ -159,6 +159,12 @@ fn without_a_watchdog_the_loss_signal_fires_when_the_lease_runs_out() {
         .recv_timeout(5 * SEC)
         .expect("loss signalled when the budget ran out");
     assert!(start.elapsed() < ms(600) + ms(700), "{:?}", start.elapsed());
+    // The signal is sent before the callback runs (on the watchdog's
+    // thread): give it a moment.
+    let by = Instant::now() + SEC;
+    while !called.load(Ordering::SeqCst) && Instant::now() < by {
+        std::thread::sleep(ms(5));
+    }
     assert!(called.load(Ordering::SeqCst), "on_lost ran");
     assert!(g.is_lost());
     // Someone else holds it now (once the server's deadline, a little
@@ -194,7 +200,7 @@ fn a_loss_signal_asked_for_after_the_budget_passed_fires_at_once() {
 /// Forwards to `upstream` at once, but holds every reply back by the
 /// current `delay` (ms): the server runs a command when it arrives, and
 /// the client hears of it late.
-fn reply_delaying_proxy(upstream: u16, delay: Arc<std::sync::atomic::AtomicU64>) -> u16 {
+pub fn reply_delaying_proxy(upstream: u16, delay: Arc<std::sync::atomic::AtomicU64>) -> u16 {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
