@@ -52,6 +52,7 @@ mod request;
 mod retry;
 mod route;
 mod single;
+mod url;
 mod watchdog;
 
 pub use error::{Error, Result};
@@ -60,3 +61,4 @@ pub use locker::{LockRequest, Locker};
 pub use redis;
 pub use redlock::{Redlock, RedlockRequest};
 pub use request::{MAX_LIMIT, MAX_SET};
+pub use url::{redact_url, URL_FORMS};

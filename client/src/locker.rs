@@ -61,8 +61,7 @@ impl Locker {
     /// Nothing is connected until the first request.
     pub fn new(url: &str) -> Result<Locker> {
         let settings = Settings::default();
-        let node = Node::from_url(url, settings.io_timeout)
-            .map_err(|e| Error::Invalid(format!("{url}: {e}")))?;
+        let node = Node::from_url(url, settings.io_timeout)?;
         Ok(Locker {
             topology: Arc::new(Topology::Single(Arc::new(node))),
             settings,
@@ -89,8 +88,7 @@ impl Locker {
         let seeds = seed_urls
             .iter()
             .map(|u| Node::from_url(u.as_ref(), settings.io_timeout))
-            .collect::<redis::RedisResult<Vec<_>>>()
-            .map_err(|e| Error::Invalid(e.to_string()))?;
+            .collect::<Result<Vec<_>>>()?;
         if seeds.is_empty() {
             return Err(Error::Invalid("no cluster node given".into()));
         }

@@ -6,7 +6,7 @@
 //! left in an unknown state (a timeout mid-reply) is never reused.
 
 use crate::error::Failure;
-use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo, Value};
+use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -35,8 +35,8 @@ impl Node {
         }
     }
 
-    pub(crate) fn from_url(url: &str, connect_timeout: Duration) -> redis::RedisResult<Node> {
-        Ok(Node::new(url.into_connection_info()?, connect_timeout))
+    pub(crate) fn from_url(url: &str, connect_timeout: Duration) -> crate::Result<Node> {
+        Ok(Node::new(crate::url::parse(url)?, connect_timeout))
     }
 
     /// The same login at another address (a cluster node named by a

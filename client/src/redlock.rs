@@ -14,7 +14,7 @@ use crate::node::Node;
 use crate::request::{lock_options, new_token, Spec};
 use math::Miss;
 use node::{fan_out, RNode, RedlockLease, SLACK};
-use redis::{IntoConnectionInfo, Value};
+use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -135,9 +135,7 @@ impl Redlock {
         let mut seen: Vec<(Place, i64)> = Vec::with_capacity(urls.len());
         for url in urls {
             let url = url.as_ref();
-            let info = url
-                .into_connection_info()
-                .map_err(|e| Error::Invalid(format!("{url}: {e}")))?;
+            let info = crate::url::parse(url)?;
             let place = Place::of(&info.addr);
             let db = info.redis.db;
             if let Some((first, _)) = seen.iter().find(|(p, d)| *d == db && p.same(&place)) {

@@ -61,7 +61,8 @@ struct Inner {
 
 impl Locker {
     pub fn new(url: &str) -> Result<Locker> {
-        let client = redis::Client::open(url).map_err(|e| Error::Invalid(format!("{url}: {e}")))?;
+        let client = redis::Client::open(crate::url::parse(url)?)
+            .map_err(|e| Error::Invalid(format!("{}: {e}", crate::url::redact_url(url))))?;
         Ok(Locker::from_client(client))
     }
 

@@ -123,3 +123,24 @@ fn exec_over_three_servers_survives_one_down_not_two() {
         "the lone grant was undone"
     );
 }
+
+/// `status` over several servers names each by its URL, never with the
+/// password in it.
+#[test]
+fn redlock_status_never_shows_a_password() {
+    let dir = crate::Dir::new();
+    let urls: Vec<String> = (0..3)
+        .map(|_| crate::dead_url().replace("redis://", "redis://:s3cret@"))
+        .collect();
+    let mut cmd = crate::dlock(&urls[0]);
+    for u in &urls {
+        cmd.args(["--url", u]);
+    }
+    let (code, out, err) = crate::run(cmd.args(["status", "r"]), &dir, 30 * crate::SEC);
+    assert_eq!(code, 69, "{out}{err}");
+    assert!(out.contains(":***@"), "{out}");
+    assert!(
+        !out.contains("s3cret") && !err.contains("s3cret"),
+        "{out}{err}"
+    );
+}

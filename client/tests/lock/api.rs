@@ -190,3 +190,20 @@ fn the_refresh_after_a_waiting_grant_stays_within_the_call() {
     // The grant it gave up on is released (or runs out with its ttl).
     delay.store(0, Ordering::SeqCst);
 }
+
+/// A URL that names no server is refused with the accepted forms and the
+/// password masked, by every constructor.
+#[test]
+fn bad_urls_are_explained_without_the_password() {
+    let bad = "redis://u:pw@h:notaport/";
+    let errors = [
+        Locker::new(bad).err(),
+        Locker::cluster(&[bad]).err(),
+        Redlock::new(&[bad]).err(),
+    ];
+    for e in errors {
+        let e = e.expect("refused").to_string();
+        assert!(e.contains(dlock_client::URL_FORMS), "{e}");
+        assert!(e.contains("u:***@h") && !e.contains("pw"), "{e}");
+    }
+}

@@ -76,44 +76,15 @@ pub struct Single {
     locker: Locker,
 }
 
-/// The forms of a server URL, for the usage error of one that is not.
-const URL_FORMS: &str = "redis://[user:password@]host[:port][/db] or \
-                         unix:///path/to/socket[?db=N]";
-
-/// `url` with the password, if any, masked: for messages.
-fn masked(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_string();
-    };
-    let rest = &url[scheme_end..];
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
-    };
-    match authority[..at].find(':') {
-        Some(colon) => format!(
-            "{}{}:***{}",
-            &url[..scheme_end],
-            &authority[..colon],
-            &rest[at..]
-        ),
-        None => url.to_string(),
-    }
-}
-
-/// The usage error for a URL that names no server.
-fn bad_url(url: &str, from_env: bool) -> SetupError {
+/// The usage error for a URL that names no server (the library's
+/// message: the masked URL and the accepted forms).
+fn bad_url(e: Error, from_env: bool) -> SetupError {
     let source = if from_env { "DLOCK_URL" } else { "--url" };
-    let url = masked(url);
-    let why = if url.starts_with("rediss:") {
-        "TLS (rediss://) is not built into this dlock"
-    } else {
-        "not a server URL"
+    let msg = match e {
+        Error::Invalid(m) => m,
+        e => e.to_string(),
     };
-    SetupError(
-        format!("{source} {url}: {why}; the accepted forms are {URL_FORMS}"),
-        codes::USAGE,
-    )
+    SetupError(format!("{source} {msg}"), codes::USAGE)
 }
 
 /// A failure to set up a backend: its message and exit code.
@@ -137,14 +108,16 @@ impl Backend {
         let servers = urls
             .iter()
             .map(|url| {
-                let info = url
+                let locker = Locker::new(url).map_err(|e| bad_url(e, from_env))?;
+                // Parsed already by the locker: the address for messages.
+                let addr = url
                     .as_str()
                     .into_connection_info()
-                    .map_err(|_| bad_url(url, from_env))?;
-                let locker = Locker::new(url).map_err(|_| bad_url(url, from_env))?;
+                    .map(|i| i.addr.to_string())
+                    .unwrap_or_default();
                 Ok(Single {
                     url: url.clone(),
-                    addr: info.addr.to_string(),
+                    addr,
                     locker,
                 })
             })
@@ -215,7 +188,7 @@ impl Backend {
                     .iter()
                     .map(|s| {
                         let info = s.locker.info(resource).and_then(Info::parse);
-                        (s.url.clone(), info)
+                        (dlock_client::redact_url(&s.url), info)
                     })
                     .collect(),
             ),

@@ -1,0 +1,65 @@
+//! Server URLs: parsed into the `redis` crate's connection info with an
+//! error a person can act on, and shown in messages with the password
+//! masked.
+
+use crate::error::{Error, Result};
+use redis::{ConnectionInfo, IntoConnectionInfo};
+
+/// The forms of a server URL, for the error of one that is not.
+pub const URL_FORMS: &str =
+    "redis://[user:password@]host[:port][/db] or unix:///path/to/socket[?db=N]";
+
+/// `url` parsed; [`Error::Invalid`] naming the (masked) URL and the
+/// accepted forms otherwise.
+pub(crate) fn parse(url: &str) -> Result<ConnectionInfo> {
+    url.into_connection_info().map_err(|_| {
+        let why = if url.starts_with("rediss:") {
+            "TLS (rediss://) is not built into this client"
+        } else {
+            "not a server URL"
+        };
+        Error::Invalid(format!(
+            "{}: {why}; the accepted forms are {URL_FORMS}",
+            redact_url(url)
+        ))
+    })
+}
+
+/// `url` with its password, if any, shown as `***`: for logs and
+/// messages.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end..];
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_string();
+    };
+    match authority[..at].find(':') {
+        Some(colon) => format!(
+            "{}{}:***{}",
+            &url[..scheme_end],
+            &authority[..colon],
+            &rest[at..]
+        ),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_masked_and_bad_urls_explained() {
+        assert_eq!(redact_url("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact_url("redis://:pw@h/"), "redis://:***@h/");
+        assert_eq!(redact_url("redis://h:1/"), "redis://h:1/");
+        assert_eq!(redact_url("nonsense"), "nonsense");
+        let e = parse("redis://u:pw@h:notaport/").unwrap_err().to_string();
+        assert!(e.contains("redis://u:***@h:notaport/"), "{e}");
+        assert!(e.contains(URL_FORMS) && !e.contains("pw"), "{e}");
+        assert!(parse("unix:///tmp/s").is_ok());
+    }
+}
