@@ -32,6 +32,7 @@ use crate::request::{lock_options, new_token, Spec};
 use crate::retry::Outage;
 use redis::aio::MultiplexedConnection;
 use redis::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -153,12 +154,13 @@ impl Locker {
         }
     }
 
-    /// A failure on the shared connection: a broken one is not used again.
+    /// A failure, naming the server; on the shared connection, a broken
+    /// one is not used again.
     async fn failed(&self, f: Failure, dedicated: bool) -> Failure {
         if matches!(f, Failure::Retry(_)) && !dedicated {
             *self.inner.shared.lock().await = None;
         }
-        f
+        f.at(&self.inner.client.get_connection_info().addr.to_string())
     }
 
     /// Runs `cmd` (+ `WAIT n` when `durable` and asked for) on the shared
@@ -171,6 +173,7 @@ impl Locker {
         dedicated: bool,
         io: Duration,
         extra: Duration,
+        connected: &AtomicBool,
     ) -> std::result::Result<(Value, Option<i64>), Failure> {
         let durability = self.inner.min_replicas.filter(|_| durable);
         let mut p = redis::pipe();
@@ -188,6 +191,7 @@ impl Locker {
         let dedicated = dedicated || durability.is_some();
         let run = async {
             let mut conn = self.conn(dedicated).await?;
+            connected.store(true, Ordering::Relaxed);
             p.query_async::<Vec<Value>>(&mut conn).await
         };
         let replies = match tokio::time::timeout(limit, run).await {
@@ -315,7 +319,14 @@ impl AsyncLease {
             let extra = Duration::from_millis(wait_ms.unwrap_or(0));
             let io = self.io_until(deadline, extra);
             let waiting = wait_ms.is_some();
-            match self.locker.call(&cmd, !waiting, waiting, io, extra).await {
+            // A failure after the attempt got a connection (a server that
+            // died while we waited in its queue) starts a new outage.
+            let connected = AtomicBool::new(false);
+            match self
+                .locker
+                .call(&cmd, !waiting, waiting, io, extra, &connected)
+                .await
+            {
                 Ok((Value::Int(fence), acked)) => {
                     if let Some(e) = self.too_few(acked) {
                         self.abandon(deadline).await;
@@ -327,6 +338,9 @@ impl AsyncLease {
                 Ok((other, _)) => return Err(Error::Server(format!("unexpected reply {other:?}"))),
                 Err(Failure::Retry(e)) => {
                     maybe_granted = true;
+                    if connected.load(Ordering::Relaxed) {
+                        outage = Outage::new();
+                    }
                     let Some(pause) = outage.next_pause(retry_for, deadline) else {
                         self.abandon(deadline).await;
                         return Err(e);
@@ -367,7 +381,14 @@ impl AsyncLease {
             let io = self.io_until(deadline, Duration::ZERO);
             match self
                 .locker
-                .call(&cmd, false, false, io, Duration::ZERO)
+                .call(
+                    &cmd,
+                    false,
+                    false,
+                    io,
+                    Duration::ZERO,
+                    &AtomicBool::new(false),
+                )
                 .await
             {
                 Err(Failure::Retry(_)) => match outage.next_pause(Duration::MAX, deadline) {
@@ -395,7 +416,14 @@ impl AsyncLease {
             let io = self.io_until(deadline, Duration::ZERO);
             match self
                 .locker
-                .call(&cmd, true, false, io, Duration::ZERO)
+                .call(
+                    &cmd,
+                    true,
+                    false,
+                    io,
+                    Duration::ZERO,
+                    &AtomicBool::new(false),
+                )
                 .await
             {
                 Ok((Value::Int(1), acked)) => {

@@ -246,3 +246,24 @@ fn a_release_after_a_server_restart_reports_the_loss() {
     assert_eq!(holder(&mut c, "res"), None);
     assert!(!rt.block_on(g.release()).unwrap());
 }
+
+/// A down server: a waiting request ends after `retry_for` of connection
+/// errors, not after its wait, and the error names the server.
+#[test]
+fn an_outage_ends_a_waiting_request_and_names_the_server() {
+    let url = common::dead_url();
+    runtime().block_on(async {
+        let locker = Locker::new(&url).unwrap().with_retry_for(ms(600));
+        let t = Instant::now();
+        let e = locker
+            .request("res")
+            .wait(60 * SEC)
+            .acquire()
+            .await
+            .unwrap_err();
+        assert!(t.elapsed() < ms(1500), "{:?}", t.elapsed());
+        assert!(matches!(e, dlock_client::Error::Unavailable(_)), "{e}");
+        let port = url.trim_end_matches('/').rsplit(':').next().unwrap();
+        assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
+    });
+}
