@@ -258,8 +258,9 @@ impl SingleLease {
     /// `RELEASE`, retried through connection errors for `retry_for`: true
     /// if an attempt released the lease. A retry answered "not held" means
     /// an earlier attempt released it only if that attempt may have been
-    /// run by the server (sent on a connection open when it was sent) and
-    /// was sent while the lease surely lasted (`valid_until`).
+    /// run by the server (sent on a connection open when it was sent, and
+    /// not answered with an error reply such as a redirect) and was sent
+    /// while the lease surely lasted (`valid_until`).
     pub(crate) fn release_by(&self, valid_until: Instant) -> Result<bool> {
         let cmd = self.spec.release_cmd(&self.token);
         let deadline = after(Instant::now(), self.settings.retry_for);
@@ -271,7 +272,15 @@ impl SingleLease {
                 .topology
                 .run_live(self.spec.route_key(), io, |c, asking| {
                     sent = Some(Instant::now());
-                    with_asking(asking, &cmd, None).query::<Vec<Value>>(c)
+                    let r = with_asking(asking, &cmd, None).query::<Vec<Value>>(c);
+                    if r.as_ref().is_err_and(|e| !reached(e)) {
+                        // The server answered with an error (`MOVED`,
+                        // `ASK`, `READONLY`, `LOADING`, ...): it did not
+                        // run the command. Also forgets a redirected
+                        // attempt before this one.
+                        sent = None;
+                    }
+                    r
                 });
             if r.is_err() && first_run.is_none() {
                 first_run = sent;
@@ -285,6 +294,13 @@ impl SingleLease {
             other => Err(Error::Server(format!("unexpected reply {other:?}"))),
         }
     }
+}
+
+/// Whether a command that failed with `e` may have been run by the server:
+/// its reply was lost (the connection broke or timed out), rather than an
+/// error reply, which the server sends instead of running it.
+fn reached(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped()
 }
 
 impl SingleLease {

@@ -219,7 +219,14 @@ impl Locker {
             let mut conn = self.conn(false).await?;
             redis::cmd("PING").query_async::<Value>(&mut conn).await?;
             *sent = Some(Instant::now());
-            cmd.query_async::<Value>(&mut conn).await
+            let r = cmd.query_async::<Value>(&mut conn).await;
+            if r.as_ref()
+                .is_err_and(|e| !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped()))
+            {
+                // An error reply (`READONLY`, `LOADING`, ...): not run.
+                *sent = None;
+            }
+            r
         };
         match tokio::time::timeout(io.saturating_mul(2), run).await {
             Ok(Ok(v)) => Ok(v),

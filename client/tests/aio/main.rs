@@ -246,3 +246,31 @@ fn a_release_after_a_server_restart_reports_the_loss() {
     assert_eq!(holder(&mut c, "res"), None);
     assert!(!rt.block_on(g.release()).unwrap());
 }
+
+/// As the blocking API: a `RELEASE` answered with an error reply
+/// (`READONLY`) was not run, so a retry's 0 (the server promoted back
+/// with a dataset without the lease) is a loss, not a release.
+#[test]
+fn a_release_refused_with_an_error_reply_then_answered_0_reports_the_loss() {
+    let server = Server::start();
+    let other = Server::start();
+    runtime().block_on(async {
+        let locker = Locker::new(&server.url()).unwrap().with_retry_for(5 * SEC);
+        let g = locker.try_lock("res", 30 * SEC).await.unwrap().unwrap();
+        server.replica_of(&other);
+        server.wait_for_sync(10 * SEC);
+        let mut c = server.conn();
+        assert_eq!(holder(&mut c, "res"), None);
+        let promote = std::thread::spawn(move || {
+            std::thread::sleep(ms(500));
+            let _: () = redis::cmd("REPLICAOF")
+                .arg("NO")
+                .arg("ONE")
+                .query(&mut c)
+                .unwrap();
+        });
+        let released = g.release().await.unwrap();
+        promote.join().unwrap();
+        assert!(!released, "the lease was lost, not released by this guard");
+    });
+}
