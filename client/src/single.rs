@@ -93,10 +93,9 @@ impl SingleLease {
         let extra = extra_wait.saturating_add(durability.map_or(Duration::ZERO, |d| d.1));
         self.topology
             .run(self.spec.route_key(), io, extra, |c, asking| {
-                if let Some(flag) = connected {
-                    flag.set(true);
-                }
-                let mut replies: Vec<Value> = with_asking(asking, cmd, durability).query(c)?;
+                let replies = with_asking(asking, cmd, durability).query(c);
+                mark_connected(connected, &replies);
+                let mut replies: Vec<Value> = replies?;
                 let acked = match durability {
                     Some(_) => match replies.pop() {
                         Some(Value::Int(n)) => Some(n),
@@ -219,10 +218,9 @@ impl SingleLease {
     ) -> std::result::Result<(Value, Option<i64>), Failure> {
         self.topology
             .run(self.spec.route_key(), io, extra, |c, asking| {
-                if let Some(flag) = connected {
-                    flag.set(true);
-                }
-                let mut replies: Vec<Value> = with_asking(asking, cmd, None).query(c)?;
+                let replies = with_asking(asking, cmd, None).query(c);
+                mark_connected(connected, &replies);
+                let mut replies: Vec<Value> = replies?;
                 Ok((replies.pop().unwrap_or(Value::Nil), None))
             })
     }
@@ -292,6 +290,19 @@ impl SingleLease {
             Some(Value::Int(n)) if *n == self.spec.resources.len() as i64 => Ok(true),
             Some(Value::Int(_)) => Ok(first_run.is_some_and(|t| t < valid_until)),
             other => Err(Error::Server(format!("unexpected reply {other:?}"))),
+        }
+    }
+}
+
+/// Records in `connected` that an attempt reached a working server: it was
+/// answered, or its connection broke or timed out after it was sent (a
+/// server that died while we waited in its queue). An error reply
+/// (`READONLY`, `LOADING`, ...) is not one: a server that answers every
+/// attempt with it is an outage, bounded by `retry_for`.
+fn mark_connected<T>(connected: Option<&std::cell::Cell<bool>>, r: &redis::RedisResult<T>) {
+    if let Some(flag) = connected {
+        if r.as_ref().map_or_else(reached, |_| true) {
+            flag.set(true);
         }
     }
 }
