@@ -216,7 +216,9 @@ impl Redlock {
     /// [`Guard`] (e.g. a lease another process took): `EXTEND` on every
     /// server at once, each reply due within the node timeout. `Ok(true)`
     /// when a quorum extended it, `Ok(false)` when so many servers answered
-    /// 0 that no quorum holds the token, otherwise [`Error::NoQuorum`].
+    /// 0 that no quorum holds the token, otherwise [`Error::NoQuorum`] (or
+    /// the servers' own error when a majority answered with one, e.g.
+    /// [`Error::ModuleMissing`], [`Error::Denied`]).
     pub fn extend_token(&self, resource: &str, token: &str, ttl: Duration) -> Result<bool> {
         crate::by_token::extend(&self.lease_of(resource, token, ttl)?, ttl)
     }
@@ -224,7 +226,8 @@ impl Redlock {
     /// Releases the lease `token` holds on `resource`, without a [`Guard`]:
     /// `RELEASE` on every server at once. `Ok(true)` when a quorum released
     /// it, `Ok(false)` when so many answered 0 that no quorum held it,
-    /// otherwise [`Error::NoQuorum`].
+    /// otherwise [`Error::NoQuorum`] (or the servers' own error, as for
+    /// [`Redlock::extend_token`]).
     pub fn release_token(&self, resource: &str, token: &str) -> Result<bool> {
         let ttl = Duration::from_secs(1);
         crate::by_token::release(&self.lease_of(resource, token, ttl)?)

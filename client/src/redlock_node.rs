@@ -168,23 +168,40 @@ pub(crate) struct RedlockLease {
 
 impl RedlockLease {
     /// `cmd` on every server; `judge` reads a reply as yes, no, or neither.
-    /// Returns the tally and when the round was sent.
-    fn round(&self, cmd: redis::Cmd, judge: fn(&Value, usize) -> Option<bool>) -> (Tally, Instant) {
+    /// Returns the tally, when the round was sent, and the servers' own
+    /// error when error replies alone (the module missing, a denied
+    /// command, ...) rule out a quorum: the caller reports that rather
+    /// than "no quorum", as an acquire does.
+    fn round(
+        &self,
+        cmd: redis::Cmd,
+        judge: fn(&Value, usize) -> Option<bool>,
+    ) -> (Tally, Instant, Option<Error>) {
         let sent = Instant::now();
         let reply_by = crate::limits::after(sent, self.timeout);
         let members = self.spec.resources.len();
         let answers = fan_out(&self.nodes, reply_by + SLACK, move |node| {
-            node.call(&cmd, reply_by).ok()
+            node.call(&cmd, reply_by)
         });
         let mut tally = Tally::new(self.nodes.len());
+        let (mut errors, mut first_error) = (0, None);
         for a in answers {
-            match a.flatten().and_then(|v| judge(&v, members)) {
-                Some(true) => tally.yes += 1,
-                Some(false) => tally.no += 1,
-                None => tally.failed += 1,
+            match a {
+                Some(Ok(v)) => match judge(&v, members) {
+                    Some(true) => tally.yes += 1,
+                    Some(false) => tally.no += 1,
+                    None => tally.failed += 1,
+                },
+                Some(Err(Failure::Fatal(e))) => {
+                    tally.failed += 1;
+                    errors += 1;
+                    first_error.get_or_insert(e);
+                }
+                _ => tally.failed += 1,
             }
         }
-        (tally, sent)
+        let refused = first_error.filter(|_| errors > tally.nodes - tally.quorum());
+        (tally, sent, refused)
     }
 }
 
@@ -204,7 +221,7 @@ impl Lease for RedlockLease {
     /// token; otherwise undecided (`Failed`: the budget stays as it was).
     fn extend(&self, ttl: Duration) -> Renewal {
         let cmd = self.spec.extend_cmd(&self.token, ttl);
-        let (tally, sent) = self.round(cmd, |v, _| match v {
+        let (tally, sent, refused) = self.round(cmd, |v, _| match v {
             Value::Int(1) => Some(true),
             Value::Int(0) => Some(false),
             _ => None,
@@ -217,7 +234,7 @@ impl Lease for RedlockLease {
                 )),
             },
             RenewalKind::Lost => Renewal::Lost,
-            RenewalKind::Failed => Renewal::Failed(no_quorum(&tally)),
+            RenewalKind::Failed => Renewal::Failed(refused.unwrap_or_else(|| no_quorum(&tally))),
         }
     }
 
@@ -228,7 +245,7 @@ impl Lease for RedlockLease {
     fn release(&self, _valid_until: Instant) -> crate::Result<bool> {
         let cmd = self.spec.release_cmd(&self.token);
         // RELEASE answers 1/0, MRELEASE the members it released.
-        let (tally, _) = self.round(cmd, |v, members| match v {
+        let (tally, _, refused) = self.round(cmd, |v, members| match v {
             Value::Int(n) => Some(*n == members as i64),
             _ => None,
         });
@@ -237,7 +254,7 @@ impl Lease for RedlockLease {
         } else if tally.renewal() == RenewalKind::Lost {
             Ok(false)
         } else {
-            Err(no_quorum(&tally))
+            Err(refused.unwrap_or_else(|| no_quorum(&tally)))
         }
     }
 }

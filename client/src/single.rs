@@ -93,10 +93,9 @@ impl SingleLease {
         let extra = extra_wait.saturating_add(durability.map_or(Duration::ZERO, |d| d.1));
         self.topology
             .run(self.spec.route_key(), io, extra, |c, asking| {
-                if let Some(flag) = connected {
-                    flag.set(true);
-                }
-                let mut replies: Vec<Value> = with_asking(asking, cmd, durability).query(c)?;
+                let replies = with_asking(asking, cmd, durability).query(c);
+                mark_connected(connected, &replies);
+                let mut replies: Vec<Value> = replies?;
                 let acked = match durability {
                     Some(_) => match replies.pop() {
                         Some(Value::Int(n)) => Some(n),
@@ -219,10 +218,9 @@ impl SingleLease {
     ) -> std::result::Result<(Value, Option<i64>), Failure> {
         self.topology
             .run(self.spec.route_key(), io, extra, |c, asking| {
-                if let Some(flag) = connected {
-                    flag.set(true);
-                }
-                let mut replies: Vec<Value> = with_asking(asking, cmd, None).query(c)?;
+                let replies = with_asking(asking, cmd, None).query(c);
+                mark_connected(connected, &replies);
+                let mut replies: Vec<Value> = replies?;
                 Ok((replies.pop().unwrap_or(Value::Nil), None))
             })
     }
@@ -258,8 +256,9 @@ impl SingleLease {
     /// `RELEASE`, retried through connection errors for `retry_for`: true
     /// if an attempt released the lease. A retry answered "not held" means
     /// an earlier attempt released it only if that attempt may have been
-    /// run by the server (sent on a connection open when it was sent) and
-    /// was sent while the lease surely lasted (`valid_until`).
+    /// run by the server (sent on a connection open when it was sent, and
+    /// not answered with an error reply such as a redirect) and was sent
+    /// while the lease surely lasted (`valid_until`).
     pub(crate) fn release_by(&self, valid_until: Instant) -> Result<bool> {
         let cmd = self.spec.release_cmd(&self.token);
         let deadline = after(Instant::now(), self.settings.retry_for);
@@ -271,7 +270,15 @@ impl SingleLease {
                 .topology
                 .run_live(self.spec.route_key(), io, |c, asking| {
                     sent = Some(Instant::now());
-                    with_asking(asking, &cmd, None).query::<Vec<Value>>(c)
+                    let r = with_asking(asking, &cmd, None).query::<Vec<Value>>(c);
+                    if r.as_ref().is_err_and(|e| !reached(e)) {
+                        // The server answered with an error (`MOVED`,
+                        // `ASK`, `READONLY`, `LOADING`, ...): it did not
+                        // run the command. Also forgets a redirected
+                        // attempt before this one.
+                        sent = None;
+                    }
+                    r
                 });
             if r.is_err() && first_run.is_none() {
                 first_run = sent;
@@ -285,6 +292,26 @@ impl SingleLease {
             other => Err(Error::Server(format!("unexpected reply {other:?}"))),
         }
     }
+}
+
+/// Records in `connected` that an attempt reached a working server: it was
+/// answered, or its connection broke or timed out after it was sent (a
+/// server that died while we waited in its queue). An error reply
+/// (`READONLY`, `LOADING`, ...) is not one: a server that answers every
+/// attempt with it is an outage, bounded by `retry_for`.
+fn mark_connected<T>(connected: Option<&std::cell::Cell<bool>>, r: &redis::RedisResult<T>) {
+    if let Some(flag) = connected {
+        if r.as_ref().map_or_else(reached, |_| true) {
+            flag.set(true);
+        }
+    }
+}
+
+/// Whether a command that failed with `e` may have been run by the server:
+/// its reply was lost (the connection broke or timed out), rather than an
+/// error reply, which the server sends instead of running it.
+pub(crate) fn reached(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped()
 }
 
 impl SingleLease {

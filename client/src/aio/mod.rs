@@ -189,15 +189,26 @@ impl Locker {
         // never on the shared one, where every other command would queue
         // behind it.
         let dedicated = dedicated || durability.is_some();
+        // `connected`: the attempt reached a working server (answered, or
+        // its connection broke or timed out after sending); an error reply
+        // (`READONLY`, `LOADING`, ...) is not one (see the blocking API).
+        let sent = AtomicBool::new(false);
         let run = async {
             let mut conn = self.conn(dedicated).await?;
-            connected.store(true, Ordering::Relaxed);
-            p.query_async::<Vec<Value>>(&mut conn).await
+            sent.store(true, Ordering::Relaxed);
+            let r = p.query_async::<Vec<Value>>(&mut conn).await;
+            if r.as_ref().map_or_else(crate::single::reached, |_| true) {
+                connected.store(true, Ordering::Relaxed);
+            }
+            r
         };
         let replies = match tokio::time::timeout(limit, run).await {
             Ok(Ok(v)) => v,
             Ok(Err(e)) => return Err(self.failed(Failure::from(e), dedicated).await),
             Err(_) => {
+                if sent.load(Ordering::Relaxed) {
+                    connected.store(true, Ordering::Relaxed);
+                }
                 let f = Failure::Retry(Error::Unavailable("timed out".into()));
                 return Err(self.failed(f, dedicated).await);
             }
@@ -224,7 +235,14 @@ impl Locker {
             let mut conn = self.conn(false).await?;
             redis::cmd("PING").query_async::<Value>(&mut conn).await?;
             *sent = Some(Instant::now());
-            cmd.query_async::<Value>(&mut conn).await
+            let r = cmd.query_async::<Value>(&mut conn).await;
+            if r.as_ref()
+                .is_err_and(|e| !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped()))
+            {
+                // An error reply (`READONLY`, `LOADING`, ...): not run.
+                *sent = None;
+            }
+            r
         };
         match tokio::time::timeout(io.saturating_mul(2), run).await {
             Ok(Ok(v)) => Ok(v),

@@ -267,3 +267,54 @@ fn an_outage_ends_a_waiting_request_and_names_the_server() {
         assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
     });
 }
+
+/// As the blocking API: a `RELEASE` answered with an error reply
+/// (`READONLY`) was not run, so a retry's 0 (the server promoted back
+/// with a dataset without the lease) is a loss, not a release.
+#[test]
+fn a_release_refused_with_an_error_reply_then_answered_0_reports_the_loss() {
+    let server = Server::start();
+    let other = Server::start();
+    runtime().block_on(async {
+        let locker = Locker::new(&server.url()).unwrap().with_retry_for(5 * SEC);
+        let g = locker.try_lock("res", 30 * SEC).await.unwrap().unwrap();
+        server.replica_of(&other);
+        server.wait_for_sync(10 * SEC);
+        let mut c = server.conn();
+        assert_eq!(holder(&mut c, "res"), None);
+        let promote = std::thread::spawn(move || {
+            std::thread::sleep(ms(500));
+            let _: () = redis::cmd("REPLICAOF")
+                .arg("NO")
+                .arg("ONE")
+                .query(&mut c)
+                .unwrap();
+        });
+        let released = g.release().await.unwrap();
+        promote.join().unwrap();
+        assert!(!released, "the lease was lost, not released by this guard");
+    });
+}
+
+/// A server that answers every attempt with a retryable error reply
+/// (`READONLY`: it became a replica) is an outage like a dead one: a
+/// waiting request ends after `retry_for`, not after its wait.
+#[test]
+fn a_server_answering_only_readonly_ends_a_wait_after_retry_for() {
+    let server = Server::start();
+    let other = Server::start();
+    server.replica_of(&other);
+    server.wait_for_sync(10 * SEC);
+    runtime().block_on(async {
+        let locker = Locker::new(&server.url()).unwrap().with_retry_for(ms(600));
+        let t = Instant::now();
+        let e = locker
+            .request("res")
+            .wait(60 * SEC)
+            .acquire()
+            .await
+            .unwrap_err();
+        assert!(t.elapsed() < 2 * SEC, "{:?}", t.elapsed());
+        assert!(matches!(e, dlock_client::Error::Unavailable(_)), "{e}");
+    });
+}

@@ -259,3 +259,26 @@ fn help_documents_dlock_url_77_and_permissions() {
         assert!(out.contains(s), "dlock --help lacks {s}");
     }
 }
+
+/// A server that answers every attempt with an error reply worth retrying
+/// (here `READONLY`: it was demoted to a replica) is an outage too: its
+/// answers are no connection that worked, and dlock exits 69 after
+/// `--retry-for` instead of retrying forever.
+#[test]
+fn a_server_that_answers_only_readonly_is_retried_for_retry_for() {
+    let dir = Dir::new();
+    let master = Server::start();
+    let demoted = Server::start();
+    demoted.replica_of(&master);
+    demoted.wait_for_sync(10 * SEC);
+    let t = std::time::Instant::now();
+    let (code, _, err) = run(
+        dlock(&demoted.url()).args(["exec", "--retry-for", "1s", "r", "--", "true"]),
+        &dir,
+        15 * SEC,
+    );
+    let took = t.elapsed();
+    assert_eq!(code, 69, "{err}");
+    assert!(took < 4 * SEC, "{took:?}");
+    assert!(err.contains("read only replica"), "{err}");
+}

@@ -144,3 +144,57 @@ fn redlock_status_never_shows_a_password() {
         "{out}{err}"
     );
 }
+
+/// By-token `extend` and `release` over 3 servers report the servers' own
+/// refusal as acquire does: a majority without the module is 69 saying how
+/// to load it, a majority whose ACL denies the command is 77, never a bare
+/// "no quorum".
+#[test]
+fn extend_and_release_over_three_servers_report_the_servers_refusal() {
+    let dir = Dir::new();
+    let bare: Vec<Server> = (0..3)
+        .map(|_| Server::builder().without_module().start())
+        .collect();
+    for cmd in ["extend", "release"] {
+        let (code, _, err) = run(
+            dlock(&bare[0].url())
+                .args(urls(&bare))
+                .args([cmd, "r", "some-token"]),
+            &dir,
+            30 * SEC,
+        );
+        assert_eq!(code, 69, "{cmd}: {err}");
+        assert!(err.contains("module is not loaded"), "{cmd}: {err}");
+    }
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    for s in &servers {
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", "ro", "on", ">pw", "~*", "&*", "+@all"][..])
+            .arg(&["-dlock.extend", "-dlock.release"][..])
+            .query(&mut s.conn())
+            .unwrap();
+    }
+    let ro: Vec<String> = servers
+        .iter()
+        .flat_map(|s| {
+            [
+                "--url".to_string(),
+                format!("redis://ro:pw@127.0.0.1:{}/", s.port()),
+            ]
+        })
+        .collect();
+    for cmd in ["extend", "release"] {
+        let (code, _, err) = run(
+            dlock(&servers[0].url())
+                .args(&ro)
+                .args([cmd, "r", "some-token"]),
+            &dir,
+            30 * SEC,
+        );
+        assert_eq!(code, 77, "{cmd}: {err}");
+        assert!(
+            err.to_lowercase().contains(&format!("dlock.{cmd}")),
+            "{cmd}: {err}"
+        );
+    }
+}

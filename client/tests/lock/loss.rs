@@ -263,3 +263,30 @@ fn an_extend_answered_after_the_budget_passed_never_revives_the_guard() {
     assert!(g.is_lost(), "a guard reported lost stays lost");
     assert!(!extended, "extend reports the passed budget");
 }
+
+/// An error reply (here `READONLY`, from a server demoted to a replica)
+/// means the `RELEASE` was not run: when the retry, on the server promoted
+/// back with a dataset without the lease, answers 0, the lease was lost,
+/// never released by this guard.
+#[test]
+fn a_release_refused_with_an_error_reply_then_answered_0_reports_the_loss() {
+    let server = Server::start();
+    let other = Server::start();
+    let locker = Locker::new(&server.url()).unwrap().with_retry_for(5 * SEC);
+    let g = locker.try_lock("res", 30 * SEC).unwrap().unwrap();
+    server.replica_of(&other);
+    server.wait_for_sync(10 * SEC);
+    let mut c = server.conn();
+    assert_eq!(holder(&mut c, "res"), None, "replaced by the master's data");
+    let promote = std::thread::spawn(move || {
+        std::thread::sleep(ms(500));
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query(&mut c)
+            .unwrap();
+    });
+    let released = g.release().unwrap();
+    promote.join().unwrap();
+    assert!(!released, "the lease was lost, not released by this guard");
+}
