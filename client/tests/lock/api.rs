@@ -153,19 +153,23 @@ fn run_holds_the_lock_for_the_closure() {
 }
 
 /// The refresh after a grant handed over while waiting stays within the
-/// call's bound: a server that stops answering right after the handoff
-/// costs the wait and a reply's margin, not the retry budget on top.
+/// call's bound: a server whose `EXTEND` replies never come (every one is
+/// lost) costs the wait and a reply's margin, not `retry_for` on top.
 #[test]
 fn the_refresh_after_a_waiting_grant_stays_within_the_call() {
+    fn extend(args: &[Vec<u8>]) -> bool {
+        args.first()
+            .is_some_and(|a| a.eq_ignore_ascii_case(b"DLOCK.EXTEND"))
+    }
     let server = Server::start();
-    let delay = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let port = crate::loss::reply_delaying_proxy(server.port(), delay.clone());
-    let holder_locker = Locker::new(&server.url()).unwrap();
-    let held = holder_locker.try_lock("res", 30 * SEC).unwrap().unwrap();
-    // A long io timeout: the bound must come from the call, not from it.
-    let locker = Locker::new(&format!("redis://127.0.0.1:{port}/"))
+    let proxy = crate::proxy::Proxy::start(server.port(), 7, 1000, extend);
+    let held = Locker::new(&server.url())
         .unwrap()
-        .with_io_timeout(4 * SEC);
+        .try_lock("res", 30 * SEC)
+        .unwrap()
+        .unwrap();
+    // A long retry budget: the bound must come from the call, not from it.
+    let locker = Locker::new(&proxy.url()).unwrap().with_retry_for(6 * SEC);
     let waiter = std::thread::spawn(move || {
         let t = Instant::now();
         let r = locker.request("res").ttl(30 * SEC).wait(ms(1500)).acquire();
@@ -175,20 +179,14 @@ fn the_refresh_after_a_waiting_grant_stays_within_the_call() {
     crate::common::server::wait_until(10 * SEC, "the waiter queued", || {
         crate::common::waiters(&mut c, "res") == 1
     });
-    // The handoff late in the wait, when little of it is left.
-    std::thread::sleep(ms(1100));
     assert!(held.release().unwrap());
-    crate::common::server::wait_until(5 * SEC, "the handoff", || holder(&mut c, "res").is_some());
-    // Every reply from now on (the refresh's) comes 10 s late.
-    delay.store(10_000, Ordering::SeqCst);
     let (r, took) = waiter.join().unwrap();
     // The wait, the refresh's margin, the undo's margin, and slack (far
-    // below the 1.2 s + 4 s the refresh alone took when it had the io
-    // timeout to itself).
+    // below the 6 s of retries the refresh alone took when it had the
+    // retry budget to itself).
     assert!(took < ms(1500 + 250 + 250 + 1200), "{took:?}: {r:?}");
     assert!(r.is_err(), "no refresh, no lease: {r:?}");
-    // The grant it gave up on is released (or runs out with its ttl).
-    delay.store(0, Ordering::SeqCst);
+    assert!(proxy.drop_count() >= 1, "the refresh's reply was lost");
 }
 
 /// A URL that names no server is refused with the accepted forms and the
