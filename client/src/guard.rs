@@ -98,11 +98,13 @@ impl Shared {
             let mut l = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
             (std::mem::take(&mut l.0), std::mem::take(&mut l.1))
         };
-        for s in senders {
-            let _ = s.send(());
-        }
+        // Callbacks first: whoever hears the channel may count on them
+        // having run.
         for cb in callbacks {
             cb();
+        }
+        for s in senders {
+            let _ = s.send(());
         }
     }
 
@@ -258,8 +260,8 @@ impl Guard {
 
     /// A channel that receives `()` when the lease is lost: an `EXTEND` or
     /// `RELEASE` answered 0, or the budget passed (with or without a
-    /// watchdog); at once if it already is. Channels are signalled first,
-    /// then the `on_lost` callback runs, on the same thread.
+    /// watchdog); at once if it already is. The `on_lost` callback runs
+    /// first, then the channels are signalled, on the same thread.
     pub fn lost_signal(&self) -> mpsc::Receiver<()> {
         let (tx, rx) = mpsc::channel();
         let mut l = self

@@ -47,21 +47,23 @@ impl Shared {
         *self.status.borrow()
     }
 
-    /// Marks the lease lost for good; the callback runs once.
+    /// Marks the lease lost for good: the callback runs once, before the
+    /// loss is published (whoever sees it may count on the callback having
+    /// run).
     fn mark_lost(&self) {
-        if self
-            .status
-            .send_if_modified(|s| !std::mem::replace(&mut s.lost, true))
-        {
-            let cb = self
-                .on_lost
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take();
-            if let Some(cb) = cb {
-                cb();
-            }
+        if self.status.borrow().lost {
+            return;
         }
+        let cb = self
+            .on_lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(cb) = cb {
+            cb();
+        }
+        self.status
+            .send_if_modified(|s| !std::mem::replace(&mut s.lost, true));
     }
 
     /// A renewal's new budget; false if the budget had already passed (the
