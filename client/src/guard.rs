@@ -168,6 +168,7 @@ pub struct Guard {
 
 impl Guard {
     pub(crate) fn new(lease: Box<dyn Lease>, g: Granted) -> Guard {
+        let listening = g.on_lost.is_some();
         let shared = Arc::new(Shared {
             lease,
             state: Mutex::new(State {
@@ -180,12 +181,6 @@ impl Guard {
             listeners: Mutex::new((Vec::new(), g.on_lost.into_iter().collect())),
             renewing: Mutex::new(()),
         });
-        let listening = !shared
-            .listeners
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .1
-            .is_empty();
         let guard = Guard {
             resources: g.resources,
             token: g.token,

@@ -80,16 +80,18 @@ impl SingleLease {
             .max(Duration::from_millis(1))
     }
 
-    /// Runs `cmd` (+ `WAIT n` if asked) on the resource's server; returns
-    /// the command's reply and the replicas' acknowledgements.
+    /// Runs `cmd` (+ `WAIT n` when `durable` and asked for) on the
+    /// resource's server; returns the command's reply and the replicas'
+    /// acknowledgements.
     fn call(
         &self,
         cmd: &redis::Cmd,
+        durable: bool,
         io: Duration,
         extra_wait: Duration,
         connected: Option<&std::cell::Cell<bool>>,
     ) -> std::result::Result<(Value, Option<i64>), Failure> {
-        let durability = self.settings.min_replicas;
+        let durability = self.settings.min_replicas.filter(|_| durable);
         let extra = extra_wait.saturating_add(durability.map_or(Duration::ZERO, |d| d.1));
         self.topology
             .run(self.spec.route_key(), io, extra, |c, asking| {
@@ -134,12 +136,9 @@ impl SingleLease {
             // (a server that died while we waited in its queue) starts a
             // new outage.
             let connected = std::cell::Cell::new(false);
-            let outcome = if wait_ms.is_some() {
-                // Durability is confirmed by the refresh below.
-                self.call_plain(&cmd, io, waiting, Some(&connected))
-            } else {
-                self.call(&cmd, io, waiting, Some(&connected))
-            };
+            // A waiting grant's durability is confirmed by the refresh below.
+            let durable = wait_ms.is_none();
+            let outcome = self.call(&cmd, durable, io, waiting, Some(&connected));
             match outcome {
                 Ok((Value::Int(fence), acked)) => {
                     if let Err(e) = self.check_replicas(acked) {
@@ -200,29 +199,14 @@ impl SingleLease {
         let deadline = deadline.min(Instant::now() + REPLY_MARGIN);
         let cmd = self.spec.release_cmd(&self.token);
         let _ = self.retrying(deadline, || {
-            self.call_plain(
+            self.call(
                 &cmd,
+                false,
                 self.io_until(deadline, Duration::ZERO),
                 Duration::ZERO,
                 None,
             )
         });
-    }
-
-    fn call_plain(
-        &self,
-        cmd: &redis::Cmd,
-        io: Duration,
-        extra: Duration,
-        connected: Option<&std::cell::Cell<bool>>,
-    ) -> std::result::Result<(Value, Option<i64>), Failure> {
-        self.topology
-            .run(self.spec.route_key(), io, extra, |c, asking| {
-                let replies = with_asking(asking, cmd, None).query(c);
-                mark_connected(connected, &replies);
-                let mut replies: Vec<Value> = replies?;
-                Ok((replies.pop().unwrap_or(Value::Nil), None))
-            })
     }
 
     fn check_replicas(&self, acked: Option<i64>) -> Result<()> {
@@ -323,7 +307,7 @@ impl SingleLease {
         let reply = self.retrying(deadline, || {
             sent = Instant::now();
             let io = self.io_until(deadline, Duration::ZERO);
-            self.call(&cmd, io, Duration::ZERO, None)
+            self.call(&cmd, true, io, Duration::ZERO, None)
         });
         match reply {
             Ok((Value::Int(1), acked)) => match self.check_replicas(acked) {

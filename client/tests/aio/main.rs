@@ -253,16 +253,7 @@ fn a_release_after_a_server_restart_reports_the_loss() {
 fn an_outage_ends_a_waiting_request_and_names_the_server() {
     let url = common::dead_url();
     runtime().block_on(async {
-        let locker = Locker::new(&url).unwrap().with_retry_for(ms(600));
-        let t = Instant::now();
-        let e = locker
-            .request("res")
-            .wait(60 * SEC)
-            .acquire()
-            .await
-            .unwrap_err();
-        assert!(t.elapsed() < ms(1500), "{:?}", t.elapsed());
-        assert!(matches!(e, dlock_client::Error::Unavailable(_)), "{e}");
+        let e = outage_ends_the_wait(&url, ms(1500)).await;
         let port = url.trim_end_matches('/').rsplit(':').next().unwrap();
         assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
     });
@@ -278,18 +269,8 @@ fn a_release_refused_with_an_error_reply_then_answered_0_reports_the_loss() {
     runtime().block_on(async {
         let locker = Locker::new(&server.url()).unwrap().with_retry_for(5 * SEC);
         let g = locker.try_lock("res", 30 * SEC).await.unwrap().unwrap();
-        server.replica_of(&other);
-        server.wait_for_sync(10 * SEC);
-        let mut c = server.conn();
-        assert_eq!(holder(&mut c, "res"), None);
-        let promote = std::thread::spawn(move || {
-            std::thread::sleep(ms(500));
-            let _: () = redis::cmd("REPLICAOF")
-                .arg("NO")
-                .arg("ONE")
-                .query(&mut c)
-                .unwrap();
-        });
+        let promote = common::demote_then_promote(&server, &other, ms(500));
+        assert_eq!(holder(&mut server.conn(), "res"), None);
         let released = g.release().await.unwrap();
         promote.join().unwrap();
         assert!(!released, "the lease was lost, not released by this guard");
@@ -305,16 +286,21 @@ fn a_server_answering_only_readonly_ends_a_wait_after_retry_for() {
     let other = Server::start();
     server.replica_of(&other);
     server.wait_for_sync(10 * SEC);
-    runtime().block_on(async {
-        let locker = Locker::new(&server.url()).unwrap().with_retry_for(ms(600));
-        let t = Instant::now();
-        let e = locker
-            .request("res")
-            .wait(60 * SEC)
-            .acquire()
-            .await
-            .unwrap_err();
-        assert!(t.elapsed() < 2 * SEC, "{:?}", t.elapsed());
-        assert!(matches!(e, dlock_client::Error::Unavailable(_)), "{e}");
-    });
+    runtime().block_on(outage_ends_the_wait(&server.url(), 2 * SEC));
+}
+
+/// A request that may wait 60 s, against a server at `url` that does not
+/// serve locks, with a 600 ms `retry_for`: `Unavailable` within `bound`.
+async fn outage_ends_the_wait(url: &str, bound: std::time::Duration) -> dlock_client::Error {
+    let locker = Locker::new(url).unwrap().with_retry_for(ms(600));
+    let t = Instant::now();
+    let e = locker
+        .request("res")
+        .wait(60 * SEC)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(t.elapsed() < bound, "{:?}", t.elapsed());
+    assert!(matches!(e, dlock_client::Error::Unavailable(_)), "{e}");
+    e
 }

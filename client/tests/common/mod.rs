@@ -63,3 +63,24 @@ pub fn dead_url() -> String {
     drop(l);
     format!("redis://127.0.0.1:{port}/")
 }
+
+/// Demotes `server` to a replica of `other` (its data, locks included,
+/// replaced by `other`'s, and every write answered `READONLY`), and returns
+/// a thread that promotes it back `after` from now.
+pub fn demote_then_promote(
+    server: &Server,
+    other: &Server,
+    after: Duration,
+) -> std::thread::JoinHandle<()> {
+    server.replica_of(other);
+    server.wait_for_sync(10 * SEC);
+    let mut c = server.conn();
+    std::thread::spawn(move || {
+        std::thread::sleep(after);
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query(&mut c)
+            .unwrap();
+    })
+}

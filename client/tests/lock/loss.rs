@@ -62,13 +62,8 @@ fn a_release_after_a_server_restart_reports_the_loss() {
     assert!(!g.release().unwrap());
 }
 
-/// A guard with a watchdog whose lease is shortened by `extend` is renewed
-/// on the new schedule (ttl/3 of the new ttl), not the old one.
-#[test]
-fn a_shortened_lease_is_renewed_on_its_new_schedule() {
-    let server = Server::start();
-    let mut c = server.conn();
-    let locker = Locker::new(&server.url()).unwrap();
+/// A 30 s lease with a watchdog, running on its schedule (200 ms in).
+fn watched(locker: &Locker) -> dlock_client::Guard {
     let g = locker
         .request("res")
         .ttl(30 * SEC)
@@ -76,8 +71,19 @@ fn a_shortened_lease_is_renewed_on_its_new_schedule() {
         .acquire()
         .unwrap()
         .unwrap();
-    // The watchdog is running on the 30 s schedule when the lease shrinks.
     std::thread::sleep(ms(200));
+    g
+}
+
+/// A guard with a watchdog whose lease is shortened by `extend` is renewed
+/// on the new schedule (ttl/3 of the new ttl), not the old one.
+#[test]
+fn a_shortened_lease_is_renewed_on_its_new_schedule() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let locker = Locker::new(&server.url()).unwrap();
+    // The watchdog is running on the 30 s schedule when the lease shrinks.
+    let g = watched(&locker);
     assert!(g.extend(ms(900)).unwrap());
     // Three new ttls: on the old schedule (first renewal at 10 s) the lock
     // would have expired after the first.
@@ -99,16 +105,9 @@ fn the_loss_of_a_shortened_lease_is_signalled_on_its_new_schedule() {
     let server = Server::start();
     let mut c = server.conn();
     let locker = Locker::new(&server.url()).unwrap();
-    let g = locker
-        .request("res")
-        .ttl(30 * SEC)
-        .watchdog()
-        .acquire()
-        .unwrap()
-        .unwrap();
-    let lost = g.lost_signal();
     // The watchdog is running on the 30 s schedule when the lease shrinks.
-    std::thread::sleep(ms(200));
+    let g = watched(&locker);
+    let lost = g.lost_signal();
     assert!(g.extend(ms(1500)).unwrap());
     let _: i64 = redis::cmd("DEL").arg("res").query(&mut c).unwrap();
     let deleted = Instant::now();
@@ -274,18 +273,12 @@ fn a_release_refused_with_an_error_reply_then_answered_0_reports_the_loss() {
     let other = Server::start();
     let locker = Locker::new(&server.url()).unwrap().with_retry_for(5 * SEC);
     let g = locker.try_lock("res", 30 * SEC).unwrap().unwrap();
-    server.replica_of(&other);
-    server.wait_for_sync(10 * SEC);
-    let mut c = server.conn();
-    assert_eq!(holder(&mut c, "res"), None, "replaced by the master's data");
-    let promote = std::thread::spawn(move || {
-        std::thread::sleep(ms(500));
-        let _: () = redis::cmd("REPLICAOF")
-            .arg("NO")
-            .arg("ONE")
-            .query(&mut c)
-            .unwrap();
-    });
+    let promote = crate::common::demote_then_promote(&server, &other, ms(500));
+    assert_eq!(
+        holder(&mut server.conn(), "res"),
+        None,
+        "replaced by the master's data"
+    );
     let released = g.release().unwrap();
     promote.join().unwrap();
     assert!(!released, "the lease was lost, not released by this guard");

@@ -212,16 +212,22 @@ fn a_quorum_that_answers_after_the_ttl_is_no_lock() {
     wait_free(&refs(&servers), "res", 5 * SEC, "released");
 }
 
+/// Takes "res" on every server and leaves it to be handled by its token.
+fn held_by_token(rl: &dlock_client::Redlock) -> String {
+    warm(rl);
+    let g = rl.try_lock("res", 30 * SEC).unwrap().unwrap();
+    let token = g.token().to_string();
+    std::mem::forget(g);
+    token
+}
+
 /// By token, with one server of three paused: a majority extends and
 /// releases, within the node timeout.
 #[test]
 fn extend_token_and_release_token_with_one_of_three_paused() {
     let servers = start(3);
     let rl = redlock(&urls(&servers));
-    warm(&rl);
-    let g = rl.try_lock("res", 30 * SEC).unwrap().unwrap();
-    let token = g.token().to_string();
-    std::mem::forget(g);
+    let token = held_by_token(&rl);
     servers[0].stop();
     let t = Instant::now();
     let extended = rl.extend_token("res", &token, 60 * SEC);
@@ -250,10 +256,7 @@ fn extend_token_and_release_token_with_one_of_three_paused() {
 fn extend_token_with_two_of_three_paused_is_no_quorum() {
     let servers = start(3);
     let rl = redlock(&urls(&servers));
-    warm(&rl);
-    let g = rl.try_lock("res", 30 * SEC).unwrap().unwrap();
-    let token = g.token().to_string();
-    std::mem::forget(g);
+    let token = held_by_token(&rl);
     servers[0].stop();
     servers[1].stop();
     let extended = rl.extend_token("res", &token, 60 * SEC);
