@@ -67,11 +67,12 @@ pub fn module_path() -> PathBuf {
 }
 
 /// The repository root: this harness also serves the client crate's tests
-/// (`client/tests/`), whose manifest directory is `client/`.
+/// (`client/tests/`) and the history checker (`history/`), whose manifest
+/// directories are one level down.
 pub fn workspace_root() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     match dir.file_name() {
-        Some(n) if n == "client" => dir.parent().unwrap_or(dir).to_path_buf(),
+        Some(n) if n == "client" || n == "history" => dir.parent().unwrap_or(dir).to_path_buf(),
         _ => dir.to_path_buf(),
     }
 }

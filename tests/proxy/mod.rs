@@ -12,7 +12,7 @@
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
@@ -142,7 +142,7 @@ impl Dropped {
 pub type Filter = fn(&[Vec<u8>]) -> bool;
 
 struct Shared {
-    upstream: u16,
+    upstream: AtomicU16,
     seed: u64,
     per_mille: u64,
     filter: Filter,
@@ -167,7 +167,7 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").expect("proxy bind");
         let port = listener.local_addr().unwrap().port();
         let shared = Arc::new(Shared {
-            upstream,
+            upstream: AtomicU16::new(upstream),
             seed,
             per_mille,
             filter,
@@ -201,6 +201,11 @@ impl Proxy {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+    /// Connections accepted from now on go to `127.0.0.1:upstream` (a
+    /// failover); open ones stay where they are.
+    pub fn set_upstream(&self, upstream: u16) {
+        self.shared.upstream.store(upstream, Ordering::SeqCst);
     }
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
@@ -242,7 +247,7 @@ impl Drop for Proxy {
 }
 
 fn serve(sh: &Shared, client: TcpStream, rng: &mut Rng) -> io::Result<()> {
-    let upstream = TcpStream::connect(("127.0.0.1", sh.upstream))?;
+    let upstream = TcpStream::connect(("127.0.0.1", sh.upstream.load(Ordering::SeqCst)))?;
     for s in [&client, &upstream] {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(IO_TIMEOUT))?;

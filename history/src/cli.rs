@@ -1,0 +1,82 @@
+//! Arguments, and the two ways in: run a workload then check its history,
+//! or check a saved history.
+use crate::{check, history, workload};
+use std::fs::File;
+use std::io::BufReader;
+use std::path::PathBuf;
+
+const USAGE: &str = "usage: check-history run [--secs N] [--seed S] [--clients C] [--out FILE]\n       check-history check FILE";
+
+/// Runs the command line; returns how many violations and coverage gaps
+/// the report counted.
+pub fn main(args: Vec<String>) -> Result<u64, String> {
+    let mut args = args.into_iter();
+    let events = match args.next().as_deref() {
+        Some("run") => {
+            let cfg = run_config(args)?;
+            println!(
+                "check-history: {} s, {} clients, seed {}, history in {}",
+                cfg.secs,
+                cfg.clients,
+                cfg.seed,
+                cfg.out.display()
+            );
+            workload::run(&cfg)?
+        }
+        Some("check") => {
+            let path = args.next().ok_or(USAGE)?;
+            if args.next().is_some() {
+                return Err(USAGE.into());
+            }
+            let f = File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+            history::read(BufReader::new(f)).map_err(|e| format!("{path}: {e}"))?
+        }
+        _ => return Err(USAGE.into()),
+    };
+    let started = std::time::Instant::now();
+    let report = check::check(&events);
+    report.print(&events, started.elapsed());
+    Ok(report.failures())
+}
+
+fn run_config(mut args: impl Iterator<Item = String>) -> Result<workload::Config, String> {
+    let mut cfg = workload::Config {
+        secs: 60,
+        seed: random_seed(),
+        clients: 16,
+        out: PathBuf::from("target/history/history.jsonl"),
+    };
+    while let Some(flag) = args.next() {
+        let value = args
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        let number = || {
+            value
+                .parse::<u64>()
+                .map_err(|_| format!("{flag}: not a number: {value}"))
+        };
+        match flag.as_str() {
+            "--secs" => cfg.secs = number()?.max(1),
+            "--seed" => cfg.seed = number()?,
+            "--clients" => {
+                cfg.clients = u32::try_from(number()?)
+                    .ok()
+                    .filter(|c| (2..=256).contains(c))
+                    .ok_or_else(|| format!("--clients: 2 ..= 256, not {value}"))?
+            }
+            "--out" => cfg.out = PathBuf::from(&value),
+            _ => return Err(format!("unknown option {flag}\n{USAGE}")),
+        }
+    }
+    Ok(cfg)
+}
+
+/// A seed from the clock and the process id: printed, so any run can be
+/// repeated.
+fn random_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    (nanos ^ (u64::from(std::process::id()) << 32)) % 1_000_000_000
+}

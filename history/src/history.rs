@@ -1,0 +1,269 @@
+//! The history file: one JSON object per line (docs/history.md).
+//!
+//! Times are microseconds on the recorder's monotonic clock since the run
+//! started. A `process` is Jepsen's logical process: a client gets a new one
+//! after an operation whose outcome it could not learn (`info`), so every
+//! process has at most one operation in flight and an `info` operation may
+//! take effect at any point up to its `complete` time (the recorder only
+//! gives up on a connection it has closed or that the server closed, never
+//! on a slow reply; see `Outcome::Info`).
+use serde::{Deserialize, Serialize};
+use std::io::{self, BufRead, Write};
+
+/// One line of the history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// The first line: what the run was.
+    Meta(Meta),
+    /// A client sent an operation.
+    Invoke {
+        t: u64,
+        process: u64,
+        client: u32,
+        id: u64,
+        op: Op,
+    },
+    /// The operation `id` ended.
+    Complete {
+        t: u64,
+        process: u64,
+        client: u32,
+        id: u64,
+        outcome: Outcome,
+    },
+    /// A holder's write to the fenced sink of `resource`, made while it
+    /// believed it held the resource under `fence`, and whether the sink
+    /// took it (`highest` is the sink's highest accepted fence after it).
+    Write {
+        t: u64,
+        client: u32,
+        resource: String,
+        token: String,
+        fence: u64,
+        accepted: bool,
+        highest: u64,
+    },
+    /// A fault injected into the servers (`Start` .. `End`).
+    Fault {
+        t: u64,
+        fault: FaultKind,
+        phase: Phase,
+        /// The server group it hit (`main` or `lin`).
+        group: String,
+        /// The workload client it hit (`ClientKill`, `ClientUnblock`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client: Option<u32>,
+        /// What it hit, e.g. the port promoted, the mode of a pause.
+        detail: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    pub seed: u64,
+    pub secs: u64,
+    pub clients: u32,
+    /// The server binary, as `--version` prints it.
+    pub server: String,
+    /// The planted bug the module was built with, if any.
+    pub broken: Option<String>,
+    pub resources: Vec<Resource>,
+}
+
+/// A resource of the workload: which server group holds it and what kind
+/// of lock the workload uses it as.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Resource {
+    pub name: String,
+    /// `main`: short leases, every fault. `lin`: leases longer than the
+    /// run on a server that never loses an acknowledged write, so its
+    /// history must be linearizable against the sequential specification.
+    pub group: String,
+    pub kind: Kind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// `ACQUIRE` without options, and sets.
+    Plain,
+    /// `SHARED` and exclusive holds, `OWNER` (reentrant, upgrade, downgrade),
+    /// and sets.
+    Rwlock,
+    /// `LIMIT n`.
+    Semaphore { limit: u32 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Command {
+    Acquire,
+    Release,
+    Extend,
+    Info,
+    Macquire,
+    Mrelease,
+    Mextend,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Exclusive,
+    Shared,
+}
+
+/// What was sent. `resources` has one name but for the set commands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Op {
+    pub command: Command,
+    pub resources: Vec<String>,
+    pub token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    #[serde(default = "exclusive", skip_serializing_if = "is_exclusive")]
+    pub mode: Mode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+    /// Followed by `WAIT 1` on the same connection (the durability recipe):
+    /// a grant no replica acknowledged is released and reported `Fail`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub durable: bool,
+    /// The operation whose outcome was lost and this one repeats with the
+    /// same token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<u64>,
+    /// The client closes its connection if no reply came after this long
+    /// (a waiter that leaves): its outcome is `Info { reason: "left" }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leave_after_ms: Option<u64>,
+    /// A `RELEASE` sent only to learn whether a waiter that was told nil,
+    /// unblocked or killed holds anything: it must answer 0.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub probe: bool,
+}
+
+fn exclusive() -> Mode {
+    Mode::Exclusive
+}
+fn is_exclusive(m: &Mode) -> bool {
+    *m == Mode::Exclusive
+}
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    /// The server replied.
+    Ok { value: Value },
+    /// The server replied with an error: nothing changed.
+    Fail { error: String },
+    /// Indeterminate: the connection closed, or the reply was dropped,
+    /// before a reply was read. `reason` says what the client saw.
+    Info { reason: String },
+}
+
+/// A reply, decoded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Value {
+    /// `ACQUIRE`/`MACQUIRE`: granted with this fence.
+    Fence(u64),
+    /// `ACQUIRE`/`MACQUIRE`: not granted (busy, or `WAIT` timed out);
+    /// `INFO`: free.
+    Nil,
+    /// `RELEASE`, `EXTEND`, `MRELEASE`, `MEXTEND`.
+    Int(i64),
+    /// `ACQUIRE`/`MACQUIRE` with `durable`: granted with this fence, but
+    /// `WAIT 1` saw no replica acknowledge it, so the client released it
+    /// at once (the next operation) and never relied on it.
+    Unacknowledged(u64),
+    /// `INFO` of a held or reserved resource.
+    Holds(InfoView),
+}
+
+/// `DLOCK.INFO`, in one form for every kind (a plain lock is one exclusive
+/// hold whose owner is its token; a reserved resource has no holds).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InfoView {
+    pub holds: Vec<HoldView>,
+    pub waiters: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HoldView {
+    pub token: String,
+    pub owner: String,
+    pub fence: u64,
+    pub mode: Mode,
+    pub ttl_ms: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// kill -9 of the master and a restart on its data, `appendfsync always`.
+    Kill9Always,
+    /// The same with `appendfsync everysec` (the restart quarantine).
+    Kill9Everysec,
+    /// kill -9 of the master, its replica promoted (`REPLICAOF NO ONE`,
+    /// the promotion quarantine), the old master back as a replica.
+    Failover,
+    /// As `Failover`, but the replica is stopped (SIGSTOP) first and resumed
+    /// after the kill, so the promoted replica missed the last writes.
+    FailoverStale,
+    /// A reply dropped by the proxy after the command ran.
+    LostReply,
+    ClientPause,
+    /// `EVAL` spinning for a while: the event loop is held.
+    SlowScript,
+    ClientKill,
+    ClientUnblock,
+    DebugSleep,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Start,
+    End,
+}
+
+/// Appends events as JSON lines.
+pub struct Writer<W: Write> {
+    out: W,
+}
+
+impl<W: Write> Writer<W> {
+    pub fn new(out: W) -> Self {
+        Writer { out }
+    }
+    pub fn event(&mut self, e: &Event) -> io::Result<()> {
+        serde_json::to_writer(&mut self.out, e)?;
+        self.out.write_all(b"\n")
+    }
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// Reads a whole history; a line that does not parse is an error naming it.
+pub fn read(input: impl BufRead) -> Result<Vec<Event>, String> {
+    let mut events = Vec::new();
+    for (n, line) in input.lines().enumerate() {
+        let line = line.map_err(|e| format!("line {}: {e}", n + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let e = serde_json::from_str(&line).map_err(|e| format!("line {}: {e}", n + 1))?;
+        events.push(e);
+    }
+    Ok(events)
+}
