@@ -30,7 +30,7 @@ MODULE_DIR = $(DESTDIR)$(PREFIX)/lib/redis/modules
 BIN_DIR = $(DESTDIR)$(PREFIX)/bin
 
 .PHONY: deps build run test test-matrix install uninstall check-install bench fmt clippy clean \
-	check-memory check-memory-canary fuzz
+	check-memory check-memory-canary fuzz check-history check-history-can-fail
 
 # Installs only what is missing (see .ci/deps.sh): the build's needs and the
 # chosen SERVER.
@@ -190,6 +190,48 @@ check-memory-canary:
 	fi; \
 	grep -m1 -B3 -A6 "are definitely lost" $(MEMCHECK_REPORT); \
 	echo "check-memory-canary: OK, check-memory failed on the canary leak ($$(grep -c 'are definitely lost' $(MEMCHECK_REPORT)) report(s)); full log: $(MEMCHECK_DIR)-canary.log"
+
+# --- The history checker (docs/history.md): a seeded workload over every
+# kind of lock against real servers while faults are injected, its history
+# recorded (HISTORY_OUT, JSON lines) and checked. Exit 1 on any violation.
+#   make check-history                         60 s, random seed (printed)
+#   make check-history HISTORY_SECS=1800 HISTORY_SEED=42 HISTORY_CLIENTS=16
+#   make check-history HISTORY_BROKEN=fence    a planted bug: must fail
+#     (fence, release, set, or 1 for all three; built into target/broken/)
+#   target/release/check-history check FILE    re-check a saved history
+HISTORY_SECS ?= 60
+HISTORY_SEED ?=
+HISTORY_CLIENTS ?= 16
+HISTORY_OUT ?= target/history/history.jsonl
+HISTORY_BROKEN ?=
+PLANTED_fence := planted-fence-reuse
+PLANTED_release := planted-release-any
+PLANTED_set := planted-set-partial
+PLANTED_1 := $(PLANTED_fence),$(PLANTED_release),$(PLANTED_set)
+PLANTED_all := $(PLANTED_1)
+HISTORY_FEATURES = $(PLANTED_$(HISTORY_BROKEN))
+HISTORY_MODULE = $(if $(HISTORY_BROKEN),$(CURDIR)/target/broken/release/libdlock.so,$(MODULE))
+
+check-history: build
+	@if [ -n "$(HISTORY_BROKEN)" ]; then 		[ -n "$(HISTORY_FEATURES)" ] || { echo "HISTORY_BROKEN: fence, release, set or 1 (all), not $(HISTORY_BROKEN)"; exit 2; }; 		$(CARGO) build --release -p dlock --features $(HISTORY_FEATURES) --target-dir target/broken || exit 2; 	fi
+	HISTORY_BROKEN="$(HISTORY_BROKEN)" DLOCK_MODULE=$(HISTORY_MODULE) target/release/check-history run \
+		--secs $(HISTORY_SECS) --clients $(HISTORY_CLIENTS) --out $(HISTORY_OUT) \
+		$(if $(HISTORY_SEED),--seed $(HISTORY_SEED))
+
+# The proof that check-history can fail (CI runs it): with every planted bug
+# the run must end in violations (exit 1 and a non-zero count), not pass
+# and not break down (exit 2).
+check-history-can-fail:
+	@out=target/history/broken.log; mkdir -p target/history; \
+	$(MAKE) --no-print-directory check-history HISTORY_BROKEN=$(or $(HISTORY_BROKEN),1) \
+		HISTORY_OUT=target/history/broken.jsonl > $$out 2>&1; rc=$$?; \
+	tail -n 40 $$out; last=$$(tail -n 1 $$out); \
+	case "$$rc:$$last" in \
+	1:history:*" 0 violations"*) echo "check-history-can-fail: FAILED, exit 1 without violations"; exit 1 ;; \
+	1:history:*) echo "check-history-can-fail: OK, the broken build was caught" ;; \
+	0:*) echo "check-history-can-fail: FAILED, the broken build passed"; exit 1 ;; \
+	*) echo "check-history-can-fail: FAILED, the run broke down (exit $$rc)"; exit 1 ;; \
+	esac
 
 # --- Fuzzing (cargo-fuzz, libFuzzer + AddressSanitizer; needs nightly):
 # fuzz/fuzz_targets/args.rs (command argument parsers) and decode.rs (the

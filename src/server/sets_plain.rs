@@ -54,6 +54,21 @@ pub fn try_acquire(
         Seen::Other => Ok(None),
         // A queued set is the general path's.
         Seen::Busy if blocks => Ok(None),
+        #[cfg(feature = "planted-set-partial")]
+        Seen::Busy if quarantine::ms_left() == 0 => {
+            let fence = state::with_clock(|c| c.next(now))?;
+            let deadline = now / 1000 + req.ttl_ms;
+            quarantine::note_ttl(req.ttl_ms);
+            for (key, name) in keys.iter_mut().zip(names) {
+                if key.stored()?.is_none() {
+                    key.store(LeaseRef::new(req.token, fence))?;
+                    key.set_deadline(deadline)?;
+                    effects::granted(ctx, *name, req.token, fence, deadline)?;
+                    key.signal_modified()?;
+                }
+            }
+            Ok(Some(Some(fence)))
+        }
         Seen::Busy => {
             stats::CONTENDED.add();
             Ok(Some(None))
