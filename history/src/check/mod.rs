@@ -1,5 +1,6 @@
 //! Decides whether a history could have happened: each checker reads the
 //! events and returns the violations it found.
+mod linear;
 use crate::history::{Event, FaultKind};
 use std::collections::BTreeMap;
 
