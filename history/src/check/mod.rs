@@ -2,12 +2,14 @@
 //! events and returns the violations it found (docs/history.md, "What the
 //! checker decides").
 //!
-//! - `prep`: events in time order, operations paired, grants, believed holds
+//! - `prep`: events in time order, operations paired, faults as intervals
+//! - `believe`: every grant, and the holds each client believed it had
 //! - `mutex`, `fences`, `sink`, `lost`, `liveness` (+ `fifo`): the checkers
 //! - `coverage`: counts and coverage gaps; `print`: the report
 use crate::history::{Command, Event, FaultKind, Mode};
 use std::collections::BTreeMap;
 
+mod believe;
 mod coverage;
 mod fences;
 mod fifo;
