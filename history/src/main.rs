@@ -14,7 +14,7 @@ mod workload;
 
 fn main() {
     std::process::exit(match cli::main(std::env::args().skip(1).collect()) {
-        Ok(violations) if violations == 0 => 0,
+        Ok(0) => 0,
         Ok(_) => 1,
         Err(e) => {
             eprintln!("check-history: {e}");

@@ -1,0 +1,136 @@
+//! What the history exercised: operations by command, flavour and outcome,
+//! faults by kind, and the coverage gaps (what never happened).
+use super::prep::{OpRec, Prepared};
+use super::Report;
+use crate::history::{Command, FaultKind, Kind, Mode, Outcome, Value};
+use std::collections::BTreeSet;
+
+const COMMANDS: [Command; 7] = [
+    Command::Acquire,
+    Command::Release,
+    Command::Extend,
+    Command::Info,
+    Command::Macquire,
+    Command::Mrelease,
+    Command::Mextend,
+];
+
+const FLAVOURS: [&str; 8] = [
+    "acquire shared",
+    "acquire limit",
+    "acquire owner",
+    "acquire wait",
+    "acquire durable",
+    "acquire retry",
+    "release probe",
+    "macquire wait",
+];
+
+const FAULTS: [FaultKind; 10] = [
+    FaultKind::Kill9Always,
+    FaultKind::Kill9Everysec,
+    FaultKind::Failover,
+    FaultKind::FailoverStale,
+    FaultKind::LostReply,
+    FaultKind::ClientPause,
+    FaultKind::SlowScript,
+    FaultKind::ClientKill,
+    FaultKind::ClientUnblock,
+    FaultKind::DebugSleep,
+];
+
+/// The flavours an operation counts under: each option it used (`left`
+/// when it ended because its client left), `plain` when none applies.
+pub fn flavours(o: &OpRec) -> Vec<&'static str> {
+    let op = o.op;
+    let mut v = Vec::new();
+    let flags = [
+        (op.mode == Mode::Shared, "shared"),
+        (op.limit.is_some(), "limit"),
+        (op.owner.is_some(), "owner"),
+        (op.wait_ms.is_some(), "wait"),
+        (op.durable, "durable"),
+        (op.retry_of.is_some(), "retry"),
+        (op.probe, "probe"),
+        (o.info_reason() == Some("left"), "left"),
+    ];
+    for (on, name) in flags {
+        if on {
+            v.push(name);
+        }
+    }
+    if v.is_empty() {
+        v.push("plain");
+    }
+    v
+}
+
+fn outcome(o: &OpRec) -> &'static str {
+    match o.outcome {
+        None => "pending",
+        Some(Outcome::Ok { value: Value::Nil }) => "nil",
+        Some(Outcome::Ok { .. }) => "ok",
+        Some(Outcome::Fail { .. }) => "fail",
+        Some(Outcome::Info { .. }) => "info",
+    }
+}
+
+/// Fills `ops`, `by_op`, `faults` and `gaps`.
+pub fn count(p: &Prepared, r: &mut Report) {
+    r.ops = p.ops.len() as u64;
+    for o in &p.ops {
+        let cmd = super::command_name(o.op.command);
+        let out = outcome(o);
+        *r.by_op
+            .entry(cmd.to_string())
+            .or_default()
+            .entry(out.to_string())
+            .or_default() += 1;
+        for f in flavours(o) {
+            *r.by_op
+                .entry(format!("{cmd} {f}"))
+                .or_default()
+                .entry(out.to_string())
+                .or_default() += 1;
+        }
+    }
+    for f in &p.faults {
+        *r.faults.entry(f.kind).or_default() += 1;
+    }
+    let mut gaps = Vec::new();
+    for c in COMMANDS {
+        let name = super::command_name(c);
+        if !r.by_op.contains_key(name) {
+            gaps.push(format!("no {name} was sent"));
+        }
+    }
+    for f in FLAVOURS {
+        if !r.by_op.contains_key(f) {
+            gaps.push(format!("no {f} was sent"));
+        }
+    }
+    for k in FAULTS {
+        if !r.faults.contains_key(&k) {
+            gaps.push(format!("no {} fault was injected", super::fault_name(k)));
+        }
+    }
+    let granted: BTreeSet<&str> = p
+        .grants
+        .iter()
+        .filter(|g| matches!(p.ops[g.op].value(), Some(Value::Fence(_))))
+        .map(|g| match p.resources[g.res as usize].kind {
+            Kind::Plain => "plain",
+            Kind::Rwlock => "rwlock",
+            Kind::Semaphore { .. } => "semaphore",
+        })
+        .collect();
+    for k in ["plain", "rwlock", "semaphore"] {
+        if !granted.contains(k) {
+            gaps.push(format!("no {k} resource was ever granted"));
+        }
+    }
+    if !p.writes.iter().any(|w| w.accepted) {
+        gaps.push("the fenced sink never accepted a write".to_string());
+    }
+    r.gaps = gaps;
+}

@@ -1,0 +1,103 @@
+//! `fences`: a new owner's fence exceeds every fence granted on the
+//! resource before it asked; no two owners share a fence on one resource;
+//! an owner's further holds reuse its fence.
+use super::prep::Prepared;
+use super::Violation;
+use std::collections::HashMap;
+
+/// Every grant (acknowledged or not), member by member. A grant whose owner
+/// had an earlier grant (by invocation) of the same fence on the resource
+/// is its owner's fence again (a retry, a reentrant, upgraded or downgraded
+/// hold). Any other grant must be above every fence whose grant completed
+/// before this one was invoked (for a retry: before the first try was
+/// invoked). Separately, a fence given to two owners on one resource is
+/// reported once per later owner's grant.
+pub fn check(p: &Prepared) -> Vec<Violation> {
+    let g = &p.grants;
+    let mut out = Vec::new();
+    // The first grant (by invocation) of each (resource, owner, fence).
+    let mut first: HashMap<(u32, u32, u64), (u64, usize)> = HashMap::new();
+    // The first owner of each (resource, fence).
+    let mut fence_owner: HashMap<(u32, u64), (u32, usize)> = HashMap::new();
+    let mut by_invoke: Vec<usize> = (0..g.len()).collect();
+    by_invoke.sort_by_key(|&i| (g[i].invoke, i));
+    for &i in &by_invoke {
+        first
+            .entry((g[i].res, g[i].owner, g[i].fence))
+            .or_insert((g[i].invoke, i));
+        let (owner, j) = *fence_owner
+            .entry((g[i].res, g[i].fence))
+            .or_insert((g[i].owner, i));
+        if owner != g[i].owner {
+            out.push(Violation {
+                checker: "fences",
+                what: format!(
+                    "{}: fence {} granted to owner {} (op {}) and to owner {} (op {})",
+                    p.resources[g[i].res as usize].name,
+                    g[i].fence,
+                    p.names[owner as usize],
+                    p.ops[g[j].op].id,
+                    p.names[g[i].owner as usize],
+                    p.ops[g[i].op].id
+                ),
+                ops: ids(p, g[j].op, g[i].op),
+            });
+        }
+    }
+    let mut by_complete: Vec<usize> = (0..g.len()).collect();
+    by_complete.sort_by_key(|&i| (g[i].complete, i));
+    // Per resource: the highest fence (and its grant) completed so far.
+    let mut high: Vec<Option<(u64, usize)>> = vec![None; p.resources.len()];
+    let mut next = 0;
+    for &i in &by_invoke {
+        while next < by_complete.len() && g[by_complete[next]].complete < g[i].invoke {
+            let c = by_complete[next];
+            let h = &mut high[g[c].res as usize];
+            if h.is_none_or(|(f, _)| g[c].fence > f) {
+                *h = Some((g[c].fence, c));
+            }
+            next += 1;
+        }
+        if first[&(g[i].res, g[i].owner, g[i].fence)].1 != i {
+            continue; // the owner's fence again
+        }
+        let Some((f, j)) = high[g[i].res as usize] else {
+            continue;
+        };
+        if g[i].fence <= f {
+            let fault = p
+                .faults
+                .iter()
+                .rev()
+                .find(|x| x.start <= g[i].invoke && x.start >= g[j].complete.min(g[i].invoke));
+            out.push(Violation {
+                checker: "fences",
+                what: format!(
+                    "{}: fence {} granted to new owner {} (op {}) is not above fence {} of op {}, completed at {} before it was invoked at {}{}",
+                    p.resources[g[i].res as usize].name,
+                    g[i].fence,
+                    p.names[g[i].owner as usize],
+                    p.ops[g[i].op].id,
+                    f,
+                    p.ops[g[j].op].id,
+                    g[j].complete,
+                    g[i].invoke,
+                    fault.map_or(String::new(), |x| format!(
+                        " (after a {} at {})",
+                        super::fault_name(x.kind),
+                        x.start
+                    ))
+                ),
+                ops: ids(p, g[j].op, g[i].op),
+            });
+        }
+    }
+    out
+}
+
+fn ids(p: &Prepared, a: usize, b: usize) -> Vec<u64> {
+    let mut v = vec![p.ops[a].id, p.ops[b].id];
+    v.sort_unstable();
+    v.dedup();
+    v
+}

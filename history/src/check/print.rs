@@ -1,0 +1,91 @@
+//! The report: counts, known limits, gaps, violations with their lines, and
+//! last the summary line.
+use super::Report;
+use crate::history::Event;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// How many violations are printed in full.
+const SHOWN: usize = 20;
+const OUTCOMES: [&str; 5] = ["ok", "nil", "fail", "info", "pending"];
+
+impl Report {
+    /// Prints the breakdown, the first violations, and last the summary line.
+    pub fn print(&self, events: &[Event], took: std::time::Duration) {
+        print!("{}", self.render(events, took));
+    }
+
+    pub fn render(&self, events: &[Event], took: std::time::Duration) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(s, "operations ({}):", self.ops);
+        let _ = writeln!(
+            s,
+            "  {:<24}{}",
+            "command flavour",
+            OUTCOMES.map(|o| format!("{o:>9}")).concat()
+        );
+        for (k, v) in &self.by_op {
+            let cols: String = OUTCOMES
+                .iter()
+                .map(|o| format!("{:>9}", v.get(*o).copied().unwrap_or(0)))
+                .collect();
+            let _ = writeln!(s, "  {k:<24}{cols}");
+        }
+        let faults: u64 = self.faults.values().sum();
+        let _ = writeln!(s, "faults ({faults}):");
+        for (k, n) in &self.faults {
+            let _ = writeln!(s, "  {:<24}{n:>9}", super::fault_name(*k));
+        }
+        let _ = writeln!(s, "known limits (counted, not violations):");
+        if self.known_limits.is_empty() {
+            let _ = writeln!(s, "  none");
+        }
+        for (k, n) in &self.known_limits {
+            let _ = writeln!(s, "  {n:>7}  {k}");
+        }
+        let _ = writeln!(s, "coverage gaps ({}):", self.gaps.len());
+        for g in &self.gaps {
+            let _ = writeln!(s, "  {g}");
+        }
+        let mut by_checker: BTreeMap<&str, u64> = BTreeMap::new();
+        for v in &self.violations {
+            *by_checker.entry(v.checker).or_default() += 1;
+        }
+        let _ = writeln!(s, "violations ({}):", self.violations.len());
+        for (k, n) in &by_checker {
+            let _ = writeln!(s, "  {k:<24}{n:>9}");
+        }
+        let shown = &self.violations[..self.violations.len().min(SHOWN)];
+        let wanted: HashSet<u64> = shown.iter().flat_map(|v| v.ops.iter().copied()).collect();
+        let mut lines: HashMap<u64, Vec<&Event>> = HashMap::new();
+        for e in events {
+            if let Event::Invoke { id, .. } | Event::Complete { id, .. } = e {
+                if wanted.contains(id) {
+                    lines.entry(*id).or_default().push(e);
+                }
+            }
+        }
+        for (n, v) in shown.iter().enumerate() {
+            let _ = writeln!(s, "#{} [{}] {}", n + 1, v.checker, v.what);
+            for id in &v.ops {
+                for e in lines.get(id).into_iter().flatten() {
+                    let json = serde_json::to_string(e).unwrap_or_default();
+                    let _ = writeln!(s, "    {json}");
+                }
+            }
+        }
+        if self.violations.len() > SHOWN {
+            let _ = writeln!(s, "... and {} more", self.violations.len() - SHOWN);
+        }
+        let _ = writeln!(s, "check took {} ms", took.as_millis());
+        let _ = writeln!(
+            s,
+            "history: {} ops, {} faults, {} violations, seed {}",
+            self.ops,
+            faults,
+            self.violations.len(),
+            self.seed
+        );
+        s
+    }
+}

@@ -1,0 +1,180 @@
+//! `liveness` (FIFO included), coverage, the report, and the timing.
+use super::*;
+
+#[test]
+fn liveness_catches_a_probe_answering_1_and_counts_a_left_waiter() {
+    let mut h = H::new();
+    let wait = |token: &str, leave| Op {
+        wait_ms: Some(100),
+        leave_after_ms: leave,
+        ..acq("m0", token, 1000)
+    };
+    let probe = |token: &str| Op {
+        probe: true,
+        ..op(Command::Release, "m0", token)
+    };
+    h.op(1, 0, ms(100), wait("c1-1", None), ok(Value::Nil));
+    h.op(1, ms(101), ms(102), probe("c1-1"), ok(Value::Int(0)));
+    h.op(2, 0, ms(50), wait("c2-1", Some(50)), info("left"));
+    h.op(2, ms(51), ms(52), probe("c2-1"), ok(Value::Int(1)));
+    let r = h.check();
+    assert!(found(&r, "liveness").is_empty(), "{:?}", r.violations);
+    assert_eq!(r.known_limits[CLOSING_CONNECTION], 1);
+    assert_eq!(r.by_op["acquire left"]["info"], 1);
+    h.op(3, ms(200), ms(300), wait("c3-1", None), ok(Value::Nil));
+    h.op(3, ms(301), ms(302), probe("c3-1"), ok(Value::Int(1)));
+    let v = found(&h.check(), "liveness");
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].what.contains("granted after its waiter was told nil"));
+}
+
+#[test]
+fn liveness_catches_pending_ops_timeouts_and_early_nils() {
+    let mut h = H::new();
+    let wait = |token: &str| Op {
+        wait_ms: Some(1000),
+        ..acq("m0", token, 1000)
+    };
+    // Unblocked: an early nil is fine.
+    h.op(1, 0, ms(10), wait("c1-1"), ok(Value::Nil));
+    h.fault(FaultKind::ClientUnblock, ms(5), ms(6), Some(1));
+    assert!(found(&h.check(), "liveness").is_empty());
+    h.op(2, 0, 0, wait("c2-1"), None);
+    h.op(3, 0, ms(31000), wait("c3-1"), info("timeout"));
+    h.op(4, 0, ms(10), wait("c4-1"), ok(Value::Nil));
+    let v = found(&h.check(), "liveness");
+    assert_eq!(v.len(), 3, "{v:?}");
+    assert!(v.iter().any(|v| v.what.contains("never completed")));
+    assert!(v
+        .iter()
+        .any(|v| v.what.contains("no reply within wait + 30 s")));
+    assert!(v.iter().any(|v| v.what.contains("before its timeout")));
+}
+
+#[test]
+fn liveness_catches_a_fifo_pass_over() {
+    let mut h = H::new();
+    let wait = |token: &str| Op {
+        wait_ms: Some(5000),
+        ..acq("m0", token, 1000)
+    };
+    h.op(1, 0, ms(1), acq("m0", "c1-1", 3000), ok(Value::Fence(5)));
+    h.op(2, ms(10), ms(2000), wait("c2-1"), ok(Value::Fence(10)));
+    h.op(3, ms(600), ms(2600), wait("c3-1"), ok(Value::Fence(20)));
+    assert!(found(&h.check(), "liveness").is_empty());
+    // Client 4 queued first but its fence is above client 5's.
+    h.op(
+        4,
+        ms(10_000),
+        ms(12_000),
+        wait("c4-1"),
+        ok(Value::Fence(40)),
+    );
+    h.op(
+        5,
+        ms(10_600),
+        ms(11_000),
+        wait("c5-1"),
+        ok(Value::Fence(30)),
+    );
+    // Client 6 queued first and was told nil long after client 8 got it.
+    h.op(6, ms(20_000), ms(25_000), wait("c6-1"), ok(Value::Nil));
+    h.op(
+        8,
+        ms(20_600),
+        ms(21_000),
+        wait("c8-1"),
+        ok(Value::Fence(50)),
+    );
+    let v = found(&h.check(), "liveness");
+    assert_eq!(v.len(), 2, "{v:?}");
+    assert!(v.iter().all(|v| v.what.contains("FIFO")));
+    // A fault near either pass-over excuses it.
+    h.fault(FaultKind::DebugSleep, ms(9_500), ms(9_600), None);
+    h.fault(FaultKind::ClientPause, ms(20_700), ms(20_800), None);
+    assert!(found(&h.check(), "liveness").is_empty());
+}
+
+#[test]
+fn coverage_reports_every_gap_and_the_summary_comes_last() {
+    let h = H::new();
+    let r = h.check();
+    assert_eq!(r.gaps.len(), 7 + 8 + 10 + 3 + 1, "{:?}", r.gaps);
+    assert_eq!(r.failures(), r.gaps.len() as u64);
+    let mut h = H::new();
+    h.op(1, 0, ms(1), acq("m0", "c1-1", 1000), ok(Value::Fence(10)));
+    h.op(
+        2,
+        ms(100),
+        ms(101),
+        acq("m0", "c2-1", 1000),
+        ok(Value::Fence(20)),
+    );
+    let r = h.check();
+    assert!(!r.gaps.iter().any(|g| g.contains("plain resource")));
+    let text = r.render(&h.events, std::time::Duration::from_millis(3));
+    assert!(text.contains("\"c2-1\""), "{text}");
+    assert!(text.contains("check took 3 ms"));
+    assert_eq!(
+        text.lines().last(),
+        Some("history: 2 ops, 0 faults, 1 violations, seed 42")
+    );
+}
+
+/// 500k operations, correct, over every kind of resource.
+#[test]
+fn half_a_million_ops_check_quickly() {
+    let mut h = H::new();
+    let names = ["m0", "m2", "m4", "l0"];
+    let mut fence = 1_000;
+    let mut ops = 0;
+    let mut k: u64 = 0;
+    while ops < 500_000 {
+        let (res, client) = (names[(k % 4) as usize], (k % 16) as u32);
+        let t = k * 100;
+        let token = format!("c{client}-{k}");
+        fence += 1;
+        let a = Op {
+            wait_ms: k.is_multiple_of(3).then_some(1000),
+            limit: (res == "m4").then_some(2),
+            ..acq(res, &token, 1000)
+        };
+        h.op(client, t, t + 20, a, ok(Value::Fence(fence)));
+        h.write(t + 30, client, res, &token, fence, true, fence);
+        let e = Op {
+            ttl_ms: Some(1000),
+            ..op(Command::Extend, res, &token)
+        };
+        h.op(client, t + 40, t + 50, e, ok(Value::Int(1)));
+        h.op(
+            client,
+            t + 300,
+            t + 310,
+            op(Command::Release, res, &token),
+            ok(Value::Int(1)),
+        );
+        if k % 1000 == 999 {
+            h.fault(FaultKind::DebugSleep, t + 50, t + 90, None);
+        }
+        ops += 3;
+        k += 1;
+    }
+    // Through the file format and back.
+    let mut file = Vec::new();
+    let mut w = crate::history::Writer::new(&mut file);
+    for e in &h.events {
+        w.event(e).unwrap();
+    }
+    w.flush().unwrap();
+    h.events = crate::history::read(&file[..]).unwrap();
+    let started = std::time::Instant::now();
+    let r = h.check();
+    let took = started.elapsed();
+    println!(
+        "{} ops, {} events checked in {took:?}",
+        r.ops,
+        h.events.len()
+    );
+    assert!(r.violations.is_empty(), "{:?}", &r.violations[..3]);
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+}
