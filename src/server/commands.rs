@@ -160,8 +160,8 @@ pub fn release_key(
     if key.is_multi()? {
         return holds::release(ctx, &mut key, name, token);
     }
-    let owned = owned_by(&key, token)?
-        || (cfg!(feature = "planted-release-any") && key.lease()?.is_some());
+    let owned =
+        owned_by(&key, token)? || (cfg!(feature = "planted-release-any") && key.lease()?.is_some());
     if !owned {
         return Ok(false);
     }

@@ -14,8 +14,8 @@ mod believe;
 mod coverage;
 mod fences;
 mod fifo;
-mod liveness;
 mod linear;
+mod liveness;
 mod lost;
 mod mutex;
 mod prep;
@@ -54,6 +54,8 @@ pub struct Report {
     pub violations: Vec<Violation>,
     /// What the workload should have exercised and did not.
     pub gaps: Vec<String>,
+    /// The linearizability search, per `lin` resource.
+    pub linear: Vec<linear::Stats>,
 }
 
 pub fn check(events: &[Event]) -> Report {
@@ -70,7 +72,9 @@ pub fn check(events: &[Event]) -> Report {
     v.extend(lost::check(&p, &mut limits));
     v.extend(liveness::check(&p, &mut limits));
     v.extend(fifo::check(&p));
-    v.extend(linear::check(events));
+    let (linearizability, stats) = linear::check_with_stats(events);
+    v.extend(linearizability);
+    report.linear = stats;
     report.violations = v;
     report.known_limits = limits;
     report

@@ -43,6 +43,22 @@ impl Report {
         for (k, n) in &self.known_limits {
             let _ = writeln!(s, "  {n:>7}  {k}");
         }
+        let _ = writeln!(s, "linearizability (per lin resource):");
+        for l in &self.linear {
+            let _ = writeln!(
+                s,
+                "  {:<6}{:>9} ops ({} lost replies, {} left out, {} unmodelled): {} in {:?}, {} steps, at most {} states",
+                l.resource,
+                l.ops,
+                l.unknown,
+                l.left_out,
+                l.unmodeled,
+                if l.linearizable { "linearizable" } else { "NOT linearizable" },
+                l.took,
+                l.steps,
+                l.max_states
+            );
+        }
         let _ = writeln!(s, "coverage gaps ({}):", self.gaps.len());
         for g in &self.gaps {
             let _ = writeln!(s, "  {g}");
