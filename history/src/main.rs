@@ -9,12 +9,16 @@
 //! `history: <ops> ops, <faults> faults, <violations> violations, seed <seed>`
 //! and exit 1 when there is any violation (2 on a usage or I/O error).
 mod check;
+#[path = "../../tests/common/mod.rs"]
+mod common;
 mod history;
+#[path = "../../tests/proxy/mod.rs"]
+mod proxy;
 mod workload;
 
 fn main() {
     std::process::exit(match cli::main(std::env::args().skip(1).collect()) {
-        Ok(violations) if violations == 0 => 0,
+        Ok(0) => 0,
         Ok(_) => 1,
         Err(e) => {
             eprintln!("check-history: {e}");
