@@ -9,7 +9,11 @@
 //! `history: <ops> ops, <faults> faults, <violations> violations, seed <seed>`
 //! and exit 1 when there is any violation (2 on a usage or I/O error).
 mod check;
+#[path = "../../tests/common/mod.rs"]
+mod common;
 mod history;
+#[path = "../../tests/proxy/mod.rs"]
+mod proxy;
 mod workload;
 
 fn main() {

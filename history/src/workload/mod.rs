@@ -1,6 +1,29 @@
-//! The workload: clients, the fenced sink and the fault schedule.
-use crate::history::Event;
+//! The workload: clients, the fenced sink and the fault schedule
+//! (docs/history.md, "What runs").
+//!
+//! - `servers`: the two groups (`main`: master and replica; `lin`), their
+//!   proxies and the current master clients connect to.
+//! - `record`: the recorder (clock, op ids, the history file, the sinks).
+//! - `conn`, `ops`: a client's RESP2 connection; commands and replies.
+//! - `client`: sending, recording, retrying and probing one operation.
+//! - `choose`: what a client does next and what it then believes.
+//! - `faults`: the fault thread.
+mod choose;
+mod client;
+mod conn;
+mod faults;
+mod ops;
+mod record;
+mod servers;
+
+use crate::history::{Event, Kind, Meta, Resource};
+use record::Recorder;
+use servers::Group;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
 
 pub struct Config {
     pub secs: u64,
@@ -10,7 +33,141 @@ pub struct Config {
     pub out: PathBuf,
 }
 
+/// What clients and the fault thread share.
+pub struct Ctx {
+    pub rec: Recorder,
+    pub groups: [Group; 2],
+    /// When clients stop starting operations and faults stop.
+    pub deadline: Instant,
+    /// A fault could not be undone: everyone stops.
+    pub abort: AtomicBool,
+    /// Per client: the fault thread killed its connection (`CLIENT KILL`).
+    pub killed: Vec<AtomicBool>,
+    /// Per client and group: the `CLIENT ID` of its current connection.
+    pub ids: Vec<[AtomicI64; 2]>,
+    /// The TTL of every `lin` hold: longer than the run.
+    pub lin_ttl: u64,
+}
+
+/// How long after the deadline client threads may take to finish.
+const FINISH_FOR: Duration = Duration::from_secs(60);
+
 pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
-    let _ = cfg;
-    Err("the workload is not built yet".into())
+    let rec = Recorder::create(&cfg.out)?;
+    rec.meta(Event::Meta(Meta {
+        seed: cfg.seed,
+        secs: cfg.secs,
+        clients: cfg.clients,
+        server: server_version(),
+        broken: std::env::var("HISTORY_BROKEN")
+            .ok()
+            .filter(|b| !b.is_empty()),
+        resources: resources(),
+    }));
+    let (servers, groups) = servers::start(cfg.seed)?;
+    let ctx = Arc::new(Ctx {
+        rec,
+        groups,
+        deadline: Instant::now() + Duration::from_secs(cfg.secs),
+        abort: AtomicBool::new(false),
+        killed: (0..cfg.clients).map(|_| AtomicBool::new(false)).collect(),
+        ids: (0..cfg.clients)
+            .map(|_| [AtomicI64::new(0), AtomicI64::new(0)])
+            .collect(),
+        lin_ttl: (cfg.secs + 600) * 1000,
+    });
+    let seed = cfg.seed;
+    let fault_ctx = ctx.clone();
+    let faults = thread::Builder::new()
+        .name("faults".into())
+        .spawn(move || faults::run(&fault_ctx, servers, seed))
+        .map_err(|e| format!("spawning the fault thread: {e}"))?;
+    let mut clients = Vec::new();
+    for c in 0..cfg.clients {
+        let ctx = ctx.clone();
+        let h = thread::Builder::new()
+            .name(format!("client {c}"))
+            .spawn(move || client_loop(&ctx, c, seed))
+            .map_err(|e| format!("spawning client {c}: {e}"))?;
+        clients.push((c, h));
+    }
+    let (servers, fault_result) = faults
+        .join()
+        .map_err(|_| "the fault thread panicked".to_string())?;
+    if let Err(e) = &fault_result {
+        ctx.abort.store(true, Ordering::SeqCst);
+        eprintln!("check-history: {e}");
+    }
+    let mut errors = Vec::new();
+    let finish_by = ctx.deadline.max(Instant::now()) + FINISH_FOR;
+    for (c, h) in clients {
+        while !h.is_finished() && Instant::now() < finish_by {
+            thread::sleep(Duration::from_millis(20));
+        }
+        if !h.is_finished() {
+            errors.push(format!(
+                "client {c} did not finish within {FINISH_FOR:?} after the deadline"
+            ));
+            ctx.abort.store(true, Ordering::SeqCst);
+            continue;
+        }
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => errors.push(e),
+            Err(_) => errors.push(format!("client {c} panicked")),
+        }
+    }
+    let logs = servers.logs();
+    drop(servers);
+    let events = ctx.rec.finish()?;
+    fault_result?;
+    if !errors.is_empty() {
+        return Err(format!("{}\n{logs}", errors.join("\n")));
+    }
+    Ok(events)
+}
+
+fn client_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
+    let mut client = client::Client::new(ctx, c, seed);
+    while Instant::now() < ctx.deadline {
+        if ctx.abort.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        client.step()?;
+        let think = client.rng.below(6);
+        thread::sleep(Duration::from_millis(think));
+    }
+    client.forget_expired();
+    client.release_all()
+}
+
+fn resources() -> Vec<Resource> {
+    let r = |name: &str, group: &str, kind: Kind| Resource {
+        name: name.into(),
+        group: group.into(),
+        kind,
+    };
+    vec![
+        r("m0", "main", Kind::Plain),
+        r("m1", "main", Kind::Plain),
+        r("m2", "main", Kind::Rwlock),
+        r("m3", "main", Kind::Rwlock),
+        r("m4", "main", Kind::Semaphore { limit: 3 }),
+        r("l0", "lin", Kind::Plain),
+        r("l1", "lin", Kind::Rwlock),
+        r("l2", "lin", Kind::Semaphore { limit: 2 }),
+    ]
+}
+
+/// The first line of `<server> --version`.
+fn server_version() -> String {
+    let bin = crate::common::server_binary();
+    match std::process::Command::new(&bin).arg("--version").output() {
+        Ok(out) => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string(),
+        Err(e) => format!("{}: {e}", bin.to_string_lossy()),
+    }
 }

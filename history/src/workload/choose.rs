@@ -1,0 +1,320 @@
+//! What a client does next, from its seed and what it believes it holds,
+//! and how each outcome changes that belief.
+use super::client::{bare, between, Client, Done, Hold};
+use super::servers::{LIN, MAIN};
+use crate::history::{Command, Mode, Op, Outcome, Value};
+
+/// Resources and the kind each is used as.
+pub const MAIN_RES: [&str; 5] = ["m0", "m1", "m2", "m3", "m4"];
+pub const LIN_RES: [&str; 3] = ["l0", "l1", "l2"];
+const MAIN_LIMIT: u32 = 3;
+const LIN_LIMIT: u32 = 2;
+/// Holds a client keeps at most before it only works on them.
+const MAX_HOLDS: usize = 3;
+
+impl Client<'_> {
+    fn main_ttl(&mut self) -> u64 {
+        between(&mut self.rng, 300, 3000)
+    }
+
+    /// The owner name of this client (`OWNER o<c>`).
+    fn owner(&self) -> String {
+        format!("o{}", self.c)
+    }
+
+    fn holds_resource(&self, r: &str) -> bool {
+        self.holds
+            .iter()
+            .any(|h| h.resources.iter().any(|x| x == r))
+    }
+
+    /// Forgets holds whose bound has passed.
+    pub fn forget_expired(&mut self) {
+        let now = self.ctx.rec.now();
+        self.holds.retain(|h| h.bound > now);
+    }
+
+    /// One step of the loop.
+    pub fn step(&mut self) -> Result<(), String> {
+        self.forget_expired();
+        let r = self.rng.below(100);
+        if !self.holds.is_empty() && (r < 45 || self.holds.len() >= MAX_HOLDS) {
+            self.on_hold()?;
+        } else {
+            match self.rng.below(100) {
+                0..=11 => self.info()?,
+                12..=39 => self.acquire_lin()?,
+                40..=81 => self.acquire_main()?,
+                _ => self.macquire()?,
+            }
+        }
+        // Holders write between operations, too.
+        let tokens: Vec<String> = self.holds.iter().map(|h| h.token.clone()).collect();
+        for t in tokens {
+            if self.rng.below(3) == 0 {
+                self.write(&t);
+            }
+        }
+        Ok(())
+    }
+
+    /// Works on a believed hold: writes, extends, releases, or takes another
+    /// hold under the same owner.
+    fn on_hold(&mut self) -> Result<(), String> {
+        let i = self.rng.below(self.holds.len() as u64) as usize;
+        let h = self.holds[i].clone();
+        let s = self.rng.below(100);
+        if h.writes() && s < 20 {
+            self.write(&h.token);
+        } else if s < 45 {
+            self.extend(&h)?;
+        } else if s < 75 || h.owner.is_none() || h.set {
+            self.release(&h.token)?;
+        } else {
+            self.owner_op(&h)?;
+        }
+        Ok(())
+    }
+
+    fn extend(&mut self, h: &Hold) -> Result<(), String> {
+        let ttl = if h.group == LIN {
+            self.ctx.lin_ttl
+        } else {
+            self.main_ttl()
+        };
+        let command = if h.set {
+            Command::Mextend
+        } else {
+            Command::Extend
+        };
+        let op = Op {
+            ttl_ms: Some(ttl),
+            ..bare(command, h.resources.clone(), h.token.clone())
+        };
+        let done = self.run(h.group, &op)?;
+        match done.outcome {
+            Outcome::Ok {
+                value: Value::Int(1),
+            } => {
+                if let Some(held) = self.holds.iter_mut().find(|x| x.token == h.token) {
+                    held.bound = done.t + ttl * 1000 - 5000;
+                }
+            }
+            // The server no longer has it: stop believing.
+            Outcome::Ok { .. } => self.holds.retain(|x| x.token != h.token),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Another hold under the same owner on the resource of `h`: reentrant
+    /// (same mode), an upgrade (exclusive while holding only shared) or a
+    /// downgrade (shared while holding exclusive, then the exclusive hold
+    /// released).
+    fn owner_op(&mut self, h: &Hold) -> Result<(), String> {
+        let r = &h.resources[0];
+        let mine = |m: Mode| {
+            self.holds
+                .iter()
+                .any(|x| !x.set && &x.resources[0] == r && x.owner == h.owner && x.mode == m)
+        };
+        let has_excl = mine(Mode::Exclusive);
+        let same = self.rng.below(2) == 0;
+        let mode = match (has_excl, same) {
+            (true, true) | (false, false) => Mode::Exclusive,
+            (true, false) | (false, true) => Mode::Shared,
+        };
+        let downgrade = has_excl && mode == Mode::Shared;
+        let ttl = if h.group == LIN {
+            self.ctx.lin_ttl
+        } else {
+            self.main_ttl()
+        };
+        let token = self.token();
+        let op = Op {
+            ttl_ms: Some(ttl),
+            mode,
+            owner: h.owner.clone(),
+            ..bare(Command::Acquire, h.resources.clone(), token)
+        };
+        let granted = self.acquired(h.group, &op, false)?;
+        if granted && downgrade {
+            let excl: Vec<String> = (self.holds.iter())
+                .filter(|x| !x.set && &x.resources[0] == r && x.owner == h.owner)
+                .filter(|x| x.mode == Mode::Exclusive)
+                .map(|x| x.token.clone())
+                .collect();
+            for t in excl {
+                self.release(&t)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends an acquire (single or set), believes a grant, releases an
+    /// unacknowledged durable grant, probes a waiter that got nothing.
+    /// Returns whether a grant is now believed.
+    fn acquired(&mut self, g: usize, op: &Op, probe: bool) -> Result<bool, String> {
+        let done: Done = self.run(g, op)?;
+        match done.outcome {
+            Outcome::Ok {
+                value: Value::Fence(fence),
+            } => {
+                let ttl = op.ttl_ms.unwrap_or(0);
+                self.holds.push(Hold {
+                    group: g,
+                    resources: op.resources.clone(),
+                    set: op.command == Command::Macquire,
+                    token: op.token.clone(),
+                    fence,
+                    mode: op.mode,
+                    owner: op.owner.clone(),
+                    limit: op.limit,
+                    bound: done.t + ttl * 1000 - 5000,
+                });
+                self.write(&op.token);
+                Ok(true)
+            }
+            Outcome::Ok {
+                value: Value::Unacknowledged(_),
+            } => {
+                let command = if op.command == Command::Macquire {
+                    Command::Mrelease
+                } else {
+                    Command::Release
+                };
+                self.run(g, &bare(command, op.resources.clone(), op.token.clone()))?;
+                Ok(false)
+            }
+            _ => {
+                if probe {
+                    self.probe_waiter(g, op, &done)?;
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// `WAIT` (none, short, long), sometimes leaving before the reply, and
+    /// `durable`, for an acquire on `main`.
+    fn waiting(&mut self, op: &mut Op) {
+        op.wait_ms = match self.rng.below(20) {
+            0..=10 => None,
+            11..=17 => Some(between(&mut self.rng, 20, 300)),
+            _ => Some(between(&mut self.rng, 1000, 4000)),
+        };
+        if let Some(w) = op.wait_ms {
+            if self.rng.below(6) == 0 {
+                let leave = w.saturating_sub(between(&mut self.rng, 50, 250));
+                if leave >= 10 {
+                    op.leave_after_ms = Some(leave);
+                }
+            }
+        }
+        op.durable = op.leave_after_ms.is_none() && self.rng.below(6) == 0;
+    }
+
+    fn acquire_main(&mut self) -> Result<(), String> {
+        let free: Vec<&str> = (MAIN_RES.iter().copied())
+            .filter(|r| !self.holds_resource(r))
+            .collect();
+        if free.is_empty() {
+            return self.info();
+        }
+        let r = free[self.rng.below(free.len() as u64) as usize].to_string();
+        let ttl = self.main_ttl();
+        let token = self.token();
+        let mut op = Op {
+            ttl_ms: Some(ttl),
+            ..bare(Command::Acquire, vec![r.clone()], token)
+        };
+        match r.as_str() {
+            "m2" | "m3" => self.rw_options(&mut op),
+            "m4" => op.limit = Some(MAIN_LIMIT),
+            _ => {}
+        }
+        self.waiting(&mut op);
+        self.acquired(MAIN, &op, true)?;
+        Ok(())
+    }
+
+    fn rw_options(&mut self, op: &mut Op) {
+        if self.rng.below(5) < 2 {
+            op.mode = Mode::Shared;
+        }
+        if self.rng.below(5) < 2 {
+            op.owner = Some(self.owner());
+        }
+    }
+
+    fn macquire(&mut self) -> Result<(), String> {
+        let mut free: Vec<String> = (MAIN_RES[..4].iter())
+            .filter(|r| !self.holds_resource(r))
+            .map(|r| r.to_string())
+            .collect();
+        if free.len() < 2 {
+            return self.info();
+        }
+        let n = (2 + self.rng.below(2) as usize).min(free.len());
+        let mut members = Vec::new();
+        for _ in 0..n {
+            let i = self.rng.below(free.len() as u64) as usize;
+            members.push(free.swap_remove(i));
+        }
+        let ttl = self.main_ttl();
+        let token = self.token();
+        let shared_ok = members.iter().all(|m| m == "m2" || m == "m3");
+        let mut op = Op {
+            ttl_ms: Some(ttl),
+            ..bare(Command::Macquire, members, token)
+        };
+        if shared_ok && self.rng.below(2) == 0 {
+            op.mode = Mode::Shared;
+        }
+        self.waiting(&mut op);
+        self.acquired(MAIN, &op, true)?;
+        Ok(())
+    }
+
+    fn acquire_lin(&mut self) -> Result<(), String> {
+        let free: Vec<&str> = (LIN_RES.iter().copied())
+            .filter(|r| !self.holds_resource(r))
+            .collect();
+        if free.is_empty() {
+            return self.info();
+        }
+        let r = free[self.rng.below(free.len() as u64) as usize].to_string();
+        let token = self.token();
+        let mut op = Op {
+            ttl_ms: Some(self.ctx.lin_ttl),
+            ..bare(Command::Acquire, vec![r.clone()], token)
+        };
+        match r.as_str() {
+            "l1" => self.rw_options(&mut op),
+            "l2" => op.limit = Some(LIN_LIMIT),
+            _ => {}
+        }
+        self.acquired(LIN, &op, false)?;
+        Ok(())
+    }
+
+    fn info(&mut self) -> Result<(), String> {
+        let i = self.rng.below((MAIN_RES.len() + LIN_RES.len()) as u64) as usize;
+        let (g, r) = if i < MAIN_RES.len() {
+            (MAIN, MAIN_RES[i])
+        } else {
+            (LIN, LIN_RES[i - MAIN_RES.len()])
+        };
+        self.run(g, &bare(Command::Info, vec![r.to_string()], String::new()))?;
+        Ok(())
+    }
+
+    /// At the end: releases everything believed (best effort, recorded).
+    pub fn release_all(&mut self) -> Result<(), String> {
+        while let Some(h) = self.holds.first() {
+            let token = h.token.clone();
+            self.release(&token)?;
+        }
+        Ok(())
+    }
+}

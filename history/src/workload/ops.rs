@@ -1,0 +1,160 @@
+//! From an `Op` to the command sent, and from the reply to a `Value`.
+use crate::history::{Command, HoldView, InfoView, Mode, Op, Outcome, Value};
+use crate::proxy::Frame;
+
+/// The arguments of the command `op` describes.
+pub fn args(op: &Op) -> Vec<String> {
+    let mut a: Vec<String> = Vec::new();
+    let set = |a: &mut Vec<String>, name: &str| {
+        a.push(name.into());
+        a.push(op.resources.len().to_string());
+        a.extend(op.resources.iter().cloned());
+        a.push(op.token.clone());
+    };
+    let single = |a: &mut Vec<String>, name: &str| {
+        a.push(name.into());
+        a.push(op.resources[0].clone());
+    };
+    match op.command {
+        Command::Acquire => {
+            single(&mut a, "DLOCK.ACQUIRE");
+            a.push(op.token.clone());
+            a.push(op.ttl_ms.unwrap_or(1000).to_string());
+            if op.mode == Mode::Shared {
+                a.push("SHARED".into());
+            }
+            if let Some(n) = op.limit {
+                a.extend(["LIMIT".into(), n.to_string()]);
+            }
+            if let Some(o) = &op.owner {
+                a.extend(["OWNER".into(), o.clone()]);
+            }
+            if let Some(w) = op.wait_ms {
+                a.extend(["WAIT".into(), w.to_string()]);
+            }
+        }
+        Command::Release => {
+            single(&mut a, "DLOCK.RELEASE");
+            a.push(op.token.clone());
+        }
+        Command::Extend => {
+            single(&mut a, "DLOCK.EXTEND");
+            a.push(op.token.clone());
+            a.push(op.ttl_ms.unwrap_or(1000).to_string());
+        }
+        Command::Info => single(&mut a, "DLOCK.INFO"),
+        Command::Macquire => {
+            set(&mut a, "DLOCK.MACQUIRE");
+            a.push(op.ttl_ms.unwrap_or(1000).to_string());
+            if op.mode == Mode::Shared {
+                a.push("SHARED".into());
+            }
+            if let Some(w) = op.wait_ms {
+                a.extend(["WAIT".into(), w.to_string()]);
+            }
+        }
+        Command::Mrelease => set(&mut a, "DLOCK.MRELEASE"),
+        Command::Mextend => {
+            set(&mut a, "DLOCK.MEXTEND");
+            a.push(op.ttl_ms.unwrap_or(1000).to_string());
+        }
+    }
+    a
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Decodes the reply to `command` (an error reply is `Fail`; a reply of an
+/// unexpected shape is `Fail` too, naming it, so it shows in the report).
+pub fn decode(command: Command, f: Frame) -> Outcome {
+    let value = match (command, f) {
+        (_, Frame::Error(e)) => return Outcome::Fail { error: text(&e) },
+        (Command::Info, f) => info(&f),
+        (_, Frame::Bulk(None) | Frame::Array(None)) => Some(Value::Nil),
+        (Command::Acquire | Command::Macquire, Frame::Int(n)) if n > 0 => {
+            Some(Value::Fence(n as u64))
+        }
+        (_, Frame::Int(n)) => Some(Value::Int(n)),
+        _ => None,
+    };
+    match value {
+        Some(value) => Outcome::Ok { value },
+        None => Outcome::Fail {
+            error: format!("unexpected reply shape to {command:?}"),
+        },
+    }
+}
+
+/// A flat RESP2 array of field/value pairs, as (name, value) pairs.
+fn pairs(items: &[Frame]) -> Vec<(String, &Frame)> {
+    items
+        .chunks(2)
+        .filter_map(|kv| match kv {
+            [Frame::Bulk(Some(k)) | Frame::Simple(k), v] => Some((text(k), v)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn field<'a>(p: &[(String, &'a Frame)], name: &str) -> Option<&'a Frame> {
+    p.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+}
+
+fn int(f: Option<&Frame>) -> Option<i64> {
+    match f? {
+        Frame::Int(n) => Some(*n),
+        _ => None,
+    }
+}
+
+fn string(f: Option<&Frame>) -> Option<Option<String>> {
+    match f? {
+        Frame::Bulk(Some(b)) | Frame::Simple(b) => Some(Some(text(b))),
+        Frame::Bulk(None) => Some(None),
+        _ => None,
+    }
+}
+
+/// `DLOCK.INFO`: nil when free; the plain form (token, fence, ttl,
+/// waiters; token nil when reserved); the several-holds form (kind, limit,
+/// waiters, holds).
+fn info(f: &Frame) -> Option<Value> {
+    let items = match f {
+        Frame::Bulk(None) | Frame::Array(None) => return Some(Value::Nil),
+        Frame::Array(Some(items)) => items,
+        _ => return None,
+    };
+    let p = pairs(items);
+    let waiters = int(field(&p, "waiters"))?.max(0) as u64;
+    let mut holds = Vec::new();
+    if let Some(Frame::Array(Some(list))) = field(&p, "holds") {
+        for h in list {
+            let Frame::Array(Some(h)) = h else {
+                return None;
+            };
+            let hp = pairs(h);
+            let mode = match string(field(&hp, "mode"))??.as_str() {
+                "shared" => Mode::Shared,
+                _ => Mode::Exclusive,
+            };
+            holds.push(HoldView {
+                token: string(field(&hp, "token"))??,
+                owner: string(field(&hp, "owner"))??,
+                fence: int(field(&hp, "fence"))?.max(0) as u64,
+                mode,
+                ttl_ms: int(field(&hp, "ttl"))?,
+            });
+        }
+    } else if let Some(token) = string(field(&p, "token"))? {
+        holds.push(HoldView {
+            owner: token.clone(),
+            token,
+            fence: int(field(&p, "fence"))?.max(0) as u64,
+            mode: Mode::Exclusive,
+            ttl_ms: int(field(&p, "ttl"))?,
+        });
+    }
+    Some(Value::Holds(InfoView { holds, waiters }))
+}
