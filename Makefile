@@ -30,7 +30,7 @@ MODULE_DIR = $(DESTDIR)$(PREFIX)/lib/redis/modules
 BIN_DIR = $(DESTDIR)$(PREFIX)/bin
 
 .PHONY: deps build run test test-matrix install uninstall check-install bench fmt clippy clean \
-	check-memory check-memory-canary fuzz check-history check-history-can-fail
+	check-memory check-memory-canary fuzz check-history check-history-can-fail history-module
 
 # Installs only what is missing (see .ci/deps.sh): the build's needs and the
 # chosen SERVER.
@@ -212,25 +212,35 @@ PLANTED_all := $(PLANTED_1)
 HISTORY_FEATURES = $(PLANTED_$(HISTORY_BROKEN))
 HISTORY_MODULE = $(if $(HISTORY_BROKEN),$(CURDIR)/target/broken/release/libdlock.so,$(MODULE))
 
-check-history: build
-	@if [ -n "$(HISTORY_BROKEN)" ]; then 		[ -n "$(HISTORY_FEATURES)" ] || { echo "HISTORY_BROKEN: fence, release, set or 1 (all), not $(HISTORY_BROKEN)"; exit 2; }; 		$(CARGO) build --release -p dlock --features $(HISTORY_FEATURES) --target-dir target/broken || exit 2; 	fi
-	HISTORY_BROKEN="$(HISTORY_BROKEN)" DLOCK_MODULE=$(HISTORY_MODULE) target/release/check-history run \
-		--secs $(HISTORY_SECS) --clients $(HISTORY_CLIENTS) --out $(HISTORY_OUT) \
-		$(if $(HISTORY_SEED),--seed $(HISTORY_SEED))
+HISTORY_RUN = HISTORY_BROKEN="$(HISTORY_BROKEN)" DLOCK_MODULE=$(HISTORY_MODULE) \
+	target/release/check-history run --secs $(HISTORY_SECS) --clients $(HISTORY_CLIENTS) \
+	--out $(HISTORY_OUT) $(if $(HISTORY_SEED),--seed $(HISTORY_SEED))
 
-# The proof that check-history can fail (CI runs it): with every planted bug
-# the run must end in violations (exit 1 and a non-zero count), not pass
-# and not break down (exit 2).
-check-history-can-fail:
+# The module with the planted bugs HISTORY_BROKEN names (nothing without it).
+history-module: build
+	@if [ -n "$(HISTORY_BROKEN)" ]; then \
+		[ -n "$(HISTORY_FEATURES)" ] || { echo "HISTORY_BROKEN: fence, release, set or 1 (all), not $(HISTORY_BROKEN)"; exit 2; }; \
+		$(CARGO) build --release -p dlock --features $(HISTORY_FEATURES) --target-dir target/broken; \
+	fi
+
+check-history: history-module
+	$(HISTORY_RUN)
+
+# The proof that check-history can fail (CI runs it): with the planted bugs
+# (all three unless HISTORY_BROKEN names one) the run must end in
+# violations: exit 1 and a non-zero count, not a pass and not a breakdown
+# (exit 2).
+check-history-can-fail: HISTORY_BROKEN := $(or $(HISTORY_BROKEN),1)
+check-history-can-fail: HISTORY_OUT := target/history/broken.jsonl
+check-history-can-fail: history-module
 	@out=target/history/broken.log; mkdir -p target/history; \
-	$(MAKE) --no-print-directory check-history HISTORY_BROKEN=$(or $(HISTORY_BROKEN),1) \
-		HISTORY_OUT=target/history/broken.jsonl > $$out 2>&1; rc=$$?; \
-	tail -n 40 $$out; last=$$(tail -n 1 $$out); \
+	$(HISTORY_RUN) > $$out 2>&1; rc=$$?; \
+	grep -A8 "^violations" $$out; tail -n 1 $$out; last=$$(tail -n 1 $$out); \
 	case "$$rc:$$last" in \
-	1:history:*" 0 violations"*) echo "check-history-can-fail: FAILED, exit 1 without violations"; exit 1 ;; \
-	1:history:*) echo "check-history-can-fail: OK, the broken build was caught" ;; \
-	0:*) echo "check-history-can-fail: FAILED, the broken build passed"; exit 1 ;; \
-	*) echo "check-history-can-fail: FAILED, the run broke down (exit $$rc)"; exit 1 ;; \
+	1:history:*" 0 violations"*) echo "check-history-can-fail: FAILED, exit 1 without violations ($$out)"; exit 1 ;; \
+	1:history:*) echo "check-history-can-fail: OK, the planted bugs ($(HISTORY_BROKEN)) were caught; report in $$out" ;; \
+	0:*) echo "check-history-can-fail: FAILED, the broken build passed ($$out)"; exit 1 ;; \
+	*) tail -n 40 $$out; echo "check-history-can-fail: FAILED, the run broke down (exit $$rc)"; exit 1 ;; \
 	esac
 
 # --- Fuzzing (cargo-fuzz, libFuzzer + AddressSanitizer; needs nightly):

@@ -41,7 +41,9 @@ pub fn try_acquire(
     req: &SetAcquire<'_>,
     blocks: bool,
 ) -> Result<Option<Option<u64>>, Error> {
-    if blocking::anyone_waiting() || req.mode != Mode::Exclusive {
+    // The planted bug (test-only) takes this path whoever waits.
+    let waiting = blocking::anyone_waiting() && !cfg!(feature = "planted-set-partial");
+    if waiting || req.mode != Mode::Exclusive {
         return Ok(None);
     }
     let mut keys = Vec::with_capacity(names.len());
@@ -116,6 +118,7 @@ fn seen(keys: &[LockKey], token: &[u8]) -> Result<Seen, Error> {
     for key in keys {
         states.push(match key.stored()? {
             None => Seen::Free,
+            Some(Stored::Multi(_)) if cfg!(feature = "planted-set-partial") => Seen::Busy,
             Some(Stored::Multi(_)) => return Ok(Seen::Other),
             Some(Stored::Plain(l)) if l.is_owned_by(token) => Seen::Retry(l.fence()),
             Some(Stored::Plain(_)) => Seen::Busy,

@@ -4,8 +4,10 @@ use super::Report;
 use crate::history::Event;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// How many violations are printed in full.
+/// How many violations are printed in full, and of those at most how many
+/// of one checker (so one kind of finding cannot hide the others).
 const SHOWN: usize = 20;
+const SHOWN_PER_CHECKER: usize = 5;
 const OUTCOMES: [&str; 5] = ["ok", "nil", "fail", "info", "pending"];
 
 impl Report {
@@ -71,7 +73,7 @@ impl Report {
         for (k, n) in &by_checker {
             let _ = writeln!(s, "  {k:<24}{n:>9}");
         }
-        let shown = &self.violations[..self.violations.len().min(SHOWN)];
+        let shown = self.shown();
         let wanted: HashSet<u64> = shown.iter().flat_map(|v| v.ops.iter().copied()).collect();
         let mut lines: HashMap<u64, Vec<&Event>> = HashMap::new();
         for e in events {
@@ -82,6 +84,7 @@ impl Report {
             }
         }
         for (n, v) in shown.iter().enumerate() {
+            let v = *v;
             let _ = writeln!(s, "#{} [{}] {}", n + 1, v.checker, v.what);
             for id in &v.ops {
                 for e in lines.get(id).into_iter().flatten() {
@@ -103,5 +106,19 @@ impl Report {
             self.seed
         );
         s
+    }
+
+    /// The violations printed in full: the first of each checker, in order.
+    fn shown(&self) -> Vec<&super::Violation> {
+        let mut per: HashMap<&str, usize> = HashMap::new();
+        let mut out = Vec::new();
+        for v in &self.violations {
+            let n = per.entry(v.checker).or_default();
+            if *n < SHOWN_PER_CHECKER && out.len() < SHOWN {
+                *n += 1;
+                out.push(v);
+            }
+        }
+        out
     }
 }
