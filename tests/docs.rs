@@ -67,6 +67,7 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
         "dlock.meta" => vec![
             ("longest_ttl_ms", "integer", None, &[][..]),
             ("lossy", "integer", None, &[][..]),
+            ("quarantine_until_ms", "unix-time", None, &["optional"][..]),
         ],
         other => panic!("no expectation for {other}"),
     }

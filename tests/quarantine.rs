@@ -561,6 +561,10 @@ fn info_during_loading_does_not_decide_early() {
 /// The incremental AOF file the server appends to now (the last one in its
 /// manifest).
 fn current_incr_aof(s: &Server) -> Vec<u8> {
+    std::fs::read(current_incr_aof_path(s)).unwrap()
+}
+
+fn current_incr_aof_path(s: &Server) -> std::path::PathBuf {
     let dir = s.dir().join("appendonlydir");
     let manifest = std::fs::read_dir(&dir)
         .expect("appendonlydir")
@@ -574,7 +578,7 @@ fn current_incr_aof(s: &Server) -> Vec<u8> {
         .filter_map(|l| l.split_whitespace().nth(1))
         .next_back()
         .unwrap_or_else(|| panic!("no incremental file in {manifest}"));
-    std::fs::read(dir.join(name)).unwrap()
+    dir.join(name)
 }
 
 fn contains(haystack: &[u8], needle: &str) -> bool {
@@ -705,4 +709,154 @@ fn rewrite_during_paused_writes_gets_the_metadata_after_the_pause() {
         contains(&current_incr_aof(&s), "DLOCK.META")
     });
     ping(&mut c);
+}
+
+// ------------------------------------------- a running quarantine persists
+
+/// The quarantine now left on `c`, as an absolute end on this clock.
+fn quarantine_end(c: &mut redis::Connection) -> Instant {
+    let asked = Instant::now();
+    asked + Duration::from_millis(ms_left(c))
+}
+
+/// After a restart during a quarantine that ends at `end`: still refused
+/// until then (within `slack`), with the reason `resumed`; granted after.
+fn still_quarantined_until(c: &mut redis::Connection, end: Instant, slack: Duration) {
+    let now_end = quarantine_end(c);
+    assert!(
+        now_end + slack >= end && now_end <= end + slack,
+        "the quarantine must end within {:?} of the original end ({:?} late, {:?} early)",
+        slack,
+        now_end.saturating_duration_since(end),
+        end.saturating_duration_since(now_end)
+    );
+    assert!(ms_left(c) > 0, "the running quarantine was forgotten");
+    assert_eq!(dlock_info(c, "quarantine_reason"), "resumed");
+    assert!(refusal(c, "fresh").starts_with("QUARANTINE"));
+    wait_until(
+        end.saturating_duration_since(Instant::now()) + Duration::from_secs(3),
+        "quarantine end",
+        || ms_left(c) == 0,
+    );
+    assert!(
+        Instant::now() + slack >= end,
+        "the quarantine ended {:?} before its end",
+        end.saturating_duration_since(Instant::now())
+    );
+    assert!(grant(c, "fresh", "after", 1000) > 0);
+}
+
+/// The colleague's reproduction: a promoted replica's quarantine, then a
+/// crash of the promoted node (lossless: appendfsync always, so no restart
+/// quarantine of its own). The grants its quarantine protects against are
+/// still out there: it must resume until its original end.
+#[test]
+fn a_promotion_quarantine_survives_a_crash_of_the_promoted_node() {
+    let quiet = |b: ServerBuilder| b.aof("always").arg("--shutdown-timeout").arg("0");
+    let mut master = quiet(Server::builder()).start();
+    // REPLICAOF at run time: the restart below starts it without it.
+    let mut replica = quiet(Server::builder()).start();
+    replica.replica_of(&master);
+    replica.wait_for_sync(Duration::from_secs(10));
+    let mut m = master.conn();
+    grant(&mut m, "held", "owner", 4000);
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(&mut m).unwrap();
+    master.kill9();
+    let mut r = replica.conn();
+    wait_until(
+        Duration::from_secs(10),
+        "replica sees the link down",
+        || info_field(&mut r, "replication", "master_link_status").as_deref() == Some("down"),
+    );
+    thread::sleep(Duration::from_millis(50));
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut r)
+        .unwrap();
+    let left = ms_left(&mut r);
+    assert!((3000..=4000).contains(&left), "promotion, left {left}");
+    let end = quarantine_end(&mut r);
+    assert_eq!(dlock_info(&mut r, "quarantine_reason"), "promotion");
+    thread::sleep(Duration::from_millis(200));
+    drop(r);
+    replica.kill9();
+    replica.restart();
+    let mut r = replica.conn();
+    assert_eq!(dlock_info(&mut r, "previous_run"), "crashed");
+    assert_eq!(dlock_info(&mut r, "persistence_lossless"), "1");
+    still_quarantined_until(&mut r, end, Duration::from_millis(300));
+}
+
+/// A clean shutdown and restart during a restart quarantine: the restart
+/// decides "clean", but the lost grants of the crash before are still
+/// believed until the quarantine's end.
+#[test]
+fn a_restart_quarantine_survives_a_clean_restart() {
+    let mut s = everysec().start();
+    crash_after_grant(&mut s, 4000);
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "quarantine_reason"), "restart");
+    let left = ms_left(&mut c);
+    assert!((2000..=4000).contains(&left), "restart, left {left}");
+    let end = quarantine_end(&mut c);
+    drop(c);
+    s.shutdown();
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "previous_run"), "clean");
+    still_quarantined_until(&mut c, end, Duration::from_millis(300));
+}
+
+/// `CONFIG SET dlock.restart-quarantine off` lifts the quarantine, and the
+/// persisted end with it: a restart (with `auto` again) does not bring it
+/// back.
+#[test]
+fn a_lifted_quarantine_stays_lifted_after_a_restart() {
+    let mut s = everysec().start();
+    crash_after_grant(&mut s, 5000);
+    let mut c = s.conn();
+    assert!(ms_left(&mut c) > 2000);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("dlock.restart-quarantine")
+        .arg("off")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(ms_left(&mut c), 0);
+    // The lifted end (0) is written from a timer, then fsynced.
+    thread::sleep(Duration::from_millis(300));
+    drop(c);
+    s.shutdown();
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "previous_run"), "clean");
+    assert_eq!(dlock_info(&mut c, "restart_quarantine"), "auto");
+    assert_eq!(ms_left(&mut c), 0, "a lifted quarantine came back");
+    grant(&mut c, "fresh", "t", 1000);
+}
+
+/// An AOF written by an older dlock has `DLOCK.META` with two arguments
+/// (no quarantine end): it still loads and still says what it said.
+#[test]
+fn a_two_argument_meta_still_loads() {
+    let mut s = no_preamble("always").start();
+    grant(&mut s.conn(), "held", "owner", 1000);
+    s.shutdown();
+    // As an older build wrote it: a lossy run whose longest TTL was 7 s.
+    let path = current_incr_aof_path(&s);
+    let mut aof = std::fs::read(&path).unwrap();
+    aof.extend_from_slice(b"*3\r\n$10\r\nDLOCK.META\r\n$4\r\n7000\r\n$1\r\n1\r\n");
+    std::fs::write(&path, aof).unwrap();
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "previous_run"), "clean");
+    assert_eq!(dlock_info(&mut c, "longest_ttl"), "7000");
+    assert_eq!(ms_left(&mut c), 0);
+    // Judged by the loaded (lossy) durability after a crash.
+    drop(c);
+    let mut c = s.crash_and_restart();
+    assert_eq!(dlock_info(&mut c, "quarantine_reason"), "restart");
+    let left = ms_left(&mut c);
+    assert!((5000..=7000).contains(&left), "old META, left {left}");
 }

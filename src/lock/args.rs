@@ -254,19 +254,44 @@ pub fn apply<'a>(argv: &[&'a [u8]]) -> Result<Apply<'a>, Error> {
     })
 }
 
-/// `DLOCK.META longest_ttl_ms lossy` -> (longest TTL, lossy).
-pub fn meta(argv: &[&[u8]]) -> Result<(u64, bool), Error> {
-    let [_, longest, lossy] = argv else {
-        return Err(Error::WrongArity);
+/// A parsed `DLOCK.META`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meta {
+    pub longest_ttl: u64,
+    pub lossy: bool,
+    /// Unix ms at which the writer's running quarantine ends (0 = none);
+    /// `None` from writers older than the argument (two arguments).
+    pub quarantine_until: Option<u64>,
+}
+
+/// `DLOCK.META longest_ttl_ms lossy [quarantine_until_ms]`.
+pub fn meta(argv: &[&[u8]]) -> Result<Meta, Error> {
+    let (longest, lossy, until) = match argv {
+        [_, longest, lossy] => (longest, lossy, None),
+        [_, longest, lossy, until] => (longest, lossy, Some(until)),
+        _ => return Err(Error::WrongArity),
     };
-    let longest = parse_u64(longest)
+    let longest_ttl = parse_u64(longest)
         .filter(|t| *t <= MAX_TTL_MS)
         .ok_or(Error::BadEffect("longest_ttl"))?;
-    match *lossy {
-        b"0" => Ok((longest, false)),
-        b"1" => Ok((longest, true)),
-        _ => Err(Error::BadEffect("lossy")),
-    }
+    let lossy = match *lossy {
+        b"0" => false,
+        b"1" => true,
+        _ => return Err(Error::BadEffect("lossy")),
+    };
+    let quarantine_until = match until {
+        Some(raw) => Some(
+            parse_u64(raw)
+                .filter(|u| *u <= i64::MAX as u64)
+                .ok_or(Error::BadEffect("quarantine_until"))?,
+        ),
+        None => None,
+    };
+    Ok(Meta {
+        longest_ttl,
+        lossy,
+        quarantine_until,
+    })
 }
 
 fn parse_fence(raw: &[u8]) -> Option<u64> {

@@ -263,11 +263,28 @@ fn max_ttl_caps_acquire_and_extend() {
 
 #[test]
 fn meta_effect() {
-    assert_eq!(meta(&argv(&["M", "30000", "1"])), Ok((30_000, true)));
-    assert_eq!(meta(&argv(&["M", "0", "0"])), Ok((0, false)));
+    let m = |longest_ttl, lossy, quarantine_until| Meta {
+        longest_ttl,
+        lossy,
+        quarantine_until,
+    };
+    // Two arguments: what older writers send (and still load).
+    assert_eq!(meta(&argv(&["M", "30000", "1"])), Ok(m(30_000, true, None)));
+    assert_eq!(meta(&argv(&["M", "0", "0"])), Ok(m(0, false, None)));
+    assert_eq!(
+        meta(&argv(&["M", "30000", "0", "1700000000000"])),
+        Ok(m(30_000, false, Some(1_700_000_000_000)))
+    );
+    assert_eq!(meta(&argv(&["M", "5", "1", "0"])), Ok(m(5, true, Some(0))));
     assert!(meta(&argv(&["M", "-1", "0"])).is_err());
     assert!(meta(&argv(&["M", "5", "2"])).is_err());
+    assert!(meta(&argv(&["M", "5", "0", "-1"])).is_err());
+    assert!(meta(&argv(&["M", "5", "0", "9223372036854775808"])).is_err());
     assert_eq!(meta(&argv(&["M", "5"])), Err(Error::WrongArity));
+    assert_eq!(
+        meta(&argv(&["M", "5", "0", "0", "0"])),
+        Err(Error::WrongArity)
+    );
 }
 
 #[test]

@@ -11,8 +11,9 @@ use super::Error;
 pub const MAX_STORED_TOKEN: usize = 1 << 20;
 
 /// The data type's encoding version. Version 2 added restart-quarantine
-/// metadata to the aux data; the lock value layout is the same as in 1.
-pub const ENCODING_VERSION: i32 = 2;
+/// metadata to the aux data, version 3 the end of a running quarantine
+/// there; the lock value layout is the same as in 1.
+pub const ENCODING_VERSION: i32 = 3;
 
 /// An owned lease: what the decoder produces and tests build.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,7 +249,17 @@ mod tests {
     #[test]
     fn decoder_refuses_nonsense() {
         let good = Lease::new(b"t", 5).encode();
-        assert_eq!(Lease::decode(3, &good), Err(DecodeError::UnknownVersion(3)));
+        let next = ENCODING_VERSION + 1;
+        assert_eq!(
+            Lease::decode(next, &good),
+            Err(DecodeError::UnknownVersion(next))
+        );
+        for older in 1..ENCODING_VERSION {
+            assert_eq!(
+                Lease::decode(older, &good),
+                Lease::decode(ENCODING_VERSION, &good)
+            );
+        }
         assert_eq!(Lease::decode(0, &good), Err(DecodeError::UnknownVersion(0)));
         assert_eq!(Lease::decode(1, &good[..7]), Err(DecodeError::Truncated));
         assert_eq!(

@@ -130,6 +130,24 @@ fn bound(setting: Setting, longest_ttl: u64, max_ttl: u64) -> Verdict {
     }
 }
 
+/// A quarantine that was running when the loaded data (or the master's
+/// last `DLOCK.META`) was written ends at `persisted_until` (unix ms, 0 =
+/// none). The lost grants it protects against are still believed until
+/// then, whatever a restart or promotion decides now: if that end is later
+/// than both `now_ms` and the end just decided (`decided_until`, 0 = none),
+/// the quarantine must last until it. `off` (and a fixed 0) resume nothing,
+/// as `CONFIG SET dlock.restart-quarantine off` lifts a running quarantine.
+pub fn resume(
+    setting: Setting,
+    decided_until: u64,
+    persisted_until: u64,
+    now_ms: u64,
+) -> Option<u64> {
+    let disabled = matches!(setting, Setting::Off | Setting::Fixed(0));
+    (!disabled && persisted_until > now_ms && persisted_until > decided_until)
+        .then_some(persisted_until)
+}
+
 /// Only an fsync per write, also during rewrites, loses nothing that was
 /// acknowledged.
 pub fn lossless(appendonly: bool, appendfsync: &str, no_fsync_on_rewrite: bool) -> bool {
@@ -239,6 +257,29 @@ mod tests {
             after_promotion(Setting::Off, false, 5_000, 0),
             Verdict::None
         );
+    }
+
+    #[test]
+    fn a_persisted_quarantine_outlasts_the_new_decision() {
+        let now = 1_000_000;
+        // A lossless crash or a clean shutdown decides nothing: the running
+        // quarantine resumes until its end.
+        assert_eq!(
+            resume(Setting::Auto, 0, now + 2_000, now),
+            Some(now + 2_000)
+        );
+        assert_eq!(
+            resume(Setting::Fixed(500), now + 500, now + 2_000, now),
+            Some(now + 2_000)
+        );
+        // A later end decided now wins; a past or absent end resumes nothing.
+        assert_eq!(resume(Setting::Auto, now + 3_000, now + 2_000, now), None);
+        assert_eq!(resume(Setting::Auto, 0, now, now), None);
+        assert_eq!(resume(Setting::Auto, 0, now - 1, now), None);
+        assert_eq!(resume(Setting::Auto, 0, 0, now), None);
+        // `off` lifts quarantines, persisted ones too.
+        assert_eq!(resume(Setting::Off, 0, now + 2_000, now), None);
+        assert_eq!(resume(Setting::Fixed(0), 0, now + 2_000, now), None);
     }
 
     #[test]

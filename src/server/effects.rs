@@ -25,9 +25,12 @@ use crate::lock::lease::LeaseRef;
 use crate::lock::{args, Error};
 
 pub const APPLY: &CStr = c"DLOCK.APPLY";
-/// `DLOCK.META longest_ttl_ms lossy`: what a restart quarantine needs to know
-/// about the run that wrote the data. Sent before a grant whenever it changed,
-/// and into the AOF when a rewrite starts (`persistence::on_fork_child_born`).
+/// `DLOCK.META longest_ttl_ms lossy quarantine_until_ms`: what a restart
+/// quarantine needs to know about the run that wrote the data, and the end
+/// (unix ms, 0 = none) of the quarantine running there. Sent before a grant
+/// whenever it changed, and from a timer when an AOF rewrite or a quarantine
+/// starts or a quarantine is lifted (`persistence::arm_meta_flush`). Older
+/// writers sent the first two arguments only; both forms load.
 pub const META: &CStr = c"DLOCK.META";
 
 /// Propagates a new owner: the lease as it now is, with its deadline.
@@ -94,8 +97,8 @@ pub fn deadline_moved(
     checked(status)
 }
 
-/// A new longest TTL must reach replicas and the AOF before the lease that
-/// has it.
+/// A new longest TTL (or a quarantine's end) must reach replicas and the AOF
+/// before the lease that has it.
 pub fn meta_if_changed(ctx: Ctx) -> Result<(), Error> {
     if quarantine::take_meta_dirty() {
         meta_effect(ctx)?;
@@ -103,27 +106,18 @@ pub fn meta_if_changed(ctx: Ctx) -> Result<(), Error> {
     Ok(())
 }
 
+/// Always three arguments. Versions before `quarantine_until_ms` refuse
+/// it: as with the RDB encoding version 3, upgrade replicas first.
 fn meta_effect(ctx: Ctx) -> Result<(), Error> {
-    meta_with_format(ctx, c"ll")
-}
-
-/// The metadata for the AOF only (`R`: no replicas), e.g. into the file an
-/// AOF rewrite started; replicas got it with the grants.
-pub fn meta_for_aof(ctx: Ctx) -> Result<(), Error> {
-    meta_with_format(ctx, c"llR")
-}
-
-/// Always exactly two arguments: older versions reading this AOF, or
-/// replicas of an older version, parse exactly these.
-fn meta_with_format(ctx: Ctx, format: &CStr) -> Result<(), Error> {
     let replicate = rm!(RedisModule_Replicate);
     let status = unsafe {
         replicate(
             ctx.0,
             META.as_ptr(),
-            format.as_ptr(),
+            c"lll".as_ptr(),
             quarantine::longest_ttl() as c_longlong,
             c_longlong::from(quarantine::this_run_lossy()),
+            quarantine::persisted_until() as c_longlong,
         )
     };
     checked(status)
@@ -135,16 +129,25 @@ pub fn released(ctx: Ctx, key: *mut raw::RedisModuleString) -> Result<(), Error>
     checked(status)
 }
 
-/// `DLOCK.META longest_ttl_ms lossy`, from the AOF or the master.
+/// `DLOCK.META longest_ttl_ms lossy [quarantine_until_ms]`, from the AOF or
+/// the master.
 pub fn meta(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let flags = ctx.flags()?;
     if !(flags.is_replicated() || flags.is_loading()) {
         return Err(Error::ForgedEffect("DLOCK.META"));
     }
-    let (longest, lossy) = args::meta(argv.bytes())?;
+    let m = args::meta(argv.bytes())?;
     // Durability read from our own files describes the run that wrote them;
-    // a master's durability says nothing about this node's files.
-    quarantine::observe(longest, flags.is_loading().then_some(lossy));
+    // a master's durability says nothing about this node's files. A
+    // quarantine's end is kept either way: from our files it is resumed
+    // when the startup load is judged; from the master it is not run while
+    // this node is a replica (replicas grant nothing), only inherited if it
+    // is promoted (`quarantine::on_promotion`).
+    quarantine::observe(
+        m.longest_ttl,
+        flags.is_loading().then_some(m.lossy),
+        m.quarantine_until,
+    );
     if flags.is_replicated() {
         // Our own AOF gets our own metadata.
         meta_effect(ctx)?;

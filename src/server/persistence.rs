@@ -191,9 +191,10 @@ extern "C" fn aof_rewrite(
             emit(
                 aof,
                 META.as_ptr(),
-                c"ll".as_ptr(),
+                c"lll".as_ptr(),
                 quarantine::longest_ttl() as c_longlong,
                 c_longlong::from(quarantine::this_run_lossy()),
+                quarantine::persisted_until() as c_longlong,
             );
         }
         let lease = match stored {
@@ -231,31 +232,38 @@ pub fn on_fork_child_born(ctx: Ctx) {
     }
     // A grant before the timer fires carries the facts itself.
     quarantine::mark_meta_dirty();
-    arm_rewrite_meta(ctx, 0);
+    arm_meta_flush(ctx, 0);
 }
 
 /// While writes are paused (`CLIENT PAUSE WRITE`, a failover) nothing may be
 /// propagated; retry until the pause ends.
 const PAUSED_RETRY_MS: i64 = 100;
 
-fn arm_rewrite_meta(ctx: Ctx, delay_ms: i64) {
+/// Writes the `DLOCK.META` facts, if they changed, from a timer: into the
+/// AOF (the file an AOF rewrite started, or the current one when a
+/// quarantine starts or is lifted) and to replicas. A replica's own
+/// propagation reaches only its AOF (it proxies its master's stream to its
+/// replicas). Without a context (before the module finished loading) the
+/// facts stay dirty and go out with the next effect.
+pub fn arm_meta_flush(ctx: Ctx, delay_ms: i64) {
+    if ctx.0.is_null() {
+        return;
+    }
     if let Some(create) = unsafe { raw::RedisModule_CreateTimer } {
-        unsafe { create(ctx.0, delay_ms, Some(rewrite_meta), std::ptr::null_mut()) };
+        unsafe { create(ctx.0, delay_ms, Some(flush_meta), std::ptr::null_mut()) };
     }
 }
 
-extern "C" fn rewrite_meta(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    guard("aof rewrite metadata", (), || {
+extern "C" fn flush_meta(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    guard("dlock metadata", (), || {
         let ctx = Ctx(ctx);
         if handoff::writes_paused() {
-            arm_rewrite_meta(ctx, PAUSED_RETRY_MS);
+            arm_meta_flush(ctx, PAUSED_RETRY_MS);
             return;
         }
-        if quarantine::take_meta_dirty() {
-            if let Err(e) = effects::meta_for_aof(ctx) {
-                quarantine::mark_meta_dirty();
-                ctx.log_warning(&format!("dlock: metadata for the AOF rewrite: {e}"));
-            }
+        if let Err(e) = effects::meta_if_changed(ctx) {
+            quarantine::mark_meta_dirty();
+            ctx.log_warning(&format!("dlock: metadata for the AOF and replicas: {e}"));
         }
     })
 }
@@ -354,7 +362,9 @@ extern "C" fn copy(
 /// The fence clock's high-water mark, so that fences keep rising across a
 /// restart even when every lock key is gone (expired, deleted, flushed);
 /// since version 2 also the longest TTL granted and whether this run can
-/// lose acknowledged writes, for the restart quarantine.
+/// lose acknowledged writes, for the restart quarantine; since version 3 the
+/// end (unix ms, 0 = none) of a quarantine running when the data was saved,
+/// so that a restart resumes it.
 extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
     guard("aux_save", (), || {
         if let Some(save) = unsafe { raw::RedisModule_SaveUnsigned } {
@@ -362,6 +372,7 @@ extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
                 save(rdb, state::last_fence());
                 save(rdb, quarantine::longest_ttl());
                 save(rdb, u64::from(quarantine::this_run_lossy()));
+                save(rdb, quarantine::persisted_until());
             }
         }
     })
@@ -392,15 +403,16 @@ fn load_aux(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<(), String> {
     }
     match encver {
         1 => state::observe_fence(last),
-        2 => {
+        2 | 3 => {
             let (longest, lossy) = (next()?, next()?);
-            if longest > MAX_TTL_MS || lossy > 1 {
+            let until = if encver >= 3 { Some(next()?) } else { None };
+            if longest > MAX_TTL_MS || lossy > 1 || until.unwrap_or(0) > i64::MAX as u64 {
                 return Err(format!(
-                    "quarantine metadata out of range: {longest} {lossy}"
+                    "quarantine metadata out of range: {longest} {lossy} {until:?}"
                 ));
             }
             state::observe_fence(last);
-            quarantine::observe(longest, Some(lossy == 1));
+            quarantine::observe(longest, Some(lossy == 1), until);
         }
         v => return Err(format!("unknown encoding version {v}")),
     }

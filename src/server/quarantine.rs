@@ -16,7 +16,7 @@ use redis_module::raw;
 
 use super::api::{self, now_us, rm, Ctx};
 use super::ffi::guard;
-use super::{blocking, handoff, state};
+use super::{blocking, handoff, persistence, state};
 use crate::lock::quarantine::{self, Persisted, PreviousRun, Setting, Verdict};
 use crate::lock::Error;
 
@@ -31,6 +31,16 @@ static REASON: AtomicU8 = AtomicU8::new(REASON_NONE);
 const REASON_NONE: u8 = 0;
 const REASON_RESTART: u8 = 1;
 const REASON_PROMOTION: u8 = 2;
+/// A quarantine that was running when the data was written (persisted with
+/// it), outlasting what this restart or promotion decided.
+const REASON_RESUMED: u8 = 3;
+/// The end (unix ms, 0 = none) of the quarantine the data carries: read from
+/// this node's RDB aux data or AOF (`DLOCK.META`) while loading, or the
+/// master's running quarantine as its last `DLOCK.META` said. The latest
+/// value wins (a lifted quarantine is written as 0). A replica never runs a
+/// quarantine from it: it is applied when the startup load is judged and
+/// at a promotion (`resume`).
+static CARRIED_UNTIL: AtomicU64 = AtomicU64::new(0);
 static UNBOUNDED: AtomicBool = AtomicBool::new(false);
 static PREVIOUS: AtomicU8 = AtomicU8::new(0);
 /// Longest TTL granted here or seen in loaded data and effects.
@@ -49,18 +59,26 @@ pub fn setting() -> Setting {
 }
 
 /// `CONFIG SET dlock.restart-quarantine off` also lifts a running quarantine:
-/// the operator's override.
+/// the operator's override. The persisted end goes too (written as 0 into
+/// the AOF and to replicas at once), so a lifted quarantine does not come
+/// back after a restart.
 pub fn set_setting(s: Setting) {
     *SETTING.lock().unwrap_or_else(|p| p.into_inner()) = s;
+    if s != Setting::Off {
+        return;
+    }
+    let carried = CARRIED_UNTIL.swap(0, Ordering::Relaxed) != 0;
     // Before the decision `off` needs nothing lifted: the verdict follows it.
     let running = |until: u64| (until != 0 && until != UNDECIDED).then_some(0);
-    if s == Setting::Off
-        && UNTIL_MS
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, running)
-            .is_ok()
-    {
+    let lifted = UNTIL_MS
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, running)
+        .is_ok();
+    if lifted {
         REASON.store(REASON_NONE, Ordering::Relaxed);
         release_waiters();
+    }
+    if lifted || carried {
+        write_meta_now(Ctx(handoff::timer_ctx()));
     }
 }
 
@@ -130,12 +148,46 @@ pub fn take_meta_dirty() -> bool {
 }
 
 /// Metadata loaded from RDB aux data or the AOF (`lossy` only from disk:
-/// a master's durability says nothing about this node's files).
-pub fn observe(longest_ttl: u64, lossy: Option<bool>) {
+/// a master's durability says nothing about this node's files), or sent by
+/// the master. `quarantine_until` is `None` from older writers.
+pub fn observe(longest_ttl: u64, lossy: Option<bool>, quarantine_until: Option<u64>) {
     LONGEST_TTL.fetch_max(longest_ttl, Ordering::Relaxed);
     if let Some(l) = lossy {
         LOADED_LOSSY.store(if l { 2 } else { 1 }, Ordering::Relaxed);
     }
+    if let Some(until) = quarantine_until {
+        CARRIED_UNTIL.store(until, Ordering::Relaxed);
+    }
+}
+
+/// The end (unix ms) of the quarantine to persist with the data: the one
+/// running here, or the one the data carries (a replica's master's), if
+/// still ahead; 0 for none.
+pub fn persisted_until() -> u64 {
+    let now_ms = now_us() / 1000;
+    let running = match UNTIL_MS.load(Ordering::Relaxed) {
+        UNDECIDED => 0,
+        until => until,
+    };
+    let until = running.max(CARRIED_UNTIL.load(Ordering::Relaxed));
+    if until > now_ms {
+        until
+    } else {
+        0
+    }
+}
+
+/// A quarantine just started (or was lifted): its end must be in the AOF
+/// and at the replicas before anything else is, and without waiting for a
+/// grant (none comes during a quarantine). Written from a 0 ms timer, like
+/// the metadata of an AOF rewrite: the events that start a quarantine run
+/// inside commands (`REPLICAOF NO ONE`, `CONFIG SET`) where a propagation
+/// would make the server propagate the command too. Until the timer fires
+/// no grant can happen (the quarantine is in force in memory), and a
+/// refresh or extension of a surviving lock sends the dirty metadata first.
+fn write_meta_now(ctx: Ctx) {
+    META_DIRTY.store(true, Ordering::Relaxed);
+    persistence::arm_meta_flush(ctx, 0);
 }
 
 /// At module load: remember how the last run ended and mark this one
@@ -209,6 +261,36 @@ fn decide(ctx: Ctx) {
         REASON_RESTART,
         "a crash of a run that could lose acknowledged grants",
     );
+    resume(ctx);
+}
+
+/// The quarantine the data carries outlasts what was just decided: it runs
+/// until its end (see `quarantine::resume`). With `off` it is dropped.
+fn resume(ctx: Ctx) {
+    let now_ms = now_us() / 1000;
+    let decided = match UNTIL_MS.load(Ordering::Relaxed) {
+        UNDECIDED => 0,
+        until => until,
+    };
+    let carried = CARRIED_UNTIL.load(Ordering::Relaxed);
+    let setting = setting();
+    if matches!(setting, Setting::Off) && carried != 0 {
+        CARRIED_UNTIL.store(0, Ordering::Relaxed);
+        write_meta_now(ctx);
+        return;
+    }
+    let Some(until) = quarantine::resume(setting, decided, carried, now_ms) else {
+        return;
+    };
+    UNTIL_MS.fetch_max(until, Ordering::Relaxed);
+    REASON.store(REASON_RESUMED, Ordering::Relaxed);
+    let ms = until - now_ms;
+    ctx.log_warning(&format!(
+        "restart quarantine: new grants refused for {ms} ms, until the end of the \
+         quarantine that was running when the data was written"
+    ));
+    arm_end(ctx, ms);
+    write_meta_now(ctx);
 }
 
 fn apply(ctx: Ctx, verdict: Verdict, reason: u8, why: &str) {
@@ -222,6 +304,7 @@ fn apply(ctx: Ctx, verdict: Verdict, reason: u8, why: &str) {
                 "restart quarantine: new grants refused for {ms} ms after {why}"
             ));
             arm_end(ctx, ms);
+            write_meta_now(ctx);
         }
         Verdict::Unbounded => {
             UNBOUNDED.store(true, Ordering::Relaxed);
@@ -371,6 +454,9 @@ pub fn on_promotion(ctx: Ctx) {
         REASON_PROMOTION,
         "an unplanned promotion to master",
     );
+    // Even a coordinated promotion inherits the old master's running
+    // quarantine: the grants it protects against are still out there.
+    resume(ctx);
 }
 
 /// INFO fields, in order.
@@ -378,6 +464,7 @@ pub fn info() -> [(&'static std::ffi::CStr, String); 7] {
     let reason = match REASON.load(Ordering::Relaxed) {
         REASON_RESTART => "restart",
         REASON_PROMOTION => "promotion",
+        REASON_RESUMED => "resumed",
         _ => "none",
     };
     let prev = match previous() {
