@@ -148,6 +148,26 @@ pub struct Op {
     pub probe: bool,
 }
 
+impl Op {
+    /// `command` on `resources` for `token`, with no option set.
+    pub fn new(command: Command, resources: Vec<String>, token: String) -> Op {
+        Op {
+            command,
+            resources,
+            token,
+            ttl_ms: None,
+            mode: Mode::Exclusive,
+            limit: None,
+            owner: None,
+            wait_ms: None,
+            durable: false,
+            retry_of: None,
+            leave_after_ms: None,
+            probe: false,
+        }
+    }
+}
+
 fn exclusive() -> Mode {
     Mode::Exclusive
 }

@@ -1,6 +1,6 @@
 //! What a client does next, from its seed and what it believes it holds,
 //! and how each outcome changes that belief.
-use super::client::{bare, between, Client, Done, Hold};
+use super::client::{between, Client, Done, Hold};
 use super::servers::{LIN, MAIN};
 use crate::history::{Command, Mode, Op, Outcome, Value};
 
@@ -89,7 +89,7 @@ impl Client<'_> {
         };
         let op = Op {
             ttl_ms: Some(ttl),
-            ..bare(command, h.resources.clone(), h.token.clone())
+            ..Op::new(command, h.resources.clone(), h.token.clone())
         };
         let done = self.run(h.group, &op)?;
         match done.outcome {
@@ -135,7 +135,7 @@ impl Client<'_> {
             ttl_ms: Some(ttl),
             mode,
             owner: h.owner.clone(),
-            ..bare(Command::Acquire, h.resources.clone(), token)
+            ..Op::new(Command::Acquire, h.resources.clone(), token)
         };
         let granted = self.acquired(h.group, &op, false)?;
         if granted && downgrade {
@@ -183,7 +183,7 @@ impl Client<'_> {
                 } else {
                     Command::Release
                 };
-                self.run(g, &bare(command, op.resources.clone(), op.token.clone()))?;
+                self.run(g, &Op::new(command, op.resources.clone(), op.token.clone()))?;
                 Ok(false)
             }
             _ => {
@@ -226,7 +226,7 @@ impl Client<'_> {
         let token = self.token();
         let mut op = Op {
             ttl_ms: Some(ttl),
-            ..bare(Command::Acquire, vec![r.clone()], token)
+            ..Op::new(Command::Acquire, vec![r.clone()], token)
         };
         match r.as_str() {
             "m2" | "m3" => self.rw_options(&mut op),
@@ -266,7 +266,7 @@ impl Client<'_> {
         let shared_ok = members.iter().all(|m| m == "m2" || m == "m3");
         let mut op = Op {
             ttl_ms: Some(ttl),
-            ..bare(Command::Macquire, members, token)
+            ..Op::new(Command::Macquire, members, token)
         };
         if shared_ok && self.rng.below(2) == 0 {
             op.mode = Mode::Shared;
@@ -287,7 +287,7 @@ impl Client<'_> {
         let token = self.token();
         let mut op = Op {
             ttl_ms: Some(self.ctx.lin_ttl),
-            ..bare(Command::Acquire, vec![r.clone()], token)
+            ..Op::new(Command::Acquire, vec![r.clone()], token)
         };
         match r.as_str() {
             "l1" => self.rw_options(&mut op),
@@ -305,7 +305,10 @@ impl Client<'_> {
         } else {
             (LIN, LIN_RES[i - MAIN_RES.len()])
         };
-        self.run(g, &bare(Command::Info, vec![r.to_string()], String::new()))?;
+        self.run(
+            g,
+            &Op::new(Command::Info, vec![r.to_string()], String::new()),
+        )?;
         Ok(())
     }
 

@@ -209,7 +209,7 @@ impl<'a> Client<'a> {
             };
             let probe = Op {
                 probe: true,
-                ..bare(command, op.resources.clone(), op.token.clone())
+                ..Op::new(command, op.resources.clone(), op.token.clone())
             };
             self.exec(g, &probe)?;
         }
@@ -230,7 +230,7 @@ impl<'a> Client<'a> {
         } else {
             Command::Release
         };
-        self.run(h.group, &bare(command, h.resources, h.token))
+        self.run(h.group, &Op::new(command, h.resources, h.token))
     }
 
     /// Writes to the sink of every member of a believed exclusive hold.
@@ -251,24 +251,6 @@ impl<'a> Client<'a> {
                 break;
             }
         }
-    }
-}
-
-/// An op with only command, resources and token set.
-pub fn bare(command: Command, resources: Vec<String>, token: String) -> Op {
-    Op {
-        command,
-        resources,
-        token,
-        ttl_ms: None,
-        mode: Mode::Exclusive,
-        limit: None,
-        owner: None,
-        wait_ms: None,
-        durable: false,
-        retry_of: None,
-        leave_after_ms: None,
-        probe: false,
     }
 }
 

@@ -107,20 +107,11 @@ impl H {
 }
 
 fn op(command: Command, res: &str, token: &str) -> Op {
-    Op {
+    Op::new(
         command,
-        resources: res.split(',').map(String::from).collect(),
-        token: token.into(),
-        ttl_ms: None,
-        mode: Mode::Exclusive,
-        limit: None,
-        owner: None,
-        wait_ms: None,
-        durable: false,
-        retry_of: None,
-        leave_after_ms: None,
-        probe: false,
-    }
+        res.split(',').map(String::from).collect(),
+        token.into(),
+    )
 }
 
 fn acq(res: &str, token: &str, ttl_ms: u64) -> Op {

@@ -13,18 +13,8 @@ struct H {
 
 fn acq(res: &str, token: &str) -> Op {
     Op {
-        command: Command::Acquire,
-        resources: vec![res.into()],
-        token: token.into(),
         ttl_ms: Some(3_600_000),
-        mode: Mode::Exclusive,
-        limit: None,
-        owner: None,
-        wait_ms: None,
-        durable: false,
-        retry_of: None,
-        leave_after_ms: None,
-        probe: false,
+        ..Op::new(Command::Acquire, vec![res.into()], token.into())
     }
 }
 fn shared(mut op: Op) -> Op {
