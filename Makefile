@@ -193,7 +193,8 @@ check-memory-canary:
 
 # --- The history checker (docs/history.md): a seeded workload over every
 # kind of lock against real servers while faults are injected, its history
-# recorded (HISTORY_OUT, JSON lines) and checked. Exit 1 on any violation.
+# recorded (HISTORY_OUT, JSON lines) and checked. Exit 1 on any violation
+# or coverage gap, 2 on a usage error or a run that broke down.
 #   make check-history                         60 s, random seed (printed)
 #   make check-history HISTORY_SECS=1800 HISTORY_SEED=42 HISTORY_CLIENTS=16
 #   make check-history HISTORY_BROKEN=fence    a planted bug: must fail

@@ -574,7 +574,14 @@ fn current_incr_aof_path(s: &Server) -> std::path::PathBuf {
     let manifest = std::fs::read_to_string(manifest).unwrap();
     let name = manifest
         .lines()
-        .filter(|l| l.ends_with("type i"))
+        // `file <name> seq <n> type i`; Redis 8.6 appends more fields
+        // (`startoffset`, `endoffset`) after the type.
+        .filter(|l| {
+            l.split_whitespace()
+                .collect::<Vec<_>>()
+                .windows(2)
+                .any(|w| w == ["type", "i"])
+        })
         .filter_map(|l| l.split_whitespace().nth(1))
         .next_back()
         .unwrap_or_else(|| panic!("no incremental file in {manifest}"));

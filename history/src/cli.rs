@@ -56,7 +56,11 @@ fn run_config(mut args: impl Iterator<Item = String>) -> Result<workload::Config
                 .map_err(|_| format!("{flag}: not a number: {value}"))
         };
         match flag.as_str() {
-            "--secs" => cfg.secs = number()?.max(1),
+            "--secs" => {
+                cfg.secs = Some(number()?)
+                    .filter(|&s| s >= 1)
+                    .ok_or_else(|| format!("--secs: at least 1, not {value}"))?
+            }
             "--seed" => cfg.seed = number()?,
             "--clients" => {
                 cfg.clients = u32::try_from(number()?)
@@ -79,4 +83,29 @@ fn random_seed() -> u64 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     (nanos ^ (u64::from(std::process::id()) << 32)) % 1_000_000_000
+}
+
+#[cfg(test)]
+mod tests {
+    fn err(args: &[&str]) -> String {
+        match super::run_config(args.iter().map(|a| a.to_string())) {
+            Ok(_) => panic!("{args:?} accepted"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn bad_run_options_are_errors() {
+        assert_eq!(err(&["--secs", "abc"]), "--secs: not a number: abc");
+        assert_eq!(err(&["--secs", "0"]), "--secs: at least 1, not 0");
+        assert_eq!(err(&["--clients", "1"]), "--clients: 2 ..= 256, not 1");
+        assert!(err(&["--seed"]).starts_with("--seed needs a value"));
+        assert!(err(&["--frob", "1"]).starts_with("unknown option --frob"));
+        let ok = super::run_config(
+            ["--secs", "5", "--clients", "2"]
+                .map(String::from)
+                .into_iter(),
+        );
+        assert_eq!(ok.map(|c| (c.secs, c.clients)).ok(), Some((5, 2)));
+    }
 }

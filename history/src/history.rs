@@ -274,16 +274,72 @@ impl<W: Write> Writer<W> {
     }
 }
 
-/// Reads a whole history; a line that does not parse is an error naming it.
+/// Reads a whole history; a line that does not parse, or a history the
+/// checker cannot judge (see `Shape`), is an error naming its line.
 pub fn read(input: impl BufRead) -> Result<Vec<Event>, String> {
     let mut events = Vec::new();
+    let mut shape = Shape::default();
     for (n, line) in input.lines().enumerate() {
         let line = line.map_err(|e| format!("line {}: {e}", n + 1))?;
         if line.trim().is_empty() {
             continue;
         }
         let e = serde_json::from_str(&line).map_err(|e| format!("line {}: {e}", n + 1))?;
+        shape
+            .event(&e)
+            .map_err(|e| format!("line {}: {e}", n + 1))?;
         events.push(e);
     }
+    if events.is_empty() {
+        return Err("empty: not a history (its first line is the meta line)".into());
+    }
     Ok(events)
+}
+
+/// What makes a list of events a history the checker can judge: the meta
+/// line first and only there, each operation id invoked once, the
+/// single-resource commands with one resource and the set commands with at
+/// least one, every resource named by the meta line.
+#[derive(Default)]
+struct Shape {
+    resources: Option<std::collections::HashSet<String>>,
+    ids: std::collections::HashSet<u64>,
+}
+
+impl Shape {
+    fn event(&mut self, e: &Event) -> Result<(), String> {
+        let known = |shape: &Self, r: &str| -> Result<(), String> {
+            match &shape.resources {
+                Some(set) if set.contains(r) => Ok(()),
+                _ => Err(format!("resource {r:?} is not in the meta line")),
+            }
+        };
+        match (e, &self.resources) {
+            (Event::Meta(m), None) => {
+                self.resources = Some(m.resources.iter().map(|r| r.name.clone()).collect());
+                Ok(())
+            }
+            (Event::Meta(_), Some(_)) => Err("a second meta line".into()),
+            (_, None) => Err("the first line is not the meta line: not a history".into()),
+            (Event::Invoke { id, op, .. }, Some(_)) => {
+                if !self.ids.insert(*id) {
+                    return Err(format!("operation {id} invoked twice"));
+                }
+                let sets = matches!(
+                    op.command,
+                    Command::Macquire | Command::Mrelease | Command::Mextend
+                );
+                let n = op.resources.len();
+                if n == 0 || (!sets && n != 1) {
+                    return Err(format!(
+                        "operation {id}: {n} resources for {:?}",
+                        op.command
+                    ));
+                }
+                op.resources.iter().try_for_each(|r| known(self, r))
+            }
+            (Event::Write { resource, .. }, Some(_)) => known(self, resource),
+            _ => Ok(()),
+        }
+    }
 }

@@ -197,9 +197,16 @@ impl LockKey {
         Ok(())
     }
 
-    /// Unix ms when the lease ends; `None` if an admin removed the TTL.
+    /// Unix ms when the lease ends; `None` if an admin removed the TTL, or
+    /// for a free key. An empty key is never handed to `GetAbsExpire`:
+    /// Redis 8.6 dereferences its missing value there and crashes (earlier
+    /// servers answer no expiry), and a `WAIT` on a free lock held back by
+    /// a quarantine or its queue asks for the deadline of an empty key.
     pub fn deadline(&self) -> Result<Option<u64>, Error> {
-        if self.key.is_null() {
+        if self.key.is_null()
+            || unsafe { rm!(RedisModule_KeyType)(self.key) }
+                == raw::REDISMODULE_KEYTYPE_EMPTY as c_int
+        {
             return Ok(None);
         }
         let at = unsafe { rm!(RedisModule_GetAbsExpire)(self.key) };

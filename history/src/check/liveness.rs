@@ -59,7 +59,10 @@ pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> Vec<Viol
 }
 
 /// A `WAIT` told nil before its timeout, with no `CLIENT UNBLOCK` of its
-/// client starting in between (`WAIT 0` waits forever: any nil is early).
+/// client under way in between (`WAIT 0` waits forever: any nil is early).
+/// Under way, not started: the fault is recorded as started before the
+/// `CLIENT UNBLOCK` is sent, and the client may have begun a new `WAIT`
+/// meanwhile, which the unblock then hits.
 fn early_nil(p: &Prepared, o: &OpRec) -> Option<String> {
     let wait = o.op.wait_ms?;
     let (Some(Value::Nil), Some(done)) = (o.value(), o.complete) else {
@@ -69,7 +72,7 @@ fn early_nil(p: &Prepared, o: &OpRec) -> Option<String> {
     if wait != 0 && took + NIL_SLACK_US >= wait * 1000 {
         return None;
     }
-    let unblocked = p.fault_started(o.invoke, done, |f| {
+    let unblocked = p.fault_overlaps(o.invoke, done, |f| {
         f.kind == FaultKind::ClientUnblock && f.client == Some(o.client)
     });
     (!unblocked).then(|| {
@@ -109,7 +112,7 @@ fn probe(
                 *limits.entry(DROPPED_REPLY).or_default() += 1;
                 return None;
             }
-            let died = p.fault_started(w.invoke, w.complete.unwrap_or(u64::MAX), |f| {
+            let died = p.fault_overlaps(w.invoke, w.complete.unwrap_or(u64::MAX), |f| {
                 matches!(
                     f.kind,
                     FaultKind::Kill9Always

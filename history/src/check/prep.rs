@@ -281,13 +281,6 @@ impl<'a> Prepared<'a> {
             .any(|i| self.faults[i].end >= from && any(&self.faults[i]))
     }
 
-    /// Whether a fault started within `[from, to]`.
-    pub fn fault_started(&self, from: u64, to: u64, any: impl Fn(&FaultRec) -> bool) -> bool {
-        let lo = self.faults.partition_point(|f| f.start < from);
-        let hi = self.faults.partition_point(|f| f.start <= to);
-        self.faults[lo..hi.max(lo)].iter().any(any)
-    }
-
     pub fn proxied(client: u32) -> bool {
         client % 4 == 3
     }

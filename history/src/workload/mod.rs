@@ -120,7 +120,9 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
     let logs = servers.logs();
     drop(servers);
     let events = ctx.rec.finish()?;
-    fault_result?;
+    // A fault that failed is most often a server that died (a crash shows
+    // only in its log): the logs go with the error.
+    fault_result.map_err(|e| format!("{e}\n{logs}"))?;
     if !errors.is_empty() {
         return Err(format!("{}\n{logs}", errors.join("\n")));
     }

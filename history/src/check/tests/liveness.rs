@@ -178,3 +178,32 @@ fn half_a_million_ops_check_quickly() {
     assert!(r.violations.is_empty(), "{:?}", &r.violations[..3]);
     assert!(took < std::time::Duration::from_secs(5), "{took:?}");
 }
+
+/// The fault thread records `client_unblock` as started, then opens a
+/// connection and sends `CLIENT UNBLOCK`: a `WAIT` the client began after
+/// the start is the one unblocked, and its early nil is the unblock's.
+#[test]
+fn an_unblock_under_way_excuses_a_wait_begun_after_its_start() {
+    let mut h = H::new();
+    let wait = Op {
+        wait_ms: Some(1000),
+        ..acq("m0", "c1-1", 1000)
+    };
+    h.fault(FaultKind::ClientUnblock, ms(5), ms(8), Some(1));
+    h.op(1, ms(6), ms(7), wait.clone(), ok(Value::Nil));
+    assert!(found(&h.check(), "liveness").is_empty());
+    // An unblock that ended before the wait began excuses nothing.
+    h.op(
+        1,
+        ms(9),
+        ms(20),
+        Op {
+            token: "c1-2".into(),
+            ..wait
+        },
+        ok(Value::Nil),
+    );
+    let v = found(&h.check(), "liveness");
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].what.contains("before its timeout"), "{}", v[0].what);
+}

@@ -170,3 +170,49 @@ fn lost_counts_a_failover_loss_and_catches_a_durable_one() {
     assert!(v[0].what.contains("durable"), "{}", v[0].what);
     assert_eq!(r.known_limits[ASYNC_REPLICATION], 1);
 }
+
+/// `failover_stale` is recorded as started when the replica is stopped,
+/// 200 to 600 ms before the master dies: a grant made in between never
+/// reached the replica, and its loss is the documented limit.
+#[test]
+fn lost_counts_a_grant_made_after_a_failover_began() {
+    let mut h = H::new();
+    let extend = Op {
+        ttl_ms: Some(1000),
+        ..op(Command::Extend, "m0", "c1-1")
+    };
+    h.fault(FaultKind::FailoverStale, ms(100), ms(900), None);
+    h.op(
+        1,
+        ms(200),
+        ms(201),
+        acq("m0", "c1-1", 2000),
+        ok(Value::Fence(10)),
+    );
+    h.op(1, ms(1000), ms(1001), extend.clone(), ok(Value::Int(0)));
+    let r = h.check();
+    assert!(found(&r, "lost").is_empty(), "{:?}", r.violations);
+    assert_eq!(r.known_limits[ASYNC_REPLICATION], 1);
+    // A failover over before the grant was asked for explains nothing.
+    h.op(
+        2,
+        ms(1100),
+        ms(1101),
+        acq("m2", "c2-1", 2000),
+        ok(Value::Fence(20)),
+    );
+    h.op(
+        2,
+        ms(1500),
+        ms(1501),
+        Op {
+            resources: vec!["m2".into()],
+            token: "c2-1".into(),
+            ..extend
+        },
+        ok(Value::Int(0)),
+    );
+    let v = found(&h.check(), "lost");
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].what.contains("no failover"), "{}", v[0].what);
+}
