@@ -244,9 +244,16 @@ impl Faults<'_> {
         );
         self.start(kind, MAIN, None, &detail);
         if stale {
-            let ms = between(&mut self.rng, 200, 600);
+            // The master drops its link to the stopped replica and goes on
+            // granting: what it grants from then on never reaches the
+            // replica (otherwise the replica reads it from its socket
+            // after SIGCONT and is not stale at all).
             guard("SIGSTOP of the replica", || self.servers.nodes[new].stop())?;
-            sleep(Duration::from_millis(ms));
+            sleep(Duration::from_millis(between(&mut self.rng, 50, 200)));
+            let mut drop_link = redis::cmd("CLIENT");
+            drop_link.arg("KILL").arg("TYPE").arg("replica");
+            self.master_cmd(MAIN, &drop_link)?;
+            sleep(Duration::from_millis(between(&mut self.rng, 200, 600)));
         }
         self.servers.nodes[old].kill9();
         if stale {
