@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 /// the hold's bound at that moment) is a violation, unless:
 /// - the hold is on `main`, no durable grant or refresh covered the reply's
 ///   completion (`durable_bound`), and a `failover`, `failover_stale` or
-///   `kill9_everysec` started between the grant's (first try's) invocation
-///   and the reply's completion: counted as the asynchronous-replication
+///   `kill9_everysec` started between the invocation of the hold's last
+///   grant or renewal answered before the reply (the grant's first try) and
+///   the reply's completion: counted as the asynchronous-replication
 ///   limit instead. A durable grant lost before its durable bound is
 ///   always a violation; `kill9_always` never explains a loss.
 pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> Vec<Violation> {
@@ -23,7 +24,7 @@ pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> Vec<Viol
         let durable = h.durable_bound.is_some_and(|b| done < b);
         let explained = !durable
             && res.group == "main"
-            && p.fault_started(h.grant_invoke, done, |f| {
+            && p.fault_started(l.since, done, |f| {
                 matches!(
                     f.kind,
                     FaultKind::Failover | FaultKind::FailoverStale | FaultKind::Kill9Everysec
