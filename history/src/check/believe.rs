@@ -70,6 +70,7 @@ impl<'a> Prepared<'a> {
                                 h.bound = new_bound;
                                 h.end = new_bound;
                                 h.durable_bound = durable.or(h.durable_bound);
+                                h.renewed = o.invoke;
                             }
                             _ => {
                                 cur = Some(self.holds.len());
@@ -86,6 +87,7 @@ impl<'a> Prepared<'a> {
                                     end: new_bound,
                                     durable_bound: durable,
                                     grant_invoke: o.root_invoke,
+                                    renewed: o.root_invoke,
                                 });
                             }
                         }
@@ -97,8 +99,14 @@ impl<'a> Prepared<'a> {
                         if n >= 1 {
                             self.holds[h].bound = new_bound;
                             self.holds[h].end = new_bound;
+                            self.holds[h].renewed = o.invoke;
                         } else if o.complete.unwrap_or(u64::MAX) < self.holds[h].bound {
-                            self.losses.push(Loss { hold: h, op: i });
+                            let since = self.holds[h].renewed;
+                            self.losses.push(Loss {
+                                hold: h,
+                                op: i,
+                                since,
+                            });
                         }
                     }
                     Command::Release | Command::Mrelease => {
@@ -111,7 +119,12 @@ impl<'a> Prepared<'a> {
                             None => false,
                         };
                         if short && o.complete.unwrap_or(u64::MAX) < hold.bound {
-                            self.losses.push(Loss { hold: h, op: i });
+                            let since = hold.renewed;
+                            self.losses.push(Loss {
+                                hold: h,
+                                op: i,
+                                since,
+                            });
                         }
                     }
                     Command::Info => {}

@@ -3,6 +3,7 @@
 //! an owner's further holds reuse its fence.
 use super::prep::Prepared;
 use super::Violation;
+use crate::history::{FaultKind, Kind};
 use std::collections::HashMap;
 
 /// Every grant (acknowledged or not), member by member. A grant whose owner
@@ -90,6 +91,69 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
                 ),
                 ops: ids(p, g[j].op, g[i].op),
             });
+        }
+    }
+    out.extend(owner_fence(p));
+    out
+}
+
+/// A grant under `OWNER` while that owner surely held the resource under
+/// another token (a believed hold spanning the whole grant): the owner's
+/// fence again (reentrant, upgrade, downgrade), unless the believed hold
+/// may have been lost (a non-durable hold on `main` with a failover or an
+/// everysec crash since its grant).
+fn owner_fence(p: &Prepared) -> Vec<Violation> {
+    let mut holds: HashMap<(u32, u32), Vec<usize>> = HashMap::new();
+    for (i, h) in p.holds.iter().enumerate() {
+        holds.entry((h.res, h.owner)).or_default().push(i);
+    }
+    let mut out = Vec::new();
+    for g in &p.grants {
+        let o = &p.ops[g.op];
+        if o.op.owner.is_none()
+            || matches!(p.resources[g.res as usize].kind, Kind::Semaphore { .. })
+        {
+            continue;
+        }
+        let Some(list) = holds.get(&(g.res, g.owner)) else {
+            continue;
+        };
+        for &i in list {
+            let h = &p.holds[i];
+            if h.token == o.token || h.start > g.invoke || g.complete >= h.end || h.fence == g.fence
+            {
+                continue;
+            }
+            let res = &p.resources[g.res as usize];
+            let durable = h.durable_bound.is_some_and(|b| g.complete < b);
+            let maybe_lost = !durable
+                && res.group == "main"
+                && p.fault_overlaps(h.grant_invoke, g.complete, |f| {
+                    matches!(
+                        f.kind,
+                        FaultKind::Failover | FaultKind::FailoverStale | FaultKind::Kill9Everysec
+                    ) && f.group == "main"
+                });
+            if maybe_lost {
+                continue;
+            }
+            out.push(Violation {
+                checker: "fences",
+                what: format!(
+                    "{}: owner {} was granted fence {} (op {}) while it held fence {} (op {}, token {}, believed {}..{})",
+                    res.name,
+                    p.names[g.owner as usize],
+                    g.fence,
+                    o.id,
+                    h.fence,
+                    p.ops[h.op].id,
+                    p.names[h.token as usize],
+                    h.start,
+                    h.end
+                ),
+                ops: ids(p, h.op, g.op),
+            });
+            break;
         }
     }
     out

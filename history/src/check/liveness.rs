@@ -37,7 +37,11 @@ pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> Vec<Viol
                     out.push(v(w));
                 }
             }
-            Command::Release if o.op.probe => {
+            // A probe: `RELEASE`, `MRELEASE`, `EXTEND` or `MEXTEND` of a
+            // token whose waiter got no grant must find nothing.
+            Command::Release | Command::Mrelease | Command::Extend | Command::Mextend
+                if o.op.probe =>
+            {
                 if let Some(n) = o.int().filter(|&n| n >= 1) {
                     let w = waiter.get(&(o.client, o.token)).map(|&w| &p.ops[w]);
                     if let Some(x) = probe(p, o, w, n, limits) {
@@ -136,8 +140,9 @@ fn probe(
     Some(Violation {
         checker: "liveness",
         what: format!(
-            "{}: probe RELEASE of token {} by client {} answered {n}: granted after its waiter was told nil or left (the waiter {})",
+            "{}: probe {} of token {} by client {} answered {n}: granted after its waiter was told nil or left (the waiter {})",
             o.op.resources.join(","),
+            super::command_name(o.op.command),
             p.names[o.token as usize],
             o.client,
             if w.is_some() { how } else { "was never sent".to_string() }

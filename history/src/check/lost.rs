@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 /// the hold's bound at that moment) is a violation, unless:
 /// - the hold is on `main`, no durable grant or refresh covered the reply's
 ///   completion (`durable_bound`), and a `failover`, `failover_stale` or
-///   `kill9_everysec` was under way at some time between the grant's (first
-///   try's) invocation and the reply's completion: counted as the
+///   `kill9_everysec` was under way at some time between the invocation of
+///   the hold's last grant or renewal answered before the reply (the
+///   grant's first try) and the reply's completion: counted as the
 ///   asynchronous-replication limit instead. Under way, not started: such a
 ///   fault is recorded as started before its kill (`failover_stale` stops
-///   the replica 200 to 600 ms before it, `kill9_everysec` switches to
+///   the replica 250 to 800 ms before it, `kill9_everysec` switches to
 ///   `everysec` 200 ms before it), so a grant made after its start can
 ///   still be lost in it. A durable grant lost before its durable bound is
 ///   always a violation; `kill9_always` never explains a loss.
@@ -27,7 +28,7 @@ pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> Vec<Viol
         let durable = h.durable_bound.is_some_and(|b| done < b);
         let explained = !durable
             && res.group == "main"
-            && p.fault_overlaps(h.grant_invoke, done, |f| {
+            && p.fault_overlaps(l.since, done, |f| {
                 matches!(
                     f.kind,
                     FaultKind::Failover | FaultKind::FailoverStale | FaultKind::Kill9Everysec

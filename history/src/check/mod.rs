@@ -20,6 +20,7 @@ mod lost;
 mod mutex;
 mod prep;
 mod print;
+mod shown;
 mod sink;
 #[cfg(test)]
 mod tests;
@@ -72,6 +73,7 @@ pub fn check(events: &[Event]) -> Report {
     v.extend(lost::check(&p, &mut limits));
     v.extend(liveness::check(&p, &mut limits));
     v.extend(fifo::check(&p));
+    v.extend(shown::check(&p));
     let (linearizability, stats) = linear::check_with_stats(events);
     v.extend(linearizability);
     report.linear = stats;

@@ -77,6 +77,9 @@ pub struct Hold {
     pub durable_bound: Option<u64>,
     /// The earliest the grant can have taken effect.
     pub grant_invoke: u64,
+    /// The invocation of the last grant or renewal answered so far (while
+    /// beliefs are built): the server had the hold after it.
+    pub renewed: u64,
 }
 
 /// One member of a grant (acknowledged or not).
@@ -93,6 +96,9 @@ pub struct Grant {
 pub struct Loss {
     pub hold: usize,
     pub op: usize,
+    /// The hold's last grant or renewal before the reply (its first try's
+    /// invocation for a grant): only a fault after it explains the loss.
+    pub since: u64,
 }
 
 pub struct FaultRec {

@@ -186,6 +186,19 @@ impl<'a> Client<'a> {
             again.retry_of = Some(original);
             last = self.exec(g, &again)?;
         }
+        let granted = matches!(
+            last.outcome,
+            Outcome::Ok {
+                value: Value::Fence(_)
+            }
+        );
+        if last.id != original && granted {
+            // A retry that was granted: the server shows which fence it
+            // keeps (the `shown` checker compares it with the reply).
+            for r in &op.resources {
+                self.exec(g, &Op::new(Command::Info, vec![r.clone()], String::new()))?;
+            }
+        }
         Ok(last)
     }
 
@@ -202,6 +215,22 @@ impl<'a> Client<'a> {
             Outcome::Ok { .. } => false,
         };
         if needed {
+            // An EXTEND first: a token that was never granted holds
+            // nothing to extend, whoever holds the resource.
+            let extend = Op {
+                probe: true,
+                ttl_ms: Some(100),
+                ..Op::new(
+                    if op.command == Command::Macquire {
+                        Command::Mextend
+                    } else {
+                        Command::Extend
+                    },
+                    op.resources.clone(),
+                    op.token.clone(),
+                )
+            };
+            self.exec(g, &extend)?;
             let command = if op.command == Command::Macquire {
                 Command::Mrelease
             } else {

@@ -3,6 +3,7 @@
 use super::*;
 use crate::history::{Kind, Meta, Op, Outcome, Phase, Resource, Value};
 
+mod adversarial;
 mod input;
 mod liveness;
 mod safety;
