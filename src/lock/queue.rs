@@ -350,7 +350,12 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     /// Takes the head waiter and every entry sharing its token.
     pub fn pop_grantee(&mut self, resource: &K) -> Option<Grantee<H>> {
         let queue = self.queues.get_mut(resource)?;
-        let head = queue.entries.pop_front()?;
+        // The planted bug (test-only, docs/history.md): the newest waiter.
+        let head = if cfg!(feature = "planted-fifo-newest") {
+            queue.entries.pop_back()?
+        } else {
+            queue.entries.pop_front()?
+        };
         self.index.remove(&head.id);
         let mut handles = vec![head.handle];
         let mut ids = vec![head.id];

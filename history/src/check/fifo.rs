@@ -1,26 +1,38 @@
 //! `liveness` (FIFO): among exclusive waiters of a plain lock, one that
 //! surely queued first is not passed.
-use super::prep::{OpRec, Prepared};
+use super::prep::{FaultRec, OpRec, Prepared};
 use super::Violation;
 use crate::history::{Command, FaultKind, Kind, Mode, Value};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
-/// How much earlier A's request must have been sent than B's (µs).
+/// How much earlier A's request must have been sent than B's (µs): more
+/// than a client thread is ever kept from sending on a loaded 2-core box
+/// (delays of 100+ ms happen) and than a server without a stall takes to
+/// read both requests.
 pub const AHEAD_US: u64 = 500_000;
-/// No fault may come this close before A's request (µs).
+/// A fault that disturbs the pair may not come this close before A's
+/// request (µs).
 pub const FAULT_MARGIN_US: u64 = 1_000_000;
 /// B's grant must come this long before A's timeout (µs).
 pub const TIMEOUT_SLACK_US: u64 = 100_000;
+
+/// What the FIFO rule found: its violations and, per resource, how many
+/// pairs it judged (a run that judges none is a coverage gap).
+pub struct Fifo {
+    pub violations: Vec<Violation>,
+    pub judged: BTreeMap<String, u64>,
+}
 
 /// Candidates: single-resource exclusive `ACQUIRE ... WAIT` without `OWNER`
 /// on a plain resource, from a client not behind the lost-reply proxy, not
 /// a retry and not a token's later acquire (those may be renewals of a hold
 /// granted long before). For A and B with A invoked at least 500 ms before
-/// B, B granted fence fb, and no fault (but `lost_reply`, which only drops a
-/// proxied client's reply) overlapping [A.invoke - 1 s, B.complete]: A was
-/// passed if it was granted a fence above fb, or it was told nil although
-/// B was granted more than 100 ms before A's timeout.
-pub fn check(p: &Prepared) -> Vec<Violation> {
+/// B, A not completed before B's invocation, and B granted fence fb, the
+/// pair is judged when A's outcome tells whether it was passed and no
+/// fault that could disturb the pair (`disturbs`) overlaps it: A was passed
+/// if it was granted a fence above fb, or it was told nil although B was
+/// granted more than 100 ms before A's timeout.
+pub fn check(p: &Prepared) -> Fifo {
     let mut seen: HashSet<(u32, u32)> = HashSet::new();
     let mut per_res: Vec<Vec<usize>> = vec![Vec::new(); p.resources.len()];
     for (i, o) in p.ops.iter().enumerate() {
@@ -43,8 +55,16 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
             per_res[r as usize].push(i);
         }
     }
-    let mut out = Vec::new();
-    for list in per_res {
+    let mut out = Fifo {
+        violations: Vec::new(),
+        judged: BTreeMap::new(),
+    };
+    for (r, list) in per_res.into_iter().enumerate() {
+        let res = &p.resources[r];
+        if res.kind != Kind::Plain {
+            continue;
+        }
+        let mut judged = 0;
         // `list` is in invocation order; `waiting` holds the As sent at
         // least 500 ms before the current B and not completed before it.
         let mut waiting: Vec<usize> = Vec::new();
@@ -60,36 +80,101 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
             }
             waiting.retain(|&a| p.ops[a].complete.is_some_and(|c| c > ob.invoke));
             for &a in &waiting {
-                if let Some(v) = passed(p, &p.ops[a], ob, *fb) {
-                    out.push(v);
+                match judge(p, res.group, &p.ops[a], ob, *fb) {
+                    Judged::Not => {}
+                    Judged::Kept => judged += 1,
+                    Judged::Passed(v) => {
+                        judged += 1;
+                        out.violations.push(v);
+                    }
                 }
             }
         }
+        out.judged.insert(res.name.to_string(), judged);
     }
     out
 }
 
-fn passed(p: &Prepared, a: &OpRec, b: &OpRec, fb: u64) -> Option<Violation> {
-    let b_done = b.complete?;
-    let how = match a.value()? {
-        Value::Fence(fa) if *fa > fb => format!("was granted fence {fa} after B's {fb}"),
-        Value::Nil => {
-            let wait = a.op.wait_ms? * 1000;
-            if wait != 0 && b_done + TIMEOUT_SLACK_US >= a.invoke + wait {
-                return None;
+enum Judged {
+    /// A's outcome cannot tell, or a fault may have disturbed the pair.
+    Not,
+    /// A kept its place.
+    Kept,
+    Passed(Violation),
+}
+
+/// Whether fault `f` on the resource's `group` may reorder or disturb the
+/// pair A, B. A server stall (`client_pause`, `debug_sleep`,
+/// `slow_script`) leaves requests sent meanwhile in the sockets, read in
+/// any order when it ends; a kill -9 or a failover of the master closes
+/// every connection and loses or rebuilds the queues. `client_kill` and
+/// `client_unblock` take one waiter out of the queue: only A's or B's
+/// changes the pair (an unblocked A is told nil early); another client's
+/// leaves the order of the rest as it was. `lost_reply` only drops a
+/// proxied client's reply, and neither is proxied.
+fn disturbs(f: &FaultRec, group: &str, a: &OpRec, b: &OpRec) -> bool {
+    if f.group != group {
+        return false;
+    }
+    match f.kind {
+        FaultKind::ClientPause
+        | FaultKind::DebugSleep
+        | FaultKind::SlowScript
+        | FaultKind::Kill9Always
+        | FaultKind::Kill9Everysec
+        | FaultKind::Failover
+        | FaultKind::FailoverStale => true,
+        // A fault that names no client may have hit either.
+        FaultKind::ClientKill | FaultKind::ClientUnblock => {
+            f.client.is_none_or(|c| c == a.client || c == b.client)
+        }
+        FaultKind::LostReply => false,
+    }
+}
+
+/// A `client_kill` or `client_unblock` that (may have) hit A's client.
+fn hits(f: &FaultRec, group: &str, a: &OpRec) -> bool {
+    f.group == group
+        && matches!(f.kind, FaultKind::ClientKill | FaultKind::ClientUnblock)
+        && f.client.is_none_or(|c| c == a.client)
+}
+
+fn judge(p: &Prepared, group: &str, a: &OpRec, b: &OpRec, fb: u64) -> Judged {
+    let (Some(b_done), Some(a_done)) = (b.complete, a.complete) else {
+        return Judged::Not;
+    };
+    let how = match a.value() {
+        Some(Value::Fence(fa)) if *fa > fb => {
+            Some(format!("was granted fence {fa} after B's {fb}"))
+        }
+        Some(Value::Fence(_)) => None,
+        Some(Value::Nil) => {
+            let Some(wait) = a.op.wait_ms.map(|w| w * 1000) else {
+                return Judged::Not;
+            };
+            if wait == 0 || b_done + TIMEOUT_SLACK_US >= a.invoke + wait {
+                return Judged::Not;
             }
-            format!(
+            Some(format!(
                 "was told nil, while B was granted at {b_done}, before A's timeout at {}",
                 a.invoke + wait
-            )
+            ))
         }
-        _ => return None,
+        _ => return Judged::Not,
     };
+    // Once B is granted the order is decided; a fault that hit A's client
+    // is looked for up to A's completion too (more than needed: one that
+    // took A out after B's grant does not excuse B's grant).
     let from = a.invoke.saturating_sub(FAULT_MARGIN_US);
-    if p.fault_overlaps(from, b_done, |f| f.kind != FaultKind::LostReply) {
-        return None;
+    if p.fault_overlaps(from, b_done, |f| disturbs(f, group, a, b))
+        || p.fault_overlaps(from, a_done, |f| hits(f, group, a))
+    {
+        return Judged::Not;
     }
-    Some(Violation {
+    let Some(how) = how else {
+        return Judged::Kept;
+    };
+    Judged::Passed(Violation {
         checker: "liveness",
         what: format!(
             "{}: FIFO: waiter A (client {}, sent at {}) was passed by B (client {}, sent at {}, granted fence {fb}): A {how}",

@@ -57,6 +57,8 @@ pub struct Report {
     pub gaps: Vec<String>,
     /// The linearizability search, per `lin` resource.
     pub linear: Vec<linear::Stats>,
+    /// Pairs of waiters the FIFO rule judged, per plain resource.
+    pub fifo_judged: BTreeMap<String, u64>,
 }
 
 pub fn check(events: &[Event]) -> Report {
@@ -72,7 +74,14 @@ pub fn check(events: &[Event]) -> Report {
     v.extend(sink::check(&p));
     v.extend(lost::check(&p, &mut limits));
     v.extend(liveness::check(&p, &mut limits));
-    v.extend(fifo::check(&p));
+    let fifo = fifo::check(&p);
+    v.extend(fifo.violations);
+    if fifo.judged.values().sum::<u64>() == 0 {
+        report
+            .gaps
+            .push("the FIFO rule judged no pair of waiters".to_string());
+    }
+    report.fifo_judged = fifo.judged;
     v.extend(shown::check(&p));
     let (linearizability, stats) = linear::check_with_stats(events);
     v.extend(linearizability);

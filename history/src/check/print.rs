@@ -45,6 +45,15 @@ impl Report {
         for (k, n) in &self.known_limits {
             let _ = writeln!(s, "  {n:>7}  {k}");
         }
+        let judged: Vec<String> = (self.fifo_judged.iter())
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "fifo: {} pairs judged ({})",
+            self.fifo_judged.values().sum::<u64>(),
+            judged.join(", ")
+        );
         let _ = writeln!(s, "linearizability (per lin resource):");
         for l in &self.linear {
             let _ = writeln!(

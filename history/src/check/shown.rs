@@ -10,7 +10,8 @@
 //!   (a waiter told nil and granted later, a grant never revoked);
 //! - a token released for sure (`RELEASE` answered 1, `MRELEASE` answered
 //!   every member) before the `INFO` was invoked, and not asked for again
-//!   after that release began, is not shown;
+//!   after that release began, is not shown, unless a failover or an
+//!   everysec crash of its group since the release may have lost it;
 //! - a token whose last request before the `INFO` completed was answered
 //!   with fence `g` before the `INFO` was invoked is shown with fence `g`
 //!   (a same-token retry, a refresh: the hold keeps the fence it was
@@ -20,7 +21,7 @@
 //! the close it recorded: its request is taken to last for ever.
 use super::prep::{OpRec, Prepared};
 use super::Violation;
-use crate::history::{Command, Kind, Mode, Outcome, Value};
+use crate::history::{Command, FaultKind, Kind, Mode, Outcome, Value};
 use std::collections::HashMap;
 
 pub fn check(p: &Prepared) -> Vec<Violation> {
@@ -101,12 +102,24 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
                 continue;
             }
             // Released for sure before the INFO, and asked again only
-            // before that release began.
+            // before that release began; and not undone since: a failover
+            // or an everysec crash between the release and the INFO may
+            // have lost it (asynchronous replication, a README limit).
+            let group = p.resources[r as usize].group;
             let released = releases.get(&(h.token.as_str(), r)).and_then(|l| {
                 l.iter().copied().find(|&x| {
                     let rel = &p.ops[x];
                     rel.complete.is_some_and(|c| c < o.invoke)
                         && may.iter().all(|&a| effect_end(&p.ops[a]) < rel.invoke)
+                        && !p.fault_overlaps(rel.invoke, o.invoke, |f| {
+                            f.group == group
+                                && matches!(
+                                    f.kind,
+                                    FaultKind::Failover
+                                        | FaultKind::FailoverStale
+                                        | FaultKind::Kill9Everysec
+                                )
+                        })
                 })
             });
             if let Some(x) = released {

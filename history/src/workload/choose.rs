@@ -3,10 +3,20 @@
 use super::client::{between, Client, Done, Hold};
 use super::servers::{LIN, MAIN};
 use crate::history::{Command, Mode, Op, Outcome, Value};
+use std::sync::atomic::Ordering;
+use std::thread::sleep;
+use std::time::Duration;
 
 /// Resources and the kind each is used as.
 pub const MAIN_RES: [&str; 5] = ["m0", "m1", "m2", "m3", "m4"];
 pub const LIN_RES: [&str; 3] = ["l0", "l1", "l2"];
+/// The plain lock on `main` only single exclusive `ACQUIRE ... WAIT`s use,
+/// held briefly: a queue forms and is handed over often, for the FIFO rule.
+pub const FIFO_RES: &str = "m5";
+/// Direct clients queued on (or holding) `m5` at once at most: enough for a
+/// queue whose waiters wait well over the FIFO rule's 500 ms head start,
+/// few enough that the other resources keep their clients.
+const FIFO_USERS: usize = 6;
 const MAIN_LIMIT: u32 = 3;
 const LIN_LIMIT: u32 = 2;
 /// Holds a client keeps at most before it only works on them.
@@ -44,6 +54,7 @@ impl Client<'_> {
             match self.rng.below(100) {
                 0..=11 => self.info()?,
                 12..=39 => self.acquire_lin()?,
+                40..=49 if !self.proxied => self.acquire_fifo()?,
                 40..=81 => self.acquire_main()?,
                 _ => self.macquire()?,
             }
@@ -239,6 +250,45 @@ impl Client<'_> {
         }
         self.waiting(&mut op);
         self.acquired(MAIN, &op, true)?;
+        Ok(())
+    }
+
+    /// `m5`: an exclusive `ACQUIRE ... WAIT` (1.5 to 4 s) with a short lease
+    /// (100 to 300 ms), nothing else (no `OWNER`, no set, no `durable`, no
+    /// leaving), from at most `FIFO_USERS` direct clients at once; another
+    /// `main` acquire when that many are there. A grant is released after 0
+    /// to 50 ms, or one time in two never (the lease runs out: the handoff
+    /// at the deadline); it is never extended.
+    fn acquire_fifo(&mut self) -> Result<(), String> {
+        let users = &self.ctx.fifo_users;
+        if users.fetch_add(1, Ordering::SeqCst) >= FIFO_USERS {
+            users.fetch_sub(1, Ordering::SeqCst);
+            return self.acquire_main();
+        }
+        let result = self.fifo_turn();
+        self.ctx.fifo_users.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    fn fifo_turn(&mut self) -> Result<(), String> {
+        let token = self.token();
+        let op = Op {
+            ttl_ms: Some(between(&mut self.rng, 100, 300)),
+            wait_ms: Some(between(&mut self.rng, 1500, 4000)),
+            ..Op::new(Command::Acquire, vec![FIFO_RES.to_string()], token.clone())
+        };
+        if !self.acquired(MAIN, &op, true)? {
+            return Ok(());
+        }
+        if self.rng.below(2) == 0 {
+            // Stop believing without a release: the lease runs out.
+            self.holds.retain(|h| h.token != token);
+            return Ok(());
+        }
+        sleep(Duration::from_millis(between(&mut self.rng, 0, 50)));
+        if self.holds.iter().any(|h| h.token == token) {
+            self.release(&token)?;
+        }
         Ok(())
     }
 

@@ -20,7 +20,7 @@ use crate::history::{Event, Kind, Meta, Resource};
 use record::Recorder;
 use servers::Group;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -47,6 +47,8 @@ pub struct Ctx {
     pub ids: Vec<[AtomicI64; 2]>,
     /// The TTL of every `lin` hold: longer than the run.
     pub lin_ttl: u64,
+    /// Clients queued on or holding `m5` now (`choose::FIFO_RES`).
+    pub fifo_users: AtomicUsize,
 }
 
 /// How long after the deadline client threads may take to finish.
@@ -75,6 +77,7 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
             .map(|_| [AtomicI64::new(0), AtomicI64::new(0)])
             .collect(),
         lin_ttl: (cfg.secs + 600) * 1000,
+        fifo_users: AtomicUsize::new(0),
     });
     let seed = cfg.seed;
     let fault_ctx = ctx.clone();
@@ -155,6 +158,7 @@ fn resources() -> Vec<Resource> {
         r("m2", "main", Kind::Rwlock),
         r("m3", "main", Kind::Rwlock),
         r("m4", "main", Kind::Semaphore { limit: 3 }),
+        r("m5", "main", Kind::Plain),
         r("l0", "lin", Kind::Plain),
         r("l1", "lin", Kind::Rwlock),
         r("l2", "lin", Kind::Semaphore { limit: 2 }),

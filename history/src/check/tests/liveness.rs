@@ -95,11 +95,112 @@ fn liveness_catches_a_fifo_pass_over() {
     assert!(found(&h.check(), "liveness").is_empty());
 }
 
+/// Client 4 queued on m0 600 ms before client 5 and was granted after it:
+/// a pass-over, caught without faults.
+fn fifo_pass_over(h: &mut H) {
+    let wait = |token: &str| Op {
+        wait_ms: Some(5000),
+        ..acq("m0", token, 1000)
+    };
+    h.op(1, 0, ms(1), acq("m0", "c1-1", 3000), ok(Value::Fence(5)));
+    h.op(4, ms(100), ms(3000), wait("c4-1"), ok(Value::Fence(40)));
+    h.op(5, ms(700), ms(2000), wait("c5-1"), ok(Value::Fence(30)));
+}
+
+#[test]
+fn fifo_catches_a_pass_over_without_faults_and_counts_judged_pairs() {
+    let mut h = H::new();
+    fifo_pass_over(&mut h);
+    let r = h.check();
+    let v = found(&r, "liveness");
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].what.contains("FIFO"));
+    assert_eq!(r.fifo_judged["m0"], 1);
+    assert!(!r.gaps.iter().any(|g| g.contains("FIFO")), "{:?}", r.gaps);
+    let text = r.render(&h.events, std::time::Duration::from_millis(1));
+    assert!(text.contains("fifo: 1 pairs judged (l0 0, m0 1)"), "{text}");
+    // A lost reply (another, proxied client's) changes nothing.
+    h.fault(FaultKind::LostReply, ms(800), ms(801), None);
+    assert_eq!(found(&h.check(), "liveness").len(), 1);
+}
+
+#[test]
+fn fifo_a_stall_or_crash_in_the_window_excuses() {
+    for kind in [
+        FaultKind::ClientPause,
+        FaultKind::DebugSleep,
+        FaultKind::SlowScript,
+        FaultKind::Kill9Always,
+        FaultKind::Kill9Everysec,
+        FaultKind::Failover,
+        FaultKind::FailoverStale,
+    ] {
+        let mut h = H::new();
+        fifo_pass_over(&mut h);
+        // Before A's request, within the 1 s margin.
+        h.fault(kind, ms(50), ms(60), None);
+        let r = h.check();
+        assert!(
+            found(&r, "liveness").is_empty(),
+            "{kind:?}: {:?}",
+            r.violations
+        );
+        assert_eq!(r.fifo_judged["m0"], 0);
+        assert!(r.gaps.iter().any(|g| g.contains("FIFO")), "{:?}", r.gaps);
+    }
+    // On the other group, or after B's grant, a pause changes nothing.
+    let mut h = H::new();
+    fifo_pass_over(&mut h);
+    h.fault(FaultKind::ClientPause, ms(2500), ms(2600), None);
+    if let Some(Event::Fault { group, .. }) = h.events.last_mut() {
+        *group = "lin".into();
+    }
+    h.fault(FaultKind::DebugSleep, ms(2100), ms(2200), None);
+    assert_eq!(found(&h.check(), "liveness").len(), 1);
+}
+
+#[test]
+fn fifo_a_kill_or_unblock_excuses_only_for_a_or_b() {
+    for kind in [FaultKind::ClientKill, FaultKind::ClientUnblock] {
+        // Another client's: the rest keep their order.
+        let mut h = H::new();
+        fifo_pass_over(&mut h);
+        h.fault(kind, ms(500), ms(501), Some(6));
+        assert_eq!(found(&h.check(), "liveness").len(), 1, "{kind:?}");
+        // A's (up to A's completion) or B's.
+        for (client, at) in [(4, 2500), (5, 900)] {
+            let mut h = H::new();
+            fifo_pass_over(&mut h);
+            h.fault(kind, ms(at), ms(at + 1), Some(client));
+            assert!(
+                found(&h.check(), "liveness").is_empty(),
+                "{kind:?} {client}"
+            );
+        }
+        // One that names no client may have hit either.
+        let mut h = H::new();
+        fifo_pass_over(&mut h);
+        h.fault(kind, ms(500), ms(501), None);
+        assert!(found(&h.check(), "liveness").is_empty(), "{kind:?}");
+    }
+    // An unblock of A told nil early, before B's grant: excused.
+    let mut h = H::new();
+    let wait = |token: &str| Op {
+        wait_ms: Some(5000),
+        ..acq("m0", token, 1000)
+    };
+    h.op(4, ms(100), ms(1500), wait("c4-1"), ok(Value::Nil));
+    h.op(5, ms(700), ms(2000), wait("c5-1"), ok(Value::Fence(30)));
+    assert_eq!(found(&h.check(), "liveness").len(), 2, "early nil and FIFO");
+    h.fault(FaultKind::ClientUnblock, ms(1400), ms(1401), Some(4));
+    assert!(found(&h.check(), "liveness").is_empty());
+}
+
 #[test]
 fn coverage_reports_every_gap_and_the_summary_comes_last() {
     let h = H::new();
     let r = h.check();
-    assert_eq!(r.gaps.len(), 7 + 8 + 10 + 3 + 1, "{:?}", r.gaps);
+    assert_eq!(r.gaps.len(), 7 + 8 + 10 + 3 + 1 + 1, "{:?}", r.gaps);
     assert_eq!(r.failures(), r.gaps.len() as u64);
     let mut h = H::new();
     h.op(1, 0, ms(1), acq("m0", "c1-1", 1000), ok(Value::Fence(10)));
