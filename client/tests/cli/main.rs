@@ -15,6 +15,7 @@ mod scripts;
 mod signals;
 
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -107,6 +108,19 @@ impl Dlock {
     pub fn spawn(cmd: &mut Command, dir: &Dir, name: &str) -> Dlock {
         let out = dir.path(&format!("{name}.stdout"));
         let err = dir.path(&format!("{name}.stderr"));
+        // A test run started in the background by a shell (`cmd &`) has
+        // SIGINT and SIGQUIT ignored, and a shell cannot trap a signal it
+        // was started with ignored: the signal tests' commands must start
+        // with every signal at its default, as from a terminal.
+        // SAFETY: only async-signal-safe calls (signal(2)) between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM] {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+                Ok(())
+            });
+        }
         let child = cmd
             .stdout(fs::File::create(&out).unwrap())
             .stderr(fs::File::create(&err).unwrap())
