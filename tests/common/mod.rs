@@ -174,6 +174,8 @@ pub fn next_lock_event(sub: &mut redis::Connection) -> redis::RedisResult<String
 #[derive(Clone, Debug, Default)]
 pub struct ServerBuilder {
     extra: Vec<String>,
+    /// Start as a replica of this port (`--replicaof`).
+    replica_of_port: Option<u16>,
     module_args: Vec<String>,
     without_module: bool,
     rdb: Option<PathBuf>,
@@ -328,6 +330,9 @@ impl Server {
             a.push("--loadmodule".into());
             a.push(module_path().display().to_string());
             a.extend(self.opts.module_args.iter().cloned());
+        }
+        if let Some(port) = self.opts.replica_of_port {
+            a.extend(["--replicaof".into(), "127.0.0.1".into(), port.to_string()]);
         }
         a.extend(self.opts.extra.iter().cloned());
         a
@@ -521,6 +526,12 @@ impl Server {
         self.signal(libc::SIGCONT);
     }
 
+    /// Starts from now on (`restart`, `respawn`) come up as a replica of
+    /// `127.0.0.1:port`, or as a master with `None`: a failed-over master
+    /// restarts as a replica, never for a moment a master with its old data.
+    pub fn start_as_replica_of(&mut self, port: Option<u16>) {
+        self.opts.replica_of_port = port;
+    }
     /// Make this running server a replica of `master`.
     pub fn replica_of(&self, master: &Server) {
         let _: () = redis::cmd("REPLICAOF")

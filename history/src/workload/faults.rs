@@ -268,7 +268,13 @@ impl Faults<'_> {
             .query(&mut c)
             .map_err(|e| format!("REPLICAOF NO ONE: {e}"))?;
         self.servers.master = new;
+        self.servers.nodes[new].start_as_replica_of(None);
         self.ctx.groups[MAIN].set_master(new_port);
+        // Back as a replica from its first moment: restarted as a master,
+        // it would grant from its old data to any client still addressing
+        // it until REPLICAOF, and those grants vanish at the full sync (a
+        // split brain of the workload's making, not dlock's).
+        self.servers.nodes[old].start_as_replica_of(Some(new_port));
         Servers::restart(&mut self.servers.nodes[old])?;
         let (a, b) = (&self.servers.nodes[old], &self.servers.nodes[new]);
         guard("REPLICAOF of the old master", || a.replica_of(b))
