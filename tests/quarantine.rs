@@ -843,6 +843,54 @@ fn a_lifted_quarantine_stays_lifted_after_a_restart() {
     grant(&mut c, "fresh", "t", 1000);
 }
 
+/// The lift and a grant in one event-loop turn (`MULTI`/`EXEC`), then a
+/// crash before the metadata timer can fire: the grant itself must carry
+/// the lifted end (0) into the AOF ahead of it, or the restart would resume
+/// the lifted quarantine (and the grant would stand inside it).
+#[test]
+fn a_lift_and_a_grant_in_one_turn_survive_a_crash() {
+    let mut s = everysec().start();
+    crash_after_grant(&mut s, 5000);
+    let mut c = s.conn();
+    assert!(ms_left(&mut c) > 2000);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendfsync")
+        .arg("always")
+        .query(&mut c)
+        .unwrap();
+    // The durability change is itself news for the metadata: an EXTEND of
+    // the surviving lock writes it (with the running quarantine's end), so
+    // only the lift can make the grant below carry metadata again (its TTL
+    // is no longer than the longest, which would be news too).
+    let extended: i64 = redis::cmd("DLOCK.EXTEND")
+        .arg("held")
+        .arg("owner")
+        .arg(5000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(extended, 1);
+    let (_, fence): (String, i64) = redis::pipe()
+        .atomic()
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("dlock.restart-quarantine")
+        .arg("off")
+        .cmd("DLOCK.ACQUIRE")
+        .arg("fresh")
+        .arg("t")
+        .arg(1000)
+        .query(&mut c)
+        .unwrap();
+    drop(c);
+    s.kill9();
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(dlock_info(&mut c, "restart_quarantine"), "auto");
+    assert_eq!(ms_left(&mut c), 0, "a lifted quarantine came back");
+    assert_eq!(acquire(&mut c, "fresh", "t", 1000), Some(fence));
+}
+
 /// An AOF written by an older dlock has `DLOCK.META` with two arguments
 /// (no quarantine end): it still loads and still says what it said.
 #[test]
