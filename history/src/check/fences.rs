@@ -3,7 +3,7 @@
 //! an owner's further holds reuse its fence.
 use super::prep::Prepared;
 use super::Violation;
-use crate::history::{FaultKind, Kind};
+use crate::history::Kind;
 use std::collections::HashMap;
 
 /// Every grant (acknowledged or not), member by member. A grant whose owner
@@ -128,12 +128,7 @@ fn owner_fence(p: &Prepared) -> Vec<Violation> {
             let durable = h.durable_bound.is_some_and(|b| g.complete < b);
             let maybe_lost = !durable
                 && res.group == "main"
-                && p.fault_overlaps(h.grant_invoke, g.complete, |f| {
-                    matches!(
-                        f.kind,
-                        FaultKind::Failover | FaultKind::FailoverStale | FaultKind::Kill9Everysec
-                    ) && f.group == "main"
-                });
+                && p.lossy_fault("main", h.grant_invoke, g.complete);
             if maybe_lost {
                 continue;
             }

@@ -1,7 +1,6 @@
 //! `lost`: a believed hold the server no longer had before its bound.
 use super::prep::Prepared;
 use super::{Violation, ASYNC_REPLICATION};
-use crate::history::FaultKind;
 use std::collections::BTreeMap;
 
 /// Each loss found while reconstructing beliefs (`RELEASE`/`EXTEND` answered
@@ -26,14 +25,7 @@ pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> Vec<Viol
         let done = o.complete.unwrap_or(o.invoke);
         let res = &p.resources[h.res as usize];
         let durable = h.durable_bound.is_some_and(|b| done < b);
-        let explained = !durable
-            && res.group == "main"
-            && p.fault_overlaps(l.since, done, |f| {
-                matches!(
-                    f.kind,
-                    FaultKind::Failover | FaultKind::FailoverStale | FaultKind::Kill9Everysec
-                ) && f.group == "main"
-            });
+        let explained = !durable && res.group == "main" && p.lossy_fault("main", l.since, done);
         if explained {
             *limits.entry(ASYNC_REPLICATION).or_default() += 1;
             continue;

@@ -287,6 +287,19 @@ impl<'a> Prepared<'a> {
             .any(|i| self.faults[i].end >= from && any(&self.faults[i]))
     }
 
+    /// Whether a fault that can lose acknowledged writes on `group` (a
+    /// failover, a stale one, an everysec crash: the README's asynchronous
+    /// replication limit) was under way at some time in `[from, to]`.
+    pub fn lossy_fault(&self, group: &str, from: u64, to: u64) -> bool {
+        self.fault_overlaps(from, to, |f| {
+            f.group == group
+                && matches!(
+                    f.kind,
+                    FaultKind::Failover | FaultKind::FailoverStale | FaultKind::Kill9Everysec
+                )
+        })
+    }
+
     pub fn proxied(client: u32) -> bool {
         client % 4 == 3
     }

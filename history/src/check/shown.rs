@@ -21,7 +21,7 @@
 //! the close it recorded: its request is taken to last for ever.
 use super::prep::{OpRec, Prepared};
 use super::Violation;
-use crate::history::{Command, FaultKind, Kind, Mode, Outcome, Value};
+use crate::history::{Command, Kind, Mode, Outcome, Value};
 use std::collections::HashMap;
 
 pub fn check(p: &Prepared) -> Vec<Violation> {
@@ -111,15 +111,7 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
                     let rel = &p.ops[x];
                     rel.complete.is_some_and(|c| c < o.invoke)
                         && may.iter().all(|&a| effect_end(&p.ops[a]) < rel.invoke)
-                        && !p.fault_overlaps(rel.invoke, o.invoke, |f| {
-                            f.group == group
-                                && matches!(
-                                    f.kind,
-                                    FaultKind::Failover
-                                        | FaultKind::FailoverStale
-                                        | FaultKind::Kill9Everysec
-                                )
-                        })
+                        && !p.lossy_fault(group, rel.invoke, o.invoke)
                 })
             });
             if let Some(x) = released {
