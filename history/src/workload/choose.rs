@@ -243,14 +243,21 @@ impl Client<'_> {
         op.durable = op.leave_after_ms.is_none() && self.rng.below(6) == 0;
     }
 
-    fn acquire_main(&mut self) -> Result<(), String> {
-        let free: Vec<&str> = (MAIN_RES.iter().copied())
+    /// One of `among` this client holds nothing of, at random.
+    fn pick_free(&mut self, among: &[&str]) -> Option<String> {
+        let free: Vec<&str> = (among.iter().copied())
             .filter(|r| !self.holds_resource(r))
             .collect();
         if free.is_empty() {
-            return self.info();
+            return None;
         }
-        let r = free[self.rng.below(free.len() as u64) as usize].to_string();
+        Some(free[self.rng.below(free.len() as u64) as usize].to_string())
+    }
+
+    fn acquire_main(&mut self) -> Result<(), String> {
+        let Some(r) = self.pick_free(&MAIN_RES) else {
+            return self.info();
+        };
         let ttl = self.main_ttl();
         let token = self.token();
         let mut op = Op {
@@ -345,13 +352,9 @@ impl Client<'_> {
     }
 
     fn acquire_lin(&mut self) -> Result<(), String> {
-        let free: Vec<&str> = (LIN_RES.iter().copied())
-            .filter(|r| !self.holds_resource(r))
-            .collect();
-        if free.is_empty() {
+        let Some(r) = self.pick_free(&LIN_RES) else {
             return self.info();
-        }
-        let r = free[self.rng.below(free.len() as u64) as usize].to_string();
+        };
         let token = self.token();
         let mut op = Op {
             ttl_ms: Some(self.ctx.lin_ttl),
