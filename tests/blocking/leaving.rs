@@ -172,6 +172,11 @@ fn demotion_to_replica_errors_waiters() {
     let b = Waiter::queue(&mut c, &s.url(), "res", "B", 2);
     let d = Waiter::queue(&mut c, &s.url(), "res2", "D", 1);
     assert_eq!(blocked_clients(&mut c), 3);
+    // The master stays frozen, so the sync never starts: the demoted server
+    // keeps its own dataset (stale data is served), and the queue counts below
+    // show the waiters were removed, not that a full sync replaced the keys
+    // (a server loading that sync would answer -LOADING instead).
+    other.stop();
     let _: () = redis::cmd("REPLICAOF")
         .arg("127.0.0.1")
         .arg(other.port())
@@ -186,6 +191,7 @@ fn demotion_to_replica_errors_waiters() {
     wait_blocked_clients(&mut c, 0);
     assert_eq!(waiters(&mut c, "res"), 0);
     assert_eq!(waiters(&mut c, "res2"), 0);
+    assert_eq!(held(&mut c, "res").token, b"holder", "the dataset was kept");
     // Redis 7.0 itself unblocks every blocked client when it turns into a
     // replica, before modules hear of the role change, with an error that
     // tells the client to retry elsewhere (README, "Waiting without polling").
@@ -198,6 +204,7 @@ fn demotion_to_replica_errors_waiters() {
             "waiter {e:?}"
         );
     }
+    other.cont();
 }
 
 #[test]
