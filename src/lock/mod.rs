@@ -24,3 +24,6 @@ pub mod set_args;
 pub use error::Error;
 pub use fence::FenceClock;
 pub use lease::Lease;
+
+#[cfg(test)]
+mod differential_tests;
