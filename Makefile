@@ -101,14 +101,23 @@ check-install: build
 	echo "check-install: OK (installed, loaded, granted fence $$reply, dlock status saw it, uninstalled)"
 
 # A benchmark, not a test: prints Markdown tables (see README, Performance).
-# BASELINE=/path/to/other/libdlock.so (in the environment or on the make
-# command line) also compares this build with that build of the module:
-# ACQUIRE, RELEASE and EXTEND throughput and memory per lock (the `baseline`
-# section); unset, that section is skipped with a note. A relative path is
-# taken from here.
+# BASELINE (in the environment or on the make command line) also compares
+# this build with another build of the module, on the `appendonly yes`
+# configuration: ACQUIRE, owner RELEASE and owner EXTEND throughput at
+# pipeline 1 and 16, the ACQUIRE ... WAIT handoff latency (p50, p99) and
+# memory per lock (the `baseline` section; benches/dlock/baseline.rs has the
+# goals); unset, that section is skipped with a note.
+#   BASELINE=/path/to/other/libdlock.so   that file (relative: from here)
+#   BASELINE=<git commit-ish>             that commit's module, built by
+#       .ci/baseline-module.sh into target/baseline/libdlock-<sha>.so (the
+#       first build compiles the dependencies, ~2 min; a built commit is
+#       reused). BASELINE=HEAD is an A/A run: its ratios show the noise.
+# Only that comparison, e.g. before and after a change:
+#   make bench BASELINE=main DLOCK_BENCH_SECTIONS=baseline
 BASELINE ?=
 bench: build
-	BASELINE="$(if $(BASELINE),$(abspath $(BASELINE)))" $(CARGO) bench --bench dlock
+	baseline="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(BASELINE)')" && \
+		BASELINE="$$baseline" $(CARGO) bench --bench dlock
 
 fmt:
 	$(CARGO) fmt --all

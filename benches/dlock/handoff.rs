@@ -97,12 +97,18 @@ fn wait_blocked(probe: &mut redis::Connection) {
 /// Two clients take turns: one holds, the other waits with WAIT, then roles
 /// swap, so every round is a real queued handoff.
 pub fn dlock_wait(server: &Server, rounds: usize) -> Summary {
+    Summary::of(dlock_wait_on(server, "bench:handoff", rounds))
+}
+
+/// `dlock_wait` on the free resource `key`, which stays held afterwards;
+/// the latency of each round, in order.
+pub fn dlock_wait_on(server: &Server, key: &str, rounds: usize) -> Vec<Duration> {
     let mut holder = server.conn();
     let mut probe = server.conn();
     let mut samples = Vec::with_capacity(rounds);
     let mut held_by = "tok-0".to_string();
     let _: i64 = redis::cmd("DLOCK.ACQUIRE")
-        .arg("bench:handoff")
+        .arg(key)
         .arg(&held_by)
         .arg(60_000)
         .query(&mut holder)
@@ -111,9 +117,10 @@ pub fn dlock_wait(server: &Server, rounds: usize) -> Summary {
     for round in 1..=rounds {
         let token = format!("tok-{round}");
         let (tx, rx) = mpsc::channel();
+        let resource = key.to_string();
         let waiting = thread::spawn(move || {
             let fence: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
-                .arg("bench:handoff")
+                .arg(&resource)
                 .arg(&token)
                 .arg(60_000)
                 .arg("WAIT")
@@ -123,10 +130,10 @@ pub fn dlock_wait(server: &Server, rounds: usize) -> Summary {
             let _ = tx.send((Instant::now(), fence));
             (waiter, token)
         });
-        wait_for_waiters(&mut probe, "bench:handoff");
+        wait_for_waiters(&mut probe, key);
         let t0 = Instant::now();
         let released: i64 = redis::cmd("DLOCK.RELEASE")
-            .arg("bench:handoff")
+            .arg(key)
             .arg(&held_by)
             .query(&mut holder)
             .expect("RELEASE");
@@ -139,7 +146,7 @@ pub fn dlock_wait(server: &Server, rounds: usize) -> Summary {
         waiter = std::mem::replace(&mut holder, conn);
         held_by = token;
     }
-    Summary::of(samples)
+    samples
 }
 
 fn wait_for_waiters(c: &mut redis::Connection, key: &str) {

@@ -20,22 +20,23 @@
 //! | `DLOCK_BENCH_KEYS` | `100000` - resources the random keys are drawn from |
 //! | `DLOCK_BENCH_OPS_P1` | `150000` - commands per throughput run at pipeline 1 |
 //! | `DLOCK_BENCH_OPS_P16` | `800000` - commands per throughput run at pipeline 16 |
-//! | `DLOCK_BENCH_REPEAT` | `5` - runs per throughput figure, sides alternating; medians count |
+//! | `DLOCK_BENCH_REPEAT` | `5` - runs per throughput figure, sides alternating; medians count (also the `baseline` section's handoff pairs) |
 //! | `DLOCK_BENCH_MEMORY_LOCKS` | `1000000` - locks (and string keys) for the memory comparison |
 //! | `DLOCK_BENCH_SCALE` | `10000,1000000,10000000` - live locks for the scale runs |
 //! | `DLOCK_BENCH_SCALE_CONFIGS` | `aof` - configurations that run the scale section |
 //! | `DLOCK_BENCH_SCALE_BASELINE` | `1` - also run plain Redis (`SET NX PX`, Lua unlock) at each scale; `0` halves the section's time |
 //! | `DLOCK_BENCH_SCALE_REPEAT` | `3` - runs per scale figure, alternating between the sizes' servers; medians count |
 //! | `DLOCK_BENCH_SCALE_OPS` | `1000000` - ACQUIRE commands per scale run |
-//! | `DLOCK_BENCH_ROUNDS` | `2000` - handoff rounds per scheme (also the contention section's dlock handoff latency, its limit) |
+//! | `DLOCK_BENCH_ROUNDS` | `2000` - handoff rounds per scheme (also the contention section's dlock handoff latency, its limit; and per side and pair in the `baseline` section) |
 //! | `DLOCK_BENCH_POLL_ROUNDS` | `100` - handoff rounds for the (slow) polling scheme |
 //! | `DLOCK_BENCH_CONTENTION_SECS` | `5` (quick: `0.5`) - seconds per contention run |
 //! | `DLOCK_BENCH_CONTENTION_CLIENTS` | `2,8,32,128` - clients per contention run |
 //! | `DLOCK_BENCH_CONTENTION_CS_US` | `0,1000` - critical-section lengths, µs |
 //! | `DLOCK_BENCH_CONTENTION_RESOURCES` | `1,100` - resources the clients contend for |
 //! | `DLOCK_BENCH_CONTENTION_SCHEMES` | `dlock,poll200,poll10,pubsub,blpop` - schemes (contention_schemes.rs) |
-//! | `DLOCK_BENCH_ONLY` | all - throughput, holds, sets and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `memory` for the baseline's memory row) |
-//! | `BASELINE` | unset - another build of the module (`BASELINE=/path/to/libdlock.so make bench`): the `baseline` section compares this build with it; unset, the section is skipped with a note |
+//! | `DLOCK_BENCH_ONLY` | all - throughput, holds, sets and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `handoff` and `memory` for the baseline's handoff and memory rows) |
+//! | `BASELINE` | unset - another build of the module, as a path (`BASELINE=/path/to/libdlock.so`): the `baseline` section compares this build with it (ACQUIRE, owner RELEASE and EXTEND throughput at pipeline 1 and 16, `ACQUIRE ... WAIT` handoff latency, memory per lock); unset, the section is skipped with a note. `make bench BASELINE=<git commit-ish>` builds that commit's module first (.ci/baseline-module.sh, into `target/baseline/`, reused by later runs) and passes its path here |
+//! | `DLOCK_BENCH_BASELINE_CONFIGS` | `aof` - configurations that run the `baseline` section |
 //! | `DLOCK_BENCH_PIN` | `1` - server and client on separate cores (see pin.rs); `0` leaves placement to the scheduler |
 //! | `DLOCK_BENCH_SVG` | `docs/bench.svg` - where the chart goes (empty: no chart); the contention chart goes beside it as `bench-contention.svg`; a run with nothing for the main chart (no handoff section, no goal) leaves it alone |
 
@@ -142,6 +143,7 @@ fn main() {
     let contention_set = contention::Settings::from_env(quick);
     let on = |s: &str| sections.iter().any(|x| x == s);
     let scale_configs = env_list("DLOCK_BENCH_SCALE_CONFIGS", "aof");
+    let baseline_configs = env_list("DLOCK_BENCH_BASELINE_CONFIGS", "aof");
     let configs: Vec<Config> = env_list("DLOCK_BENCH_CONFIGS", "aof,none")
         .iter()
         .filter_map(|c| match c.as_str() {
@@ -215,8 +217,8 @@ fn main() {
         if on("memory") {
             memory(config, &sizes, &mut verdicts);
         }
-        if on("baseline") {
-            baseline::run(config, &sizes, &mut verdicts);
+        if on("baseline") && baseline_configs.iter().any(|c| c == config.short) {
+            baseline::run(config, &sizes, rounds, &mut verdicts);
         }
         if on("scale") && scale_configs.iter().any(|c| c == config.short) {
             scale::run(config, &sizes, &mut verdicts);

@@ -12,6 +12,16 @@ impl Summary {
         Summary { sorted: samples }
     }
 
+    /// Every sample of `parts` in one summary.
+    pub fn pooled<'a>(parts: impl IntoIterator<Item = &'a Summary>) -> Summary {
+        Summary::of(
+            parts
+                .into_iter()
+                .flat_map(|s| s.sorted.iter().copied())
+                .collect(),
+        )
+    }
+
     pub fn count(&self) -> usize {
         self.sorted.len()
     }
