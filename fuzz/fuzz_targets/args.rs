@@ -2,11 +2,11 @@
 //! accepted request must only borrow from, and be consistent with, argv.
 #![no_main]
 
-use dlock::lock::args::{self, Limits, MAX_TTL_MS, MAX_WAIT_MS};
+use dlock::lock::args::{self, Limits, MAX_WAIT_MS};
+use dlock::lock::ask::Mode;
 use dlock::lock::changes;
+use dlock::lock::limits::{MAX_LIMIT, MAX_STORED_TOKEN, MAX_TTL_MS};
 use dlock::lock::set_args;
-use dlock::lock::holds::{Mode, MAX_LIMIT};
-use dlock::lock::lease::MAX_STORED_TOKEN;
 use libfuzzer_sys::fuzz_target;
 
 // Bytes 0 and 1 pick the limits (token cap; TTL cap, 0 = unlimited); the

@@ -6,8 +6,23 @@
 
 use std::collections::HashMap;
 
-use super::holds::{Admission, Ask, Holds, Mode};
+use super::ask::{Ask, Mode};
 use super::Error;
+
+/// Whether a request may hold the resource now (before any fence is drawn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// The token's own identical hold: a retry.
+    Retry {
+        fence: u64,
+    },
+    /// A new hold; `owner_fence` when its owner already holds (the fence it
+    /// shares), else a fresh fence is drawn.
+    New {
+        owner_fence: Option<u64>,
+    },
+    Busy,
+}
 
 /// One owner's holds.
 #[derive(Debug, Clone, Copy)]
@@ -29,18 +44,15 @@ pub struct Summary<'x> {
 }
 
 impl<'x> Summary<'x> {
-    pub fn of(holds: &'x Holds) -> Self {
-        let mut s = Summary {
-            limit: holds.limit,
+    /// No holds yet, room for `holds` of them (`Holds::summary` adds them).
+    pub fn new(limit: u32, holds: usize) -> Self {
+        Summary {
+            limit,
             len: 0,
-            tokens: HashMap::with_capacity(holds.holds.len()),
+            tokens: HashMap::with_capacity(holds),
             owners: HashMap::new(),
             exclusive_owners: 0,
-        };
-        for h in &holds.holds {
-            s.add(&h.token, &h.owner, h.mode, h.fence, holds.limit);
         }
-        s
     }
 
     /// A hold granted (or present).

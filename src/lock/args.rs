@@ -4,13 +4,9 @@
 //! binary-safe). `argv[0]` is the command name and `argv[1]` the resource key;
 //! the key itself is handled by the server layer, so it is only counted here.
 
+use super::ask::{Ask, Mode};
 use super::error::Error;
-use super::holds::{Ask, Mode, MAX_LIMIT};
-use super::lease::MAX_STORED_TOKEN;
-
-/// 2^47 ms is about 4,460 years: long enough for any lease, and small enough
-/// that `now + ttl` can never overflow a signed 64-bit millisecond deadline.
-pub const MAX_TTL_MS: u64 = 1 << 47;
+use super::limits::{MAX_LIMIT, MAX_STORED_TOKEN, MAX_TTL_MS};
 
 /// Operator limits from the module's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,7 +231,7 @@ pub fn apply<'a>(argv: &[&'a [u8]]) -> Result<Apply<'a>, Error> {
         [_, _, token, fence, deadline, last] => (token, fence, deadline, Some(last)),
         _ => return Err(Error::WrongArity),
     };
-    if token.is_empty() || token.len() > super::lease::MAX_STORED_TOKEN {
+    if token.is_empty() || token.len() > MAX_STORED_TOKEN {
         return Err(Error::BadEffect("token length"));
     }
     let fence = parse_fence(fence).ok_or(Error::BadEffect("fence"))?;

@@ -15,9 +15,10 @@
 //! Deadlines are absolute unix ms, so a replay never stretches a hold.
 
 use super::args::parse_u64;
+use super::ask::Mode;
 use super::fence::MAX_FENCE;
-use super::holds::{Hold, Holds, Mode, MAX_LIMIT};
-use super::lease::MAX_STORED_TOKEN;
+use super::holds::{Hold, Holds};
+use super::limits::{MAX_LIMIT, MAX_STORED_TOKEN};
 use super::Error;
 
 /// One change to one hold, as the master made it.

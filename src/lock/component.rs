@@ -9,8 +9,9 @@
 //! deciding them in that order is FIFO on every resource at once, and no
 //! cycle can form among requests of clients that hold nothing.
 
-use super::admission::Summary;
-use super::holds::{Admission, Ask, Holds};
+use super::admission::{Admission, Summary};
+use super::ask::Ask;
+use super::holds::Holds;
 use super::Error;
 
 /// One queued request of the component, in enqueue order.
@@ -56,7 +57,7 @@ pub fn admit_component<'x>(
             .then(|| usize::try_from(u64::MAX - fence).ok())
             .flatten()
     };
-    let mut after: Vec<Summary<'x>> = resources.iter().map(|h| Summary::of(h)).collect();
+    let mut after: Vec<Summary<'x>> = resources.iter().map(|h| h.summary()).collect();
     let mut waits = vec![false; resources.len()];
     let mut out = Vec::new();
     for (i, q) in queued.iter().enumerate() {
@@ -146,7 +147,7 @@ fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lock::holds::Mode;
+    use crate::lock::ask::Mode;
 
     const NOW: u64 = 1_000_000;
 

@@ -7,8 +7,8 @@
 
 use std::ffi::CStr;
 
-use super::args::{parse_u64, MAX_TTL_MS};
-use super::lease::MAX_STORED_TOKEN;
+use super::args::parse_u64;
+use super::limits::{MAX_STORED_TOKEN, MAX_TTL_MS};
 use super::Error;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

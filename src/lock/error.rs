@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::args::MAX_TTL_MS;
+use super::limits::MAX_TTL_MS;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {

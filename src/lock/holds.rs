@@ -10,24 +10,15 @@
 //! This is the rule book, unit-tested without a server; `server::holds`
 //! maps the commands onto it. Time is always passed in.
 
-use super::admission::Summary;
+use super::admission::{Admission, Summary};
+use super::ask::{Ask, Mode};
 use super::fence::FenceClock;
 use super::lease::LeaseRef;
 use super::Error;
 
-/// Most permits a semaphore can have.
-pub const MAX_LIMIT: u32 = 1 << 20;
-
 /// The deadline of a hold that has none: a plain lock whose key an admin
 /// made persistent (`PERSIST`) keeps no deadline when it gains holds.
 pub const NEVER: u64 = i64::MAX as u64;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Mode {
-    #[default]
-    Exclusive,
-    Shared,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hold {
@@ -47,27 +38,6 @@ impl Hold {
     }
 }
 
-/// What a request asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ask<'a> {
-    pub token: &'a [u8],
-    /// `OWNER owner`; `None`: the token is the owner.
-    pub owner: Option<&'a [u8]>,
-    pub mode: Mode,
-    /// `LIMIT n`; `None` is a plain lock (limit 1) or a read-write lock.
-    pub limit: Option<u32>,
-    pub ttl_ms: u64,
-}
-
-impl<'a> Ask<'a> {
-    pub fn owner(&self) -> &'a [u8] {
-        self.owner.unwrap_or(self.token)
-    }
-    pub fn limit(&self) -> u32 {
-        self.limit.unwrap_or(1)
-    }
-}
-
 /// What the resource does with a request now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -78,21 +48,6 @@ pub enum Decision {
     /// reset, nothing added.
     Refresh { fence: u64 },
     /// Not now: queue (with `WAIT`) or answer nil.
-    Busy,
-}
-
-/// Whether a request may hold the resource now (before any fence is drawn).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
-    /// The token's own identical hold: a retry.
-    Retry {
-        fence: u64,
-    },
-    /// A new hold; `owner_fence` when its owner already holds (the fence it
-    /// shares), else a fresh fence is drawn.
-    New {
-        owner_fence: Option<u64>,
-    },
     Busy,
 }
 
@@ -254,9 +209,18 @@ impl Holds {
         }
     }
 
+    /// The holds as admission's indexes (see `Summary`).
+    pub fn summary(&self) -> Summary<'_> {
+        let mut s = Summary::new(self.limit, self.holds.len());
+        for h in &self.holds {
+            s.add(&h.token, &h.owner, h.mode, h.fence, self.limit);
+        }
+        s
+    }
+
     /// Whether `ask` may hold the resource now, without drawing a fence.
     pub fn admit(&self, ask: &Ask<'_>, queued: bool) -> Result<Admission, Error> {
-        Summary::of(self).admit(ask, queued)
+        self.summary().admit(ask, queued)
     }
 
     /// Which queued requests can hold the resource now, in queue order,
@@ -274,7 +238,7 @@ impl Holds {
         // real fence mark them, and map back to the entry that draws them.
         let stand_in = |i: usize| u64::MAX - i as u64;
         let drawn_by = |fence: u64| usize::try_from(u64::MAX - fence).ok();
-        let mut after = Summary::of(self);
+        let mut after = self.summary();
         let mut out = Vec::new();
         let mut someone_waits = false;
         for (i, ask) in queue.iter().enumerate() {

@@ -12,9 +12,11 @@
 //! ```
 //! Little-endian throughout. Not used by the server yet.
 
+use super::ask::Mode;
 use super::fence::MAX_FENCE;
-use super::holds::{Hold, Holds, Mode, MAX_LIMIT};
-use super::lease::{DecodeError, MAX_STORED_TOKEN};
+use super::holds::{Hold, Holds};
+use super::lease::DecodeError;
+use super::limits::{MAX_LIMIT, MAX_STORED_TOKEN};
 
 const MARKER: [u8; 8] = [0; 8];
 const LAYOUT_VERSION: u8 = 1;

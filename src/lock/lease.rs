@@ -5,10 +5,8 @@
 
 use super::args::Acquire;
 use super::fence::{FenceClock, MAX_FENCE};
+use super::limits::MAX_STORED_TOKEN;
 use super::Error;
-
-/// The loader refuses longer tokens as corrupt; commands cap tokens far lower.
-pub const MAX_STORED_TOKEN: usize = 1 << 20;
 
 /// The data type's encoding version. Version 2 added restart-quarantine
 /// metadata to the aux data, version 3 the end of a running quarantine
@@ -174,7 +172,7 @@ mod tests {
             ttl_ms: 10,
             wait_ms: None,
             max_new_token: 512,
-            mode: crate::lock::holds::Mode::Exclusive,
+            mode: crate::lock::ask::Mode::Exclusive,
             limit: None,
             owner: None,
         }

@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod args;
+pub mod ask;
 pub mod changes;
 pub mod cluster;
 pub mod component;
@@ -15,6 +16,7 @@ pub mod fence;
 pub mod holds;
 pub mod layout;
 pub mod lease;
+pub mod limits;
 pub mod parking;
 pub mod policy;
 pub mod quarantine;

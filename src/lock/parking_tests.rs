@@ -17,7 +17,7 @@ fn granted(p: &mut P, fence: u64) -> (u64, Vec<(u32, Answer)>) {
 fn entries_granted_together_are_delivered_or_revoked_per_token() {
     let mut p = P::default();
     let shared = Wants {
-        mode: crate::lock::holds::Mode::Shared,
+        mode: crate::lock::ask::Mode::Shared,
         ..Wants::default()
     };
     p.park("r", b"a", shared.clone(), 10, None, 1);

@@ -26,7 +26,7 @@ impl Setting {
             Ok(Setting::Auto)
         } else {
             parse_u64(raw)
-                .filter(|ms| *ms <= super::args::MAX_TTL_MS)
+                .filter(|ms| *ms <= super::limits::MAX_TTL_MS)
                 .map(Setting::Fixed)
                 .ok_or(Error::BadConfig(
                     "restart-quarantine must be off, auto or milliseconds (0 to 2^47)",

@@ -11,7 +11,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 
-use super::holds::{Ask, Mode};
+use super::ask::{Ask, Mode};
 
 /// What a queued request asks for besides its token: `SHARED`, `LIMIT`,
 /// `OWNER` (issue 11). The default is the plain lock.

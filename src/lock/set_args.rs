@@ -7,9 +7,9 @@
 //! checked distinct and handed back as indexes into argv.
 
 use super::args::{parse_u64, Limits, MAX_WAIT_MS};
+use super::ask::Mode;
 use super::error::Error;
-use super::holds::Mode;
-use super::lease::MAX_STORED_TOKEN;
+use super::limits::MAX_STORED_TOKEN;
 
 /// Most resources one set may name: a set is granted in one step, inside
 /// one event-loop turn, so it stays small.

@@ -13,9 +13,10 @@ use super::hold_effects;
 use super::holds_queue::{arm_for_queue, commit_queue, plan_queue, QueueStep};
 use super::keys::LockKey;
 use super::{handoff, quarantine, state, stats};
+use crate::lock::admission::Admission;
 use crate::lock::args::Acquire;
 use crate::lock::changes::Change;
-use crate::lock::holds::{Admission, Decision, Holds};
+use crate::lock::holds::{Decision, Holds};
 use crate::lock::queue::Wants;
 use crate::lock::Error;
 
@@ -62,7 +63,7 @@ impl Work {
         self.now_us / 1000
     }
 
-    pub(super) fn add(&mut self, ask: &crate::lock::holds::Ask<'_>, fence: u64) {
+    pub(super) fn add(&mut self, ask: &crate::lock::ask::Ask<'_>, fence: u64) {
         let deadline = self.now_ms() + ask.ttl_ms;
         self.holds.add(ask, fence, deadline);
         quarantine::note_ttl(ask.ttl_ms);

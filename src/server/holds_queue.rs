@@ -106,8 +106,8 @@ pub fn plan_queue(ctx: Ctx, res: &Resource, work: &mut Work) -> Result<QueueStep
     Ok(step)
 }
 
-fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> crate::lock::holds::Ask<'a> {
-    crate::lock::holds::Ask {
+fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> crate::lock::ask::Ask<'a> {
+    crate::lock::ask::Ask {
         token,
         owner: wants.owner.as_deref(),
         mode: wants.mode,

@@ -14,9 +14,10 @@ use super::effects::{self, APPLY, META};
 use super::ffi::guard;
 use super::value::{self, Stored};
 use super::{handoff, quarantine, state, stats};
-use crate::lock::args::MAX_TTL_MS;
-use crate::lock::holds::{Holds, Mode};
+use crate::lock::ask::Mode;
+use crate::lock::holds::Holds;
 use crate::lock::lease::ENCODING_VERSION;
+use crate::lock::limits::MAX_TTL_MS;
 use crate::lock::{fence::MAX_FENCE, layout, Error, Lease};
 
 /// Exactly nine characters, as the server requires; shown by `TYPE`.

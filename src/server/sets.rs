@@ -23,8 +23,9 @@ use super::holds::{Deadlines, Work};
 use super::holds_queue::arm_for_queue;
 use super::keys::LockKey;
 use super::{cluster, handoff, quarantine, state, stats};
+use crate::lock::ask::{Ask, Mode};
 use crate::lock::component::{admit_component, Granted, Queued};
-use crate::lock::holds::{Ask, Holds, Mode};
+use crate::lock::holds::Holds;
 use crate::lock::queue::{Component, Wants};
 use crate::lock::Error;
 

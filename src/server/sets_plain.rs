@@ -17,7 +17,7 @@ use super::handoff;
 use super::keys::LockKey;
 use super::value::Stored;
 use super::{quarantine, state, stats};
-use crate::lock::holds::Mode;
+use crate::lock::ask::Mode;
 use crate::lock::lease::LeaseRef;
 use crate::lock::set_args::SetAcquire;
 use crate::lock::Error;
