@@ -5,8 +5,9 @@
 //! and every short queue over a small alphabet of requests is compared, so a
 //! change to one rule book that the other does not share fails here first.
 use super::args::Acquire;
+use super::ask::{Ask, Mode};
 use super::component::{admit_component, Granted, Queued};
-use super::holds::{Ask, Decision, Holds, Mode, QueueGrant};
+use super::holds::{Decision, Holds, QueueGrant};
 use super::lease::{AcquireDecision, LeaseRef};
 use super::{Error, FenceClock};
 
