@@ -9,7 +9,6 @@ use super::aof::Tail;
 use super::*;
 use common::dump::{payload_with_fence, restore};
 use common::waiter::Waiter;
-use std::time::Instant;
 
 const EXHAUSTED: &str = "ERR fence counter exhausted: no fence above 2^63-1";
 
@@ -215,6 +214,21 @@ fn semaphore_with_waiter(s: &Server, c: &mut Connection, d_ttl: u64) -> Waiter {
     w
 }
 
+fn refresh_cmd(ttl: u64) -> redis::Cmd {
+    redis::cmd("DLOCK.ACQUIRE")
+        .arg("b")
+        .arg("d")
+        .arg(ttl)
+        .arg(&["LIMIT", "2"])
+        .clone()
+}
+
+/// `d` refreshes its hold of `b` to end in `ttl` ms.
+fn refresh_d(c: &mut Connection, ttl: u64) {
+    let f: Option<i64> = refresh_cmd(ttl).query(c).unwrap();
+    assert!(f.is_some(), "d's refresh");
+}
+
 fn mextend_cmd(members: &[&str], tok: &str, ttl: u64) -> redis::Cmd {
     redis::cmd("DLOCK.MEXTEND")
         .arg(members.len())
@@ -230,18 +244,20 @@ fn an_mextend_that_frees_a_queue_without_a_fence_changes_nothing() {
     // `w` in: a grant, with a fence.
     let (s, r) = aof_pair();
     let mut c = s.conn();
-    // `d`'s hold lasts long enough to set up the rest before it ends.
-    let d_ends = Instant::now() + Duration::from_millis(2_000);
-    let w = semaphore_with_waiter(&s, &mut c, 2_000);
+    let w = semaphore_with_waiter(&s, &mut c, 60_000);
     exhaust_fences(&mut c, 0);
-    // The queue's wake-up at `d`'s end finds no fence for `w` and changes
-    // nothing.
-    std::thread::sleep(d_ends.saturating_duration_since(Instant::now()));
+    // `d` refreshes its hold (no fence needed) to end at once. The queue's
+    // wake-up at its end finds no fence for `w` and changes nothing.
+    refresh_d(&mut c, 20);
     wait_until(SYNC, "the wake-up at d's end failed", || {
         s.log().contains("handoff failed")
     });
     assert!(w.pending(), "w was granted without a fence");
     let cmd = mextend_cmd(&["a", "b"], "t", 90_000);
+    assert_fails_changing_nothing(&s, &r, &mut c, &["a", "b"], &[&w], cmd);
+    // The single-resource path fails the same way, counting nothing.
+    let mut cmd = redis::cmd("DLOCK.EXTEND");
+    cmd.arg(&["b", "t", "90000"]);
     assert_fails_changing_nothing(&s, &r, &mut c, &["a", "b"], &[&w], cmd);
 }
 
@@ -253,16 +269,15 @@ fn an_mextend_with_the_fence_it_needs_hands_over() {
     let mut c = s.conn();
     let w = semaphore_with_waiter(&s, &mut c, 60_000);
     exhaust_fences(&mut c, 1);
-    let (refreshed, (), extended): (i64, (), i64) = redis::pipe()
+    let ((), extended): ((), i64) = redis::pipe()
         .atomic()
-        .cmd("DLOCK.ACQUIRE")
-        .arg(&["b", "d", "20", "LIMIT", "2"])
+        .add_command(refresh_cmd(20))
+        .ignore()
         .cmd("DEBUG")
         .arg(&["SLEEP", "0.1"])
         .add_command(mextend_cmd(&["a", "b"], "t", 90_000))
         .query(&mut c)
         .unwrap();
-    assert!(refreshed > 0);
     assert_eq!(extended, 1);
     assert_eq!(w.granted().0, i64::MAX);
 }
