@@ -47,6 +47,22 @@ impl FenceClock {
         Ok(fence)
     }
 
+    /// Whether `n` grants at `now_us` would all get a fence: a command that
+    /// needs several checks this before it changes anything.
+    pub fn can_draw(&self, n: usize, now_us: u64) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let Some(first) = self.last.checked_add(1).filter(|f| *f <= MAX_FENCE) else {
+            return false;
+        };
+        let first = first.max(now_us.min(MAX_FENCE));
+        u64::try_from(n - 1)
+            .ok()
+            .and_then(|more| first.checked_add(more))
+            .is_some_and(|last| last <= MAX_FENCE)
+    }
+
     /// Raise the clock to a fence that exists elsewhere (loaded from RDB or
     /// AOF, received from the master, restored from a DUMP) so that no later
     /// grant here can reuse or undercut it.
@@ -93,6 +109,29 @@ mod tests {
         assert_eq!(c.last(), MAX_FENCE, "a refused grant changes nothing");
         c.observe(u64::MAX);
         assert_eq!(c.last(), MAX_FENCE);
+    }
+
+    #[test]
+    fn can_draw_counts_the_fences_left_exactly() {
+        for (last, now) in [
+            (MAX_FENCE - 3, 0),
+            (MAX_FENCE - 3, MAX_FENCE - 10),
+            (5, 1_000),
+        ] {
+            let c = FenceClock::starting_at(last);
+            for n in 0..6 {
+                let mut drawn = c.clone();
+                let all = (0..n).all(|_| drawn.next(now).is_ok());
+                assert_eq!(
+                    c.can_draw(n, now),
+                    all,
+                    "last {last}, now {now}, {n} fences"
+                );
+            }
+        }
+        assert!(!FenceClock::starting_at(MAX_FENCE).can_draw(1, 0));
+        assert!(FenceClock::starting_at(MAX_FENCE).can_draw(0, 0));
+        assert!(!FenceClock::new().can_draw(2, MAX_FENCE));
     }
 
     #[test]

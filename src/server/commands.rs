@@ -160,9 +160,7 @@ pub fn release_key(
     if key.is_multi()? {
         return holds::release(ctx, &mut key, name, token);
     }
-    let owned =
-        owned_by(&key, token)? || (cfg!(feature = "planted-release-any") && key.lease()?.is_some());
-    if !owned {
+    if !releases(&key, token)? {
         return Ok(false);
     }
     if !plain_queue(ctx, name)? {
@@ -187,6 +185,53 @@ pub fn release_key(
         key.signal_modified()?;
     }
     Ok(true)
+}
+
+/// Whether a release by `token` frees `key`, a plain lock (or none).
+pub fn releases(key: &LockKey, token: &[u8]) -> Result<bool, Error> {
+    Ok(owned_by(key, token)? || (cfg!(feature = "planted-release-any") && key.lease()?.is_some()))
+}
+
+/// How many fresh fences `release_key` of `token` would draw now on
+/// `name` (a handoff of what it frees). Changes nothing (waiters whose
+/// `WAIT` ran out may have been answered nil).
+pub fn release_fences(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    token: &[u8],
+) -> Result<usize, Error> {
+    let Some(res) = handoff::waiting_resource(ctx, name)? else {
+        return Ok(0);
+    };
+    let key = LockKey::open_read(ctx, name)?;
+    if !key.is_multi()? {
+        if !releases(&key, token)? {
+            return Ok(0);
+        }
+        if blocking::queue_is_plain(&res) {
+            return Ok(usize::from(handoff::grant_due(ctx, &res, now_us())?));
+        }
+    }
+    holds::release_fences(ctx, &key, &res, token)
+}
+
+/// As `release_fences`, for `extend_key`.
+pub fn extend_fences(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    token: &[u8],
+    ttl_ms: u64,
+    now_us: u64,
+) -> Result<usize, Error> {
+    let Some(res) = handoff::waiting_resource(ctx, name)? else {
+        return Ok(0);
+    };
+    let key = LockKey::open_read(ctx, name)?;
+    if !key.is_multi()? {
+        // A plain lock's deadline moves; nothing is handed over.
+        return Ok(0);
+    }
+    holds::extend_fences(ctx, &key, &res, token, ttl_ms, now_us)
 }
 
 /// `DLOCK.EXTEND resource token ttl_ms` -> 1 if the owner's lease now ends

@@ -100,29 +100,38 @@ pub struct NextGrant {
 /// fails before `commit_grant` has changed nothing a client can see; on
 /// `Err` nothing at all has changed.
 pub fn prepare_grant(ctx: Ctx, res: &Resource) -> Result<Option<NextGrant>, Error> {
-    if quarantine::ms_left() > 0 {
-        // Waiters stay queued; the quarantine's end grants them in order.
+    let now = now_us();
+    if !grant_due(ctx, res, now)? {
         return Ok(None);
     }
-    let now = now_us();
+    let fence = state::with_clock(|clock| clock.next(now))?;
+    Ok(Some(NextGrant { fence, now_us: now }))
+}
+
+/// Whether `res`, free, is to be handed to a waiter at `now` (then with a
+/// fresh fence). Draws nothing.
+pub fn grant_due(ctx: Ctx, res: &Resource, now: u64) -> Result<bool, Error> {
+    if quarantine::ms_left() > 0 {
+        // Waiters stay queued; the quarantine's end grants them in order.
+        return Ok(false);
+    }
     let now_ms = now / 1000;
     if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_ms) {
         // An evicted lease is still believed held by its owner.
         arm_expiry(ctx, res, until)?;
-        return Ok(None);
+        return Ok(false);
     }
     if !blocking::has_live_waiter(res, now_ms) {
         blocking::time_out_given_up(res, now_ms);
-        return Ok(None);
+        return Ok(false);
     }
     if !super::cluster::may_grant(ctx, &res.key)? {
         // The slot is moving or gone: a grant here would split ownership.
         // The waiters retry and follow the redirect.
         blocking::fail(Some(res), Error::SlotMoved);
-        return Ok(None);
+        return Ok(false);
     }
-    let fence = state::with_clock(|clock| clock.next(now))?;
-    Ok(Some(NextGrant { fence, now_us: now }))
+    Ok(true)
 }
 
 /// Hands `res` to its head waiter under the fence `prepare_grant` drew.

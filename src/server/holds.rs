@@ -86,7 +86,7 @@ impl Work {
         }
     }
 
-    fn drop_hold(&mut self, token: &[u8]) -> bool {
+    pub(super) fn drop_hold(&mut self, token: &[u8]) -> bool {
         let dropped = self.holds.release(token);
         self.freed |= dropped;
         if dropped {
@@ -291,7 +291,6 @@ pub fn extend(
     let held = work.holds.hold_of(token).is_some();
     if held {
         work.move_deadline(token, ttl_ms);
-        stats::EXTENDS.add();
     }
     let waiting = handoff::waiting_resource(ctx, name)?;
     let step = match &waiting {
@@ -300,6 +299,9 @@ pub fn extend(
     };
     let holds = work.finish(ctx, key, name)?;
     if held {
+        // Counted once nothing can fail any more: a failed EXTEND counts
+        // nothing.
+        stats::EXTENDS.add();
         stats::notify(ctx, c"dlock.extended", name);
     }
     if let Some(res) = &waiting {
@@ -307,6 +309,43 @@ pub fn extend(
         arm_for_queue(ctx, res, holds)?;
     }
     Ok(held)
+}
+
+/// How many fresh fences `release` of `token` would draw now for the
+/// queue of `res` (`key`'s). Changes nothing (waiters whose `WAIT` ran out
+/// may have been answered nil).
+pub fn release_fences(
+    ctx: Ctx,
+    key: &LockKey,
+    res: &Resource,
+    token: &[u8],
+) -> Result<usize, Error> {
+    let mut work = Work::load(key)?;
+    work.drop_hold(token);
+    queue_fences(ctx, res, &work)
+}
+
+/// As `release_fences`, for `extend` of `token`'s hold by `ttl_ms` at
+/// `now_us`: a hold of another that ended, pruned, may let the queue in.
+pub fn extend_fences(
+    ctx: Ctx,
+    key: &LockKey,
+    res: &Resource,
+    token: &[u8],
+    ttl_ms: u64,
+    now_us: u64,
+) -> Result<usize, Error> {
+    let mut work = Work::load_at(key, now_us)?;
+    // Where `extend` moves the deadline (not recorded: nothing is written).
+    work.holds.set_deadline(token, work.now_ms() + ttl_ms);
+    queue_fences(ctx, res, &work)
+}
+
+fn queue_fences(ctx: Ctx, res: &Resource, work: &Work) -> Result<usize, Error> {
+    if !work.freed {
+        return Ok(0);
+    }
+    super::holds_queue::fences_needed(ctx, res, work)
 }
 
 /// Revokes the hold `token` was granted under `fence`, if the key still

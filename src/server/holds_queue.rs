@@ -11,6 +11,7 @@ use super::api::Ctx;
 use super::blocking::{self, Resource};
 use super::holds::{Deadlines, Work};
 use super::{handoff, quarantine, state, stats};
+use crate::lock::holds::QueueGrant as G;
 use crate::lock::holds::NEVER;
 use crate::lock::queue::Wants;
 use crate::lock::Error;
@@ -36,35 +37,13 @@ impl QueueStep {
 /// clock has moved.
 pub fn plan_queue(ctx: Ctx, res: &Resource, work: &mut Work) -> Result<QueueStep, Error> {
     let mut step = QueueStep::default();
-    // A queue holding a set request is decided with its component, by
-    // whoever changed it (`server::sets`).
-    if quarantine::ms_left() > 0 || blocking::waiters_on(res) == 0 || blocking::has_sets(res) {
+    let Some((queued, decisions)) = decide_queue(ctx, res, work)? else {
         return Ok(step);
-    }
-    let now_ms = work.now_ms();
-    if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_ms) {
-        // An evicted lease is still believed held by its owner.
-        handoff::arm_expiry(ctx, res, until)?;
-        return Ok(step);
-    }
-    blocking::time_out_given_up(res, now_ms);
-    if !blocking::has_live_waiter(res, now_ms) {
-        return Ok(step);
-    }
-    let queued = blocking::queued(res);
+    };
     let asks: Vec<_> = queued
         .iter()
         .map(|(_, token, wants, ttl)| ask_of(token, wants, *ttl))
         .collect();
-    let decisions = work.holds.admit_queue(&asks);
-    if decisions.is_empty() {
-        return Ok(step);
-    }
-    if !super::cluster::may_grant(ctx, &res.key)? {
-        blocking::fail(Some(res), Error::SlotMoved);
-        return Ok(step);
-    }
-    use crate::lock::holds::QueueGrant as G;
     // Every fence first: a failure leaves the holds as they were.
     let mut fences: HashMap<usize, u64> = HashMap::with_capacity(decisions.len());
     let fence_of = |fences: &HashMap<usize, u64>, j: usize| fences.get(&j).copied();
@@ -104,6 +83,59 @@ pub fn plan_queue(ctx: Ctx, res: &Resource, work: &mut Work) -> Result<QueueStep
         step.granted.push((*id, fence));
     }
     Ok(step)
+}
+
+/// The requests queued on a resource (head first, as `blocking::queued`)
+/// and, by index, who of them fits now.
+type Decided = (
+    Vec<(u64, Box<[u8]>, Wants, u64)>,
+    Vec<(usize, Result<G, Error>)>,
+);
+
+/// Who of the queue of `res` fits `work`'s holds now, if anyone may be
+/// granted: the queue and its decisions. Draws no fence, changes no hold.
+fn decide_queue(ctx: Ctx, res: &Resource, work: &Work) -> Result<Option<Decided>, Error> {
+    // A queue holding a set request is decided with its component, by
+    // whoever changed it (`server::sets`).
+    if quarantine::ms_left() > 0 || blocking::waiters_on(res) == 0 || blocking::has_sets(res) {
+        return Ok(None);
+    }
+    let now_ms = work.now_ms();
+    if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_ms) {
+        // An evicted lease is still believed held by its owner.
+        handoff::arm_expiry(ctx, res, until)?;
+        return Ok(None);
+    }
+    blocking::time_out_given_up(res, now_ms);
+    if !blocking::has_live_waiter(res, now_ms) {
+        return Ok(None);
+    }
+    let queued = blocking::queued(res);
+    let asks: Vec<_> = queued
+        .iter()
+        .map(|(_, token, wants, ttl)| ask_of(token, wants, *ttl))
+        .collect();
+    let decisions = work.holds.admit_queue(&asks);
+    if decisions.is_empty() {
+        return Ok(None);
+    }
+    if !super::cluster::may_grant(ctx, &res.key)? {
+        blocking::fail(Some(res), Error::SlotMoved);
+        return Ok(None);
+    }
+    Ok(Some((queued, decisions)))
+}
+
+/// How many fresh fences `plan_queue` would draw for `res` on `work`'s
+/// holds now.
+pub fn fences_needed(ctx: Ctx, res: &Resource, work: &Work) -> Result<usize, Error> {
+    Ok(match decide_queue(ctx, res, work)? {
+        Some((_, decisions)) => decisions
+            .iter()
+            .filter(|(_, d)| matches!(d, Ok(G::Fresh)))
+            .count(),
+        None => 0,
+    })
 }
 
 fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> crate::lock::ask::Ask<'a> {

@@ -2,13 +2,17 @@
 //! `DLOCK.MEXTEND`. A set's members are ordinary holds; `sets` decides a
 //! new set with the queues it joins, and releases and extensions run the
 //! single-resource paths on every member, inside one command (so replicas
-//! and the AOF see one transaction).
+//! and the AOF see one transaction). What can fail there (a handoff with
+//! no fence left) is checked for every member before the first one
+//! changes: a failed command changes no member.
 
 use redis_module::raw;
 
-use super::api::{now_us, rm, Ctx};
-use super::blocking::Resource;
-use super::commands::{can_block, extend_key, refuse_on_replica, release_key};
+use super::api::{now_us, rm, Ctx, OneInstant};
+use super::blocking::{self, Resource};
+use super::commands::{
+    can_block, extend_fences, extend_key, refuse_on_replica, release_fences, release_key,
+};
 use super::ffi::Argv;
 use super::keys::LockKey;
 use super::sets::{self, NewSet, Outcome};
@@ -72,15 +76,33 @@ pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     for i in req.members.indexes() {
         LockKey::open_read(ctx, argv.raw(i)?)?.stored()?;
     }
+    // With nobody waiting anywhere nothing is handed over: no release can
+    // fail once the first one is done.
+    let waited = blocking::anyone_waiting().then(|| -> Result<_, Error> {
+        // Every handoff the releases cause needs a fence: all of them are
+        // counted, at one instant, before anything changes, and the
+        // releases then run at that instant, deciding the same.
+        let instant = OneInstant::now();
+        let members = resources(ctx, argv, &req.members)?;
+        let mut needed = sets::fences_needed(ctx, &members, Some(req.token))?;
+        for i in req.members.indexes() {
+            needed += release_fences(ctx, argv.raw(i)?, req.token)?;
+        }
+        fences_left(needed, instant.us())?;
+        Ok((instant, members))
+    });
+    let waited = waited.transpose()?;
     let mut released = 0;
     for i in req.members.indexes() {
         if release_key(ctx, argv.raw(i)?, req.token)? {
             released += 1;
         }
     }
-    // What was freed may be what queued sets wait for: their components
-    // are settled once, after every member.
-    sets::settle_all(ctx, &resources(ctx, argv, &req.members)?)?;
+    if let Some((_instant, members)) = &waited {
+        // What was freed may be what queued sets wait for: their
+        // components are settled once, after every member.
+        sets::settle_all(ctx, members)?;
+    }
     ctx.reply_integer(released)
 }
 
@@ -93,21 +115,51 @@ pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     let req = set_args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
-    // One clock read: what is checked live is extended, and every member
-    // gets the same deadline.
-    let now = now_us();
+    // One instant: what is checked live is extended, and every member gets
+    // the same deadline. With someone waiting it holds for the whole
+    // command, so the count of fences below and the extensions decide the
+    // same.
+    let instant = blocking::anyone_waiting().then(OneInstant::now);
+    let now = instant.as_ref().map_or_else(now_us, OneInstant::us);
     for i in req.members.indexes() {
         if !holds_live(ctx, argv.raw(i)?, req.token, now / 1000)? {
             return ctx.reply_integer(0);
         }
     }
+    let members = match instant {
+        // Dead holds of others, pruned on the way, may let a queue in: the
+        // fences of every such grant are counted before anything changes.
+        Some(_) => {
+            let members = resources(ctx, argv, &req.members)?;
+            let mut needed = sets::fences_needed(ctx, &members, None)?;
+            for i in req.members.indexes() {
+                needed += extend_fences(ctx, argv.raw(i)?, req.token, req.ttl_ms, now)?;
+            }
+            fences_left(needed, now)?;
+            Some(members)
+        }
+        // Nobody waits: nothing is handed over, no extension can fail.
+        None => None,
+    };
     for i in req.members.indexes() {
         extend_key(ctx, argv.raw(i)?, req.token, req.ttl_ms, now)?;
     }
-    // Dead holds of others dropped on the way may be what a queued set
-    // waits for.
-    sets::settle_all(ctx, &resources(ctx, argv, &req.members)?)?;
+    if let Some(members) = &members {
+        // Dead holds of others dropped on the way may be what a queued set
+        // waits for.
+        sets::settle_all(ctx, members)?;
+    }
     ctx.reply_integer(1)
+}
+
+/// Refuses a command whose grants need `needed` fences the clock no longer
+/// has, before it changes anything.
+fn fences_left(needed: usize, now_us: u64) -> Result<(), Error> {
+    if state::fences_left(needed, now_us) {
+        Ok(())
+    } else {
+        Err(Error::FenceExhausted)
+    }
 }
 
 /// The server asking for the keys of a call (registered `getkeys-api`):

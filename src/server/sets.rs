@@ -128,12 +128,61 @@ pub fn decide(
     new: Option<&NewSet<'_>>,
 ) -> Result<Option<Outcome>, Error> {
     let now = now_us();
-    let now_ms = now / 1000;
+    match open(ctx, starts, new.is_some(), now)? {
+        Some((comp, members)) => step(ctx, &comp, members, new, now),
+        None => Ok(None),
+    }
+}
+
+/// How many fresh fences settling the components of those of `resources`
+/// on which a set request waits would draw now, were `released`'s holds
+/// of `resources` dropped first. Changes no key and draws no fence (waiters
+/// whose `WAIT` ran out may have been answered nil).
+pub fn fences_needed(
+    ctx: Ctx,
+    resources: &[Resource],
+    released: Option<&[u8]>,
+) -> Result<usize, Error> {
+    let starts: Vec<Resource> = resources
+        .iter()
+        .filter(|r| blocking::has_sets(r))
+        .cloned()
+        .collect();
+    if starts.is_empty() {
+        return Ok(0);
+    }
+    let now = now_us();
+    let Some((comp, mut members)) = open(ctx, &starts, false, now)? else {
+        return Ok(0);
+    };
+    if let Some(token) = released {
+        for (res, member) in comp.resources.iter().zip(members.iter_mut()) {
+            if resources.contains(res) {
+                member.work.drop_hold(token);
+            }
+        }
+    }
+    let held_until = held_until(&comp, now / 1000);
+    let queued = queued_of(&comp, &held_until, quarantine::ms_left(), None);
+    let holds: Vec<&Holds> = members.iter().map(|m| &m.work.holds).collect();
+    Ok(admit_component(&holds, &queued)
+        .iter()
+        .filter(|(_, d)| matches!(d, Ok(Granted::Fresh)))
+        .count())
+}
+
+/// A component with every key open and its holds loaded.
+type Opened = (Component<Resource>, Vec<Member>);
+
+/// The component of `starts` with every key open and its holds loaded at
+/// `now`; `None` when nothing is left to settle. `new`: a request is to be
+/// decided on `starts`, which refuses a start of another type.
+fn open(ctx: Ctx, starts: &[Resource], new: bool, now: u64) -> Result<Option<Opened>, Error> {
     // Each pass drops the waiters of a resource that no longer holds a
     // lock; it ends when none is left, at the latest once every queue of
     // the component is gone.
     loop {
-        let comp = gather(ctx, starts, now_ms)?;
+        let comp = gather(ctx, starts, now / 1000)?;
         let mut members = Vec::with_capacity(comp.resources.len());
         let mut wrong = Vec::new();
         for (i, res) in comp.resources.iter().enumerate() {
@@ -141,15 +190,13 @@ pub fn decide(
             let key = LockKey::open_write(ctx, name.ptr)?;
             match Work::load_at(&key, now) {
                 Ok(work) => members.push(Member { work, key, name }),
-                Err(Error::WrongType) if new.is_some() && i < starts.len() => {
-                    return Err(Error::WrongType)
-                }
+                Err(Error::WrongType) if new && i < starts.len() => return Err(Error::WrongType),
                 Err(Error::WrongType) => wrong.push(res.clone()),
                 Err(e) => return Err(e),
             }
         }
         if wrong.is_empty() {
-            return step(ctx, &comp, members, new, now);
+            return Ok(Some((comp, members)));
         }
         drop(members);
         for res in &wrong {
@@ -157,10 +204,49 @@ pub fn decide(
         }
         // A start resource of another type stays so: once nobody waits on
         // what remains, there is nothing left to settle (else: endless loop).
-        if new.is_none() && blocking::component(starts).requests.is_empty() {
+        if !new && blocking::component(starts).requests.is_empty() {
             return Ok(None);
         }
     }
+}
+
+/// Until when each resource of `comp` is still believed held by the owner
+/// of an evicted lease (`None`: not, or no longer at `now_ms`).
+fn held_until(comp: &Component<Resource>, now_ms: u64) -> Vec<Option<u64>> {
+    comp.resources
+        .iter()
+        .map(|r| blocking::held_until(r).filter(|u| *u >= now_ms))
+        .collect()
+}
+
+/// The requests queued in `comp`, in enqueue order, then `new`; none
+/// may be granted while `quarantined`.
+fn queued_of<'a>(
+    comp: &'a Component<Resource>,
+    held_until: &[Option<u64>],
+    quarantined: u64,
+    new: Option<&'a NewSet<'_>>,
+) -> Vec<Queued<'a>> {
+    let mut queued: Vec<Queued<'_>> = comp
+        .requests
+        .iter()
+        .map(|r| Queued {
+            members: r.members.clone(),
+            ask: ask_of(&r.token, &r.wants, r.ttl_ms),
+            frozen: quarantined > 0
+                || r.members
+                    .iter()
+                    .any(|m| held_until.get(*m).is_some_and(Option::is_some)),
+        })
+        .collect();
+    if let Some(n) = new {
+        queued.push(Queued {
+            members: (0..n.members.len()).collect(),
+            ask: n.ask(),
+            frozen: false,
+        });
+    }
+    queued
 }
 
 /// The component of `starts`, after its given-up waiters left and, where
@@ -193,32 +279,9 @@ fn step(
     new: Option<&NewSet<'_>>,
     now_us: u64,
 ) -> Result<Option<Outcome>, Error> {
-    let now_ms = now_us / 1000;
     let quarantined = quarantine::ms_left();
-    let held_until: Vec<Option<u64>> = comp
-        .resources
-        .iter()
-        .map(|r| blocking::held_until(r).filter(|u| *u >= now_ms))
-        .collect();
-    let mut queued: Vec<Queued<'_>> = comp
-        .requests
-        .iter()
-        .map(|r| Queued {
-            members: r.members.clone(),
-            ask: ask_of(&r.token, &r.wants, r.ttl_ms),
-            frozen: quarantined > 0
-                || r.members
-                    .iter()
-                    .any(|m| held_until.get(*m).is_some_and(Option::is_some)),
-        })
-        .collect();
-    if let Some(n) = new {
-        queued.push(Queued {
-            members: (0..n.members.len()).collect(),
-            ask: n.ask(),
-            frozen: false,
-        });
-    }
+    let held_until = held_until(comp, now_us / 1000);
+    let queued = queued_of(comp, &held_until, quarantined, new);
     let new_at = new.map(|_| comp.requests.len());
     let decisions = {
         let holds: Vec<&Holds> = members.iter().map(|m| &m.work.holds).collect();

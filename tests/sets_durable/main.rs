@@ -18,6 +18,7 @@ mod common;
 mod acl;
 mod aof;
 mod cluster;
+mod failed;
 mod memory;
 mod replicas;
 mod restart;
