@@ -4,7 +4,7 @@
 //! every hold's own deadline in force, and the master drops the holds at
 //! their deadlines without any command touching the key. Master, replica
 //! and the master's AOF are compared.
-use super::value::{list_info, must_store};
+use super::value::{list_info, must_store, stored};
 use super::*;
 use crate::common::aof::commands as aof_commands;
 
@@ -177,4 +177,39 @@ fn a_writer_queued_behind_readers_gets_the_lock_at_the_admins_expiry() {
         "at the admin's expiry, not the readers': {waited} ms"
     );
     assert_eq!(held(&mut m, "s").token, b"w");
+}
+
+#[test]
+fn a_persisted_multi_hold_key_drops_each_hold_at_its_deadline_and_goes_with_the_last() {
+    let (master, replica) = aof_pair();
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    take(&mut m, "p", "r1", 300, &["SHARED"]);
+    take(&mut m, "p", "r2", 4_000, &["SHARED"]);
+    let n: i64 = redis::cmd("PERSIST").arg("p").query(&mut m).unwrap();
+    assert_eq!(n, 1);
+    wait_replica(&mut m);
+    // From here no command reads or writes `p` on the master: the replica
+    // shows what the master dropped.
+    wait_until(SOON, "the master dropped r1 at its deadline", || {
+        stored(&mut r, "p").is_some_and(|v| v.holds().len() == 1)
+    });
+    let left = must_store(&mut r, "p");
+    assert_eq!(left.holds()[0].token, b"r2", "{left:?}");
+    wait_until(SOON * 3, "the key went with its last hold", || {
+        dbsize(&mut m) == 0
+    });
+    wait_until(SOON, "the replica followed", || dbsize(&mut r) == 0);
+    assert_eq!(locks(&mut m), 0);
+    let cmds = aof_commands(&master, ".incr.aof");
+    let dropped: Vec<_> = named(&cmds, "DLOCK.DROPHOLD")
+        .into_iter()
+        .filter(|c| c[1] == "p")
+        .map(|c| c[2].clone())
+        .collect();
+    assert_eq!(dropped.first().map(String::as_str), Some("r1"), "{cmds:?}");
+    let last = dropped.get(1).is_some_and(|t| t == "r2")
+        || cmds.iter().any(|c| {
+            (c[0].eq_ignore_ascii_case("DEL") || c[0].eq_ignore_ascii_case("UNLINK")) && c[1] == "p"
+        });
+    assert!(last, "the last hold's end reaches the AOF: {cmds:?}");
 }
