@@ -98,6 +98,19 @@ impl Holds {
         self.holds.is_empty()
     }
 
+    /// Ends every hold at `until_ms` at the latest: an admin's expiry of
+    /// the whole resource. Returns the tokens of the holds it moved.
+    pub fn clamp(&mut self, until_ms: u64) -> Vec<Box<[u8]>> {
+        self.holds
+            .iter_mut()
+            .filter(|h| h.deadline_ms > until_ms)
+            .map(|h| {
+                h.deadline_ms = until_ms;
+                h.token.clone()
+            })
+            .collect()
+    }
+
     /// A plain lock as holds: its one exclusive hold, ending at the key's
     /// deadline (`None`: the key has no TTL).
     pub fn from_plain(lease: LeaseRef<'_>, deadline_ms: Option<u64>) -> Self {

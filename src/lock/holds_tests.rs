@@ -462,3 +462,16 @@ fn the_indexed_rules_decide_as_the_reference() {
         }
     }
 }
+
+#[test]
+fn clamp_ends_every_later_hold_at_the_given_time() {
+    let mut h = Holds::new(1);
+    h.add(&shared("a"), 1, NOW + 100);
+    h.add(&shared("b"), 2, NOW + 500);
+    h.add(&shared("c"), 3, NEVER);
+    let moved = h.clamp(NOW + 200);
+    assert_eq!(moved, vec![Box::from(&b"b"[..]), Box::from(&b"c"[..])]);
+    let deadlines: Vec<u64> = h.holds.iter().map(|x| x.deadline_ms).collect();
+    assert_eq!(deadlines, [NOW + 100, NOW + 200, NOW + 200]);
+    assert!(h.clamp(NOW + 200).is_empty(), "nothing later is left");
+}

@@ -295,6 +295,18 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let waiters = waiting.as_ref().map_or(0, blocking::waiters_on);
     let now_ms = api::read_now_us(in_unit || multi_read_in_unit(ctx, &key)?) / 1000;
     if let Some(Stored::Multi(h)) = key.stored()? {
+        // An admin's earlier expiry of the key ends every hold there
+        // (`Work::load` writes that down at the next change).
+        let clamped;
+        let h = match key.deadline()? {
+            Some(until) if h.deadline_ms().is_some_and(|latest| latest > until) => {
+                let mut c = h.clone();
+                c.clamp(until);
+                clamped = c;
+                &clamped
+            }
+            _ => h,
+        };
         if h.live(now_ms).next().is_some() {
             // The live holds decide the form, not when the dead ones are
             // dropped: one live plain hold answers as a plain lock.

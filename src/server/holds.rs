@@ -45,13 +45,28 @@ impl Work {
     pub fn load_at(key: &LockKey, now_us: u64) -> Result<Work, Error> {
         let was_plain = !key.is_multi()?;
         let mut holds = key.holds()?.unwrap_or_else(|| Holds::new(1));
-        let changes: Vec<Change> = holds
-            .prune(now_us / 1000)
-            .into_iter()
-            .map(|h| Change::Drop { token: h.token })
-            .collect();
+        let mut changes = Vec::new();
+        if !was_plain {
+            // The module keeps a multi-hold key's expiry at its latest hold
+            // deadline, so an earlier one is an admin's `PEXPIRE`: it ends
+            // every hold there, and writing the holds back must not give
+            // the key the later deadline again.
+            if let Some(until) = key.deadline()? {
+                changes.extend(holds.clamp(until).into_iter().map(|token| Change::Move {
+                    token,
+                    deadline_ms: until,
+                }));
+            }
+        }
+        changes.extend(
+            holds
+                .prune(now_us / 1000)
+                .into_iter()
+                .map(|h| Change::Drop { token: h.token }),
+        );
+        let freed = changes.iter().any(|c| matches!(c, Change::Drop { .. }));
         Ok(Work {
-            freed: !changes.is_empty() || holds.is_empty(),
+            freed: freed || holds.is_empty(),
             holds,
             was_plain,
             changes,

@@ -21,6 +21,7 @@ pub mod holds_queue;
 pub mod info;
 pub mod keys;
 pub mod notifications;
+pub mod persisted;
 pub mod persistence;
 pub mod quarantine;
 pub mod restored;

@@ -16,6 +16,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admin_ttl;
 mod corrupt;
 mod internal;
 mod kinds;
