@@ -361,7 +361,7 @@ pub fn hand_over() {
 
 fn freed(handed: &Handed) {
     let revoke = with_parking(|p| p.freed(handed.handle, &handed.answer, handed.delivered));
-    revoke_at_once(revoke);
+    revoke_later(revoke);
 }
 
 /// The client left on its own; `unblock` it if we still owe that, and
@@ -373,12 +373,16 @@ fn left(left: Left<Resource>, handle: Blocked) {
             unsafe { unblock(handle.0, std::ptr::null_mut()) };
         }
     }
-    revoke_at_once(left.revoke);
+    revoke_later(left.revoke);
 }
 
-/// A grant nobody received is revoked at once (`revoke::from_callback`).
-fn revoke_at_once(grant: Vec<Revoke<Resource>>) {
-    super::revoke::from_callback(grant);
+/// A grant nobody received is revoked by the deferred jobs: the callbacks
+/// that learn of it may run inside another command (`CLIENT KILL`,
+/// `CLIENT UNBLOCK`), which must not propagate as if it had changed data.
+fn revoke_later(grant: Vec<Revoke<Resource>>) {
+    if !grant.is_empty() {
+        jobs::push(Job::Revoke(grant));
+    }
 }
 
 extern "C" fn on_reply(

@@ -8,6 +8,7 @@ use super::blocking::{self, Resource};
 use super::effects;
 use super::ffi::Argv;
 use super::handoff;
+use super::job_runner;
 use super::jobs;
 use super::keys::LockKey;
 use super::value::Stored;
@@ -23,6 +24,7 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::acquire(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
+    job_runner::before_command(ctx, [name])?;
     around_sets(ctx, name, || acquire_key(ctx, name, &req))
 }
 
@@ -147,6 +149,7 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::release(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
+    job_runner::before_command(ctx, [name])?;
     let released = around_sets(ctx, name, || release_key(ctx, name, req.token))?;
     ctx.reply_integer(i64::from(released))
 }
@@ -196,6 +199,7 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
+    job_runner::before_command(ctx, [name])?;
     let now = now_us();
     let held = around_sets(ctx, name, || {
         extend_key(ctx, name, req.token, req.ttl_ms, now)
@@ -238,6 +242,9 @@ pub fn extend_key(
 pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     args::info(argv.bytes())?;
     let name = argv.key()?;
+    // Also inside a transaction or script: no answer may show a grant
+    // whose waiter left.
+    job_runner::before_command(ctx, [name])?;
     let waiting = blocking::waiting_resource(ctx, name)?;
     // Inside MULTI/EXEC or a script INFO only reads, at the transaction's
     // frozen time where the server has one: a transaction of INFOs is one

@@ -1,7 +1,12 @@
-//! Runs the deferred jobs (`jobs`) from their timer, in an event-loop turn
-//! of their own.
+//! Runs the deferred jobs (`jobs`): from their timer, in an event-loop turn
+//! of their own (whatever they replicate is dlock's own effect, never part
+//! of another command), and before a command on a resource with a pending
+//! revocation, which completes it first so that no dlock command sees a
+//! grant whose waiter left.
 
-use super::api::Ctx;
+use redis_module::raw;
+
+use super::api::{rm, Ctx};
 use super::blocking::{self, Resource};
 use super::jobs::{self, Job, PAUSED_RETRY_MS};
 use super::{handoff, persistence, restored, revoke};
@@ -62,4 +67,33 @@ fn run_jobs(ctx: Ctx, list: Vec<Job>) {
         }
         settled.clear();
     }
+}
+
+/// Before a dlock command on `names` (keys of the caller's database):
+/// completes the revocations queued on them.
+pub fn before_command(
+    ctx: Ctx,
+    names: impl IntoIterator<Item = *mut raw::RedisModuleString>,
+) -> Result<(), Error> {
+    if !jobs::revocations_pending() {
+        return Ok(());
+    }
+    let db = unsafe { rm!(RedisModule_GetSelectedDb)(ctx.0) };
+    let resources = names
+        .into_iter()
+        .map(|name| {
+            Ok(Resource {
+                db,
+                key: super::api::bytes(name)?.into(),
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let pending =
+        jobs::take(|job| matches!(job, Job::Revoke(_)) && resources.iter().any(|r| job.touches(r)));
+    for job in pending {
+        if let Job::Revoke(grant) = job {
+            revoke::revoke(ctx, grant);
+        }
+    }
+    Ok(())
 }

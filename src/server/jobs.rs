@@ -2,9 +2,13 @@
 //!
 //! Work that arises where it may not be done is queued here as data: in a
 //! callback that cannot write (the type's unlink callback, a flush or swap
-//! event), or while writes are held back. One module timer, armed for the
-//! earliest job due, runs the queue through the runner registered at load
-//! (`job_runner`), in a turn of its own.
+//! event), in a callback that runs inside another command (a waiter killed
+//! or unblocked by `CLIENT KILL`/`CLIENT UNBLOCK`: whatever a module
+//! replicates there counts as a change made by that command, and the server
+//! then propagates the command itself), or while writes are held back. One
+//! module timer, armed for the earliest job due, runs the queue through the
+//! runner registered at load (`job_runner`), in a turn of its own; commands
+//! that touch a resource with pending work complete it first.
 //!
 //! This file knows no other part of dlock's server layer: it stores jobs and
 //! arms the timer, and never runs a job itself.
@@ -48,6 +52,19 @@ pub enum Job {
         at_ms: u64,
         timer: u64,
     },
+}
+
+impl Job {
+    /// Whether the job changes the lock of `res` (a hand-over and a
+    /// restored fence change no lock).
+    pub fn touches(&self, res: &Resource) -> bool {
+        match self {
+            Job::Settle(r) => r == res,
+            Job::Revoke(grant) => grant.iter().any(|rv| rv.resource == *res),
+            Job::LeaseEnded { res: r, .. } => r == res,
+            Job::HandOver | Job::ConfirmRestored { .. } | Job::WriteMeta => false,
+        }
+    }
 }
 
 struct Queued {

@@ -21,9 +21,10 @@ use crate::lock::Error;
 /// released it: the release effect goes out, the next waiter is granted,
 /// and it is counted (once, however many members a set grant has) and
 /// logged. `grant` holds one revocation per resource of that one grant.
-/// Runs from the callback that learned of it (`from_callback`), or from the
-/// deferred jobs when that could not write; unless this node must not write
-/// now.
+/// Runs from the deferred jobs (the callbacks that learn of it run inside
+/// another command, such as `CLIENT KILL`, whose propagation must not carry
+/// our effects), or from a command on one of its resources, which completes
+/// it first; unless this node must not write now.
 pub fn revoke(ctx: Ctx, grant: Vec<Revoke<Resource>>) {
     if grant.is_empty() {
         return;
@@ -57,22 +58,6 @@ pub fn revoke(ctx: Ctx, grant: Vec<Revoke<Resource>>) {
     if let Some(db) = selected {
         select(ctx, db);
     }
-}
-
-/// A revocation learned in a callback runs at once (inside the callback, so
-/// no command can see the grant after its waiter left), unless a busy
-/// script runs: the server reads disconnects while a slow script runs, and
-/// the script's keyspace must not change under it.
-pub fn from_callback(grant: Vec<Revoke<Resource>>) {
-    if grant.is_empty() {
-        return;
-    }
-    let ctx = Ctx(jobs::timer_ctx());
-    if ctx.0.is_null() || ctx.flags().is_ok_and(|f| f.in_script()) {
-        jobs::push_after(Job::Revoke(grant), PAUSED_RETRY_MS);
-        return;
-    }
-    revoke(ctx, grant);
 }
 
 fn select(ctx: Ctx, db: i32) {
