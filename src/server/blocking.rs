@@ -23,17 +23,13 @@ use redis_module::raw;
 
 use super::api::{self, now_us, rm, Ctx};
 use super::ffi::guard;
+use super::jobs::{self, Job};
 use super::stats;
-use crate::lock::parking::{Answer, Left, Parking};
+use crate::lock::parking::{Answer, Left, Parking, Revoke};
 use crate::lock::queue::{Component, WaitQueues, Wants};
 use crate::lock::Error;
 
-/// A lock's identity on this server: database and key name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Resource {
-    pub db: i32,
-    pub key: Box<[u8]>,
-}
+pub use super::resource::Resource;
 
 /// A blocked client. Only ever used on the server's main thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,7 +53,6 @@ static PARKING: LazyLock<Mutex<Parking<Resource, Blocked>>> = LazyLock::new(Defa
 /// case (nobody waits) costs one atomic load and no hashing.
 static TOTAL: AtomicUsize = AtomicUsize::new(0);
 static GRANTS_IN_FLIGHT: AtomicBool = AtomicBool::new(false);
-static HAND_OVER_ARMED: AtomicBool = AtomicBool::new(false);
 /// Never held across a call that could re-enter us (key deletion runs the
 /// type's unlink callback, which defers its work instead of locking).
 fn parking() -> MutexGuard<'static, Parking<Resource, Blocked>> {
@@ -74,12 +69,12 @@ fn with_parking<R>(f: impl FnOnce(&mut Parking<Resource, Blocked>) -> R) -> R {
     let thinned = p.queues_mut().take_thinned();
     drop(p);
     if !stale.is_empty() {
-        super::handoff::stop_wake_timers(&stale);
+        jobs::stop_wake_ups(&stale);
     }
     // Who is behind a waiter that left may fit now: look again from a
     // timer (we may be inside a callback that cannot write).
     for res in thinned {
-        super::handoff::defer(res);
+        jobs::push(Job::Settle(res));
     }
     r
 }
@@ -101,6 +96,18 @@ pub fn waiters_on(res: &Resource) -> usize {
         return 0;
     }
     parking().queues().waiting(res)
+}
+
+/// The resource behind `name` in the caller's database, if anyone waits on it.
+pub fn waiting_resource(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+) -> Result<Option<Resource>, Error> {
+    if !anyone_waiting() {
+        return Ok(None);
+    }
+    let res = Resource::of(ctx, name)?;
+    Ok((waiters_on(&res) > 0).then_some(res))
 }
 
 /// Whether a set request waits on `res`: its queue is then decided only
@@ -254,10 +261,10 @@ pub fn fail(res: Option<&Resource>, err: Error) {
 /// the fence, so a grant of it still in flight stands whatever happens to
 /// the waiter's connection.
 pub fn confirm(res: impl FnOnce() -> Result<Resource, Error>, token: &[u8]) -> Result<(), Error> {
-    if GRANTS_IN_FLIGHT.load(Ordering::Relaxed) || super::revoke::revocations_pending() {
+    if GRANTS_IN_FLIGHT.load(Ordering::Relaxed) || jobs::revocations_pending() {
         let res = res()?;
         with_parking(|p| p.confirm(&res, token));
-        super::revoke::confirm_revocations(&res, token);
+        jobs::confirm_revocations(&res, token);
     }
     Ok(())
 }
@@ -267,6 +274,24 @@ pub fn move_grants(moved: impl Fn(&Resource) -> Option<Resource>) {
     if GRANTS_IN_FLIGHT.load(Ordering::Relaxed) {
         with_parking(|p| p.move_grants(moved));
     }
+}
+
+/// Wakes `res` just after `deadline_ms` so a lease that ends with waiters
+/// queued is handed over within milliseconds, without waiting for Redis's
+/// lazy or sampled active expiry. (A key expires strictly after its deadline.)
+pub fn arm_expiry(res: &Resource, deadline_ms: u64) -> Result<(), Error> {
+    if waiters_on(res) == 0 {
+        return Ok(());
+    }
+    note_deadline(res, deadline_ms);
+    if !needs_timer(res, deadline_ms) {
+        return Ok(());
+    }
+    let delay = deadline_ms.saturating_sub(now_us() / 1000) + 1;
+    if let Some(id) = jobs::arm_wake_up(res, deadline_ms, delay) {
+        add_timer(res, id);
+    }
+    Ok(())
 }
 
 /// Whether a wake-up timer for `res` at `at_ms` still has to be armed.
@@ -301,30 +326,20 @@ pub fn add_timer(res: &Resource, id: u64) {
 /// Stops `WAIT` timers (their data is the handle: nothing to free).
 fn stop_timers(timers: &[u64]) {
     for id in timers {
-        super::handoff::stop_timer(*id);
+        jobs::stop_timer(*id);
     }
 }
 
 /// Answers were decided: hand them over from a timer (see the file comment).
 pub fn answers_ready() {
-    if !parking().has_answers() || HAND_OVER_ARMED.swap(true, Ordering::Relaxed) {
-        return;
+    if parking().has_answers() {
+        jobs::push(Job::HandOver);
     }
-    if !super::handoff::arm_timer(0, on_hand_over_timer) {
-        HAND_OVER_ARMED.store(false, Ordering::Relaxed);
-    }
-}
-
-extern "C" fn on_hand_over_timer(_ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    guard("hand over", (), || {
-        HAND_OVER_ARMED.store(false, Ordering::Relaxed);
-        hand_over();
-    })
 }
 
 /// Gives every decided answer to the server, which replies before it next
-/// sleeps. Called only from timers: the last phase of the event loop before
-/// the server serves unblocked clients.
+/// sleeps. Called only from timers (last, after every job they run): the
+/// last phase of the event loop before the server serves unblocked clients.
 pub fn hand_over() {
     let answers = with_parking(|p| p.take_answers());
     let Some(unblock) = (unsafe { raw::RedisModule_UnblockClient }) else {
@@ -346,7 +361,7 @@ pub fn hand_over() {
 
 fn freed(handed: &Handed) {
     let revoke = with_parking(|p| p.freed(handed.handle, &handed.answer, handed.delivered));
-    super::revoke::revoke(revoke);
+    revoke_later(revoke);
 }
 
 /// The client left on its own; `unblock` it if we still owe that, and
@@ -358,7 +373,16 @@ fn left(left: Left<Resource>, handle: Blocked) {
             unsafe { unblock(handle.0, std::ptr::null_mut()) };
         }
     }
-    super::revoke::revoke(left.revoke);
+    revoke_later(left.revoke);
+}
+
+/// A grant nobody received is revoked by the deferred jobs: the callbacks
+/// that learn of it may run inside another command (`CLIENT KILL`,
+/// `CLIENT UNBLOCK`), which must not propagate as if it had changed data.
+fn revoke_later(grant: Vec<Revoke<Resource>>) {
+    if !grant.is_empty() {
+        jobs::push(Job::Revoke(grant));
+    }
 }
 
 extern "C" fn on_reply(

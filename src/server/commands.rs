@@ -4,10 +4,12 @@
 use redis_module::raw;
 
 use super::api::{self, now_us, Ctx, Flags, LazyNow};
-use super::blocking;
+use super::blocking::{self, Resource};
 use super::effects;
 use super::ffi::Argv;
 use super::handoff;
+use super::job_runner;
+use super::jobs;
 use super::keys::LockKey;
 use super::value::Stored;
 use super::{holds, holds_info, sets};
@@ -22,6 +24,7 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::acquire(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
+    job_runner::before_command(ctx, [name])?;
     around_sets(ctx, name, || acquire_key(ctx, name, &req))
 }
 
@@ -35,7 +38,7 @@ fn acquire_key(
         let blocks = req.wait_ms.is_some() && can_block(ctx.flags()?);
         return holds::acquire(ctx, &mut key, name, req, blocks);
     }
-    let waiting = handoff::waiting_resource(ctx, name)?;
+    let waiting = blocking::waiting_resource(ctx, name)?;
     if let Some(res) = &waiting {
         // Freed where no handoff could run yet (expiry, DEL, FLUSHALL): the
         // queue goes first, so a newcomer never barges ahead of it.
@@ -77,7 +80,7 @@ fn acquire_key(
         AcquireDecision::Refresh { fence } => {
             // The owner now knows its fence even if the waiter it queued
             // as has left: that grant is no longer revoked.
-            blocking::confirm(|| handoff::resource(ctx, name), req.token)?;
+            blocking::confirm(|| Resource::of(ctx, name), req.token)?;
             let deadline = deadline();
             key.set_deadline(deadline)?;
             quarantine::note_ttl(req.ttl_ms);
@@ -90,7 +93,7 @@ fn acquire_key(
     stats::notify(ctx, c"dlock.acquired", name);
     if let Some(res) = &waiting {
         // A refresh may shorten the lease: wake the queue at the new end.
-        handoff::arm_expiry(ctx, res, deadline)?;
+        blocking::arm_expiry(res, deadline)?;
     }
     ctx.reply_integer(fence as i64)
 }
@@ -123,7 +126,7 @@ fn wait_or_refuse(
     stats::CONTENDED.add();
     let res = match waiting {
         Some(res) => res,
-        None => handoff::resource(ctx, name)?,
+        None => Resource::of(ctx, name)?,
     };
     blocking::block(
         ctx,
@@ -134,7 +137,7 @@ fn wait_or_refuse(
         timeout,
     )?;
     match key.deadline()? {
-        Some(at) => handoff::arm_expiry(ctx, &res, at),
+        Some(at) => blocking::arm_expiry(&res, at),
         None => Ok(()),
     }
 }
@@ -146,6 +149,7 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::release(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
+    job_runner::before_command(ctx, [name])?;
     let released = around_sets(ctx, name, || release_key(ctx, name, req.token))?;
     ctx.reply_integer(i64::from(released))
 }
@@ -167,7 +171,7 @@ pub fn release_key(
         // Readers, permits or owners wait: the holds model hands over.
         return holds::release(ctx, &mut key, name, token);
     }
-    let waiting = handoff::waiting_resource(ctx, name)?;
+    let waiting = blocking::waiting_resource(ctx, name)?;
     let next = match &waiting {
         Some(res) => handoff::prepare_grant(ctx, res)?,
         None => None,
@@ -200,7 +204,7 @@ pub fn release_fences(
     name: *mut raw::RedisModuleString,
     token: &[u8],
 ) -> Result<usize, Error> {
-    let Some(res) = handoff::waiting_resource(ctx, name)? else {
+    let Some(res) = blocking::waiting_resource(ctx, name)? else {
         return Ok(0);
     };
     let key = LockKey::open_read(ctx, name)?;
@@ -223,7 +227,7 @@ pub fn extend_fences(
     ttl_ms: u64,
     now_us: u64,
 ) -> Result<usize, Error> {
-    let Some(res) = handoff::waiting_resource(ctx, name)? else {
+    let Some(res) = blocking::waiting_resource(ctx, name)? else {
         return Ok(0);
     };
     let key = LockKey::open_read(ctx, name)?;
@@ -240,6 +244,7 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
+    job_runner::before_command(ctx, [name])?;
     let now = now_us();
     let held = around_sets(ctx, name, || {
         extend_key(ctx, name, req.token, req.ttl_ms, now)
@@ -270,9 +275,9 @@ pub fn extend_key(
     key.signal_modified()?;
     stats::EXTENDS.add();
     stats::notify(ctx, c"dlock.extended", name);
-    if let Some(res) = handoff::waiting_resource(ctx, name)? {
+    if let Some(res) = blocking::waiting_resource(ctx, name)? {
         // A shorter lease must still be handed over on time.
-        handoff::arm_expiry(ctx, &res, deadline)?;
+        blocking::arm_expiry(&res, deadline)?;
     }
     Ok(true)
 }
@@ -282,7 +287,10 @@ pub fn extend_key(
 pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     args::info(argv.bytes())?;
     let name = argv.key()?;
-    let waiting = handoff::waiting_resource(ctx, name)?;
+    // Also inside a transaction or script: no answer may show a grant
+    // whose waiter left.
+    job_runner::before_command(ctx, [name])?;
+    let waiting = blocking::waiting_resource(ctx, name)?;
     // Inside MULTI/EXEC or a script INFO only reads, at the transaction's
     // frozen time where the server has one: a transaction of INFOs is one
     // instant (nothing is decided between them; a pending handoff shows as
@@ -354,7 +362,7 @@ fn settle_before_reading(
     name: *mut raw::RedisModuleString,
     res: &blocking::Resource,
 ) -> Result<(), Error> {
-    if ctx.flags()?.is_replica() || handoff::writes_paused() {
+    if ctx.flags()?.is_replica() || jobs::writes_paused() {
         return Ok(());
     }
     if blocking::has_sets(res) {
@@ -382,7 +390,7 @@ pub fn around_sets<R>(
     name: *mut raw::RedisModuleString,
     f: impl FnOnce() -> Result<R, Error>,
 ) -> Result<R, Error> {
-    let res = match handoff::waiting_resource(ctx, name)? {
+    let res = match blocking::waiting_resource(ctx, name)? {
         Some(res) if blocking::has_sets(&res) => res,
         _ => return f(),
     };
@@ -398,7 +406,7 @@ pub fn around_sets<R>(
 
 /// Whether the requests queued on `name` (if any) are all plain ones.
 fn plain_queue(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<bool, Error> {
-    Ok(match handoff::waiting_resource(ctx, name)? {
+    Ok(match blocking::waiting_resource(ctx, name)? {
         Some(res) => blocking::queue_is_plain(&res),
         None => true,
     })

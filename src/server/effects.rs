@@ -28,8 +28,8 @@ pub const APPLY: &CStr = c"DLOCK.APPLY";
 /// `DLOCK.META longest_ttl_ms lossy quarantine_until_ms`: what a restart
 /// quarantine needs to know about the run that wrote the data, and the end
 /// (unix ms, 0 = none) of the quarantine running there. Sent before a grant
-/// whenever it changed, and from a timer when an AOF rewrite or a quarantine
-/// starts or a quarantine is lifted (`persistence::arm_meta_flush`). Older
+/// whenever it changed, and from the deferred jobs when an AOF rewrite or a
+/// quarantine starts or a quarantine is lifted (`persistence::write_meta`). Older
 /// writers sent the first two arguments only; both forms load.
 pub const META: &CStr = c"DLOCK.META";
 

@@ -14,7 +14,8 @@ use redis_module::raw;
 use super::api::{rm, Ctx};
 use super::blocking;
 use super::ffi::guard;
-use super::{handoff, persistence, quarantine, restored, revoke, state};
+use super::jobs::{self, Job};
+use super::{persistence, quarantine, restored, revoke, state};
 use crate::lock::Error;
 
 pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
@@ -55,7 +56,9 @@ extern "C" fn on_event(
                 return;
             };
             let db = (info.dbnum >= 0).then_some(info.dbnum);
-            blocking::resources(db).into_iter().for_each(handoff::defer);
+            for res in blocking::resources(db) {
+                jobs::push(Job::Settle(res));
+            }
         }
         raw::REDISMODULE_EVENT_SWAPDB => {
             let Some(info) = (unsafe { data.cast::<raw::RedisModuleSwapDbInfo>().as_ref() }) else {
@@ -64,9 +67,9 @@ extern "C" fn on_event(
             restored::after_swap(info.dbnum_first, info.dbnum_second);
             revoke::after_swap(info.dbnum_first, info.dbnum_second);
             for db in [info.dbnum_first, info.dbnum_second] {
-                blocking::resources(Some(db))
-                    .into_iter()
-                    .for_each(handoff::defer);
+                for res in blocking::resources(Some(db)) {
+                    jobs::push(Job::Settle(res));
+                }
             }
         }
         raw::REDISMODULE_EVENT_SHUTDOWN => quarantine::on_shutdown(),
@@ -76,7 +79,7 @@ extern "C" fn on_event(
         raw::REDISMODULE_EVENT_FORK_CHILD
             if subevent == raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN =>
         {
-            persistence::on_fork_child_born(Ctx(ctx))
+            persistence::on_fork_child_born()
         }
         raw::REDISMODULE_EVENT_CONFIG => quarantine::refresh_durability(Ctx(ctx)),
         raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE => quarantine::on_master_link(

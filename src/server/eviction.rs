@@ -17,7 +17,8 @@ use redis_module::raw;
 use super::api::{self, now_us, rm, Ctx};
 use super::blocking::{self, Resource};
 use super::ffi::guard;
-use super::handoff;
+use super::jobs::{self, Job};
+use super::{state, value};
 use crate::lock::Error;
 
 static LAST_UNLINKED: AtomicU64 = AtomicU64::new(0);
@@ -43,11 +44,40 @@ fn fingerprint(db: i32, key: &[u8]) -> u64 {
 }
 
 /// The type's unlink callback (DEL, UNLINK, expiry, eviction, overwrite,
-/// RENAME/MOVE away): marks the key object for `was_lock`, then does the
-/// handoff's part (`handoff::on_unlink`, which also leaves the fingerprint).
+/// RENAME/MOVE away): marks the key object for `was_lock`, then leaves the
+/// fingerprint and queues the handoff (`unlinked`).
 pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
     guard("unlink mark", (), || hold_unlinked(optctx));
-    handoff::on_unlink(optctx, value);
+    guard("unlink", (), || unlinked(optctx, value));
+}
+
+/// The lock value is leaving its key. No writes are allowed here, so the
+/// handoff to its waiters is deferred.
+fn unlinked(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
+    // A restored lock may leave before its fence was confirmed.
+    if let Some(stored) = unsafe { value::view(value) } {
+        state::observe_fence(stored.max_fence());
+    }
+    let (Some(db_of), Some(name_of)) = (unsafe { raw::RedisModule_GetDbIdFromOptCtx }, unsafe {
+        raw::RedisModule_GetKeyNameFromOptCtx
+    }) else {
+        return;
+    };
+    let db = unsafe { db_of(optctx) };
+    let Ok(key) = api::bytes(unsafe { name_of(optctx) }) else {
+        return;
+    };
+    note_unlinked(db, key);
+    if !blocking::anyone_waiting() {
+        return;
+    }
+    let res = Resource {
+        db,
+        key: key.into(),
+    };
+    if blocking::waiters_on(&res) > 0 {
+        jobs::push(Job::Settle(res));
+    }
 }
 
 /// Keeps a reference to the key object the lock leaves under, dropping the

@@ -7,68 +7,18 @@
 //! the server's delete path), so the handoff is deferred to a timer, and any
 //! ACQUIRE or INFO that arrives first completes it before answering.
 
-use std::ffi::{c_char, c_void};
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
-use std::sync::Mutex;
+use std::ffi::c_char;
 
 use redis_module::raw;
 
-use super::api::{self, now_us, rm, Ctx};
+use super::api::{now_us, rm, Ctx};
 use super::blocking::{self, Resource};
 use super::effects;
-use super::ffi::guard;
+use super::jobs::{self, Job, PAUSED_RETRY_MS};
 use super::keys::LockKey;
 use super::{quarantine, state, stats};
 use crate::lock::lease::LeaseRef;
 use crate::lock::Error;
-
-/// When the server must not produce writes (`CLIENT PAUSE WRITE`, a manual
-/// failover in progress), deferred handoffs retry after this long.
-pub const PAUSED_RETRY_MS: i64 = 10;
-
-/// A context for arming timers from callbacks that have none (the type's
-/// unlink callback). Timers only use it to know which module they belong to.
-static TIMER_CTX: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
-
-/// Resources freed where we could not write; settled by the next timer tick.
-static DEFERRED: Mutex<Vec<Resource>> = Mutex::new(Vec::new());
-static DEFERRED_ARMED: AtomicBool = AtomicBool::new(false);
-
-pub fn init(ctx: Ctx) -> Result<(), Error> {
-    let detached = unsafe { rm!(RedisModule_GetDetachedThreadSafeContext)(ctx.0) };
-    TIMER_CTX.store(detached, Ordering::Relaxed);
-    Ok(())
-}
-
-/// The detached context timers are armed with.
-pub fn timer_ctx() -> *mut raw::RedisModuleCtx {
-    TIMER_CTX.load(Ordering::Relaxed)
-}
-
-/// The resource behind `name` in the caller's database, if anyone waits on it.
-pub fn waiting_resource(
-    ctx: Ctx,
-    name: *mut raw::RedisModuleString,
-) -> Result<Option<Resource>, Error> {
-    if !blocking::anyone_waiting() {
-        return Ok(None);
-    }
-    let res = resource(ctx, name)?;
-    Ok((blocking::waiters_on(&res) > 0).then_some(res))
-}
-
-pub fn resource(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<Resource, Error> {
-    let db = unsafe { rm!(RedisModule_GetSelectedDb)(ctx.0) };
-    Ok(Resource {
-        db,
-        key: api::bytes(name)?.into(),
-    })
-}
-
-/// Whether the server must hold back writes that replicas would see.
-pub fn writes_paused() -> bool {
-    unsafe { raw::RedisModule_AvoidReplicaTraffic }.is_some_and(|f| unsafe { f() } != 0)
-}
 
 /// Grants `res` to its head waiter (and every queued entry with the same
 /// token), storing the lease in `key`, which is free or holds the lease being
@@ -118,7 +68,7 @@ pub fn grant_due(ctx: Ctx, res: &Resource, now: u64) -> Result<bool, Error> {
     let now_ms = now / 1000;
     if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_ms) {
         // An evicted lease is still believed held by its owner.
-        arm_expiry(ctx, res, until)?;
+        blocking::arm_expiry(res, until)?;
         return Ok(false);
     }
     if !blocking::has_live_waiter(res, now_ms) {
@@ -162,126 +112,12 @@ pub fn commit_grant(
     stats::GRANTS.add();
     stats::HANDOFFS.add();
     stats::notify(ctx, c"dlock.handoff", name);
-    arm_expiry(ctx, res, deadline)?;
+    blocking::arm_expiry(res, deadline)?;
     Ok(true)
 }
 
-/// Wakes `res` just after `deadline_ms` so a lease that ends with waiters
-/// queued is handed over within milliseconds, without waiting for Redis's
-/// lazy or sampled active expiry. (A key expires strictly after its deadline.)
-pub fn arm_expiry(ctx: Ctx, res: &Resource, deadline_ms: u64) -> Result<(), Error> {
-    if blocking::waiters_on(res) == 0 {
-        return Ok(());
-    }
-    blocking::note_deadline(res, deadline_ms);
-    if !blocking::needs_timer(res, deadline_ms) {
-        return Ok(());
-    }
-    let delay = deadline_ms.saturating_sub(now_us() / 1000) + 1;
-    let data = Box::into_raw(Box::new(WakeUp {
-        res: res.clone(),
-        at: deadline_ms,
-        id: 0,
-    }));
-    let create = rm!(RedisModule_CreateTimer);
-    let id = unsafe {
-        create(
-            ctx.0,
-            i64::try_from(delay).unwrap_or(i64::MAX),
-            Some(on_expiry_timer),
-            data.cast::<c_void>(),
-        )
-    };
-    // SAFETY: the timer cannot fire before we return to the event loop.
-    unsafe { (*data).id = id };
-    blocking::add_timer(res, id);
-    Ok(())
-}
-
-/// A wake-up timer's data: which resource, for which deadline, and its id.
-struct WakeUp {
-    res: Resource,
-    at: u64,
-    id: u64,
-}
-
-extern "C" fn on_expiry_timer(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
-    guard("expiry timer", (), || {
-        if data.is_null() {
-            return;
-        }
-        let wake = *unsafe { Box::from_raw(data.cast::<WakeUp>()) };
-        blocking::timer_fired(&wake.res, wake.at, wake.id);
-        settle_logged(Ctx(ctx), &wake.res);
-        blocking::hand_over();
-    })
-}
-
-/// Stops wake-up timers whose queue emptied, freeing their data.
-pub fn stop_wake_timers(ids: &[u64]) {
-    for id in ids {
-        if let Some(data) = stop_timer(*id).filter(|d| !d.is_null()) {
-            drop(unsafe { Box::from_raw(data.cast::<WakeUp>()) });
-        }
-    }
-}
-
-/// Stops a timer that has not fired; returns its data for the caller to
-/// free. `None` if it already fired (or was stopped).
-pub fn stop_timer(id: u64) -> Option<*mut c_void> {
-    let ctx = timer_ctx();
-    let stop = unsafe { raw::RedisModule_StopTimer }?;
-    if ctx.is_null() {
-        return None;
-    }
-    let mut data: *mut c_void = std::ptr::null_mut();
-    (unsafe { stop(ctx, id, &mut data) } == api::OK).then_some(data)
-}
-
-/// Schedules a settle of `res` from a place that cannot write.
-pub fn defer(res: Resource) {
-    DEFERRED.lock().unwrap_or_else(|p| p.into_inner()).push(res);
-    arm_deferred(0);
-}
-
-/// Arms a timer from a place without a context of its own.
-pub fn arm_timer(
-    delay_ms: i64,
-    callback: extern "C" fn(*mut raw::RedisModuleCtx, *mut c_void),
-) -> bool {
-    let ctx = TIMER_CTX.load(Ordering::Relaxed);
-    match unsafe { raw::RedisModule_CreateTimer } {
-        Some(create) if !ctx.is_null() => {
-            unsafe { create(ctx, delay_ms, Some(callback), std::ptr::null_mut()) };
-            true
-        }
-        _ => false,
-    }
-}
-
-fn arm_deferred(delay_ms: i64) {
-    if DEFERRED_ARMED.swap(true, Ordering::Relaxed) {
-        return;
-    }
-    if !arm_timer(delay_ms, on_deferred_timer) {
-        DEFERRED_ARMED.store(false, Ordering::Relaxed);
-    }
-}
-
-extern "C" fn on_deferred_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    guard("deferred handoff", (), || {
-        DEFERRED_ARMED.store(false, Ordering::Relaxed);
-        let mut list = std::mem::take(&mut *DEFERRED.lock().unwrap_or_else(|p| p.into_inner()));
-        list.sort_by(|a, b| (a.db, &a.key).cmp(&(b.db, &b.key)));
-        list.dedup();
-        for res in list {
-            settle_logged(Ctx(ctx), &res);
-        }
-        blocking::hand_over();
-    })
-}
-
-fn settle_logged(ctx: Ctx, res: &Resource) {
+/// Re-evaluates `res` from the deferred jobs, logging a failure.
+pub fn settle_logged(ctx: Ctx, res: &Resource) {
     if let Err(e) = settle(ctx, res) {
         ctx.log_warning(&format!("handoff failed: {e}"));
     }
@@ -298,12 +134,8 @@ fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
         blocking::fail(Some(res), Error::Demoted);
         return Ok(());
     }
-    if writes_paused() {
-        DEFERRED
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(res.clone());
-        arm_deferred(PAUSED_RETRY_MS);
+    if jobs::writes_paused() {
+        jobs::push_after(Job::Settle(res.clone()), PAUSED_RETRY_MS);
         return Ok(());
     }
     unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
@@ -325,7 +157,7 @@ fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Re
     }
     match key.lease() {
         Ok(Some(_)) => match key.deadline()? {
-            Some(deadline) => arm_expiry(ctx, res, deadline),
+            Some(deadline) => blocking::arm_expiry(res, deadline),
             // No TTL (an admin's PERSIST): wait for a release or a DEL.
             None => Ok(()),
         },
@@ -338,38 +170,4 @@ fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Re
         }
         Err(e) => Err(e),
     }
-}
-
-/// The type's unlink callback: the lock value is leaving its key (DEL,
-/// UNLINK, expiry, eviction, overwrite, RENAME away). No writes are allowed
-/// here, so the handoff is deferred.
-pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
-    guard("unlink", (), || {
-        // A restored lock may leave before its fence was confirmed.
-        if let Some(stored) = unsafe { super::value::view(value) } {
-            state::observe_fence(stored.max_fence());
-        }
-        let (Some(db_of), Some(name_of)) =
-            (unsafe { raw::RedisModule_GetDbIdFromOptCtx }, unsafe {
-                raw::RedisModule_GetKeyNameFromOptCtx
-            })
-        else {
-            return;
-        };
-        let db = unsafe { db_of(optctx) };
-        let Ok(key) = api::bytes(unsafe { name_of(optctx) }) else {
-            return;
-        };
-        super::eviction::note_unlinked(db, key);
-        if !blocking::anyone_waiting() {
-            return;
-        }
-        let res = Resource {
-            db,
-            key: key.into(),
-        };
-        if blocking::waiters_on(&res) > 0 {
-            defer(res);
-        }
-    })
 }

@@ -7,139 +7,17 @@
 
 use redis_module::raw;
 
-use super::api::{now_us, Ctx};
+use super::api::Ctx;
 use super::blocking::{self, Resource};
-use super::hold_effects;
+pub use super::hold_work::{Deadlines, Work};
 use super::holds_queue::{arm_for_queue, commit_queue, plan_queue, QueueStep};
 use super::keys::LockKey;
-use super::{handoff, quarantine, state, stats};
+use super::{quarantine, state, stats};
 use crate::lock::admission::Admission;
 use crate::lock::args::Acquire;
-use crate::lock::changes::Change;
-use crate::lock::holds::{Decision, Holds};
+use crate::lock::holds::Decision;
 use crate::lock::queue::Wants;
 use crate::lock::Error;
-
-/// A resource's holds being changed by one command: the holds as they will
-/// be, and the changes that lead there, in order.
-pub struct Work {
-    pub holds: Holds,
-    /// The key held a plain lock or nothing (plain effects may apply).
-    was_plain: bool,
-    changes: Vec<Change>,
-    /// A hold ended (pruned, released, revoked) or there is none: the
-    /// queue may fit now. Otherwise nothing a queued request waits for
-    /// changed, and re-planning the queue would find nothing.
-    freed: bool,
-    pub now_us: u64,
-}
-
-impl Work {
-    /// The holds of `key`, with those past their deadline dropped.
-    pub fn load(key: &LockKey) -> Result<Work, Error> {
-        Self::load_at(key, now_us())
-    }
-
-    /// As `load`, at `now_us`: the members of a set share one clock read,
-    /// so their holds get one absolute deadline.
-    pub fn load_at(key: &LockKey, now_us: u64) -> Result<Work, Error> {
-        let was_plain = !key.is_multi()?;
-        let mut holds = key.holds()?.unwrap_or_else(|| Holds::new(1));
-        let mut changes = Vec::new();
-        if !was_plain {
-            // The module keeps a multi-hold key's expiry at its latest hold
-            // deadline, so an earlier one is an admin's `PEXPIRE`: it ends
-            // every hold there, and writing the holds back must not give
-            // the key the later deadline again.
-            if let Some(until) = key.deadline()? {
-                changes.extend(holds.clamp(until).into_iter().map(|token| Change::Move {
-                    token,
-                    deadline_ms: until,
-                }));
-            }
-        }
-        changes.extend(
-            holds
-                .prune(now_us / 1000)
-                .into_iter()
-                .map(|h| Change::Drop { token: h.token }),
-        );
-        let freed = changes.iter().any(|c| matches!(c, Change::Drop { .. }));
-        Ok(Work {
-            freed: freed || holds.is_empty(),
-            holds,
-            was_plain,
-            changes,
-            now_us,
-        })
-    }
-
-    pub fn now_ms(&self) -> u64 {
-        self.now_us / 1000
-    }
-
-    pub(super) fn add(&mut self, ask: &crate::lock::ask::Ask<'_>, fence: u64) {
-        let deadline = self.now_ms() + ask.ttl_ms;
-        self.holds.add(ask, fence, deadline);
-        quarantine::note_ttl(ask.ttl_ms);
-        if let Some(hold) = self.holds.holds.last() {
-            self.changes.push(Change::Add {
-                hold: hold.clone(),
-                limit: self.holds.limit,
-            });
-        }
-    }
-
-    pub(super) fn move_deadline(&mut self, token: &[u8], ttl_ms: u64) {
-        let deadline_ms = self.now_ms() + ttl_ms;
-        if self.holds.set_deadline(token, deadline_ms) {
-            quarantine::note_ttl(ttl_ms);
-            self.changes.push(Change::Move {
-                token: token.into(),
-                deadline_ms,
-            });
-        }
-    }
-
-    pub(super) fn drop_hold(&mut self, token: &[u8]) -> bool {
-        let dropped = self.holds.release(token);
-        self.freed |= dropped;
-        if dropped {
-            self.changes.push(Change::Drop {
-                token: token.into(),
-            });
-        }
-        dropped
-    }
-
-    /// Writes the holds back with their effects, if anything changed;
-    /// returns when the queue must next look at them.
-    pub fn finish(
-        self,
-        ctx: Ctx,
-        key: &mut LockKey,
-        name: *mut raw::RedisModuleString,
-    ) -> Result<Deadlines, Error> {
-        let deadlines = Deadlines {
-            earliest: self.holds.earliest_deadline_ms(),
-            latest: self.holds.deadline_ms(),
-        };
-        if self.changes.is_empty() {
-            return Ok(deadlines);
-        }
-        hold_effects::propagate(ctx, name, self.was_plain, &self.holds, &self.changes)?;
-        key.put_holds(self.holds)?;
-        key.signal_modified()?;
-        Ok(deadlines)
-    }
-}
-
-/// The earliest and latest hold deadlines after a command.
-#[derive(Debug, Clone, Copy)]
-pub struct Deadlines {
-    pub earliest: Option<u64>,
-    pub latest: Option<u64>,
-}
 
 /// Prunes `key`'s holds and grants its queue as far as it fits: from a
 /// timer, a revocation, or before a command decides. Whether anyone was
@@ -155,7 +33,7 @@ pub fn settle(
     let granted = !step.granted.is_empty();
     let holds = work.finish(ctx, key, name)?;
     commit_queue(ctx, name, step);
-    arm_for_queue(ctx, res, holds)?;
+    arm_for_queue(res, holds)?;
     Ok(granted)
 }
 
@@ -170,7 +48,7 @@ pub fn acquire(
 ) -> Result<(), Error> {
     let ask = req.ask();
     let mut work = Work::load(key)?;
-    let waiting = handoff::waiting_resource(ctx, name)?;
+    let waiting = blocking::waiting_resource(ctx, name)?;
     // A refused request changes nothing: judge it on the live holds first.
     let blocks = req.wait_ms.is_some() && can_block;
     match work.holds.admit(&ask, waiting.is_some())? {
@@ -223,7 +101,7 @@ pub fn acquire(
             // The owner knows its fence now: a grant of this token still in
             // flight stands, also one made by this very step.
             step.retried.push(req.token.into());
-            blocking::confirm(|| handoff::resource(ctx, name), req.token)?;
+            blocking::confirm(|| Resource::of(ctx, name), req.token)?;
             work.move_deadline(req.token, req.ttl_ms);
             stats::REFRESHES.add();
             Ok(Some(fence))
@@ -239,7 +117,7 @@ pub fn acquire(
     };
     stats::notify(ctx, c"dlock.acquired", name);
     if let Some(res) = &waiting {
-        arm_for_queue(ctx, res, holds)?;
+        arm_for_queue(res, holds)?;
     }
     ctx.reply_integer(fence as i64)
 }
@@ -259,11 +137,11 @@ fn wait_or_refuse(
     };
     let res = match waiting {
         Some(res) => res,
-        None => handoff::resource(ctx, name)?,
+        None => Resource::of(ctx, name)?,
     };
     let wants = Wants::of(&req.ask());
     blocking::block(ctx, res.clone(), req.token, wants, req.ttl_ms, timeout)?;
-    arm_for_queue(ctx, &res, holds)
+    arm_for_queue(&res, holds)
 }
 
 /// `DLOCK.RELEASE` of one hold; the queue is granted as far as it now fits.
@@ -275,7 +153,7 @@ pub fn release(
 ) -> Result<bool, Error> {
     let mut work = Work::load(key)?;
     let released = work.drop_hold(token);
-    let waiting = handoff::waiting_resource(ctx, name)?;
+    let waiting = blocking::waiting_resource(ctx, name)?;
     let step = match &waiting {
         Some(res) if work.freed => plan_queue(ctx, res, &mut work)?,
         _ => QueueStep::default(),
@@ -287,7 +165,7 @@ pub fn release(
     let holds = work.finish(ctx, key, name)?;
     if let Some(res) = &waiting {
         commit_queue(ctx, name, step);
-        arm_for_queue(ctx, res, holds)?;
+        arm_for_queue(res, holds)?;
     }
     Ok(released)
 }
@@ -307,7 +185,7 @@ pub fn extend(
     if held {
         work.move_deadline(token, ttl_ms);
     }
-    let waiting = handoff::waiting_resource(ctx, name)?;
+    let waiting = blocking::waiting_resource(ctx, name)?;
     let step = match &waiting {
         Some(res) if work.freed => plan_queue(ctx, res, &mut work)?,
         _ => QueueStep::default(),
@@ -321,7 +199,7 @@ pub fn extend(
     }
     if let Some(res) = &waiting {
         commit_queue(ctx, name, step);
-        arm_for_queue(ctx, res, holds)?;
+        arm_for_queue(res, holds)?;
     }
     Ok(held)
 }
@@ -382,6 +260,6 @@ pub fn revoke(
     let step = plan_queue(ctx, res, &mut work)?;
     let holds = work.finish(ctx, key, name)?;
     commit_queue(ctx, name, step);
-    arm_for_queue(ctx, res, holds)?;
+    arm_for_queue(res, holds)?;
     Ok(held)
 }

@@ -9,8 +9,8 @@ use redis_module::raw;
 
 use super::api::Ctx;
 use super::blocking::{self, Resource};
-use super::holds::{Deadlines, Work};
-use super::{handoff, quarantine, state, stats};
+use super::hold_work::{Deadlines, Work};
+use super::{quarantine, state, stats};
 use crate::lock::holds::QueueGrant as G;
 use crate::lock::holds::NEVER;
 use crate::lock::queue::Wants;
@@ -103,7 +103,7 @@ fn decide_queue(ctx: Ctx, res: &Resource, work: &Work) -> Result<Option<Decided>
     let now_ms = work.now_ms();
     if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_ms) {
         // An evicted lease is still believed held by its owner.
-        handoff::arm_expiry(ctx, res, until)?;
+        blocking::arm_expiry(res, until)?;
         return Ok(None);
     }
     blocking::time_out_given_up(res, now_ms);
@@ -167,9 +167,9 @@ pub fn commit_queue(ctx: Ctx, name: *mut raw::RedisModuleString, step: QueueStep
 
 /// Wakes the queue of `res` when the earliest hold ends, so a waiter that
 /// fits then is granted within milliseconds of that deadline.
-pub fn arm_for_queue(ctx: Ctx, res: &Resource, deadlines: Deadlines) -> Result<(), Error> {
+pub fn arm_for_queue(res: &Resource, deadlines: Deadlines) -> Result<(), Error> {
     if let Some(at) = deadlines.earliest.filter(|d| *d < NEVER) {
-        handoff::arm_expiry(ctx, res, at)?;
+        blocking::arm_expiry(res, at)?;
     }
     // Were the value evicted, its holders would believe they hold it until
     // the latest deadline: the queue waits that long (`hold_after_eviction`).

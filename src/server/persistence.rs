@@ -12,8 +12,9 @@ use redis_module::raw;
 use super::api::{self, rm, Ctx};
 use super::effects::{self, APPLY, META};
 use super::ffi::guard;
+use super::jobs::{self, Job};
 use super::value::{self, Stored};
-use super::{handoff, quarantine, state, stats};
+use super::{quarantine, state, stats};
 use crate::lock::ask::Mode;
 use crate::lock::holds::Holds;
 use crate::lock::lease::ENCODING_VERSION;
@@ -227,46 +228,34 @@ extern "C" fn aof_rewrite(
 /// so the facts go there, from a timer: inside a command (`BGREWRITEAOF`,
 /// `CONFIG SET appendonly yes`) a propagation would count as a write and
 /// make the server propagate that command too.
-pub fn on_fork_child_born(ctx: Ctx) {
+pub fn on_fork_child_born() {
     if !aof_rewrite_in_progress() {
         return;
     }
     // A grant before the timer fires carries the facts itself.
     quarantine::mark_meta_dirty();
-    arm_meta_flush(ctx, 0);
+    jobs::push(Job::WriteMeta);
 }
 
 /// While writes are paused (`CLIENT PAUSE WRITE`, a failover) nothing may be
 /// propagated; retry until the pause ends.
-const PAUSED_RETRY_MS: i64 = 100;
+const PAUSED_RETRY_MS: u64 = 100;
 
-/// Writes the `DLOCK.META` facts, if they changed, from a timer: into the
-/// AOF (the file an AOF rewrite started, or the current one when a
-/// quarantine starts or is lifted) and to replicas. A replica's own
-/// propagation reaches only its AOF (it proxies its master's stream to its
-/// replicas). Without a context (before the module finished loading) the
-/// facts stay dirty and go out with the next effect.
-pub fn arm_meta_flush(ctx: Ctx, delay_ms: i64) {
-    if ctx.0.is_null() {
+/// Writes the `DLOCK.META` facts, if they changed, from the deferred jobs
+/// (`Job::WriteMeta`): into the AOF (the file an AOF rewrite started, or
+/// the current one when a quarantine starts or is lifted) and to replicas.
+/// A replica's own propagation reaches only its AOF (it proxies its
+/// master's stream to its replicas). Without a timer (before the module
+/// finished loading) the facts stay dirty and go out with the next effect.
+pub fn write_meta(ctx: Ctx) {
+    if jobs::writes_paused() {
+        jobs::push_after(Job::WriteMeta, PAUSED_RETRY_MS);
         return;
     }
-    if let Some(create) = unsafe { raw::RedisModule_CreateTimer } {
-        unsafe { create(ctx.0, delay_ms, Some(flush_meta), std::ptr::null_mut()) };
+    if let Err(e) = effects::meta_if_changed(ctx) {
+        quarantine::mark_meta_dirty();
+        ctx.log_warning(&format!("dlock: metadata for the AOF and replicas: {e}"));
     }
-}
-
-extern "C" fn flush_meta(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    guard("dlock metadata", (), || {
-        let ctx = Ctx(ctx);
-        if handoff::writes_paused() {
-            arm_meta_flush(ctx, PAUSED_RETRY_MS);
-            return;
-        }
-        if let Err(e) = effects::meta_if_changed(ctx) {
-            quarantine::mark_meta_dirty();
-            ctx.log_warning(&format!("dlock: metadata for the AOF and replicas: {e}"));
-        }
-    })
 }
 
 /// Whether the child just forked is an AOF rewrite (the server records the

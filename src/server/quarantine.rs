@@ -16,7 +16,8 @@ use redis_module::raw;
 
 use super::api::{self, now_us, rm, Ctx};
 use super::ffi::guard;
-use super::{blocking, handoff, persistence, state};
+use super::jobs::{self, Job};
+use super::{blocking, state};
 use crate::lock::quarantine::{self, Persisted, PreviousRun, Setting, Verdict};
 use crate::lock::Error;
 
@@ -78,7 +79,7 @@ pub fn set_setting(s: Setting) {
         release_waiters();
     }
     if lifted || carried {
-        write_meta_now(Ctx(handoff::timer_ctx()));
+        write_meta_now();
     }
 }
 
@@ -111,7 +112,7 @@ fn decide_on_first_use() -> u64 {
     if server_loading() {
         return 0;
     }
-    decide(Ctx(handoff::timer_ctx()));
+    decide(Ctx(jobs::timer_ctx()));
     match UNTIL_MS.load(Ordering::Relaxed) {
         UNDECIDED => 0,
         until => until,
@@ -182,15 +183,15 @@ pub fn persisted_until() -> u64 {
 
 /// A quarantine just started (or was lifted): its end must be in the AOF
 /// and at the replicas before anything else is, and without waiting for a
-/// grant (none comes during a quarantine). Written from a 0 ms timer, like
-/// the metadata of an AOF rewrite: the events that start a quarantine run
+/// grant (none comes during a quarantine). Written from the deferred jobs,
+/// like the metadata of an AOF rewrite: the events that start a quarantine run
 /// inside commands (`REPLICAOF NO ONE`, `CONFIG SET`) where a propagation
-/// would make the server propagate the command too. Until the timer fires
+/// would make the server propagate the command too. Until the job runs
 /// no grant can happen (the quarantine is in force in memory), and a
 /// refresh or extension of a surviving lock sends the dirty metadata first.
-fn write_meta_now(ctx: Ctx) {
+fn write_meta_now() {
     META_DIRTY.store(true, Ordering::Relaxed);
-    persistence::arm_meta_flush(ctx, 0);
+    jobs::push(Job::WriteMeta);
 }
 
 /// At module load: remember how the last run ended and mark this one
@@ -279,7 +280,7 @@ fn resume(ctx: Ctx) {
     let setting = setting();
     if matches!(setting, Setting::Off) && carried != 0 {
         CARRIED_UNTIL.store(0, Ordering::Relaxed);
-        write_meta_now(ctx);
+        write_meta_now();
         return;
     }
     let Some(until) = quarantine::resume(setting, decided, carried, now_ms) else {
@@ -293,7 +294,7 @@ fn resume(ctx: Ctx) {
          quarantine that was running when the data was written"
     ));
     arm_end(ctx, ms);
-    write_meta_now(ctx);
+    write_meta_now();
 }
 
 fn apply(ctx: Ctx, verdict: Verdict, reason: u8, why: &str) {
@@ -307,7 +308,7 @@ fn apply(ctx: Ctx, verdict: Verdict, reason: u8, why: &str) {
                 "restart quarantine: new grants refused for {ms} ms after {why}"
             ));
             arm_end(ctx, ms);
-            write_meta_now(ctx);
+            write_meta_now();
         }
         Verdict::Unbounded => {
             UNBOUNDED.store(true, Ordering::Relaxed);
@@ -346,7 +347,7 @@ extern "C" fn on_end(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
 fn release_waiters() {
     blocking::resources(None)
         .into_iter()
-        .for_each(handoff::defer);
+        .for_each(|res| jobs::push(Job::Settle(res)));
 }
 
 /// Reads this run's durability from the server's own configuration.

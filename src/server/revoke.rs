@@ -3,56 +3,44 @@
 //! released again as if its owner had released it. See `lock::parking` for
 //! when a grant counts as undelivered.
 
-use std::ffi::{c_char, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::ffi::c_char;
 
 use redis_module::raw;
 
 use super::api::{rm, Ctx};
 use super::blocking::{self, Resource};
 use super::effects;
-use super::ffi::guard;
-use super::handoff::{arm_timer, grant_next, timer_ctx, writes_paused, PAUSED_RETRY_MS};
+use super::handoff::grant_next;
+use super::jobs::{self, Job, PAUSED_RETRY_MS};
 use super::keys::LockKey;
 use super::{state, stats};
 use crate::lock::parking::Revoke;
 use crate::lock::Error;
 
-/// Revocations that must wait until writes are allowed again, one entry
-/// per grant (a set grant revokes every member).
-static REVOCATIONS: Mutex<Vec<Vec<Revoke<Resource>>>> = Mutex::new(Vec::new());
-static REVOCATIONS_ARMED: AtomicBool = AtomicBool::new(false);
-
 /// A grant that never reached its waiter is released as if its owner had
 /// released it: the release effect goes out, the next waiter is granted,
 /// and it is counted (once, however many members a set grant has) and
 /// logged. `grant` holds one revocation per resource of that one grant.
-/// Runs at once (inside the callback that learned of it, so no command can
-/// see the grant after its waiter left), unless this node must not write
-/// now.
-pub fn revoke(grant: Vec<Revoke<Resource>>) {
+/// Runs from the deferred jobs (the callbacks that learn of it run inside
+/// another command, such as `CLIENT KILL`, whose propagation must not carry
+/// our effects), or from a command on one of its resources, which completes
+/// it first; unless this node must not write now.
+pub fn revoke(ctx: Ctx, grant: Vec<Revoke<Resource>>) {
     if grant.is_empty() {
         return;
     }
-    let ctx = Ctx(timer_ctx());
-    if ctx.0.is_null() || state::is_replica() {
+    if state::is_replica() {
         // A replica holds what its master sends; the master revokes.
         stats::REVOKED.add();
         return;
     }
-    // Not while writes are held back, nor in the middle of a busy script
-    // (the server reads disconnects while a slow script runs): the script's
-    // keyspace must not change under it.
-    if writes_paused() || ctx.flags().is_ok_and(|f| f.in_script()) {
-        REVOCATIONS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(grant);
-        arm_revocations();
+    if jobs::writes_paused() {
+        jobs::push_after(Job::Revoke(grant), PAUSED_RETRY_MS);
         return;
     }
     stats::REVOKED.add();
+    // A command's context keeps the database its client selected.
+    let selected = unsafe { raw::RedisModule_GetSelectedDb }.map(|f| unsafe { f(ctx.0) });
     for rv in &grant {
         if let Err(e) = revoke_now(ctx, rv) {
             ctx.log_warning(&format!("revoking an undelivered grant failed: {e}"));
@@ -62,12 +50,19 @@ pub fn revoke(grant: Vec<Revoke<Resource>>) {
     // are settled once, after every member (a set's members share a db).
     let members: Vec<Resource> = grant.iter().map(|rv| rv.resource.clone()).collect();
     if let Some(db) = members.first().map(|r| r.db) {
-        if let Some(select) = unsafe { raw::RedisModule_SelectDb } {
-            unsafe { select(ctx.0, db) };
-        }
+        select(ctx, db);
         if let Err(e) = super::sets::settle_all(ctx, &members) {
             ctx.log_warning(&format!("handoff to a set after a revocation failed: {e}"));
         }
+    }
+    if let Some(db) = selected {
+        select(ctx, db);
+    }
+}
+
+fn select(ctx: Ctx, db: i32) {
+    if let Some(select) = unsafe { raw::RedisModule_SelectDb } {
+        unsafe { select(ctx.0, db) };
     }
 }
 
@@ -88,51 +83,15 @@ pub fn after_swap(a: i32, b: i32) {
         })
     };
     blocking::move_grants(moved);
-    for rv in REVOCATIONS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter_mut()
-        .flatten()
-    {
-        if let Some(to) = moved(&rv.resource) {
-            rv.resource = to;
+    jobs::for_each_mut(|job| {
+        if let Job::Revoke(grant) = job {
+            for rv in grant {
+                if let Some(to) = moved(&rv.resource) {
+                    rv.resource = to;
+                }
+            }
         }
-    }
-}
-
-pub fn revocations_pending() -> bool {
-    REVOCATIONS_ARMED.load(Ordering::Relaxed)
-}
-
-/// A same-token refresh confirmed a grant whose revocation is waiting.
-pub fn confirm_revocations(res: &Resource, token: &[u8]) {
-    // The owner knows the fence: the whole grant stands (every member of a
-    // set, not just the one refreshed).
-    REVOCATIONS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .retain(|grant| {
-            !grant
-                .iter()
-                .any(|rv| rv.resource == *res && *rv.token == *token)
-        });
-}
-
-fn arm_revocations() {
-    if !REVOCATIONS_ARMED.swap(true, Ordering::Relaxed)
-        && !arm_timer(PAUSED_RETRY_MS, on_revocations_timer)
-    {
-        REVOCATIONS_ARMED.store(false, Ordering::Relaxed);
-    }
-}
-
-extern "C" fn on_revocations_timer(_ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    guard("revocations", (), || {
-        REVOCATIONS_ARMED.store(false, Ordering::Relaxed);
-        let list = std::mem::take(&mut *REVOCATIONS.lock().unwrap_or_else(|p| p.into_inner()));
-        list.into_iter().for_each(revoke);
-        blocking::hand_over();
-    })
+    });
 }
 
 /// Revokes one resource of a grant (counted by `revoke`).

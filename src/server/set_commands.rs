@@ -14,6 +14,7 @@ use super::commands::{
     can_block, extend_fences, extend_key, refuse_on_replica, release_fences, release_key,
 };
 use super::ffi::Argv;
+use super::job_runner;
 use super::keys::LockKey;
 use super::sets::{self, NewSet, Outcome};
 use super::sets_plain;
@@ -39,6 +40,7 @@ pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         .indexes()
         .map(|i| argv.raw(i))
         .collect::<Result<Vec<_>, _>>()?;
+    job_runner::before_command(ctx, names.iter().copied())?;
     if let Some(reply) = sets_plain::try_acquire(ctx, &names, &req, wait_ms.is_some())? {
         return match reply {
             Some(fence) => ctx.reply_integer(fence as i64),
@@ -71,6 +73,7 @@ pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     let req = set_args::release(argv.bytes())?;
     refuse_on_replica(ctx)?;
+    job_runner::before_command(ctx, names(argv, &req.members)?)?;
     // Every member is read first: a member of another type refuses the
     // whole command before anything is released.
     for i in req.members.indexes() {
@@ -115,6 +118,7 @@ pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     let req = set_args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
+    job_runner::before_command(ctx, names(argv, &req.members)?)?;
     // One instant: what is checked live is extended, and every member gets
     // the same deadline. With someone waiting it holds for the whole
     // command, so the count of fences below and the extensions decide the
@@ -203,6 +207,11 @@ fn holds_live(
         }
         Some(Stored::Multi(h)) => h.live(now_ms).any(|hold| *hold.token == *token),
     })
+}
+
+/// The set's key names.
+fn names(argv: &Argv, members: &Members) -> Result<Vec<*mut raw::RedisModuleString>, Error> {
+    members.indexes().map(|i| argv.raw(i)).collect()
 }
 
 /// The set's resources in the caller's database.

@@ -22,7 +22,7 @@ use super::blocking::{self, Resource};
 use super::holds::{Deadlines, Work};
 use super::holds_queue::arm_for_queue;
 use super::keys::LockKey;
-use super::{cluster, handoff, quarantine, state, stats};
+use super::{cluster, quarantine, state, stats};
 use crate::lock::ask::{Ask, Mode};
 use crate::lock::component::{admit_component, Granted, Queued};
 use crate::lock::holds::Holds;
@@ -413,10 +413,10 @@ fn step(
             continue;
         }
         if let Some(Some(until)) = held_until.get(i) {
-            handoff::arm_expiry(ctx, res, *until)?;
+            blocking::arm_expiry(res, *until)?;
         }
         if let Some(d) = deadlines.get(i) {
-            arm_for_queue(ctx, res, *d)?;
+            arm_for_queue(res, *d)?;
         }
     }
     Ok(outcome)

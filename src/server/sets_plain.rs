@@ -13,8 +13,8 @@ use redis_module::raw;
 use super::api::{now_us, Ctx};
 use super::blocking;
 use super::effects;
-use super::handoff;
 use super::keys::LockKey;
+use super::resource::Resource;
 use super::value::Stored;
 use super::{quarantine, state, stats};
 use crate::lock::ask::Mode;
@@ -77,7 +77,7 @@ pub fn try_acquire(
             quarantine::note_ttl(req.ttl_ms);
             for (key, name) in keys.iter_mut().zip(names) {
                 // The owner knows its fence: a grant of it in flight stands.
-                blocking::confirm(|| handoff::resource(ctx, *name), req.token)?;
+                blocking::confirm(|| Resource::of(ctx, *name), req.token)?;
                 key.set_deadline(deadline)?;
                 effects::deadline_moved(ctx, *name, deadline)?;
                 key.signal_modified()?;

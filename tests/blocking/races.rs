@@ -1,7 +1,7 @@
 //! A grant is delivered or revoked. Every way a waiter can end is forced
 //! into the same event-loop turn as its grant (`MULTI`/`EXEC`, or a slow
 //! script), where timing cannot hide the race: the waiter either gets the
-//! fence, or the grant is released again at once (counted in
+//! fence, or the grant is released again right after that turn (counted in
 //! `dlock_revoked_grants`) and the next waiter gets the lock.
 use super::*;
 
@@ -365,6 +365,27 @@ fn a_revocation_follows_a_lock_swapped_to_another_database() {
         &[&["SWAPDB", "0", "1"], &["CLIENT", "UNBLOCK", &id]],
     );
     assert_eq!(as_int(&v[2]), 1, "W unblocked in its grant's turn");
+    assert!(matches!(w.outcome(SOON).reply, Ok(None)));
+    select(&mut c, 1);
+    assert_eq!(
+        info(&mut c, "res"),
+        None,
+        "revoked in the database the lock went to"
+    );
+    assert_eq!(counter(&mut c, "revoked_grants"), 1);
+}
+
+#[test]
+fn a_revocation_due_when_its_lock_is_swapped_follows_it() {
+    // The waiter leaves before the swap in the same turn: its grant's
+    // revocation is still pending when SWAPDB moves the lock.
+    let (_s, mut c, w) = held_with_waiter();
+    let id = w.id.to_string();
+    let v = release_and(
+        &mut c,
+        &[&["CLIENT", "UNBLOCK", &id], &["SWAPDB", "0", "1"]],
+    );
+    assert_eq!(as_int(&v[1]), 1, "W unblocked in its grant's turn");
     assert!(matches!(w.outcome(SOON).reply, Ok(None)));
     select(&mut c, 1);
     assert_eq!(

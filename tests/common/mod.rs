@@ -19,6 +19,7 @@ pub mod aof;
 pub mod cluster;
 pub mod dump;
 pub mod lock;
+pub mod repl_stream;
 mod valgrind;
 pub mod waiter;
 use std::fs;

@@ -235,10 +235,6 @@ fn every_mextend_gives_every_member_one_deadline() {
 }
 
 #[test]
-#[ignore = "dlock bug, not specific to sets: a grant revoked inside CLIENT KILL (or CLIENT \
-UNBLOCK) makes the server propagate that command itself (RedisModule_Replicate counts as a \
-dataset change of the running command, Redis 7.0 call()), so the replica runs CLIENT KILL ID <n> \
-and kills its own client n; see the sets-durable report"]
 fn a_grant_revoked_by_client_kill_kills_nobody_on_the_replica() {
     let (master, replica) = pair();
     let (mut m, mut r) = (master.conn(), replica.conn());

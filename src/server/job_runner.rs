@@ -1,0 +1,99 @@
+//! Runs the deferred jobs (`jobs`): from their timer, in an event-loop turn
+//! of their own (whatever they replicate is dlock's own effect, never part
+//! of another command), and before a command on a resource with a pending
+//! revocation, which completes it first so that no dlock command sees a
+//! grant whose waiter left.
+
+use redis_module::raw;
+
+use super::api::{rm, Ctx};
+use super::blocking::{self, Resource};
+use super::jobs::{self, Job, PAUSED_RETRY_MS};
+use super::{handoff, persistence, restored, revoke};
+use crate::lock::Error;
+
+/// Rounds of jobs one timer runs: what a round queues (a revocation thins a
+/// queue, a waiter that left frees a place) runs in the next; whatever is
+/// left after the last keeps the timer armed.
+const ROUNDS: usize = 8;
+
+pub fn init(ctx: Ctx) -> Result<(), Error> {
+    jobs::init(ctx, run)
+}
+
+/// The timer's work: every job due, then the answers they decided.
+fn run(ctx: Ctx) {
+    if ctx.flags().is_ok_and(|f| f.in_script()) {
+        // The server serves events while a slow script runs: the script's
+        // keyspace must not change under it.
+        for job in jobs::take_due() {
+            jobs::push_after(job, PAUSED_RETRY_MS);
+        }
+        return;
+    }
+    for _ in 0..ROUNDS {
+        let due = jobs::take_due();
+        if due.is_empty() {
+            break;
+        }
+        run_jobs(ctx, due);
+    }
+    blocking::hand_over();
+}
+
+fn run_jobs(ctx: Ctx, list: Vec<Job>) {
+    // Settles of one resource in a row do the same work once.
+    let mut settled: Vec<Resource> = Vec::new();
+    for job in list {
+        match job {
+            Job::Settle(res) => {
+                if !settled.contains(&res) {
+                    handoff::settle_logged(ctx, &res);
+                    settled.push(res);
+                }
+                continue;
+            }
+            Job::LeaseEnded { res, at_ms, timer } => {
+                blocking::timer_fired(&res, at_ms, timer);
+                handoff::settle_logged(ctx, &res);
+            }
+            Job::Revoke(grant) => revoke::revoke(ctx, grant),
+            Job::ConfirmRestored { db, key, fence } => {
+                restored::confirm_logged(ctx, db, &key, fence)
+            }
+            Job::WriteMeta => persistence::write_meta(ctx),
+            // Every run ends with the hand-over.
+            Job::HandOver => {}
+        }
+        settled.clear();
+    }
+}
+
+/// Before a dlock command on `names` (keys of the caller's database):
+/// completes the revocations queued on them.
+pub fn before_command(
+    ctx: Ctx,
+    names: impl IntoIterator<Item = *mut raw::RedisModuleString>,
+) -> Result<(), Error> {
+    if !jobs::revocations_pending() {
+        return Ok(());
+    }
+    let db = unsafe { rm!(RedisModule_GetSelectedDb)(ctx.0) };
+    let resources = names
+        .into_iter()
+        .map(|name| {
+            Ok(Resource {
+                db,
+                key: super::api::bytes(name)?.into(),
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let pending =
+        jobs::take(|job| matches!(job, Job::Revoke(_)) && resources.iter().any(|r| job.touches(r)));
+    for job in pending {
+        if let Job::Revoke(grant) = job {
+            revoke::revoke(ctx, grant);
+        }
+    }
+    Ok(())
+}
