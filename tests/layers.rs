@@ -28,6 +28,7 @@ const SERVER_CYCLE_ALLOWED: &[&str] = &[
     "eviction.rs",
     "handoff.rs",
     "hold_effects.rs",
+    "hold_guards.rs",
     "holds.rs",
     "holds_queue.rs",
     "persistence.rs",

@@ -14,7 +14,7 @@ use redis_module::raw;
 use super::api::{rm, Ctx};
 use super::blocking;
 use super::ffi::guard;
-use super::{handoff, persistence, quarantine, restored, revoke, state};
+use super::{handoff, hold_guards, persistence, quarantine, restored, revoke, state};
 use crate::lock::Error;
 
 pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
@@ -55,6 +55,7 @@ extern "C" fn on_event(
                 return;
             };
             let db = (info.dbnum >= 0).then_some(info.dbnum);
+            hold_guards::after_flush(db);
             blocking::resources(db).into_iter().for_each(handoff::defer);
         }
         raw::REDISMODULE_EVENT_SWAPDB => {
@@ -62,6 +63,7 @@ extern "C" fn on_event(
                 return;
             };
             restored::after_swap(info.dbnum_first, info.dbnum_second);
+            hold_guards::after_swap(info.dbnum_first, info.dbnum_second);
             revoke::after_swap(info.dbnum_first, info.dbnum_second);
             for db in [info.dbnum_first, info.dbnum_second] {
                 blocking::resources(Some(db))

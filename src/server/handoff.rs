@@ -346,7 +346,8 @@ fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Re
 pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
     guard("unlink", (), || {
         // A restored lock may leave before its fence was confirmed.
-        if let Some(stored) = unsafe { super::value::view(value) } {
+        let stored = unsafe { super::value::view(value) };
+        if let Some(stored) = &stored {
             state::observe_fence(stored.max_fence());
         }
         let (Some(db_of), Some(name_of)) =
@@ -361,6 +362,9 @@ pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, value: *cons
             return;
         };
         super::eviction::note_unlinked(db, key);
+        if matches!(stored, Some(super::value::Stored::Multi(_))) {
+            super::hold_guards::forget(db, key);
+        }
         if !blocking::anyone_waiting() {
             return;
         }

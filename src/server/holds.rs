@@ -9,10 +9,10 @@ use redis_module::raw;
 
 use super::api::{now_us, Ctx};
 use super::blocking::{self, Resource};
-use super::hold_effects;
 use super::holds_queue::{arm_for_queue, commit_queue, plan_queue, QueueStep};
 use super::keys::LockKey;
 use super::{handoff, quarantine, state, stats};
+use super::{hold_effects, hold_guards};
 use crate::lock::admission::Admission;
 use crate::lock::args::Acquire;
 use crate::lock::changes::Change;
@@ -128,7 +128,7 @@ impl Work {
             return Ok(deadlines);
         }
         hold_effects::propagate(ctx, name, self.was_plain, &self.holds, &self.changes)?;
-        key.put_holds(self.holds)?;
+        hold_guards::put_holds(ctx, key, name, self.holds)?;
         key.signal_modified()?;
         Ok(deadlines)
     }
