@@ -1,7 +1,9 @@
 //! The module layering, read from the sources (no server needed):
-//! - `src/lock` has no import cycle between its files and never uses
-//!   `crate::server` (the rules stay free of the module API);
-//! - `src/server` cycles stay within `SERVER_CYCLE_ALLOWED`.
+//! - neither `src/lock` nor `src/server` has an import cycle between its
+//!   files: a lower file never calls a higher one (work a lower file finds
+//!   for a higher one is a job, `server/jobs.rs`, not a call);
+//! - `src/lock` never uses `crate::server` (the rules stay free of the
+//!   module API).
 //!
 //! The graph has one node per module of a directory: `foo.rs` is `foo`, and a
 //! file declared with `#[path]` inside another (`queue_sets.rs` is
@@ -18,24 +20,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-
-/// Every file of `src/server` that is part of an import cycle. A file that
-/// joins a cycle and is not listed fails; a listed file that has left every
-/// cycle fails too, so the list only shrinks (to empty).
-const SERVER_CYCLE_ALLOWED: &[&str] = &[
-    "blocking.rs",
-    "effects.rs",
-    "eviction.rs",
-    "handoff.rs",
-    "hold_effects.rs",
-    "holds.rs",
-    "holds_queue.rs",
-    "persistence.rs",
-    "quarantine.rs",
-    "restored.rs",
-    "revoke.rs",
-    "sets.rs",
-];
 
 // ---------------------------------------------------------------------------
 // Tokens
@@ -824,20 +808,6 @@ fn describe_all(g: &Graph, cycle: &[String]) -> String {
 
 /// The files in cycles that `allowed` does not list, and the listed files
 /// in no cycle.
-fn against_allowed(found: &[Vec<String>], allowed: &[&str]) -> (Vec<String>, Vec<String>) {
-    let in_cycles: BTreeSet<&str> = found.iter().flatten().map(String::as_str).collect();
-    let allowed: BTreeSet<&str> = allowed.iter().copied().collect();
-    let joined = in_cycles
-        .difference(&allowed)
-        .map(|f| f.to_string())
-        .collect();
-    let left = allowed
-        .difference(&in_cycles)
-        .map(|f| f.to_string())
-        .collect();
-    (joined, left)
-}
-
 fn read_dir(dir: &str) -> BTreeMap<String, String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(dir);
     let mut files = BTreeMap::new();
@@ -862,19 +832,34 @@ fn graph_of(dir: &str) -> Graph {
 // ---------------------------------------------------------------------------
 // The checks on the sources
 
-#[test]
-fn lock_has_no_import_cycle() {
-    let g = graph_of("lock");
+/// The cycles of `src/<dir>`, each with its edges and what they use.
+fn cycles_of(dir: &str) -> Vec<String> {
+    let g = graph_of(dir);
     assert!(
         g.nodes.len() > 10,
-        "src/lock read as {} modules",
+        "src/{dir} read as {} modules",
         g.nodes.len()
     );
-    let found: Vec<String> = cycles(&g).iter().map(|c| describe(&g, c)).collect();
+    cycles(&g).iter().map(|c| describe_all(&g, c)).collect()
+}
+
+#[test]
+fn lock_has_no_import_cycle() {
+    let found = cycles_of("lock");
     assert!(
         found.is_empty(),
         "src/lock has import cycles:\n{}",
-        found.join("")
+        found.join("\n")
+    );
+}
+
+#[test]
+fn server_has_no_import_cycle() {
+    let found = cycles_of("server");
+    assert!(
+        found.is_empty(),
+        "src/server has import cycles (a lower file calls a higher one: make that work a job):\n{}",
+        found.join("\n")
     );
 }
 
@@ -892,29 +877,6 @@ fn lock_never_uses_server() {
         "src/lock uses crate::server:\n{}",
         uses.join("\n")
     );
-}
-
-#[test]
-fn server_cycles_stay_within_the_allowed_files() {
-    let g = graph_of("server");
-    assert!(
-        g.nodes.len() > 10,
-        "src/server read as {} modules",
-        g.nodes.len()
-    );
-    let found = cycles(&g);
-    for c in &found {
-        // The whole cycle, for planning where to cut it (--nocapture).
-        println!(
-            "cycle of {}: every edge and what it uses\n{}",
-            c.join(", "),
-            describe_all(&g, c)
-        );
-    }
-    let (joined, left) = against_allowed(&found, SERVER_CYCLE_ALLOWED);
-    let shown: String = found.iter().map(|c| describe(&g, c)).collect();
-    assert!(joined.is_empty(), "src/server files in an import cycle that SERVER_CYCLE_ALLOWED does not list: {joined:?}\n{shown}");
-    assert!(left.is_empty(), "src/server files in no cycle any more: remove them from SERVER_CYCLE_ALLOWED: {left:?}\n{shown}");
 }
 
 // ---------------------------------------------------------------------------
@@ -1066,28 +1028,4 @@ fn a_file_declared_nowhere_is_an_error() {
         .collect();
     let err = build_graph("lock", &files).unwrap_err();
     assert!(err.contains("stray.rs"), "{err}");
-}
-
-#[test]
-fn a_file_joining_an_allowed_cycle_fails_and_a_file_leaving_it_is_reported() {
-    let g = planted(&[
-        ("mod.rs", "pub mod a;\npub mod b;\npub mod c;\n"),
-        ("a.rs", "use super::b::X;\n"),
-        ("b.rs", "use super::c::Y;\n"),
-        ("c.rs", "use super::a::Z;\n"),
-    ]);
-    let found = cycles(&g);
-    let none: Vec<String> = Vec::new();
-    assert_eq!(
-        against_allowed(&found, &["a.rs", "b.rs", "c.rs"]),
-        (none.clone(), none.clone())
-    );
-    assert_eq!(
-        against_allowed(&found, &["a.rs", "b.rs"]),
-        (vec!["c.rs".to_string()], none.clone())
-    );
-    assert_eq!(
-        against_allowed(&found, &["a.rs", "b.rs", "c.rs", "d.rs"]),
-        (none, vec!["d.rs".to_string()])
-    );
 }

@@ -15,7 +15,7 @@ use super::api::{rm, Ctx};
 use super::blocking;
 use super::ffi::guard;
 use super::jobs::{self, Job};
-use super::{persistence, quarantine, restored, revoke, state};
+use super::{hold_guards, persistence, quarantine, restored, revoke, state};
 use crate::lock::Error;
 
 pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
@@ -56,6 +56,7 @@ extern "C" fn on_event(
                 return;
             };
             let db = (info.dbnum >= 0).then_some(info.dbnum);
+            hold_guards::after_flush(db);
             for res in blocking::resources(db) {
                 jobs::push(Job::Settle(res));
             }
@@ -65,6 +66,7 @@ extern "C" fn on_event(
                 return;
             };
             restored::after_swap(info.dbnum_first, info.dbnum_second);
+            hold_guards::after_swap(info.dbnum_first, info.dbnum_second);
             revoke::after_swap(info.dbnum_first, info.dbnum_second);
             for db in [info.dbnum_first, info.dbnum_second] {
                 for res in blocking::resources(Some(db)) {

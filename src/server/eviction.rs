@@ -18,7 +18,7 @@ use super::api::{self, now_us, rm, Ctx};
 use super::blocking::{self, Resource};
 use super::ffi::guard;
 use super::jobs::{self, Job};
-use super::{state, value};
+use super::{hold_guards, state, value};
 use crate::lock::Error;
 
 static LAST_UNLINKED: AtomicU64 = AtomicU64::new(0);
@@ -55,7 +55,8 @@ pub extern "C" fn on_unlink(optctx: *mut raw::RedisModuleKeyOptCtx, value: *cons
 /// handoff to its waiters is deferred.
 fn unlinked(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
     // A restored lock may leave before its fence was confirmed.
-    if let Some(stored) = unsafe { value::view(value) } {
+    let stored = unsafe { value::view(value) };
+    if let Some(stored) = &stored {
         state::observe_fence(stored.max_fence());
     }
     let (Some(db_of), Some(name_of)) = (unsafe { raw::RedisModule_GetDbIdFromOptCtx }, unsafe {
@@ -68,6 +69,9 @@ fn unlinked(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
         return;
     };
     note_unlinked(db, key);
+    if matches!(stored, Some(value::Stored::Multi(_))) {
+        hold_guards::forget(db, key);
+    }
     if !blocking::anyone_waiting() {
         return;
     }

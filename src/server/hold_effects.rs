@@ -12,7 +12,7 @@ use super::api::{rm, Ctx, OK};
 use super::effects;
 use super::ffi::Argv;
 use super::keys::LockKey;
-use super::state;
+use super::{hold_guards, state};
 use crate::lock::changes::{self, mode_name, Change};
 use crate::lock::decimal::Decimal;
 use crate::lock::holds::{Holds, NEVER};
@@ -168,13 +168,18 @@ fn apply(ctx: Ctx, argv: &Argv, change: &Change) -> Result<(), Error> {
             change.apply(holds);
             applied = true;
             let stays_multi = holds.as_plain().is_none() && !holds.is_empty();
-            stays_multi.then(|| holds.deadline_ms())
+            stays_multi.then(|| (holds.deadline_ms(), hold_guards::latest_finite(holds)))
         }
         Ok(None) | Err(Error::WrongType) => None,
         Err(e) => return Err(e),
     };
     match in_place {
-        Some(latest) => key.set_holds_deadline(latest)?,
+        Some((latest, guard_at)) => {
+            key.set_holds_deadline(latest)?;
+            if let Some(at) = guard_at {
+                hold_guards::watch(ctx, argv.key()?, at);
+            }
+        }
         None => {
             // What the master changed is a lock; anything else there is
             // replaced, as `DLOCK.APPLY` does. A value that turned plain or
@@ -187,7 +192,7 @@ fn apply(ctx: Ctx, argv: &Argv, change: &Change) -> Result<(), Error> {
             if !applied {
                 change.apply(&mut holds);
             }
-            key.put_holds(holds)?;
+            hold_guards::put_holds(ctx, &mut key, argv.key()?, holds)?;
         }
     }
     unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };
@@ -202,7 +207,7 @@ pub fn apply_set(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let (holds, mark) = changes::parse_set(argv.bytes())?;
     state::observe_fence(mark);
     let mut key = LockKey::open_write(ctx, argv.key()?)?;
-    key.put_holds(holds)?;
+    hold_guards::put_holds(ctx, &mut key, argv.key()?, holds)?;
     unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };
     key.signal_modified()?;
     ctx.reply_ok()

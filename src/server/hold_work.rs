@@ -6,9 +6,9 @@
 use redis_module::raw;
 
 use super::api::{now_us, Ctx};
-use super::hold_effects;
 use super::keys::LockKey;
 use super::quarantine;
+use super::{hold_effects, hold_guards};
 use crate::lock::changes::Change;
 use crate::lock::holds::Holds;
 use crate::lock::Error;
@@ -121,7 +121,7 @@ impl Work {
             return Ok(deadlines);
         }
         hold_effects::propagate(ctx, name, self.was_plain, &self.holds, &self.changes)?;
-        key.put_holds(self.holds)?;
+        hold_guards::put_holds(ctx, key, name, self.holds)?;
         key.signal_modified()?;
         Ok(deadlines)
     }

@@ -9,7 +9,7 @@ use redis_module::raw;
 use super::api::{rm, Ctx};
 use super::blocking::{self, Resource};
 use super::jobs::{self, Job, PAUSED_RETRY_MS};
-use super::{handoff, persistence, restored, revoke};
+use super::{handoff, hold_checks, persistence, restored, revoke};
 use crate::lock::Error;
 
 /// Rounds of jobs one timer runs: what a round queues (a revocation thins a
@@ -62,6 +62,7 @@ fn run_jobs(ctx: Ctx, list: Vec<Job>) {
                 restored::confirm_logged(ctx, db, &key, fence)
             }
             Job::WriteMeta => persistence::write_meta(ctx),
+            Job::CheckHolds { db, key } => hold_checks::check_logged(ctx, db, &key),
             // Every run ends with the hand-over.
             Job::HandOver => {}
         }

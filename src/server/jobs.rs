@@ -45,6 +45,9 @@ pub enum Job {
     /// Write the `DLOCK.META` facts, if they changed, into the AOF and to
     /// replicas (see `persistence::write_meta`).
     WriteMeta,
+    /// Look at a multi-hold key whose guard fired, or that was loaded
+    /// (see `hold_guards`).
+    CheckHolds { db: i32, key: Box<[u8]> },
     /// A lease on `res` ended at `at_ms`: its wake-up timer `timer` fired
     /// (see `arm_wake_up`).
     LeaseEnded {
@@ -62,6 +65,7 @@ impl Job {
             Job::Settle(r) => r == res,
             Job::Revoke(grant) => grant.iter().any(|rv| rv.resource == *res),
             Job::LeaseEnded { res: r, .. } => r == res,
+            Job::CheckHolds { db, key } => *db == res.db && *key == res.key,
             Job::HandOver | Job::ConfirmRestored { .. } | Job::WriteMeta => false,
         }
     }

@@ -88,7 +88,10 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
                 }
                 let block = match loaded {
                     Loaded::Plain(lease) => value::into_raw(lease.as_ref()),
-                    Loaded::Multi(holds) => value::holds_into_raw(holds),
+                    Loaded::Multi(holds) => {
+                        super::hold_guards::watch_loaded(rdb, &holds);
+                        value::holds_into_raw(holds)
+                    }
                 };
                 if !block.is_null() {
                     stats::lock_created();

@@ -213,3 +213,66 @@ fn a_persisted_multi_hold_key_drops_each_hold_at_its_deadline_and_goes_with_the_
         });
     assert!(last, "the last hold's end reaches the AOF: {cmds:?}");
 }
+
+/// The last hold's end in the master's AOF: its `DLOCK.DROPHOLD`, or the
+/// key's `DEL`, after the value arrived by `RESTORE`.
+fn ended_in_aof(master: &Server, key: &str) -> bool {
+    let cmds = aof_commands(master, ".incr.aof");
+    let restored = cmds
+        .iter()
+        .rposition(|c| c[0].eq_ignore_ascii_case("RESTORE") && c[1] == key);
+    let Some(from) = restored else {
+        panic!("no RESTORE of {key} in the AOF: {cmds:?}");
+    };
+    cmds[from..].iter().any(|c| {
+        ["DLOCK.DROPHOLD", "DEL", "UNLINK"]
+            .iter()
+            .any(|n| c[0].eq_ignore_ascii_case(n))
+            && c[1] == key
+    })
+}
+
+#[test]
+fn a_multi_hold_key_restored_without_expiry_goes_with_its_last_hold() {
+    let (master, replica) = aof_pair();
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    take(&mut m, "p", "r1", 300, &["SHARED"]);
+    take(&mut m, "p", "r2", 2_000, &["SHARED"]);
+    let payload = dump(&mut m, "p");
+    let _: i64 = redis::cmd("DEL").arg("p").query(&mut m).unwrap();
+    // TTL 0: the key comes back without an expiry, its holds' deadlines in
+    // the value.
+    restore(&mut m, "p", 0, &payload).unwrap();
+    assert_eq!(pttl(&mut m, "p"), -1);
+    wait_replica(&mut m);
+    assert_eq!(must_store(&mut r, "p").holds().len(), 2);
+    // No command touches `p` from here.
+    wait_until(SOON, "the key went with its last hold", || {
+        dbsize(&mut m) == 0
+    });
+    wait_until(SOON, "the replica followed", || dbsize(&mut r) == 0);
+    assert_eq!(locks(&mut m), 0);
+    assert_eq!(locks(&mut r), 0);
+    assert!(ended_in_aof(&master, "p"));
+}
+
+#[test]
+fn a_persisted_multi_hold_key_loaded_at_startup_goes_with_its_last_hold() {
+    // RDB only, no restart quarantine: the point is what the load arms.
+    let mut s = Server::builder()
+        .arg("--dlock.restart-quarantine")
+        .arg("off")
+        .start();
+    let mut c = s.conn();
+    take(&mut c, "p", "r1", 1_000, &["SHARED"]);
+    take(&mut c, "p", "r2", 2_500, &["SHARED"]);
+    let n: i64 = redis::cmd("PERSIST").arg("p").query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    let mut c = s.crash_and_restart();
+    // No command touches `p` after the restart.
+    wait_until(SOON, "the loaded key went with its last hold", || {
+        dbsize(&mut c) == 0
+    });
+    assert_eq!(locks(&mut c), 0);
+}
