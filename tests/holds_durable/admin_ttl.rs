@@ -236,8 +236,9 @@ fn ended_in_aof(master: &Server, key: &str) -> bool {
 fn a_multi_hold_key_restored_without_expiry_goes_with_its_last_hold() {
     let (master, replica) = aof_pair();
     let (mut m, mut r) = (master.conn(), replica.conn());
-    take(&mut m, "p", "r1", 300, &["SHARED"]);
-    take(&mut m, "p", "r2", 2_000, &["SHARED"]);
+    // Both holds outlive the checks below on a loaded machine.
+    take(&mut m, "p", "r1", 1_500, &["SHARED"]);
+    take(&mut m, "p", "r2", 2_500, &["SHARED"]);
     let payload = dump(&mut m, "p");
     let _: i64 = redis::cmd("DEL").arg("p").query(&mut m).unwrap();
     // TTL 0: the key comes back without an expiry, its holds' deadlines in
