@@ -49,7 +49,7 @@ pub struct Acquire<'a> {
 }
 
 impl<'a> Acquire<'a> {
-    /// A new grant or a new waiter needs a token (and owner) within today's
+    /// A new grant or a new waiter needs a token (and owner) within the configured
     /// limit.
     pub fn check_new_token(&self) -> Result<(), Error> {
         let longest = self.token.len().max(self.owner.map_or(0, <[u8]>::len));
@@ -61,7 +61,7 @@ impl<'a> Acquire<'a> {
         Ok(())
     }
 
-    /// No `SHARED`, `LIMIT` above 1 or `OWNER`: today's lock, with today's
+    /// No `SHARED`, `LIMIT` above 1 or `OWNER`: the plain lock, with its own
     /// replies, effects and encoding.
     pub fn is_plain(&self) -> bool {
         self.mode == Mode::Exclusive && self.limit.is_none() && self.owner.is_none()

@@ -1,4 +1,4 @@
-//! The per-hold effects of a resource with several holds (issue 11): what
+//! The per-hold effects of a resource with several holds: what
 //! the master sends replicas and the AOF when one hold is added, moved or
 //! dropped, and how a replica applies it. Plain locks keep their own
 //! effects (`DLOCK.APPLY`, `PEXPIREAT`, `DEL`).

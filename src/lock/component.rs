@@ -1,4 +1,4 @@
-//! Queues that share requests (issue 12). A set request (`DLOCK.MACQUIRE`) waits in
+//! Queues that share requests. A set request (`DLOCK.MACQUIRE`) waits in
 //! the queue of every member; it is granted when it is at the head of each
 //! of those queues and every member fits it, all in one step. A member that
 //! is free while its set still waits for another member stays reserved.

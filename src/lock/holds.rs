@@ -1,4 +1,4 @@
-//! One resource, many holders (issue 11): the model every kind of lock
+//! One resource, many holders: the model every kind of lock
 //! shares. A resource holds a set of holds, each with its own token, owner,
 //! fence, mode and absolute deadline, and a limit on how many may coexist.
 //! A plain lock is a resource with limit 1 and one exclusive hold; a

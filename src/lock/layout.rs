@@ -1,5 +1,5 @@
-//! How a resource with several holds (or a limit, or an owner) is stored
-//! (issue 11). A plain lock keeps the one-hold layout of `lease.rs`, byte
+//! How a resource with several holds (or a limit, or an owner) is stored.
+//! A plain lock keeps the one-hold layout of `lease.rs`, byte
 //! for byte; every other resource uses this layout, which starts with eight
 //! zero bytes: the plain decoder reads them as fence 0 and refuses the value
 //! cleanly, so a server running the previous release never misreads it.

@@ -14,7 +14,7 @@ use std::hash::Hash;
 use super::ask::{Ask, Mode};
 
 /// What a queued request asks for besides its token: `SHARED`, `LIMIT`,
-/// `OWNER` (issue 11). The default is the plain lock.
+/// `OWNER`. The default is the plain lock.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Wants {
     pub mode: Mode,
@@ -47,7 +47,7 @@ pub struct Waiter<H> {
     pub gives_up_at: Option<u64>,
     pub handle: H,
     /// One member's entry of a set request (`DLOCK.MACQUIRE`): the same id
-    /// waits in the queue of every member (issue 12).
+    /// waits in the queue of every member.
     pub in_set: bool,
 }
 

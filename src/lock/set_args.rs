@@ -1,4 +1,4 @@
-//! Arguments of the set commands (issue 12): `DLOCK.MACQUIRE numkeys
+//! Arguments of the set commands: `DLOCK.MACQUIRE numkeys
 //! resource [resource ...] token ttl_ms [SHARED] [WAIT timeout_ms]`,
 //! `DLOCK.MRELEASE numkeys resource [resource ...] token` and
 //! `DLOCK.MEXTEND numkeys resource [resource ...] token ttl_ms`.

@@ -1,4 +1,4 @@
-//! Commands on resources that are not plain locks (issue 11): shared holds,
+//! Commands on resources that are not plain locks: shared holds,
 //! semaphores, an owner's several holds. `lock::holds` decides; this file
 //! loads the holds, prunes the ones past their deadline (with their
 //! effects), completes a pending handoff to the queue, applies the decision
@@ -88,7 +88,7 @@ pub fn acquire(
         Err(e) => Err(e),
         Ok(Decision::Busy) => Ok(None),
         // The queue may have emptied since the check above: a new hold
-        // still needs a token within today's limit.
+        // still needs a token within the configured limit.
         Ok(Decision::Grant { .. }) if req.check_new_token().is_err() => {
             req.check_new_token().map(|_| None)
         }

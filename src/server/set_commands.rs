@@ -1,4 +1,4 @@
-//! The set commands (issue 12): `DLOCK.MACQUIRE`, `DLOCK.MRELEASE` and
+//! The set commands: `DLOCK.MACQUIRE`, `DLOCK.MRELEASE` and
 //! `DLOCK.MEXTEND`. A set's members are ordinary holds; `sets` decides a
 //! new set with the queues it joins, and releases and extensions run the
 //! single-resource paths on every member, inside one command (so replicas

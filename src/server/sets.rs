@@ -1,4 +1,4 @@
-//! Sets of resources (issue 12): `DLOCK.MACQUIRE`, and every queue that
+//! Sets of resources: `DLOCK.MACQUIRE`, and every queue that
 //! holds a set request. Resources whose queues share set requests form a
 //! component (one database, one cluster slot), decided in one step: its keys
 //! opened together and their dead holds pruned, `lock::component` deciding
