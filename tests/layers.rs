@@ -3,7 +3,9 @@
 //!   files: a lower file never calls a higher one (work a lower file finds
 //!   for a higher one is a job, `server/jobs.rs`, not a call);
 //! - `src/lock` never uses `crate::server` (the rules stay free of the
-//!   module API).
+//!   module API);
+//! - every source file of both is in the README's Layout and in
+//!   `docs/architecture.md`, and the Layout names no file that is gone.
 //!
 //! The graph has one node per module of a directory: `foo.rs` is `foo`, and a
 //! file declared with `#[path]` inside another (`queue_sets.rs` is
@@ -1028,4 +1030,95 @@ fn a_file_declared_nowhere_is_an_error() {
         .collect();
     let err = build_graph("lock", &files).unwrap_err();
     assert!(err.contains("stray.rs"), "{err}");
+}
+
+// ---------------------------------------------------------------------------
+// The maps of the code
+
+/// Every source file of `src/<dir>` a reader should find in the maps: all
+/// but `mod.rs` and the test files beside the code (`*_tests.rs`).
+fn mapped_files(dir: &str) -> Vec<String> {
+    read_dir(dir)
+        .into_keys()
+        .filter(|f| f != "mod.rs" && !f.ends_with("_tests.rs"))
+        .collect()
+}
+
+/// The files of `src/lock` and `src/server` that `text` does not name
+/// (`name.rs`, or `name` in backticks), and the names it gives to files
+/// that do not exist.
+fn unmapped(text: &str, dir: &str) -> Vec<String> {
+    mapped_files(dir)
+        .into_iter()
+        .filter(|f| {
+            let stem = f.trim_end_matches(".rs");
+            !text.contains(f.as_str()) && !text.contains(&format!("`{stem}`"))
+        })
+        .map(|f| format!("src/{dir}/{f}"))
+        .collect()
+}
+
+fn read_doc(path: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The README's Layout block: the text between `## Layout` and the next
+/// heading.
+fn readme_layout() -> String {
+    let readme = read_doc("README.md");
+    let start = readme
+        .find("\n## Layout")
+        .expect("README has a Layout section");
+    let rest = &readme[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |e| e + 3);
+    rest[..end].to_string()
+}
+
+#[test]
+fn every_source_file_is_in_the_readme_layout_and_the_architecture() {
+    let layout = readme_layout();
+    let architecture = read_doc("docs/architecture.md");
+    let mut missing = Vec::new();
+    for dir in ["lock", "server"] {
+        for f in unmapped(&layout, dir) {
+            missing.push(format!("README Layout: {f}"));
+        }
+        for f in unmapped(&architecture, dir) {
+            missing.push(format!("docs/architecture.md: {f}"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "files not in the maps:\n{}",
+        missing.join("\n")
+    );
+    // Files the Layout names under src/server/ that are gone.
+    let server_part = layout
+        .split("src/server/")
+        .nth(1)
+        .and_then(|s| s.split("\ntests/").next())
+        .unwrap_or_default();
+    let files = mapped_files("server");
+    let stale: Vec<&str> = server_part
+        .lines()
+        .filter_map(|l| l.trim_start().split_whitespace().next())
+        .flat_map(|w| w.split(','))
+        .map(str::trim)
+        .filter(|w| w.ends_with(".rs"))
+        .filter(|w| !files.iter().any(|f| f == w))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "README Layout names files src/server does not have: {stale:?}"
+    );
+}
+
+#[test]
+fn a_file_missing_from_a_map_is_caught() {
+    let map = "  commands.rs   handlers\n  `jobs`: the queue";
+    let missing = unmapped(map, "server");
+    assert!(!missing.contains(&"src/server/commands.rs".to_string()));
+    assert!(!missing.contains(&"src/server/jobs.rs".to_string()));
+    assert!(missing.contains(&"src/server/revoke.rs".to_string()));
 }
