@@ -1102,7 +1102,7 @@ fn every_source_file_is_in_the_readme_layout_and_the_architecture() {
     let files = mapped_files("server");
     let stale: Vec<&str> = server_part
         .lines()
-        .filter_map(|l| l.trim_start().split_whitespace().next())
+        .filter_map(|l| l.split_whitespace().next())
         .flat_map(|w| w.split(','))
         .map(str::trim)
         .filter(|w| w.ends_with(".rs"))
