@@ -1,14 +1,15 @@
-//! The rules decided twice must agree: a plain lock's admission
-//! (`Lease::acquire`) against the same lock read as holds (`Holds::decide`),
-//! and one resource's queue (`Holds::admit_queue`) against a component of
-//! one resource (`component::admit_component`). Every small reachable state
+//! What is decided two ways must agree: admission of a resource with at
+//! most one hold, read inline (every plain lock's fast path,
+//! `Summary::of_plain`) and through the indexes every resource with several
+//! holds uses; and one resource's queue (`Holds::admit_queue`) against a
+//! component of one resource (`component::admit_component`). Every small reachable state
 //! and every short queue over a small alphabet of requests is compared, so a
 //! change to one rule book that the other does not share fails here first.
-use super::args::Acquire;
+use super::admission::Summary;
 use super::ask::{Ask, Mode};
 use super::component::{admit_component, Granted, Queued};
 use super::holds::{Decision, Holds, QueueGrant};
-use super::lease::{AcquireDecision, LeaseRef};
+use super::lease::LeaseRef;
 use super::{Error, FenceClock};
 
 const NOW_US: u64 = 1_000_000_000;
@@ -71,42 +72,55 @@ fn reachable(depth: usize) -> Vec<Holds> {
 }
 
 #[test]
-fn a_plain_lock_is_decided_alike_as_a_lease_and_as_holds() {
+fn a_plain_lock_is_decided_alike_inline_and_indexed() {
     let leases: [Option<(&[u8], u64)>; 3] = [None, Some((b"a", 7)), Some((b"b", 9))];
+    let asks = alphabet();
+    let mut compared = 0;
     for current in leases {
-        for token in [&b"a"[..], b"b", b"c"] {
-            let req = Acquire {
-                token,
-                ttl_ms: 1000,
-                wait_ms: None,
-                max_new_token: 16,
-                mode: Mode::Exclusive,
-                limit: None,
-                owner: None,
-            };
-            let lease = current.map(|(t, f)| LeaseRef::new(t, f));
-            let mut clock = FenceClock::new();
-            clock.observe(20);
-            let as_lease = super::Lease::acquire(lease, &req, &mut clock, || NOW_US).unwrap();
-            let holds = match lease {
-                Some(l) => Holds::from_plain(l, Some(NOW_MS + 500)),
-                None => Holds::new(1),
-            };
-            let mut clock = FenceClock::new();
-            clock.observe(20);
-            let as_holds = holds
-                .decide(&req.ask(), false, None, &mut clock, || NOW_US)
-                .unwrap();
-            let same = match (&as_lease, &as_holds) {
-                (AcquireDecision::Grant { fence: a }, Decision::Grant { fence: b }) => a == b,
-                (AcquireDecision::Refresh { fence: a }, Decision::Refresh { fence: b }) => a == b,
-                (AcquireDecision::Busy, Decision::Busy) => true,
-                _ => false,
-            };
-            assert!(
-                same,
-                "{current:?} asked by {token:?}: {as_lease:?} as a lease, {as_holds:?} as holds"
-            );
+        let lease = current.map(|(t, f)| LeaseRef::new(t, f));
+        let holds = match lease {
+            Some(l) => Holds::from_plain(l, Some(NOW_MS + 500)),
+            None => Holds::new(1),
+        };
+        for ask in asks.iter().chain(&[Ask {
+            token: b"c",
+            owner: None,
+            mode: Mode::Exclusive,
+            limit: None,
+            ttl_ms: 1000,
+        }]) {
+            for queued in [false, true] {
+                let decide = |s: Summary<'_>| {
+                    let mut clock = FenceClock::new();
+                    clock.observe(20);
+                    let d = s.decide(ask, queued, None, || Ok(()), &mut clock, || NOW_US);
+                    (d, clock.last())
+                };
+                let inline = decide(Summary::of_plain(lease));
+                let indexed = decide(holds.summary().indexed());
+                assert_eq!(
+                    inline, indexed,
+                    "{current:?} asked {ask:?} (queued {queued}): inline vs indexed"
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert_eq!(compared, 3 * 17 * 2);
+}
+
+#[test]
+fn every_small_state_is_admitted_alike_inline_and_indexed() {
+    let states = reachable(3);
+    for holds in &states {
+        for ask in &alphabet() {
+            for queued in [false, true] {
+                assert_eq!(
+                    holds.summary().admit(ask, queued),
+                    holds.summary().indexed().admit(ask, queued),
+                    "{holds:?} asked {ask:?} (queued {queued})"
+                );
+            }
         }
     }
 }

@@ -38,18 +38,7 @@ impl Hold {
     }
 }
 
-/// What the resource does with a request now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// A new hold with this fence (an owner's holds share the fence of its
-    /// first live hold).
-    Grant { fence: u64 },
-    /// The token's own hold, asked again identically: same fence, deadline
-    /// reset, nothing added.
-    Refresh { fence: u64 },
-    /// Not now: queue (with `WAIT`) or answer nil.
-    Busy,
-}
+pub use super::admission::Decision;
 
 /// How a queued request is granted by `Holds::admit_queue`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,19 +196,8 @@ impl Holds {
         clock: &mut FenceClock,
         now_us: impl FnOnce() -> u64,
     ) -> Result<Decision, Error> {
-        match self.admit(ask, queued)? {
-            Admission::Retry { fence } => Ok(Decision::Refresh { fence }),
-            Admission::Busy => Ok(Decision::Busy),
-            Admission::New { .. } if quarantined.is_some() => Err(Error::Quarantine {
-                ms_left: quarantined.unwrap_or(0),
-            }),
-            Admission::New {
-                owner_fence: Some(fence),
-            } => Ok(Decision::Grant { fence }),
-            Admission::New { owner_fence: None } => Ok(Decision::Grant {
-                fence: clock.next(now_us())?,
-            }),
-        }
+        self.summary()
+            .decide(ask, queued, quarantined, || Ok(()), clock, now_us)
     }
 
     /// The holds as admission's indexes (see `Summary`).

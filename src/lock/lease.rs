@@ -3,10 +3,8 @@
 //! The lease's end is not stored here: it is the key's own Redis TTL, so
 //! `PTTL`, `EXPIRE`, `PERSIST` and active expiry all see the real thing.
 
-use super::args::Acquire;
-use super::fence::{FenceClock, MAX_FENCE};
+use super::fence::MAX_FENCE;
 use super::limits::MAX_STORED_TOKEN;
-use super::Error;
 
 /// The data type's encoding version. Version 2 added restart-quarantine
 /// metadata to the aux data, version 3 the end of a running quarantine
@@ -57,17 +55,6 @@ impl<'a> LeaseRef<'a> {
     }
 }
 
-/// What ACQUIRE does to a resource, decided from what the key holds now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AcquireDecision {
-    /// Free: a new lease for the requesting token with this new fence.
-    Grant { fence: u64 },
-    /// Held by the same token: a retried acquisition. Same fence, TTL reset.
-    Refresh { fence: u64 },
-    /// Held by someone else.
-    Busy,
-}
-
 impl Lease {
     pub fn new(token: &[u8], fence: u64) -> Self {
         Lease {
@@ -90,31 +77,6 @@ impl Lease {
 
     pub fn is_owned_by(&self, token: &[u8]) -> bool {
         self.as_ref().is_owned_by(token)
-    }
-
-    /// Idempotent, not reentrant: the same token gets the same fence back so
-    /// that a retry after a lost reply never creates a second hold.
-    /// The time is read only for a grant: most tries on a busy lock are
-    /// answered without a clock read. A token over `dlock.max-token-length`
-    /// may refresh its own hold but gets no new grant.
-    pub fn acquire(
-        current: Option<LeaseRef<'_>>,
-        req: &Acquire<'_>,
-        clock: &mut FenceClock,
-        now_us: impl FnOnce() -> u64,
-    ) -> Result<AcquireDecision, Error> {
-        Ok(match current {
-            None => {
-                req.check_new_token()?;
-                AcquireDecision::Grant {
-                    fence: clock.next(now_us())?,
-                }
-            }
-            Some(lease) if lease.is_owned_by(req.token) => {
-                AcquireDecision::Refresh { fence: lease.fence }
-            }
-            Some(_) => AcquireDecision::Busy,
-        })
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -166,6 +128,10 @@ impl std::fmt::Display for DecodeError {
 mod tests {
     use super::*;
 
+    use crate::lock::admission::{Decision, Summary};
+    use crate::lock::args::Acquire;
+    use crate::lock::{Error, FenceClock};
+
     fn req(token: &[u8]) -> Acquire<'_> {
         Acquire {
             token,
@@ -178,6 +144,23 @@ mod tests {
         }
     }
 
+    /// A plain ACQUIRE of `r` on `held`, as the plain path decides it.
+    fn acquire(
+        held: Option<&Lease>,
+        r: &Acquire<'_>,
+        clock: &mut FenceClock,
+        now_us: u64,
+    ) -> Result<Decision, Error> {
+        Summary::of_plain(held.map(Lease::as_ref)).decide(
+            &r.ask(),
+            false,
+            None,
+            || r.check_new_token(),
+            clock,
+            || now_us,
+        )
+    }
+
     #[test]
     fn a_token_over_the_limit_refreshes_its_hold_but_gets_no_new_grant() {
         let mut clock = FenceClock::new();
@@ -187,12 +170,12 @@ mod tests {
             ..req(&long)
         };
         let held = Lease::new(&long, 7);
-        let d = Lease::acquire(Some(held.as_ref()), &r, &mut clock, || 900).unwrap();
-        assert_eq!(d, AcquireDecision::Refresh { fence: 7 });
+        let d = acquire(Some(&held), &r, &mut clock, 900).unwrap();
+        assert_eq!(d, Decision::Refresh { fence: 7 });
         let other = Lease::new(b"a", 7);
-        let d = Lease::acquire(Some(other.as_ref()), &r, &mut clock, || 900).unwrap();
-        assert_eq!(d, AcquireDecision::Busy, "the caller decides about waiting");
-        let d = Lease::acquire(None, &r, &mut clock, || 900);
+        let d = acquire(Some(&other), &r, &mut clock, 900).unwrap();
+        assert_eq!(d, Decision::Busy, "the caller decides about waiting");
+        let d = acquire(None, &r, &mut clock, 900);
         assert_eq!(d, Err(Error::TokenTooLong { max: 4 }));
         assert_eq!(clock.last(), 0, "a refused grant consumes no fence");
     }
@@ -200,8 +183,8 @@ mod tests {
     #[test]
     fn free_resource_is_granted_with_a_new_fence() {
         let mut clock = FenceClock::new();
-        let d = Lease::acquire(None, &req(b"a"), &mut clock, || 500).unwrap();
-        assert_eq!(d, AcquireDecision::Grant { fence: 500 });
+        let d = acquire(None, &req(b"a"), &mut clock, 500).unwrap();
+        assert_eq!(d, Decision::Grant { fence: 500 });
     }
 
     #[test]
@@ -209,8 +192,8 @@ mod tests {
         let mut clock = FenceClock::new();
         let held = Lease::new(b"a", 7);
         let before = clock.clone();
-        let d = Lease::acquire(Some(held.as_ref()), &req(b"a"), &mut clock, || 900).unwrap();
-        assert_eq!(d, AcquireDecision::Refresh { fence: 7 });
+        let d = acquire(Some(&held), &req(b"a"), &mut clock, 900).unwrap();
+        assert_eq!(d, Decision::Refresh { fence: 7 });
         assert_eq!(clock, before);
     }
 
@@ -218,8 +201,8 @@ mod tests {
     fn other_token_is_busy_and_consumes_no_fence() {
         let mut clock = FenceClock::new();
         let held = Lease::new(b"a", 7);
-        let d = Lease::acquire(Some(held.as_ref()), &req(b"b"), &mut clock, || 900).unwrap();
-        assert_eq!(d, AcquireDecision::Busy);
+        let d = acquire(Some(&held), &req(b"b"), &mut clock, 900).unwrap();
+        assert_eq!(d, Decision::Busy);
         assert_eq!(clock.last(), 0);
     }
 

@@ -14,9 +14,10 @@ use super::keys::LockKey;
 use super::value::Stored;
 use super::{holds, holds_info, sets};
 use super::{quarantine, state, stats};
-use crate::lock::lease::{AcquireDecision, LeaseRef};
+use crate::lock::admission::{Decision, Summary};
+use crate::lock::lease::LeaseRef;
 use crate::lock::queue::Wants;
-use crate::lock::{args, Error, Lease};
+use crate::lock::{args, Error};
 
 /// `DLOCK.ACQUIRE resource token ttl_ms [WAIT timeout_ms]` -> fence, or nil
 /// when held by another (after `timeout_ms` with WAIT).
@@ -63,12 +64,23 @@ fn acquire_key(
         }
     }
     let now = LazyNow::default();
-    let decision = state::with_clock(|clock| Lease::acquire(current, req, clock, || now.us()))?;
+    // The one admission rule, on the plain value read in place: no
+    // allocation, and the clock is read only for a grant.
+    let decision = state::with_clock(|clock| {
+        Summary::of_plain(current).decide(
+            &req.ask(),
+            false,
+            None,
+            || req.check_new_token(),
+            clock,
+            || now.us(),
+        )
+    })?;
     // Busy is decided without reading the clock.
     let deadline = || now.us() / 1000 + req.ttl_ms;
     let (fence, deadline) = match decision {
-        AcquireDecision::Busy => return wait_or_refuse(ctx, &key, name, req, waiting, false),
-        AcquireDecision::Grant { fence } => {
+        Decision::Busy => return wait_or_refuse(ctx, &key, name, req, waiting, false),
+        Decision::Grant { fence } => {
             let deadline = deadline();
             key.store(LeaseRef::new(req.token, fence))?;
             key.set_deadline(deadline)?;
@@ -77,7 +89,7 @@ fn acquire_key(
             stats::GRANTS.add();
             (fence, deadline)
         }
-        AcquireDecision::Refresh { fence } => {
+        Decision::Refresh { fence } => {
             // The owner now knows its fence even if the waiter it queued
             // as has left: that grant is no longer revoked.
             blocking::confirm(|| Resource::of(ctx, name), req.token)?;
