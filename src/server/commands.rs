@@ -3,16 +3,14 @@
 
 use redis_module::raw;
 
-use super::api::{self, now_us, Ctx, Flags, LazyNow};
+use super::api::{now_us, Ctx, Flags, LazyNow};
 use super::blocking::{self, Resource};
 use super::effects;
 use super::ffi::Argv;
 use super::handoff;
 use super::job_runner;
-use super::jobs;
 use super::keys::LockKey;
-use super::value::Stored;
-use super::{holds, holds_info, sets};
+use super::{holds, sets};
 use super::{quarantine, state, stats};
 use crate::lock::admission::{Decision, Summary};
 use crate::lock::lease::LeaseRef;
@@ -292,106 +290,6 @@ pub fn extend_key(
         blocking::arm_expiry(&res, deadline)?;
     }
     Ok(true)
-}
-
-/// `DLOCK.INFO resource` -> nil when free, else a map of the lease (of
-/// the holds, for a resource that is not a plain lock: `holds_info`).
-pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
-    args::info(argv.bytes())?;
-    let name = argv.key()?;
-    // Also inside a transaction or script: no answer may show a grant
-    // whose waiter left.
-    job_runner::before_command(ctx, [name])?;
-    let waiting = blocking::waiting_resource(ctx, name)?;
-    // Inside MULTI/EXEC or a script INFO only reads, at the transaction's
-    // frozen time where the server has one: a transaction of INFOs is one
-    // instant (nothing is decided between them; a pending handoff shows as
-    // reserved).
-    let in_unit = waiting.is_some() && ctx.flags()?.in_transaction_or_script();
-    if let Some(res) = waiting.as_ref().filter(|_| !in_unit) {
-        settle_before_reading(ctx, name, res)?;
-    }
-    let key = LockKey::open_read(ctx, name)?;
-    let waiters = waiting.as_ref().map_or(0, blocking::waiters_on);
-    let now_ms = api::read_now_us(in_unit || multi_read_in_unit(ctx, &key)?) / 1000;
-    if let Some(Stored::Multi(h)) = key.stored()? {
-        // An admin's earlier expiry of the key ends every hold there
-        // (`Work::load` writes that down at the next change).
-        let clamped;
-        let h = match key.deadline()? {
-            Some(until) if h.deadline_ms().is_some_and(|latest| latest > until) => {
-                let mut c = h.clone();
-                c.clamp(until);
-                clamped = c;
-                &clamped
-            }
-            _ => h,
-        };
-        if h.live(now_ms).next().is_some() {
-            // The live holds decide the form, not when the dead ones are
-            // dropped: one live plain hold answers as a plain lock.
-            return holds_info::reply(ctx, h, now_ms, waiters);
-        }
-        // Every hold has passed its deadline: free (or reserved).
-        if waiters > 0 {
-            return reply_reserved(ctx, waiters);
-        }
-        return ctx.reply_null();
-    }
-    let Some(lease) = key.lease()? else {
-        if waiters > 0 {
-            // Free, but reserved for its queue: the handoff waits for a
-            // quarantine, paused writes or an evicted lease's deadline.
-            return reply_reserved(ctx, waiters);
-        }
-        return ctx.reply_null();
-    };
-    // Like PTTL: -1 when an admin removed the expiry.
-    let ttl = match key.deadline()? {
-        Some(at) => at.saturating_sub(now_ms) as i64,
-        None => -1,
-    };
-    holds_info::reply_plain(ctx, Some(lease.token()), lease.fence(), ttl, waiters)
-}
-
-/// Whether this is a read of a multi-hold value (whose holds' deadlines
-/// are judged by the module's clock, not by key expiry) inside a
-/// transaction or script. The flags are asked only then: they cost a call.
-fn multi_read_in_unit(ctx: Ctx, key: &LockKey) -> Result<bool, Error> {
-    Ok(key.is_multi().unwrap_or(false) && ctx.flags()?.in_transaction_or_script())
-}
-
-/// A resource nobody holds whose queue has a handoff pending: the same map
-/// as a held lock, with no token (nil), fence 0 and ttl -2.
-fn reply_reserved(ctx: Ctx, waiters: usize) -> Result<(), Error> {
-    holds_info::reply_plain(ctx, None, 0, -2, waiters)
-}
-
-/// INFO must not show a resource as free while it has waiters: complete a
-/// pending handoff first, unless writes are held back right now.
-fn settle_before_reading(
-    ctx: Ctx,
-    name: *mut raw::RedisModuleString,
-    res: &blocking::Resource,
-) -> Result<(), Error> {
-    if ctx.flags()?.is_replica() || jobs::writes_paused() {
-        return Ok(());
-    }
-    if blocking::has_sets(res) {
-        if let Err(e) = sets::settle(ctx, res) {
-            ctx.log_warning(&format!("handoff before DLOCK.INFO failed: {e}"));
-        }
-        return Ok(());
-    }
-    let mut key = LockKey::open_write(ctx, name)?;
-    if matches!(key.lease(), Ok(None)) {
-        // If the handoff cannot happen (no fence left), INFO still answers:
-        // the resource shows as reserved for its queue.
-        if let Err(e) = handoff::grant_next(ctx, &mut key, name, res) {
-            ctx.log_warning(&format!("handoff before DLOCK.INFO failed: {e}"));
-        }
-    }
-    Ok(())
 }
 
 /// Runs a command on `name`. A resource on which a set request waits is
