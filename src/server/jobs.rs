@@ -185,6 +185,24 @@ pub fn revocations_pending() -> bool {
     REVOCATIONS.load(Ordering::Relaxed)
 }
 
+/// The grants of `res` (token and fence) whose revocation is still queued
+/// (writes are held back): nobody received them, so no answer shows them.
+pub fn revoked_on(res: &Resource) -> Vec<(Box<[u8]>, u64)> {
+    if !revocations_pending() {
+        return Vec::new();
+    }
+    queue()
+        .iter()
+        .filter_map(|j| match &j.job {
+            Job::Revoke(grant) => Some(grant),
+            _ => None,
+        })
+        .flatten()
+        .filter(|rv| rv.resource == *res)
+        .map(|rv| (rv.token.clone(), rv.fence))
+        .collect()
+}
+
 /// A same-token refresh confirmed a grant whose revocation is queued.
 pub fn confirm_revocations(res: &Resource, token: &[u8]) {
     // The owner knows the fence: the whole grant stands (every member of a

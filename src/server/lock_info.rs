@@ -6,6 +6,7 @@ use redis_module::raw;
 
 use super::api::{self, Ctx};
 use super::blocking;
+use super::blocking::Resource;
 use super::ffi::Argv;
 use super::keys::LockKey;
 use super::value::Stored;
@@ -31,6 +32,16 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     let key = LockKey::open_read(ctx, name)?;
     let waiters = waiting.as_ref().map_or(0, blocking::waiters_on);
+    // Revocations that must wait (writes are held back): their grants
+    // reached nobody, and an owner reading its fence here would believe it
+    // holds the lock its revocation is about to release.
+    let revoked = if jobs::revocations_pending() {
+        jobs::revoked_on(&Resource::of(ctx, name)?)
+    } else {
+        Vec::new()
+    };
+    let is_revoked =
+        |token: &[u8], fence: u64| revoked.iter().any(|(t, f)| **t == *token && *f == fence);
     let now_ms = api::read_now_us(in_unit || multi_read_in_unit(ctx, &key)?) / 1000;
     if let Some(Stored::Multi(h)) = key.stored()? {
         // An admin's earlier expiry of the key ends every hold there
@@ -45,6 +56,15 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
             }
             _ => h,
         };
+        let unrevoked;
+        let h = if h.holds.iter().any(|x| is_revoked(&x.token, x.fence)) {
+            let mut c = h.clone();
+            c.holds.retain(|x| !is_revoked(&x.token, x.fence));
+            unrevoked = c;
+            &unrevoked
+        } else {
+            h
+        };
         if h.live(now_ms).next().is_some() {
             // The live holds decide the form, not when the dead ones are
             // dropped: one live plain hold answers as a plain lock.
@@ -56,7 +76,8 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         }
         return ctx.reply_null();
     }
-    let Some(lease) = key.lease()? else {
+    let lease = key.lease()?.filter(|l| !is_revoked(l.token(), l.fence()));
+    let Some(lease) = lease else {
         if waiters > 0 {
             // Free, but reserved for its queue: the handoff waits for a
             // quarantine, paused writes or an evicted lease's deadline.

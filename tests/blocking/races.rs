@@ -395,3 +395,88 @@ fn a_revocation_due_when_its_lock_is_swapped_follows_it() {
     );
     assert_eq!(counter(&mut c, "revoked_grants"), 1);
 }
+
+#[test]
+fn an_extend_after_the_waiter_left_in_the_grant_turn_finds_no_hold() {
+    // The revocation is queued when EXTEND runs: the command completes it
+    // first, so the token that never got its fence holds nothing.
+    let (_s, mut c, w) = held_with_waiter();
+    let id = w.id.to_string();
+    let v = release_and(
+        &mut c,
+        &[
+            &["CLIENT", "KILL", "ID", &id],
+            &["DLOCK.EXTEND", "res", "W", "60000"],
+            &["DLOCK.INFO", "res"],
+        ],
+    );
+    assert_eq!(as_int(&v[2]), 0, "nothing to extend: {v:?}");
+    assert_eq!(v[3], Value::Nil, "free: {v:?}");
+    assert_eq!(info(&mut c, "res"), None);
+    assert_eq!(counter(&mut c, "revoked_grants"), 1);
+}
+
+#[test]
+fn info_while_writes_are_paused_shows_no_grant_whose_waiter_left() {
+    // The waiter leaves in its grant's turn, and writes are paused in that
+    // same turn: the revocation waits for the pause to end. Meanwhile INFO
+    // must not show the waiter as the owner (it never got the fence).
+    let (_s, mut c, w) = held_with_waiter();
+    let id = w.id.to_string();
+    let v = release_and(
+        &mut c,
+        &[
+            &["CLIENT", "UNBLOCK", &id],
+            &["CLIENT", "PAUSE", "1500", "WRITE"],
+        ],
+    );
+    assert_eq!(as_int(&v[1]), 1, "{v:?}");
+    assert!(matches!(w.outcome(SOON).reply, Ok(None)));
+    let shown = info(&mut c, "res");
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut c).unwrap();
+    wait_until(SOON, "the revocation after the pause", || {
+        counter(&mut c, "revoked_grants") == 1
+    });
+    assert_eq!(info(&mut c, "res"), None);
+    assert!(
+        shown.as_ref().is_none_or(|i| i.token != b"W"),
+        "INFO showed the undelivered grant as held: {shown:?}"
+    );
+}
+
+#[test]
+fn info_while_writes_are_paused_shows_no_shared_hold_whose_waiter_left() {
+    // Two readers are granted together; one of them leaves in the grant's
+    // turn while writes are paused: INFO lists only the other.
+    let s = Server::start();
+    let mut c = s.conn();
+    hold(&mut c, "res", "holder");
+    let mut readers = Vec::new();
+    for (i, tok) in ["W", "X"].into_iter().enumerate() {
+        let mut r = s.conn();
+        let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut r).unwrap();
+        let acquire = redis::cmd("DLOCK.ACQUIRE")
+            .arg(&["res", tok, "10000", "SHARED", "WAIT", "20000"])
+            .get_packed_command();
+        r.send_packed_command(&acquire).unwrap();
+        wait_waiters(&mut c, "res", i as i64 + 1);
+        readers.push((id, r));
+    }
+    let id = readers[0].0.to_string();
+    let v = release_and(
+        &mut c,
+        &[
+            &["CLIENT", "UNBLOCK", &id],
+            &["CLIENT", "PAUSE", "1500", "WRITE"],
+        ],
+    );
+    assert_eq!(as_int(&v[1]), 1, "{v:?}");
+    let shown: Value = redis::cmd("DLOCK.INFO").arg("res").query(&mut c).unwrap();
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut c).unwrap();
+    wait_until(SOON, "the revocation after the pause", || {
+        counter(&mut c, "revoked_grants") == 1
+    });
+    let text = format!("{shown:?}");
+    assert!(text.contains("'\"X\"'"), "X's hold is shown: {text}");
+    assert!(!text.contains("'\"W\"'"), "W's hold is not: {text}");
+}

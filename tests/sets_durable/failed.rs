@@ -281,3 +281,88 @@ fn an_mextend_with_the_fence_it_needs_hands_over() {
     assert_eq!(extended, 1);
     assert_eq!(w.granted().0, i64::MAX);
 }
+
+/// `MRELEASE` of `set` by `t` with exactly `left` fences: either every
+/// handoff it causes is done, or (the error) nothing changed.
+fn mrelease_all_or_nothing(
+    s: &Server,
+    r: &Server,
+    c: &mut Connection,
+    set: &[&str],
+    waiters: &[&Waiter],
+    left: i64,
+    needed: i64,
+) {
+    exhaust_fences(c, left);
+    if needed > left {
+        assert_fails_changing_nothing(s, r, c, set, waiters, mrelease_cmd(set, "t"));
+        return;
+    }
+    let released = try_mrelease(c, set, "t");
+    assert!(
+        released.is_ok(),
+        "{needed} fences needed, {left} left: {released:?}"
+    );
+}
+
+#[test]
+fn an_mrelease_with_a_set_waiter_on_two_members_needs_one_fence() {
+    // One set grant covers both members: one fence.
+    let (s, r) = aof_pair();
+    let mut c = s.conn();
+    let set = ["a", "b"];
+    macquire(&mut c, &set, "t", 60_000, &[]);
+    let w = Waiter::set(&s, &mut c, &set, "w", &[], 1);
+    mrelease_all_or_nothing(&s, &r, &mut c, &set, &[&w], 1, 1);
+    assert_eq!(w.granted().0, i64::MAX);
+}
+
+#[test]
+fn an_mrelease_whose_members_go_to_one_token_in_two_queues_changes_nothing_short_of_fences() {
+    // The same token waits on each member by a single request of its own:
+    // two grants, two fences; one left.
+    let (s, r) = aof_pair();
+    let mut c = s.conn();
+    let set = ["a", "b"];
+    macquire(&mut c, &set, "t", 60_000, &[]);
+    let wa = Waiter::single(&s, &mut c, "a", "w", 1);
+    let wb = Waiter::single(&s, &mut c, "b", "w", 1);
+    mrelease_all_or_nothing(&s, &r, &mut c, &set, &[&wa, &wb], 1, 2);
+}
+
+#[test]
+fn an_mrelease_past_a_head_waiter_whose_wait_ran_out_counts_the_next() {
+    // `a`'s head waiter's WAIT runs out inside the transaction (its timer
+    // cannot fire there): the grant goes to the next one. Two grants in
+    // all, one fence left: the error, and nothing changed.
+    let (s, r) = aof_pair();
+    let mut c = s.conn();
+    let set = ["a", "b"];
+    macquire(&mut c, &set, "t", 60_000, &[]);
+    let mut cmd = redis::cmd("DLOCK.ACQUIRE");
+    cmd.arg(&["a", "early", "60000", "WAIT", "300"]);
+    let early = Waiter::send(&s, cmd);
+    wait_queued(&mut c, "a", 1);
+    let wa = Waiter::single(&s, &mut c, "a", "wa", 2);
+    let wb = Waiter::single(&s, &mut c, "b", "wb", 1);
+    exhaust_fences(&mut c, 1);
+    let v: Vec<Value> = redis::pipe()
+        .atomic()
+        .cmd("DEBUG")
+        .arg(&["SLEEP", "0.5"])
+        .ignore()
+        .add_command(mrelease_cmd(&set, "t"))
+        .query(&mut c)
+        .unwrap_or_else(|e| vec![Value::SimpleString(err_text(&e))]);
+    eprintln!("EXEC: {v:?}");
+    assert!(matches!(early.reply().0, Ok(None)), "early's WAIT ran out");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        wa.pending() && wb.pending(),
+        "a failed MRELEASE handed over"
+    );
+    for k in set {
+        assert_eq!(held(&mut c, k).token, b"t", "{k} still t's: {v:?}");
+    }
+    let _ = r;
+}
