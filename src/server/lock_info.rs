@@ -5,8 +5,7 @@
 use redis_module::raw;
 
 use super::api::{self, Ctx};
-use super::blocking;
-use super::blocking::Resource;
+use super::blocking::{self, Resource};
 use super::ffi::Argv;
 use super::keys::LockKey;
 use super::value::Stored;
