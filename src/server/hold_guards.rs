@@ -7,8 +7,8 @@
 //! it without that expiry, and no keyspace event tells us about the first
 //! two without making every core `DEL`/`EXPIRE` call into the module. So
 //! every write of a multi-hold value (`put_holds`, a replica's in-place hold
-//! effect) and every load of one makes sure a timer is armed
-//! by the key's latest finite hold deadline + 1 ms. O(1) per write: an
+//! effect), every load of one and every `COPY` of one makes sure a timer is
+//! armed by the key's latest finite hold deadline + 1 ms. O(1) per write: an
 //! armed timer at or before that time stays (it re-arms when it fires);
 //! only a latest deadline that moved earlier re-arms. The guard goes when
 //! the key's value leaves (the type's unlink callback), so a key that ends
@@ -118,6 +118,25 @@ pub fn watch_loaded(rdb: *mut raw::RedisModuleIO, holds: &Holds) {
     };
     jobs::push(Job::CheckHolds {
         db: unsafe { db_of(rdb) },
+        key: key.into(),
+    });
+}
+
+/// A multi-hold value is being copied (`COPY`): its copy is looked at from
+/// a job, once it is in the keyspace.
+pub fn watch_copy(ctx: *mut raw::RedisModuleKeyOptCtx) {
+    let (Some(name_of), Some(db_of)) =
+        (unsafe { raw::RedisModule_GetToKeyNameFromOptCtx }, unsafe {
+            raw::RedisModule_GetToDbIdFromOptCtx
+        })
+    else {
+        return;
+    };
+    let Ok(key) = api::bytes(unsafe { name_of(ctx) }) else {
+        return;
+    };
+    jobs::push(Job::CheckHolds {
+        db: unsafe { db_of(ctx) },
         key: key.into(),
     });
 }

@@ -38,12 +38,12 @@ pub fn register_type(ctx: Ctx) -> Result<(), Error> {
         aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as c_int,
         free_effort: None,
         unlink: None,
-        copy: Some(copy),
+        copy: None,
         defrag: None,
         mem_usage2: None,
         free_effort2: None,
         unlink2: Some(super::eviction::on_unlink),
-        copy2: None,
+        copy2: Some(copy),
         aux_save2: None,
     };
     let create = rm!(RedisModule_CreateDataType);
@@ -330,11 +330,11 @@ extern "C" fn free(value: *mut c_void) {
 }
 
 /// `COPY` duplicates the lease (an admin override, like `RENAME`).
-extern "C" fn copy(
-    _from: *mut raw::RedisModuleString,
-    _to: *mut raw::RedisModuleString,
-    value: *const c_void,
-) -> *mut c_void {
+/// `COPY`: the value duplicated under another name (or database). A copy
+/// of a multi-hold value gets its hold guard from a job, once the copy is
+/// in the keyspace (`hold_guards`): a copy of a persisted key has no
+/// expiry to end it either.
+extern "C" fn copy(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) -> *mut c_void {
     guard("copy", std::ptr::null_mut(), || {
         let Some(stored) = (unsafe { stored(value) }) else {
             return std::ptr::null_mut();
@@ -343,7 +343,10 @@ extern "C" fn copy(
         state::observe_fence(stored.max_fence());
         let block = match stored {
             Stored::Plain(lease) => value::into_raw(lease),
-            Stored::Multi(holds) => value::holds_into_raw(holds.clone()),
+            Stored::Multi(holds) => {
+                super::hold_guards::watch_copy(ctx);
+                value::holds_into_raw(holds.clone())
+            }
         };
         if !block.is_null() {
             stats::lock_created();
