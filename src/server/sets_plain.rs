@@ -17,7 +17,8 @@ use super::keys::LockKey;
 use super::resource::Resource;
 use super::value::Stored;
 use super::{quarantine, state, stats};
-use crate::lock::ask::Mode;
+use crate::lock::admission::{Admission, Summary};
+use crate::lock::ask::{Ask, Mode};
 use crate::lock::lease::LeaseRef;
 use crate::lock::set_args::SetAcquire;
 use crate::lock::Error;
@@ -119,14 +120,31 @@ fn grant(
 /// error). Every member is read first: one of another type refuses the
 /// command whatever the others hold.
 fn seen(keys: &[LockKey], token: &[u8]) -> Result<Seen, Error> {
+    // An exclusive hold of the token, as `ACQUIRE` asks it of each member.
+    let ask = Ask {
+        token,
+        owner: None,
+        mode: Mode::Exclusive,
+        limit: None,
+        ttl_ms: 0,
+    };
     let mut states = Vec::with_capacity(keys.len());
     for key in keys {
-        states.push(match key.stored()? {
-            None => Seen::Free,
-            Some(Stored::Multi(_)) if cfg!(feature = "planted-set-partial") => Seen::Busy,
+        let lease = match key.stored()? {
+            Some(Stored::Multi(_)) if cfg!(feature = "planted-set-partial") => {
+                states.push(Seen::Busy);
+                continue;
+            }
             Some(Stored::Multi(_)) => return Ok(Seen::Other),
-            Some(Stored::Plain(l)) if l.is_owned_by(token) => Seen::Retry(l.fence()),
-            Some(Stored::Plain(_)) => Seen::Busy,
+            Some(Stored::Plain(l)) => Some(l),
+            None => None,
+        };
+        // The one admission rule, on the plain value read in place.
+        states.push(match Summary::of_plain(lease).admit(&ask, false)? {
+            Admission::New { owner_fence: None } => Seen::Free,
+            Admission::Retry { fence } => Seen::Retry(fence),
+            Admission::Busy => Seen::Busy,
+            Admission::New { owner_fence: Some(_) } => return Ok(Seen::Other),
         });
     }
     let mut first: Option<Seen> = None;
