@@ -177,6 +177,19 @@ pub fn bytes<'a>(s: *const raw::RedisModuleString) -> Result<&'a [u8], Error> {
     Ok(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
 }
 
+/// The database and name of the key a loader is decoding (`RESTORE`, a
+/// dataset load); `None` when the server does not say.
+pub fn key_of_io(rdb: *mut raw::RedisModuleIO) -> Option<(i32, Box<[u8]>)> {
+    let name_of = unsafe { raw::RedisModule_GetKeyNameFromIO }?;
+    let db_of = unsafe { raw::RedisModule_GetDbIdFromIO }?;
+    let name = unsafe { name_of(rdb) };
+    if name.is_null() {
+        return None;
+    }
+    let key = bytes(name).ok()?;
+    Some((unsafe { db_of(rdb) }, key.into()))
+}
+
 /// The wall clock read at most once per command, and only if needed.
 #[derive(Default)]
 pub struct LazyNow(std::cell::Cell<Option<u64>>);

@@ -104,22 +104,9 @@ pub fn watch_loaded(rdb: *mut raw::RedisModuleIO, holds: &Holds) {
     if latest_finite(holds).is_none() {
         return;
     }
-    let (Some(name_of), Some(db_of)) = (unsafe { raw::RedisModule_GetKeyNameFromIO }, unsafe {
-        raw::RedisModule_GetDbIdFromIO
-    }) else {
-        return;
-    };
-    let name = unsafe { name_of(rdb) };
-    if name.is_null() {
-        return;
+    if let Some((db, key)) = api::key_of_io(rdb) {
+        jobs::push(Job::CheckHolds { db, key });
     }
-    let Ok(key) = api::bytes(name) else {
-        return;
-    };
-    jobs::push(Job::CheckHolds {
-        db: unsafe { db_of(rdb) },
-        key: key.into(),
-    });
 }
 
 /// A multi-hold value is being copied (`COPY`): its copy is looked at from

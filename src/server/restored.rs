@@ -27,24 +27,9 @@ use crate::lock::Error;
 
 /// Called by the loader for a value decoded outside a dataset load.
 pub fn note(rdb: *mut raw::RedisModuleIO, fence: u64) {
-    let (Some(name_of), Some(db_of)) = (unsafe { raw::RedisModule_GetKeyNameFromIO }, unsafe {
-        raw::RedisModule_GetDbIdFromIO
-    }) else {
-        return;
-    };
-    let name = unsafe { name_of(rdb) };
-    if name.is_null() {
-        return;
+    if let Some((db, key)) = api::key_of_io(rdb) {
+        jobs::push(Job::ConfirmRestored { db, key, fence });
     }
-    let Ok(key) = api::bytes(name) else {
-        return;
-    };
-    let db = unsafe { db_of(rdb) };
-    jobs::push(Job::ConfirmRestored {
-        db,
-        key: key.into(),
-        fence,
-    });
 }
 
 /// FLUSHDB/FLUSHALL is about to empty `db` (`None`: every database). A

@@ -108,15 +108,20 @@ pub fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
 /// database) on which a set request waits: a command or a revocation that
 /// changed several members pays for their component once.
 pub fn settle_all(ctx: Ctx, resources: &[Resource]) -> Result<(), Error> {
-    let starts: Vec<Resource> = resources
-        .iter()
-        .filter(|r| blocking::has_sets(r))
-        .cloned()
-        .collect();
+    let starts = with_sets(resources);
     if starts.is_empty() {
         return Ok(());
     }
     decide(ctx, &starts, None).map(|_| ())
+}
+
+/// Those of `resources` on which a set request waits.
+fn with_sets(resources: &[Resource]) -> Vec<Resource> {
+    resources
+        .iter()
+        .filter(|r| blocking::has_sets(r))
+        .cloned()
+        .collect()
 }
 
 /// Settles the component of `starts` and decides `new` behind its queue.
@@ -143,11 +148,7 @@ pub fn fences_needed(
     resources: &[Resource],
     released: Option<&[u8]>,
 ) -> Result<usize, Error> {
-    let starts: Vec<Resource> = resources
-        .iter()
-        .filter(|r| blocking::has_sets(r))
-        .cloned()
-        .collect();
+    let starts = with_sets(resources);
     if starts.is_empty() {
         return Ok(0);
     }

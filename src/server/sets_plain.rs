@@ -144,7 +144,9 @@ fn seen(keys: &[LockKey], token: &[u8]) -> Result<Seen, Error> {
             Admission::New { owner_fence: None } => Seen::Free,
             Admission::Retry { fence } => Seen::Retry(fence),
             Admission::Busy => Seen::Busy,
-            Admission::New { owner_fence: Some(_) } => return Ok(Seen::Other),
+            Admission::New {
+                owner_fence: Some(_),
+            } => return Ok(Seen::Other),
         });
     }
     let mut first: Option<Seen> = None;
