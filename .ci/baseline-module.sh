@@ -57,7 +57,13 @@ git -C "$root" archive --format=tar "$sha" | tar -x -C "$src" ||
 	fail "cannot unpack commit $sha into $src (git archive | tar)"
 [ -f "$src/Cargo.toml" ] || fail "commit $sha has no Cargo.toml at its root: not a dlock tree"
 
-# The same release profile as `make build`; --lib: the module only.
+# The same release profile as `make build`; --lib: the module only. The
+# build folder is shared by every baseline commit (the dependencies compile
+# once), and cargo judges dlock's freshness by the files the last build read,
+# which are another commit's: dlock's own artifacts are removed first, or a
+# second commit would get the first one's module.
+(cd "$src" && ${CARGO:-cargo} clean --release -p dlock --target-dir "$out/build") >&2 ||
+	fail "cannot clear the previous baseline build of dlock in $out/build"
 if ! (cd "$src" && ${CARGO:-cargo} build --release -p dlock --lib --target-dir "$out/build") >&2; then
 	fail "building commit $sha's module failed (sources in $src, build in $out/build)"
 fi
