@@ -915,3 +915,57 @@ fn a_two_argument_meta_still_loads() {
     let left = ms_left(&mut c);
     assert!((5000..=7000).contains(&left), "old META, left {left}");
 }
+
+/// The replica sees its master's death while module timers of its own are
+/// due (hold guards of resources with several holds, all due when it wakes
+/// from a pause), and a fast operator promotes it at once. The loss must
+/// still count: the module hears of the link going down before it reads
+/// that `REPLICAOF NO ONE`, however its timers are scheduled.
+#[test]
+fn a_promotion_right_after_the_link_drops_is_unplanned_with_timers_due() {
+    let quiet = |b: ServerBuilder| b.arg("--shutdown-timeout").arg("0");
+    for round in 0..8 {
+        let mut master = quiet(Server::builder()).start();
+        let replica = quiet(Server::builder().replica_of(&master)).start();
+        replica.wait_for_sync(Duration::from_secs(10));
+        let mut m = master.conn();
+        // Guards on the replica, due while it is stopped.
+        for i in 0..20 {
+            let key = format!("g{i}");
+            for (token, ttl) in [("r1", 150), ("r2", 200)] {
+                let fence: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
+                    .arg(&key)
+                    .arg(token)
+                    .arg(ttl)
+                    .arg("SHARED")
+                    .query(&mut m)
+                    .unwrap();
+                assert!(fence.is_some());
+            }
+        }
+        grant(&mut m, "held", "owner", 3000);
+        let acked: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(&mut m).unwrap();
+        assert_eq!(acked, 1);
+        replica.stop();
+        std::thread::sleep(Duration::from_millis(300));
+        master.kill9();
+        replica.cont();
+        let mut r = replica.conn();
+        wait_until(
+            Duration::from_secs(10),
+            "replica sees the link down",
+            || info_field(&mut r, "replication", "master_link_status").as_deref() == Some("down"),
+        );
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query(&mut r)
+            .unwrap();
+        assert_eq!(
+            dlock_info(&mut r, "quarantine_reason"),
+            "promotion",
+            "round {round}: an unplanned promotion passed for a coordinated one\n{}",
+            replica.log()
+        );
+    }
+}
