@@ -51,6 +51,17 @@ pub fn admit_component<'x>(
     resources: &[&'x Holds],
     queued: &'x [Queued<'x>],
 ) -> Vec<(usize, Result<Granted, Error>)> {
+    admit_reserved(resources, &vec![false; resources.len()], queued)
+}
+
+/// As `admit_component`, with `reserved` resources already reserved by
+/// requests that wait and are not part of `queued` (a step that leaves the
+/// queue as it is): only owners that hold pass them.
+pub fn admit_reserved<'x>(
+    resources: &[&'x Holds],
+    reserved: &[bool],
+    queued: &'x [Queued<'x>],
+) -> Vec<(usize, Result<Granted, Error>)> {
     let stand_in = |i: usize| u64::MAX - i as u64;
     let drawn_by = |fence: u64| {
         (fence > super::fence::MAX_FENCE)
@@ -58,13 +69,14 @@ pub fn admit_component<'x>(
             .flatten()
     };
     let mut after: Vec<Summary<'x>> = resources.iter().map(|h| h.summary()).collect();
-    let mut waits = vec![false; resources.len()];
+    let mut waits = reserved.to_vec();
+    waits.resize(resources.len(), false);
     let mut out = Vec::new();
     for (i, q) in queued.iter().enumerate() {
         let decided = if q.frozen {
             None
         } else {
-            decide(&after, &waits, q)
+            admit_request(&after, &waits, q)
         };
         let Some(decided) = decided else {
             // Waits: every member is reserved for it.
@@ -114,8 +126,9 @@ fn set(flags: &mut [bool], i: usize) {
 
 /// The request's admission on every member at once: `None` while it must
 /// wait on any of them; an error from any member refuses it; a retry
-/// counts only if it is one on every member, with one fence.
-fn decide(
+/// counts only if it is one on every member, with one fence. `waits`: the
+/// members reserved by a request that waits.
+pub fn admit_request(
     after: &[Summary<'_>],
     waits: &[bool],
     q: &Queued<'_>,

@@ -1,8 +1,9 @@
 //! What is decided two ways must agree: admission of a resource with at
 //! most one hold, read inline (every plain lock's fast path,
 //! `Summary::of_plain`) and through the indexes every resource with several
-//! holds uses; and one resource's queue (`Holds::admit_queue`) against a
-//! component of one resource (`component::admit_component`). Every small reachable state
+//! holds uses; and the single-queue rule (`Holds::admit_queue`, kept as a
+//! reference) against the component rule the server runs for every queue,
+//! on one resource (`component::admit_component`). Every small reachable state
 //! and every short queue over a small alphabet of requests is compared, so a
 //! change to one rule book that the other does not share fails here first.
 use super::admission::Summary;

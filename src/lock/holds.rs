@@ -41,6 +41,7 @@ impl Hold {
 pub use super::admission::Decision;
 
 /// How a queued request is granted by `Holds::admit_queue`.
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueueGrant {
     /// Its token already holds identically: the same fence back.
@@ -214,6 +215,9 @@ impl Holds {
         self.summary().admit(ask, queued)
     }
 
+    /// The single-queue rule, kept as the reference that the component rule
+    /// (`component::admit_component`, which the server runs for every
+    /// queue) is compared with on one resource (`differential_tests`).
     /// Which queued requests can hold the resource now, in queue order,
     /// after holds ended: `Ok` entries are granted in that order, `Err`
     /// entries get that error and leave the queue, the rest keep waiting.
@@ -221,6 +225,7 @@ impl Holds {
     /// granted together, a semaphore grants as many as fit, and nobody passes
     /// an earlier request that still waits, except an owner that already
     /// holds or is granted in this same step.
+    #[cfg(test)]
     pub fn admit_queue<'x>(
         &'x self,
         queue: &'x [Ask<'x>],

@@ -1,4 +1,6 @@
 //! Unit tests of `holds`.
+//!
+//! Longer than 400 lines because it is a table of cases, one per rule.
 use super::*;
 
 const NOW: u64 = 1_000_000;

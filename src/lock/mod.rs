@@ -18,6 +18,8 @@ pub mod layout;
 pub mod lease;
 pub mod limits;
 pub mod parking;
+pub mod plain;
+pub mod plan;
 pub mod policy;
 pub mod quarantine;
 pub mod queue;

@@ -13,6 +13,10 @@
 //!
 //! Generic over the resource `K` and the blocked-client handle `H`, and free
 //! of time and I/O, so every transition is unit-tested without a server.
+//!
+//! Longer than 400 lines because the rule is kept by one type: every way a
+//! waiter can leave and every answer pass through it, so that none is
+//! missed.
 
 use std::collections::HashMap;
 use std::hash::Hash;

@@ -6,6 +6,10 @@
 //!
 //! Generic over the resource key `K` and the waiter's handle `H` (a blocked
 //! client in the server), so the bookkeeping is testable without Redis.
+//!
+//! Longer than 400 lines because the queues and their id index change
+//! together in every operation; split, each half could leave the other
+//! inconsistent.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};

@@ -5,7 +5,6 @@
 //! running server lacks is an error for the caller, never a panic.
 
 use std::ffi::{c_char, c_int, c_long};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use redis_module::raw;
 
@@ -207,61 +206,8 @@ impl LazyNow {
     }
 }
 
-/// The instant `now_us` answers while a `OneInstant` lives (0: none).
-static FROZEN_US: AtomicU64 = AtomicU64::new(0);
-
-/// One instant for a whole command: while it lives, `now_us` answers the
-/// time it was made. A command that first works out what it will do (the
-/// fences its handoffs need) and then does it sees the same holds ending,
-/// the same waiters' `WAIT`s run out and the same quarantine both times.
-/// Commands run on the main thread, one at a time; timers and blocked
-/// clients' callbacks never run inside one. Made inside another one, it is
-/// that one's instant (and leaves it in force).
-pub struct OneInstant {
-    us: u64,
-    outermost: bool,
-}
-
-impl OneInstant {
-    pub fn now() -> OneInstant {
-        match FROZEN_US.load(Ordering::Relaxed) {
-            0 => {
-                let us = wall_clock_us().max(1);
-                FROZEN_US.store(us, Ordering::Relaxed);
-                OneInstant {
-                    us,
-                    outermost: true,
-                }
-            }
-            us => OneInstant {
-                us,
-                outermost: false,
-            },
-        }
-    }
-
-    pub fn us(&self) -> u64 {
-        self.us
-    }
-}
-
-impl Drop for OneInstant {
-    fn drop(&mut self) {
-        if self.outermost {
-            FROZEN_US.store(0, Ordering::Relaxed);
-        }
-    }
-}
-
 /// Wall-clock microseconds: leases are wall-clock based, like Redis TTLs.
 pub fn now_us() -> u64 {
-    match FROZEN_US.load(Ordering::Relaxed) {
-        0 => wall_clock_us(),
-        t => t,
-    }
-}
-
-fn wall_clock_us() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -14,6 +14,9 @@
 //!   are our own timers, not the server's: nothing of ours can end a client
 //!   between the hand-over and the reply. Whatever else does (a command run
 //!   by I/O threads, another module) is caught when the answer is freed.
+//!
+//! Longer than 400 lines because every blocked-client callback of the
+//! server API is here, next to the rules above that they keep together.
 
 use std::ffi::{c_int, c_longlong, c_void};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -230,16 +233,6 @@ pub fn grant_head(res: &Resource, fence: u64) -> Option<(Box<[u8]>, u64)> {
 /// handoff applies).
 pub fn queue_is_plain(res: &Resource) -> bool {
     !anyone_waiting() || parking().queues().is_plain(res)
-}
-
-/// A copy of the requests queued on `res`, head first: entry id, token,
-/// what it asks for and its TTL.
-pub fn queued(res: &Resource) -> Vec<(u64, Box<[u8]>, Wants, u64)> {
-    parking()
-        .queues()
-        .waiters(res)
-        .map(|w| (w.id, w.token.clone(), w.wants.clone(), w.ttl_ms))
-        .collect()
 }
 
 /// Grants the queued requests `granted` (id, fence) together and answers

@@ -1,5 +1,9 @@
 //! One handler per command: parse, open the key, let `lock` decide, reply,
 //! propagate the effect. Errors returned here become the error reply.
+//!
+//! A plain request on a plain lock with a plain queue (or none) is decided
+//! here, on the value read in place; everything else is one step of
+//! `step`, which plans and carries out the whole change.
 
 use redis_module::raw;
 
@@ -10,10 +14,12 @@ use super::ffi::Argv;
 use super::handoff;
 use super::job_runner;
 use super::keys::LockKey;
-use super::{holds, sets};
+use super::step::{self, Request};
+use super::value::Stored;
 use super::{quarantine, state, stats};
-use crate::lock::admission::{Decision, Summary};
 use crate::lock::lease::LeaseRef;
+use crate::lock::plain;
+use crate::lock::plan::Outcome;
 use crate::lock::queue::Wants;
 use crate::lock::{args, Error};
 
@@ -24,7 +30,7 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
     job_runner::before_command(ctx, [name])?;
-    around_sets(ctx, name, || acquire_key(ctx, name, &req))
+    acquire_key(ctx, name, &req)
 }
 
 fn acquire_key(
@@ -33,52 +39,73 @@ fn acquire_key(
     req: &args::Acquire<'_>,
 ) -> Result<(), Error> {
     let mut key = LockKey::open_write(ctx, name)?;
-    if !req.is_plain() || key.is_multi()? || !plain_queue(ctx, name)? {
-        let blocks = req.wait_ms.is_some() && can_block(ctx.flags()?);
-        return holds::acquire(ctx, &mut key, name, req, blocks);
-    }
     let waiting = blocking::waiting_resource(ctx, name)?;
-    if let Some(res) = &waiting {
+    // The value is read once: it decides the path, and (unless a handoff
+    // changes it first) the request.
+    let stored = key.stored()?;
+    if !req.is_plain() || step::decides_on(stored, waiting.as_ref()) {
+        drop(key);
+        let wait_ms = match req.wait_ms {
+            Some(t) if can_block(ctx.flags()?) => Some(t),
+            _ => None,
+        };
+        let acquire = Request::Acquire {
+            ask: req.ask(),
+            wait_ms,
+            new_token: req.check_new_token(),
+        };
+        return match run_step(ctx, name, &acquire, now_us())? {
+            Outcome::Granted { fence, .. } => ctx.reply_integer(fence as i64),
+            // Blocked: the parking lot answers.
+            Outcome::Wait => Ok(()),
+            _ => ctx.reply_null(),
+        };
+    }
+    let mut lease = match stored {
+        Some(Stored::Plain(l)) => Some(l),
+        _ => None,
+    };
+    if let (Some(res), None) = (&waiting, lease) {
         // Freed where no handoff could run yet (expiry, DEL, FLUSHALL): the
         // queue goes first, so a newcomer never barges ahead of it.
-        if key.lease()?.is_none() {
-            // This request will queue behind it: refuse it before anything
-            // changes if it may not (a failed command changes nothing).
-            if req.wait_ms.is_some() && can_block(ctx.flags()?) {
-                req.check_new_token()?;
-            }
-            handoff::grant_next(ctx, &mut key, name, res)?;
+        // This request will queue behind it: refuse it before anything
+        // changes if it may not (a failed command changes nothing).
+        if req.wait_ms.is_some() && can_block(ctx.flags()?) {
+            req.check_new_token()?;
         }
+        handoff::grant_next(ctx, &mut key, name, res)?;
+        lease = key.lease()?;
     }
-    let current = key.lease()?;
-    if current.is_none() {
-        let queued = waiting
+    let view = plain::View {
+        lease,
+        queued: waiting
             .as_ref()
-            .is_some_and(|r| blocking::waiters_on(r) > 0);
-        if queued || quarantine::ms_left() > 0 {
-            // A free lock that may not be granted now: the queue still holds
-            // it (a quarantine delays its handoff), or grants are quarantined.
-            return wait_or_refuse(ctx, &key, name, req, waiting, true);
-        }
-    }
+            .is_some_and(|r| blocking::waiters_on(r) > 0),
+    };
+    // Inside MULTI, Lua or a replayed command, WAIT degrades to a try.
+    let blocks = || req.wait_ms.is_some() && ctx.flags().is_ok_and(can_block);
     let now = LazyNow::default();
-    // The one admission rule, on the plain value read in place: no
-    // allocation, and the clock is read only for a grant.
+    // The clock is read only for a grant, the quarantine only for a free
+    // lock.
     let decision = state::with_clock(|clock| {
-        Summary::of_plain(current).decide(
+        plain::acquire(
+            &view,
             &req.ask(),
-            false,
-            None,
+            blocks,
             || req.check_new_token(),
+            quarantine::ms_left,
             clock,
             || now.us(),
         )
     })?;
-    // Busy is decided without reading the clock.
     let deadline = || now.us() / 1000 + req.ttl_ms;
     let (fence, deadline) = match decision {
-        Decision::Busy => return wait_or_refuse(ctx, &key, name, req, waiting, false),
-        Decision::Grant { fence } => {
+        plain::Acquire::Busy => {
+            stats::CONTENDED.add();
+            return ctx.reply_null();
+        }
+        plain::Acquire::Wait => return wait(ctx, &key, name, req, waiting),
+        plain::Acquire::Grant { fence } => {
             let deadline = deadline();
             key.store(LeaseRef::new(req.token, fence))?;
             key.set_deadline(deadline)?;
@@ -87,7 +114,7 @@ fn acquire_key(
             stats::GRANTS.add();
             (fence, deadline)
         }
-        Decision::Refresh { fence } => {
+        plain::Acquire::Refresh { fence } => {
             // The owner now knows its fence even if the waiter it queued
             // as has left: that grant is no longer revoked.
             blocking::confirm(|| Resource::of(ctx, name), req.token)?;
@@ -108,44 +135,23 @@ fn acquire_key(
     ctx.reply_integer(fence as i64)
 }
 
-/// The lock cannot be granted now: park the client with WAIT, else nil, or
-/// the quarantine error when only the quarantine stands in the way (`free`:
-/// nobody holds it).
-fn wait_or_refuse(
+/// Parks the client (its `WAIT` decided by `plain::acquire`), and wakes the
+/// queue when the current lease ends.
+fn wait(
     ctx: Ctx,
     key: &LockKey,
     name: *mut raw::RedisModuleString,
     req: &args::Acquire,
     waiting: Option<blocking::Resource>,
-    free: bool,
 ) -> Result<(), Error> {
-    let blocking_allowed = match req.wait_ms {
-        Some(_) => can_block(ctx.flags()?),
-        None => false,
-    };
-    let Some(timeout) = req.wait_ms.filter(|_| blocking_allowed) else {
-        let queued = waiting.is_some_and(|r| blocking::waiters_on(&r) > 0);
-        if free && !queued {
-            quarantine::check()?;
-        }
-        stats::CONTENDED.add();
-        return ctx.reply_null();
-    };
-    // A new waiter: its token must be within `dlock.max-token-length`.
-    req.check_new_token()?;
     stats::CONTENDED.add();
     let res = match waiting {
         Some(res) => res,
         None => Resource::of(ctx, name)?,
     };
-    blocking::block(
-        ctx,
-        res.clone(),
-        req.token,
-        Wants::of(&req.ask()),
-        req.ttl_ms,
-        timeout,
-    )?;
+    let timeout = req.wait_ms.unwrap_or(0);
+    let wants = Wants::of(&req.ask());
+    blocking::block(ctx, res.clone(), req.token, wants, req.ttl_ms, timeout)?;
     match key.deadline()? {
         Some(at) => blocking::arm_expiry(&res, at),
         None => Ok(()),
@@ -160,7 +166,7 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
     job_runner::before_command(ctx, [name])?;
-    let released = around_sets(ctx, name, || release_key(ctx, name, req.token))?;
+    let released = release_key(ctx, name, req.token)?;
     ctx.reply_integer(i64::from(released))
 }
 
@@ -171,17 +177,15 @@ pub fn release_key(
     token: &[u8],
 ) -> Result<bool, Error> {
     let mut key = LockKey::open_write(ctx, name)?;
-    if key.is_multi()? {
-        return holds::release(ctx, &mut key, name, token);
+    let waiting = blocking::waiting_resource(ctx, name)?;
+    if step::decides(&key, waiting.as_ref())? {
+        drop(key);
+        let released = run_step(ctx, name, &Request::Release { token }, now_us())?;
+        return Ok(released != Outcome::Count(0));
     }
-    if !releases(&key, token)? {
+    if !plain::releases(key.lease()?, token) {
         return Ok(false);
     }
-    if !plain_queue(ctx, name)? {
-        // Readers, permits or owners wait: the holds model hands over.
-        return holds::release(ctx, &mut key, name, token);
-    }
-    let waiting = blocking::waiting_resource(ctx, name)?;
     let next = match &waiting {
         Some(res) => handoff::prepare_grant(ctx, res)?,
         None => None,
@@ -201,53 +205,6 @@ pub fn release_key(
     Ok(true)
 }
 
-/// Whether a release by `token` frees `key`, a plain lock (or none).
-pub fn releases(key: &LockKey, token: &[u8]) -> Result<bool, Error> {
-    Ok(owned_by(key, token)? || (cfg!(feature = "planted-release-any") && key.lease()?.is_some()))
-}
-
-/// How many fresh fences `release_key` of `token` would draw now on
-/// `name` (a handoff of what it frees). Changes nothing (waiters whose
-/// `WAIT` ran out may have been answered nil).
-pub fn release_fences(
-    ctx: Ctx,
-    name: *mut raw::RedisModuleString,
-    token: &[u8],
-) -> Result<usize, Error> {
-    let Some(res) = blocking::waiting_resource(ctx, name)? else {
-        return Ok(0);
-    };
-    let key = LockKey::open_read(ctx, name)?;
-    if !key.is_multi()? {
-        if !releases(&key, token)? {
-            return Ok(0);
-        }
-        if blocking::queue_is_plain(&res) {
-            return Ok(usize::from(handoff::grant_due(ctx, &res, now_us())?));
-        }
-    }
-    holds::release_fences(ctx, &key, &res, token)
-}
-
-/// As `release_fences`, for `extend_key`.
-pub fn extend_fences(
-    ctx: Ctx,
-    name: *mut raw::RedisModuleString,
-    token: &[u8],
-    ttl_ms: u64,
-    now_us: u64,
-) -> Result<usize, Error> {
-    let Some(res) = blocking::waiting_resource(ctx, name)? else {
-        return Ok(0);
-    };
-    let key = LockKey::open_read(ctx, name)?;
-    if !key.is_multi()? {
-        // A plain lock's deadline moves; nothing is handed over.
-        return Ok(0);
-    }
-    holds::extend_fences(ctx, &key, &res, token, ttl_ms, now_us)
-}
-
 /// `DLOCK.EXTEND resource token ttl_ms` -> 1 if the owner's lease now ends
 /// `ttl_ms` from now, else 0.
 pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
@@ -256,9 +213,7 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let name = argv.key()?;
     job_runner::before_command(ctx, [name])?;
     let now = now_us();
-    let held = around_sets(ctx, name, || {
-        extend_key(ctx, name, req.token, req.ttl_ms, now)
-    })?;
+    let held = extend_key(ctx, name, req.token, req.ttl_ms, now)?;
     ctx.reply_integer(i64::from(held))
 }
 
@@ -272,10 +227,13 @@ pub fn extend_key(
     now_us: u64,
 ) -> Result<bool, Error> {
     let mut key = LockKey::open_write(ctx, name)?;
-    if key.is_multi()? {
-        return holds::extend(ctx, &mut key, name, token, ttl_ms, now_us);
+    let waiting = blocking::waiting_resource(ctx, name)?;
+    if step::decides(&key, waiting.as_ref())? {
+        drop(key);
+        let extend = Request::Extend { token, ttl_ms };
+        return Ok(run_step(ctx, name, &extend, now_us)? != Outcome::Count(0));
     }
-    if !owned_by(&key, token)? {
+    if !plain::held_by(key.lease()?, token) {
         return Ok(false);
     }
     let deadline = now_us / 1000 + ttl_ms;
@@ -285,45 +243,21 @@ pub fn extend_key(
     key.signal_modified()?;
     stats::EXTENDS.add();
     stats::notify(ctx, c"dlock.extended", name);
-    if let Some(res) = blocking::waiting_resource(ctx, name)? {
+    if let Some(res) = waiting {
         // A shorter lease must still be handed over on time.
         blocking::arm_expiry(&res, deadline)?;
     }
     Ok(true)
 }
 
-/// Runs a command on `name`. A resource on which a set request waits is
-/// decided only with its component (`sets`): settled before `f` (pending
-/// handoffs complete first) and after it (what `f` freed reaches the sets).
-pub fn around_sets<R>(
+/// One step of `req` on `name` (see `step`).
+fn run_step(
     ctx: Ctx,
     name: *mut raw::RedisModuleString,
-    f: impl FnOnce() -> Result<R, Error>,
-) -> Result<R, Error> {
-    let res = match blocking::waiting_resource(ctx, name)? {
-        Some(res) if blocking::has_sets(&res) => res,
-        _ => return f(),
-    };
-    sets::settle(ctx, &res)?;
-    let result = f();
-    if blocking::has_sets(&res) {
-        if let Err(e) = sets::settle(ctx, &res) {
-            ctx.log_warning(&format!("handoff to a set failed: {e}"));
-        }
-    }
-    result
-}
-
-/// Whether the requests queued on `name` (if any) are all plain ones.
-fn plain_queue(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<bool, Error> {
-    Ok(match blocking::waiting_resource(ctx, name)? {
-        Some(res) => blocking::queue_is_plain(&res),
-        None => true,
-    })
-}
-
-fn owned_by(key: &LockKey, token: &[u8]) -> Result<bool, Error> {
-    Ok(key.lease()?.is_some_and(|l| l.is_owned_by(token)))
+    req: &Request<'_>,
+    now_us: u64,
+) -> Result<Outcome, Error> {
+    step::run(ctx, &[Resource::of(ctx, name)?], req, now_us)
 }
 
 /// With `replica-read-only no` a replica accepts writes; a grant there would

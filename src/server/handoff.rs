@@ -16,23 +16,22 @@ use super::blocking::{self, Resource};
 use super::effects;
 use super::jobs::{self, Job, PAUSED_RETRY_MS};
 use super::keys::LockKey;
+use super::step;
 use super::{quarantine, state, stats};
 use crate::lock::lease::LeaseRef;
+use crate::lock::plain::{self, Handoff};
 use crate::lock::Error;
 
-/// Grants `res` to its head waiter (and every queued entry with the same
-/// token), storing the lease in `key`, which is free or holds the lease being
-/// released. Returns whether anyone got it.
+/// Grants `res`, a plain lock with a plain queue, to its head waiter (and
+/// every queued entry with the same token), storing the lease in `key`,
+/// which is free or holds the lease being released. Returns whether anyone
+/// got it. Any other resource is served by `step`.
 pub fn grant_next(
     ctx: Ctx,
     key: &mut LockKey,
     name: *mut raw::RedisModuleString,
     res: &Resource,
 ) -> Result<bool, Error> {
-    if key.is_multi()? || !blocking::queue_is_plain(res) {
-        // Shared runs, permits, owners: the holds model decides.
-        return super::holds::settle(ctx, key, name, res);
-    }
     match prepare_grant(ctx, res)? {
         Some(next) => commit_grant(ctx, key, name, res, next),
         None => Ok(false),
@@ -61,19 +60,24 @@ pub fn prepare_grant(ctx: Ctx, res: &Resource) -> Result<Option<NextGrant>, Erro
 /// Whether `res`, free, is to be handed to a waiter at `now` (then with a
 /// fresh fence). Draws nothing.
 pub fn grant_due(ctx: Ctx, res: &Resource, now: u64) -> Result<bool, Error> {
-    if quarantine::ms_left() > 0 {
-        // Waiters stay queued; the quarantine's end grants them in order.
-        return Ok(false);
-    }
     let now_ms = now / 1000;
-    if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_ms) {
-        // An evicted lease is still believed held by its owner.
-        blocking::arm_expiry(res, until)?;
-        return Ok(false);
-    }
-    if !blocking::has_live_waiter(res, now_ms) {
-        blocking::time_out_given_up(res, now_ms);
-        return Ok(false);
+    let due = plain::handoff(
+        quarantine::ms_left(),
+        || blocking::held_until(res),
+        || blocking::has_live_waiter(res, now_ms),
+        now_ms,
+    );
+    match due {
+        Handoff::Now => {}
+        Handoff::Quarantined => return Ok(false),
+        Handoff::HeldUntil(until) => {
+            blocking::arm_expiry(res, until)?;
+            return Ok(false);
+        }
+        Handoff::GivenUp => {
+            blocking::time_out_given_up(res, now_ms);
+            return Ok(false);
+        }
     }
     if !super::cluster::may_grant(ctx, &res.key)? {
         // The slot is moving or gone: a grant here would split ownership.
@@ -139,9 +143,6 @@ fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
         return Ok(());
     }
     unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
-    if blocking::has_sets(res) {
-        return super::sets::settle(ctx, res);
-    }
     let name = unsafe {
         rm!(RedisModule_CreateString)(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len())
     };
@@ -152,8 +153,9 @@ fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
 
 fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Result<(), Error> {
     let mut key = LockKey::open_write(ctx, name)?;
-    if key.is_multi().unwrap_or(false) {
-        return super::holds::settle(ctx, &mut key, name, res).map(|_| ());
+    if step::decides(&key, Some(res)).unwrap_or(false) {
+        drop(key);
+        return step::settle(ctx, res);
     }
     match key.lease() {
         Ok(Some(_)) => match key.deadline()? {

@@ -15,7 +15,7 @@ use super::hold_guards::{self, Found};
 use super::hold_work::Work;
 use super::jobs::{self, PAUSED_RETRY_MS};
 use super::keys::LockKey;
-use super::{holds, sets};
+use super::step;
 use crate::lock::Error;
 
 /// How often a replica looks again at a key whose dead holds its master has
@@ -64,11 +64,7 @@ fn check_key(
     }
     match blocking::waiting_resource(ctx, name)? {
         // The queue may fit now: the handoff paths prune and grant.
-        Some(waiting) if blocking::has_sets(&waiting) => sets::settle(ctx, &waiting)?,
-        Some(waiting) => {
-            let mut lock = LockKey::open_write(ctx, name)?;
-            holds::settle(ctx, &mut lock, name, &waiting)?;
-        }
+        Some(waiting) => step::settle(ctx, &waiting)?,
         None => {
             let mut lock = LockKey::open_write(ctx, name)?;
             Work::load(&lock)?.finish(ctx, &mut lock, name)?;

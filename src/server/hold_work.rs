@@ -1,7 +1,6 @@
 //! A resource's holds while one command or timer changes them: loaded
 //! with the dead ones pruned, changed, and written back with their effects.
-//! Shared by the single-resource path (`holds`, `holds_queue`) and the sets
-//! (`sets`).
+//! Every `step` carries out its plan on these, one per resource.
 
 use redis_module::raw;
 
@@ -108,7 +107,7 @@ impl Work {
     /// Writes the holds back with their effects, if anything changed;
     /// returns when the queue must next look at them.
     pub fn finish(
-        self,
+        &mut self,
         ctx: Ctx,
         key: &mut LockKey,
         name: *mut raw::RedisModuleString,
@@ -121,7 +120,8 @@ impl Work {
             return Ok(deadlines);
         }
         hold_effects::propagate(ctx, name, self.was_plain, &self.holds, &self.changes)?;
-        hold_guards::put_holds(ctx, key, name, self.holds)?;
+        self.changes.clear();
+        hold_guards::put_holds(ctx, key, name, std::mem::take(&mut self.holds))?;
         key.signal_modified()?;
         Ok(deadlines)
     }

@@ -9,7 +9,7 @@ use super::blocking::{self, Resource};
 use super::ffi::Argv;
 use super::keys::LockKey;
 use super::value::Stored;
-use super::{handoff, holds_info, job_runner, jobs, sets};
+use super::{handoff, holds_info, job_runner, jobs, step};
 use crate::lock::{args, Error};
 
 /// `DLOCK.INFO resource` -> nil when free, else a map of the lease (of
@@ -115,13 +115,15 @@ fn settle_before_reading(
     if ctx.flags()?.is_replica() || jobs::writes_paused() {
         return Ok(());
     }
-    if blocking::has_sets(res) {
-        if let Err(e) = sets::settle(ctx, res) {
+    let mut key = LockKey::open_write(ctx, name)?;
+    if step::decides(&key, Some(res)).unwrap_or(false) {
+        // Readers, permits, owners or sets: one step serves the queue.
+        drop(key);
+        if let Err(e) = step::settle(ctx, res) {
             ctx.log_warning(&format!("handoff before DLOCK.INFO failed: {e}"));
         }
         return Ok(());
     }
-    let mut key = LockKey::open_write(ctx, name)?;
     if matches!(key.lease(), Ok(None)) {
         // If the handoff cannot happen (no fence left), INFO still answers:
         // the resource shows as reserved for its queue.

@@ -4,6 +4,10 @@
 //!
 //! Loading never trusts its input: a short read or bytes that do not decode
 //! fail the load (RESTORE answers an error), and the server keeps running.
+//!
+//! Longer than 400 lines because every persistence callback of the data
+//! type is registered together and shares its checks; split, the loaders
+//! and the savers of one format would sit apart.
 
 use std::ffi::{c_char, c_int, c_longlong, c_void};
 

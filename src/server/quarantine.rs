@@ -7,6 +7,10 @@
 //! written at load, "clean" by the `Shutdown` event. On Redis 7.0 that event
 //! fires after the final RDB save and AOF flush, so a marker inside the data
 //! could not record a clean end; a crash leaves "running" behind.
+//!
+//! Longer than 400 lines because the quarantine's state, its state file
+//! and its timers change together; split, a restart could read one half
+//! updated and the other not.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -80,14 +84,6 @@ pub fn set_setting(s: Setting) {
     }
     if lifted || carried {
         write_meta_now();
-    }
-}
-
-/// Refuses a new grant while a quarantine runs.
-pub fn check() -> Result<(), Error> {
-    match ms_left() {
-        0 => Ok(()),
-        ms_left => Err(Error::Quarantine { ms_left }),
     }
 }
 

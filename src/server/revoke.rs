@@ -7,14 +7,16 @@ use std::ffi::c_char;
 
 use redis_module::raw;
 
-use super::api::{rm, Ctx};
+use super::api::{now_us, rm, Ctx};
 use super::blocking::{self, Resource};
 use super::effects;
 use super::handoff::grant_next;
 use super::jobs::{self, Job, PAUSED_RETRY_MS};
 use super::keys::LockKey;
+use super::step::{self, Request};
 use super::{state, stats};
 use crate::lock::parking::Revoke;
+use crate::lock::plan::Outcome;
 use crate::lock::Error;
 
 /// A grant that never reached its waiter is released as if its owner had
@@ -41,19 +43,13 @@ pub fn revoke(ctx: Ctx, grant: Vec<Revoke<Resource>>) {
     stats::REVOKED.add();
     // A command's context keeps the database its client selected.
     let selected = unsafe { raw::RedisModule_GetSelectedDb }.map(|f| unsafe { f(ctx.0) });
-    for rv in &grant {
-        if let Err(e) = revoke_now(ctx, rv) {
-            ctx.log_warning(&format!("revoking an undelivered grant failed: {e}"));
+    match grant.as_slice() {
+        [rv] => {
+            if let Err(e) = revoke_now(ctx, rv) {
+                ctx.log_warning(&format!("revoking an undelivered grant failed: {e}"));
+            }
         }
-    }
-    // The revoked holds may be what queued sets wait for: their components
-    // are settled once, after every member (a set's members share a db).
-    let members: Vec<Resource> = grant.iter().map(|rv| rv.resource.clone()).collect();
-    if let Some(db) = members.first().map(|r| r.db) {
-        select(ctx, db);
-        if let Err(e) = super::sets::settle_all(ctx, &members) {
-            ctx.log_warning(&format!("handoff to a set after a revocation failed: {e}"));
-        }
+        set => revoke_set(ctx, set),
     }
     if let Some(db) = selected {
         select(ctx, db);
@@ -94,6 +90,38 @@ pub fn after_swap(a: i32, b: i32) {
     });
 }
 
+/// Revokes a set grant on every member at once (one database, one token,
+/// one fence): one step, so the members are released and whatever waits
+/// on them is served together, in one transaction for replicas and the AOF.
+fn revoke_set(ctx: Ctx, set: &[Revoke<Resource>]) {
+    let Some(first) = set.first() else {
+        return;
+    };
+    select(ctx, first.resource.db);
+    let members: Vec<Resource> = set.iter().map(|rv| rv.resource.clone()).collect();
+    let revoke = Request::Revoke {
+        token: &first.token,
+        fence: first.fence,
+    };
+    let names: Vec<String> = members
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.key).into_owned())
+        .collect();
+    match step::run(ctx, &members, &revoke, now_us()) {
+        Ok(Outcome::Count(n)) if n > 0 => ctx.log_warning(&format!(
+            "grant of {names:?} (fence {}) revoked on {n} of them: its waiter left \
+             before the reply (timeout, CLIENT UNBLOCK or disconnect)",
+            first.fence
+        )),
+        Ok(_) => ctx.log_warning(&format!(
+            "grant of {names:?} (fence {}) never reached its waiter, which left first; \
+             no member holds that grant any more",
+            first.fence
+        )),
+        Err(e) => ctx.log_warning(&format!("revoking an undelivered grant failed: {e}")),
+    }
+}
+
 /// Revokes one resource of a grant (counted by `revoke`).
 fn revoke_now(ctx: Ctx, rv: &Revoke<Resource>) -> Result<(), Error> {
     let res = &rv.resource;
@@ -128,14 +156,21 @@ fn revoke_key(
     rv: &Revoke<Resource>,
 ) -> Result<bool, Error> {
     let mut key = LockKey::open_write(ctx, name)?;
-    let multi = match key.is_multi() {
-        Ok(multi) => multi,
+    let stepped = match step::decides(&key, Some(&rv.resource)) {
+        Ok(stepped) => stepped,
         Err(Error::WrongType) => return Ok(false),
         Err(e) => return Err(e),
     };
-    if multi || !blocking::queue_is_plain(&rv.resource) {
-        let res = &rv.resource;
-        return super::holds::revoke(ctx, &mut key, name, res, &rv.token, rv.fence);
+    if stepped {
+        // One step revokes and serves the queue (its component, with the
+        // sets waiting there).
+        drop(key);
+        let revoke = Request::Revoke {
+            token: &rv.token,
+            fence: rv.fence,
+        };
+        let outcome = step::run(ctx, std::slice::from_ref(&rv.resource), &revoke, now_us())?;
+        return Ok(outcome != Outcome::Count(0));
     }
     let held = match key.lease() {
         Ok(Some(l)) => l.is_owned_by(&rv.token) && l.fence() == rv.fence,

@@ -1,25 +1,27 @@
 //! The set commands: `DLOCK.MACQUIRE`, `DLOCK.MRELEASE` and
-//! `DLOCK.MEXTEND`. A set's members are ordinary holds; `sets` decides a
-//! new set with the queues it joins, and releases and extensions run the
-//! single-resource paths on every member, inside one command (so replicas
-//! and the AOF see one transaction). What can fail there (a handoff with
-//! no fence left) is checked for every member before the first one
-//! changes: a failed command changes no member.
+//! `DLOCK.MEXTEND`. A set's members are ordinary holds. With someone
+//! waiting anywhere, each command is one step (`step`) on every member and
+//! the queues it touches, planned whole before anything changes, so a
+//! failed command (a handoff with no fence left) changes no member. With
+//! nobody waiting nothing is handed over and nothing can fail once the
+//! first member changed: the members go one by one through the
+//! single-resource paths, inside one command (one transaction for replicas
+//! and the AOF).
 
 use redis_module::raw;
 
-use super::api::{now_us, rm, Ctx, OneInstant};
+use super::api::{now_us, rm, Ctx};
 use super::blocking::{self, Resource};
-use super::commands::{
-    can_block, extend_fences, extend_key, refuse_on_replica, release_fences, release_key,
-};
+use super::commands::{can_block, extend_key, refuse_on_replica, release_key};
 use super::ffi::Argv;
 use super::job_runner;
 use super::keys::LockKey;
-use super::sets::{self, NewSet, Outcome};
 use super::sets_plain;
 use super::state;
+use super::step::{self, Request};
 use super::value::Stored;
+use crate::lock::ask::Ask;
+use crate::lock::plan::Outcome;
 use crate::lock::set_args::{self, Members};
 use crate::lock::Error;
 
@@ -48,20 +50,22 @@ pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         };
     }
     let members = resources(ctx, argv, &req.members)?;
-    let check = || req.check_new_token();
-    let new = NewSet {
-        members,
-        token: req.token,
-        ttl_ms: req.ttl_ms,
-        mode: req.mode,
+    let acquire = Request::Acquire {
+        ask: Ask {
+            token: req.token,
+            owner: None,
+            mode: req.mode,
+            limit: None,
+            ttl_ms: req.ttl_ms,
+        },
         wait_ms,
-        check_new_token: &check,
+        new_token: req.check_new_token(),
     };
-    match sets::decide(ctx, &new.members, Some(&new))? {
-        Some(Outcome::Granted { fence }) => ctx.reply_integer(fence as i64),
+    match step::run(ctx, &members, &acquire, now_us())? {
+        Outcome::Granted { fence, .. } => ctx.reply_integer(fence as i64),
         // Blocked: the parking lot answers.
-        Some(Outcome::Queued) => Ok(()),
-        Some(Outcome::Busy) | None => ctx.reply_null(),
+        Outcome::Wait => Ok(()),
+        _ => ctx.reply_null(),
     }
 }
 
@@ -79,32 +83,22 @@ pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     for i in req.members.indexes() {
         LockKey::open_read(ctx, argv.raw(i)?)?.stored()?;
     }
-    // With nobody waiting anywhere nothing is handed over: no release can
-    // fail once the first one is done.
-    let waited = blocking::anyone_waiting().then(|| -> Result<_, Error> {
-        // Every handoff the releases cause needs a fence: all of them are
-        // counted, at one instant, before anything changes, and the
-        // releases then run at that instant, deciding the same.
-        let instant = OneInstant::now();
+    if blocking::anyone_waiting() {
+        // Every handoff the releases cause is planned with them: the
+        // command fails before any member changes, or releases them all.
         let members = resources(ctx, argv, &req.members)?;
-        let mut needed = sets::fences_needed(ctx, &members, Some(req.token))?;
-        for i in req.members.indexes() {
-            needed += release_fences(ctx, argv.raw(i)?, req.token)?;
-        }
-        fences_left(needed, instant.us())?;
-        Ok((instant, members))
-    });
-    let waited = waited.transpose()?;
+        let release = Request::Release { token: req.token };
+        let released = match step::run(ctx, &members, &release, now_us())? {
+            Outcome::Count(n) => n,
+            _ => 0,
+        };
+        return ctx.reply_integer(released as i64);
+    }
     let mut released = 0;
     for i in req.members.indexes() {
         if release_key(ctx, argv.raw(i)?, req.token)? {
             released += 1;
         }
-    }
-    if let Some((_instant, members)) = &waited {
-        // What was freed may be what queued sets wait for: their
-        // components are settled once, after every member.
-        sets::settle_all(ctx, members)?;
     }
     ctx.reply_integer(released)
 }
@@ -120,50 +114,30 @@ pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_on_replica(ctx)?;
     job_runner::before_command(ctx, names(argv, &req.members)?)?;
     // One instant: what is checked live is extended, and every member gets
-    // the same deadline. With someone waiting it holds for the whole
-    // command, so the count of fences below and the extensions decide the
-    // same.
-    let instant = blocking::anyone_waiting().then(OneInstant::now);
-    let now = instant.as_ref().map_or_else(now_us, OneInstant::us);
+    // the same deadline.
+    let now = now_us();
     for i in req.members.indexes() {
         if !holds_live(ctx, argv.raw(i)?, req.token, now / 1000)? {
             return ctx.reply_integer(0);
         }
     }
-    let members = match instant {
+    if blocking::anyone_waiting() {
         // Dead holds of others, pruned on the way, may let a queue in: the
-        // fences of every such grant are counted before anything changes.
-        Some(_) => {
-            let members = resources(ctx, argv, &req.members)?;
-            let mut needed = sets::fences_needed(ctx, &members, None)?;
-            for i in req.members.indexes() {
-                needed += extend_fences(ctx, argv.raw(i)?, req.token, req.ttl_ms, now)?;
-            }
-            fences_left(needed, now)?;
-            Some(members)
-        }
-        // Nobody waits: nothing is handed over, no extension can fail.
-        None => None,
-    };
+        // handoffs are planned with the extensions, so the command fails
+        // before any member changes, or extends them all.
+        let members = resources(ctx, argv, &req.members)?;
+        let extend = Request::Extend {
+            token: req.token,
+            ttl_ms: req.ttl_ms,
+        };
+        step::run(ctx, &members, &extend, now)?;
+        return ctx.reply_integer(1);
+    }
+    // Nobody waits: nothing is handed over, no extension can fail.
     for i in req.members.indexes() {
         extend_key(ctx, argv.raw(i)?, req.token, req.ttl_ms, now)?;
     }
-    if let Some(members) = &members {
-        // Dead holds of others dropped on the way may be what a queued set
-        // waits for.
-        sets::settle_all(ctx, members)?;
-    }
     ctx.reply_integer(1)
-}
-
-/// Refuses a command whose grants need `needed` fences the clock no longer
-/// has, before it changes anything.
-fn fences_left(needed: usize, now_us: u64) -> Result<(), Error> {
-    if state::fences_left(needed, now_us) {
-        Ok(())
-    } else {
-        Err(Error::FenceExhausted)
-    }
 }
 
 /// The server asking for the keys of a call (registered `getkeys-api`):

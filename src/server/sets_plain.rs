@@ -6,7 +6,7 @@
 //! counters are exactly the plain path's, so a set costs what its single
 //! locks cost. Everything else (waiters, `SHARED`, multi-hold members,
 //! mixed or partial holdings, a quarantine, `WAIT` on a busy set) goes to
-//! `sets::decide`, which gives the same answers the long way.
+//! `step`, which gives the same answers the long way.
 
 use redis_module::raw;
 
@@ -35,7 +35,7 @@ enum Seen {
 }
 
 /// Decides `req` if it is the common case: `Some(reply)` (the fence or
-/// nil), or `None` for `sets::decide`. On `Err` nothing changed.
+/// nil), or `None` for `step`. On `Err` nothing changed.
 pub fn try_acquire(
     ctx: Ctx,
     names: &[*mut raw::RedisModuleString],

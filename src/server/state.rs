@@ -76,11 +76,6 @@ pub fn observe_fence(fence: u64) {
     }
 }
 
-/// Whether `n` grants at `now_us` would all get a fence (`FenceClock::can_draw`).
-pub fn fences_left(n: usize, now_us: u64) -> bool {
-    FenceClock::starting_at(LAST_FENCE.load(Ordering::Relaxed)).can_draw(n, now_us)
-}
-
 pub fn last_fence() -> u64 {
     LAST_FENCE.load(Ordering::Relaxed)
 }

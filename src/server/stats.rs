@@ -19,6 +19,11 @@ impl Counter {
     pub fn add(&self) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
+    pub fn add_n(&self, n: u64) {
+        if n > 0 {
+            self.0.fetch_add(n, Ordering::Relaxed);
+        }
+    }
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }

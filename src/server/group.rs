@@ -1,0 +1,190 @@
+//! The resources one step decides together, opened once: the command's
+//! own resources first, then (when the step serves the queues) every
+//! resource reachable through the set requests queued on them, each key
+//! open for writing with its holds loaded and the dead ones pruned.
+
+use std::ffi::c_char;
+
+use redis_module::raw;
+
+use super::api::{rm, Ctx};
+use super::blocking::{self, Resource};
+use super::cluster;
+use super::hold_work::{Deadlines, Work};
+use super::keys::LockKey;
+use crate::lock::queue::Component;
+use crate::lock::Error;
+
+/// A key name the module created, freed on drop.
+pub struct Name {
+    ctx: Ctx,
+    pub ptr: *mut raw::RedisModuleString,
+}
+
+impl Name {
+    pub fn new(ctx: Ctx, key: &[u8]) -> Result<Self, Error> {
+        let create = rm!(RedisModule_CreateString);
+        let ptr = unsafe { create(ctx.0, key.as_ptr().cast::<c_char>(), key.len()) };
+        if ptr.is_null() {
+            return Err(Error::Internal("cannot create a key name"));
+        }
+        Ok(Name { ctx, ptr })
+    }
+}
+
+impl Drop for Name {
+    fn drop(&mut self) {
+        if let Some(free) = unsafe { raw::RedisModule_FreeString } {
+            unsafe { free(self.ctx.0, self.ptr) };
+        }
+    }
+}
+
+/// One resource of a group, its key open for writing. Fields drop in
+/// order: the key is closed before its name is freed.
+pub struct Opened {
+    pub work: Work,
+    key: LockKey,
+    pub name: Name,
+}
+
+impl Opened {
+    /// Writes the holds back with their effects (see `Work::finish`).
+    pub fn finish(&mut self, ctx: Ctx) -> Result<Deadlines, Error> {
+        self.work.finish(ctx, &mut self.key, self.name.ptr)
+    }
+}
+
+/// The resources of one step with every key open.
+pub struct Group {
+    /// How many of the resources are the step's own (the first ones).
+    pub starts: usize,
+    /// The resources (the starts first) and the requests this step serves
+    /// (none when it leaves the queues as they are).
+    pub component: Component<Resource>,
+    /// One per resource of `component`, in its order.
+    pub members: Vec<Opened>,
+    /// Whether the step serves the queues.
+    pub served: bool,
+    pub now_us: u64,
+}
+
+/// Opens `starts` and, if the step serves the queues (`serves`, a set
+/// waits on a start, or a start's hold ended), their component, at
+/// `now_us`. A start of another type is an error when `strict`; otherwise
+/// (and for every other resource) its waiters are answered with the error
+/// and the group is opened again without it. `None`: no start is left.
+pub fn open(
+    ctx: Ctx,
+    starts: &[Resource],
+    serves: bool,
+    strict: bool,
+    now_us: u64,
+) -> Result<Option<Group>, Error> {
+    let mut starts = starts.to_vec();
+    // Each pass drops a start of another type, or the waiters of another
+    // resource of another type: it ends, at the latest once no start or no
+    // queue is left.
+    loop {
+        let mut members = Vec::with_capacity(starts.len());
+        let mut wrong = Vec::new();
+        for res in &starts {
+            match open_one(ctx, res, now_us)? {
+                Some(m) => members.push(m),
+                None if strict => return Err(Error::WrongType),
+                None => wrong.push(res.clone()),
+            }
+        }
+        if !wrong.is_empty() {
+            drop(members);
+            for res in &wrong {
+                blocking::fail(Some(res), Error::WrongType);
+            }
+            starts.retain(|r| !wrong.contains(r));
+            if starts.is_empty() {
+                return Ok(None);
+            }
+            continue;
+        }
+        let waited = starts.iter().any(|r| blocking::waiters_on(r) > 0);
+        let served = waited
+            && (serves
+                || starts.iter().any(blocking::has_sets)
+                || members.iter().any(|m| m.work.freed));
+        let component = if served {
+            gather(ctx, &starts, now_us / 1000)?
+        } else {
+            Component {
+                resources: starts.clone(),
+                requests: Vec::new(),
+            }
+        };
+        for res in component.resources.iter().skip(starts.len()) {
+            match open_one(ctx, res, now_us)? {
+                Some(m) => members.push(m),
+                None => wrong.push(res.clone()),
+            }
+        }
+        if wrong.is_empty() {
+            return Ok(Some(Group {
+                starts: starts.len(),
+                component,
+                members,
+                served,
+                now_us,
+            }));
+        }
+        drop(members);
+        for res in &wrong {
+            blocking::fail(Some(res), Error::WrongType);
+        }
+    }
+}
+
+/// `res` opened with its holds loaded, or `None` if it holds something
+/// that is not a lock.
+fn open_one(ctx: Ctx, res: &Resource, now_us: u64) -> Result<Option<Opened>, Error> {
+    let name = Name::new(ctx, &res.key)?;
+    let key = LockKey::open_write(ctx, name.ptr)?;
+    match Work::load_at(&key, now_us) {
+        Ok(work) => Ok(Some(Opened { work, key, name })),
+        Err(Error::WrongType) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The component of `starts`, after its given-up waiters left and, when
+/// it holds a set request and this node may not grant the slot (one slot:
+/// a set's members share it), its waiters were sent away: a set must not
+/// be granted in part by two nodes, so they retry and follow the redirect.
+/// Other queues are sent away only when a grant is due (`send_away`).
+fn gather(ctx: Ctx, starts: &[Resource], now_ms: u64) -> Result<Component<Resource>, Error> {
+    let comp = blocking::component(starts);
+    if comp.requests.is_empty() {
+        return Ok(comp);
+    }
+    for res in &comp.resources {
+        blocking::time_out_given_up(res, now_ms);
+    }
+    let comp = blocking::component(starts);
+    let sets = comp.requests.iter().any(|r| r.members.len() > 1);
+    if sets && !may_grant(ctx, &comp)? {
+        send_away(&comp);
+        return Ok(blocking::component(starts));
+    }
+    Ok(comp)
+}
+
+/// Whether this node may grant the slot of `comp` now.
+pub fn may_grant(ctx: Ctx, comp: &Component<Resource>) -> Result<bool, Error> {
+    let first = comp.resources.first().map(|r| &*r.key).unwrap_or_default();
+    cluster::may_grant(ctx, first)
+}
+
+/// The slot is moving or gone: every waiter of `comp` retries and follows
+/// the redirect.
+pub fn send_away(comp: &Component<Resource>) {
+    for res in &comp.resources {
+        blocking::fail(Some(res), Error::SlotMoved);
+    }
+}

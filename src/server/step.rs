@@ -1,0 +1,327 @@
+//! One step on a group of resources, carried out: every request that is not
+//! the plain lock's fast path (shared holds, semaphores, owners, sets, and
+//! every queue that holds such a request) and every event that serves such
+//! a queue. The keys are opened once and their dead holds pruned
+//! (`group`), `lock::plan` decides the whole step, and this file carries
+//! the plan out in order: the fence clock, the holds and their effects (in
+//! one command or timer callback, so replicas and the AOF get one
+//! transaction), the keyspace events and counters, the answers to the
+//! queue, the command's own wait, and the wake-up timers.
+
+use super::api::{now_us, Ctx};
+use super::blocking::{self, Resource};
+use super::group::{self, Group};
+use super::hold_work::Deadlines;
+use super::keys::LockKey;
+use super::value::Stored;
+use super::{quarantine, state, stats};
+use crate::lock::ask::Ask;
+use crate::lock::holds::NEVER;
+use crate::lock::plan::{self, Command, Event, Member, Op, Outcome, Plan, Step, Waiting, Who};
+use crate::lock::queue::Wants;
+use crate::lock::Error;
+
+/// What a step does for the command that runs it.
+#[derive(Debug, Clone)]
+pub enum Request<'a> {
+    /// Serve the queues only (a timer, a revocation, `DLOCK.INFO`).
+    Settle,
+    /// `wait_ms`: `WAIT` of a client that may block; `new_token`: whether
+    /// the token may start a new hold or wait.
+    Acquire {
+        ask: Ask<'a>,
+        wait_ms: Option<u64>,
+        new_token: Result<(), Error>,
+    },
+    Release {
+        token: &'a [u8],
+    },
+    Extend {
+        token: &'a [u8],
+        ttl_ms: u64,
+    },
+    Revoke {
+        token: &'a [u8],
+        fence: u64,
+    },
+}
+
+impl Request<'_> {
+    /// Whether the step serves the queues whatever the holds: a hold may
+    /// end, or nothing but the queue is asked.
+    fn serves(&self) -> bool {
+        matches!(
+            self,
+            Request::Settle | Request::Release { .. } | Request::Revoke { .. }
+        )
+    }
+
+    /// Whether a start of another type refuses the command (else its
+    /// waiters are answered with the error and the step goes on).
+    pub fn strict(&self) -> bool {
+        !matches!(self, Request::Settle | Request::Revoke { .. })
+    }
+
+    fn command(&self, members: usize) -> Command<'_> {
+        match self {
+            Request::Settle => Command::Settle,
+            Request::Acquire {
+                ask,
+                wait_ms,
+                new_token,
+            } => Command::Acquire {
+                ask: *ask,
+                members,
+                blocks: wait_ms.is_some(),
+                new_token: new_token.clone(),
+            },
+            Request::Release { token } => Command::Release { token, members },
+            Request::Extend { token, ttl_ms } => Command::Extend {
+                token,
+                ttl_ms: *ttl_ms,
+                members,
+            },
+            Request::Revoke { token, fence } => Command::Revoke {
+                token,
+                fence: *fence,
+                members,
+            },
+        }
+    }
+
+    fn token(&self) -> &[u8] {
+        match self {
+            Request::Settle => b"",
+            Request::Acquire { ask, .. } => ask.token,
+            Request::Release { token }
+            | Request::Extend { token, .. }
+            | Request::Revoke { token, .. } => token,
+        }
+    }
+}
+
+/// Runs one step of `req` on `starts` (distinct, in the caller's
+/// database) at `now_us`. On `Err` nothing a client can see changed
+/// (waiters whose `WAIT` ran out may have been answered nil).
+pub fn run(
+    ctx: Ctx,
+    starts: &[Resource],
+    req: &Request<'_>,
+    now_us: u64,
+) -> Result<Outcome, Error> {
+    loop {
+        let Some(mut group) = group::open(ctx, starts, req.serves(), req.strict(), now_us)? else {
+            return Ok(Outcome::Count(0));
+        };
+        let n = group.starts;
+        let plan = decide(&group, n, req, now_us)?;
+        if !plan.granted.is_empty() && !group::may_grant(ctx, &group.component)? {
+            // A grant here would split ownership with the slot's next node.
+            group::send_away(&group.component);
+            continue;
+        }
+        return execute(ctx, &mut group, n, req, plan);
+    }
+}
+
+/// Whether a step, rather than the plain lock's fast path, decides what
+/// happens to `key` (of `res`, if anyone waits on it): the key holds
+/// several holds, or readers, permits, owners or sets wait on it. The one
+/// place that tells the two apart.
+pub fn decides(key: &LockKey, res: Option<&Resource>) -> Result<bool, Error> {
+    Ok(decides_on(key.stored()?, res))
+}
+
+/// As `decides`, on the value already read from the key.
+pub fn decides_on(stored: Option<Stored<'_>>, res: Option<&Resource>) -> bool {
+    matches!(stored, Some(Stored::Multi(_))) || res.is_some_and(|r| !blocking::queue_is_plain(r))
+}
+
+/// Serves the queues of `res` (its component): from a timer, a
+/// revocation, a hold guard, or before `DLOCK.INFO` reads.
+pub fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
+    run(ctx, std::slice::from_ref(res), &Request::Settle, now_us()).map(|_| ())
+}
+
+fn decide(group: &Group, n: usize, req: &Request<'_>, now_us: u64) -> Result<Plan, Error> {
+    let comp = &group.component;
+    let mut has_waiters = vec![false; comp.resources.len()];
+    for r in &comp.requests {
+        for m in &r.members {
+            if let Some(w) = has_waiters.get_mut(*m) {
+                *w = true;
+            }
+        }
+    }
+    let now_ms = now_us / 1000;
+    let members: Vec<Member<'_>> = group
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let res = comp.resources.get(i);
+            let reserved = !group.served && res.is_some_and(|r| blocking::waiters_on(r) > 0);
+            Member {
+                holds: &m.work.holds,
+                has_waiters: reserved || has_waiters.get(i).copied().unwrap_or(false),
+                reserved,
+                held_elsewhere: res
+                    .and_then(blocking::held_until)
+                    .is_some_and(|u| u >= now_ms),
+            }
+        })
+        .collect();
+    let waiting: Vec<Waiting<'_>> = comp
+        .requests
+        .iter()
+        .map(|r| Waiting {
+            members: r.members.clone(),
+            ask: ask_of(&r.token, &r.wants, r.ttl_ms),
+        })
+        .collect();
+    let step = Step {
+        members: &members,
+        waiting: &waiting,
+        command: req.command(n),
+        quarantined_ms: quarantine::ms_left(),
+        now_us,
+    };
+    state::with_clock(|clock| plan::plan(&step, clock))
+}
+
+/// Carries `plan` out on the opened `group`.
+fn execute(
+    ctx: Ctx,
+    group: &mut Group,
+    n: usize,
+    req: &Request<'_>,
+    plan: Plan,
+) -> Result<Outcome, Error> {
+    state::with_clock(|clock| *clock = plan.clock.clone());
+    let comp = &group.component;
+    let token_of = |who: Who| -> &[u8] {
+        match who {
+            Who::Command => req.token(),
+            Who::Queued(i) => comp.requests.get(i).map_or(&[][..], |r| &r.token),
+        }
+    };
+    for (m, op) in &plan.ops {
+        let Some(member) = group.members.get_mut(*m) else {
+            continue;
+        };
+        match *op {
+            Op::Drop => {
+                member.work.drop_hold(req.token());
+            }
+            Op::Move { who, ttl_ms } => member.work.move_deadline(token_of(who), ttl_ms),
+            Op::Add { who, fence } => {
+                let ask = match (who, req) {
+                    (Who::Command, Request::Acquire { ask, .. }) => *ask,
+                    (Who::Queued(i), _) => match comp.requests.get(i) {
+                        Some(r) => ask_of(&r.token, &r.wants, r.ttl_ms),
+                        None => continue,
+                    },
+                    _ => continue,
+                };
+                member.work.add(&ask, fence);
+            }
+        }
+    }
+    let mut deadlines: Vec<Deadlines> = Vec::with_capacity(group.members.len());
+    for member in group.members.iter_mut() {
+        deadlines.push(member.finish(ctx)?);
+    }
+    for (m, event) in &plan.events {
+        if let Some(member) = group.members.get(*m) {
+            stats::notify(ctx, event_name(*event), member.name.ptr);
+        }
+    }
+    count(&plan);
+    let mut retried: Vec<&[u8]> = Vec::new();
+    for who in &plan.confirmed {
+        retried.push(token_of(*who));
+        if *who == Who::Command {
+            // The owner knows its fence now: a grant of this token still
+            // in flight stands.
+            for res in comp.resources.iter().take(n) {
+                blocking::confirm(|| Ok(res.clone()), req.token())?;
+            }
+        }
+    }
+    let ids = |i: usize| comp.requests.get(i).map(|r| r.id);
+    let granted: Vec<(u64, u64)> = plan
+        .granted
+        .iter()
+        .filter_map(|(i, f)| Some((ids(*i)?, *f)))
+        .collect();
+    let refused: Vec<(u64, Error)> = plan
+        .refused
+        .iter()
+        .filter_map(|(i, e)| Some((ids(*i)?, e.clone())))
+        .collect();
+    if !granted.is_empty() || !refused.is_empty() {
+        blocking::grant_entries(&granted, &retried, refused);
+    }
+    if let (Outcome::Wait, Request::Acquire { ask, wait_ms, .. }) = (plan.outcome, req) {
+        let members: Vec<Resource> = comp.resources.iter().take(n).cloned().collect();
+        let timeout = wait_ms.unwrap_or(0);
+        blocking::block_on(ctx, members, ask.token, Wants::of(ask), ask.ttl_ms, timeout)?;
+    }
+    let now_ms = group.now_us / 1000;
+    for (i, res) in comp.resources.iter().enumerate() {
+        if blocking::waiters_on(res) == 0 {
+            continue;
+        }
+        if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_ms) {
+            blocking::arm_expiry(res, until)?;
+        }
+        if let Some(d) = deadlines.get(i) {
+            arm_for_queue(res, *d)?;
+        }
+    }
+    Ok(plan.outcome)
+}
+
+fn count(plan: &Plan) {
+    let c = &plan.counts;
+    stats::RELEASES.add_n(c.releases);
+    stats::EXTENDS.add_n(c.extends);
+    stats::GRANTS.add_n(c.grants);
+    stats::HANDOFFS.add_n(c.handoffs);
+    stats::REFRESHES.add_n(c.refreshes);
+    stats::CONTENDED.add_n(c.contended);
+}
+
+fn event_name(event: Event) -> &'static std::ffi::CStr {
+    match event {
+        Event::Released => c"dlock.released",
+        Event::Revoked => c"dlock.revoked",
+        Event::Extended => c"dlock.extended",
+        Event::Acquired => c"dlock.acquired",
+        Event::Handoff => c"dlock.handoff",
+    }
+}
+
+/// Wakes the queue of `res` when the earliest hold ends, so a waiter that
+/// fits then is granted within milliseconds of that deadline.
+pub fn arm_for_queue(res: &Resource, deadlines: Deadlines) -> Result<(), Error> {
+    if let Some(at) = deadlines.earliest.filter(|d| *d < NEVER) {
+        blocking::arm_expiry(res, at)?;
+    }
+    // Were the value evicted, its holders would believe they hold it until
+    // the latest deadline: the queue waits that long (`hold_after_eviction`).
+    if let Some(last) = deadlines.latest {
+        blocking::note_deadline(res, last);
+    }
+    Ok(())
+}
+
+fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> Ask<'a> {
+    Ask {
+        token,
+        owner: wants.owner.as_deref(),
+        mode: wants.mode,
+        limit: wants.limit,
+        ttl_ms,
+    }
+}
