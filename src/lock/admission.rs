@@ -78,6 +78,7 @@ pub struct Summary<'x> {
 
 impl<'x> Summary<'x> {
     /// No holds yet, room for `holds` of them (`Holds::summary` adds them).
+    #[inline]
     pub fn new(limit: u32, holds: usize) -> Self {
         Summary {
             limit,
@@ -92,6 +93,7 @@ impl<'x> Summary<'x> {
 
     /// A plain lock: one exclusive hold that is its own owner, limit 1.
     /// Allocates nothing.
+    #[inline]
     pub fn of_plain(lease: Option<LeaseRef<'x>>) -> Self {
         let mut s = Summary::new(1, 0);
         if let Some(l) = lease {
@@ -101,6 +103,7 @@ impl<'x> Summary<'x> {
     }
 
     /// A hold granted (or present).
+    #[inline]
     pub fn add(&mut self, token: &'x [u8], owner: &'x [u8], mode: Mode, fence: u64, limit: u32) {
         if self.len == 0 {
             self.limit = limit;
@@ -151,11 +154,13 @@ impl<'x> Summary<'x> {
         self
     }
 
+    #[inline]
     fn owner_is_exclusive(&self, owner: &[u8]) -> bool {
         self.owner(owner).is_some_and(|o| o.exclusive > 0)
     }
 
     /// `token`'s hold: its mode, owner and fence.
+    #[inline]
     fn token(&self, token: &[u8]) -> Option<(Mode, &'x [u8], u64)> {
         match &self.one {
             Some(e) if e.token == token => Some((e.mode, e.owner, e.fence)),
@@ -165,6 +170,7 @@ impl<'x> Summary<'x> {
     }
 
     /// What `owner` holds.
+    #[inline]
     fn owner(&self, owner: &[u8]) -> Option<Owner> {
         match &self.one {
             Some(e) if e.owner == owner => Some(Owner {
@@ -186,6 +192,7 @@ impl<'x> Summary<'x> {
     /// `check_new` runs first for any new hold (a token too long for one
     /// may still refresh its own), and `quarantined` (ms left) refuses new
     /// holds while retries pass.
+    #[inline]
     pub fn decide(
         &self,
         ask: &Ask<'_>,
@@ -213,9 +220,39 @@ impl<'x> Summary<'x> {
         }
     }
 
+    /// The common case answered without the general rule's lookups: a
+    /// plain request (exclusive, no `OWNER`, no `LIMIT`) on a free resource
+    /// or on one inline hold that is not its owner's. `None`: any other
+    /// case. What the general rule answers for these cases, this answers
+    /// (`differential_tests` compares the two on every small state).
+    #[inline]
+    fn admit_plain(&self, ask: &Ask<'_>, queued: bool) -> Option<Result<Admission, Error>> {
+        if ask.limit.is_some() || ask.owner.is_some() || ask.mode != Mode::Exclusive {
+            return None;
+        }
+        match (&self.one, self.len) {
+            (None, 0) if queued => Some(Ok(Admission::Busy)),
+            (None, 0) => Some(Ok(Admission::New { owner_fence: None })),
+            (Some(e), 1) if e.token == ask.token => {
+                let same = e.mode == Mode::Exclusive && e.owner == ask.token && self.limit == 1;
+                Some(if same {
+                    Ok(Admission::Retry { fence: e.fence })
+                } else {
+                    Err(Error::TokenInUse)
+                })
+            }
+            (Some(e), 1) if e.owner != ask.token && self.limit == 1 => Some(Ok(Admission::Busy)),
+            _ => None,
+        }
+    }
+
     /// Whether `ask` may hold the resource now, without drawing a fence
     /// (see `Holds::admit`).
+    #[inline]
     pub fn admit(&self, ask: &Ask<'_>, queued: bool) -> Result<Admission, Error> {
+        if let Some(admission) = self.admit_plain(ask, queued) {
+            return admission;
+        }
         let limit = ask.limit.unwrap_or(1);
         let owner = ask.owner.unwrap_or(ask.token);
         if let Some((mode, held_by, fence)) = self.token(ask.token) {

@@ -41,6 +41,7 @@ pub enum Acquire {
 /// start a new lease or wait (`dlock.max-token-length`); `quarantined`: the
 /// milliseconds left of the restart quarantine. A fence is drawn from
 /// `clock` only for a grant, at `now_us()`.
+#[inline]
 pub fn acquire(
     view: &View<'_>,
     ask: &Ask<'_>,
@@ -66,6 +67,7 @@ pub fn acquire(
 /// Not now: a wait (for a token that may wait), nil, or the quarantine
 /// error when only the quarantine stands in the way (`free`: nobody holds
 /// it and nobody waits).
+#[inline]
 fn wait_or_refuse(
     view: &View<'_>,
     blocks: impl FnOnce() -> bool,

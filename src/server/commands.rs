@@ -61,10 +61,7 @@ fn acquire_key(
             _ => ctx.reply_null(),
         };
     }
-    let mut lease = match stored {
-        Some(Stored::Plain(l)) => Some(l),
-        _ => None,
-    };
+    let mut lease = plain_lease(stored);
     if let (Some(res), None) = (&waiting, lease) {
         // Freed where no handoff could run yet (expiry, DEL, FLUSHALL): the
         // queue goes first, so a newcomer never barges ahead of it.
@@ -178,12 +175,13 @@ pub fn release_key(
 ) -> Result<bool, Error> {
     let mut key = LockKey::open_write(ctx, name)?;
     let waiting = blocking::waiting_resource(ctx, name)?;
-    if step::decides(&key, waiting.as_ref())? {
+    let stored = key.stored()?;
+    if step::decides_on(stored, waiting.as_ref()) {
         drop(key);
         let released = run_step(ctx, name, &Request::Release { token }, now_us())?;
         return Ok(released != Outcome::Count(0));
     }
-    if !plain::releases(key.lease()?, token) {
+    if !plain::releases(plain_lease(stored), token) {
         return Ok(false);
     }
     let next = match &waiting {
@@ -228,12 +226,13 @@ pub fn extend_key(
 ) -> Result<bool, Error> {
     let mut key = LockKey::open_write(ctx, name)?;
     let waiting = blocking::waiting_resource(ctx, name)?;
-    if step::decides(&key, waiting.as_ref())? {
+    let stored = key.stored()?;
+    if step::decides_on(stored, waiting.as_ref()) {
         drop(key);
         let extend = Request::Extend { token, ttl_ms };
         return Ok(run_step(ctx, name, &extend, now_us)? != Outcome::Count(0));
     }
-    if !plain::held_by(key.lease()?, token) {
+    if !plain::held_by(plain_lease(stored), token) {
         return Ok(false);
     }
     let deadline = now_us / 1000 + ttl_ms;
@@ -248,6 +247,14 @@ pub fn extend_key(
         blocking::arm_expiry(&res, deadline)?;
     }
     Ok(true)
+}
+
+/// The plain lease of a value read once (`None`: free).
+fn plain_lease(stored: Option<Stored<'_>>) -> Option<LeaseRef<'_>> {
+    match stored {
+        Some(Stored::Plain(l)) => Some(l),
+        _ => None,
+    }
 }
 
 /// One step of `req` on `name` (see `step`).
