@@ -29,7 +29,7 @@ PREFIX ?= /usr/local
 MODULE_DIR = $(DESTDIR)$(PREFIX)/lib/redis/modules
 BIN_DIR = $(DESTDIR)$(PREFIX)/bin
 
-.PHONY: deps build run test test-matrix install uninstall check-install bench fmt clippy clean \
+.PHONY: deps build run test test-matrix install uninstall check-install bench bench-instructions fmt clippy clean \
 	check-memory check-memory-canary fuzz check-history check-history-can-fail history-module
 
 # Installs only what is missing (see .ci/deps.sh): the build's needs and the
@@ -118,6 +118,13 @@ BASELINE ?=
 bench: build
 	baseline="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(BASELINE)')" && \
 		BASELINE="$$baseline" $(CARGO) bench --bench dlock
+
+# Instructions per plain-lock command, this build against BASELINE, counted
+# by callgrind (.ci/instructions.sh): what the machine's load cannot blur.
+bench-instructions: build
+	@command -v valgrind >/dev/null || apt-get install -y valgrind
+	baseline="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(or $(BASELINE),HEAD)')" && \
+		.ci/instructions.sh $(MODULE) "$$baseline"
 
 fmt:
 	$(CARGO) fmt --all
