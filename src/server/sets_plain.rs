@@ -17,22 +17,11 @@ use super::keys::LockKey;
 use super::resource::Resource;
 use super::value::Stored;
 use super::{quarantine, state, stats};
-use crate::lock::admission::{Admission, Summary};
-use crate::lock::ask::{Ask, Mode};
+use crate::lock::ask::Mode;
 use crate::lock::lease::LeaseRef;
+use crate::lock::plain::{self, Set};
 use crate::lock::set_args::SetAcquire;
 use crate::lock::Error;
-
-/// What the members hold, as far as the fast path can tell.
-enum Seen {
-    Free,
-    /// Every member held by the token under this fence.
-    Retry(u64),
-    /// A member held by another: nil (without `WAIT`).
-    Busy,
-    /// Anything else: the general path decides.
-    Other,
-}
 
 /// Decides `req` if it is the common case: `Some(reply)` (the fence or
 /// nil), or `None` for `step`. On `Err` nothing changed.
@@ -54,26 +43,26 @@ pub fn try_acquire(
     let seen = seen(&keys, req.token)?;
     let now = now_us();
     match seen {
-        Seen::Other => Ok(None),
+        Set::Other => Ok(None),
         // A queued set is the general path's.
-        Seen::Busy if blocks => Ok(None),
+        Set::Busy if blocks => Ok(None),
         #[cfg(feature = "planted-set-partial")]
-        Seen::Busy if quarantine::ms_left() == 0 => {
+        Set::Busy if quarantine::ms_left() == 0 => {
             Ok(Some(Some(grant(ctx, &mut keys, names, req, now)?)))
         }
-        Seen::Busy => {
+        Set::Busy => {
             stats::CONTENDED.add();
             Ok(Some(None))
         }
-        Seen::Free if quarantine::ms_left() > 0 => Ok(None),
-        Seen::Free => {
+        Set::Free if quarantine::ms_left() > 0 => Ok(None),
+        Set::Free => {
             req.check_new_token()?;
             let fence = grant(ctx, &mut keys, names, req, now)?;
             stats::GRANTS.add();
             notify_acquired(ctx, names);
             Ok(Some(Some(fence)))
         }
-        Seen::Retry(fence) => {
+        Set::Retry(fence) => {
             let deadline = now / 1000 + req.ttl_ms;
             quarantine::note_ttl(req.ttl_ms);
             for (key, name) in keys.iter_mut().zip(names) {
@@ -114,52 +103,18 @@ fn grant(
     Ok(fence)
 }
 
-/// The members' state, decided the way `lock::component` decides a set:
-/// member by member, a busy member ends the decision (nil), a member unlike
-/// the first (free beside held, two fences) is the general path's (an
-/// error). Every member is read first: one of another type refuses the
-/// command whatever the others hold.
-fn seen(keys: &[LockKey], token: &[u8]) -> Result<Seen, Error> {
-    // An exclusive hold of the token, as `ACQUIRE` asks it of each member.
-    let ask = Ask {
-        token,
-        owner: None,
-        mode: Mode::Exclusive,
-        limit: None,
-        ttl_ms: 0,
-    };
-    let mut states = Vec::with_capacity(keys.len());
+/// The members as `plain::set` reads them; `WRONGTYPE` for a member of
+/// another type, whatever the others hold.
+fn seen(keys: &[LockKey], token: &[u8]) -> Result<Set, Error> {
+    let mut members = Vec::with_capacity(keys.len());
     for key in keys {
-        let lease = match key.stored()? {
-            Some(Stored::Multi(_)) if cfg!(feature = "planted-set-partial") => {
-                states.push(Seen::Busy);
-                continue;
-            }
-            Some(Stored::Multi(_)) => return Ok(Seen::Other),
-            Some(Stored::Plain(l)) => Some(l),
-            None => None,
-        };
-        // The one admission rule, on the plain value read in place.
-        states.push(match Summary::of_plain(lease).admit(&ask, false)? {
-            Admission::New { owner_fence: None } => Seen::Free,
-            Admission::Retry { fence } => Seen::Retry(fence),
-            Admission::Busy => Seen::Busy,
-            Admission::New {
-                owner_fence: Some(_),
-            } => return Ok(Seen::Other),
+        members.push(match key.stored()? {
+            Some(Stored::Multi(_)) => plain::Member::Multi,
+            Some(Stored::Plain(l)) => plain::Member::Plain(Some(l)),
+            None => plain::Member::Plain(None),
         });
     }
-    let mut first: Option<Seen> = None;
-    for state in states {
-        first = match (first, state) {
-            (_, Seen::Busy) => return Ok(Seen::Busy),
-            (None, s) => Some(s),
-            (Some(Seen::Free), Seen::Free) => Some(Seen::Free),
-            (Some(Seen::Retry(a)), Seen::Retry(b)) if a == b => Some(Seen::Retry(a)),
-            _ => return Ok(Seen::Other),
-        };
-    }
-    Ok(first.unwrap_or(Seen::Other))
+    plain::set(&members, token)
 }
 
 fn notify_acquired(ctx: Ctx, names: &[*mut raw::RedisModuleString]) {
