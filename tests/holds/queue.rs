@@ -283,3 +283,79 @@ fn replicas_hold_every_hold_and_hide_expired_ones() {
         );
     }
 }
+
+/// A refused `ACQUIRE` changes nothing, even when a handoff was due on its
+/// resource in the same turn: the reader's hold ends during a slow
+/// transaction, and the request refused there (a semaphore asked of a lock)
+/// does not grant the waiter (`DLOCK.INFO` in the same transaction shows it
+/// still queued); the queue's wake-up timer grants the waiter once the
+/// transaction is over.
+#[test]
+fn a_refused_acquire_leaves_a_due_handoff_to_the_queue_timer() {
+    let s = Server::start();
+    let mut c = s.conn();
+    acq("q", "r", 300).shared().grant(&mut c);
+    let w = acq("q", "w", TTL).wait(20_000).spawn(&s.url());
+    wait_queue(&mut c, "q", 1);
+    let mut sleep = redis::cmd("DEBUG");
+    sleep.arg("SLEEP").arg("0.5");
+    let mut refused = acq("q", "x", TTL).limit(2).cmd();
+    refused.arg("WAIT").arg(1000);
+    let mut info = redis::cmd("DLOCK.INFO");
+    info.arg("q");
+    let replies = exec(&mut c, &[sleep, refused, info]);
+    match &replies[1] {
+        Value::ServerError(e) => assert!(
+            e.details().unwrap_or_default().contains("LIMIT"),
+            "the semaphore is refused: {e:?}"
+        ),
+        other => panic!("expected the LIMIT error, got {other:?}"),
+    }
+    // Reserved for its queue (a nil token) or free: nobody holds it.
+    let reserved = matches!(&replies[2], Value::Nil)
+        || pairs(&replies[2])
+            .first()
+            .is_some_and(|(_, t)| *t == Value::Nil);
+    let during = if reserved {
+        Vec::new()
+    } else {
+        tokens_of(parse_shown(replies[2].clone()))
+    };
+    assert!(
+        during.is_empty(),
+        "nobody granted by the refused request: {during:?}"
+    );
+    let (fence, _, _) = w.granted();
+    assert!(fence > 0);
+    assert_eq!(
+        tokens_of(shown(&mut c, "q")),
+        ["w"],
+        "the timer handed it over"
+    );
+}
+
+/// Runs `cmds` in one MULTI/EXEC; EXEC's replies, errors included.
+fn exec(c: &mut Connection, cmds: &[redis::Cmd]) -> Vec<Value> {
+    let _: () = redis::cmd("MULTI").query(c).unwrap();
+    for q in cmds {
+        let r: String = q.query(c).unwrap();
+        assert_eq!(r, "QUEUED");
+    }
+    match c
+        .req_packed_command(&redis::cmd("EXEC").get_packed_command())
+        .unwrap()
+    {
+        Value::Array(v) => v,
+        other => panic!("EXEC answered {other:?}"),
+    }
+}
+
+/// The tokens holding a resource, in either `DLOCK.INFO` form.
+fn tokens_of(shown: Shown) -> Vec<String> {
+    match shown {
+        Shown::Free => Vec::new(),
+        Shown::Plain(i) if i.token.is_empty() => Vec::new(),
+        Shown::Plain(i) => vec![String::from_utf8(i.token).expect("utf-8")],
+        Shown::Holds(h) => h.tokens().into_iter().map(String::from).collect(),
+    }
+}
