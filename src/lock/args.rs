@@ -29,10 +29,31 @@ impl Limits {
     }
 }
 
-/// `DLOCK.ACQUIRE resource token ttl_ms [SHARED] [LIMIT n] [OWNER owner]
-/// [WAIT timeout_ms]`
+/// The resources of a request: their positions in argv (`DLOCK.ACQUIRE`'s
+/// one at 1; a set's at 2 ..= 1 + numkeys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Members {
+    pub first: usize,
+    pub count: usize,
+}
+
+impl Members {
+    /// The one resource of a single-resource command.
+    pub const ONE: Members = Members { first: 1, count: 1 };
+
+    pub fn indexes(&self) -> std::ops::Range<usize> {
+        self.first..self.first + self.count
+    }
+}
+
+/// A hold of every member: `DLOCK.ACQUIRE resource token ttl_ms [SHARED]
+/// [LIMIT n] [OWNER owner] [WAIT timeout_ms]` (one member), or
+/// `DLOCK.MACQUIRE numkeys resource... token ttl_ms [SHARED] [WAIT
+/// timeout_ms]` (a set, never `LIMIT` or `OWNER`). A single resource is a
+/// set of one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Acquire<'a> {
+    pub members: Members,
     pub token: &'a [u8],
     pub ttl_ms: u64,
     /// Block until granted or `timeout_ms` passes; `Some(0)` waits forever.
@@ -118,6 +139,7 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
     let token = parse_token(token, MAX_STORED_TOKEN)?;
     let ttl_ms = limits.ttl(ttl)?;
     let mut req = Acquire {
+        members: Members::ONE,
         token,
         ttl_ms,
         wait_ms: None,

@@ -134,6 +134,7 @@ mod tests {
 
     fn req(token: &[u8]) -> Acquire<'_> {
         Acquire {
+            members: crate::lock::args::Members::ONE,
             token,
             ttl_ms: 10,
             wait_ms: None,

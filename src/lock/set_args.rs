@@ -15,41 +15,7 @@ use super::limits::MAX_STORED_TOKEN;
 /// one event-loop turn, so it stays small.
 pub const MAX_SET: usize = 64;
 
-/// The resources of a set: their positions in argv (2 ..= 1 + numkeys).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Members {
-    pub first: usize,
-    pub count: usize,
-}
-
-impl Members {
-    pub fn indexes(&self) -> std::ops::Range<usize> {
-        self.first..self.first + self.count
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SetAcquire<'a> {
-    pub members: Members,
-    pub token: &'a [u8],
-    pub ttl_ms: u64,
-    pub mode: Mode,
-    pub wait_ms: Option<u64>,
-    pub max_new_token: usize,
-}
-
-impl SetAcquire<'_> {
-    /// A set that would be granted or queued anew: its token must be within
-    /// `dlock.max-token-length` (a retry of a longer stored token passes).
-    pub fn check_new_token(&self) -> Result<(), Error> {
-        if self.token.len() > self.max_new_token {
-            return Err(Error::TokenTooLong {
-                max: self.max_new_token,
-            });
-        }
-        Ok(())
-    }
-}
+pub use super::args::{Acquire, Members};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetRelease<'a> {
@@ -117,18 +83,21 @@ fn token(raw: &[u8]) -> Result<&[u8], Error> {
     }
 }
 
-pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<SetAcquire<'a>, Error> {
+/// `DLOCK.MACQUIRE`: the same request as `DLOCK.ACQUIRE`'s, on every member.
+pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Error> {
     let (members, rest) = members(argv)?;
     let [tok, ttl, options @ ..] = rest else {
         return Err(Error::WrongArity);
     };
-    let mut req = SetAcquire {
+    let mut req = Acquire {
         members,
         token: token(tok)?,
         ttl_ms: limits.ttl(ttl)?,
         mode: Mode::Exclusive,
         wait_ms: None,
         max_new_token: limits.max_token,
+        limit: None,
+        owner: None,
     };
     let mut rest = options;
     while let [name, tail @ ..] = rest {

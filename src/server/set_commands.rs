@@ -20,7 +20,6 @@ use super::sets_plain;
 use super::state;
 use super::step::{self, Request};
 use super::value::Stored;
-use crate::lock::ask::Ask;
 use crate::lock::plan::Outcome;
 use crate::lock::set_args::{self, Members};
 use crate::lock::Error;
@@ -51,13 +50,7 @@ pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     let members = resources(ctx, argv, &req.members)?;
     let acquire = Request::Acquire {
-        ask: Ask {
-            token: req.token,
-            owner: None,
-            mode: req.mode,
-            limit: None,
-            ttl_ms: req.ttl_ms,
-        },
+        ask: req.ask(),
         wait_ms,
         new_token: req.check_new_token(),
     };

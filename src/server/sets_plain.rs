@@ -17,10 +17,10 @@ use super::keys::LockKey;
 use super::resource::Resource;
 use super::value::Stored;
 use super::{quarantine, state, stats};
+use crate::lock::args::Acquire;
 use crate::lock::ask::Mode;
 use crate::lock::lease::LeaseRef;
 use crate::lock::plain::{self, Set};
-use crate::lock::set_args::SetAcquire;
 use crate::lock::Error;
 
 /// Decides `req` if it is the common case: `Some(reply)` (the fence or
@@ -28,7 +28,7 @@ use crate::lock::Error;
 pub fn try_acquire(
     ctx: Ctx,
     names: &[*mut raw::RedisModuleString],
-    req: &SetAcquire<'_>,
+    req: &Acquire<'_>,
     blocks: bool,
 ) -> Result<Option<Option<u64>>, Error> {
     // The planted bug (test-only) takes this path whoever waits.
@@ -84,7 +84,7 @@ fn grant(
     ctx: Ctx,
     keys: &mut [LockKey],
     names: &[*mut raw::RedisModuleString],
-    req: &SetAcquire<'_>,
+    req: &Acquire<'_>,
     now: u64,
 ) -> Result<u64, Error> {
     let fence = state::with_clock(|c| c.next(now))?;
