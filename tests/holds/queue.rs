@@ -287,8 +287,8 @@ fn replicas_hold_every_hold_and_hide_expired_ones() {
 /// A refused `ACQUIRE` changes nothing, even when a handoff was due on its
 /// resource in the same turn: the reader's hold ends during a slow
 /// transaction, and the request refused there (a semaphore asked of a lock)
-/// does not grant the waiter (`DLOCK.INFO` in the same transaction shows it
-/// still queued); the queue's wake-up timer grants the waiter once the
+/// does not grant the waiter (`DLOCK.INFO` in the same transaction does not
+/// show it holding); the queue's wake-up timer grants the waiter once the
 /// transaction is over.
 #[test]
 fn a_refused_acquire_leaves_a_due_handoff_to_the_queue_timer() {
@@ -311,7 +311,9 @@ fn a_refused_acquire_leaves_a_due_handoff_to_the_queue_timer() {
         ),
         other => panic!("expected the LIMIT error, got {other:?}"),
     }
-    // Reserved for its queue (a nil token) or free: nobody holds it.
+    // The waiter does not hold it yet. (Reserved for its queue: a nil
+    // token. Where the server gives a transaction one cached instant, INFO
+    // there may still show the reader, whose hold ended by the wall clock.)
     let reserved = matches!(&replies[2], Value::Nil)
         || pairs(&replies[2])
             .first()
@@ -322,8 +324,8 @@ fn a_refused_acquire_leaves_a_due_handoff_to_the_queue_timer() {
         tokens_of(parse_shown(replies[2].clone()))
     };
     assert!(
-        during.is_empty(),
-        "nobody granted by the refused request: {during:?}"
+        !during.iter().any(|t| t == "w"),
+        "the refused request granted the waiter: {during:?}"
     );
     let (fence, _, _) = w.granted();
     assert!(fence > 0);
