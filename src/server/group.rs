@@ -69,15 +69,15 @@ pub struct Group {
     pub now_us: u64,
 }
 
-/// Opens `starts` and, if the step serves the queues (`serves`, a set
-/// waits on a start, or a start's hold ended), their component, at
+/// Opens `starts` and, if the step serves the queues (`serves` says so of
+/// a start's holds, or a set waits on a start), their component, at
 /// `now_us`. A start of another type is an error when `strict`; otherwise
 /// (and for every other resource) its waiters are answered with the error
 /// and the group is opened again without it. `None`: no start is left.
 pub fn open(
     ctx: Ctx,
     starts: &[Resource],
-    serves: bool,
+    serves: impl Fn(&Work) -> bool,
     strict: bool,
     now_us: u64,
 ) -> Result<Option<Group>, Error> {
@@ -108,9 +108,7 @@ pub fn open(
         }
         let waited = starts.iter().any(|r| blocking::waiters_on(r) > 0);
         let served = waited
-            && (serves
-                || starts.iter().any(blocking::has_sets)
-                || members.iter().any(|m| m.work.freed));
+            && (members.iter().any(|m| serves(&m.work)) || starts.iter().any(blocking::has_sets));
         let component = if served {
             gather(ctx, &starts, now_us / 1000)?
         } else {

@@ -23,6 +23,8 @@ pub struct Work {
     /// queue may fit now. Otherwise nothing a queued request waits for
     /// changed, and re-planning the queue would find nothing.
     pub freed: bool,
+    /// A hold ended by its deadline or an admin's expiry when loaded.
+    pub pruned: bool,
     pub now_us: u64,
 }
 
@@ -56,9 +58,10 @@ impl Work {
                 .into_iter()
                 .map(|h| Change::Drop { token: h.token }),
         );
-        let freed = changes.iter().any(|c| matches!(c, Change::Drop { .. }));
+        let pruned = changes.iter().any(|c| matches!(c, Change::Drop { .. }));
         Ok(Work {
-            freed: freed || holds.is_empty(),
+            freed: pruned || holds.is_empty(),
+            pruned,
             holds,
             was_plain,
             changes,

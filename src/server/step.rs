@@ -11,7 +11,7 @@
 use super::api::{now_us, Ctx};
 use super::blocking::{self, Resource};
 use super::group::{self, Group};
-use super::hold_work::Deadlines;
+use super::hold_work::{Deadlines, Work};
 use super::keys::LockKey;
 use super::value::Stored;
 use super::{quarantine, state, stats};
@@ -47,13 +47,18 @@ pub enum Request<'a> {
 }
 
 impl Request<'_> {
-    /// Whether the step serves the queues whatever the holds: a hold may
-    /// end, or nothing but the queue is asked.
-    fn serves(&self) -> bool {
-        matches!(
-            self,
-            Request::Settle | Request::Release { .. } | Request::Revoke { .. }
-        )
+    /// Whether the step serves the queue of a start whose holds are
+    /// `work`: an event that asks for nothing else, a revocation, a hold
+    /// that ended (pruned, or released by its holder), or an acquire on a
+    /// resource where nothing holds (a handoff may be due). A release or
+    /// extend that holds nothing changes nothing.
+    fn serves(&self, work: &Work) -> bool {
+        match self {
+            Request::Settle | Request::Revoke { .. } => true,
+            Request::Acquire { .. } => work.freed,
+            Request::Release { token } => work.pruned || work.holds.hold_of(token).is_some(),
+            Request::Extend { .. } => work.pruned,
+        }
     }
 
     /// Whether a start of another type refuses the command (else its
@@ -110,7 +115,8 @@ pub fn run(
     now_us: u64,
 ) -> Result<Outcome, Error> {
     loop {
-        let Some(mut group) = group::open(ctx, starts, req.serves(), req.strict(), now_us)? else {
+        let serves = |work: &Work| req.serves(work);
+        let Some(mut group) = group::open(ctx, starts, serves, req.strict(), now_us)? else {
             return Ok(Outcome::Count(0));
         };
         let n = group.starts;

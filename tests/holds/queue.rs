@@ -361,3 +361,40 @@ fn tokens_of(shown: Shown) -> Vec<String> {
         Shown::Holds(h) => h.tokens().into_iter().map(String::from).collect(),
     }
 }
+
+/// A `RELEASE` or `EXTEND` that holds nothing changes nothing, even where
+/// a handoff is due: the resource freed by `DEL` in the same transaction
+/// stays reserved for its (shared) waiter until the handoff runs, as with a
+/// plain waiter.
+#[test]
+fn a_release_or_extend_that_holds_nothing_hands_nothing_over() {
+    let s = Server::start();
+    let mut c = s.conn();
+    for (n, probe) in ["RELEASE", "EXTEND"].into_iter().enumerate() {
+        let res = format!("n{n}");
+        grant(&mut c, &res, "h", TTL);
+        let w = acq(&res, "s", TTL).shared().wait(20_000).spawn(&s.url());
+        wait_queue(&mut c, &res, 1);
+        let mut del = redis::cmd("DEL");
+        del.arg(&res);
+        let mut nobody = redis::cmd(&format!("DLOCK.{probe}"));
+        nobody.arg(&res).arg("nobody");
+        if probe == "EXTEND" {
+            nobody.arg(TTL);
+        }
+        let mut info = redis::cmd("DLOCK.INFO");
+        info.arg(&res);
+        let replies = exec(&mut c, &[del, nobody, info]);
+        assert_eq!(replies[1], Value::Int(0), "{probe} by a non-holder");
+        let reserved = pairs(&replies[2])
+            .first()
+            .is_some_and(|(_, t)| *t == Value::Nil);
+        assert!(
+            reserved,
+            "{probe}: still reserved, nobody granted: {:?}",
+            replies[2]
+        );
+        let (fence, _, _) = w.granted();
+        assert!(fence > 0, "{probe}: the handoff runs after the transaction");
+    }
+}
