@@ -256,34 +256,18 @@ pub fn plan(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
         let is_new = Some(i) == new_at;
         let who = if is_new { Who::Command } else { Who::Queued(i) };
         match grant {
-            Granted::Retry { .. } => {
-                for m in &q.members {
-                    plan.ops.push((
-                        *m,
-                        Op::Move {
-                            who,
-                            ttl_ms: q.ask.ttl_ms,
-                        },
-                    ));
-                }
+            // A queued request of a token granted earlier in this step: that
+            // grant answers it too.
+            Granted::Duplicate(_) if !is_new => {}
+            // Its token's own holds, or (a new request asking again what its
+            // token was granted earlier in this step) a retry of that grant:
+            // new deadlines, and its client now knows the fence.
+            Granted::Retry { .. } | Granted::Duplicate(_) => {
+                let ttl_ms = q.ask.ttl_ms;
+                plan.ops
+                    .extend(q.members.iter().map(|m| (*m, Op::Move { who, ttl_ms })));
                 plan.confirmed.push(who);
             }
-            // The same token granted earlier in this step: a new request
-            // asking it again is a retry of it, and its client now knows
-            // the fence.
-            Granted::Duplicate(_) if is_new => {
-                for m in &q.members {
-                    plan.ops.push((
-                        *m,
-                        Op::Move {
-                            who,
-                            ttl_ms: q.ask.ttl_ms,
-                        },
-                    ));
-                }
-                plan.confirmed.push(who);
-            }
-            Granted::Duplicate(_) => {}
             Granted::Fresh | Granted::SameAs(_) | Granted::Owner { .. } => {
                 for m in &q.members {
                     plan.ops.push((*m, Op::Add { who, fence }));

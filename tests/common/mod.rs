@@ -580,3 +580,21 @@ impl Drop for Server {
         }
     }
 }
+
+/// Runs `cmds` in one MULTI/EXEC; EXEC's replies, errors included (`query`
+/// would turn an error inside EXEC's reply into an `Err`).
+pub fn transaction(c: &mut redis::Connection, cmds: &[redis::Cmd]) -> Vec<redis::Value> {
+    use redis::ConnectionLike;
+    let _: () = redis::cmd("MULTI").query(c).unwrap();
+    for q in cmds {
+        let r: String = q.query(c).unwrap();
+        assert_eq!(r, "QUEUED");
+    }
+    match c
+        .req_packed_command(&redis::cmd("EXEC").get_packed_command())
+        .unwrap()
+    {
+        redis::Value::Array(v) => v,
+        other => panic!("EXEC answered {other:?}"),
+    }
+}

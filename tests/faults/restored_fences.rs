@@ -4,7 +4,7 @@
 //! clock is raised by a timer after the RESTORE, and a transaction runs
 //! before any timer, so each case is forced into one `MULTI`/`EXEC`.
 use super::*;
-use redis::{ConnectionLike, Value};
+use redis::Value;
 
 /// Fences an hour ahead, one hour further for each case, so that each case
 /// shows on its own whether it raised the clock.
@@ -40,23 +40,6 @@ fn cmd(args: &[&str]) -> redis::Cmd {
         c.arg(*a);
     }
     c
-}
-
-/// Runs `cmds` in one MULTI/EXEC; EXEC's replies (errors included).
-fn transaction(c: &mut redis::Connection, cmds: &[redis::Cmd]) -> Vec<Value> {
-    let _: () = redis::cmd("MULTI").query(c).unwrap();
-    for q in cmds {
-        let r: String = q.query(c).unwrap();
-        assert_eq!(r, "QUEUED");
-    }
-    // Not `query`: it turns an error inside EXEC's reply into an `Err`.
-    match c
-        .req_packed_command(&redis::cmd("EXEC").get_packed_command())
-        .unwrap()
-    {
-        Value::Array(v) => v,
-        other => panic!("EXEC answered {other:?}"),
-    }
 }
 
 fn last_fence(c: &mut redis::Connection) -> i64 {

@@ -303,7 +303,7 @@ fn a_refused_acquire_leaves_a_due_handoff_to_the_queue_timer() {
     refused.arg("WAIT").arg(1000);
     let mut info = redis::cmd("DLOCK.INFO");
     info.arg("q");
-    let replies = exec(&mut c, &[sleep, refused, info]);
+    let replies = transaction(&mut c, &[sleep, refused, info]);
     match &replies[1] {
         Value::ServerError(e) => assert!(
             e.details().unwrap_or_default().contains("LIMIT"),
@@ -334,22 +334,6 @@ fn a_refused_acquire_leaves_a_due_handoff_to_the_queue_timer() {
         ["w"],
         "the timer handed it over"
     );
-}
-
-/// Runs `cmds` in one MULTI/EXEC; EXEC's replies, errors included.
-fn exec(c: &mut Connection, cmds: &[redis::Cmd]) -> Vec<Value> {
-    let _: () = redis::cmd("MULTI").query(c).unwrap();
-    for q in cmds {
-        let r: String = q.query(c).unwrap();
-        assert_eq!(r, "QUEUED");
-    }
-    match c
-        .req_packed_command(&redis::cmd("EXEC").get_packed_command())
-        .unwrap()
-    {
-        Value::Array(v) => v,
-        other => panic!("EXEC answered {other:?}"),
-    }
 }
 
 /// The tokens holding a resource, in either `DLOCK.INFO` form.
@@ -384,7 +368,7 @@ fn a_release_or_extend_that_holds_nothing_hands_nothing_over() {
         }
         let mut info = redis::cmd("DLOCK.INFO");
         info.arg(&res);
-        let replies = exec(&mut c, &[del, nobody, info]);
+        let replies = transaction(&mut c, &[del, nobody, info]);
         assert_eq!(replies[1], Value::Int(0), "{probe} by a non-holder");
         let reserved = pairs(&replies[2])
             .first()
