@@ -4,9 +4,9 @@
 //! and owner `EXTEND` throughput at pipeline 1 and 16 (the throughput
 //! table's workloads, cases.rs), the `ACQUIRE ... WAIT` handoff latency
 //! (handoff.rs) and memory per lock. Both sides run with a module loaded,
-//! each run on a fresh server with the same configuration; the sides
-//! alternate and the ratio is the median of the back-to-back pairs
-//! (paired.rs). A change that leaves the plain lock's code paths alone in
+//! on fresh servers with the same configuration, both up at once; a run
+//! is cut into blocks that alternate between the sides (interleave.rs),
+//! and the ratio is the median of the blocks' ratios. A change that leaves the plain lock's code paths alone in
 //! intent (a refactoring, a new feature beside it) must leave them as they
 //! were: throughput ratio >= 0.98, handoff no slower (`HANDOFF_P50`, `HANDOFF_P99`), the
 //! same memory per lock. The section runs on the configurations in
@@ -26,7 +26,7 @@ use crate::common::{module_path, Server};
 use crate::paired;
 use crate::stats::Summary;
 use crate::throughput::{median, wanted};
-use crate::{handoff, pass, progress, Goal, Verdict};
+use crate::{handoff, interleave, pass, progress, Goal, Verdict};
 
 /// The compared commands: (title, workload).
 const OPS: &[(&str, Op)] = &[
@@ -101,27 +101,26 @@ pub fn run(config: &Config, sizes: &Sizes, rounds: usize, verdicts: &mut Vec<Ver
             } else {
                 sizes.ops_p16
             };
-            let runs = paired::alternate(sizes.repeat, true, |this, rep| {
+            let mut runs = paired::Runs::default();
+            for rep in 1..=sizes.repeat {
                 let t = Instant::now();
-                let out = cases::measure(
-                    if this { config } else { &base },
-                    op,
-                    pipeline,
-                    total,
-                    sizes,
-                );
-                let side = if this { "this build" } else { "baseline build" };
+                let blocks = interleave::run(config, &base, op, pipeline, total, sizes, rep);
+                let (this, other) = (blocks.this, blocks.other);
                 progress(
                     &format!(
-                        "{}: {} ({side}) -P {pipeline} (run {rep}): {:.0} ops/s",
+                        "{}: {} -P {pipeline} (pair {rep}): this build {:.0} ops/s, baseline build \
+                         {:.0} ops/s",
                         config.short,
                         op.label(),
-                        out.ops_per_sec()
+                        this.ops_per_sec(),
+                        other.ops_per_sec()
                     ),
                     t.elapsed(),
                 );
-                out
-            });
+                runs.d.push(this);
+                runs.b.push(other);
+                runs.ratios.extend(blocks.ratios);
+            }
             rows.push((title, pipeline, runs));
         }
     }
@@ -145,9 +144,10 @@ pub fn run(config: &Config, sizes: &Sizes, rounds: usize, verdicts: &mut Vec<Ver
     println!(
         "This build: {}; baseline (`BASELINE`): {}{}. Both sides run the module. Throughput: \
          the throughput table's workloads (random resources out of {}; owner RELEASE and EXTEND \
-         on populated locks), each run on a fresh server; {} runs per side, alternating, and \
-         the side that goes first alternates too; the ratio (this / baseline) is the median of \
-         the back-to-back pairs.\n",
+         on populated locks); {} pairs, each a fresh server per side, both up at once, every \
+         run cut into {} blocks that alternate between the sides (ABBA) with the same \
+         commands on both; the ratio (this / baseline) is the median of the ratios of the \
+         blocks of all pairs (interleave.rs says why).\n",
         describe(&this),
         describe(&other),
         if same {
@@ -156,7 +156,8 @@ pub fn run(config: &Config, sizes: &Sizes, rounds: usize, verdicts: &mut Vec<Ver
             ""
         },
         sizes.keys,
-        sizes.repeat
+        sizes.repeat,
+        interleave::BLOCKS
     );
     if !handoffs.is_empty() {
         println!(

@@ -52,6 +52,7 @@ mod contention_schemes;
 mod handoff;
 mod holds;
 mod holds_lua;
+mod interleave;
 mod load;
 mod paired;
 mod pin;

@@ -14,6 +14,10 @@ use crate::{pass, Goal, Verdict};
 pub struct Runs {
     pub d: Vec<Outcome>,
     pub b: Vec<Outcome>,
+    /// Ratios measured side by side within the runs (interleave.rs); when
+    /// there are any, the row's ratio is their median rather than the
+    /// median of the runs' ratios.
+    pub ratios: Vec<f64>,
 }
 
 /// `repeat` pairs of `run(true, i)` (the dlock side, or this build) and
@@ -87,7 +91,11 @@ pub fn row(
         );
         return;
     }
-    let ratio = paired_ratio(&dv, &bv);
+    let ratio = if runs.ratios.is_empty() {
+        paired_ratio(&dv, &bv)
+    } else {
+        median(&runs.ratios)
+    };
     verdicts.push(Verdict {
         config,
         what: format!("{title}, -P {pipeline}"),
