@@ -1,5 +1,6 @@
 //! Paired runs for the comparisons outside the main throughput table
-//! (holds.rs, baseline.rs). As in throughput.rs, the two sides alternate,
+//! (holds.rs; baseline.rs prints its interleaved runs, interleave.rs,
+//! through the same table). As in throughput.rs, the two sides alternate,
 //! each run on a fresh server, and the ratio is the median of the
 //! back-to-back pairs; here the side that goes first also alternates from
 //! pair to pair, so that a drift on the machine (another job, a warming
