@@ -10,12 +10,15 @@ RUN_PORT = $(shell awk '$$1 == "port" { print $$2; exit }' $(CONF) 2>/dev/null |
 #   SERVER=redis    Debian's redis-server, redis-cli, redis-benchmark (default)
 #   SERVER=valkey   Debian's valkey-server, valkey-cli, valkey-benchmark
 #   SERVER=<dir>    a folder holding redis-server, redis-cli, redis-benchmark
+#                   (or valkey-server, valkey-cli, valkey-benchmark)
 # DLOCK_SERVER, DLOCK_CLI and DLOCK_BENCHMARK override each binary.
 SERVER ?= redis
 ifeq ($(SERVER),redis)
 SERVER_BIN_PREFIX := redis-
 else ifeq ($(SERVER),valkey)
 SERVER_BIN_PREFIX := valkey-
+else ifneq ($(wildcard $(SERVER)/valkey-server),)
+SERVER_BIN_PREFIX := $(abspath $(SERVER))/valkey-
 else
 SERVER_BIN_PREFIX := $(abspath $(SERVER))/redis-
 endif

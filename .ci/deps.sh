@@ -5,6 +5,8 @@
 #                                the backports suite (added to apt's sources
 #                                if missing; only these packages come from it)
 #   .ci/deps.sh /path/to/dir     a folder holding redis-server, redis-cli and
+#                                redis-benchmark (or valkey-server, valkey-cli
+#                                and valkey-benchmark) and
 #                                redis-benchmark: checked, nothing installed
 # `apt-get update` runs at most once. Services the packages start are stopped:
 # tests start their own servers.
@@ -59,7 +61,10 @@ valkey)
 	fi
 	;;
 *)
-	for b in redis-server redis-cli redis-benchmark; do
+	prefix=redis-
+	[ -x "$kind/redis-server" ] || prefix=valkey-
+	for b in server cli benchmark; do
+		b=$prefix$b
 		if [ ! -x "$kind/$b" ]; then
 			echo "SERVER=$kind: no executable $kind/$b" >&2
 			exit 1

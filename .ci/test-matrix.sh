@@ -5,7 +5,8 @@
 # Each argument is SERVER or SERVER=suite,suite,... (default: every suite),
 # with SERVER as for `make SERVER=...`: redis (Debian's redis-server), valkey
 # (Debian's valkey-server, installed from backports if missing) or a folder
-# holding redis-server, redis-cli and redis-benchmark. Without arguments:
+# holding redis-server, redis-cli and redis-benchmark (or the valkey-
+# ones). Without arguments:
 # redis, valkey and every build in ../shared/servers/, every suite.
 # Logs of each run: target/test-matrix/<server>-<suite>.log.
 set -uo pipefail
@@ -17,8 +18,8 @@ mapfile -t -O "${#all_suites[@]}" all_suites < <(ls client/tests/*/main.rs | sed
 specs=("$@")
 if [ ${#specs[@]} -eq 0 ]; then
 	specs=(redis valkey)
-	for d in ../shared/servers/redis-*/; do
-		[ -x "$d/redis-server" ] && specs+=("$(cd "$d" && pwd)")
+	for d in ../shared/servers/*/; do
+		[ -x "$d/redis-server" ] || [ -x "$d/valkey-server" ] && specs+=("$(cd "$d" && pwd)")
 	done
 fi
 
@@ -44,7 +45,9 @@ for spec in "${specs[@]}"; do
 	redis) bins=(redis-server redis-cli redis-benchmark) ;;
 	valkey) bins=(valkey-server valkey-cli valkey-benchmark) ;;
 	*) server=$(cd "$server" 2>/dev/null && pwd || echo "$server")
-	   bins=("$server/redis-server" "$server/redis-cli" "$server/redis-benchmark") ;;
+	   prefix=redis-
+	   [ -x "$server/redis-server" ] || prefix=valkey-
+	   bins=("$server/${prefix}server" "$server/${prefix}cli" "$server/${prefix}benchmark") ;;
 	esac
 	if ! .ci/deps.sh "$server" >"$logs/deps.log" 2>&1; then
 		cat "$logs/deps.log"

@@ -21,18 +21,19 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::cases::{self, Config, Op, Sizes};
+use crate::cases::{self, Config, Sizes};
 use crate::common::{module_path, Server};
+use crate::interleave::Cmd;
 use crate::paired;
 use crate::stats::Summary;
 use crate::throughput::{median, wanted};
 use crate::{handoff, interleave, pass, progress, Goal, Verdict};
 
 /// The compared commands: (title, workload).
-const OPS: &[(&str, Op)] = &[
-    ("ACQUIRE", Op::Acquire),
-    ("RELEASE, owner", Op::ReleaseHit),
-    ("EXTEND, owner", Op::ExtendHit),
+const OPS: &[(&str, Cmd)] = &[
+    ("ACQUIRE", Cmd::Acquire),
+    ("RELEASE, owner", Cmd::Release),
+    ("EXTEND, owner", Cmd::Extend),
 ];
 
 /// Throughput goal: this build / the baseline build, the median of the
@@ -92,7 +93,7 @@ pub fn run(config: &Config, sizes: &Sizes, rounds: usize, verdicts: &mut Vec<Ver
         ..config.clone()
     };
     let t = Instant::now();
-    let ops: Vec<(&str, Op)> = OPS.iter().copied().filter(|(t, _)| wanted(t)).collect();
+    let ops: Vec<(&str, Cmd)> = OPS.iter().copied().filter(|(t, _)| wanted(t)).collect();
     let mut rows = Vec::new();
     for &(title, op) in &ops {
         for pipeline in [1usize, 16] {
@@ -104,7 +105,15 @@ pub fn run(config: &Config, sizes: &Sizes, rounds: usize, verdicts: &mut Vec<Ver
             let mut runs = paired::Runs::default();
             for rep in 1..=sizes.repeat {
                 let t = Instant::now();
-                let blocks = interleave::run(config, &base, op, pipeline, total, sizes, rep);
+                let blocks = interleave::run(
+                    (config, op),
+                    (&base, op),
+                    pipeline,
+                    total,
+                    sizes.clients,
+                    sizes.keys,
+                    rep,
+                );
                 let (this, other) = (blocks.this, blocks.other);
                 progress(
                     &format!(

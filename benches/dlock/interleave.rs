@@ -1,62 +1,158 @@
-//! Throughput of two builds of the module, both servers up at once, in
-//! short blocks that alternate between them (ABBA). A whole run per side
-//! back to back compares whatever else the machine did during each run: on
-//! a shared 2-core box one run of a second catches a burst of another job
-//! and the next does not, and the same build swings by a third from run to
-//! run. Blocks of a tenth of a second spread those bursts over both sides
-//! alike, so the ratio of the pooled blocks shows the builds, not the
-//! bursts. Both sides see the same sequence of commands (the same seeds)
-//! and so the same fill of the keyspace at every block.
+//! Throughput of two sides, both servers up at once, in short blocks that
+//! alternate between them (ABBA): two builds of the module (baseline.rs),
+//! or dlock against the server's own compare-and-set commands (native.rs).
+//! A whole run per side back to back compares whatever else the machine did
+//! during each run: on a shared 2-core box one run of a second catches a
+//! burst of another job and the next does not, and the same build swings
+//! by a third from run to run. Blocks of a tenth of a second spread those
+//! bursts over both sides alike, and the median of the blocks' ratios
+//! leaves out the few that one burst hit. Both sides see the same sequence
+//! of resources (the same seeds) and so the same fill of the keyspace at
+//! every block.
 
-use crate::cases::{self, owner, populate, stranger, Config, Op, Sizes, TTL};
+use crate::cases::{self, owner, populate, stranger, Config, TTL};
 use crate::common::Server;
 use crate::load::{self, Outcome, Rng, Shape};
 
 /// Blocks a run is cut into; the sides take turns.
 pub const BLOCKS: usize = 40;
 
+/// What one side sends: random resources out of the run's keys.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Cmd {
+    /// `DLOCK.ACQUIRE lock:<rand> <fresh token> 30000` on an empty database.
+    Acquire,
+    /// `SET lock:<rand> <fresh token> NX PX 30000` on an empty database.
+    SetNx,
+    /// `DLOCK.RELEASE lock:<n> <owner>`: each populated lock once, shuffled.
+    Release,
+    /// `DLOCK.RELEASE lock:<rand> <wrong token>` on populated locks.
+    ReleaseMiss,
+    /// `DLOCK.EXTEND lock:<rand> <owner> 30000` on populated locks.
+    Extend,
+    /// `DELEX lock:<n> IFEQ <owner>` (Redis 8.4+), as `Release`.
+    Delex,
+    /// `DELEX lock:<rand> IFEQ <wrong token>` on populated strings.
+    DelexMiss,
+    /// `DELIFEQ lock:<n> <owner>` (Valkey 9), as `Release`.
+    Delifeq,
+    /// `DELIFEQ lock:<rand> <wrong token>` on populated strings.
+    DelifeqMiss,
+    /// `SET lock:<rand> <owner> IFEQ <owner> PX 30000` on populated strings:
+    /// a lease renewed by its holder.
+    SetIfeq,
+}
+
+impl Cmd {
+    /// Whether the side's server loads the module (the native side runs
+    /// without it: dlock's keyspace-event subscription would tax it).
+    pub fn module(self) -> bool {
+        matches!(
+            self,
+            Cmd::Acquire | Cmd::Release | Cmd::ReleaseMiss | Cmd::Extend
+        )
+    }
+
+    fn populated(self) -> bool {
+        !matches!(self, Cmd::Acquire | Cmd::SetNx)
+    }
+
+    /// Each command deletes its key: a shuffled walk over the populated
+    /// keys, populated again (untimed) when it runs out.
+    fn consumes(self) -> bool {
+        matches!(self, Cmd::Release | Cmd::Delex | Cmd::Delifeq)
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Cmd::Acquire => "`DLOCK.ACQUIRE`",
+            Cmd::SetNx => "`SET NX PX`",
+            Cmd::Release => "`DLOCK.RELEASE` (owner)",
+            Cmd::ReleaseMiss => "`DLOCK.RELEASE` (wrong token)",
+            Cmd::Extend => "`DLOCK.EXTEND` (owner)",
+            Cmd::Delex => "`DELEX IFEQ` (owner)",
+            Cmd::DelexMiss => "`DELEX IFEQ` (wrong value)",
+            Cmd::Delifeq => "`DELIFEQ` (owner)",
+            Cmd::DelifeqMiss => "`DELIFEQ` (wrong value)",
+            Cmd::SetIfeq => "`SET IFEQ PX` (owner)",
+        }
+    }
+
+    /// Appends one command; `next` gives the next key of a consuming walk.
+    fn emit(self, buf: &mut Vec<u8>, rng: &mut Rng, keys: u64, next: &mut dyn FnMut() -> u64) {
+        let i = if self.consumes() {
+            next()
+        } else {
+            rng.below(keys)
+        };
+        let k = cases::name(b"lock:", i);
+        let (k, own) = (k.as_ref(), owner(i));
+        let own = own.as_ref();
+        match self {
+            Cmd::Acquire | Cmd::SetNx | Cmd::ReleaseMiss | Cmd::DelexMiss | Cmd::DelifeqMiss => {
+                let t = stranger(rng);
+                let t = t.as_ref();
+                let args: &[&[u8]] = match self {
+                    Cmd::Acquire => &[b"DLOCK.ACQUIRE", k, t, TTL],
+                    Cmd::SetNx => &[b"SET", k, t, b"NX", b"PX", TTL],
+                    Cmd::ReleaseMiss => &[b"DLOCK.RELEASE", k, t],
+                    Cmd::DelexMiss => &[b"DELEX", k, b"IFEQ", t],
+                    _ => &[b"DELIFEQ", k, t],
+                };
+                load::command(buf, args);
+            }
+            Cmd::Release => load::command(buf, &[b"DLOCK.RELEASE", k, own]),
+            Cmd::Extend => load::command(buf, &[b"DLOCK.EXTEND", k, own, TTL]),
+            Cmd::Delex => load::command(buf, &[b"DELEX", k, b"IFEQ", own]),
+            Cmd::Delifeq => load::command(buf, &[b"DELIFEQ", k, own]),
+            Cmd::SetIfeq => load::command(buf, &[b"SET", k, own, b"IFEQ", own, b"PX", TTL]),
+        }
+    }
+}
+
 /// One side: its server, the generator's state, and the blocks so far.
 struct Side {
+    cmd: Cmd,
     server: Server,
     rng: Rng,
-    /// Owner RELEASE: the populated keys in the order they are released,
-    /// and how many are gone.
+    /// A consuming walk: the populated keys in the order they go, and how
+    /// many are gone.
     order: Vec<u64>,
-    released: usize,
+    gone: usize,
     out: Outcome,
     /// Each block's rate, ops/s.
     rates: Vec<f64>,
 }
 
 impl Side {
-    fn new(config: &Config, op: Op, pipeline: usize, keys: u64) -> Side {
-        let server = config.server(true);
-        if op != Op::Acquire {
-            populate(&server, true, b"lock:", 0, keys);
+    fn new(config: &Config, cmd: Cmd, pipeline: usize, keys: u64) -> Side {
+        let server = config.server(cmd.module());
+        if cmd.populated() {
+            populate(&server, cmd.module(), b"lock:", 0, keys);
         }
         let mut rng = Rng::new(0x5eed ^ pipeline as u64);
         let mut order: Vec<u64> = Vec::new();
-        if op == Op::ReleaseHit {
+        if cmd.consumes() {
             order = (0..keys).collect();
             rng.shuffle(&mut order);
         }
         Side {
+            cmd,
             server,
             rng,
             order,
-            released: 0,
+            gone: 0,
             out: Outcome::default(),
             rates: Vec::new(),
         }
     }
 
-    /// `n` commands of `op` (`n` at most the keys for owner RELEASE).
-    fn block(&mut self, op: Op, pipeline: usize, clients: usize, keys: u64, n: u64) {
-        if op == Op::ReleaseHit && self.released + n as usize > self.order.len() {
-            // Every lock was released: populate again (untimed), new order.
-            populate(&self.server, true, b"lock:", 0, keys);
+    /// `n` commands (at most the keys for a consuming walk).
+    fn block(&mut self, pipeline: usize, clients: usize, keys: u64, n: u64) {
+        if self.cmd.consumes() && self.gone + n as usize > self.order.len() {
+            populate(&self.server, self.cmd.module(), b"lock:", 0, keys);
             self.rng.shuffle(&mut self.order);
-            self.released = 0;
+            self.gone = 0;
         }
         let shape = Shape {
             conns: clients,
@@ -64,72 +160,66 @@ impl Side {
             total: n,
             latency: false,
         };
-        let (rng, order, released) = (&mut self.rng, &self.order, &mut self.released);
-        let out = load::run(self.server.port(), shape, |_, buf| match op {
-            Op::Acquire => {
-                let k = cases::name(b"lock:", rng.below(keys));
-                let t = stranger(rng);
-                load::command(buf, &[b"DLOCK.ACQUIRE", k.as_ref(), t.as_ref(), TTL]);
-            }
-            Op::ExtendHit => {
-                let i = rng.below(keys);
-                let (k, t) = (cases::name(b"lock:", i), owner(i));
-                load::command(buf, &[b"DLOCK.EXTEND", k.as_ref(), t.as_ref(), TTL]);
-            }
-            _ => {
-                let i = order[*released];
-                *released += 1;
-                let (k, t) = (cases::name(b"lock:", i), owner(i));
-                load::command(buf, &[b"DLOCK.RELEASE", k.as_ref(), t.as_ref()]);
-            }
+        let (cmd, rng, order, gone) = (self.cmd, &mut self.rng, &self.order, &mut self.gone);
+        let out = load::run(self.server.port(), shape, |_, buf| {
+            let mut next = || {
+                let i = order.get(*gone).copied().unwrap_or(0);
+                *gone += 1;
+                i
+            };
+            cmd.emit(buf, rng, keys, &mut next);
         });
-        cases::check(&out, op.label());
+        cases::check(&out, cmd.label());
         self.rates.push(out.ops_per_sec());
         self.out.absorb(out);
     }
 }
 
-/// `total` commands of `op` per side on a fresh server each (this build's
-/// `config`, the other's `base`), in `BLOCKS` blocks alternating ABBA;
-/// `rep` odd starts with the other side. Returns each side's pooled
-/// blocks and the ratio (this / other) of every pair of blocks. `op` is
-/// ACQUIRE, owner RELEASE or owner EXTEND.
+/// What an interleaved run measured.
+pub struct Blocks {
+    /// Each side's blocks, pooled.
+    pub this: Outcome,
+    pub other: Outcome,
+    /// The first side's rate over the other's, block by block: a burst of
+    /// another job lands in one block of one side, and the median of the
+    /// blocks' ratios leaves it out where a ratio of the totals would not.
+    pub ratios: Vec<f64>,
+}
+
+/// One side (`this`) against another, `total` commands each on a fresh
+/// server each, in `BLOCKS` blocks alternating ABBA; `rep` odd starts
+/// with the other side and starts its server first.
 pub fn run(
-    config: &Config,
-    base: &Config,
-    op: Op,
+    this: (&Config, Cmd),
+    other: (&Config, Cmd),
     pipeline: usize,
     total: u64,
-    sizes: &Sizes,
+    clients: usize,
+    keys: u64,
     rep: usize,
 ) -> Blocks {
-    assert!(
-        matches!(op, Op::Acquire | Op::ReleaseHit | Op::ExtendHit),
-        "interleave: {} is not a plain-lock command of this build",
-        op.label()
-    );
-    let keys = sizes.keys;
     // The side started first alternates too: a server started earlier has
     // its memory laid out and its AOF grown in another order.
     let mut sides = if rep.is_multiple_of(2) {
         [
-            Side::new(config, op, pipeline, keys),
-            Side::new(base, op, pipeline, keys),
+            Side::new(this.0, this.1, pipeline, keys),
+            Side::new(other.0, other.1, pipeline, keys),
         ]
     } else {
-        let other = Side::new(base, op, pipeline, keys);
-        [Side::new(config, op, pipeline, keys), other]
+        let second = Side::new(other.0, other.1, pipeline, keys);
+        [Side::new(this.0, this.1, pipeline, keys), second]
     };
     let blocks = BLOCKS.min(total.max(1) as usize);
+    let consumes = this.1.consumes() || other.1.consumes();
     for block in 0..blocks {
         let mut n =
             total * (block as u64 + 1) / blocks as u64 - total * block as u64 / blocks as u64;
-        if op == Op::ReleaseHit {
+        if consumes {
             n = n.min(keys);
         }
         let first = (rep + block / 2 + block) % 2;
         for side in [first, 1 - first] {
-            sides[side].block(op, pipeline, sizes.clients, keys, n);
+            sides[side].block(pipeline, clients, keys, n);
         }
     }
     let ratios = sides[0]
@@ -144,14 +234,4 @@ pub fn run(
         other,
         ratios,
     }
-}
-
-/// What an interleaved run measured.
-pub struct Blocks {
-    pub this: Outcome,
-    pub other: Outcome,
-    /// This build's rate over the other's, block by block: a burst of
-    /// another job lands in one block of one side, and the median of the
-    /// blocks' ratios leaves it out where a ratio of the totals would not.
-    pub ratios: Vec<f64>,
 }

@@ -15,7 +15,7 @@
 //! | --- | --- |
 //! | `DLOCK_BENCH_QUICK=1` | small sizes everywhere (a smoke run of ~1 min); explicit variables still win |
 //! | `DLOCK_BENCH_CONFIGS` | `aof,none` - which configurations, in order |
-//! | `DLOCK_BENCH_SECTIONS` | `throughput,holds,sets,memory,baseline,scale,crosscheck,handoff,contention` - which sections (`holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `contention`: lock schemes under contention, contention.rs) |
+//! | `DLOCK_BENCH_SECTIONS` | `throughput,native,holds,sets,memory,baseline,scale,crosscheck,handoff,contention` - which sections (`native`: ACQUIRE, RELEASE, EXTEND vs the server's `SET NX PX`, `DELEX IFEQ`/`DELIFEQ`, `SET IFEQ PX`, on servers that have them, native.rs; `holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `contention`: lock schemes under contention, contention.rs) |
 //! | `DLOCK_BENCH_CLIENTS` | `50` - connections per throughput run |
 //! | `DLOCK_BENCH_KEYS` | `100000` - resources the random keys are drawn from |
 //! | `DLOCK_BENCH_OPS_P1` | `150000` - commands per throughput run at pipeline 1 |
@@ -34,7 +34,7 @@
 //! | `DLOCK_BENCH_CONTENTION_CS_US` | `0,1000` - critical-section lengths, µs |
 //! | `DLOCK_BENCH_CONTENTION_RESOURCES` | `1,100` - resources the clients contend for |
 //! | `DLOCK_BENCH_CONTENTION_SCHEMES` | `dlock,poll200,poll10,pubsub,blpop` - schemes (contention_schemes.rs) |
-//! | `DLOCK_BENCH_ONLY` | all - throughput, holds, sets and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `handoff` and `memory` for the baseline's handoff and memory rows) |
+//! | `DLOCK_BENCH_ONLY` | all - throughput, native, holds, sets and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `handoff` and `memory` for the baseline's handoff and memory rows) |
 //! | `BASELINE` | unset - another build of the module, as a path (`BASELINE=/path/to/libdlock.so`): the `baseline` section compares this build with it (ACQUIRE, owner RELEASE and EXTEND throughput at pipeline 1 and 16, `ACQUIRE ... WAIT` handoff latency, memory per lock); unset, the section is skipped with a note. `make bench BASELINE=<git commit-ish>` builds that commit's module first (.ci/baseline-module.sh, into `target/baseline/`, reused by later runs) and passes its path here |
 //! | `DLOCK_BENCH_BASELINE_CONFIGS` | `aof` - configurations that run the `baseline` section |
 //! | `DLOCK_BENCH_PIN` | `1` - server and client on separate cores (see pin.rs); `0` leaves placement to the scheduler |
@@ -54,6 +54,7 @@ mod holds;
 mod holds_lua;
 mod interleave;
 mod load;
+mod native;
 mod paired;
 mod pin;
 mod scale;
@@ -139,7 +140,7 @@ fn main() {
     let polling_rounds = env_u64("DLOCK_BENCH_POLL_ROUNDS", q(100, 10)) as usize;
     let sections = env_list(
         "DLOCK_BENCH_SECTIONS",
-        "throughput,holds,sets,memory,baseline,scale,crosscheck,handoff,contention",
+        "throughput,native,holds,sets,memory,baseline,scale,crosscheck,handoff,contention",
     );
     let contention_set = contention::Settings::from_env(quick);
     let on = |s: &str| sections.iter().any(|x| x == s);
@@ -208,6 +209,9 @@ fn main() {
             let (results, runs) = throughput::run(config, &sizes);
             throughput::print(config, &results, &runs, sizes.repeat, &mut verdicts);
             throughput::print_latency(&results);
+        }
+        if on("native") {
+            native::run(config, &sizes, &mut verdicts);
         }
         if on("holds") {
             holds::run(config, &sizes, &mut verdicts);

@@ -1,0 +1,173 @@
+//! dlock against the server's own lease primitives, on the same server
+//! build: `ACQUIRE` vs `SET NX PX`, `RELEASE` vs `DELEX key IFEQ v` (Redis
+//! 8.4+) or `DELIFEQ key v` (Valkey 9), `EXTEND` vs `SET key v IFEQ v PX`.
+//! These are what a user of a 2026 server picks for a plain lease instead
+//! of Lua, and they do less than dlock (no fence, no waiting, no kinds), so
+//! the goal is that dlock costs about the same per command: >= 0.95x at
+//! pipeline 16, where the server's work per command shows (at pipeline 1
+//! the round trip dominates; those rows are printed without a goal).
+//!
+//! Both sides run interleaved (interleave.rs): the dlock side on a server
+//! with the module, the native side on one without it (the module's
+//! keyspace-event subscription would tax `DEL` on that side). A server
+//! without either compare-and-delete command skips the section with a note.
+
+use std::time::Instant;
+
+use crate::cases::{Config, Sizes};
+use crate::interleave::{self, Cmd};
+use crate::throughput::{median, wanted};
+use crate::{pass, progress, Goal, Verdict};
+
+const GOAL: Goal = Goal::AtLeast(0.95);
+
+/// The server's compare-and-delete: (owner, wrong value) commands and its
+/// name for the titles; `None` when it has neither (or no `SET IFEQ`).
+fn flavour(config: &Config) -> Option<(Cmd, Cmd, &'static str)> {
+    let server = config.server(false);
+    let mut c = server.conn();
+    let known = |c: &mut redis::Connection, name: &str| {
+        let info: redis::Value = redis::cmd("COMMAND")
+            .arg("INFO")
+            .arg(name)
+            .query(c)
+            .unwrap_or(redis::Value::Nil);
+        matches!(info, redis::Value::Array(ref v) if v.first().is_some_and(|e| *e != redis::Value::Nil))
+    };
+    let set_ifeq = redis::cmd("SET")
+        .arg("bench:probe")
+        .arg("v")
+        .arg("IFEQ")
+        .arg("v")
+        .query::<Option<String>>(&mut c)
+        .is_ok();
+    if !set_ifeq {
+        return None;
+    }
+    if known(&mut c, "DELEX") {
+        Some((Cmd::Delex, Cmd::DelexMiss, "DELEX IFEQ"))
+    } else if known(&mut c, "DELIFEQ") {
+        Some((Cmd::Delifeq, Cmd::DelifeqMiss, "DELIFEQ"))
+    } else {
+        None
+    }
+}
+
+/// One comparison: the pairs' blocks' ratios and each side's pooled rate.
+struct Row {
+    title: String,
+    pipeline: usize,
+    dlock: f64,
+    native: f64,
+    hits: (f64, f64),
+    ratio: f64,
+}
+
+pub fn run(config: &Config, sizes: &Sizes, verdicts: &mut Vec<Verdict>) {
+    let Some((delete, delete_miss, name)) = flavour(config) else {
+        println!(
+            "### dlock against the server's own primitives\n\nSkipped: this server has no \
+             `DELEX ... IFEQ` (Redis 8.4+) or `DELIFEQ` (Valkey 9), or no `SET ... IFEQ`.\n"
+        );
+        return;
+    };
+    let pairs: Vec<(String, Cmd, Cmd)> = vec![
+        ("ACQUIRE vs SET NX PX".into(), Cmd::Acquire, Cmd::SetNx),
+        (format!("RELEASE vs {name}, owner"), Cmd::Release, delete),
+        (
+            format!("RELEASE vs {name}, wrong token"),
+            Cmd::ReleaseMiss,
+            delete_miss,
+        ),
+        (
+            "EXTEND vs SET IFEQ PX, owner".into(),
+            Cmd::Extend,
+            Cmd::SetIfeq,
+        ),
+    ];
+    let t = Instant::now();
+    let mut rows = Vec::new();
+    for (title, dlock, native) in pairs.into_iter().filter(|(t, ..)| wanted(t)) {
+        for pipeline in [1usize, 16] {
+            let total = if pipeline == 1 {
+                sizes.ops_p1
+            } else {
+                sizes.ops_p16
+            };
+            let (mut ratios, mut d, mut n, mut hits) =
+                (Vec::new(), Vec::new(), Vec::new(), (0.0, 0.0));
+            for rep in 1..=sizes.repeat {
+                let t = Instant::now();
+                let b = interleave::run(
+                    (config, dlock),
+                    (config, native),
+                    pipeline,
+                    total,
+                    sizes.clients,
+                    sizes.keys,
+                    rep,
+                );
+                progress(
+                    &format!(
+                        "{}: {} vs {} -P {pipeline} (pair {rep}): {:.0} vs {:.0} ops/s",
+                        config.short,
+                        dlock.label(),
+                        native.label(),
+                        b.this.ops_per_sec(),
+                        b.other.ops_per_sec()
+                    ),
+                    t.elapsed(),
+                );
+                d.push(b.this.ops_per_sec());
+                n.push(b.other.ops_per_sec());
+                hits = (b.this.hit_rate(), b.other.hit_rate());
+                ratios.extend(b.ratios);
+            }
+            rows.push(Row {
+                title: title.clone(),
+                pipeline,
+                dlock: median(&d),
+                native: median(&n),
+                hits,
+                ratio: median(&ratios),
+            });
+        }
+    }
+    progress(&format!("{}: native primitives", config.short), t.elapsed());
+    println!("### dlock against the server's own primitives\n");
+    println!(
+        "The same server build, the native side without the module; {} pairs per row, both \
+         servers up at once, each run cut into {} blocks alternating between them (ABBA) with \
+         the same resources on both; ops/s is the median pair, the ratio (dlock / native) the \
+         median of the ratios of all blocks. Goal {} at pipeline 16 (native.rs says why).\n",
+        sizes.repeat,
+        interleave::BLOCKS,
+        GOAL.text()
+    );
+    println!("| comparison | pipeline | dlock ops/s | native ops/s | hits dlock / native | ratio | goal | result |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+    for r in rows {
+        let judged = r.pipeline == 16;
+        println!(
+            "| {} | {} | {:.0} | {:.0} | {:.0}% / {:.0}% | {:.2}x | {} | {} |",
+            r.title,
+            r.pipeline,
+            r.dlock,
+            r.native,
+            r.hits.0 * 100.0,
+            r.hits.1 * 100.0,
+            r.ratio,
+            if judged { GOAL.text() } else { "-".into() },
+            if judged { pass(GOAL.met(r.ratio)) } else { "-" }
+        );
+        if judged {
+            verdicts.push(Verdict {
+                config: config.short,
+                what: format!("{}, -P 16", r.title),
+                ratio: r.ratio,
+                goal: GOAL,
+            });
+        }
+    }
+    println!();
+}
