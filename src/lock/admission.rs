@@ -1,20 +1,20 @@
-//! What admission needs to know of a resource's holds, as indexes: built
-//! once per decision, and kept up to date while a queue step grants, so a
-//! run of thousands of queued readers is decided in linear time instead of
-//! rescanning every hold for every reader. Every kind of lock decides
+//! What admission needs to know of a resource's holds, read through
+//! indexes: a resource with several holds keeps them itself (`Holds`), so a
+//! decision reads them in place and a step records only what it changes
+//! (holds ended, holds granted) beside them. Every kind of lock decides
 //! through `Summary::admit` and `Summary::decide`: a plain lock
 //! (`Summary::of_plain`, read from its one-allocation value), a resource
 //! with several holds (`Holds::summary`), and each step of a queue. One rule
 //! book.
 //!
-//! The fast path lives inside the model: while a resource has at most one
-//! hold (every plain lock), that hold is kept inline and nothing is
-//! allocated; the indexes are built when a second hold arrives.
+//! The fast path lives inside the model: while a plain lock has at most one
+//! hold, that hold is kept inline and nothing is allocated.
 
 use std::collections::HashMap;
 
 use super::ask::{Ask, Mode};
 use super::fence::FenceClock;
+use super::holds::{Holds, OwnerHolds};
 use super::lease::LeaseRef;
 use super::Error;
 
@@ -52,6 +52,16 @@ struct Owner {
     exclusive: usize,
 }
 
+impl From<OwnerHolds> for Owner {
+    fn from(o: OwnerHolds) -> Self {
+        Owner {
+            fence: o.fence,
+            holds: o.holds,
+            exclusive: o.exclusive,
+        }
+    }
+}
+
 /// One hold, as admission sees it.
 #[derive(Debug, Clone, Copy)]
 struct Entry<'x> {
@@ -61,33 +71,53 @@ struct Entry<'x> {
     fence: u64,
 }
 
+/// A hold's mode, owner and fence.
+type Held<'x> = (Mode, &'x [u8], u64);
+
+/// A resource's holds as admission sees them, while a step decides: the
+/// stored holds' own indexes (`base`, read in place) or a plain lock's one
+/// hold (`one`, nothing allocated), under the changes the step makes
+/// before and while it decides (holds that ended, holds granted), kept in
+/// small overlays. Every lookup is O(1) or O(log n) in the holds.
 #[derive(Debug)]
 pub struct Summary<'x> {
     limit: u32,
     len: usize,
-    /// The only hold while there is exactly one: no index is built.
+    base: Option<&'x Holds>,
+    /// The only hold of a resource read without `base` while it has one.
     one: Option<Entry<'x>>,
-    /// token -> (mode, owner, fence) of its hold, from the second hold on.
-    tokens: HashMap<&'x [u8], (Mode, &'x [u8], u64)>,
-    owners: HashMap<&'x [u8], Owner>,
+    /// Holds granted (`Some`) or ended (`None`) in this step.
+    tokens: HashMap<&'x [u8], Option<Held<'x>>>,
+    /// Owners whose holds this step changed: what they hold now.
+    owners: HashMap<&'x [u8], Option<Owner>>,
     /// Owners with at least one exclusive hold.
     exclusive_owners: usize,
-    /// Room to reserve when the indexes are built.
-    capacity: usize,
 }
 
 impl<'x> Summary<'x> {
-    /// No holds yet, room for `holds` of them (`Holds::summary` adds them).
+    /// No holds yet (`add` adds them).
     #[inline]
-    pub fn new(limit: u32, holds: usize) -> Self {
+    pub fn new(limit: u32) -> Self {
         Summary {
             limit,
             len: 0,
+            base: None,
             one: None,
             tokens: HashMap::new(),
             owners: HashMap::new(),
             exclusive_owners: 0,
-            capacity: holds,
+        }
+    }
+
+    /// A resource's stored holds, read through their indexes.
+    #[inline]
+    pub fn of_holds(holds: &'x Holds) -> Self {
+        Summary {
+            limit: holds.limit,
+            len: holds.len(),
+            base: Some(holds),
+            exclusive_owners: holds.exclusive_owners(),
+            ..Summary::new(holds.limit)
         }
     }
 
@@ -95,7 +125,7 @@ impl<'x> Summary<'x> {
     /// Allocates nothing.
     #[inline]
     pub fn of_plain(lease: Option<LeaseRef<'x>>) -> Self {
-        let mut s = Summary::new(1, 0);
+        let mut s = Summary::new(1);
         if let Some(l) = lease {
             s.add(l.token(), l.token(), Mode::Exclusive, l.fence(), 1);
         }
@@ -114,73 +144,99 @@ impl<'x> Summary<'x> {
             mode,
             fence,
         };
-        if mode == Mode::Exclusive && !self.owner_is_exclusive(owner) {
+        if self.len == 0 && self.base.is_none() && self.tokens.is_empty() {
+            if mode == Mode::Exclusive {
+                self.exclusive_owners += 1;
+            }
+            self.len = 1;
+            self.one = Some(entry);
+            return;
+        }
+        if let Some(first) = self.one.take() {
+            self.put(first, true);
+        }
+        self.put(entry, false);
+        self.len += 1;
+    }
+
+    /// Records `e` in the overlays; `moved`: it was counted already (the
+    /// inline hold, moving to the overlays).
+    fn put(&mut self, e: Entry<'x>, moved: bool) {
+        let before = if moved { None } else { self.owner(e.owner) };
+        let exclusive = usize::from(e.mode == Mode::Exclusive);
+        let after = match before {
+            Some(o) => Owner {
+                fence: o.fence,
+                holds: o.holds + 1,
+                exclusive: o.exclusive + exclusive,
+            },
+            None => Owner {
+                fence: e.fence,
+                holds: 1,
+                exclusive,
+            },
+        };
+        if !moved && exclusive > 0 && before.is_none_or(|o| o.exclusive == 0) {
             self.exclusive_owners += 1;
         }
-        self.len += 1;
-        match self.len {
-            1 => self.one = Some(entry),
-            _ => {
-                if let Some(first) = self.one.take() {
-                    self.tokens.reserve(self.capacity.max(2));
-                    self.index(first);
-                }
-                self.index(entry);
-            }
-        }
+        self.owners.insert(e.owner, Some(after));
+        self.tokens
+            .insert(e.token, Some((e.mode, e.owner, e.fence)));
     }
 
-    fn index(&mut self, e: Entry<'x>) {
-        self.tokens.insert(e.token, (e.mode, e.owner, e.fence));
-        let o = self.owners.entry(e.owner).or_insert(Owner {
-            fence: e.fence,
-            holds: 0,
-            exclusive: 0,
-        });
-        o.holds += 1;
-        if e.mode == Mode::Exclusive {
-            o.exclusive += 1;
-        }
-    }
-
-    /// The same holds with the indexes built even for a single hold: the
-    /// representation every resource with several holds uses, so the
-    /// inline fast path can be compared with it.
-    #[cfg(test)]
-    pub fn indexed(mut self) -> Self {
-        if let Some(first) = self.one.take() {
-            self.index(first);
-        }
-        self
-    }
-
+    /// `token`'s hold ended in this step.
     #[inline]
-    fn owner_is_exclusive(&self, owner: &[u8]) -> bool {
-        self.owner(owner).is_some_and(|o| o.exclusive > 0)
+    pub fn remove(&mut self, token: &'x [u8]) {
+        let Some((mode, owner, _)) = self.token(token) else {
+            return;
+        };
+        if let Some(first) = self.one.take() {
+            self.put(first, true);
+        }
+        let exclusive = usize::from(mode == Mode::Exclusive);
+        let after = self.owner(owner).and_then(|o| {
+            let left = Owner {
+                holds: o.holds.saturating_sub(1),
+                exclusive: o.exclusive.saturating_sub(exclusive),
+                ..o
+            };
+            (left.holds > 0).then_some(left)
+        });
+        if exclusive > 0 && after.is_none_or(|o| o.exclusive == 0) {
+            self.exclusive_owners = self.exclusive_owners.saturating_sub(1);
+        }
+        self.owners.insert(owner, after);
+        self.tokens.insert(token, None);
+        self.len = self.len.saturating_sub(1);
     }
 
     /// `token`'s hold: its mode, owner and fence.
     #[inline]
-    fn token(&self, token: &[u8]) -> Option<(Mode, &'x [u8], u64)> {
-        match &self.one {
-            Some(e) if e.token == token => Some((e.mode, e.owner, e.fence)),
-            Some(_) => None,
-            None => self.tokens.get(token).copied(),
+    fn token(&self, token: &[u8]) -> Option<Held<'x>> {
+        if let Some(e) = &self.one {
+            return (e.token == token).then_some((e.mode, e.owner, e.fence));
         }
+        if let Some(changed) = self.tokens.get(token) {
+            return *changed;
+        }
+        let h = self.base?.hold_of(token)?;
+        Some((h.mode, h.owner, h.fence))
     }
 
     /// What `owner` holds.
     #[inline]
     fn owner(&self, owner: &[u8]) -> Option<Owner> {
-        match &self.one {
-            Some(e) if e.owner == owner => Some(Owner {
+        if let Some(e) = &self.one {
+            return (e.owner == owner).then_some(Owner {
                 fence: e.fence,
                 holds: 1,
                 exclusive: usize::from(e.mode == Mode::Exclusive),
-            }),
-            Some(_) => None,
-            None => self.owners.get(owner).copied(),
+            });
         }
+        if let Some(changed) = self.owners.get(owner) {
+            return *changed;
+        }
+        self.base?.owner(owner).map(Owner::from)
     }
 
     /// Whether `owner` holds anything.

@@ -37,8 +37,7 @@ impl Change {
                 if holds.is_empty() {
                     holds.limit = *limit;
                 }
-                holds.holds.retain(|h| h.token != hold.token);
-                holds.holds.push(hold.clone());
+                holds.put(hold.clone());
             }
             Change::Move { token, deadline_ms } => {
                 holds.set_deadline(token, *deadline_ms);
@@ -156,11 +155,9 @@ mod tests {
         let mut h = Holds::new(1);
         add.apply(&mut h);
         add.apply(&mut h);
-        assert_eq!(h.holds.len(), 1, "a replayed add replaces, never doubles");
-        assert_eq!(
-            (&*h.holds[0].owner, h.holds[0].mode),
-            (&b"A"[..], Mode::Shared)
-        );
+        assert_eq!(h.len(), 1, "a replayed add replaces, never doubles");
+        let held = h.hold_of(b"t").unwrap();
+        assert_eq!((held.owner, held.mode), (&b"A"[..], Mode::Shared));
         parse_move(&argv(&["X", "k", "t", "2000"]))
             .unwrap()
             .apply(&mut h);
@@ -172,7 +169,7 @@ mod tests {
     #[test]
     fn a_whole_value_parses_and_nonsense_is_refused() {
         let mut h = Holds::new(3);
-        h.holds.push(Hold {
+        h.push(Hold {
             token: b"p"[..].into(),
             owner: b"p"[..].into(),
             fence: 5,

@@ -51,14 +51,16 @@ pub fn admit_component<'x>(
     resources: &[&'x Holds],
     queued: &'x [Queued<'x>],
 ) -> Vec<(usize, Result<Granted, Error>)> {
-    admit_reserved(resources, &vec![false; resources.len()], queued)
+    let after = resources.iter().map(|h| h.summary()).collect();
+    admit_reserved(after, &vec![false; resources.len()], queued)
 }
 
-/// As `admit_component`, with `reserved` resources already reserved by
-/// requests that wait and are not part of `queued` (a step that leaves the
-/// queue as it is): only owners that hold pass them.
+/// As `admit_component`, on the resources' holds as the step left them
+/// (`after`), with `reserved` resources already reserved by requests that
+/// wait and are not part of `queued` (a step that leaves the queue as it
+/// is): only owners that hold pass them.
 pub fn admit_reserved<'x>(
-    resources: &[&'x Holds],
+    mut after: Vec<Summary<'x>>,
     reserved: &[bool],
     queued: &'x [Queued<'x>],
 ) -> Vec<(usize, Result<Granted, Error>)> {
@@ -68,9 +70,8 @@ pub fn admit_reserved<'x>(
             .then(|| usize::try_from(u64::MAX - fence).ok())
             .flatten()
     };
-    let mut after: Vec<Summary<'x>> = resources.iter().map(|h| h.summary()).collect();
     let mut waits = reserved.to_vec();
-    waits.resize(resources.len(), false);
+    waits.resize(after.len(), false);
     let mut out = Vec::new();
     for (i, q) in queued.iter().enumerate() {
         let decided = if q.frozen {

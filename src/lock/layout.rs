@@ -14,7 +14,7 @@
 
 use super::ask::Mode;
 use super::fence::MAX_FENCE;
-use super::holds::{Hold, Holds};
+use super::holds::{Hold, HoldRef, Holds};
 use super::lease::DecodeError;
 use super::limits::{MAX_LIMIT, MAX_STORED_TOKEN};
 
@@ -30,16 +30,15 @@ pub fn is_multi(bytes: &[u8]) -> bool {
 
 pub fn encode(holds: &Holds) -> Vec<u8> {
     let size: usize = holds
-        .holds
         .iter()
-        .map(|h| MIN_HOLD - 1 + h.token.len() + owner_bytes(h).len())
+        .map(|h| MIN_HOLD - 1 + h.token.len() + owner_bytes(&h).len())
         .sum();
     let mut out = Vec::with_capacity(8 + 1 + 4 + 4 + size);
     out.extend_from_slice(&MARKER);
     out.push(LAYOUT_VERSION);
     out.extend_from_slice(&holds.limit.to_le_bytes());
-    out.extend_from_slice(&(holds.holds.len() as u32).to_le_bytes());
-    for h in &holds.holds {
+    out.extend_from_slice(&(holds.len() as u32).to_le_bytes());
+    for h in holds.iter() {
         out.extend_from_slice(&h.fence.to_le_bytes());
         out.extend_from_slice(&h.deadline_ms.to_le_bytes());
         out.push(match h.mode {
@@ -47,8 +46,8 @@ pub fn encode(holds: &Holds) -> Vec<u8> {
             Mode::Shared => 1,
         });
         out.extend_from_slice(&(h.token.len() as u32).to_le_bytes());
-        out.extend_from_slice(&h.token);
-        let owner = owner_bytes(h);
+        out.extend_from_slice(h.token);
+        let owner = owner_bytes(&h);
         out.extend_from_slice(&(owner.len() as u32).to_le_bytes());
         out.extend_from_slice(owner);
     }
@@ -56,11 +55,11 @@ pub fn encode(holds: &Holds) -> Vec<u8> {
 }
 
 /// The owner as stored: empty when it is the token itself.
-fn owner_bytes(h: &Hold) -> &[u8] {
+fn owner_bytes<'h>(h: &HoldRef<'h>) -> &'h [u8] {
     if h.owner == h.token {
         &[]
     } else {
-        &h.owner
+        h.owner
     }
 }
 
@@ -103,21 +102,21 @@ pub fn decode(bytes: &[u8]) -> Result<Holds, DecodeError> {
         }
         let owner = r.bytes()?;
         let owner = if owner.is_empty() { token } else { owner };
-        holds.holds.push(Hold {
+        let fresh = holds.push(Hold {
             token: token.into(),
             owner: owner.into(),
             fence,
             mode,
             deadline_ms,
         });
+        if !fresh {
+            return Err(DecodeError::Layout("holds that exclude each other"));
+        }
     }
     if !r.0.is_empty() {
         return Err(DecodeError::Layout("trailing bytes"));
     }
-    if limit > 1
-        && (holds.holds.len() > limit as usize
-            || holds.holds.iter().any(|h| h.mode == Mode::Shared))
-    {
+    if limit > 1 && (holds.len() > limit as usize || holds.iter().any(|h| h.mode == Mode::Shared)) {
         return Err(DecodeError::Layout("semaphore holds out of range"));
     }
     // Bytes that decode but describe holds no command could make (two
@@ -181,14 +180,14 @@ mod tests {
     }
 
     fn sample() -> Holds {
-        Holds {
-            limit: 1,
-            holds: vec![
+        Holds::from_holds(
+            1,
+            vec![
                 hold("a1", "A", 10, Mode::Shared),
                 hold("a2", "A", 10, Mode::Shared),
                 hold("r", "r", 11, Mode::Shared),
             ],
-        }
+        )
     }
 
     #[test]
@@ -197,10 +196,7 @@ mod tests {
         let bytes = encode(&h);
         assert!(is_multi(&bytes));
         assert_eq!(decode(&bytes), Ok(h));
-        let sem = Holds {
-            limit: 3,
-            holds: vec![hold("p", "p", 5, Mode::Exclusive)],
-        };
+        let sem = Holds::from_holds(3, vec![hold("p", "p", 5, Mode::Exclusive)]);
         assert_eq!(decode(&encode(&sem)), Ok(sem));
     }
 
@@ -242,19 +238,34 @@ mod tests {
 
     #[test]
     fn a_semaphore_never_decodes_with_more_holds_than_permits_or_shared_ones() {
-        let too_many = Holds {
-            limit: 2,
-            holds: vec![
+        let too_many = Holds::from_holds(
+            2,
+            vec![
                 hold("a", "a", 1, Mode::Exclusive),
                 hold("b", "b", 2, Mode::Exclusive),
                 hold("c", "c", 3, Mode::Exclusive),
             ],
-        };
+        );
         assert!(decode(&encode(&too_many)).is_err());
-        let shared = Holds {
-            limit: 2,
-            holds: vec![hold("a", "a", 1, Mode::Shared)],
-        };
+        let shared = Holds::from_holds(2, vec![hold("a", "a", 1, Mode::Shared)]);
         assert!(decode(&encode(&shared)).is_err());
+    }
+
+    #[test]
+    fn a_token_named_twice_never_decodes() {
+        let mut bytes = encode(&Holds::from_holds(
+            1,
+            vec![
+                hold("a", "a", 1, Mode::Shared),
+                hold("b", "b", 2, Mode::Shared),
+            ],
+        ));
+        // The second hold's token byte, made the first's.
+        let at = bytes.iter().rposition(|b| *b == b'b').unwrap();
+        bytes[at] = b'a';
+        assert_eq!(
+            decode(&bytes),
+            Err(DecodeError::Layout("holds that exclude each other"))
+        );
     }
 }

@@ -14,7 +14,7 @@
 //! Longer than 400 lines because the planner's input, its output and the
 //! one function between them are one contract; its tests sit beside it.
 
-use super::admission::Admission;
+use super::admission::{Admission, Summary};
 use super::ask::Ask;
 use super::component::{admit_request, admit_reserved, Granted, Queued};
 use super::fence::FenceClock;
@@ -207,16 +207,10 @@ pub fn plan(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
     {
         precheck(step.members, n, ask, *blocks, new_token)?;
     }
-    // The holds as the command's own change leaves them (copied only where
-    // a hold ends).
-    let mut ended: Vec<Option<Holds>> = vec![None; step.members.len()];
-    command_change(step, n, &mut plan, &mut ended);
-    let after: Vec<&Holds> = step
-        .members
-        .iter()
-        .zip(&ended)
-        .map(|(m, e)| e.as_ref().unwrap_or(m.holds))
-        .collect();
+    // The holds as the command's own change leaves them: the stored
+    // indexes, read in place, without the holds that ended.
+    let mut after: Vec<Summary<'_>> = step.members.iter().map(|m| m.holds.summary()).collect();
+    command_change(step, n, &mut plan, &mut after);
     let reserved: Vec<bool> = step.members.iter().map(|m| m.reserved).collect();
     let frozen = |members: &[usize]| {
         step.quarantined_ms > 0
@@ -244,7 +238,7 @@ pub fn plan(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
         }
         _ => None,
     };
-    let decisions = admit_reserved(&after, &reserved, &queued);
+    let decisions = admit_reserved(after, &reserved, &queued);
     let fences = draw_fences(step, &decisions, new_at, &mut plan)?;
     for (i, d) in decisions {
         let (Ok(grant), Some(q)) = (d, queued.get(i)) else {
@@ -352,7 +346,7 @@ fn precheck(
 
 /// The command's own change to the holds: the released, revoked or
 /// extended holds, with their events and counters.
-fn command_change(step: &Step<'_, '_>, n: usize, plan: &mut Plan, ended: &mut [Option<Holds>]) {
+fn command_change<'x>(step: &Step<'x, '_>, n: usize, plan: &mut Plan, after: &mut [Summary<'x>]) {
     let members = step.members.iter().take(n).enumerate();
     let mut count = 0;
     match step.command {
@@ -360,7 +354,7 @@ fn command_change(step: &Step<'_, '_>, n: usize, plan: &mut Plan, ended: &mut [O
         Command::Release { token, .. } => {
             for (i, m) in members {
                 if m.holds.hold_of(token).is_some() {
-                    end_hold(plan, ended, i, m, token, Event::Released);
+                    end_hold(plan, after, i, token, Event::Released);
                     plan.counts.releases += 1;
                     count += 1;
                 }
@@ -369,7 +363,7 @@ fn command_change(step: &Step<'_, '_>, n: usize, plan: &mut Plan, ended: &mut [O
         Command::Revoke { token, fence, .. } => {
             for (i, m) in members {
                 if m.holds.hold_of(token).is_some_and(|h| h.fence == fence) {
-                    end_hold(plan, ended, i, m, token, Event::Revoked);
+                    end_hold(plan, after, i, token, Event::Revoked);
                     count += 1;
                 }
             }
@@ -389,20 +383,17 @@ fn command_change(step: &Step<'_, '_>, n: usize, plan: &mut Plan, ended: &mut [O
     plan.outcome = Outcome::Count(count);
 }
 
-fn end_hold(
+fn end_hold<'x>(
     plan: &mut Plan,
-    ended: &mut [Option<Holds>],
+    after: &mut [Summary<'x>],
     i: usize,
-    m: &Member<'_>,
-    token: &[u8],
+    token: &'x [u8],
     event: Event,
 ) {
     plan.ops.push((i, Op::Drop));
     plan.events.push((i, event));
-    if let Some(slot) = ended.get_mut(i) {
-        let mut holds = m.holds.clone();
-        holds.release(token);
-        *slot = Some(holds);
+    if let Some(s) = after.get_mut(i) {
+        s.remove(token);
     }
 }
 

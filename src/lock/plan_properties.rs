@@ -237,11 +237,11 @@ fn describe(model: &Model) -> String {
     );
     for (r, h) in model.holds.iter().enumerate() {
         s += &format!("  r{r} (limit {}):", h.limit);
-        for hold in &h.holds {
+        for hold in h.iter() {
             s += &format!(
                 " [{} owner {} fence {} {:?} until {}]",
-                text(&hold.token),
-                text(&hold.owner),
+                text(hold.token),
+                text(hold.owner),
                 hold.fence,
                 hold.mode,
                 hold.deadline_ms
@@ -718,18 +718,18 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
         if !h.is_consistent() {
             return Err(format!("invariant 1: r{r}'s holds are inconsistent"));
         }
-        if h.limit > 1 && h.holds.len() > h.limit as usize {
+        if h.limit > 1 && h.len() > h.limit as usize {
             return Err(format!(
                 "invariant 1: r{r} holds past its limit {}",
                 h.limit
             ));
         }
         if h.limit == 1 {
-            for w in h.holds.iter().filter(|w| w.mode == Mode::Exclusive) {
-                if h.holds.iter().any(|o| o.owner != w.owner) {
+            for w in h.iter().filter(|w| w.mode == Mode::Exclusive) {
+                if h.iter().any(|o| o.owner != w.owner) {
                     return Err(format!(
                         "invariant 1: r{r}: {}'s exclusive hold beside another owner's",
-                        text(&w.token)
+                        text(w.token)
                     ));
                 }
             }
@@ -772,7 +772,6 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
         let owner = ask.owner();
         let r = input.order[*m];
         let owners_fence = held_before(*m)
-            .holds
             .iter()
             .any(|h| *h.owner == *owner && h.fence == fence);
         if !owners_fence {
@@ -814,7 +813,6 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
                 continue;
             }
             let holds_now = held_before(m)
-                .holds
                 .iter()
                 .filter(|h| !(dropped[m] && *h.token == *token))
                 .any(|h| *h.owner == *owner);
@@ -1275,8 +1273,7 @@ fn grant_newest(plan: &mut Plan, input: &Input, before: &Model) {
         // retry is no FIFO break.
         let holds = b.members.iter().any(|m| {
             let h = &before.holds[input.order[*m]];
-            h.holds
-                .iter()
+            h.iter()
                 .any(|h| *h.owner == *b.ask.owner() || *h.token == *b.ask.token)
         });
         !answered.contains(j)

@@ -46,7 +46,7 @@ pub fn propagate(
             return match (added, h.deadline_ms >= NEVER) {
                 (true, no_ttl) => {
                     let deadline = if no_ttl { 0 } else { h.deadline_ms };
-                    effects::granted(ctx, name, &h.token, h.fence, deadline)
+                    effects::granted(ctx, name, h.token, h.fence, deadline)
                 }
                 (false, true) => Ok(()),
                 (false, false) => effects::deadline_moved(ctx, name, h.deadline_ms),

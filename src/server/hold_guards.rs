@@ -199,12 +199,7 @@ pub fn latest_finite(holds: &Holds) -> Option<u64> {
         return None;
     }
     match holds.deadline_ms()? {
-        NEVER => holds
-            .holds
-            .iter()
-            .map(|h| h.deadline_ms)
-            .filter(|d| *d < NEVER)
-            .max(),
+        NEVER => holds.latest_finite_ms(),
         latest => Some(latest),
     }
 }
@@ -294,14 +289,11 @@ pub fn find(key: &LockKey, now_ms: u64) -> Result<Found, Error> {
             Found::Nothing
         });
     }
-    if holds.holds.iter().any(|h| !h.is_live(now_ms)) {
+    if holds.any_dead(now_ms) {
         return Ok(Found::Dead);
     }
     Ok(holds
-        .holds
-        .iter()
-        .map(|h| h.deadline_ms)
+        .earliest_deadline_ms()
         .filter(|d| *d < NEVER)
-        .min()
         .map_or(Found::Nothing, Found::WakeAt))
 }

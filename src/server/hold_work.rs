@@ -77,9 +77,9 @@ impl Work {
         let deadline = self.now_ms() + ask.ttl_ms;
         self.holds.add(ask, fence, deadline);
         quarantine::note_ttl(ask.ttl_ms);
-        if let Some(hold) = self.holds.holds.last() {
+        if let Some(hold) = self.holds.hold_of(ask.token) {
             self.changes.push(Change::Add {
-                hold: hold.clone(),
+                hold: hold.to_hold(),
                 limit: self.holds.limit,
             });
         }

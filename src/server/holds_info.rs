@@ -18,14 +18,11 @@ use crate::lock::holds::{Holds, NEVER};
 use crate::lock::Error;
 
 pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(), Error> {
-    let live = Holds {
-        limit: holds.limit,
-        holds: holds.live(now_ms).cloned().collect(),
-    };
+    let live = Holds::from_holds(holds.limit, holds.live(now_ms).map(|h| h.to_hold()));
     if let Some(h) = live.as_plain() {
         // What a plain lock answers (its dead holds' drop is pending).
         let ttl = ttl(h.deadline_ms, now_ms);
-        return reply_plain(ctx, Some(&h.token), h.fence, ttl, waiters);
+        return reply_plain(ctx, Some(h.token), h.fence, ttl, waiters);
     }
     ctx.reply_map(4)?;
     ctx.reply_bytes(b"kind")?;
@@ -43,9 +40,9 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(),
     for h in holds.live(now_ms) {
         ctx.reply_map(5)?;
         ctx.reply_bytes(b"token")?;
-        ctx.reply_bytes(&h.token)?;
+        ctx.reply_bytes(h.token)?;
         ctx.reply_bytes(b"owner")?;
-        ctx.reply_bytes(&h.owner)?;
+        ctx.reply_bytes(h.owner)?;
         ctx.reply_bytes(b"fence")?;
         ctx.reply_integer(h.fence as i64)?;
         ctx.reply_bytes(b"ttl")?;

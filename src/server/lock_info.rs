@@ -56,9 +56,16 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
             _ => h,
         };
         let unrevoked;
-        let h = if h.holds.iter().any(|x| is_revoked(&x.token, x.fence)) {
+        let revoked: Vec<Box<[u8]>> = h
+            .iter()
+            .filter(|x| is_revoked(x.token, x.fence))
+            .map(|x| Box::from(x.token))
+            .collect();
+        let h = if !revoked.is_empty() {
             let mut c = h.clone();
-            c.holds.retain(|x| !is_revoked(&x.token, x.fence));
+            revoked.iter().for_each(|t| {
+                c.release(t);
+            });
             unrevoked = c;
             &unrevoked
         } else {

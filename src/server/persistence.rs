@@ -301,9 +301,9 @@ extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
             // TTL, which the key's digest covers).
             Stored::Multi(holds) => {
                 ll(u64::from(holds.limit));
-                for h in &holds.holds {
-                    buf(&h.token);
-                    buf(&h.owner);
+                for h in holds.iter() {
+                    buf(h.token);
+                    buf(h.owner);
                     ll(h.fence);
                     ll(u64::from(h.mode == Mode::Shared));
                     ll(h.deadline_ms);

@@ -11,7 +11,7 @@
 use std::alloc::{alloc, dealloc, Layout};
 use std::ffi::c_void;
 
-use crate::lock::holds::{Hold, Holds};
+use crate::lock::holds::Holds;
 use crate::lock::lease::LeaseRef;
 
 /// Token length (u64), then fence (u64), then the token.
@@ -70,7 +70,7 @@ pub fn into_raw(lease: LeaseRef<'_>) -> *mut c_void {
 /// lock (`Holds::as_plain`), else a multi-hold block.
 pub fn holds_into_raw(holds: Holds) -> *mut c_void {
     if let Some(h) = holds.as_plain() {
-        return into_raw(LeaseRef::new(&h.token, h.fence));
+        return into_raw(LeaseRef::new(h.token, h.fence));
     }
     Box::into_raw(Box::new(MultiBlock {
         tag: MULTI_TAG,
@@ -119,12 +119,7 @@ pub unsafe fn size(value: *const c_void) -> usize {
     match view(value) {
         None => 0,
         Some(Stored::Plain(l)) => HEADER + l.token().len(),
-        Some(Stored::Multi(h)) => {
-            let owned = |x: &Hold| x.token.len() + x.owner.len();
-            std::mem::size_of::<MultiBlock>()
-                + h.holds.capacity() * std::mem::size_of::<Hold>()
-                + h.holds.iter().map(owned).sum::<usize>()
-        }
+        Some(Stored::Multi(h)) => std::mem::size_of::<MultiBlock>() + h.heap_bytes(),
     }
 }
 
