@@ -131,6 +131,11 @@ pub struct Holds {
     /// Owners with at least one exclusive hold.
     exclusive_owners: usize,
     next_seq: u64,
+    /// The highest fence any hold had since these holds were made or
+    /// loaded: every read of the value raises the fence clock to it, in
+    /// O(1). A fence that was stored here once is one the clock already
+    /// passed, so counting a hold that ended since changes nothing.
+    top_fence: u64,
 }
 
 /// Equal when they hold the same holds in the same grant order.
@@ -196,6 +201,19 @@ impl Holds {
         mode: Mode,
         deadline_ms: u64,
     ) {
+        let seq = self.next_seq;
+        self.insert_at(token, owner, fence, mode, deadline_ms, seq);
+    }
+
+    fn insert_at(
+        &mut self,
+        token: Bytes,
+        owner: Option<Bytes>,
+        fence: u64,
+        mode: Mode,
+        deadline_ms: u64,
+        seq: u64,
+    ) {
         let exclusive = usize::from(mode == Mode::Exclusive);
         let owner_key: &[u8] = owner.as_deref().unwrap_or(&token);
         let was_exclusive = self.owner(owner_key).is_some_and(|o| o.exclusive > 0);
@@ -212,8 +230,8 @@ impl Holds {
             e.exclusive += exclusive;
         }
         self.by_deadline.insert((deadline_ms, token.clone()));
-        let seq = self.next_seq;
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.max(seq + 1);
+        self.top_fence = self.top_fence.max(fence);
         self.by_token.insert(
             token,
             Held {
@@ -228,6 +246,12 @@ impl Holds {
 
     /// Removes `token`'s hold, keeping every index right.
     fn remove(&mut self, token: &[u8]) -> Option<Hold> {
+        self.take(token).map(|(hold, _)| hold)
+    }
+
+    /// Removes `token`'s hold; returns it with its place in grant order,
+    /// for `restore`.
+    pub fn take(&mut self, token: &[u8]) -> Option<(Hold, u64)> {
         let (token, held) = self.by_token.remove_entry(token)?;
         self.by_deadline.remove(&(held.deadline_ms, token.clone()));
         let exclusive = usize::from(held.mode == Mode::Exclusive);
@@ -244,7 +268,31 @@ impl Holds {
         if exclusive > 0 && self.owner(owner_key).is_none_or(|o| o.exclusive == 0) {
             self.exclusive_owners -= 1;
         }
-        Some(view(&token, &held).to_hold())
+        Some((view(&token, &held).to_hold(), held.seq))
+    }
+
+    /// Puts back a hold `take` removed, in its place in grant order.
+    pub fn restore(&mut self, hold: Hold, seq: u64) {
+        let token: Bytes = Arc::from(hold.token);
+        if self.by_token.contains_key(&token) {
+            return;
+        }
+        let owner = (*hold.owner != *token).then(|| Bytes::from(hold.owner));
+        self.insert_at(token, owner, hold.fence, hold.mode, hold.deadline_ms, seq);
+    }
+
+    /// The token of a hold past its deadline at `now_ms`, the earliest.
+    pub fn first_dead(&self, now_ms: u64) -> Option<Box<[u8]>> {
+        let (deadline, token) = self.by_deadline.first()?;
+        (*deadline < now_ms).then(|| Box::from(&**token))
+    }
+
+    /// The holds ending after `until_ms`: (token, deadline).
+    pub fn later_than(&self, until_ms: u64) -> Vec<(Box<[u8]>, u64)> {
+        self.by_deadline
+            .range((until_ms.saturating_add(1), Bytes::from(&[][..]))..)
+            .map(|(d, t)| (Box::from(&**t), *d))
+            .collect()
     }
 
     /// What `owner` holds: its named holds and the hold of the token equal
@@ -280,11 +328,7 @@ impl Holds {
     /// decision.
     pub fn prune(&mut self, now_ms: u64) -> Vec<Hold> {
         let mut gone = Vec::new();
-        while let Some((deadline, token)) = self.by_deadline.first() {
-            if *deadline >= now_ms {
-                break;
-            }
-            let token = token.clone();
+        while let Some(token) = self.first_dead(now_ms) {
             gone.extend(self.remove(&token));
         }
         gone
@@ -293,15 +337,11 @@ impl Holds {
     /// Ends every hold at `until_ms` at the latest: an admin's expiry of
     /// the whole resource. Returns the tokens of the holds it moved.
     pub fn clamp(&mut self, until_ms: u64) -> Vec<Box<[u8]>> {
-        let later: Vec<Bytes> = self
-            .by_deadline
-            .range((until_ms.saturating_add(1), Bytes::from(&[][..]))..)
-            .map(|(_, t)| t.clone())
-            .collect();
-        for t in &later {
+        let later = self.later_than(until_ms);
+        for (t, _) in &later {
             self.set_deadline(t, until_ms);
         }
-        later.iter().map(|t| Box::from(&**t)).collect()
+        later.into_iter().map(|(t, _)| t).collect()
     }
 
     /// A plain lock as holds: its one exclusive hold, ending at the key's
@@ -375,10 +415,10 @@ impl Holds {
         self.by_deadline.first().map(|(d, _)| *d)
     }
 
-    /// The highest fence stored (what a read of the value reveals). O(n):
-    /// for persistence and restores.
+    /// The highest fence the value reveals to whoever reads it (see
+    /// `top_fence`).
     pub fn max_fence(&self) -> u64 {
-        self.by_token.values().map(|h| h.fence).max().unwrap_or(0)
+        self.top_fence
     }
 
     pub fn hold_of(&self, token: &[u8]) -> Option<HoldRef<'_>> {

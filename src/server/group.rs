@@ -41,11 +41,18 @@ impl Drop for Name {
 }
 
 /// One resource of a group, its key open for writing. Fields drop in
-/// order: the key is closed before its name is freed.
+/// order: the key is closed before its name is freed; before either, a
+/// work that did not finish puts its holds back (see `Work`).
 pub struct Opened {
     pub work: Work,
     key: LockKey,
     pub name: Name,
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        self.work.abandon(&mut self.key);
+    }
 }
 
 impl Opened {
@@ -143,8 +150,8 @@ pub fn open(
 /// that is not a lock.
 fn open_one(ctx: Ctx, res: &Resource, now_us: u64) -> Result<Option<Opened>, Error> {
     let name = Name::new(ctx, &res.key)?;
-    let key = LockKey::open_write(ctx, name.ptr)?;
-    match Work::load_at(&key, now_us) {
+    let mut key = LockKey::open_write(ctx, name.ptr)?;
+    match Work::load_at(&mut key, now_us) {
         Ok(work) => Ok(Some(Opened { work, key, name })),
         Err(Error::WrongType) => Ok(None),
         Err(e) => Err(e),

@@ -67,7 +67,7 @@ fn check_key(
         Some(waiting) => step::settle(ctx, &waiting)?,
         None => {
             let mut lock = LockKey::open_write(ctx, name)?;
-            Work::load(&lock)?.finish(ctx, &mut lock, name)?;
+            Work::load(&mut lock)?.finish(ctx, &mut lock, name)?;
         }
     }
     // The write armed the guard at the latest deadline; a key that stays

@@ -161,6 +161,14 @@ impl LockKey {
         let Some(deadline) = holds.deadline_ms() else {
             return self.delete();
         };
+        if holds.as_plain().is_none() {
+            // Multi-hold stays multi-hold: into the stored value, in place
+            // (what it replaces is the placeholder `Work` left there).
+            if let Some(stored) = self.holds_in_place()? {
+                *stored = holds;
+                return self.set_holds_deadline(Some(deadline));
+            }
+        }
         let block = value::holds_into_raw(holds);
         if block.is_null() {
             return Err(Error::Internal("out of memory"));
