@@ -45,13 +45,14 @@ const BATCH: usize = 1000;
 /// A day: no hold may end during a run, however slow the fill.
 const BASE_TTL_MS: u64 = 24 * 3600 * 1000;
 
-/// N, from `DLOCK_BIG_HOLDS`.
+/// N, from `DLOCK_BIG_HOLDS`: at least 2, since a semaphore of one permit
+/// (`LIMIT 1`) is a plain lock.
 fn holds_n() -> usize {
     match std::env::var("DLOCK_BIG_HOLDS") {
         Err(_) => DEFAULT_HOLDS,
         Ok(v) => match v.parse::<usize>() {
-            Ok(n) if n >= 1 => n,
-            _ => panic!("DLOCK_BIG_HOLDS must be a positive integer, not {v:?}"),
+            Ok(n) if n >= 2 => n,
+            _ => panic!("DLOCK_BIG_HOLDS must be an integer from 2, not {v:?}"),
         },
     }
 }
