@@ -29,7 +29,10 @@ pub fn run(config: &Config, set: &Settings, sets: bool, goals: &mut Goals) {
                 config.short,
                 q.fill.done,
                 q.fill.secs,
-                q.fill.error.as_deref().unwrap_or("")
+                q.fill
+                    .error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!(": {e}"))
             ),
             t.elapsed(),
         );
