@@ -15,7 +15,7 @@
 //! | --- | --- |
 //! | `DLOCK_BENCH_QUICK=1` | small sizes everywhere (a smoke run of ~1 min); explicit variables still win |
 //! | `DLOCK_BENCH_CONFIGS` | `aof,none` - which configurations, in order |
-//! | `DLOCK_BENCH_SECTIONS` | `throughput,native,holds,sets,memory,baseline,scale,crosscheck,handoff,contention` - which sections (`native`: ACQUIRE, RELEASE, EXTEND vs the server's `SET NX PX`, `DELEX IFEQ`/`DELIFEQ`, `SET IFEQ PX`, on servers that have them, native.rs; `holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `contention`: lock schemes under contention, contention.rs) |
+//! | `DLOCK_BENCH_SECTIONS` | `throughput,native,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention` - which sections (`native`: ACQUIRE, RELEASE, EXTEND vs the server's `SET NX PX`, `DELEX IFEQ`/`DELIFEQ`, `SET IFEQ PX`, on servers that have them, native.rs; `holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `scale-kinds`: one command's cost against the size of its resource, scale_kinds.rs; `contention`: lock schemes under contention, contention.rs) |
 //! | `DLOCK_BENCH_CLIENTS` | `50` - connections per throughput run |
 //! | `DLOCK_BENCH_KEYS` | `100000` - resources the random keys are drawn from |
 //! | `DLOCK_BENCH_OPS_P1` | `150000` - commands per throughput run at pipeline 1 |
@@ -27,6 +27,14 @@
 //! | `DLOCK_BENCH_SCALE_BASELINE` | `1` - also run plain Redis (`SET NX PX`, Lua unlock) at each scale; `0` halves the section's time |
 //! | `DLOCK_BENCH_SCALE_REPEAT` | `3` - runs per scale figure, alternating between the sizes' servers; medians count |
 //! | `DLOCK_BENCH_SCALE_OPS` | `1000000` - ACQUIRE commands per scale run |
+//! | `DLOCK_BENCH_SCALE_KINDS_CONFIGS` | `aof` - configurations that run the scale-kinds section |
+//! | `DLOCK_BENCH_SCALE_KINDS_SIZES` | `10,1000,100000` (quick: `10,1000`) - permits (`LIMIT 100000`) and shared holds on one resource; goals compare the last size with the first |
+//! | `DLOCK_BENCH_SCALE_KINDS_WAITERS` | `10,10000` (quick: `10,500`) - clients queued with `WAIT` on one resource, a connection each (the open-file limit is raised to fit, the server started with `--maxclients` to match) |
+//! | `DLOCK_BENCH_SCALE_KINDS_SETS` | `10,1000` (quick: `10,100`) - queued sets in one component |
+//! | `DLOCK_BENCH_SCALE_KINDS_BUDGET_SECS` | `120` (quick: `20`) - time for each fill; a fill that runs out stops, and its size's goals are MISS |
+//! | `DLOCK_BENCH_SCALE_KINDS_RUN_SECS` | `1` (quick: `0.3`) - seconds per scale-kinds run (at most `DLOCK_BENCH_SCALE_KINDS_OPS`, `400000`, quick `50000`, commands) |
+//! | `DLOCK_BENCH_SCALE_KINDS_REPEAT` | `5` (quick: `3`) - runs per scale-kinds figure, alternating between the sizes; medians count |
+//! | `DLOCK_BENCH_SCALE_KINDS_BATCH` | `10` - queue operations per round (enqueues, handoffs or leaves) |
 //! | `DLOCK_BENCH_ROUNDS` | `2000` - handoff rounds per scheme (also the contention section's dlock handoff latency, its limit; and per side and pair in the `baseline` section) |
 //! | `DLOCK_BENCH_POLL_ROUNDS` | `100` - handoff rounds for the (slow) polling scheme |
 //! | `DLOCK_BENCH_CONTENTION_SECS` | `5` (quick: `0.5`) - seconds per contention run |
@@ -58,6 +66,11 @@ mod native;
 mod paired;
 mod pin;
 mod scale;
+mod scale_kinds;
+mod scale_kinds_holds;
+mod scale_kinds_pool;
+mod scale_kinds_queue;
+mod scale_kinds_waiters;
 mod sets;
 mod sets_lua;
 mod stats;
@@ -101,6 +114,16 @@ impl Goal {
     }
 }
 
+/// A goal that has no ratio because its measurement could not be made (a
+/// fill that ran out of time): listed as MISS in the summary, with why.
+#[derive(Clone, Debug)]
+pub struct Unmeasured {
+    pub config: &'static str,
+    pub what: String,
+    pub goal: Goal,
+    pub why: String,
+}
+
 /// One judged ratio, for the summary and the chart.
 #[derive(Clone, Debug)]
 pub struct Verdict {
@@ -140,11 +163,13 @@ fn main() {
     let polling_rounds = env_u64("DLOCK_BENCH_POLL_ROUNDS", q(100, 10)) as usize;
     let sections = env_list(
         "DLOCK_BENCH_SECTIONS",
-        "throughput,native,holds,sets,memory,baseline,scale,crosscheck,handoff,contention",
+        "throughput,native,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention",
     );
+    let scale_kinds_set = scale_kinds::Settings::from_env(quick);
     let contention_set = contention::Settings::from_env(quick);
     let on = |s: &str| sections.iter().any(|x| x == s);
     let scale_configs = env_list("DLOCK_BENCH_SCALE_CONFIGS", "aof");
+    let scale_kinds_configs = env_list("DLOCK_BENCH_SCALE_KINDS_CONFIGS", "aof");
     let baseline_configs = env_list("DLOCK_BENCH_BASELINE_CONFIGS", "aof");
     let configs: Vec<Config> = env_list("DLOCK_BENCH_CONFIGS", "aof,none")
         .iter()
@@ -196,6 +221,7 @@ fn main() {
     }
 
     let mut verdicts: Vec<Verdict> = Vec::new();
+    let mut unmeasured: Vec<Unmeasured> = Vec::new();
     let mut aof_handoff: Option<(&str, handoff::Results)> = None;
     let mut contended: Option<(&str, contention::Report)> = None;
     for config in &configs {
@@ -228,6 +254,9 @@ fn main() {
         if on("scale") && scale_configs.iter().any(|c| c == config.short) {
             scale::run(config, &sizes, &mut verdicts);
         }
+        if on("scale-kinds") && scale_kinds_configs.iter().any(|c| c == config.short) {
+            scale_kinds::run(config, &scale_kinds_set, &mut verdicts, &mut unmeasured);
+        }
         if on("crosscheck") {
             crosscheck(config, &sizes);
         }
@@ -250,7 +279,7 @@ fn main() {
         }
     }
 
-    if !verdicts.is_empty() {
+    if !verdicts.is_empty() || !unmeasured.is_empty() {
         println!("## Goals\n");
         println!("| configuration | comparison | ratio | goal | result |");
         println!("| --- | --- | ---: | ---: | --- |");
@@ -262,6 +291,15 @@ fn main() {
                 v.ratio,
                 v.goal.text(),
                 pass(v.goal.met(v.ratio))
+            );
+        }
+        for u in &unmeasured {
+            println!(
+                "| {} | {} | - | {} | MISS (not measured: {}) |",
+                u.config,
+                u.what,
+                u.goal.text(),
+                u.why
             );
         }
         println!();
