@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(holds) = layout::decode(bytes) {
         assert!(layout::is_multi(bytes));
-        assert!(!holds.holds.is_empty());
+        assert!(!holds.is_empty());
         assert_eq!(layout::encode(&holds), bytes, "a non-canonical multi-hold value");
     }
     let version = match v {
