@@ -14,7 +14,6 @@ use std::collections::HashMap;
 
 use super::ask::{Ask, Mode};
 use super::fence::FenceClock;
-use super::holds::{Holds, OwnerHolds};
 use super::lease::LeaseRef;
 use super::Error;
 
@@ -42,6 +41,27 @@ pub enum Admission {
         owner_fence: Option<u64>,
     },
     Busy,
+}
+
+/// What one owner holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerHolds {
+    /// The fence its holds share.
+    pub fence: u64,
+    pub holds: usize,
+    pub exclusive: usize,
+}
+
+/// What admission reads of a resource's stored holds: their indexes
+/// (`Holds` keeps them). A hold is its mode, owner and fence.
+pub trait Indexed: std::fmt::Debug {
+    fn limit(&self) -> u32;
+    /// How many holds there are.
+    fn holds(&self) -> usize;
+    /// Owners with at least one exclusive hold.
+    fn exclusive_owners(&self) -> usize;
+    fn token(&self, token: &[u8]) -> Option<Held<'_>>;
+    fn owner(&self, owner: &[u8]) -> Option<OwnerHolds>;
 }
 
 /// One owner's holds.
@@ -72,7 +92,7 @@ struct Entry<'x> {
 }
 
 /// A hold's mode, owner and fence.
-type Held<'x> = (Mode, &'x [u8], u64);
+pub type Held<'x> = (Mode, &'x [u8], u64);
 
 /// A resource's holds as admission sees them, while a step decides: the
 /// stored holds' own indexes (`base`, read in place) or a plain lock's one
@@ -83,7 +103,7 @@ type Held<'x> = (Mode, &'x [u8], u64);
 pub struct Summary<'x> {
     limit: u32,
     len: usize,
-    base: Option<&'x Holds>,
+    base: Option<&'x dyn Indexed>,
     /// The only hold of a resource read without `base` while it has one.
     one: Option<Entry<'x>>,
     /// Holds granted (`Some`) or ended (`None`) in this step.
@@ -111,13 +131,13 @@ impl<'x> Summary<'x> {
 
     /// A resource's stored holds, read through their indexes.
     #[inline]
-    pub fn of_holds(holds: &'x Holds) -> Self {
+    pub fn of_holds(holds: &'x dyn Indexed) -> Self {
         Summary {
-            limit: holds.limit,
-            len: holds.len(),
+            limit: holds.limit(),
+            len: holds.holds(),
             base: Some(holds),
             exclusive_owners: holds.exclusive_owners(),
-            ..Summary::new(holds.limit)
+            ..Summary::new(holds.limit())
         }
     }
 
@@ -219,8 +239,7 @@ impl<'x> Summary<'x> {
         if let Some(changed) = self.tokens.get(token) {
             return *changed;
         }
-        let h = self.base?.hold_of(token)?;
-        Some((h.mode, h.owner, h.fence))
+        self.base?.token(token)
     }
 
     /// What `owner` holds.

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::admission::{Admission, Summary};
+use super::admission::{Admission, Held as Entry, Indexed, OwnerHolds, Summary};
 use super::ask::{Ask, Mode};
 use super::fence::FenceClock;
 use super::lease::LeaseRef;
@@ -102,15 +102,6 @@ struct Held {
     deadline_ms: u64,
     /// Grant order: INFO and the stored layout list holds in it.
     seq: u64,
-}
-
-/// What one owner holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OwnerHolds {
-    /// The fence its holds share.
-    pub fence: u64,
-    pub holds: usize,
-    pub exclusive: usize,
 }
 
 /// The holds of one resource, indexed so that every operation on one hold
@@ -590,6 +581,24 @@ impl Holds {
             .get(token)
             .is_some_and(|h| h.deadline_ms >= now_ms);
         live && self.set_deadline(token, deadline_ms)
+    }
+}
+
+impl Indexed for Holds {
+    fn limit(&self) -> u32 {
+        self.limit
+    }
+    fn holds(&self) -> usize {
+        self.len()
+    }
+    fn exclusive_owners(&self) -> usize {
+        self.exclusive_owners
+    }
+    fn token(&self, token: &[u8]) -> Option<Entry<'_>> {
+        self.hold_of(token).map(|h| (h.mode, h.owner, h.fence))
+    }
+    fn owner(&self, owner: &[u8]) -> Option<OwnerHolds> {
+        Holds::owner(self, owner)
     }
 }
 
