@@ -12,7 +12,7 @@
 //! inconsistent.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 
 use super::ask::{Ask, Mode};
@@ -93,9 +93,17 @@ pub struct Grantee<H> {
     pub ids: Vec<u64>,
 }
 
+/// One resource's queue, indexed so that joining, leaving, timing out and
+/// the plain handoff cost O(log n) in its length.
 #[derive(Debug)]
 struct WaitQueue<H> {
-    entries: VecDeque<Waiter<H>>,
+    /// The entries by id: ids rise in enqueue order, so this is the FIFO.
+    entries: BTreeMap<u64, Waiter<H>>,
+    /// Entries per token: a token queued more than once (a client that
+    /// reconnected and retried) is granted once for all of them.
+    tokens: HashMap<Box<[u8]>, usize>,
+    /// (give-up time, id) of the entries whose `WAIT` ends.
+    giving_up: BTreeSet<(u64, u64)>,
     /// Entries that are not plain requests: while there are none, the
     /// plain handoff (head waiter and its token's duplicates) is exact.
     not_plain: usize,
@@ -116,20 +124,11 @@ struct WaitQueue<H> {
 }
 
 impl<H> WaitQueue<H> {
-    /// Counts the entries that are not plain again after a removal: only
-    /// when there were some, so plain queues pay nothing.
-    fn recount(&mut self) {
-        if self.not_plain > 0 {
-            self.not_plain = self.entries.iter().filter(|w| !w.is_plain()).count();
-        }
-        if self.in_sets > 0 {
-            self.in_sets = self.entries.iter().filter(|w| w.in_set).count();
-        }
-    }
-
     fn new() -> Self {
         WaitQueue {
-            entries: VecDeque::new(),
+            entries: BTreeMap::new(),
+            tokens: HashMap::new(),
+            giving_up: BTreeSet::new(),
             not_plain: 0,
             in_sets: 0,
             timer_at: None,
@@ -142,7 +141,32 @@ impl<H> WaitQueue<H> {
     fn push_back(&mut self, waiter: Waiter<H>) {
         self.not_plain += usize::from(!waiter.is_plain());
         self.in_sets += usize::from(waiter.in_set);
-        self.entries.push_back(waiter);
+        *self.tokens.entry(waiter.token.clone()).or_insert(0) += 1;
+        if let Some(at) = waiter.gives_up_at {
+            self.giving_up.insert((at, waiter.id));
+        }
+        self.entries.insert(waiter.id, waiter);
+    }
+
+    /// Takes entry `id` out, keeping the counts and indexes right.
+    fn remove(&mut self, id: u64) -> Option<Waiter<H>> {
+        let waiter = self.entries.remove(&id)?;
+        self.not_plain -= usize::from(!waiter.is_plain());
+        self.in_sets -= usize::from(waiter.in_set);
+        if let Entry::Occupied(mut n) = self.tokens.entry(waiter.token.clone()) {
+            *n.get_mut() -= 1;
+            if *n.get() == 0 {
+                n.remove();
+            }
+        }
+        if let Some(at) = waiter.gives_up_at {
+            self.giving_up.remove(&(at, waiter.id));
+        }
+        Some(waiter)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 }
 
@@ -209,7 +233,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         self.queues
             .get(resource)
             .into_iter()
-            .flat_map(|q| q.entries.iter())
+            .flat_map(|q| q.entries.values())
     }
 
     /// Appends a waiter at the tail; returns its id.
@@ -258,16 +282,12 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             let Some(queue) = self.queues.get_mut(key) else {
                 continue;
             };
-            let (out, kept): (VecDeque<_>, VecDeque<_>) = queue
-                .entries
-                .drain(..)
-                .partition(|w| wanted.contains(&w.id));
-            queue.entries = kept;
-            queue.recount();
-            for w in out {
-                taken.entry(w.id).or_insert(w);
+            for id in &wanted {
+                if let Some(w) = queue.remove(*id) {
+                    taken.entry(w.id).or_insert(w);
+                }
             }
-            if queue.entries.is_empty() {
+            if queue.is_empty() {
                 if let Some(q) = self.queues.remove(key) {
                     self.stale_timers.extend(q.timers);
                 }
@@ -281,9 +301,10 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
 
     /// Whether anyone queued on `resource` can still be granted at `now_ms`.
     pub fn has_live_waiter(&self, resource: &K, now_ms: u64) -> bool {
-        self.queues
-            .get(resource)
-            .is_some_and(|q| q.entries.iter().any(|w| !w.has_given_up(now_ms)))
+        self.queues.get(resource).is_some_and(|q| {
+            q.giving_up.len() < q.entries.len()
+                || q.giving_up.last().is_some_and(|(at, _)| *at >= now_ms)
+        })
     }
 
     /// Removes the waiters of `resource` whose deadline has passed (a set
@@ -293,11 +314,14 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             return Vec::new();
         };
         let gone: Vec<u64> = queue
-            .entries
+            .giving_up
             .iter()
-            .filter(|w| w.has_given_up(now_ms))
-            .map(|w| w.id)
+            .take_while(|(at, _)| *at < now_ms)
+            .map(|(_, id)| *id)
             .collect();
+        // In queue order, as they waited.
+        let mut gone = gone;
+        gone.sort_unstable();
         gone.into_iter().filter_map(|id| self.remove(id)).collect()
     }
 
@@ -333,10 +357,8 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             return None;
         };
         let queue = slot.get_mut();
-        let pos = queue.entries.iter().position(|w| w.id == id)?;
-        let waiter = queue.entries.remove(pos);
-        queue.recount();
-        if queue.entries.is_empty() {
+        let waiter = queue.remove(id);
+        if queue.is_empty() {
             self.stale_timers.extend(slot.remove().timers);
         } else if queue.not_plain > 0 || waiter.as_ref().is_some_and(|w| w.in_set) {
             // A set that leaves may have reserved a free resource: the
@@ -355,27 +377,32 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     pub fn pop_grantee(&mut self, resource: &K) -> Option<Grantee<H>> {
         let queue = self.queues.get_mut(resource)?;
         // The planted bug (test-only, docs/history.md): the newest waiter.
-        let head = if cfg!(feature = "planted-fifo-newest") {
-            queue.entries.pop_back()?
+        let head_id = if cfg!(feature = "planted-fifo-newest") {
+            *queue.entries.last_key_value()?.0
         } else {
-            queue.entries.pop_front()?
+            *queue.entries.first_key_value()?.0
         };
+        let head = queue.remove(head_id)?;
         self.index.remove(&head.id);
         let mut handles = vec![head.handle];
         let mut ids = vec![head.id];
-        let mut rest = VecDeque::with_capacity(queue.entries.len());
-        for w in queue.entries.drain(..) {
-            if w.token == head.token {
-                self.index.remove(&w.id);
-                handles.push(w.handle);
-                ids.push(w.id);
-            } else {
-                rest.push_back(w);
+        if queue.tokens.contains_key(&head.token) {
+            // The same token queued again: rare, and only then a walk.
+            let same: Vec<u64> = queue
+                .entries
+                .values()
+                .filter(|w| w.token == head.token)
+                .map(|w| w.id)
+                .collect();
+            for id in same {
+                if let Some(w) = queue.remove(id) {
+                    self.index.remove(&w.id);
+                    handles.push(w.handle);
+                    ids.push(w.id);
+                }
             }
         }
-        queue.entries = rest;
-        queue.recount();
-        if queue.entries.is_empty() {
+        if queue.is_empty() {
             self.retire(resource);
         }
         Some(Grantee {
@@ -394,7 +421,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         };
         self.stale_timers.extend(queue.timers);
         let mut gone = Vec::with_capacity(queue.entries.len());
-        for w in queue.entries {
+        for w in queue.entries.into_values() {
             if let Some(Place::Set(members)) = self.index.remove(&w.id) {
                 for m in members.iter().filter(|m| *m != resource) {
                     self.remove_entry(m, w.id);
@@ -413,7 +440,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         let mut seen = HashSet::new();
         for (_, q) in self.queues.drain() {
             self.stale_timers.extend(q.timers);
-            all.extend(q.entries.into_iter().filter(|w| seen.insert(w.id)));
+            all.extend(q.entries.into_values().filter(|w| seen.insert(w.id)));
         }
         all
     }

@@ -87,7 +87,12 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         let mut next = 0;
         while let Some(key) = resources.get(next).cloned() {
             next += 1;
-            for w in self.queues.get(&key).into_iter().flat_map(|q| &q.entries) {
+            for w in self
+                .queues
+                .get(&key)
+                .into_iter()
+                .flat_map(|q| q.entries.values())
+            {
                 if !seen.insert(w.id) {
                     continue;
                 }
