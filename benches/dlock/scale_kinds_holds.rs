@@ -15,6 +15,7 @@ use crate::scale_kinds::{
 use crate::{info_u64, progress, Goal};
 
 const LIMIT: &[u8] = b"100000";
+const LIMIT_N: u64 = 100_000;
 /// Lease of the filled holds and of the waiters: nothing expires in a run.
 pub const HOUR: &[u8] = b"3600000";
 
@@ -93,6 +94,20 @@ impl Loaded {
         } else {
             f64::NAN
         };
+        if kind == Kind::Limit && f.complete {
+            // A full semaphore answers every newcomer nil: the last permits
+            // filled go (untimed), so that each connection's ACQUIRE of a
+            // pair finds one free and the resource still holds about `n`.
+            let room = (n + crate::scale_kinds::CONNS as u64).saturating_sub(LIMIT_N);
+            for i in n.saturating_sub(room)..n {
+                let t = owner(i);
+                let _: i64 = redis::cmd("DLOCK.RELEASE")
+                    .arg("sem")
+                    .arg(t.as_ref())
+                    .query(&mut c)
+                    .unwrap_or(0);
+            }
+        }
         Loaded {
             kind,
             n,

@@ -10,7 +10,7 @@
 //! This is the rule book, unit-tested without a server; `server::holds`
 //! maps the commands onto it. Time is always passed in.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::admission::{Admission, Held as Entry, Indexed, OwnerHolds, Summary};
@@ -114,8 +114,11 @@ struct Held {
 pub struct Holds {
     /// How many holds may coexist (1 for plain and read-write locks).
     pub limit: u32,
-    by_token: BTreeMap<Bytes, Held>,
-    by_deadline: BTreeSet<(u64, Bytes)>,
+    by_token: HashMap<Bytes, Held>,
+    /// (deadline, grant order) -> token: ordered by integers alone, so a
+    /// search among holds ending in the same millisecond never reads a
+    /// token.
+    by_deadline: BTreeMap<(u64, u64), Bytes>,
     /// Owners named by `OWNER` that differ from the token: their holds. A
     /// hold whose token is its own owner is found under its token.
     named: HashMap<Bytes, OwnerHolds>,
@@ -220,7 +223,7 @@ impl Holds {
             e.holds += 1;
             e.exclusive += exclusive;
         }
-        self.by_deadline.insert((deadline_ms, token.clone()));
+        self.by_deadline.insert((deadline_ms, seq), token.clone());
         self.next_seq = self.next_seq.max(seq + 1);
         self.top_fence = self.top_fence.max(fence);
         self.by_token.insert(
@@ -244,7 +247,7 @@ impl Holds {
     /// for `restore`.
     pub fn take(&mut self, token: &[u8]) -> Option<(Hold, u64)> {
         let (token, held) = self.by_token.remove_entry(token)?;
-        self.by_deadline.remove(&(held.deadline_ms, token.clone()));
+        self.by_deadline.remove(&(held.deadline_ms, held.seq));
         let exclusive = usize::from(held.mode == Mode::Exclusive);
         if let Some(o) = &held.owner {
             if let Some(e) = self.named.get_mut(o) {
@@ -274,15 +277,15 @@ impl Holds {
 
     /// The token of a hold past its deadline at `now_ms`, the earliest.
     pub fn first_dead(&self, now_ms: u64) -> Option<Box<[u8]>> {
-        let (deadline, token) = self.by_deadline.first()?;
+        let ((deadline, _), token) = self.by_deadline.first_key_value()?;
         (*deadline < now_ms).then(|| Box::from(&**token))
     }
 
     /// The holds ending after `until_ms`: (token, deadline).
     pub fn later_than(&self, until_ms: u64) -> Vec<(Box<[u8]>, u64)> {
         self.by_deadline
-            .range((until_ms.saturating_add(1), Bytes::from(&[][..]))..)
-            .map(|(d, t)| (Box::from(&**t), *d))
+            .range((until_ms.saturating_add(1), 0)..)
+            .map(|((d, _), t)| (Box::from(&**t), *d))
             .collect()
     }
 
@@ -356,7 +359,7 @@ impl Holds {
         if self.limit != 1 || self.by_token.len() != 1 {
             return None;
         }
-        let (t, h) = self.by_token.first_key_value()?;
+        let (t, h) = self.by_token.iter().next()?;
         (h.mode == Mode::Exclusive && h.owner.is_none()).then(|| view(t, h))
     }
 
@@ -403,7 +406,7 @@ impl Holds {
 
     /// The earliest deadline of any hold: when waiters may next fit.
     pub fn earliest_deadline_ms(&self) -> Option<u64> {
-        self.by_deadline.first().map(|(d, _)| *d)
+        self.by_deadline.first_key_value().map(|((d, _), _)| *d)
     }
 
     /// The highest fence the value reveals to whoever reads it (see
@@ -418,33 +421,34 @@ impl Holds {
 
     /// The key's TTL: the latest hold deadline.
     pub fn deadline_ms(&self) -> Option<u64> {
-        self.by_deadline.last().map(|(d, _)| *d)
+        self.by_deadline.last_key_value().map(|((d, _), _)| *d)
     }
 
     /// Heap bytes the holds and their indexes take, about (`MEMORY
     /// USAGE`): each hold's token (and named owner) once, shared by the
-    /// indexes, and the entries of both ordered indexes and the owners',
-    /// with the slack their nodes carry on average.
+    /// indexes, the tables' slots, and the deadline index's entries with
+    /// the slack its nodes carry (holds end in about the order they come,
+    /// which leaves its nodes about half full).
     pub fn heap_bytes(&self) -> usize {
         const ARC: usize = 16;
-        let slack = |entry: usize| entry * 3 / 2;
-        let token_entry = std::mem::size_of::<(Bytes, Held)>();
-        let deadline_entry = std::mem::size_of::<(u64, Bytes)>();
-        let named_entry = std::mem::size_of::<(Bytes, OwnerHolds)>() + 8;
+        let token_slot = std::mem::size_of::<(Bytes, Held)>() + 1;
+        let deadline_entry = std::mem::size_of::<((u64, u64), Bytes)>();
+        let named_slot = std::mem::size_of::<(Bytes, OwnerHolds)>() + 1;
         let tokens: usize = self.by_token.keys().map(|t| ARC + t.len()).sum();
         let owners: usize = self.named.keys().map(|o| ARC + o.len()).sum();
         tokens
             + owners
-            + self.len() * slack(token_entry + deadline_entry)
-            + self.named.capacity() * named_entry
+            + self.by_token.capacity() * token_slot
+            + self.len() * deadline_entry * 2
+            + self.named.capacity() * named_slot
     }
 
     /// The latest deadline before `NEVER` (holds without one aside).
     pub fn latest_finite_ms(&self) -> Option<u64> {
         self.by_deadline
-            .range(..(NEVER, Bytes::from(&[][..])))
+            .range(..(NEVER, 0))
             .next_back()
-            .map(|(d, _)| *d)
+            .map(|((d, _), _)| *d)
     }
 
     /// Decides `ask` against the live holds (call `prune` first).
@@ -557,15 +561,13 @@ impl Holds {
     /// Moves the deadline of `token`'s hold, live or not (a queued retry);
     /// whether it exists.
     pub fn set_deadline(&mut self, token: &[u8], deadline_ms: u64) -> bool {
-        let Some((t, h)) = self.by_token.get_key_value(token) else {
+        let Some(h) = self.by_token.get_mut(token) else {
             return false;
         };
-        let old = (h.deadline_ms, t.clone());
-        self.by_deadline.remove(&old);
-        self.by_deadline.insert((deadline_ms, old.1));
-        if let Some(h) = self.by_token.get_mut(token) {
-            h.deadline_ms = deadline_ms;
+        if let Some(t) = self.by_deadline.remove(&(h.deadline_ms, h.seq)) {
+            self.by_deadline.insert((deadline_ms, h.seq), t);
         }
+        h.deadline_ms = deadline_ms;
         true
     }
 
