@@ -202,18 +202,24 @@ pub fn stranger(rng: &mut Rng) -> Name {
 /// Creates locks (module) or `SET NX PX` strings `prefix<n>` for n in
 /// `from..to`, owned by `owner(n)`, pipelined over 50 connections.
 pub fn populate(server: &Server, module: bool, prefix: &[u8], from: u64, to: u64) {
-    let mut next = from;
+    let all: Vec<u64> = (from..to).collect();
+    populate_keys(server, module, prefix, &all);
+}
+
+/// As `populate`, for the keys `prefix<n>` with n in `keys`.
+pub fn populate_keys(server: &Server, module: bool, prefix: &[u8], keys: &[u64]) {
+    let mut next = keys.iter().copied();
     let out = load::run(
         server.port(),
         Shape {
             conns: 50,
             pipeline: 128,
-            total: to - from,
+            total: keys.len() as u64,
             latency: false,
         },
         |_, buf| {
-            let (k, t) = (name(prefix, next), owner(next));
-            next += 1;
+            let n = next.next().unwrap_or(0);
+            let (k, t) = (name(prefix, n), owner(n));
             if module {
                 load::command(buf, &[b"DLOCK.ACQUIRE", k.as_ref(), t.as_ref(), LONG_TTL]);
             } else {
@@ -227,7 +233,7 @@ pub fn populate(server: &Server, module: bool, prefix: &[u8], from: u64, to: u64
     check(&out, "populate");
     assert_eq!(
         out.positive,
-        to - from,
+        keys.len() as u64,
         "populate: not every key was created"
     );
 }

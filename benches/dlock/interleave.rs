@@ -10,7 +10,7 @@
 //! of resources (the same seeds) and so the same fill of the keyspace at
 //! every block.
 
-use crate::cases::{self, owner, populate, stranger, Config, TTL};
+use crate::cases::{self, owner, populate, populate_keys, stranger, Config, TTL};
 use crate::common::Server;
 use crate::load::{self, Outcome, Rng, Shape};
 
@@ -150,7 +150,10 @@ impl Side {
     /// `n` commands (at most the keys for a consuming walk).
     fn block(&mut self, pipeline: usize, clients: usize, keys: u64, n: u64) {
         if self.cmd.consumes() && self.gone + n as usize > self.order.len() {
-            populate(&self.server, self.cmd.module(), b"lock:", 0, keys);
+            // The keys released so far come back (untimed); the walk starts
+            // again in a new order.
+            let gone = self.order.get(..self.gone).unwrap_or_default();
+            populate_keys(&self.server, self.cmd.module(), b"lock:", gone);
             self.rng.shuffle(&mut self.order);
             self.gone = 0;
         }

@@ -92,16 +92,50 @@ pub enum QueueGrant {
 /// Token and owner bytes, shared by the indexes that name them.
 type Bytes = Arc<[u8]>;
 
-/// A stored hold, under its token.
+/// A stored hold, under its token: 24 bytes, so that a slot of the token
+/// table stays small. A named owner (rare: `OWNER` apart from the token)
+/// sits in a table of its own.
 #[derive(Debug, Clone)]
 struct Held {
-    /// `None`: the token is its own owner (no second copy of it).
-    owner: Option<Bytes>,
     fence: u64,
-    mode: Mode,
     deadline_ms: u64,
-    /// Grant order: INFO and the stored layout list holds in it.
-    seq: u64,
+    /// Grant order (INFO and the stored layout list holds in it), with the
+    /// mode and whether an owner is named in the two top bits.
+    bits: u64,
+}
+
+const SHARED_BIT: u64 = 1 << 63;
+const NAMED_BIT: u64 = 1 << 62;
+const SEQ_BITS: u64 = NAMED_BIT - 1;
+
+impl Held {
+    fn new(fence: u64, mode: Mode, deadline_ms: u64, seq: u64, named: bool) -> Self {
+        let mut bits = seq & SEQ_BITS;
+        if mode == Mode::Shared {
+            bits |= SHARED_BIT;
+        }
+        if named {
+            bits |= NAMED_BIT;
+        }
+        Held {
+            fence,
+            deadline_ms,
+            bits,
+        }
+    }
+    fn seq(&self) -> u64 {
+        self.bits & SEQ_BITS
+    }
+    fn mode(&self) -> Mode {
+        if self.bits & SHARED_BIT != 0 {
+            Mode::Shared
+        } else {
+            Mode::Exclusive
+        }
+    }
+    fn is_named(&self) -> bool {
+        self.bits & NAMED_BIT != 0
+    }
 }
 
 /// The holds of one resource, indexed so that every operation on one hold
@@ -115,6 +149,8 @@ pub struct Holds {
     /// How many holds may coexist (1 for plain and read-write locks).
     pub limit: u32,
     by_token: HashMap<Bytes, Held>,
+    /// token -> its named owner, for the holds that have one.
+    owner_of: HashMap<Bytes, Bytes>,
     /// (deadline, grant order) -> token: ordered by integers alone, so a
     /// search among holds ending in the same millisecond never reads a
     /// token.
@@ -171,8 +207,8 @@ impl Holds {
     /// which are O(n) anyway.
     pub fn iter(&self) -> impl Iterator<Item = HoldRef<'_>> + '_ {
         let mut v: Vec<(&Bytes, &Held)> = self.by_token.iter().collect();
-        v.sort_unstable_by_key(|(_, h)| h.seq);
-        v.into_iter().map(|(t, h)| view(t, h))
+        v.sort_unstable_by_key(|(_, h)| h.seq());
+        v.into_iter().map(|(t, h)| self.view(t, h))
     }
 
     /// Adds `hold` after the others; false (and nothing changes) when its
@@ -226,16 +262,11 @@ impl Holds {
         self.by_deadline.insert((deadline_ms, seq), token.clone());
         self.next_seq = self.next_seq.max(seq + 1);
         self.top_fence = self.top_fence.max(fence);
-        self.by_token.insert(
-            token,
-            Held {
-                owner,
-                fence,
-                mode,
-                deadline_ms,
-                seq,
-            },
-        );
+        let held = Held::new(fence, mode, deadline_ms, seq, owner.is_some());
+        if let Some(o) = owner {
+            self.owner_of.insert(token.clone(), o);
+        }
+        self.by_token.insert(token, held);
     }
 
     /// Removes `token`'s hold, keeping every index right.
@@ -247,9 +278,14 @@ impl Holds {
     /// for `restore`.
     pub fn take(&mut self, token: &[u8]) -> Option<(Hold, u64)> {
         let (token, held) = self.by_token.remove_entry(token)?;
-        self.by_deadline.remove(&(held.deadline_ms, held.seq));
-        let exclusive = usize::from(held.mode == Mode::Exclusive);
-        if let Some(o) = &held.owner {
+        self.by_deadline.remove(&(held.deadline_ms, held.seq()));
+        let exclusive = usize::from(held.mode() == Mode::Exclusive);
+        let owner = if held.is_named() {
+            self.owner_of.remove(&token)
+        } else {
+            None
+        };
+        if let Some(o) = &owner {
             if let Some(e) = self.named.get_mut(o) {
                 e.holds -= 1;
                 e.exclusive -= exclusive;
@@ -258,11 +294,18 @@ impl Holds {
                 }
             }
         }
-        let owner_key: &[u8] = held.owner.as_deref().unwrap_or(&token);
+        let owner_key: &[u8] = owner.as_deref().unwrap_or(&token);
         if exclusive > 0 && self.owner(owner_key).is_none_or(|o| o.exclusive == 0) {
             self.exclusive_owners -= 1;
         }
-        Some((view(&token, &held).to_hold(), held.seq))
+        let hold = Hold {
+            owner: Box::from(owner_key),
+            token: Box::from(&*token),
+            fence: held.fence,
+            mode: held.mode(),
+            deadline_ms: held.deadline_ms,
+        };
+        Some((hold, held.seq()))
     }
 
     /// Puts back a hold `take` removed, in its place in grant order.
@@ -296,11 +339,11 @@ impl Holds {
         let own = self
             .by_token
             .get(owner)
-            .filter(|h| h.owner.is_none())
+            .filter(|h| !h.is_named())
             .map(|h| OwnerHolds {
                 fence: h.fence,
                 holds: 1,
-                exclusive: usize::from(h.mode == Mode::Exclusive),
+                exclusive: usize::from(h.mode() == Mode::Exclusive),
             });
         match (named, own) {
             (Some(a), Some(b)) => Some(OwnerHolds {
@@ -360,7 +403,7 @@ impl Holds {
             return None;
         }
         let (t, h) = self.by_token.iter().next()?;
-        (h.mode == Mode::Exclusive && h.owner.is_none()).then(|| view(t, h))
+        (h.mode() == Mode::Exclusive && !h.is_named()).then(|| self.view(t, h))
     }
 
     /// Whether these holds could have come from the rules: a semaphore's
@@ -374,21 +417,21 @@ impl Holds {
                 && self
                     .by_token
                     .values()
-                    .all(|h| h.mode == Mode::Exclusive && h.owner.is_none());
+                    .all(|h| h.mode() == Mode::Exclusive && !h.is_named());
         }
         let one_fence = self.iter().all(|h| {
             self.named.get(h.owner).is_none_or(|o| o.fence == h.fence)
                 && self
                     .by_token
                     .get(h.owner)
-                    .filter(|x| x.owner.is_none())
+                    .filter(|x| !x.is_named())
                     .is_none_or(|x| x.fence == h.fence)
         });
         let owners = self.named.len()
             + self
                 .by_token
                 .iter()
-                .filter(|(t, h)| h.owner.is_none() && !self.named.contains_key(*t))
+                .filter(|(t, h)| !h.is_named() && !self.named.contains_key(*t))
                 .count();
         let writers_alone = self.exclusive_owners == 0 || owners == 1;
         one_fence && writers_alone
@@ -416,7 +459,9 @@ impl Holds {
     }
 
     pub fn hold_of(&self, token: &[u8]) -> Option<HoldRef<'_>> {
-        self.by_token.get_key_value(token).map(|(t, h)| view(t, h))
+        self.by_token
+            .get_key_value(token)
+            .map(|(t, h)| self.view(t, h))
     }
 
     /// The key's TTL: the latest hold deadline.
@@ -434,6 +479,7 @@ impl Holds {
         let token_slot = std::mem::size_of::<(Bytes, Held)>() + 1;
         let deadline_entry = std::mem::size_of::<((u64, u64), Bytes)>();
         let named_slot = std::mem::size_of::<(Bytes, OwnerHolds)>() + 1;
+        let owner_slot = std::mem::size_of::<(Bytes, Bytes)>() + 1;
         let tokens: usize = self.by_token.keys().map(|t| ARC + t.len()).sum();
         let owners: usize = self.named.keys().map(|o| ARC + o.len()).sum();
         tokens
@@ -441,6 +487,7 @@ impl Holds {
             + self.by_token.capacity() * token_slot
             + self.len() * deadline_entry * 2
             + self.named.capacity() * named_slot
+            + self.owner_of.capacity() * owner_slot
     }
 
     /// The latest deadline before `NEVER` (holds without one aside).
@@ -564,8 +611,8 @@ impl Holds {
         let Some(h) = self.by_token.get_mut(token) else {
             return false;
         };
-        if let Some(t) = self.by_deadline.remove(&(h.deadline_ms, h.seq)) {
-            self.by_deadline.insert((deadline_ms, h.seq), t);
+        if let Some(t) = self.by_deadline.remove(&(h.deadline_ms, h.seq())) {
+            self.by_deadline.insert((deadline_ms, h.seq()), t);
         }
         h.deadline_ms = deadline_ms;
         true
@@ -604,13 +651,20 @@ impl Indexed for Holds {
     }
 }
 
-fn view<'h>(token: &'h Bytes, h: &'h Held) -> HoldRef<'h> {
-    HoldRef {
-        token,
-        owner: h.owner.as_deref().unwrap_or(token),
-        fence: h.fence,
-        mode: h.mode,
-        deadline_ms: h.deadline_ms,
+impl Holds {
+    fn view<'h>(&'h self, token: &'h Bytes, h: &'h Held) -> HoldRef<'h> {
+        let owner = if h.is_named() {
+            self.owner_of.get(token).map_or(&**token, |o| &**o)
+        } else {
+            token
+        };
+        HoldRef {
+            token,
+            owner,
+            fence: h.fence,
+            mode: h.mode(),
+            deadline_ms: h.deadline_ms,
+        }
     }
 }
 
