@@ -219,20 +219,15 @@ impl Holds {
             return false;
         }
         let owner = (*hold.owner != *token).then(|| Bytes::from(hold.owner));
-        self.insert(token, owner, hold.fence, hold.mode, hold.deadline_ms);
+        self.insert_at(
+            token,
+            owner,
+            hold.fence,
+            hold.mode,
+            hold.deadline_ms,
+            self.next_seq,
+        );
         true
-    }
-
-    fn insert(
-        &mut self,
-        token: Bytes,
-        owner: Option<Bytes>,
-        fence: u64,
-        mode: Mode,
-        deadline_ms: u64,
-    ) {
-        let seq = self.next_seq;
-        self.insert_at(token, owner, fence, mode, deadline_ms, seq);
     }
 
     fn insert_at(
@@ -385,12 +380,13 @@ impl Holds {
     /// deadline (`None`: the key has no TTL).
     pub fn from_plain(lease: LeaseRef<'_>, deadline_ms: Option<u64>) -> Self {
         let mut h = Holds::new(1);
-        h.insert(
+        h.insert_at(
             Bytes::from(lease.token()),
             None,
             lease.fence(),
             Mode::Exclusive,
             deadline_ms.unwrap_or(NEVER),
+            0,
         );
         h
     }
@@ -596,7 +592,7 @@ impl Holds {
             return;
         }
         let owner = ask.owner.filter(|o| *o != ask.token).map(Bytes::from);
-        self.insert(token, owner, fence, ask.mode, deadline_ms);
+        self.insert_at(token, owner, fence, ask.mode, deadline_ms, self.next_seq);
     }
 
     /// Adds or replaces `hold` (a replayed effect): the master's hold wins.

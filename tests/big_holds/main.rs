@@ -276,15 +276,6 @@ fn pexpiretime(c: &mut impl ConnectionLike, key: &str) -> i64 {
     redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap()
 }
 
-fn digest(c: &mut Connection, key: &str) -> String {
-    let v: Vec<String> = redis::cmd("DEBUG")
-        .arg("DIGEST-VALUE")
-        .arg(key)
-        .query(c)
-        .unwrap();
-    v[0].clone()
-}
-
 fn last_fence(c: &mut Connection) -> i64 {
     info_field(c, "dlock", "dlock_last_fence")
         .expect("INFO dlock has dlock_last_fence")
@@ -338,7 +329,7 @@ fn snap(c: &mut Connection, key: &str) -> Snap {
         key: key.to_string(),
         limit,
         holds,
-        digest: digest(c, key),
+        digest: common::dump::digest(c, key),
         expires_at: pexpiretime(c, key),
     }
 }

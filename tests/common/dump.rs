@@ -91,3 +91,16 @@ pub fn payload_with_fence(c: &mut redis::Connection, key: &str, new_fence: i64) 
     body[at..at + 8].copy_from_slice(&(new_fence as u64).to_le_bytes());
     seal(&body, ver)
 }
+
+/// `DEBUG DIGEST-VALUE` of `key`: equal values (and expiries) give equal
+/// digests.
+pub fn digest(c: &mut redis::Connection, key: &str) -> String {
+    let v: Vec<String> = redis::cmd("DEBUG")
+        .arg("DIGEST-VALUE")
+        .arg(key)
+        .query(c)
+        .unwrap();
+    v.into_iter()
+        .next()
+        .expect("DEBUG DIGEST-VALUE answered nothing")
+}

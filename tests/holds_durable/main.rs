@@ -78,15 +78,6 @@ fn refused(c: &mut impl ConnectionLike, key: &str, tok: &str, opts: &[&str]) -> 
     }
 }
 
-fn digest(c: &mut Connection, key: &str) -> String {
-    let v: Vec<String> = redis::cmd("DEBUG")
-        .arg("DIGEST-VALUE")
-        .arg(key)
-        .query(c)
-        .unwrap();
-    v[0].clone()
-}
-
 fn pexpiretime(c: &mut impl ConnectionLike, key: &str) -> i64 {
     redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap()
 }
@@ -140,7 +131,7 @@ fn snapshot(c: &mut Connection, key: &str) -> Snapshot {
     Snapshot {
         key: key.to_string(),
         value: value::stored(c, key),
-        digest: digest(c, key),
+        digest: common::dump::digest(c, key),
         expires_at: pexpiretime(c, key),
     }
 }
