@@ -123,9 +123,10 @@ fn info_of_one_live_plain_hold_is_the_plain_form() {
     let s = Server::start();
     let mut c = s.conn();
     let f = acq("k", "T", LONG_TTL).grant(&mut c);
-    assert_eq!(acq("k", "T2", 50).owner("T").grant(&mut c), f);
+    // Long enough to be read before it ends on a slow run (valgrind).
+    assert_eq!(acq("k", "T2", 500).owner("T").grant(&mut c), f);
     assert!(matches!(shown(&mut c, "k"), Shown::Holds(_)));
-    thread::sleep(Duration::from_millis(150));
+    thread::sleep(Duration::from_millis(700));
     match shown(&mut c, "k") {
         Shown::Plain(info) => {
             assert_eq!(info.token, b"T");
