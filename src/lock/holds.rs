@@ -350,11 +350,6 @@ impl Holds {
         }
     }
 
-    /// Owners with at least one exclusive hold.
-    pub fn exclusive_owners(&self) -> usize {
-        self.exclusive_owners
-    }
-
     /// Drops every hold past its deadline; returns them (the master
     /// propagates each drop). A hold past its deadline is gone for every
     /// decision.

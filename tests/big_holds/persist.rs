@@ -8,14 +8,8 @@ use super::*;
 /// The commands of `s`'s AOF files whose names end with `suffix`, each as
 /// its raw arguments (values are binary).
 pub fn aof_raw(s: &Server, suffix: &str) -> Vec<Vec<Vec<u8>>> {
-    let mut files: Vec<_> = std::fs::read_dir(s.dir().join("appendonlydir"))
-        .expect("appendonlydir")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(suffix))
-        .collect();
-    files.sort();
     let mut out = Vec::new();
-    for f in files {
+    for f in common::aof::files(s, suffix) {
         let b = std::fs::read(&f).unwrap();
         let mut at = 0;
         let line = |at: &mut usize| -> usize {

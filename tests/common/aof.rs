@@ -29,6 +29,14 @@ pub fn parse(bytes: &[u8]) -> Vec<Vec<String>> {
 /// The commands of `s`'s AOF files whose names end with `suffix`, in file
 /// order.
 pub fn commands(s: &Server, suffix: &str) -> Vec<Vec<String>> {
+    files(s, suffix)
+        .iter()
+        .flat_map(|f| parse(&std::fs::read(f).unwrap()))
+        .collect()
+}
+
+/// `s`'s AOF files whose names end with `suffix`, in name order.
+pub fn files(s: &Server, suffix: &str) -> Vec<std::path::PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(s.dir().join("appendonlydir"))
         .expect("appendonlydir")
         .map(|e| e.unwrap().path())
@@ -36,7 +44,4 @@ pub fn commands(s: &Server, suffix: &str) -> Vec<Vec<String>> {
         .collect();
     files.sort();
     files
-        .iter()
-        .flat_map(|f| parse(&std::fs::read(f).unwrap()))
-        .collect()
 }

@@ -238,3 +238,53 @@ fn an_abandoned_hold_reaches_the_head_waiter_within_50_ms_of_its_deadline() {
     assert!((1..=50).contains(&server), "granted {server} ms after");
     assert!((1..=50 + 1000).contains(&client), "reply {client} ms after");
 }
+
+/// A command refused after its step pruned a dead permit changes nothing:
+/// the holds it moved out of the key go back exactly as they were (the
+/// dead one included, in grant order; never an empty key). The prune and
+/// the refusal meet in one turn (`DEBUG SLEEP` inside `MULTI`).
+#[test]
+fn a_refusal_after_a_prune_puts_every_hold_back() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let permit = |tok: &str, ttl: u64, limit: u32| {
+        redis::cmd("DLOCK.ACQUIRE")
+            .arg("k")
+            .arg(tok)
+            .arg(ttl)
+            .arg("LIMIT")
+            .arg(limit)
+            .clone()
+    };
+    let _: i64 = permit("p1", 3_600_000, 3).query(&mut c).unwrap();
+    let _: i64 = permit("p2", 100, 3).query(&mut c).unwrap();
+    let digest = redis::cmd("DEBUG").arg("DIGEST-VALUE").arg("k").clone();
+    let replies = common::transaction(
+        &mut c,
+        &[
+            redis::cmd("DEBUG").arg("SLEEP").arg("0.3").clone(),
+            digest.clone(),
+            // Another limit: refused, after p2 was pruned in its step.
+            permit("x", 1000, 5),
+            digest.clone(),
+        ],
+    );
+    assert!(
+        matches!(replies[2], redis::Value::ServerError(_)),
+        "{:?}",
+        replies[2]
+    );
+    assert_eq!(
+        replies[1], replies[3],
+        "the refused command changed the value"
+    );
+    // The key still holds p1, and the next command drops p2 as usual.
+    let fence: Option<i64> = permit("p3", 1000, 3).query(&mut c).unwrap();
+    assert!(fence.is_some());
+    let info: redis::Value = redis::cmd("DLOCK.INFO").arg("k").query(&mut c).unwrap();
+    let text = format!("{info:?}");
+    assert!(
+        text.contains("p1") && text.contains("p3") && !text.contains("p2"),
+        "{text}"
+    );
+}
