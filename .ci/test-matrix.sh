@@ -29,7 +29,7 @@ cargo build --release || exit 1
 cargo test --release --features dlock-client/tokio --no-run -q >/dev/null 2>&1 ||
 	cargo test --release --features dlock-client/tokio --no-run || exit 1
 
-declare -A cell
+declare -A cell total_secs
 servers=()
 total_passed=0
 total_failed=0
@@ -64,17 +64,20 @@ for spec in "${specs[@]}"; do
 	for suite in "${suites[@]}"; do
 		log="$logs/$(basename "$server")-${suite/:/-}.log"
 		echo "== $name: $suite"
+		started=$SECONDS
 		case "$suite" in
 		client:*) cargo test --release -p dlock-client --features tokio --test "${suite#client:}" >"$log" 2>&1 ;;
 		*) cargo test --release --test "$suite" >"$log" 2>&1 ;;
 		esac
 		rc=$?
+		took=$((SECONDS - started))
+		total_secs["$name"]=$((${total_secs["$name"]:-0} + took))
 		passed=$(grep -E '^test result:' "$log" | awk '{s += $4} END {print s + 0}')
 		failed=$(grep -E '^test result:' "$log" | awk '{s += $6} END {print s + 0}')
 		total_passed=$((total_passed + passed))
 		total_failed=$((total_failed + failed))
 		if [ "$rc" -eq 0 ]; then
-			cell["$name|$suite"]="passed ($passed)"
+			cell["$name|$suite"]="passed ($passed, ${took} s)"
 		else
 			any_failed=1
 			[ "$failed" -gt 0 ] || total_failed=$((total_failed + 1))
@@ -101,6 +104,11 @@ for suite in "${all_suites[@]}"; do
 	done
 	echo "$row"
 done
+row="| (time) |"
+for s in "${servers[@]}"; do
+	row+=" ${total_secs["$s"]:-0} s |"
+done
+echo "$row"
 echo
 echo "test-matrix: $total_passed passed, $total_failed failed"
 exit "$any_failed"

@@ -375,6 +375,9 @@ fn a_member_of_another_type_under_a_queued_set_does_not_hang_the_server() {
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let e = err_of(redis::cmd("DLOCK.INFO").arg("a").query::<Value>(&mut c));
     assert!(e.starts_with("WRONGTYPE"), "{e}");
+    // Freeing `b` makes the queued set's turn come: it must be refused for
+    // `a`'s type, not granted over a string and not left waiting.
+    assert_eq!(release(&mut c, "b", "x"), 1);
     let e = match waiter.join().unwrap() {
         Err(e) => e.to_string(),
         Ok(v) => format!("{v:?}"),
