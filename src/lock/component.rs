@@ -52,16 +52,18 @@ pub fn admit_component<'x>(
     queued: &'x [Queued<'x>],
 ) -> Vec<(usize, Result<Granted, Error>)> {
     let after = resources.iter().map(|h| h.summary()).collect();
-    admit_reserved(after, &vec![false; resources.len()], queued)
+    admit_reserved(after, &vec![None; resources.len()], queued)
 }
 
 /// As `admit_component`, on the resources' holds as the step left them
-/// (`after`), with `reserved` resources already reserved by requests that
-/// wait and are not part of `queued` (a step that leaves the queue as it
-/// is): only owners that hold pass them.
+/// (`after`), with resources reserved by requests that wait and are not
+/// part of `queued` (requests the step leaves waiting): `reserved_from[m]
+/// = Some(i)` when the first of them on `m` is queued just before
+/// `queued[i]` (`queued.len()`: after every one). From there on only owners
+/// that hold pass `m`.
 pub fn admit_reserved<'x>(
     mut after: Vec<Summary<'x>>,
-    reserved: &[bool],
+    reserved_from: &[Option<usize>],
     queued: &'x [Queued<'x>],
 ) -> Vec<(usize, Result<Granted, Error>)> {
     let stand_in = |i: usize| u64::MAX - i as u64;
@@ -70,10 +72,19 @@ pub fn admit_reserved<'x>(
             .then(|| usize::try_from(u64::MAX - fence).ok())
             .flatten()
     };
-    let mut waits = reserved.to_vec();
-    waits.resize(after.len(), false);
+    let mut waits = vec![false; after.len()];
+    let mut marks: Vec<(usize, usize)> = reserved_from
+        .iter()
+        .enumerate()
+        .filter_map(|(m, from)| Some(((*from)?, m)))
+        .collect();
+    marks.sort_unstable();
+    let mut marks = marks.into_iter().peekable();
     let mut out = Vec::new();
     for (i, q) in queued.iter().enumerate() {
+        while let Some((_, m)) = marks.next_if(|(from, _)| *from <= i) {
+            set(&mut waits, m);
+        }
         let decided = if q.frozen {
             None
         } else {

@@ -199,6 +199,19 @@ impl Holds {
         self.by_token.len()
     }
 
+    /// Every owner that holds (a token is its own owner), among the
+    /// tokens of the holds whose owner is named apart: more names than
+    /// owners, enough to find each.
+    pub fn owner_names(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let tokens = self.by_token.keys().map(|t| &**t);
+        tokens.chain(self.named.keys().map(|o| &**o))
+    }
+
+    /// How many names `owner_names` gives.
+    pub fn owner_name_count(&self) -> usize {
+        self.by_token.len() + self.named.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.by_token.is_empty()
     }

@@ -28,9 +28,12 @@ pub struct Member<'h> {
     pub holds: &'h Holds,
     /// Someone waits in its queue.
     pub has_waiters: bool,
-    /// Its queue is left as it is by this step (nothing a waiter waits for
-    /// changed): whoever waits there keeps the resource reserved.
-    pub reserved: bool,
+    /// Requests that this step leaves waiting (not among its `waiting`)
+    /// wait in its queue, the first of them queued just before
+    /// `waiting[i]`: `Some(i)` (`waiting.len()`: after all of them, before
+    /// the command's own request). From there on they keep the resource
+    /// reserved: only owners that hold pass it.
+    pub reserved_from: Option<usize>,
     /// Still believed held by the owner of an evicted lease: nobody queued
     /// is granted it yet.
     pub held_elsewhere: bool,
@@ -211,7 +214,7 @@ pub fn plan(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
     // indexes, read in place, without the holds that ended.
     let mut after: Vec<Summary<'_>> = step.members.iter().map(|m| m.holds.summary()).collect();
     command_change(step, n, &mut plan, &mut after);
-    let reserved: Vec<bool> = step.members.iter().map(|m| m.reserved).collect();
+    let reserved: Vec<Option<usize>> = step.members.iter().map(|m| m.reserved_from).collect();
     let frozen = |members: &[usize]| {
         step.quarantined_ms > 0
             || members

@@ -394,7 +394,7 @@ fn decide(model: &Model, input: &Input) -> Result<Plan, Error> {
         .map(|(i, g)| Member {
             holds: &model.holds[*g],
             has_waiters: input.has_waiters[i],
-            reserved: input.reserved[i],
+            reserved_from: input.reserved[i].then_some(0),
             held_elsewhere: input.held_elsewhere[i],
         })
         .collect();

@@ -25,7 +25,7 @@ fn member(holds: &Holds) -> Member<'_> {
     Member {
         holds,
         has_waiters: false,
-        reserved: false,
+        reserved_from: None,
         held_elsewhere: false,
     }
 }
@@ -170,7 +170,7 @@ fn a_reserved_resource_is_passed_only_by_an_owner_that_holds() {
     let free = Holds::new(1);
     let mut m = member(&free);
     m.has_waiters = true;
-    m.reserved = true;
+    m.reserved_from = Some(0);
     let p = run(&[m], &[], acquire(ask("a", Mode::Exclusive), 1, false)).unwrap();
     assert_eq!(p.outcome, Outcome::Busy);
 }

@@ -104,6 +104,11 @@ struct WaitQueue<H> {
     tokens: HashMap<Box<[u8]>, usize>,
     /// (give-up time, id) of the entries whose `WAIT` ends.
     giving_up: BTreeSet<(u64, u64)>,
+    /// Ids of the entries by a hash of their owner (the token when no
+    /// owner is named): an owner that holds passes the queue, so a step
+    /// decides its requests wherever they wait. A collision only adds
+    /// requests to a step, which decides them as they are.
+    by_owner: HashMap<u64, Vec<u64>>,
     /// Entries that are not plain requests: while there are none, the
     /// plain handoff (head waiter and its token's duplicates) is exact.
     not_plain: usize,
@@ -129,6 +134,7 @@ impl<H> WaitQueue<H> {
             entries: BTreeMap::new(),
             tokens: HashMap::new(),
             giving_up: BTreeSet::new(),
+            by_owner: HashMap::new(),
             not_plain: 0,
             in_sets: 0,
             timer_at: None,
@@ -145,6 +151,10 @@ impl<H> WaitQueue<H> {
         if let Some(at) = waiter.gives_up_at {
             self.giving_up.insert((at, waiter.id));
         }
+        self.by_owner
+            .entry(owner_hash(waiter.ask().owner()))
+            .or_default()
+            .push(waiter.id);
         self.entries.insert(waiter.id, waiter);
     }
 
@@ -162,12 +172,24 @@ impl<H> WaitQueue<H> {
         if let Some(at) = waiter.gives_up_at {
             self.giving_up.remove(&(at, waiter.id));
         }
+        if let Entry::Occupied(mut ids) = self.by_owner.entry(owner_hash(waiter.ask().owner())) {
+            ids.get_mut().retain(|i| *i != id);
+            if ids.get().is_empty() {
+                ids.remove();
+            }
+        }
         Some(waiter)
     }
 
     fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+}
+
+/// The key of `WaitQueue::by_owner`.
+fn owner_hash(owner: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(owner)
 }
 
 /// Where a request waits: one resource, or every member of its set.
@@ -451,10 +473,13 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     }
 }
 
+#[path = "queue_frontier.rs"]
+mod frontier;
 #[path = "queue_sets.rs"]
 mod sets;
 #[path = "queue_timers.rs"]
 mod timers;
+pub use frontier::Frontier;
 pub use sets::{Component, Request};
 
 #[cfg(test)]

@@ -18,12 +18,17 @@ pub struct Request {
     pub members: Vec<usize>,
 }
 
-/// Resources whose queues share set requests, and every request queued on
-/// them, in enqueue order (ids grow with every push).
+/// Resources whose queues share set requests, and the requests queued on
+/// them that one step decides, in enqueue order (ids grow with every push).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Component<K> {
     pub resources: Vec<K>,
     pub requests: Vec<Request>,
+    /// Per resource: where the first request left out of `requests` that
+    /// waits on it is queued, as the index of the first request in
+    /// `requests` after it (`requests.len()`: after all); `None` when none
+    /// is left out there.
+    pub reserved_from: Vec<Option<usize>>,
 }
 
 impl<K: Hash + Eq + Clone, H: Clone> WaitQueues<K, H> {
@@ -121,9 +126,11 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                     .collect(),
             })
             .collect();
+        let reserved_from = vec![None; resources.len()];
         Component {
             resources,
             requests,
+            reserved_from,
         }
     }
 }

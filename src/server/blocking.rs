@@ -28,8 +28,9 @@ use super::api::{self, now_us, rm, Ctx};
 use super::ffi::guard;
 use super::jobs::{self, Job};
 use super::stats;
+use crate::lock::holds::Holds;
 use crate::lock::parking::{Answer, Left, Parking, Revoke};
-use crate::lock::queue::{Component, WaitQueues, Wants};
+use crate::lock::queue::{Component, Frontier, WaitQueues, Wants};
 use crate::lock::Error;
 
 pub use super::resource::Resource;
@@ -125,9 +126,29 @@ pub fn component(starts: &[Resource]) -> Component<Resource> {
         return Component {
             resources: starts.to_vec(),
             requests: Vec::new(),
+            reserved_from: vec![None; starts.len()],
         };
     }
     parking().queues().component(starts)
+}
+
+/// The part of a component that `frontier` decides (see
+/// `WaitQueues::part`).
+pub fn part<'h>(
+    frontier: &mut Frontier<Resource>,
+    holds: impl Fn(usize) -> Option<&'h Holds>,
+) -> Component<Resource> {
+    parking().queues().part(frontier, holds)
+}
+
+/// Whether deciding `part` uncovered more of its component (see
+/// `WaitQueues::widen`); if so `frontier` has grown.
+pub fn widen(
+    frontier: &mut Frontier<Resource>,
+    part: &Component<Resource>,
+    decided: &[usize],
+) -> bool {
+    parking().queues().widen(frontier, part, decided)
 }
 
 /// Whether a waiter of `res` can still be granted at `now_ms`.

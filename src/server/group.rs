@@ -12,7 +12,7 @@ use super::blocking::{self, Resource};
 use super::cluster;
 use super::hold_work::{Deadlines, Work};
 use super::keys::LockKey;
-use crate::lock::queue::Component;
+use crate::lock::queue::{Component, Frontier};
 use crate::lock::Error;
 
 /// A key name the module created, freed on drop.
@@ -67,13 +67,55 @@ pub struct Group {
     /// How many of the resources are the step's own (the first ones).
     pub starts: usize,
     /// The resources (the starts first) and the requests this step serves
-    /// (none when it leaves the queues as they are).
+    /// (none when it leaves the queues as they are): the part of their
+    /// component that `frontier` decides.
     pub component: Component<Resource>,
     /// One per resource of `component`, in its order.
     pub members: Vec<Opened>,
     /// Whether the step serves the queues.
     pub served: bool,
     pub now_us: u64,
+    frontier: Frontier<Resource>,
+}
+
+/// What widening a group found.
+pub enum Widened {
+    /// Nothing left out can be decided differently.
+    Done,
+    /// More requests and resources are open: decide again.
+    Grew,
+    /// A resource found is of another type: its waiters were answered with
+    /// the error; open the group again.
+    Reopen,
+}
+
+impl Group {
+    /// Grows the group after a decision that granted or refused its
+    /// requests at `decided` (see `WaitQueues::widen`), opening the
+    /// resources found.
+    pub fn widen(&mut self, ctx: Ctx, decided: &[usize]) -> Result<Widened, Error> {
+        if !self.served || decided.is_empty() {
+            return Ok(Widened::Done);
+        }
+        if !blocking::widen(&mut self.frontier, &self.component, decided) {
+            return Ok(Widened::Done);
+        }
+        self.component = part(&mut self.frontier, &self.members, self.now_us / 1000);
+        let mut wrong = Vec::new();
+        for res in self.component.resources.iter().skip(self.members.len()) {
+            match open_one(ctx, res, self.now_us)? {
+                Some(m) => self.members.push(m),
+                None => wrong.push(res.clone()),
+            }
+        }
+        if wrong.is_empty() {
+            return Ok(Widened::Grew);
+        }
+        for res in &wrong {
+            blocking::fail(Some(res), Error::WrongType);
+        }
+        Ok(Widened::Reopen)
+    }
 }
 
 /// Opens `starts` and, if the step serves the queues (`serves` says so of
@@ -116,13 +158,15 @@ pub fn open(
         let waited = starts.iter().any(|r| blocking::waiters_on(r) > 0);
         let served = waited
             && (members.iter().any(|m| serves(&m.work)) || starts.iter().any(blocking::has_sets));
-        let component = if served {
-            gather(ctx, &starts, now_us / 1000)?
+        let (frontier, component) = if served {
+            gather(ctx, &starts, &members, now_us / 1000)?
         } else {
-            Component {
+            let component = Component {
                 resources: starts.clone(),
                 requests: Vec::new(),
-            }
+                reserved_from: vec![None; starts.len()],
+            };
+            (Frontier::around(&[]), component)
         };
         for res in component.resources.iter().skip(starts.len()) {
             match open_one(ctx, res, now_us)? {
@@ -137,6 +181,7 @@ pub fn open(
                 members,
                 served,
                 now_us,
+                frontier,
             }));
         }
         drop(members);
@@ -158,26 +203,50 @@ fn open_one(ctx: Ctx, res: &Resource, now_us: u64) -> Result<Option<Opened>, Err
     }
 }
 
-/// The component of `starts`, after its given-up waiters left and, when
-/// it holds a set request and this node may not grant the slot (one slot:
-/// a set's members share it), its waiters were sent away: a set must not
-/// be granted in part by two nodes, so they retry and follow the redirect.
-/// Other queues are sent away only when a grant is due (`send_away`).
-fn gather(ctx: Ctx, starts: &[Resource], now_ms: u64) -> Result<Component<Resource>, Error> {
-    let comp = blocking::component(starts);
-    if comp.requests.is_empty() {
-        return Ok(comp);
-    }
-    for res in &comp.resources {
-        blocking::time_out_given_up(res, now_ms);
-    }
-    let comp = blocking::component(starts);
+/// The part of the component of `starts` this step decides (see
+/// `lock::queue::Frontier`), after its given-up waiters left and, when it
+/// holds a set request and this node may not grant the slot (one slot: a
+/// set's members share it), the component's waiters were sent away: a set
+/// must not be granted in part by two nodes, so they retry and follow the
+/// redirect. Other queues are sent away only when a grant is due
+/// (`send_away`).
+fn gather(
+    ctx: Ctx,
+    starts: &[Resource],
+    opened: &[Opened],
+    now_ms: u64,
+) -> Result<(Frontier<Resource>, Component<Resource>), Error> {
+    let mut frontier = Frontier::around(starts);
+    let comp = part(&mut frontier, opened, now_ms);
     let sets = comp.requests.iter().any(|r| r.members.len() > 1);
     if sets && !may_grant(ctx, &comp)? {
-        send_away(&comp);
-        return Ok(blocking::component(starts));
+        send_away(starts);
+        let mut frontier = Frontier::around(starts);
+        let comp = part(&mut frontier, opened, now_ms);
+        return Ok((frontier, comp));
     }
-    Ok(comp)
+    Ok((frontier, comp))
+}
+
+/// The part `frontier` decides, once the waiters of its resources whose
+/// `WAIT` ran out have left. `opened`: the resources open so far, in the
+/// frontier's order.
+fn part(frontier: &mut Frontier<Resource>, opened: &[Opened], now_ms: u64) -> Component<Resource> {
+    let holds = |i: usize| opened.get(i).map(|m| &m.work.holds);
+    for res in frontier.resources() {
+        blocking::time_out_given_up(res, now_ms);
+    }
+    let known = frontier.resources().len();
+    let comp = blocking::part(frontier, holds);
+    if comp.resources.len() == known {
+        return comp;
+    }
+    // Members found by this part: their given-up waiters leave too, and
+    // the part is read again without them.
+    for res in comp.resources.iter().skip(known) {
+        blocking::time_out_given_up(res, now_ms);
+    }
+    blocking::part(frontier, holds)
 }
 
 /// Whether this node may grant the slot of `comp` now.
@@ -186,10 +255,10 @@ pub fn may_grant(ctx: Ctx, comp: &Component<Resource>) -> Result<bool, Error> {
     cluster::may_grant(ctx, first)
 }
 
-/// The slot is moving or gone: every waiter of `comp` retries and follows
-/// the redirect.
-pub fn send_away(comp: &Component<Resource>) {
-    for res in &comp.resources {
+/// The slot is moving or gone: every waiter of the component of `starts`
+/// retries and follows the redirect.
+pub fn send_away(starts: &[Resource]) {
+    for res in &blocking::component(starts).resources {
         blocking::fail(Some(res), Error::SlotMoved);
     }
 }

@@ -114,16 +114,27 @@ pub fn run(
     req: &Request<'_>,
     now_us: u64,
 ) -> Result<Outcome, Error> {
-    loop {
+    'open: loop {
         let serves = |work: &Work| req.serves(work);
         let Some(mut group) = group::open(ctx, starts, serves, req.strict(), now_us)? else {
             return Ok(Outcome::Count(0));
         };
         let n = group.starts;
-        let plan = decide(&group, n, req, now_us)?;
+        let plan = loop {
+            let plan = decide(&group, n, req, now_us)?;
+            let granted = plan.granted.iter().map(|(i, _)| *i);
+            let decided: Vec<usize> = granted
+                .chain(plan.refused.iter().map(|(i, _)| *i))
+                .collect();
+            match group.widen(ctx, &decided)? {
+                group::Widened::Done => break plan,
+                group::Widened::Grew => continue,
+                group::Widened::Reopen => continue 'open,
+            }
+        };
         if !plan.granted.is_empty() && !group::may_grant(ctx, &group.component)? {
             // A grant here would split ownership with the slot's next node.
-            group::send_away(&group.component);
+            group::send_away(group.component.resources.get(..n).unwrap_or_default());
             continue;
         }
         return execute(ctx, &mut group, n, req, plan);
@@ -166,11 +177,17 @@ fn decide(group: &Group, n: usize, req: &Request<'_>, now_us: u64) -> Result<Pla
         .enumerate()
         .map(|(i, m)| {
             let res = comp.resources.get(i);
-            let reserved = !group.served && res.is_some_and(|r| blocking::waiters_on(r) > 0);
+            let reserved_from = if group.served {
+                comp.reserved_from.get(i).copied().flatten()
+            } else {
+                res.is_some_and(|r| blocking::waiters_on(r) > 0)
+                    .then_some(0)
+            };
+            let queued = has_waiters.get(i).copied().unwrap_or(false);
             Member {
                 holds: &m.work.holds,
-                has_waiters: reserved || has_waiters.get(i).copied().unwrap_or(false),
-                reserved,
+                has_waiters: reserved_from.is_some() || queued,
+                reserved_from,
                 held_elsewhere: res
                     .and_then(blocking::held_until)
                     .is_some_and(|u| u >= now_ms),
