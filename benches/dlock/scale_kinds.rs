@@ -149,9 +149,16 @@ pub fn run(
         verdicts,
         unmeasured,
     };
-    crate::scale_kinds_holds::run(config, set, &mut goals);
-    crate::scale_kinds_waiters::run(config, set, false, &mut goals);
-    crate::scale_kinds_waiters::run(config, set, true, &mut goals);
+    // A part whose sizes are set to none (e.g. `..._SIZES=0`) is left out.
+    if !set.sizes.is_empty() {
+        crate::scale_kinds_holds::run(config, set, &mut goals);
+    }
+    if !set.waiters.is_empty() {
+        crate::scale_kinds_waiters::run(config, set, false, &mut goals);
+    }
+    if !set.sets.is_empty() {
+        crate::scale_kinds_waiters::run(config, set, true, &mut goals);
+    }
     crate::progress(&format!("{}: scale-kinds", config.short), t.elapsed());
 }
 
