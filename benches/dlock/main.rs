@@ -16,6 +16,7 @@
 //! | `DLOCK_BENCH_QUICK=1` | small sizes everywhere (a smoke run of ~1 min); explicit variables still win |
 //! | `DLOCK_BENCH_CONFIGS` | `aof,none` - which configurations, in order |
 //! | `DLOCK_BENCH_SECTIONS` | `throughput,native,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention` - which sections (`native`: ACQUIRE, RELEASE, EXTEND vs the server's `SET NX PX`, `DELEX IFEQ`/`DELIFEQ`, `SET IFEQ PX`, on servers that have them, native.rs; `holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `scale-kinds`: one command's cost against the size of its resource, scale_kinds.rs; `contention`: lock schemes under contention, contention.rs) |
+//! | `DLOCK_BENCH_NATIVE_SERVERS` | every folder in `../shared/servers/` - server builds (folders as for `make SERVER=...`) the `native` section runs on when the configured server lacks `DELEX`/`DELIFEQ` or `SET IFEQ`; those without them are passed over |
 //! | `DLOCK_BENCH_CLIENTS` | `50` - connections per throughput run |
 //! | `DLOCK_BENCH_KEYS` | `100000` - resources the random keys are drawn from |
 //! | `DLOCK_BENCH_OPS_P1` | `150000` - commands per throughput run at pipeline 1 |

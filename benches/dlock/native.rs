@@ -9,8 +9,12 @@
 //!
 //! Both sides run interleaved (interleave.rs): the dlock side on a server
 //! with the module, the native side on one without it (the module's
-//! keyspace-event subscription would tax `DEL` on that side). A server
-//! without either compare-and-delete command skips the section with a note.
+//! keyspace-event subscription would tax `DEL` on that side). When the
+//! configured server has neither compare-and-delete command, the section
+//! runs on each server build that has one (`DLOCK_BENCH_NATIVE_SERVERS`,
+//! by default the team's builds in ../shared/servers/), so a plain `make
+//! bench` compares against Redis 8.6 and Valkey 9; with none, it prints a
+//! note.
 
 use std::time::Instant;
 
@@ -63,14 +67,79 @@ struct Row {
     ratio: f64,
 }
 
+/// The section on the configured server when it has the primitives; else
+/// on each build that has them among `DLOCK_BENCH_NATIVE_SERVERS` (folders
+/// as for `make SERVER=...`; default: every folder in ../shared/servers/).
 pub fn run(config: &Config, sizes: &Sizes, verdicts: &mut Vec<Verdict>) {
-    let Some((delete, delete_miss, name)) = flavour(config) else {
+    if flavour(config).is_some() {
+        return run_on(config, sizes, verdicts, None);
+    }
+    let folders: Vec<std::path::PathBuf> = match std::env::var("DLOCK_BENCH_NATIVE_SERVERS") {
+        Ok(list) => list
+            .split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| s.trim().into())
+            .collect(),
+        Err(_) => {
+            let mut v: Vec<_> = std::fs::read_dir("../shared/servers")
+                .into_iter()
+                .flatten()
+                .filter_map(|e| Some(e.ok()?.path()))
+                .collect();
+            v.sort();
+            v
+        }
+    };
+    let saved: Vec<(&str, Option<std::ffi::OsString>)> =
+        ["DLOCK_SERVER", "DLOCK_CLI", "DLOCK_BENCHMARK"]
+            .into_iter()
+            .map(|k| (k, std::env::var_os(k)))
+            .collect();
+    let mut ran = false;
+    for dir in folders {
+        let prefix = if dir.join("valkey-server").exists() {
+            "valkey-"
+        } else {
+            "redis-"
+        };
+        if !dir.join(format!("{prefix}server")).exists() {
+            continue;
+        }
+        for (var, bin) in [
+            ("DLOCK_SERVER", "server"),
+            ("DLOCK_CLI", "cli"),
+            ("DLOCK_BENCHMARK", "benchmark"),
+        ] {
+            std::env::set_var(var, dir.join(format!("{prefix}{bin}")));
+        }
+        if flavour(config).is_some() {
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+            run_on(config, sizes, verdicts, name);
+            ran = true;
+        }
+    }
+    for (k, v) in saved {
+        match v {
+            Some(v) => std::env::set_var(k, v),
+            None => std::env::remove_var(k),
+        }
+    }
+    if !ran {
         println!(
             "### dlock against the server's own primitives\n\nSkipped: this server has no \
-             `DELEX ... IFEQ` (Redis 8.4+) or `DELIFEQ` (Valkey 9), or no `SET ... IFEQ`.\n"
+             `DELEX ... IFEQ` (Redis 8.4+) or `DELIFEQ` (Valkey 9), or no `SET ... IFEQ`, and \
+             no build in `DLOCK_BENCH_NATIVE_SERVERS` (default ../shared/servers/) has them.\n"
         );
+    }
+}
+
+/// The section on the server `DLOCK_SERVER` names (`on`: its name for the
+/// titles, when it is not the configured one).
+fn run_on(config: &Config, sizes: &Sizes, verdicts: &mut Vec<Verdict>, on: Option<String>) {
+    let Some((delete, delete_miss, name)) = flavour(config) else {
         return;
     };
+    let on = on.map(|n| format!(" on {n}")).unwrap_or_default();
     let pairs: Vec<(String, Cmd, Cmd)> = vec![
         ("ACQUIRE vs SET NX PX".into(), Cmd::Acquire, Cmd::SetNx),
         (format!("RELEASE vs {name}, owner"), Cmd::Release, delete),
@@ -134,7 +203,7 @@ pub fn run(config: &Config, sizes: &Sizes, verdicts: &mut Vec<Verdict>) {
         }
     }
     progress(&format!("{}: native primitives", config.short), t.elapsed());
-    println!("### dlock against the server's own primitives\n");
+    println!("### dlock against the server's own primitives{on}\n");
     println!(
         "The same server build, the native side without the module; {} pairs per row, both \
          servers up at once, each run cut into {} blocks alternating between them (ABBA) with \
@@ -163,7 +232,7 @@ pub fn run(config: &Config, sizes: &Sizes, verdicts: &mut Vec<Verdict>) {
         if judged {
             verdicts.push(Verdict {
                 config: config.short,
-                what: format!("{}, -P 16", r.title),
+                what: format!("{}{on}, -P 16", r.title),
                 ratio: r.ratio,
                 goal: GOAL,
             });
