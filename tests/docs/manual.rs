@@ -4,8 +4,8 @@
 //! - every relative link resolves, and every `#anchor` names a heading of
 //!   the page it points to;
 //! - every command the module registers has its page, whose syntax line and
-//!   summary are what `COMMAND DOCS` says; the internal effect commands
-//!   share one page;
+//!   summary are what `COMMAND DOCS` says and whose flags are what
+//!   `COMMAND INFO` says; the internal effect commands share one page;
 //! - every error text a page quotes (a code span that starts with an error
 //!   prefix) is one the module can return, or the server's own;
 //! - every page opens with one sentence under its title, and no page speaks
@@ -357,6 +357,22 @@ pub struct Described {
     pub name: String,
     pub syntax: String,
     pub summary: String,
+    /// `COMMAND INFO`'s flags, but `module`.
+    pub flags: Vec<String>,
+}
+
+/// The flags a page's `| Command flags |` row names: its code spans before
+/// any `(` or `:` that explains them.
+fn page_flags(page: &Page) -> Option<Vec<String>> {
+    let row = page
+        .text
+        .lines()
+        .find(|l| l.starts_with("| Command flags |"))?;
+    let cell = row.trim_start_matches("| Command flags |");
+    let cell = &cell[..cell.find(['(', ':']).unwrap_or(cell.len())];
+    let mut flags = markdown::code_spans(cell);
+    flags.sort();
+    Some(flags)
 }
 
 /// The pages of `docs/commands/` that do not say what the server says.
@@ -394,6 +410,14 @@ pub fn command_page_problems(pages: &[Page], commands: &[Described]) -> Vec<Stri
             ));
         }
         if !internal {
+            let mut want = c.flags.clone();
+            want.sort();
+            match page_flags(page) {
+                Some(got) if got == want => {}
+                got => out.push(format!(
+                    "{path}: its `| Command flags |` row says {got:?}, `COMMAND INFO` {want:?}"
+                )),
+            }
             if let Some(first_quote) = page.text.lines().find(|l| l.starts_with("> ")) {
                 if first_quote.trim_end() != quoted {
                     out.push(format!(
@@ -437,10 +461,21 @@ fn described(c: &mut redis::Connection) -> Vec<Described> {
                 .get("arguments")
                 .map(|a| list(a).to_vec())
                 .unwrap_or_default();
+            let info: redis::Value = redis::cmd("COMMAND")
+                .arg("INFO")
+                .arg(&name)
+                .query(c)
+                .unwrap();
+            let entry = list(&list(&info)[0]).to_vec();
+            let flags = texts(&entry[2])
+                .into_iter()
+                .filter(|f| f != "module")
+                .collect();
             Described {
                 syntax: syntax(&name, &args),
                 summary: text(&doc["summary"]),
                 name,
+                flags,
             }
         })
         .collect();
@@ -461,9 +496,14 @@ fn every_relative_link_and_anchor_resolves() {
 }
 
 #[test]
-fn every_page_opens_with_one_sentence_and_tells_no_history() {
+fn every_page_opens_with_one_sentence() {
     let pages = markdown::manual(&root());
     fail_if_any("pages without a one-sentence opening", bad_openings(&pages));
+}
+
+#[test]
+fn no_page_tells_the_projects_history() {
+    let pages = markdown::manual(&root());
     fail_if_any("history in the manual", history_words(&pages));
 }
 
@@ -590,26 +630,31 @@ fn a_command_page_that_differs_from_command_docs_is_caught() {
             name: "dlock.x".into(),
             syntax: "DLOCK.X resource [WAIT timeout_ms]".into(),
             summary: "Does x.".into(),
+            flags: vec!["write".into(), "denyoom".into()],
         },
         Described {
             name: "dlock.y".into(),
             syntax: "DLOCK.Y resource".into(),
             summary: "Does y.".into(),
+            flags: vec!["readonly".into()],
         },
         Described {
             name: "dlock.apply".into(),
             syntax: "DLOCK.APPLY resource".into(),
             summary: INTERNAL_SUMMARY.into(),
+            flags: vec!["write".into(), "noscript".into()],
         },
     ];
     let pages = [
         page(
             "docs/commands/dlock.x.md",
-            "# DLOCK.X\n\nWhat it does.\n\n```\nDLOCK.X resource [WAIT timeout_ms]\n```\n\n> Does x.\n",
+            "# DLOCK.X\n\nWhat it does.\n\n```\nDLOCK.X resource [WAIT timeout_ms]\n```\n\n> Does x.\n\n\
+             | Command flags | `denyoom`, `write`: so it is |\n",
         ),
         page(
             "docs/commands/dlock.y.md",
-            "# DLOCK.Y\n\nWhat it does.\n\n```\nDLOCK.Y resource token\n```\n\n> Does y, differently.\n",
+            "# DLOCK.Y\n\nWhat it does.\n\n```\nDLOCK.Y resource token\n```\n\n> Does y, differently.\n\n\
+             | Command flags | `write` |\n",
         ),
         page(
             "docs/commands/internal.md",
@@ -618,12 +663,16 @@ fn a_command_page_that_differs_from_command_docs_is_caught() {
         page("docs/commands/dlock.gone.md", "# DLOCK.GONE\n\nWhat.\n"),
     ];
     let found = command_page_problems(&pages, &commands);
-    assert_eq!(found.len(), 4, "{found:?}");
+    assert_eq!(found.len(), 5, "{found:?}");
     assert!(found[0].contains("dlock.y.md: no code block"), "{found:?}");
     assert!(found[1].contains("dlock.y.md: does not quote"), "{found:?}");
-    assert!(found[2].contains("dlock.y.md: its first"), "{found:?}");
     assert!(
-        found[3].contains("dlock.gone.md: no such command"),
+        found[2].contains("dlock.y.md: its `| Command flags |`"),
+        "{found:?}"
+    );
+    assert!(found[3].contains("dlock.y.md: its first"), "{found:?}");
+    assert!(
+        found[4].contains("dlock.gone.md: no such command"),
         "{found:?}"
     );
 }
