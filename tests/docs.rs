@@ -1,7 +1,16 @@
-//! Command metadata set at load (src/server/docs.rs): `COMMAND DOCS`,
-//! `COMMAND INFO` key specs and arity, `COMMAND GETKEYS`, and the ACL key
-//! permissions that follow from the key-spec flags.
+//! The documentation, checked: the command metadata set at load
+//! (src/server/docs.rs: `COMMAND DOCS`, `COMMAND INFO` key specs and arity,
+//! `COMMAND GETKEYS`, and the ACL key permissions that follow from the
+//! key-spec flags), and the manual, README.md and docs/ (`docs/manual.rs`:
+//! its `redis-cli` sessions run against a real server, its links, its
+//! command pages against `COMMAND DOCS`, the error texts it quotes).
 mod common;
+#[path = "docs/manual.rs"]
+mod manual;
+#[path = "docs/markdown.rs"]
+mod markdown;
+#[path = "docs/transcript.rs"]
+mod transcript;
 
 use common::*;
 use redis::{Connection, Value};

@@ -1,0 +1,442 @@
+//! `redis-cli` sessions in the manual, run against a real server.
+//!
+//! A code block is a session when one of its lines is a prompt:
+//! `127.0.0.1:6380> COMMAND ...` (any `host:port>`), or a shell line
+//! `$ redis-cli [-p PORT] COMMAND ...`. In a session:
+//! - a prompt line is a command; the lines after it, up to the next prompt
+//!   or comment, are its reply exactly as `redis-cli` prints it;
+//! - `# ...` is narration; `# client X ...` makes X the client of the
+//!   commands that follow (each client is one `redis-cli` connection; the
+//!   first is the one before any such line);
+//! - a command with no reply lines blocks: it must be parked by the server
+//!   (`blocked_clients` goes up) and its reply comes later, as reply lines
+//!   right after a `# client X ...` line, with no prompt between;
+//! - `  # remark` (two spaces or more first) ends any command or reply line
+//!   and is not part of it;
+//! - in a reply, an integer of 10^12 or more is a fence: the same fence
+//!   written twice in a page must be the same fence from the server,
+//!   different ones different, in the same order; an integer after a
+//!   `"ttl"` field or in the reply to `PTTL` is a TTL, matched within
+//!   1.5 s (negative ones exactly).
+//!
+//! Each page's sessions run in order on one fresh server; each client is a
+//! `redis-cli --no-raw` process fed through a pipe, so `MULTI` and `WAIT`
+//! behave as typed.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use super::markdown::Block;
+
+/// What a session does, step by step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Run `command` as `client`; no `expect` lines: it must block.
+    Run {
+        client: String,
+        command: String,
+        expect: Vec<String>,
+        line: usize,
+    },
+    /// The reply `client`'s blocked command gets.
+    Later {
+        client: String,
+        expect: Vec<String>,
+        line: usize,
+    },
+}
+
+fn is_prompt(line: &str) -> Option<String> {
+    if let Some(rest) = line.strip_prefix("$ redis-cli ") {
+        let mut words = rest.split_whitespace().peekable();
+        let mut skipped = Vec::new();
+        while let Some(w) = words.peek() {
+            if *w == "-p" || *w == "-h" {
+                skipped.push(words.next().unwrap());
+                skipped.push(words.next()?);
+            } else {
+                break;
+            }
+        }
+        return Some(words.collect::<Vec<_>>().join(" "));
+    }
+    let (head, rest) = line.split_once("> ")?;
+    let host_port = head.split('[').next()?;
+    let (host, port) = host_port.rsplit_once(':')?;
+    let ok = !host.is_empty()
+        && !host.contains(' ')
+        && !port.is_empty()
+        && port.chars().all(|c| c.is_ascii_digit());
+    ok.then(|| rest.to_string())
+}
+
+/// Whether a code block is a `redis-cli` session.
+pub fn is_session(block: &Block) -> bool {
+    block
+        .lines
+        .iter()
+        .any(|l| is_prompt(l.trim_end()).is_some())
+}
+
+/// The line without a trailing `  # remark`.
+fn strip_remark(line: &str) -> &str {
+    let mut from = 0;
+    while let Some(i) = line[from..].find('#') {
+        let at = from + i;
+        let before = &line[..at];
+        if before.ends_with("  ") && !before.trim().is_empty() {
+            return before.trim_end();
+        }
+        from = at + 1;
+    }
+    line.trim_end()
+}
+
+/// `# client X ...` -> X.
+fn client_switch(comment: &str) -> Option<String> {
+    let rest = comment.strip_prefix("# client ")?;
+    let name: String = rest.chars().take_while(|c| c.is_alphanumeric()).collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// The steps of a session, or what is wrong with it.
+pub fn parse(block: &Block) -> Result<Vec<Step>, String> {
+    let mut steps: Vec<Step> = Vec::new();
+    let mut client = String::new();
+    // The step the next reply lines belong to.
+    let mut open: Option<usize> = None;
+    // A `# client X` line was the last thing seen: replies go to X's blocked command.
+    let mut switched = false;
+    for (i, raw) in block.lines.iter().enumerate() {
+        let n = block.line + i;
+        let line = raw.trim_end();
+        if line.trim().is_empty() {
+            continue;
+        }
+        if let Some(command) = is_prompt(strip_remark(line)) {
+            steps.push(Step::Run {
+                client: client.clone(),
+                command,
+                expect: Vec::new(),
+                line: n,
+            });
+            open = Some(steps.len() - 1);
+            switched = false;
+            continue;
+        }
+        if line.starts_with('#') {
+            open = None;
+            switched = false;
+            if let Some(x) = client_switch(line) {
+                client = x;
+                switched = true;
+            }
+            continue;
+        }
+        let reply = strip_remark(line).to_string();
+        if switched {
+            steps.push(Step::Later {
+                client: client.clone(),
+                expect: Vec::new(),
+                line: n,
+            });
+            open = Some(steps.len() - 1);
+            switched = false;
+        }
+        match open.map(|o| &mut steps[o]) {
+            Some(Step::Run { expect, .. }) | Some(Step::Later { expect, .. }) => expect.push(reply),
+            None => {
+                return Err(format!(
+                    "line {n}: a reply line without a command: {line:?}"
+                ))
+            }
+        }
+    }
+    Ok(steps)
+}
+
+/// One `redis-cli` connection.
+pub struct Cli {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    in_multi: bool,
+    /// The reply on its way is one line with no end marker (inside `MULTI`).
+    single_line: bool,
+}
+
+const END: &str = "dlock-docs-end-of-reply";
+
+impl Cli {
+    pub fn connect(cli: &std::ffi::OsStr, port: u16) -> Cli {
+        let mut child = Command::new(cli)
+            .args(["--no-raw", "-p", &port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", cli.to_string_lossy()));
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Cli {
+            child,
+            stdin,
+            lines,
+            in_multi: false,
+            single_line: false,
+        }
+    }
+
+    /// Sends a command; inside `MULTI` a queued command's reply is one line,
+    /// elsewhere an `ECHO` behind it marks the reply's end.
+    pub fn send(&mut self, command: &str) {
+        let word = command
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_ascii_uppercase();
+        let mut text = format!("{command}\n");
+        let single_line = self.in_multi && word != "EXEC" && word != "DISCARD" || word == "MULTI";
+        if !single_line {
+            text.push_str(&format!("ECHO {END}\n"));
+        }
+        match word.as_str() {
+            "MULTI" => self.in_multi = true,
+            "EXEC" | "DISCARD" => self.in_multi = false,
+            _ => {}
+        }
+        self.single_line = single_line;
+        self.stdin.write_all(text.as_bytes()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The reply to the last command sent, or None if none came in `wait`.
+    pub fn reply(&mut self, wait: Duration) -> Option<Vec<String>> {
+        let end = Instant::now() + wait;
+        let mut out = Vec::new();
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line == format!("\"{END}\"") => return Some(out),
+                Ok(line) => {
+                    out.push(line);
+                    if self.single_line {
+                        // MULTI's OK or a QUEUED: no end marker behind it.
+                        self.single_line = false;
+                        return Some(out);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => return None,
+                Err(RecvTimeoutError::Disconnected) => return Some(out),
+            }
+        }
+    }
+
+    /// Whatever the connection printed so far, without waiting.
+    pub fn pending_output(&mut self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+}
+
+impl Drop for Cli {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Fences seen in one page: documented -> real, one to one, same order.
+#[derive(Default)]
+pub struct Fences {
+    pairs: Vec<(i64, i64)>,
+}
+
+/// The smallest integer taken for a fence (fences are unix microseconds).
+pub const FENCE_FLOOR: i64 = 1_000_000_000_000;
+/// How far a documented TTL may be from the server's.
+pub const TTL_SLACK: i64 = 1_500;
+
+impl Fences {
+    /// Whether `real` may stand where the page wrote `doc`, recording it.
+    fn accept(&mut self, doc: i64, real: i64) -> Result<(), String> {
+        if real < FENCE_FLOOR {
+            return Err(format!("{real} is not a fence (the page shows {doc})"));
+        }
+        for &(d, r) in &self.pairs {
+            if d == doc && r != real {
+                return Err(format!(
+                    "the page shows fence {doc} twice, the server gave {r} and then {real}"
+                ));
+            }
+            if d != doc && r == real {
+                return Err(format!(
+                    "the server gave fence {real} for both {d} and {doc} of the page"
+                ));
+            }
+            if (d < doc) != (r < real) && d != doc {
+                return Err(format!(
+                    "fences out of order: the page shows {d} then {doc}, the server gave {r} then {real}"
+                ));
+            }
+        }
+        if !self.pairs.iter().any(|&(d, _)| d == doc) {
+            self.pairs.push((doc, real));
+        }
+        Ok(())
+    }
+}
+
+/// `prefix(integer) N` -> (prefix, N).
+fn integer_of(line: &str) -> Option<(&str, i64)> {
+    let at = line.find("(integer) ")?;
+    let n = line[at + "(integer) ".len()..].trim().parse().ok()?;
+    Some((&line[..at], n))
+}
+
+/// Compares a reply with what the page shows; `command` is what produced it.
+pub fn compare(
+    command: &str,
+    expect: &[String],
+    got: &[String],
+    fences: &mut Fences,
+) -> Result<(), String> {
+    let mismatch = || {
+        format!(
+            "`{command}`: the page shows\n    {}\n  the server replied\n    {}",
+            expect.join("\n    "),
+            got.join("\n    ")
+        )
+    };
+    if expect.len() != got.len() {
+        return Err(mismatch());
+    }
+    let pttl = command
+        .split_whitespace()
+        .next()
+        .is_some_and(|w| w.eq_ignore_ascii_case("PTTL"));
+    for (i, (e, g)) in expect.iter().zip(got).enumerate() {
+        let (e, g) = (e.trim_end(), g.trim_end());
+        if e == g {
+            if let Some((_, n)) = integer_of(e) {
+                if n >= FENCE_FLOOR {
+                    fences
+                        .accept(n, n)
+                        .map_err(|why| format!("{}: {why}", mismatch()))?;
+                }
+            }
+            continue;
+        }
+        let (Some((ep, en)), Some((gp, gn))) = (integer_of(e), integer_of(g)) else {
+            return Err(mismatch());
+        };
+        if ep != gp {
+            return Err(mismatch());
+        }
+        let ttl = pttl || (i > 0 && expect[i - 1].trim_end().ends_with("\"ttl\""));
+        if en >= FENCE_FLOOR {
+            fences
+                .accept(en, gn)
+                .map_err(|why| format!("{}\n  {why}", mismatch()))?;
+        } else if ttl && en >= 0 && gn >= 0 && (en - gn).abs() <= TTL_SLACK {
+            continue;
+        } else {
+            return Err(mismatch());
+        }
+    }
+    Ok(())
+}
+
+/// How long a command may take to answer (the page's `WAIT`s are short).
+const REPLY_WAIT: Duration = Duration::from_secs(10);
+
+/// Runs one page's sessions on the server at `port`; `blocked` reads the
+/// server's `blocked_clients`. Returns every failure, with its line.
+pub fn run_page(
+    path: &str,
+    sessions: &[Vec<Step>],
+    cli: &std::ffi::OsStr,
+    port: u16,
+    mut blocked: impl FnMut() -> i64,
+) -> Vec<String> {
+    let mut fences = Fences::default();
+    let mut failures = Vec::new();
+    for steps in sessions {
+        let mut clients: HashMap<String, Cli> = HashMap::new();
+        let mut pending: HashMap<String, String> = HashMap::new();
+        for step in steps {
+            match step {
+                Step::Run {
+                    client,
+                    command,
+                    expect,
+                    line,
+                } => {
+                    let c = clients
+                        .entry(client.clone())
+                        .or_insert_with(|| Cli::connect(cli, port));
+                    if expect.is_empty() {
+                        let before = blocked();
+                        c.send(command);
+                        let end = Instant::now() + Duration::from_secs(5);
+                        while blocked() <= before && Instant::now() < end {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        let early = c.pending_output();
+                        if blocked() <= before || !early.is_empty() {
+                            failures.push(format!(
+                                "{path}:{line}: `{command}` shows no reply, so it must block; it did not ({early:?})"
+                            ));
+                            break;
+                        }
+                        pending.insert(client.clone(), command.clone());
+                        continue;
+                    }
+                    c.send(command);
+                    let Some(got) = c.reply(REPLY_WAIT) else {
+                        failures.push(format!("{path}:{line}: `{command}`: no reply"));
+                        break;
+                    };
+                    if let Err(e) = compare(command, expect, &got, &mut fences) {
+                        failures.push(format!("{path}:{line}: {e}"));
+                    }
+                }
+                Step::Later {
+                    client,
+                    expect,
+                    line,
+                } => {
+                    let (Some(command), Some(c)) =
+                        (pending.remove(client), clients.get_mut(client))
+                    else {
+                        failures.push(format!(
+                            "{path}:{line}: a reply for client {client}, which has no blocked command"
+                        ));
+                        break;
+                    };
+                    let Some(got) = c.reply(REPLY_WAIT) else {
+                        failures.push(format!(
+                            "{path}:{line}: `{command}` (client {client}): still blocked"
+                        ));
+                        break;
+                    };
+                    if let Err(e) = compare(&command, expect, &got, &mut fences) {
+                        failures.push(format!("{path}:{line}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+    failures
+}
