@@ -7,6 +7,7 @@
 use super::ask::{Ask, Mode};
 use super::error::Error;
 use super::limits::{MAX_LIMIT, MAX_STORED_TOKEN, MAX_TTL_MS};
+use super::observe::{parse_version, Observe};
 
 /// Operator limits from the module's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,6 +237,34 @@ pub fn extend<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Extend<'a>, Erro
         token: parse_token(token, MAX_STORED_TOKEN)?,
         ttl_ms: limits.ttl(ttl)?,
     })
+}
+
+/// `DLOCK.OBSERVE resource [SINCE version] [WAIT timeout_ms]`, options in
+/// any order, each at most once.
+pub fn observe(argv: &[&[u8]]) -> Result<Observe, Error> {
+    let [_, _, options @ ..] = argv else {
+        return Err(Error::WrongArity);
+    };
+    let mut req = Observe {
+        since: None,
+        wait_ms: None,
+    };
+    let mut rest = options;
+    while let [name, value, tail @ ..] = rest {
+        let is = |option: &[u8]| name.eq_ignore_ascii_case(option);
+        if is(b"SINCE") && req.since.is_none() {
+            req.since = Some(parse_version(value)?);
+        } else if is(b"WAIT") && req.wait_ms.is_none() {
+            req.wait_ms = Some(parse_wait(value)?);
+        } else {
+            return Err(Error::Syntax);
+        }
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        return Err(Error::Syntax);
+    }
+    Ok(req)
 }
 
 pub fn info(argv: &[&[u8]]) -> Result<(), Error> {

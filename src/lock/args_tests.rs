@@ -293,3 +293,42 @@ fn parse_u64_edges() {
     assert_eq!(parse_u64(b"18446744073709551616"), None);
     assert_eq!(parse_u64(b"007"), Some(7));
 }
+
+#[test]
+fn observe_takes_since_and_wait_once_each_in_any_order() {
+    use crate::lock::observe::Observe;
+    let v = b"00000000000000ff";
+    let ok = |argv: &[&[u8]]| observe(argv);
+    assert_eq!(
+        ok(&[b"DLOCK.OBSERVE", b"r"]),
+        Ok(Observe {
+            since: None,
+            wait_ms: None
+        })
+    );
+    assert_eq!(
+        ok(&[b"DLOCK.OBSERVE", b"r", b"wait", b"100", b"SINCE", v]),
+        Ok(Observe {
+            since: Some(255),
+            wait_ms: Some(100)
+        })
+    );
+    assert_eq!(ok(&[b"DLOCK.OBSERVE"]), Err(Error::WrongArity));
+    assert_eq!(ok(&[b"DLOCK.OBSERVE", b"r", b"SINCE"]), Err(Error::Syntax));
+    assert_eq!(
+        ok(&[b"DLOCK.OBSERVE", b"r", b"SINCE", v, b"SINCE", v]),
+        Err(Error::Syntax)
+    );
+    assert_eq!(
+        ok(&[b"DLOCK.OBSERVE", b"r", b"NOW", b"1"]),
+        Err(Error::Syntax)
+    );
+    assert_eq!(
+        ok(&[b"DLOCK.OBSERVE", b"r", b"SINCE", b"ff"]),
+        Err(Error::BadVersion)
+    );
+    assert!(matches!(
+        ok(&[b"DLOCK.OBSERVE", b"r", b"WAIT", b"-1"]),
+        Err(Error::InvalidInteger { .. })
+    ));
+}

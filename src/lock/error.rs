@@ -64,6 +64,8 @@ pub enum Error {
     /// An upgrade to exclusive while other owners hold the resource: refused
     /// at once, never queued (two waiting upgraders would deadlock).
     UpgradeRefused,
+    /// `SINCE` with something no `DLOCK.OBSERVE` reply gives.
+    BadVersion,
     /// Something the server should have provided was missing.
     Internal(&'static str),
 }
@@ -73,6 +75,10 @@ impl fmt::Display for Error {
         match self {
             Error::WrongArity => write!(f, "ERR wrong number of arguments"),
             Error::Syntax => write!(f, "ERR syntax error"),
+            Error::BadVersion => write!(
+                f,
+                "ERR version must be 16 hex digits, as a DLOCK.OBSERVE reply gives it"
+            ),
             Error::InvalidInteger { arg, min, max } => {
                 write!(f, "ERR {arg} must be an integer from {min} to {max}")
             }

@@ -17,6 +17,7 @@ use super::admission::{Admission, Held as Entry, Indexed, OwnerHolds, Summary};
 use super::ask::{Ask, Mode};
 use super::fence::FenceClock;
 use super::lease::LeaseRef;
+use super::observe::hold_mark;
 use super::Error;
 
 /// The deadline of a hold that has none: a plain lock whose key an admin
@@ -166,6 +167,9 @@ pub struct Holds {
     /// O(1). A fence that was stored here once is one the clock already
     /// passed, so counting a hold that ended since changes nothing.
     top_fence: u64,
+    /// The XOR of every hold's mark (`observe::hold_mark`): what observers
+    /// compare, kept up to date in O(1) per change.
+    marks: u64,
 }
 
 /// Equal when they hold the same holds in the same grant order.
@@ -270,6 +274,7 @@ impl Holds {
         self.by_deadline.insert((deadline_ms, seq), token.clone());
         self.next_seq = self.next_seq.max(seq + 1);
         self.top_fence = self.top_fence.max(fence);
+        self.marks ^= hold_mark(&token, fence, mode);
         let held = Held::new(fence, mode, deadline_ms, seq, owner.is_some());
         if let Some(o) = owner {
             self.owner_of.insert(token.clone(), o);
@@ -287,6 +292,7 @@ impl Holds {
     pub fn take(&mut self, token: &[u8]) -> Option<(Hold, u64)> {
         let (token, held) = self.by_token.remove_entry(token)?;
         self.by_deadline.remove(&(held.deadline_ms, held.seq()));
+        self.marks ^= hold_mark(&token, held.fence, held.mode());
         let exclusive = usize::from(held.mode() == Mode::Exclusive);
         let owner = if held.is_named() {
             self.owner_of.remove(&token)
@@ -444,6 +450,16 @@ impl Holds {
     /// The holds still live at `now_ms` (a replica hides, never prunes).
     pub fn live(&self, now_ms: u64) -> impl Iterator<Item = HoldRef<'_>> + '_ {
         self.iter().filter(move |h| h.is_live(now_ms))
+    }
+
+    /// The XOR of the marks of the holds live at `now_ms` (what observers
+    /// see): O(1), plus O(1) per hold past its deadline and not pruned yet.
+    pub fn live_marks(&self, now_ms: u64) -> u64 {
+        let dead = self.by_deadline.range(..(now_ms, 0));
+        dead.fold(self.marks, |m, (_, token)| match self.by_token.get(token) {
+            Some(h) => m ^ hold_mark(token, h.fence, h.mode()),
+            None => m,
+        })
     }
 
     /// Whether a hold is past its deadline at `now_ms`.

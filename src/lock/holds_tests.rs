@@ -481,3 +481,40 @@ fn clamp_ends_every_later_hold_at_the_given_time() {
     assert_eq!(deadlines, [NOW + 100, NOW + 200, NOW + 200]);
     assert!(h.clamp(NOW + 200).is_empty(), "nothing later is left");
 }
+
+#[test]
+fn the_marks_follow_every_change_of_the_live_holds() {
+    use crate::lock::observe::hold_mark;
+    let recount = |h: &Holds, now_ms: u64| {
+        h.live(now_ms)
+            .fold(0, |m, x| m ^ hold_mark(x.token, x.fence, x.mode))
+    };
+    let mut h = Holds::new(3);
+    assert_eq!(h.live_marks(NOW), 0, "nobody holds");
+    h.add(&permit("a", 3), 1, NOW + 10);
+    h.add(&permit("b", 3), 2, NOW + 20);
+    h.add(&permit("c", 3), 3, NOW + 30);
+    let all = h.live_marks(NOW);
+    assert_eq!(all, recount(&h, NOW));
+    assert_ne!(all, 0);
+    // A hold past its deadline leaves the version before it is pruned.
+    assert_eq!(h.live_marks(NOW + 15), recount(&h, NOW + 15));
+    assert_ne!(h.live_marks(NOW + 15), all);
+    // Moving a deadline changes no holder.
+    h.set_deadline(b"b", NOW + 40);
+    assert_eq!(h.live_marks(NOW), all);
+    // Taken and put back: the same holders, the same version.
+    let (hold, seq) = h.take(b"c").unwrap();
+    assert_eq!(h.live_marks(NOW), recount(&h, NOW));
+    h.restore(hold, seq);
+    assert_eq!(h.live_marks(NOW), all);
+    h.prune(NOW + 15);
+    assert_eq!(h.live_marks(NOW + 15), recount(&h, NOW + 15));
+    h.release(b"b");
+    h.release(b"c");
+    assert_eq!(h.live_marks(NOW), 0);
+    // A new grant to the same token is another state (another fence).
+    h.add(&permit("a", 3), 4, NOW + 10);
+    assert_ne!(h.live_marks(NOW), 0);
+    assert_ne!(h.live_marks(NOW), hold_mark(b"a", 1, Mode::Exclusive));
+}

@@ -17,6 +17,7 @@ pub mod holds;
 pub mod layout;
 pub mod lease;
 pub mod limits;
+pub mod observe;
 pub mod parking;
 pub mod plain;
 pub mod plan;

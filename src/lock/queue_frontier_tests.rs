@@ -220,10 +220,26 @@ impl World {
         self.queues.take(&ids);
     }
 
+    /// The premise of the frontier: a whole-component step decides the
+    /// component to rest (nothing more can be granted or refused).
+    fn assert_at_rest(&self, after: &str) {
+        for r in 0..RESOURCES {
+            let (comp, plan) = self.plan(&[r], &Command::Settle, true);
+            let plan = plan.expect("a settle step is never refused");
+            assert!(
+                plan.granted.is_empty() && plan.refused.is_empty(),
+                "not at rest after {after}: {}\n{}",
+                shown(&comp, &Ok(plan.clone())),
+                self.shown()
+            );
+        }
+    }
+
     /// Settles every queue until a whole-component step grants nothing.
     fn rest(&mut self) {
         for _ in 0..20 {
-            let starts: Vec<u8> = self.queues.resources(|_| true);
+            let mut starts: Vec<u8> = self.queues.resources(|_| true);
+            starts.sort_unstable();
             let mut moved = false;
             for r in starts {
                 let (comp, plan) = self.plan(&[r], &Command::Settle, true);
@@ -351,6 +367,7 @@ fn a_frontier_decides_as_the_whole_component() {
                         .collect();
                     let Some(r) = held.get(rng.below(held.len() as u64) as usize) else {
                         world.enqueue(&mut rng);
+                        world.rest();
                         continue;
                     };
                     let h = world.holds[*r as usize]
@@ -363,9 +380,11 @@ fn a_frontier_decides_as_the_whole_component() {
                 1 => {
                     // A waiter leaves (timeout, disconnect): its queues are
                     // settled.
-                    let ids: Vec<u64> = world.queues.index.keys().copied().collect();
+                    let mut ids: Vec<u64> = world.queues.index.keys().copied().collect();
+                    ids.sort_unstable();
                     let Some(id) = ids.get(rng.below(ids.len() as u64) as usize) else {
                         world.enqueue(&mut rng);
+                        world.rest();
                         continue;
                     };
                     let keys = world.queues.index[id].keys().to_vec();
@@ -407,6 +426,7 @@ fn a_frontier_decides_as_the_whole_component() {
                         .push_set(starts.clone(), ask.token, w, TTL_MS, None, 0);
                 }
             }
+            world.assert_at_rest(label);
             if rng.one_in(3) {
                 world.enqueue(&mut rng);
                 world.rest();
