@@ -17,7 +17,7 @@
 //! a change costs O(1) per observer woken and nothing for the others.
 
 use std::collections::hash_map::{Entry, RandomState};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::LazyLock;
 
@@ -97,8 +97,10 @@ impl Observe {
 #[derive(Debug)]
 pub struct Observers<K, H> {
     by_key: HashMap<K, Watch<H>>,
-    /// handle -> (its resource, the version it saw).
-    index: HashMap<H, (K, u64)>,
+    /// handle -> (its resource, the version it saw, when it gives up).
+    index: HashMap<H, (K, u64, Option<u64>)>,
+    /// (give-up time, handle) of the observers whose `WAIT` ends.
+    giving_up: BTreeSet<(u64, H)>,
 }
 
 #[derive(Debug)]
@@ -114,11 +116,12 @@ impl<K, H> Default for Observers<K, H> {
         Observers {
             by_key: HashMap::new(),
             index: HashMap::new(),
+            giving_up: BTreeSet::new(),
         }
     }
 }
 
-impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Observers<K, H> {
+impl<K: Hash + Eq + Clone, H: Hash + Ord + Copy> Observers<K, H> {
     pub fn total(&self) -> usize {
         self.index.len()
     }
@@ -127,12 +130,16 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Observers<K, H> {
         self.by_key.contains_key(key)
     }
 
-    /// `handle` waits for `key` to differ from `version`.
-    pub fn watch(&mut self, key: K, handle: H, version: u64) {
+    /// `handle` waits for `key` to differ from `version`, until
+    /// `gives_up_at` (unix ms; `None`: no limit).
+    pub fn watch(&mut self, key: K, handle: H, version: u64, gives_up_at: Option<u64>) {
         if self.index.contains_key(&handle) {
             return;
         }
-        self.index.insert(handle, (key.clone(), version));
+        self.index.insert(handle, (key.clone(), version, gives_up_at));
+        if let Some(at) = gives_up_at {
+            self.giving_up.insert((at, handle));
+        }
         let watch = self.by_key.entry(key).or_insert_with(|| Watch {
             by_version: HashMap::new(),
             check_at: None,
@@ -143,9 +150,12 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Observers<K, H> {
     /// `handle` stops waiting (timeout, disconnect, unblock); whether it
     /// was waiting. Idempotent: a handle leaves once.
     pub fn leave(&mut self, handle: H) -> bool {
-        let Some((key, version)) = self.index.remove(&handle) else {
+        let Some((key, version, gives_up_at)) = self.index.remove(&handle) else {
             return false;
         };
+        if let Some(at) = gives_up_at {
+            self.giving_up.remove(&(at, handle));
+        }
         if let Entry::Occupied(mut w) = self.by_key.entry(key) {
             if let Entry::Occupied(mut set) = w.get_mut().by_version.entry(version) {
                 set.get_mut().remove(&handle);
@@ -182,9 +192,29 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Observers<K, H> {
             self.by_key.remove(key);
         }
         for h in &woken {
-            self.index.remove(h);
+            if let Some((_, _, Some(at))) = self.index.remove(h) {
+                self.giving_up.remove(&(at, *h));
+            }
         }
         woken
+    }
+
+    /// The observers whose `WAIT` ran out before `now_ms` stop waiting and
+    /// are returned, to be answered nil (like a blocked client's timeout,
+    /// the deadline itself still counts).
+    pub fn take_given_up(&mut self, now_ms: u64) -> Vec<H> {
+        let gone: Vec<H> = self
+            .giving_up
+            .iter()
+            .take_while(|(at, _)| *at < now_ms)
+            .map(|(_, h)| *h)
+            .collect();
+        gone.into_iter().filter(|h| self.leave(*h)).collect()
+    }
+
+    /// When the next observer gives up.
+    pub fn next_give_up(&self) -> Option<u64> {
+        self.giving_up.first().map(|(at, _)| *at)
     }
 
     /// Whether a check of `key` at `at_ms` must be scheduled: someone
@@ -222,10 +252,10 @@ mod tests {
     #[test]
     fn a_change_wakes_only_the_observers_that_saw_another_version() {
         let mut o: Observers<&str, u32> = Observers::default();
-        o.watch("r", 1, 10);
-        o.watch("r", 2, 10);
-        o.watch("r", 3, 11);
-        o.watch("s", 4, 10);
+        o.watch("r", 1, 10, None);
+        o.watch("r", 2, 10, Some(50));
+        o.watch("r", 3, 11, None);
+        o.watch("s", 4, 10, None);
         assert!(o.changed(&"r", 10).iter().eq([3].iter()));
         let mut woken = o.changed(&"r", 12);
         woken.sort();
@@ -233,27 +263,44 @@ mod tests {
         assert!(!o.is_watched(&"r"));
         assert_eq!(o.total(), 1);
         assert!(o.changed(&"r", 13).is_empty());
+        assert_eq!(o.next_give_up(), None, "a woken observer gives up no more");
     }
 
     #[test]
     fn leaving_is_idempotent_and_forgets_the_resource() {
         let mut o: Observers<&str, u32> = Observers::default();
-        o.watch("r", 1, 10);
+        o.watch("r", 1, 10, Some(100));
         assert!(o.leave(1));
+        assert_eq!(o.next_give_up(), None);
         assert!(!o.leave(1));
         assert!(!o.is_watched(&"r"));
         assert_eq!(o.total(), 0);
         // A woken observer has left already.
-        o.watch("r", 2, 10);
+        o.watch("r", 2, 10, None);
         assert_eq!(o.changed(&"r", 11), [2]);
         assert!(!o.leave(2));
+    }
+
+    #[test]
+    fn observers_give_up_at_their_time_and_only_once() {
+        let mut o: Observers<&str, u32> = Observers::default();
+        o.watch("r", 1, 10, Some(100));
+        o.watch("r", 2, 10, Some(200));
+        o.watch("s", 3, 10, None);
+        assert_eq!(o.next_give_up(), Some(100));
+        assert!(o.take_given_up(100).is_empty(), "the deadline itself counts");
+        assert_eq!(o.take_given_up(101), [1]);
+        assert_eq!(o.next_give_up(), Some(200));
+        assert!(o.leave(2));
+        assert!(o.take_given_up(1000).is_empty());
+        assert_eq!(o.total(), 1);
     }
 
     #[test]
     fn checks_are_scheduled_once_per_deadline() {
         let mut o: Observers<&str, u32> = Observers::default();
         assert!(!o.needs_check(&"r", 100), "nobody watches");
-        o.watch("r", 1, 10);
+        o.watch("r", 1, 10, None);
         assert!(o.needs_check(&"r", 100));
         assert!(!o.needs_check(&"r", 150), "one is due earlier");
         assert!(o.needs_check(&"r", 50), "an earlier deadline");

@@ -10,6 +10,9 @@ use super::ffi::Argv;
 use super::keys::LockKey;
 use super::value::Stored;
 use super::{handoff, holds_info, job_runner, jobs, step};
+use crate::lock::ask::Mode;
+use crate::lock::holds::Holds;
+use crate::lock::observe::{hold_mark, Seen};
 use crate::lock::{args, Error};
 
 /// `DLOCK.INFO resource` -> nil when free, else a map of the lease (of
@@ -17,6 +20,69 @@ use crate::lock::{args, Error};
 pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     args::info(argv.bytes())?;
     let name = argv.key()?;
+    read(ctx, name, |view| view.reply(ctx))
+}
+
+/// What `DLOCK.INFO` shows of a resource.
+pub enum View<'a> {
+    Free,
+    /// Nobody holds it; a handoff to its queue is pending.
+    Reserved { waiters: usize },
+    Plain {
+        token: &'a [u8],
+        fence: u64,
+        /// Like PTTL: -1 when an admin removed the expiry.
+        ttl: i64,
+        waiters: usize,
+    },
+    /// A resource that is not a plain lock, with a live hold.
+    Holds {
+        holds: &'a Holds,
+        now_ms: u64,
+        waiters: usize,
+    },
+}
+
+impl View<'_> {
+    pub fn reply(&self, ctx: Ctx) -> Result<(), Error> {
+        match self {
+            View::Free => ctx.reply_null(),
+            // The same map as a held lock, with no token (nil), fence 0 and
+            // ttl -2.
+            View::Reserved { waiters } => holds_info::reply_plain(ctx, None, 0, -2, *waiters),
+            View::Plain {
+                token,
+                fence,
+                ttl,
+                waiters,
+            } => holds_info::reply_plain(ctx, Some(token), *fence, *ttl, *waiters),
+            View::Holds {
+                holds,
+                now_ms,
+                waiters,
+            } => holds_info::reply(ctx, holds, *now_ms, *waiters),
+        }
+    }
+
+    /// Its holders, as observers compare them.
+    pub fn seen(&self) -> Seen {
+        match self {
+            View::Free => Seen::Free,
+            View::Reserved { .. } => Seen::Reserved,
+            View::Plain { token, fence, .. } => Seen::Held(hold_mark(token, *fence, Mode::Exclusive)),
+            View::Holds { holds, now_ms, .. } => Seen::Held(holds.live_marks(*now_ms)),
+        }
+    }
+}
+
+/// Reads the resource behind `name` as `DLOCK.INFO` shows it, after any
+/// handoff that is due (a resource with waiters never shows as free), or
+/// as it stands inside a transaction or script, and gives the view to `f`.
+pub fn read<R>(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    f: impl FnOnce(&View<'_>) -> Result<R, Error>,
+) -> Result<R, Error> {
     // Also inside a transaction or script: no answer may show a grant
     // whose waiter left.
     job_runner::before_command(ctx, [name])?;
@@ -42,6 +108,13 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let is_revoked =
         |token: &[u8], fence: u64| revoked.iter().any(|(t, f)| **t == *token && *f == fence);
     let now_ms = api::read_now_us(in_unit || multi_read_in_unit(ctx, &key)?) / 1000;
+    let nobody = if waiters > 0 {
+        // Free, but reserved for its queue: the handoff waits for a
+        // quarantine, paused writes or an evicted lease's deadline.
+        View::Reserved { waiters }
+    } else {
+        View::Free
+    };
     if let Some(Stored::Multi(h)) = key.stored()? {
         // An admin's earlier expiry of the key ends every hold there
         // (`Work::load` writes that down at the next change).
@@ -71,32 +144,32 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         } else {
             h
         };
+        // The live holds decide the form, not when the dead ones are
+        // dropped: one live plain hold answers as a plain lock.
         if h.live(now_ms).next().is_some() {
-            // The live holds decide the form, not when the dead ones are
-            // dropped: one live plain hold answers as a plain lock.
-            return holds_info::reply(ctx, h, now_ms, waiters);
+            return f(&View::Holds {
+                holds: h,
+                now_ms,
+                waiters,
+            });
         }
         // Every hold has passed its deadline: free (or reserved).
-        if waiters > 0 {
-            return reply_reserved(ctx, waiters);
-        }
-        return ctx.reply_null();
+        return f(&nobody);
     }
     let lease = key.lease()?.filter(|l| !is_revoked(l.token(), l.fence()));
     let Some(lease) = lease else {
-        if waiters > 0 {
-            // Free, but reserved for its queue: the handoff waits for a
-            // quarantine, paused writes or an evicted lease's deadline.
-            return reply_reserved(ctx, waiters);
-        }
-        return ctx.reply_null();
+        return f(&nobody);
     };
-    // Like PTTL: -1 when an admin removed the expiry.
     let ttl = match key.deadline()? {
         Some(at) => at.saturating_sub(now_ms) as i64,
         None => -1,
     };
-    holds_info::reply_plain(ctx, Some(lease.token()), lease.fence(), ttl, waiters)
+    f(&View::Plain {
+        token: lease.token(),
+        fence: lease.fence(),
+        ttl,
+        waiters,
+    })
 }
 
 /// Whether this is a read of a multi-hold value (whose holds' deadlines
@@ -104,12 +177,6 @@ pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 /// transaction or script. The flags are asked only then: they cost a call.
 fn multi_read_in_unit(ctx: Ctx, key: &LockKey) -> Result<bool, Error> {
     Ok(key.is_multi().unwrap_or(false) && ctx.flags()?.in_transaction_or_script())
-}
-
-/// A resource nobody holds whose queue has a handoff pending: the same map
-/// as a held lock, with no token (nil), fence 0 and ttl -2.
-fn reply_reserved(ctx: Ctx, waiters: usize) -> Result<(), Error> {
-    holds_info::reply_plain(ctx, None, 0, -2, waiters)
 }
 
 /// INFO must not show a resource as free while it has waiters: complete a
