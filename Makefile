@@ -103,7 +103,7 @@ check-install: build
 	[ ! -e $$tmp/prefix/lib/redis/modules/libdlock.so ] && [ ! -e $$tmp/prefix/bin/dlock ] && \
 	echo "check-install: OK (installed, loaded, granted fence $$reply, dlock status saw it, uninstalled)"
 
-# A benchmark, not a test: prints Markdown tables (see README, Performance).
+# A benchmark, not a test: prints Markdown tables (see docs/performance.md).
 # BASELINE (in the environment or on the make command line) also compares
 # this build with another build of the module, on the `appendonly yes`
 # configuration: ACQUIRE, owner RELEASE and owner EXTEND throughput at

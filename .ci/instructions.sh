@@ -3,8 +3,8 @@
 # instructions each plain-lock command costs the server, this build against
 # another, counted by callgrind. Instruction counts do not depend on what
 # else the machine runs, so on a shared 2-core VM they judge a change to
-# the plain path where wall-clock throughput pairs are too noisy (README,
-# Performance).
+# the plain path where wall-clock throughput pairs are too noisy
+# (docs/performance.md#instructions-per-command-make-bench-instructions).
 #
 # One server per build under `valgrind --tool=callgrind` (AOF everysec),
 # the same fixed workload on each through `--pipe`: ACQUIRE of N free locks

@@ -347,7 +347,8 @@ fn command_getkeys_still_finds_the_resource() {
         .query::<Vec<String>>(&mut c)
         .unwrap_err();
     assert!(format!("{e}").contains("no key arguments"), "{e}");
-    // Fixed arities are now checked by the server, with the same message.
+    // A fixed arity is checked by the server from the registered arity,
+    // with the server's own message.
     let e = redis::cmd("DLOCK.EXTEND")
         .arg(&["lock:a", "tok"])
         .query::<Value>(&mut c)

@@ -354,9 +354,9 @@ fn high_water_mark_survives_aof_rewrite_with_preamble() {
     high_water_mark_after_aof_rewrite("yes");
 }
 
-/// Known limit (README, "Fencing tokens"): with the preamble off and no lock
-/// key left at rewrite time, nothing carries the mark; the wall clock alone
-/// orders fences then. This test keeps one low-fence lock alive.
+/// Known limit (docs/fencing.md#where-the-order-ends): with the preamble off
+/// and no lock key left at rewrite time, nothing carries the mark; the wall
+/// clock alone orders fences then. This test keeps one low-fence lock alive.
 #[test]
 fn high_water_mark_survives_aof_rewrite_without_preamble() {
     high_water_mark_after_aof_rewrite("no");

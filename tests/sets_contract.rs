@@ -1,4 +1,4 @@
-//! The set commands' contract (issue 12): `DLOCK.MACQUIRE`, `MRELEASE` and
+//! The set commands' contract: `DLOCK.MACQUIRE`, `MRELEASE` and
 //! `MEXTEND` replies, errors that change nothing, retries, members as
 //! ordinary holds, `MULTI` and Lua, key positions. The load tests are in
 //! `tests/sets/`, durability and cluster in `tests/sets_durable/`.
@@ -351,9 +351,9 @@ fn shared_sets_share_members_and_exclude_writers() {
         .is_some());
 }
 
-/// Review finding: a member overwritten with another type while a set
-/// waits on it used to spin `sets::decide` forever (server hung) on the
-/// next settle that started from that member.
+/// A member overwritten with another type while a set waits on it: the
+/// next settle that starts from that member ends (the server keeps
+/// answering), and the queued set is refused with `WRONGTYPE`.
 #[test]
 fn a_member_of_another_type_under_a_queued_set_does_not_hang_the_server() {
     let s = Server::start();

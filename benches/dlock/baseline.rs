@@ -37,8 +37,8 @@ const OPS: &[(&str, Cmd)] = &[
 ];
 
 /// Throughput goal: this build / the baseline build, the median of the
-/// pairs; it needs full-size runs on a quiet machine (README, Comparing two
-/// builds, has A/A figures).
+/// pairs; it needs full-size runs on a quiet machine (A/A figures in
+/// docs/performance.md#comparing-two-builds-baseline).
 const SPEED: Goal = Goal::AtLeast(0.98);
 /// Memory goal: the same bytes per lock (0.5% for the measurement's own
 /// rounding: `used_memory` also moves with the server's own buffers).
@@ -51,8 +51,8 @@ pub fn build() -> Result<PathBuf, String> {
     let Some(path) = std::env::var_os("BASELINE").filter(|p| !p.is_empty()) else {
         return Err(format!(
             "{skipped}: set `BASELINE=<git commit-ish>` (built by `make bench`) or \
-             `BASELINE=/path/to/libdlock.so` to compare this build with another (README, \
-             Performance)."
+             `BASELINE=/path/to/libdlock.so` to compare this build with another \
+             (docs/performance.md#comparing-two-builds-baseline)."
         ));
     };
     let path = PathBuf::from(path);

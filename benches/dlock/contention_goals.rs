@@ -1,4 +1,4 @@
-//! The contention section's goals (issue 14), judged on one configuration's
+//! The contention section's goals, judged on one configuration's
 //! report: at 32 clients, S = 0, one resource, dlock >= 10x the best polling
 //! scheme and within 2x of one handoff per handoff latency; strictly fair on
 //! one resource; the lowest server CPU per critical section.

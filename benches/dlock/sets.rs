@@ -1,4 +1,4 @@
-//! Several resources at once (issue 12): a set of 3 resources under one hash
+//! Several resources at once: a set of 3 resources under one hash
 //! tag (`{set:<n>}:a`, `:b`, `:c`) locked and released by three sides, in
 //! the same run, with the same load generator, connections and pipeline:
 //!

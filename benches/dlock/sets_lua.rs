@@ -150,7 +150,7 @@ pub fn probe(server: &Server) -> Result<(), String> {
         Ok(Some(f)) if f > 0 => f,
         Ok(other) => return Err(format!("`DLOCK.MACQUIRE 3 ...` answered {other:?}")),
         Err(e) if e.to_string().to_lowercase().contains("unknown command") => {
-            return Err("this build has no `DLOCK.MACQUIRE` (issue 12 is not in it yet)".into())
+            return Err("this build has no `DLOCK.MACQUIRE` (it has no sets of resources)".into())
         }
         Err(e) => return Err(format!("`DLOCK.MACQUIRE 3 ...` failed: {e}")),
     };

@@ -1,7 +1,7 @@
 //! Client for dlock — distributed locks as native Redis commands
 //! (`DLOCK.ACQUIRE`, `RELEASE`, `EXTEND`, `INFO`, and the set commands),
-//! loaded into Redis or Valkey as a module (see the project's README and
-//! `docs/`).
+//! loaded into Redis or Valkey as a module (see the project's README, and
+//! `docs/client.md` for this client).
 //!
 //! - [`Locker`]: locks on one server or a Redis Cluster. Server-side FIFO
 //!   waiting (never polling), same-token retries after lost replies, a lease

@@ -68,7 +68,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(!a.token.is_empty());
     }
     let _ = args::meta(&argv);
-    // The set commands (issue 12): members are distinct argv positions.
+    // The set commands: members are distinct argv positions.
     if let Ok(a) = set_args::acquire(&argv, &limits) {
         assert!(a.members.indexes().end <= argv.len());
         assert!((1..=set_args::MAX_SET).contains(&a.members.count));

@@ -1,6 +1,6 @@
 //! One error type for everything a command can refuse. Its `Display` is the
-//! exact text of the error reply, prefix included, so the README and the
-//! tests can quote it.
+//! exact text of the error reply, prefix included, so the command pages
+//! (`docs/commands/*.md`, "Errors") and the tests can quote it.
 
 use std::fmt;
 

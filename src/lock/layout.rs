@@ -2,7 +2,7 @@
 //! A plain lock keeps the one-hold layout of `lease.rs`, byte
 //! for byte; every other resource uses this layout, which starts with eight
 //! zero bytes: the plain decoder reads them as fence 0 and refuses the value
-//! cleanly, so a server running the previous release never misreads it.
+//! cleanly, so a release that knows only plain locks never misreads it.
 //!
 //! ```text
 //! [0; 8]  marker          u8 layout version (1)
@@ -10,7 +10,7 @@
 //! count x { u64 fence, u64 deadline_ms, u8 mode (0 exclusive, 1 shared),
 //!           u32 token length, token, u32 owner length (0: the token), owner }
 //! ```
-//! Little-endian throughout. Not used by the server yet.
+//! Little-endian throughout.
 
 use super::ask::Mode;
 use super::fence::MAX_FENCE;

@@ -2,7 +2,7 @@
 //! in `lock::changes`): emitted by the master for each hold it adds, moves
 //! or drops, and applied by replicas and the AOF loader. A change between
 //! plain locks (or to and from a free key) keeps the plain effects, so a
-//! deployment that never uses the new kinds sends exactly what it sent.
+//! deployment that uses only plain locks sends only plain effects.
 
 use std::ffi::{c_char, c_longlong, CStr};
 

@@ -116,11 +116,11 @@ fn extend_shortened_lease_hands_off_at_new_deadline() {
     });
 }
 
-/// An admin's PEXPIRE bypasses the module (README, "Admin overrides"), so no
-/// module timer follows it: the shortened lease is handed over when Redis's
-/// own expiry notices the key (active expiry, about every 1000/hz ms) or when
-/// any client touches it. With `--hz 1` that is within ~1 s; it is never
-/// early and never lost.
+/// An admin's PEXPIRE bypasses the module
+/// (docs/safety.md#admin-overrides), so no module timer follows it: the
+/// shortened lease is handed over when Redis's own expiry notices the key
+/// (active expiry, about every 1000/hz ms) or when any client touches it.
+/// With `--hz 1` that is within ~1 s; it is never early and never lost.
 #[test]
 fn pexpire_shortened_lease_hands_off_by_redis_expiry() {
     let s = Server::builder().arg("--hz").arg("1").start();

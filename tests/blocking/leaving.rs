@@ -194,7 +194,7 @@ fn demotion_to_replica_errors_waiters() {
     assert_eq!(held(&mut c, "res").token, b"holder", "the dataset was kept");
     // Redis 7.0 itself unblocks every blocked client when it turns into a
     // replica, before modules hear of the role change, with an error that
-    // tells the client to retry elsewhere (README, "Waiting without polling").
+    // tells the client to retry elsewhere (docs/waiting.md#what-ends-a-wait).
     for e in &errors {
         let text = e.split_once(": ").unwrap().1;
         assert!(

@@ -37,7 +37,8 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 pub const RDB_NAME: &str = "dump.rdb";
 
 /// The server under test: `DLOCK_SERVER` (a path or a name on `PATH`), else
-/// `redis-server`. `make test SERVER=...` sets it (README, "Compatibility").
+/// `redis-server`. `make test SERVER=...` sets it
+/// (docs/compatibility.md#testing-another-build).
 pub fn server_binary() -> std::ffi::OsString {
     std::env::var_os("DLOCK_SERVER").unwrap_or_else(|| "redis-server".into())
 }

@@ -1,4 +1,4 @@
-//! One resource, many holders (issue 11): `DLOCK.ACQUIRE resource token
+//! One resource, many holders: `DLOCK.ACQUIRE resource token
 //! ttl_ms [SHARED] [LIMIT n] [OWNER owner] [WAIT timeout_ms]` against real
 //! servers.
 //!
@@ -17,6 +17,9 @@
 //! - `intervals.rs` — the checks run on client-side hold intervals.
 //! - `contract.rs` — MULTI/EXEC, Lua, WRONGTYPE, bad input, the INFO list
 //!   form in RESP2 and RESP3, fences.
+//! - `edges.rs` — where two paths meet: a retry and a grant in one turn, a
+//!   pending handoff and the token limit, `RESTORE` of impossible holds,
+//!   `INFO`'s form after a companion hold's deadline.
 //!
 //! Hold intervals are measured on the client: a hold is live on the server
 //! at least from when its grant reply was received until its `RELEASE` was
@@ -30,12 +33,12 @@ mod common;
 mod proxy;
 
 mod contract;
+mod edges;
 mod fairness;
 mod intervals;
 mod quarantine;
 mod queue;
 mod retries;
-mod review;
 mod rw;
 mod semaphore;
 

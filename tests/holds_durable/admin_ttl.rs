@@ -1,5 +1,5 @@
 //! An administrator's expiry commands on a resource with several holds
-//! (README, "Admin overrides"): `PEXPIRE` ends every hold that exists at
+//! (docs/safety.md#admin-overrides): `PEXPIRE` ends every hold that exists at
 //! that time, and no later command of a client undoes it; `PERSIST` leaves
 //! every hold's own deadline in force, and the master drops the holds at
 //! their deadlines without any command touching the key. Master, replica

@@ -1,4 +1,4 @@
-//! Multi-hold resources (issue 11: `SHARED`, `LIMIT`, `OWNER`) through
+//! Multi-hold resources (`SHARED`, `LIMIT`, `OWNER`) through
 //! everything that copies, moves or rebuilds a lock value: RDB (`SAVE` +
 //! restart, `DEBUG RELOAD`), AOF replay of the per-hold effects
 //! (`DLOCK.ADDHOLD`/`MOVEHOLD`/`DROPHOLD`), AOF rewrites with and without

@@ -1,4 +1,4 @@
-//! The liveness test: 20 clients that hold nothing while they wait
+//! Liveness of sets: 20 clients that hold nothing while they wait
 //! lock random subsets of 2-4 out of 6 resources, in random order, with
 //! `WAIT 0` (forever), hold times far below the TTL, for 20 s. Every
 //! request is granted (a client whose reply does not come within its read

@@ -1,11 +1,11 @@
-//! Sets of resources under load (issue 12): `DLOCK.MACQUIRE numkeys
+//! Sets of resources under load: `DLOCK.MACQUIRE numkeys
 //! resource [resource ...] token ttl_ms [SHARED] [WAIT timeout_ms]`,
 //! `DLOCK.MRELEASE` and `DLOCK.MEXTEND` against real servers.
 //!
 //! - `atomic.rs` — all or nothing: random set and single requests from 12
 //!   clients while a checker takes `MULTI`/`DLOCK.INFO`/`EXEC` snapshots of
 //!   every resource; no snapshot shows part of a set.
-//! - `liveness.rs` — the issue's test: 20 clients that hold nothing while
+//! - `liveness.rs` — no set waits forever: 20 clients that hold nothing while
 //!   they wait lock random subsets with `WAIT 0` for 20 s; every request is
 //!   granted, no two owners overlap, grants in every second.
 //! - `order.rs` — FIFO across single and set requests (a reserved member is

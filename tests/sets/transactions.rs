@@ -90,7 +90,7 @@ fn a_transaction_reads_one_instant_of_a_shared_set_that_ends() {
     let mut c = s.conn();
     if !has_frozen_module_clock(&mut c) {
         // Redis 7.0 offers modules no frozen clock: a shared hold's deadline
-        // is judged live (the README's known limit).
+        // is judged live (docs/compatibility.md#what-differs-between-servers).
         eprintln!("skipped: this server has no RedisModule_CachedMicroseconds");
         return;
     }

@@ -1,4 +1,4 @@
-//! Sets of resources (issue 12: `DLOCK.MACQUIRE`, `MRELEASE`, `MEXTEND`)
+//! Sets of resources (`DLOCK.MACQUIRE`, `MRELEASE`, `MEXTEND`)
 //! through everything that copies or rebuilds a lock: replicas after every
 //! way a set is granted (at once, from the queue after a release, after an
 //! expiry, after a revoked grant), the AOF (every set's effects in one

@@ -170,10 +170,10 @@ fn a_revoked_set_grant_is_one_transaction_in_the_aof() {
     assert_eq!(info(&mut c, "v1"), None, "revoked, nobody waits for v1");
 }
 
-/// dlock does not record which set a hold came from (README, "retry"): a
-/// same-token `MACQUIRE` of part of a set it holds is a retry of those
-/// members, written as their deadline moves in one `MULTI`/`EXEC`; the
-/// member left out keeps its deadline.
+/// dlock does not record which set a hold came from
+/// (docs/commands/dlock.macquire.md#reply): a same-token `MACQUIRE` of part
+/// of a set it holds is a retry of those members, written as their deadline
+/// moves in one `MULTI`/`EXEC`; the member left out keeps its deadline.
 #[test]
 fn a_subset_of_a_held_set_is_a_retry_of_those_members() {
     let s = aof_server();

@@ -25,14 +25,16 @@ mod sink;
 #[cfg(test)]
 mod tests;
 
-/// Known limits (README), counted instead of reported.
+/// Known limits, counted instead of reported
+/// (docs/history.md#known-limits-counted-named-not-violations).
 pub const ASYNC_REPLICATION: &str =
     "asynchronous replication: a grant only the master acknowledged is lost in a failover or an everysec crash";
 pub const CLOSING_CONNECTION: &str = "a reply written to a closing connection";
 pub const DROPPED_REPLY: &str = "a reply dropped after the command ran";
 pub const SERVER_DIED: &str = "a grant whose reply was lost when its server died";
 
-/// Something the history shows that the README says cannot happen.
+/// Something the history shows that the manual says cannot happen
+/// (docs/safety.md#what-dlock-guarantees).
 #[derive(Clone, Debug)]
 pub struct Violation {
     /// The checker that found it, e.g. `mutex`, `fences`, `sink`.

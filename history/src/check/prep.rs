@@ -288,8 +288,9 @@ impl<'a> Prepared<'a> {
     }
 
     /// Whether a fault that can lose acknowledged writes on `group` (a
-    /// failover, a stale one, an everysec crash: the README's asynchronous
-    /// replication limit) was under way at some time in `[from, to]`.
+    /// failover, a stale one, an everysec crash: the asynchronous replication
+    /// limit, docs/safety.md#what-dlock-does-not-guarantee) was under way at
+    /// some time in `[from, to]`.
     pub fn lossy_fault(&self, group: &str, from: u64, to: u64) -> bool {
         self.fault_overlaps(from, to, |f| {
             f.group == group

@@ -104,7 +104,8 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
             // Released for sure before the INFO, and asked again only
             // before that release began; and not undone since: a failover
             // or an everysec crash between the release and the INFO may
-            // have lost it (asynchronous replication, a README limit).
+            // have lost it (asynchronous replication, a known limit:
+            // docs/safety.md#what-dlock-does-not-guarantee).
             let group = p.resources[r as usize].group;
             let released = releases.get(&(h.token.as_str(), r)).and_then(|l| {
                 l.iter().copied().find(|&x| {

@@ -66,7 +66,7 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
             return crate::fail(&msg, codes::of(&e));
         }
     };
-    // One server today; with several, each gets its own report.
+    // One report from the single server (Redlock returned above).
     for info in &infos {
         if o.json {
             println!("{}", to_json(resource, info));

@@ -1,7 +1,7 @@
 //! The sequential specification of one resource on `lin`: plain locks,
 //! read-write locks with owners and semaphores follow one rule book in the
-//! server (`src/lock/admission.rs`, README "Read-write locks, semaphores and
-//! reentrant holds"), so one model serves every kind. Nothing expires on
+//! server (`src/lock/admission.rs`, docs/lock-kinds.md), so one model
+//! serves every kind. Nothing expires on
 //! `lin` (leases outlive the run), so time, TTLs and deadlines are left out;
 //! no `WAIT` is used there, so the queue is always empty.
 //!
@@ -63,8 +63,9 @@ pub enum Input {
     Info,
 }
 
-/// The errors the lock logic answers (README "Errors"); any other error
-/// changed nothing whatever the state and its operation is left out.
+/// The errors the lock logic answers (docs/commands/dlock.acquire.md#errors
+/// and the other command pages); any other error changed nothing whatever
+/// the state and its operation is left out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrKind {
     /// `ERR token already holds this resource with another mode, LIMIT or OWNER`
@@ -127,7 +128,7 @@ pub enum Output {
     Unknown,
 }
 
-/// What `ACQUIRE` does in a state (README rules; `admission.rs`).
+/// What `ACQUIRE` does in a state (docs/lock-kinds.md; `admission.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
     Error(ErrKind),

@@ -1,6 +1,6 @@
-//! Rules added by the adversarial review: `shown` (what `INFO` showed),
-//! the owner's fence on a reentrant grant (`fences`), and a loss after a
-//! renewal that followed the failover (`lost`).
+//! Adversarial histories for three rules: `shown` (what `INFO` showed), the
+//! owner's fence on a reentrant grant (`fences`), and a loss after a renewal
+//! that followed the failover (`lost`).
 use super::*;
 use crate::history::{HoldView, InfoView};
 

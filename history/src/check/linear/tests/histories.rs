@@ -86,9 +86,9 @@ fn a_reader_granted_while_a_writer_holds_is_a_violation() {
 }
 
 #[test]
-fn the_readmes_owner_examples_are_linearizable() {
-    // README "Read-write locks: SHARED": downgrade, then upgrade refused
-    // and granted with the owner's fence.
+fn the_lock_kinds_owner_examples_are_linearizable() {
+    // docs/lock-kinds.md#read-write-locks-shared: downgrade, then upgrade
+    // refused and granted with the owner's fence.
     let mut h = H::new();
     h.op(1, 0, 1, owner(acq("l1", "w"), "app-1"), fence(313));
     h.op(1, 2, 3, shared(owner(acq("l1", "r"), "app-1")), fence(313));
@@ -127,7 +127,7 @@ fn the_readmes_owner_examples_are_linearizable() {
     );
     // Errors that change nothing whatever the state are left out.
     h.op(2, 20, 21, acq("l1", "y"), fail("LOADING Redis is loading"));
-    // README "Reentrant holds".
+    // docs/lock-kinds.md#reentrant-holds-owner-owner.
     h.op(
         1,
         30,

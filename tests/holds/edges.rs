@@ -1,5 +1,7 @@
-//! Regressions from the adversarial review of issue 11: each test fails on
-//! the build the review ran against (e5090ab).
+//! Where two paths meet: a same-token retry and a grant from the queue in
+//! one event-loop turn, a pending handoff and the token limit in one
+//! command, `RESTORE` of holds no command could make, and `INFO`'s form once
+//! a reentrant companion hold has passed its deadline.
 
 use super::*;
 use common::dump::{dump, restore, seal, split_payload};
