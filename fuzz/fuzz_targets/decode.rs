@@ -17,7 +17,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(holds) = layout::decode(bytes) {
         assert!(layout::is_multi(bytes));
         assert!(!holds.is_empty());
-        assert_eq!(layout::encode(&holds), bytes, "a non-canonical multi-hold value");
+        assert_eq!(
+            layout::encode(&holds),
+            bytes,
+            "a non-canonical multi-hold value"
+        );
     }
     let version = match v {
         0xF0.. => i32::from(v as i8),
