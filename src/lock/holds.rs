@@ -462,6 +462,12 @@ impl Holds {
         })
     }
 
+    /// The earliest deadline of a hold live at `now_ms`.
+    pub fn next_deadline(&self, now_ms: u64) -> Option<u64> {
+        let mut live = self.by_deadline.range((now_ms, 0)..);
+        live.next().map(|((d, _), _)| *d)
+    }
+
     /// Whether a hold is past its deadline at `now_ms`.
     pub fn any_dead(&self, now_ms: u64) -> bool {
         self.earliest_deadline_ms().is_some_and(|d| d < now_ms)

@@ -136,7 +136,8 @@ impl<K: Hash + Eq + Clone, H: Hash + Ord + Copy> Observers<K, H> {
         if self.index.contains_key(&handle) {
             return;
         }
-        self.index.insert(handle, (key.clone(), version, gives_up_at));
+        self.index
+            .insert(handle, (key.clone(), version, gives_up_at));
         if let Some(at) = gives_up_at {
             self.giving_up.insert((at, handle));
         }
@@ -288,7 +289,10 @@ mod tests {
         o.watch("r", 2, 10, Some(200));
         o.watch("s", 3, 10, None);
         assert_eq!(o.next_give_up(), Some(100));
-        assert!(o.take_given_up(100).is_empty(), "the deadline itself counts");
+        assert!(
+            o.take_given_up(100).is_empty(),
+            "the deadline itself counts"
+        );
         assert_eq!(o.take_given_up(101), [1]);
         assert_eq!(o.next_give_up(), Some(200));
         assert!(o.leave(2));

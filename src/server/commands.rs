@@ -12,8 +12,8 @@ use super::blocking::{self, Resource};
 use super::effects;
 use super::ffi::Argv;
 use super::handoff;
-use super::job_runner;
 use super::keys::LockKey;
+use super::revoke;
 use super::step::{self, Request};
 use super::value::Stored;
 use super::{quarantine, state, stats};
@@ -29,7 +29,7 @@ pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::acquire(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
-    job_runner::before_command(ctx, [name])?;
+    revoke::before_command(ctx, [name])?;
     acquire_key(ctx, name, &req)
 }
 
@@ -162,7 +162,7 @@ pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::release(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
-    job_runner::before_command(ctx, [name])?;
+    revoke::before_command(ctx, [name])?;
     let released = release_key(ctx, name, req.token)?;
     ctx.reply_integer(i64::from(released))
 }
@@ -209,7 +209,7 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
-    job_runner::before_command(ctx, [name])?;
+    revoke::before_command(ctx, [name])?;
     let now = now_us();
     let held = extend_key(ctx, name, req.token, req.ttl_ms, now)?;
     ctx.reply_integer(i64::from(held))

@@ -132,7 +132,7 @@ const RESOURCES: Arg = Arg {
 
 const TOKEN: Arg = arg(c"token", Kind::String);
 
-static DOCS: [Doc; 13] = [
+static DOCS: [Doc; 14] = [
     Doc {
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
@@ -179,6 +179,19 @@ waiters, or nil when the lock is free.",
         arity: 2,
         keys: Keys::One(RO | ACCESS),
         args: &[RESOURCE],
+    },
+    Doc {
+        name: c"dlock.observe",
+        summary: c"Returns a version of the resource's holders and what DLOCK.INFO shows. With \
+SINCE, the version last seen, and WAIT, blocks until the holders differ from that version or \
+until timeout_ms passes (nil).",
+        arity: -2,
+        keys: Keys::One(RO | ACCESS),
+        args: &[
+            RESOURCE,
+            option(c"version", Kind::String, c"SINCE"),
+            option(c"timeout_ms", Kind::Integer, c"WAIT"),
+        ],
     },
     Doc {
         name: c"dlock.macquire",

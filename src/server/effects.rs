@@ -19,7 +19,7 @@ use redis_module::raw;
 use super::api::{rm, Ctx, OK};
 use super::ffi::Argv;
 use super::keys::LockKey;
-use super::{quarantine, state};
+use super::{quarantine, state, watchers};
 use crate::lock::decimal::Decimal;
 use crate::lock::lease::LeaseRef;
 use crate::lock::{args, Error};
@@ -184,5 +184,6 @@ pub fn apply(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     // passes the effect on to its own AOF explicitly.
     unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };
     key.signal_modified()?;
+    watchers::changed_name(ctx, argv.key()?);
     ctx.reply_ok()
 }

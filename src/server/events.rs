@@ -15,7 +15,7 @@ use super::api::{rm, Ctx};
 use super::blocking;
 use super::ffi::guard;
 use super::jobs::{self, Job};
-use super::{hold_guards, persistence, quarantine, restored, revoke, state};
+use super::{hold_guards, persistence, quarantine, restored, revoke, state, watchers};
 use crate::lock::Error;
 
 pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
@@ -57,6 +57,7 @@ extern "C" fn on_event(
             };
             let db = (info.dbnum >= 0).then_some(info.dbnum);
             hold_guards::after_flush(db);
+            watchers::changed_db(db);
             for res in blocking::resources(db) {
                 jobs::push(Job::Settle(res));
             }
@@ -69,6 +70,7 @@ extern "C" fn on_event(
             hold_guards::after_swap(info.dbnum_first, info.dbnum_second);
             revoke::after_swap(info.dbnum_first, info.dbnum_second);
             for db in [info.dbnum_first, info.dbnum_second] {
+                watchers::changed_db(Some(db));
                 for res in blocking::resources(Some(db)) {
                     jobs::push(Job::Settle(res));
                 }

@@ -18,7 +18,7 @@ use super::api::{self, now_us, rm, Ctx};
 use super::blocking::{self, Resource};
 use super::ffi::guard;
 use super::jobs::{self, Job};
-use super::{hold_guards, state, value};
+use super::{hold_guards, state, value, watchers};
 use crate::lock::Error;
 
 static LAST_UNLINKED: AtomicU64 = AtomicU64::new(0);
@@ -69,6 +69,7 @@ fn unlinked(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
         return;
     };
     note_unlinked(db, key);
+    watchers::changed_key(db, key);
     if matches!(stored, Some(value::Stored::Multi(_))) {
         hold_guards::forget(db, key);
     }

@@ -31,7 +31,7 @@ pub struct Argv<'a> {
 }
 
 impl<'a> Argv<'a> {
-    fn new(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Result<Self, Error> {
+    pub fn new(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Result<Self, Error> {
         let argc = usize::try_from(argc).unwrap_or(0);
         if argv.is_null() {
             return Err(Error::WrongArity);

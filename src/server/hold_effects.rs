@@ -12,7 +12,7 @@ use super::api::{rm, Ctx, OK};
 use super::effects;
 use super::ffi::Argv;
 use super::keys::LockKey;
-use super::{hold_guards, state};
+use super::{hold_guards, state, watchers};
 use crate::lock::changes::{self, mode_name, Change};
 use crate::lock::decimal::Decimal;
 use crate::lock::holds::{Holds, NEVER};
@@ -197,6 +197,7 @@ fn apply(ctx: Ctx, argv: &Argv, change: &Change) -> Result<(), Error> {
     }
     unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };
     key.signal_modified()?;
+    watchers::changed_name(ctx, argv.key()?);
     ctx.reply_ok()
 }
 
@@ -210,6 +211,7 @@ pub fn apply_set(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     hold_guards::put_holds(ctx, &mut key, argv.key()?, holds)?;
     unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };
     key.signal_modified()?;
+    watchers::changed_name(ctx, argv.key()?);
     ctx.reply_ok()
 }
 

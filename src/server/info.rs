@@ -122,6 +122,7 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
             c"waiters".as_ptr(),
             super::blocking::total_waiters() as u64,
         );
+        add_u(ictx, c"observers".as_ptr(), super::watchers::count() as u64);
         add_u(ictx, c"last_fence".as_ptr(), state::last_fence());
         add_u(
             ictx,

@@ -1,15 +1,12 @@
-//! Runs the deferred jobs (`jobs`): from their timer, in an event-loop turn
-//! of their own (whatever they replicate is dlock's own effect, never part
-//! of another command), and before a command on a resource with a pending
-//! revocation, which completes it first so that no dlock command sees a
-//! grant whose waiter left.
+//! Runs the deferred jobs (`jobs`) from their timer, in an event-loop turn
+//! of their own: whatever they replicate is dlock's own effect, never part
+//! of another command. (A command on a resource with a pending revocation
+//! completes it first: `revoke::before_command`.)
 
-use redis_module::raw;
-
-use super::api::{rm, Ctx};
+use super::api::Ctx;
 use super::blocking::{self, Resource};
 use super::jobs::{self, Job, PAUSED_RETRY_MS};
-use super::{handoff, hold_checks, persistence, restored, revoke};
+use super::{handoff, hold_checks, observe, persistence, restored, revoke};
 use crate::lock::Error;
 
 /// Rounds of jobs one timer runs: what a round queues (a revocation thins a
@@ -63,38 +60,11 @@ fn run_jobs(ctx: Ctx, list: Vec<Job>) {
             }
             Job::WriteMeta => persistence::write_meta(ctx),
             Job::CheckHolds { db, key } => hold_checks::check_logged(ctx, db, &key),
+            Job::Observed(res) => observe::check_logged(ctx, &res),
+            Job::ObserversGiveUp => observe::give_up(),
             // Every run ends with the hand-over.
             Job::HandOver => {}
         }
         settled.clear();
     }
-}
-
-/// Before a dlock command on `names` (keys of the caller's database):
-/// completes the revocations queued on them.
-pub fn before_command(
-    ctx: Ctx,
-    names: impl IntoIterator<Item = *mut raw::RedisModuleString>,
-) -> Result<(), Error> {
-    if !jobs::revocations_pending() {
-        return Ok(());
-    }
-    let db = unsafe { rm!(RedisModule_GetSelectedDb)(ctx.0) };
-    let resources = names
-        .into_iter()
-        .map(|name| {
-            Ok(Resource {
-                db,
-                key: super::api::bytes(name)?.into(),
-            })
-        })
-        .collect::<Result<Vec<_>, Error>>()?;
-    let pending =
-        jobs::take(|job| matches!(job, Job::Revoke(_)) && resources.iter().any(|r| job.touches(r)));
-    for job in pending {
-        if let Job::Revoke(grant) = job {
-            revoke::revoke(ctx, grant);
-        }
-    }
-    Ok(())
 }

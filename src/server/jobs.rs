@@ -48,6 +48,11 @@ pub enum Job {
     /// Look at a multi-hold key whose guard fired, or that was loaded
     /// (see `hold_guards`).
     CheckHolds { db: i32, key: Box<[u8]> },
+    /// The holders of `res` may have changed: answer its observers that
+    /// saw another version (see `observe`).
+    Observed(Resource),
+    /// Answer nil to the observers whose `WAIT` ran out.
+    ObserversGiveUp,
     /// A lease on `res` ended at `at_ms`: its wake-up timer `timer` fired
     /// (see `arm_wake_up`).
     LeaseEnded {
@@ -66,7 +71,11 @@ impl Job {
             Job::Revoke(grant) => grant.iter().any(|rv| rv.resource == *res),
             Job::LeaseEnded { res: r, .. } => r == res,
             Job::CheckHolds { db, key } => *db == res.db && *key == res.key,
-            Job::HandOver | Job::ConfirmRestored { .. } | Job::WriteMeta => false,
+            Job::HandOver
+            | Job::ConfirmRestored { .. }
+            | Job::WriteMeta
+            | Job::Observed(_)
+            | Job::ObserversGiveUp => false,
         }
     }
 }
@@ -138,10 +147,13 @@ pub fn push_after(job: Job, delay_ms: u64) {
     let due_ms = now_us() / 1000 + delay_ms;
     with_queue(|q| {
         // One hand-over gives every answer decided by then, one write
-        // every fact changed by then.
-        let once = |j: &Job| match job {
+        // every fact changed by then, one check of a resource every change
+        // made to it by then.
+        let once = |j: &Job| match &job {
             Job::HandOver => matches!(j, Job::HandOver),
             Job::WriteMeta => matches!(j, Job::WriteMeta),
+            Job::ObserversGiveUp => matches!(j, Job::ObserversGiveUp),
+            Job::Observed(res) => matches!(j, Job::Observed(r) if r == res),
             _ => false,
         };
         if !q.iter().any(|j| j.due_ms <= due_ms && once(&j.job)) {

@@ -9,9 +9,9 @@ use super::blocking::{self, Resource};
 use super::ffi::Argv;
 use super::keys::LockKey;
 use super::value::Stored;
-use super::{handoff, holds_info, job_runner, jobs, step};
+use super::{handoff, holds_info, jobs, revoke, step};
 use crate::lock::ask::Mode;
-use crate::lock::holds::Holds;
+use crate::lock::holds::{Holds, NEVER};
 use crate::lock::observe::{hold_mark, Seen};
 use crate::lock::{args, Error};
 
@@ -20,14 +20,16 @@ use crate::lock::{args, Error};
 pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     args::info(argv.bytes())?;
     let name = argv.key()?;
-    read(ctx, name, |view| view.reply(ctx))
+    read(ctx, name, true, |view| view.reply(ctx))
 }
 
 /// What `DLOCK.INFO` shows of a resource.
 pub enum View<'a> {
     Free,
     /// Nobody holds it; a handoff to its queue is pending.
-    Reserved { waiters: usize },
+    Reserved {
+        waiters: usize,
+    },
     Plain {
         token: &'a [u8],
         fence: u64,
@@ -64,12 +66,28 @@ impl View<'_> {
         }
     }
 
+    /// When a live hold next ends by its deadline (unix ms): the holders
+    /// change then, with no command.
+    pub fn ends_at(&self) -> Option<u64> {
+        match self {
+            View::Free | View::Reserved { .. } => None,
+            View::Plain { ttl, .. } => u64::try_from(*ttl)
+                .ok()
+                .map(|ttl| api::now_us() / 1000 + ttl),
+            View::Holds { holds, now_ms, .. } => {
+                holds.next_deadline(*now_ms).filter(|d| *d < NEVER)
+            }
+        }
+    }
+
     /// Its holders, as observers compare them.
     pub fn seen(&self) -> Seen {
         match self {
             View::Free => Seen::Free,
             View::Reserved { .. } => Seen::Reserved,
-            View::Plain { token, fence, .. } => Seen::Held(hold_mark(token, *fence, Mode::Exclusive)),
+            View::Plain { token, fence, .. } => {
+                Seen::Held(hold_mark(token, *fence, Mode::Exclusive))
+            }
             View::Holds { holds, now_ms, .. } => Seen::Held(holds.live_marks(*now_ms)),
         }
     }
@@ -78,21 +96,26 @@ impl View<'_> {
 /// Reads the resource behind `name` as `DLOCK.INFO` shows it, after any
 /// handoff that is due (a resource with waiters never shows as free), or
 /// as it stands inside a transaction or script, and gives the view to `f`.
+/// Without `settle` it only reads (a blocked client's reply callback, where
+/// nothing may be written): a pending handoff shows as reserved.
 pub fn read<R>(
     ctx: Ctx,
     name: *mut raw::RedisModuleString,
+    settle: bool,
     f: impl FnOnce(&View<'_>) -> Result<R, Error>,
 ) -> Result<R, Error> {
     // Also inside a transaction or script: no answer may show a grant
     // whose waiter left.
-    job_runner::before_command(ctx, [name])?;
+    if settle {
+        revoke::before_command(ctx, [name])?;
+    }
     let waiting = blocking::waiting_resource(ctx, name)?;
     // Inside MULTI/EXEC or a script INFO only reads, at the transaction's
     // frozen time where the server has one: a transaction of INFOs is one
     // instant (nothing is decided between them; a pending handoff shows as
     // reserved).
     let in_unit = waiting.is_some() && ctx.flags()?.in_transaction_or_script();
-    if let Some(res) = waiting.as_ref().filter(|_| !in_unit) {
+    if let Some(res) = waiting.as_ref().filter(|_| settle && !in_unit) {
         settle_before_reading(ctx, name, res)?;
     }
     let key = LockKey::open_read(ctx, name)?;

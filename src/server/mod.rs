@@ -26,6 +26,7 @@ pub mod jobs;
 pub mod keys;
 pub mod lock_info;
 pub mod notifications;
+pub mod observe;
 pub mod persistence;
 pub mod quarantine;
 pub mod resource;
@@ -37,6 +38,7 @@ pub mod state;
 pub mod stats;
 pub mod step;
 pub mod value;
+pub mod watchers;
 
 use std::ffi::c_int;
 
@@ -50,6 +52,7 @@ command_entry!(acquire_entry => commands::acquire);
 command_entry!(release_entry => commands::release);
 command_entry!(extend_entry => commands::extend);
 command_entry!(info_entry => lock_info::info);
+command_entry!(observe_entry => observe::observe);
 command_entry!(macquire_entry => set_commands::macquire);
 command_entry!(mrelease_entry => set_commands::mrelease);
 command_entry!(mextend_entry => set_commands::mextend);
@@ -95,6 +98,13 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         true,
     )?;
     register(ctx, c"dlock.info", Some(info_entry), c"readonly fast", true)?;
+    register(
+        ctx,
+        c"dlock.observe",
+        Some(observe_entry),
+        c"readonly blocking",
+        true,
+    )?;
     // Their keys (`numkeys` resources) are declared by a key spec set in
     // `docs::describe` (COMMAND GETKEYS, ACL) and answered to the server's
     // key requests (`getkeys-api`: cluster routing); without the key-spec

@@ -190,3 +190,33 @@ fn revoke_key(
     }
     Ok(true)
 }
+
+/// Before a dlock command on `names` (keys of the caller's database):
+/// completes the revocations queued on them, so that no dlock command
+/// sees a grant whose waiter left.
+pub fn before_command(
+    ctx: Ctx,
+    names: impl IntoIterator<Item = *mut raw::RedisModuleString>,
+) -> Result<(), Error> {
+    if !jobs::revocations_pending() {
+        return Ok(());
+    }
+    let db = unsafe { rm!(RedisModule_GetSelectedDb)(ctx.0) };
+    let resources = names
+        .into_iter()
+        .map(|name| {
+            Ok(Resource {
+                db,
+                key: super::api::bytes(name)?.into(),
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let pending =
+        jobs::take(|job| matches!(job, Job::Revoke(_)) && resources.iter().any(|r| job.touches(r)));
+    for job in pending {
+        if let Job::Revoke(grant) = job {
+            revoke(ctx, grant);
+        }
+    }
+    Ok(())
+}

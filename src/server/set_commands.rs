@@ -14,8 +14,8 @@ use super::api::{now_us, rm, Ctx};
 use super::blocking::{self, Resource};
 use super::commands::{can_block, extend_key, refuse_on_replica, release_key};
 use super::ffi::Argv;
-use super::job_runner;
 use super::keys::LockKey;
+use super::revoke;
 use super::sets_plain;
 use super::state;
 use super::step::{self, Request};
@@ -41,7 +41,7 @@ pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         .indexes()
         .map(|i| argv.raw(i))
         .collect::<Result<Vec<_>, _>>()?;
-    job_runner::before_command(ctx, names.iter().copied())?;
+    revoke::before_command(ctx, names.iter().copied())?;
     if let Some(reply) = sets_plain::try_acquire(ctx, &names, &req, wait_ms.is_some())? {
         return match reply {
             Some(fence) => ctx.reply_integer(fence as i64),
@@ -70,7 +70,7 @@ pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     let req = set_args::release(argv.bytes())?;
     refuse_on_replica(ctx)?;
-    job_runner::before_command(ctx, names(argv, &req.members)?)?;
+    revoke::before_command(ctx, names(argv, &req.members)?)?;
     // Every member is read first: a member of another type refuses the
     // whole command before anything is released.
     for i in req.members.indexes() {
@@ -105,7 +105,7 @@ pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     let req = set_args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
-    job_runner::before_command(ctx, names(argv, &req.members)?)?;
+    revoke::before_command(ctx, names(argv, &req.members)?)?;
     // One instant: what is checked live is extended, and every member gets
     // the same deadline.
     let now = now_us();

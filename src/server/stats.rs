@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use redis_module::raw;
 
 use super::api::Ctx;
+use super::watchers;
 
 pub struct Counter(AtomicU64);
 
@@ -69,5 +70,9 @@ pub fn locks() -> u64 {
 pub fn notify(ctx: Ctx, event: &CStr, key: *mut raw::RedisModuleString) {
     if let Some(notify) = unsafe { raw::RedisModule_NotifyKeyspaceEvent } {
         unsafe { notify(ctx.0, raw::REDISMODULE_NOTIFY_MODULE, event.as_ptr(), key) };
+    }
+    // Every event but an extension changes who holds the resource.
+    if event != c"dlock.extended" {
+        watchers::changed_name(ctx, key);
     }
 }

@@ -751,4 +751,33 @@ fn a_reply_that_differs_from_the_page_is_caught() {
         &mut f
     )
     .is_err());
+    // An observe version matches any version, one to one; a free one
+    // (all zeros) only itself.
+    ok(transcript::compare(
+        "X",
+        &v(&["1) \"5f0d2c1e9a7b3341\""]),
+        &v(&["1) \"aa5d2233df148801\""]),
+        &mut f,
+    ));
+    assert!(transcript::compare(
+        "X",
+        &v(&["1) \"5f0d2c1e9a7b3341\""]),
+        &v(&["1) \"0123456789abcdef\""]),
+        &mut f
+    )
+    .is_err());
+    assert!(transcript::compare(
+        "X",
+        &v(&["1) \"77a1e0c4b2d95f13\""]),
+        &v(&["1) \"aa5d2233df148801\""]),
+        &mut f
+    )
+    .is_err());
+    assert!(transcript::compare(
+        "X",
+        &v(&["1) \"0000000000000000\""]),
+        &v(&["1) \"aa5d2233df148801\""]),
+        &mut f
+    )
+    .is_err());
 }

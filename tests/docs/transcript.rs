@@ -17,7 +17,11 @@
 //!   written twice in a page must be the same fence from the server,
 //!   different ones different, in the same order; an integer after a
 //!   `"ttl"` field or in the reply to `PTTL` is a TTL, matched within
-//!   1.5 s (negative ones exactly).
+//!   1.5 s (negative ones exactly); a quoted string of 16 hex digits other
+//!   than all zeros is a `DLOCK.OBSERVE` version (keyed per server process):
+//!   the same version written twice must be the same from the server,
+//!   different ones different (all zeros, a free resource, exactly), and a
+//!   command that names a version the page got earlier sends the server's.
 //!
 //! Each page's sessions run in order on one fresh server; each client is a
 //! `redis-cli --no-raw` process fed through a pipe, so `MULTI` and `WAIT`
@@ -257,10 +261,12 @@ impl Drop for Cli {
     }
 }
 
-/// Fences seen in one page: documented -> real, one to one, same order.
+/// Fences seen in one page: documented -> real, one to one, same order;
+/// and the observe versions: documented -> real, one to one.
 #[derive(Default)]
 pub struct Fences {
     pairs: Vec<(i64, i64)>,
+    versions: Vec<(String, String)>,
 }
 
 /// The smallest integer taken for a fence (fences are unix microseconds).
@@ -298,6 +304,51 @@ impl Fences {
     }
 }
 
+impl Fences {
+    /// `command` with every version the page shows replaced by the one
+    /// the server gave in its place.
+    pub fn translate(&self, command: &str) -> String {
+        command
+            .split(' ')
+            .map(|w| {
+                let real = self.versions.iter().find(|(d, _)| d == w);
+                real.map_or(w, |(_, r)| r.as_str())
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Whether version `real` may stand where the page wrote `doc`.
+    fn accept_version(&mut self, doc: &str, real: &str) -> Result<(), String> {
+        for (d, r) in &self.versions {
+            if d == doc && r != real {
+                return Err(format!(
+                    "the page shows version {doc} twice, the server gave {r} and then {real}"
+                ));
+            }
+            if d != doc && r == real {
+                return Err(format!(
+                    "the server gave version {real} for both {d} and {doc} of the page"
+                ));
+            }
+        }
+        if !self.versions.iter().any(|(d, _)| d == doc) {
+            self.versions.push((doc.to_string(), real.to_string()));
+        }
+        Ok(())
+    }
+}
+
+/// `prefix"<16 hex digits>"` (not all zeros) -> (prefix, version).
+fn version_of(line: &str) -> Option<(&str, &str)> {
+    let body = line.strip_suffix('"')?;
+    let at = body.rfind('"')?;
+    let v = &body[at + 1..];
+    let is_version =
+        v.len() == 16 && v.chars().all(|c| c.is_ascii_hexdigit()) && v != "0000000000000000";
+    is_version.then(|| (&line[..at], v))
+}
+
 /// `prefix(integer) N` -> (prefix, N).
 fn integer_of(line: &str) -> Option<(&str, i64)> {
     let at = line.find("(integer) ")?;
@@ -328,6 +379,15 @@ pub fn compare(
         .is_some_and(|w| w.eq_ignore_ascii_case("PTTL"));
     for (i, (e, g)) in expect.iter().zip(got).enumerate() {
         let (e, g) = (e.trim_end(), g.trim_end());
+        if let (Some((ep, ev)), Some((gp, gv))) = (version_of(e), version_of(g)) {
+            if ep != gp {
+                return Err(mismatch());
+            }
+            fences
+                .accept_version(ev, gv)
+                .map_err(|why| format!("{}\n  {why}", mismatch()))?;
+            continue;
+        }
         if e == g {
             if let Some((_, n)) = integer_of(e) {
                 if n >= FENCE_FLOOR {
@@ -386,6 +446,8 @@ pub fn run_page(
                     let c = clients
                         .entry(client.clone())
                         .or_insert_with(|| Cli::connect(cli, port));
+                    // A version the page got earlier is sent as the server's.
+                    let command = &fences.translate(command);
                     if expect.is_empty() {
                         let before = blocked();
                         c.send(command);

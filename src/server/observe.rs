@@ -1,0 +1,264 @@
+//! `DLOCK.OBSERVE resource [SINCE version] [WAIT timeout_ms]`: what a
+//! resource's holders are, as a version and `DLOCK.INFO`'s reply, at once
+//! when the version differs from `SINCE` (or without `SINCE` or `WAIT`),
+//! else when its holders next change or the wait ends (nil).
+//!
+//! A waiting observer is registered with `watchers`; every change of a lock
+//! queues a check of its resource, run here from the jobs' timer: the
+//! resource is read once, and the observers that saw another version are
+//! answered. Holds that end by their deadline change the holders without
+//! any command: a check is scheduled at the earliest live deadline of every
+//! observed resource. Events the module sees no other way (a key renamed,
+//! moved, copied or restored onto the resource's name) reach it through a
+//! subscription to the server's generic keyspace events, made by the first
+//! observer that waits.
+//!
+//! Answers are handed over only from that timer, and `WAIT`'s end is ours
+//! too (not the server's timeout): nothing can end the client between the
+//! hand-over and its reply (see `blocking` for why that matters). The
+//! reply is read when the server sends it, so it is the latest state.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use redis_module::raw;
+
+use super::api::{self, now_us, rm, Ctx};
+use super::ffi::{guard, Argv};
+use super::jobs::{self, Job};
+use super::lock_info::{self, View};
+use super::resource::Resource;
+use super::watchers::{self, Watcher};
+use crate::lock::args;
+use crate::lock::observe::show_version;
+use crate::lock::Error;
+
+/// Why an observer is answered.
+enum Woken {
+    Changed,
+    TimedOut,
+}
+
+/// Whether the generic keyspace events reach us (see the file comment).
+static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
+
+pub fn observe(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    let req = args::observe(argv.bytes())?;
+    let name = argv.key()?;
+    // Inside MULTI or a script it is a read: nothing may block there.
+    let may_block = req.wait_ms.is_some() && !ctx.flags()?.in_transaction_or_script();
+    lock_info::read(ctx, name, true, |view| {
+        let version = view.seen().version();
+        if may_block && req.waits(version) {
+            let res = Resource::of(ctx, name)?;
+            return block(ctx, res, version, req.wait_ms.unwrap_or(0), view.ends_at());
+        }
+        reply(ctx, version, view)
+    })
+}
+
+/// `[version, DLOCK.INFO's reply]`.
+fn reply(ctx: Ctx, version: u64, view: &View<'_>) -> Result<(), Error> {
+    ctx.reply_array(2)?;
+    ctx.reply_bytes(show_version(version).as_bytes())?;
+    view.reply(ctx)
+}
+
+fn block(
+    ctx: Ctx,
+    res: Resource,
+    version: u64,
+    wait_ms: u64,
+    ends_at: Option<u64>,
+) -> Result<(), Error> {
+    subscribe(ctx)?;
+    let block = rm!(RedisModule_BlockClient);
+    let on_disconnect = rm!(RedisModule_SetDisconnectCallback);
+    // No server-side timeout (0): ours is the jobs' timer.
+    let bc = unsafe { block(ctx.0, Some(on_reply), Some(on_timeout), Some(free_woken), 0) };
+    if bc.is_null() {
+        return Err(Error::Internal("cannot block client"));
+    }
+    unsafe { on_disconnect(bc, Some(on_disconnected)) };
+    let now_ms = now_us() / 1000;
+    let gives_up_at = (wait_ms > 0).then(|| now_ms.saturating_add(wait_ms));
+    watchers::with(|w| w.watch(res.clone(), Watcher(bc), version, gives_up_at));
+    if gives_up_at.is_some() {
+        jobs::push_after(Job::ObserversGiveUp, wait_ms.saturating_add(1));
+    }
+    if let Some(at) = ends_at {
+        check_at(&res, at, now_ms);
+    }
+    Ok(())
+}
+
+/// Schedules a check of `res` just after `at_ms` (a hold's deadline),
+/// unless one is due by then.
+fn check_at(res: &Resource, at_ms: u64, now_ms: u64) {
+    if watchers::with(|w| w.needs_check(res, at_ms)) {
+        let delay = at_ms.saturating_sub(now_ms).saturating_add(1);
+        jobs::push_after(Job::Observed(res.clone()), delay);
+    }
+}
+
+fn subscribe(ctx: Ctx) -> Result<(), Error> {
+    if SUBSCRIBED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let subscribe = rm!(RedisModule_SubscribeToKeyspaceEvents);
+    let types = raw::REDISMODULE_NOTIFY_GENERIC;
+    if unsafe { subscribe(ctx.0, types, Some(on_generic)) } != api::OK {
+        return Err(Error::Internal("keyspace event subscription failed"));
+    }
+    SUBSCRIBED.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+extern "C" fn on_generic(
+    ctx: *mut raw::RedisModuleCtx,
+    _kind: c_int,
+    _event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    guard("keyspace event", api::OK, || {
+        watchers::changed_name(Ctx(ctx), key);
+        api::OK
+    })
+}
+
+/// The check a change queued (`Job::Observed`): reads `res` once and
+/// answers its observers that saw another version.
+pub fn check_logged(ctx: Ctx, res: &Resource) {
+    if let Err(e) = check(ctx, res) {
+        ctx.log_warning(&format!("observers' check failed: {e}"));
+    }
+}
+
+fn check(ctx: Ctx, res: &Resource) -> Result<(), Error> {
+    let now_ms = now_us() / 1000;
+    watchers::with(|w| w.checked(res, now_ms));
+    if !watchers::with(|w| w.is_watched(res)) {
+        return Ok(());
+    }
+    unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
+    let name = unsafe {
+        rm!(RedisModule_CreateString)(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len())
+    };
+    let seen = lock_info::read(ctx, name, true, |view| {
+        Ok((view.seen().version(), view.ends_at()))
+    });
+    unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
+    let (version, ends_at) = match seen {
+        Ok(seen) => seen,
+        // Not a lock any more (another type): the observers learn it from
+        // the reply, read as the command would.
+        Err(_) => (u64::MAX, None),
+    };
+    let woken = watchers::with(|w| w.changed(res, version));
+    hand_over(woken, Woken::Changed);
+    if let Some(at) = ends_at {
+        check_at(res, at, now_ms);
+    }
+    Ok(())
+}
+
+/// The give-up job: nil to every observer whose `WAIT` ran out.
+pub fn give_up() {
+    let now_ms = now_us() / 1000;
+    let gone = watchers::with(|w| w.take_given_up(now_ms));
+    hand_over(gone, Woken::TimedOut);
+    if let Some(at) = watchers::with(|w| w.next_give_up()) {
+        jobs::push_after(
+            Job::ObserversGiveUp,
+            at.saturating_sub(now_ms).saturating_add(1),
+        );
+    }
+}
+
+fn hand_over(watchers: Vec<Watcher>, why: Woken) {
+    let Some(unblock) = (unsafe { raw::RedisModule_UnblockClient }) else {
+        return;
+    };
+    for w in watchers {
+        let data = Box::into_raw(Box::new(match why {
+            Woken::Changed => Woken::Changed,
+            Woken::TimedOut => Woken::TimedOut,
+        }));
+        if unsafe { unblock(w.0, data.cast::<c_void>()) } != api::OK {
+            // Not taken: the server will never free it, so we do.
+            drop(unsafe { Box::from_raw(data) });
+        }
+    }
+}
+
+extern "C" fn on_reply(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    guard("observer reply", api::OK, || {
+        let c = Ctx(ctx);
+        let result = (|| {
+            let get = rm!(RedisModule_GetBlockedClientPrivateData);
+            match unsafe { get(ctx).cast::<Woken>().as_ref() } {
+                Some(Woken::Changed) => {}
+                Some(Woken::TimedOut) => return c.reply_null(),
+                None => {
+                    return c.reply_error(&Error::Internal("observation ended without a reason"))
+                }
+            }
+            let argv = Argv::new(argv, argc)?;
+            let name = argv.key()?;
+            // Only reads here: the server is sending replies, not running
+            // commands.
+            lock_info::read(c, name, false, |view| reply(c, view.seen().version(), view))
+        })();
+        if let Err(e) = result {
+            let _ = c.reply_error(&e);
+        }
+        api::OK
+    })
+}
+
+/// `CLIENT UNBLOCK` (without ERROR), which the server reports as a timeout.
+extern "C" fn on_timeout(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    guard("observer unblocked", api::OK, || {
+        let Some(handle_of) = (unsafe { raw::RedisModule_GetBlockedClientHandle }) else {
+            return api::OK;
+        };
+        let bc = unsafe { handle_of(ctx) };
+        let _ = Ctx(ctx).reply_null();
+        left(bc);
+        api::OK
+    })
+}
+
+/// The connection closed or was killed, or `CLIENT UNBLOCK ... ERROR`
+/// ended the wait with the server's own error reply.
+extern "C" fn on_disconnected(
+    _ctx: *mut raw::RedisModuleCtx,
+    bc: *mut raw::RedisModuleBlockedClient,
+) {
+    guard("observer disconnect", (), || left(bc))
+}
+
+/// The observer left on its own: `unblock` it if we still owe that (once).
+fn left(bc: *mut raw::RedisModuleBlockedClient) {
+    if watchers::with(|w| w.leave(Watcher(bc))) {
+        if let Some(unblock) = unsafe { raw::RedisModule_UnblockClient } {
+            unsafe { unblock(bc, std::ptr::null_mut()) };
+        }
+    }
+}
+
+extern "C" fn free_woken(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    guard("observer free", (), || {
+        if !data.is_null() {
+            drop(unsafe { Box::from_raw(data.cast::<Woken>()) });
+        }
+    })
+}
