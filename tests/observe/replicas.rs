@@ -43,7 +43,11 @@ fn an_observer_on_a_replica_sees_a_lease_end_by_its_deadline() {
     r.wait_for_sync(SOON);
     let mut mc = m.conn();
     let mut rc = r.conn();
-    grant(&mut mc, "r", "a", 500);
+    // Warm the link up: the first WAIT after a sync can take a second.
+    grant(&mut mc, "warm", "w", LONG_TTL);
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut mc).unwrap();
+    // Long enough to be seen held on a loaded machine, short for the test.
+    grant(&mut mc, "r", "a", 2_000);
     let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut mc).unwrap();
     let (v, mut o) = watch(&r, &mut rc, "r");
     assert_ne!(v, FREE, "held on the replica");
