@@ -9,6 +9,8 @@
 //! - [`Guard`]: the held lock; fence, extend, release, release on drop, an
 //!   optional watchdog that renews and tells you when the lease is lost.
 //! - [`Redlock`]: one lock over N independent servers, granted by a quorum.
+//! - [`Election`]: leader election with fenced terms: campaign, resign, and
+//!   follow who leads without polling (`DLOCK.OBSERVE`).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -42,6 +44,7 @@
 #[cfg(feature = "tokio")]
 pub mod aio;
 mod by_token;
+mod election;
 mod error;
 mod guard;
 mod limits;
@@ -55,6 +58,7 @@ mod single;
 mod url;
 mod watchdog;
 
+pub use election::{Election, Leader, Leadership, Observe};
 pub use error::{Error, Result};
 pub use guard::Guard;
 pub use locker::{LockRequest, Locker};

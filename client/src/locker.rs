@@ -185,6 +185,14 @@ impl Locker {
         })
     }
 
+    pub(crate) fn io_timeout(&self) -> Duration {
+        self.settings.io_timeout
+    }
+
+    pub(crate) fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
     /// `DLOCK.INFO resource` as the server answers it (nil when free).
     pub fn info(&self, resource: &str) -> Result<Value> {
         let cmd = redis::cmd("DLOCK.INFO").arg(resource).clone();

@@ -36,7 +36,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod election;
 mod guard;
+pub use election::{Election, Leadership, Observe};
 pub use guard::Guard;
 
 /// The time a reply may take beyond the call's own deadline.
@@ -128,6 +130,7 @@ impl Locker {
             spec: Spec::new(vec![resource.into()]),
             watchdog: self.inner.watchdog,
             on_lost: None,
+            token: None,
         }
     }
 
@@ -262,11 +265,19 @@ pub struct LockRequest<'a> {
     spec: Spec,
     watchdog: bool,
     on_lost: Option<Box<dyn FnOnce() + Send>>,
+    token: Option<String>,
 }
 
 lock_options!(LockRequest);
 
 impl LockRequest<'_> {
+    /// Acquire with this token instead of a fresh random one (as the
+    /// blocking API's `LockRequest::token`). Must not be empty.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
     /// Acquires: `Ok(Some(guard))` when granted, `Ok(None)` when busy (or
     /// the wait ran out). Connection errors are retried with the same token
     /// for at most `retry_for` in a row, and the whole call ends by the
@@ -274,10 +285,13 @@ impl LockRequest<'_> {
     /// reply's margin.
     pub async fn acquire(self) -> Result<Option<Guard>> {
         self.spec.validate()?;
+        if self.token.as_deref() == Some("") {
+            return Err(Error::Invalid("token must not be empty".into()));
+        }
         let lease = Arc::new(AsyncLease {
             locker: self.locker.clone(),
             spec: self.spec,
-            token: new_token(),
+            token: self.token.unwrap_or_else(new_token),
             renewing: tokio::sync::Mutex::new(()),
         });
         let Some((fence, valid_until)) = lease.acquire().await? else {

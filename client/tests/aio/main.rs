@@ -304,3 +304,42 @@ async fn outage_ends_the_wait(url: &str, bound: std::time::Duration) -> dlock_cl
     assert!(matches!(e, dlock_client::Error::Unavailable(_)), "{e}");
     e
 }
+
+#[test]
+fn an_async_election_campaigns_observes_and_cancels_cleanly() {
+    use dlock_client::Leader;
+    let server = Server::start();
+    let mut c = server.conn();
+    runtime().block_on(async {
+        let locker = Locker::new(&server.url()).unwrap();
+        let election = locker.election("leader").ttl(10 * SEC);
+        let mut changes = election.observe();
+        assert_eq!(changes.next_leader().await.unwrap(), Leader::Nobody);
+        let a = election
+            .clone()
+            .id("a")
+            .campaign(std::time::Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        match changes.next_leader().await.unwrap() {
+            Leader::Leads { id, term, .. } => assert_eq!((id.as_str(), term), ("a", a.term())),
+            other => panic!("{other:?}"),
+        }
+        // A campaign cancelled while it waits leaves no waiter behind.
+        let b = election.clone().id("b");
+        let waiting = b.campaign(60 * SEC);
+        let cancelled = tokio::time::timeout(ms(300), waiting).await;
+        assert!(cancelled.is_err(), "still waiting when cancelled");
+        common::server::wait_until(10 * SEC, "no waiter left", || {
+            common::waiters(&mut c, "leader") == 0
+        });
+        assert!(a.resign().await.unwrap());
+        assert_eq!(changes.next_leader().await.unwrap(), Leader::Nobody);
+        assert_eq!(
+            holder(&mut c, "leader"),
+            None,
+            "the cancelled candidate holds nothing"
+        );
+    });
+}

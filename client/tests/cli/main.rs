@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod elect;
 mod errors;
 mod exec;
 mod lease;

@@ -8,6 +8,7 @@ mod common;
 mod proxy;
 
 mod api;
+mod election;
 mod faults;
 mod guard;
 mod loss;

@@ -135,6 +135,14 @@ impl Backend {
         Ok(Backend::Redlock { redlock, servers })
     }
 
+    /// The one server's locker (`None` for Redlock).
+    pub fn locker(&self) -> Option<&Locker> {
+        match self {
+            Backend::Single(s) => Some(&s.locker),
+            Backend::Redlock { .. } => None,
+        }
+    }
+
     /// Servers a result needs: 1, or a majority for Redlock.
     fn quorum(&self) -> usize {
         match self {

@@ -1,4 +1,6 @@
-//! `dlock exec`: run a command while holding a lock.
+//! `dlock exec`: run a command while holding a lock; and `dlock elect`:
+//! run a command while leading an election (the same, on an exclusive lock
+//! whose fence is the leadership's term).
 
 use crate::args::{self, usage, Args, Item, Parsed};
 use crate::backend::{Backend, LockSpec, Wait};
@@ -14,7 +16,24 @@ use std::time::Duration;
 /// The default `--grace`, lowered to ttl/4 for a ttl under 15 s.
 const GRACE: Duration = Duration::from_secs(5);
 
+/// Which of the two commands runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    Exec,
+    Elect,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Exec => "exec",
+            Mode::Elect => "elect",
+        }
+    }
+}
+
 struct Opts {
+    mode: Mode,
     lock: LockOpts,
     grace: Option<Duration>,
     conflict: i32,
@@ -23,8 +42,10 @@ struct Opts {
 }
 
 /// `None`: `--help` was asked for.
-fn parse(mut a: Args, urls: Vec<String>) -> Parsed<Option<Opts>> {
+fn parse(mut a: Args, urls: Vec<String>, mode: Mode) -> Parsed<Option<Opts>> {
+    let cmd = mode.name();
     let mut lock = LockOpts::new(urls);
+    let mut id: Option<String> = None;
     let mut grace = None;
     let mut conflict = codes::TEMPFAIL;
     let mut resource: Option<String> = None;
@@ -37,6 +58,13 @@ fn parse(mut a: Args, urls: Vec<String>) -> Parsed<Option<Opts>> {
                 }
                 match name.as_str() {
                     "help" => return Ok(None),
+                    "id" if mode == Mode::Elect => {
+                        let v = a.value(&name, inline)?;
+                        if v.is_empty() || v.contains('/') {
+                            return usage(format!("--id {v:?}: not empty, and no '/'"));
+                        }
+                        id = Some(v);
+                    }
                     "grace" => grace = Some(args::duration(&name, &a.value(&name, inline)?)?),
                     "conflict-exit-code" => {
                         let v = a.value(&name, inline)?;
@@ -45,7 +73,7 @@ fn parse(mut a: Args, urls: Vec<String>) -> Parsed<Option<Opts>> {
                             Err(_) => return usage(format!("--{name} {v:?}: not in 0..=255")),
                         };
                     }
-                    _ => return usage(format!("exec: unknown option --{name}")),
+                    _ => return usage(format!("{cmd}: unknown option --{name}")),
                 }
             }
             Item::Pos(p) if resource.is_none() => resource = Some(args::text("RESOURCE", p)?),
@@ -56,16 +84,28 @@ fn parse(mut a: Args, urls: Vec<String>) -> Parsed<Option<Opts>> {
                 command.extend(a.take_rest());
             }
             Item::DashDash if resource.is_some() => command.extend(a.take_rest()),
-            Item::DashDash => return usage("exec: RESOURCE goes before --"),
+            Item::DashDash => return usage(format!("{cmd}: RESOURCE goes before --")),
         }
     }
     let Some(resource) = resource else {
-        return usage("exec: RESOURCE and COMMAND are missing");
+        return usage(format!("{cmd}: RESOURCE and COMMAND are missing"));
     };
     if command.is_empty() {
-        return usage("exec: COMMAND is missing (dlock exec RESOURCE -- COMMAND [ARGS...])");
+        return usage(format!(
+            "{cmd}: COMMAND is missing (dlock {cmd} RESOURCE -- COMMAND [ARGS...])"
+        ));
+    }
+    if mode == Mode::Elect {
+        if lock.shared || lock.limit.is_some() {
+            return usage("elect: a leader holds the election alone (no --shared or --limit)");
+        }
+        // Observers see the id before the '/' of the lease's token.
+        if let Some(id) = id {
+            lock.token = Some(format!("{id}/{}", uuid::Uuid::new_v4().simple()));
+        }
     }
     Ok(Some(Opts {
+        mode,
         lock,
         grace,
         conflict,
@@ -88,20 +128,25 @@ fn grace(ttl: Duration, asked: Option<Duration>) -> Parsed<Duration> {
     }
 }
 
-pub fn main(a: Args, urls: Vec<String>) -> i32 {
-    let opts = match parse(a, urls) {
+pub fn main(a: Args, urls: Vec<String>, mode: Mode) -> i32 {
+    let cmd = mode.name();
+    let opts = match parse(a, urls, mode) {
         Ok(Some(o)) => o,
-        Ok(None) => return crate::help::print("exec"),
-        Err(u) => return crate::usage_error(u, "exec"),
+        Ok(None) => return crate::help::print(cmd),
+        Err(u) => return crate::usage_error(u, cmd),
     };
     let grace = match grace(opts.lock.ttl, opts.grace) {
         Ok(g) => g,
-        Err(u) => return crate::usage_error(u, "exec"),
+        Err(u) => return crate::usage_error(u, cmd),
     };
     let backend = match Backend::from_urls(&opts.lock.urls) {
         Ok(b) => b,
         Err(e) => return crate::fail(&e.0, e.1),
     };
+    if mode == Mode::Elect && !matches!(backend, Backend::Single(_)) {
+        let u = crate::args::Usage("elect: one --url (a term is one server's fence)".into());
+        return crate::usage_error(u, cmd);
+    }
     let signals = match signals::install() {
         Ok(s) => s,
         Err(e) => return crate::fail(&format!("cannot set up signals: {e}"), codes::OSERR),
@@ -145,11 +190,14 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
         eprintln!("dlock: {} before the command started", signals::name(sig));
         return 128 + sig;
     }
-    let env = [
+    let mut env = vec![
         ("DLOCK_RESOURCE", res.clone()),
         ("DLOCK_TOKEN", guard.token().to_string()),
         ("DLOCK_FENCE", guard.fence().to_string()),
     ];
+    if opts.mode == Mode::Elect {
+        env.push(("DLOCK_TERM", guard.fence().to_string()));
+    }
     // Started first, so that the command never runs without it; no reaper,
     // no command.
     let reaper = match reaper::start() {
@@ -244,7 +292,7 @@ mod tests {
     use super::*;
 
     fn p(v: &[&str]) -> Parsed<Option<Opts>> {
-        parse(Args::new(v.iter().map(OsString::from)), vec![])
+        parse(Args::new(v.iter().map(OsString::from)), vec![], Mode::Exec)
     }
 
     #[test]

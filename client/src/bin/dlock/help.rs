@@ -13,6 +13,10 @@ USAGE
 COMMANDS
     exec RESOURCE -- CMD...     run CMD while holding the lock on RESOURCE,
                                 renewed while it runs, released after it exits
+    elect NAME -- CMD...        run CMD while this process leads the election
+                                NAME (waits to lead; DLOCK_TERM is the term)
+    observe NAME                print who leads NAME (holds its lock), one line
+                                now and one per change, without polling
     status RESOURCE             holders, fences, TTLs and waiters
     acquire RESOURCE            take the lock, print \"TOKEN FENCE\", keep it
     extend RESOURCE TOKEN       extend a lease by its token
@@ -45,6 +49,8 @@ PERMISSIONS
     extend           dlock.extend
     release          dlock.release
     status           dlock.info
+    observe          dlock.observe
+    elect            as exec
     A refused login or command exits 77.
 
 DURATIONS
@@ -77,6 +83,67 @@ EXAMPLES
     dlock extend job:42 \"$token\" --ttl 1m
     dlock release job:42 \"$token\"
     dlock status --json job:42
+";
+
+const ELECT: &str = "\
+dlock elect [OPTIONS] NAME [--] COMMAND [ARGS...]
+
+Leader election: waits (in the server's FIFO queue of candidates) until this
+process leads NAME, then runs COMMAND as `dlock exec` does, with DLOCK_TERM
+(the leadership's term: its lock's fence, higher than every earlier term)
+besides DLOCK_RESOURCE, DLOCK_TOKEN and DLOCK_FENCE. The leadership is
+renewed every ttl/3 while the command's process group runs; if it is lost
+(an admin's DEL, renewals that do not get through before the lease could
+end), the group gets SIGTERM, then SIGKILL after --grace, and dlock exits
+79. When the command exits, dlock resigns: the next candidate leads at once.
+
+OPTIONS
+    --url URL               the server (one: a term is one server's fence)
+    --id ID                 the id observers see (`dlock observe`), before the
+                            '/' of the lease's token; no '/' in it
+    --ttl DURATION          the leadership's lease, renewed every ttl/3
+                            (default 30s): a leader that stops renewing
+                            (crashed, cut off) is replaced within it
+    --wait DURATION         campaign up to DURATION (default: until leading)
+    --no-wait               lead now or not at all (exit 75)
+    --retry-for DURATION    as for exec
+    --grace DURATION        as for exec
+    --conflict-exit-code N  exit status when another leads when the wait ends
+                            (default 75)
+    -h, --help
+
+Exit status as for exec (see dlock --help).
+
+EXAMPLE
+    # one scheduler across the fleet; a standby takes over within 10 s
+    dlock elect --id \"$(hostname)\" --ttl 10s scheduler -- ./scheduler
+";
+
+const OBSERVE: &str = "\
+dlock observe [OPTIONS] NAME
+
+Prints who leads the election NAME (who holds the lock on NAME) now, then
+one line each time that changes, until interrupted or --count lines are
+printed. The server answers when the holder changes (DLOCK.OBSERVE): nothing
+is polled. A line is a state, not an event: a leadership that came and went
+between two lines may not be shown; the latest always is.
+
+    leader ID term N      ID leads (the id its candidate gave, else its
+                          token) in term N
+    nobody                nobody leads
+    handing-over          the leadership is being handed to the next
+                          candidate
+
+OPTIONS
+    --url URL     the server (one)
+    --json        one JSON object per line: {\"leader\":\"ID\",\"term\":N,
+                  \"token\":\"...\"}, {\"leader\":null}, or
+                  {\"leader\":null,\"handing_over\":true}
+    --count N     exit 0 after N lines
+    -h, --help
+
+A server that cannot be reached is retried for 5 s in a row, then dlock
+exits 69. Needs dlock.observe (and +@dlock grants it).
 ";
 
 const EXEC: &str = "\
@@ -228,6 +295,8 @@ fn text(topic: &str) -> Option<&'static str> {
     Some(match topic {
         "" => MAIN,
         "exec" => EXEC,
+        "elect" => ELECT,
+        "observe" => OBSERVE,
         "status" => STATUS,
         "acquire" => ACQUIRE,
         "extend" => EXTEND,

@@ -8,6 +8,7 @@ mod codes;
 mod exec;
 mod help;
 mod lockopts;
+mod observe;
 mod reaper;
 mod scripts;
 mod signals;
@@ -65,7 +66,9 @@ fn run() -> i32 {
             Item::Pos(cmd) => {
                 let cmd = cmd.to_string_lossy().into_owned();
                 return match cmd.as_str() {
-                    "exec" => exec::main(a, urls),
+                    "exec" => exec::main(a, urls, exec::Mode::Exec),
+                    "elect" => exec::main(a, urls, exec::Mode::Elect),
+                    "observe" => observe::main(a, urls),
                     "status" => status::main(a, urls),
                     "acquire" => scripts::acquire(a, urls),
                     "extend" => scripts::by_token(a, urls, "extend"),

@@ -201,7 +201,7 @@ pub fn to_text(resource: &str, info: &Info) -> String {
 }
 
 /// A JSON string literal.
-fn quote(s: &str) -> String {
+pub fn quote(s: &str) -> String {
     let mut q = String::from("\"");
     for c in s.chars() {
         match c {
