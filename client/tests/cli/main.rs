@@ -9,6 +9,7 @@ mod common;
 mod errors;
 mod exec;
 mod lease;
+mod list;
 mod reaper;
 mod redlock;
 mod scripts;

@@ -7,8 +7,10 @@ mod child;
 mod codes;
 mod exec;
 mod help;
+mod list;
 mod lockopts;
 mod reaper;
+mod scan;
 mod scripts;
 mod signals;
 mod status;
@@ -67,6 +69,7 @@ fn run() -> i32 {
                 return match cmd.as_str() {
                     "exec" => exec::main(a, urls),
                     "status" => status::main(a, urls),
+                    "list" => list::main(a, urls),
                     "acquire" => scripts::acquire(a, urls),
                     "extend" => scripts::by_token(a, urls, "extend"),
                     "release" => scripts::by_token(a, urls, "release"),
