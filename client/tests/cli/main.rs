@@ -10,6 +10,7 @@ mod elect;
 mod errors;
 mod exec;
 mod lease;
+mod list;
 mod reaper;
 mod redlock;
 mod scripts;

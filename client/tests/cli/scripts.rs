@@ -211,6 +211,7 @@ fn help_documents_every_option() {
         "acquire",
         "extend",
         "release",
+        "list",
         "DLOCK_URL",
     ] {
         assert!(main.contains(s), "dlock --help lacks {s}");

@@ -143,6 +143,14 @@ impl Backend {
         }
     }
 
+    /// The servers' URLs, in `--url` order.
+    pub fn urls(&self) -> Vec<&str> {
+        match self {
+            Backend::Single(s) => vec![s.url.as_str()],
+            Backend::Redlock { servers, .. } => servers.iter().map(|s| s.url.as_str()).collect(),
+        }
+    }
+
     /// Servers a result needs: 1, or a majority for Redlock.
     fn quorum(&self) -> usize {
         match self {
@@ -295,7 +303,7 @@ pub struct Hold {
 }
 
 /// A map (RESP3) or flat array (RESP2) of fields.
-fn fields(v: Value) -> Option<Vec<(String, Value)>> {
+pub fn fields(v: Value) -> Option<Vec<(String, Value)>> {
     let pairs = match v {
         Value::Map(m) => m,
         Value::Array(a) => {
@@ -314,15 +322,29 @@ fn fields(v: Value) -> Option<Vec<(String, Value)>> {
         .collect()
 }
 
-fn text(v: Value) -> Option<String> {
+pub fn text(v: Value) -> Option<String> {
     match v {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+        Value::BulkString(b) => Some(escaped(&b)),
         Value::SimpleString(s) | Value::VerbatimString { text: s, .. } => Some(s),
         _ => None,
     }
 }
 
-fn int(v: &Value) -> i64 {
+/// Bytes as text: UTF-8 as it is, each byte that is not UTF-8 as `\xNN`.
+/// Names and tokens are binary-safe; a lossy conversion would show
+/// different tokens as the same one.
+pub fn escaped(b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len());
+    for chunk in b.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out
+}
+
+pub fn int(v: &Value) -> i64 {
     match v {
         Value::Int(n) => *n,
         _ => 0,
@@ -386,5 +408,19 @@ impl Info {
             Info::Lock { fence, .. } => vec![*fence],
             Info::Holds { holds, .. } => holds.iter().map(|h| h.fence).collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_escaped() {
+        assert_eq!(escaped(b"job:1"), "job:1");
+        assert_eq!(escaped("caf\u{e9}".as_bytes()), "caf\u{e9}");
+        assert_eq!(escaped(&[b'a', 0xff, b'b', 0xc3]), "a\\xffb\\xc3");
+        let token = Value::BulkString(vec![b't', 0x80]);
+        assert_eq!(text(token).as_deref(), Some("t\\x80"));
     }
 }

@@ -53,7 +53,8 @@ EXIT STATUS
     128+N  exec: the command died of signal N
     64     usage error: bad option, duration, --grace not below ttl/3 (EX_USAGE)
     69     server unreachable, timed out, in restart quarantine, without the
-           dlock module, or (Redlock) no majority reachable (EX_UNAVAILABLE)
+           dlock module, or (Redlock) no majority reachable (EX_UNAVAILABLE);
+           list: a server or master not listed (the others are printed)
     70     unexpected server reply (EX_SOFTWARE)
     71     cannot start or wait for the command (EX_OSERR)
     75     lock busy with --no-wait, or the wait ran out (EX_TEMPFAIL;

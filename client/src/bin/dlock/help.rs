@@ -18,6 +18,8 @@ COMMANDS
     observe NAME                print who leads NAME (holds its lock), one line
                                 now and one per change, without polling
     status RESOURCE             holders, fences, TTLs and waiters
+    list [PATTERN]              every lock on the server (or on every master
+                                of its cluster), with holders and waiters
     acquire RESOURCE            take the lock, print \"TOKEN FENCE\", keep it
     extend RESOURCE TOKEN       extend a lease by its token
     release RESOURCE TOKEN      release a lease by its token
@@ -51,6 +53,10 @@ PERMISSIONS
     status           dlock.info
     observe          dlock.observe
     elect            as exec
+    list             scan, dlock.info, and cluster|shards (CLUSTER SHARDS
+                     tells a cluster node, whose masters are all listed, from
+                     a server); locks outside the user's key patterns are
+                     left out, and counted on stderr (exit 77)
     A refused login or command exits 77.
 
 DURATIONS
@@ -83,6 +89,9 @@ EXAMPLES
     dlock extend job:42 \"$token\" --ttl 1m
     dlock release job:42 \"$token\"
     dlock status --json job:42
+
+    # the locks of the jobs, the longest held first
+    dlock list --sort fence 'job:*'
 ";
 
 const ELECT: &str = "\
@@ -229,6 +238,37 @@ fence, TTL, token and owner; how many requests are queued.
 Exit status 0 whatever the state; 69 server unreachable.
 ";
 
+const LIST: &str = "\
+dlock list [--url URL]... [--sort KEY] [--json] [PATTERN]
+
+Every lock on the server, or, on a node of a Redis Cluster, on every master
+of the cluster; with PATTERN (a glob, as SCAN MATCH takes it: job:*,
+{order:42}*) those whose name matches. Per lock: its resource, kind (lock,
+rwlock, semaphore), state (held, or reserved: nobody holds it, it is kept
+for the first waiter), holders (of the limit, for a semaphore) and waiters;
+per holder its mode, fence, TTL, token and owner, one line each. Read with
+SCAN ... TYPE dlocklock and pipelined DLOCK.INFO, never KEYS: the servers
+keep serving meanwhile, and a lock taken, released or moved while it runs
+may be missing or shown as it was. A lock is found by its key: a queue on a
+resource nobody holds has, as a rule, none, and is not listed (dlock status
+RESOURCE shows it).
+
+    --sort KEY    resource (the default: by name), ttl (the lease that ends
+                  first, first), fence (the lowest first: held longest),
+                  waiters (the most first)
+    --json        one JSON document, an array with one object per lock:
+                  {\"server\":\"127.0.0.1:6379\",\"resource\":\"r\",\"state\":\"held\",
+                   \"kind\":\"lock\",\"limit\":1,\"waiters\":0,\"holds\":[...]}
+                  (holds as dlock status --json shows them)
+    --url URL     the server; given several times, each one (SERVER column)
+
+Names and tokens that are not UTF-8 show each such byte as \\xNN; in the
+table, control characters too.
+
+Exit status 0 listed; 69 a server or master could not be listed (what
+could be is printed); 77 a command or key refused; 64 usage.
+";
+
 const ACQUIRE: &str = "\
 dlock acquire [OPTIONS] RESOURCE
 
@@ -298,6 +338,7 @@ fn text(topic: &str) -> Option<&'static str> {
         "elect" => ELECT,
         "observe" => OBSERVE,
         "status" => STATUS,
+        "list" => LIST,
         "acquire" => ACQUIRE,
         "extend" => EXTEND,
         "release" => RELEASE,

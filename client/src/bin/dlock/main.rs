@@ -7,9 +7,11 @@ mod child;
 mod codes;
 mod exec;
 mod help;
+mod list;
 mod lockopts;
 mod observe;
 mod reaper;
+mod scan;
 mod scripts;
 mod signals;
 mod status;
@@ -70,6 +72,7 @@ fn run() -> i32 {
                     "elect" => exec::main(a, urls, exec::Mode::Elect),
                     "observe" => observe::main(a, urls),
                     "status" => status::main(a, urls),
+                    "list" => list::main(a, urls),
                     "acquire" => scripts::acquire(a, urls),
                     "extend" => scripts::by_token(a, urls, "extend"),
                     "release" => scripts::by_token(a, urls, "release"),

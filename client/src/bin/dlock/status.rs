@@ -105,7 +105,7 @@ fn redlock_status(
 }
 
 /// `free`, `held` or `reserved` (free, but kept for its queue).
-fn state(info: &Info) -> &'static str {
+pub fn state(info: &Info) -> &'static str {
     match info {
         Info::Free => "free",
         Info::Lock { token: None, .. } => "reserved",
@@ -116,7 +116,7 @@ fn state(info: &Info) -> &'static str {
 }
 
 /// The holds, the kind and the limit, the same way for every kind.
-fn holds(info: &Info) -> (String, i64, Vec<Hold>) {
+pub fn holds(info: &Info) -> (String, i64, Vec<Hold>) {
     match info {
         Info::Free => ("lock".into(), 1, vec![]),
         Info::Lock { token: None, .. } => ("lock".into(), 1, vec![]),
@@ -155,7 +155,7 @@ fn holds(info: &Info) -> (String, i64, Vec<Hold>) {
     }
 }
 
-fn ttl(ms: i64) -> String {
+pub fn ttl(ms: i64) -> String {
     if ms < 0 {
         "none".into()
     } else {
