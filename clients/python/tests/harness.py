@@ -279,14 +279,8 @@ def _pairs(v) -> Dict[str, object]:
 
 def calls(c: redis.Redis, command: str) -> int:
     """How often the server ran ``command`` (``INFO commandstats``)."""
-    info = c.execute_command("INFO", "commandstats")
-    if isinstance(info, bytes):
-        info = info.decode()
-    key = f"cmdstat_{command.lower()}:"
-    for line in info.splitlines():
-        if line.startswith(key):
-            return int(line.split("calls=")[1].split(",")[0])
-    return 0
+    stats = c.info("commandstats")
+    return int(stats.get(f"cmdstat_{command.lower()}", {}).get("calls", 0))
 
 
 def dead_url() -> str:
