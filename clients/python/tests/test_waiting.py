@@ -53,8 +53,10 @@ def test_a_waiter_is_handed_the_lock_on_release_in_fifo_order(server, locker):
     assert holder(c, "res") is None
 
 
-def test_a_handed_over_lease_is_refreshed_and_budgeted_from_the_refresh(server, locker):
+def test_a_handed_over_lease_is_budgeted_from_the_send_or_refreshed(server, locker):
     c = server.conn()
+    # A quick handoff: counted from the ACQUIRE's send (before the
+    # server's handoff), no refresh.
     held = locker.lock("res", ttl=30).acquire(blocking=False)
     extends = calls(c, "dlock.extend")
     t, out = _in_thread(lambda: locker.lock("res", ttl=5, wait=10).acquire())
@@ -64,11 +66,23 @@ def test_a_handed_over_lease_is_refreshed_and_budgeted_from_the_refresh(server, 
     t.join(10)
     lease = out[0]
     assert lease is not None
-    assert calls(c, "dlock.extend") == extends + 1, "one refresh after the handoff"
-    # Counted from the refresh's send: within the server's deadline.
+    assert calls(c, "dlock.extend") == extends, "no refresh"
     assert lease.deadline <= time.monotonic() + c.pttl("res") / 1000 + 0.001
-    assert 4 < lease.remaining() <= 5
+    assert 4.5 < lease.remaining() <= 5 - 0.2
+    # A handoff after a third of the ttl: refreshed, and counted from the
+    # refresh's send.
+    extends = calls(c, "dlock.extend")
+    t, out = _in_thread(lambda: locker.lock("res", ttl=1.5, wait=10).acquire())
+    wait_until(10, "the waiter queued", lambda: waiters(c, "res") == 1)
+    time.sleep(0.7)
     lease.release()
+    t.join(10)
+    late = out[0]
+    assert late is not None
+    assert calls(c, "dlock.extend") == extends + 1, "one refresh after the handoff"
+    assert late.deadline <= time.monotonic() + c.pttl("res") / 1000 + 0.001
+    assert 1.2 < late.remaining() <= 1.5
+    late.release()
 
 
 def test_the_wait_budget_bounds_the_call_and_leaves_no_waiter(server, locker):

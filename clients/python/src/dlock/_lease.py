@@ -1,23 +1,31 @@
 """A held lock (:class:`Lease`): its token, fence and lease budget; extend,
-release; and the thread behind it that renews it (a watchdog) and in any
-case marks it lost when its budget passes.
+release; and the watchdog that renews it and in any case marks it lost
+when its budget passes.
 
 The same lease serves a lock on one server and a Redlock over several:
 what differs is the backend behind it (its ``extend`` and ``release``).
 
 The watchdog renews with ``EXTEND`` a third of the ttl after the last grant
 or renewal was *sent*, each renewal budgeted from its own send time. Its
-schedule is read from the lease's state on every wake-up, and every change
-of deadline (a manual ``extend``, shorter or longer) wakes it. A failed
-attempt (no answer, too few replicas) is retried while the budget lasts; an
-``EXTEND`` answered 0, or the budget running out, ends renewal for good and
-marks the lease lost. ``release()`` stops the thread before the ``RELEASE``
-is sent, so it never renews after release.
+schedule follows every change of deadline (a manual ``extend``, shorter or
+longer). A failed attempt (no answer, too few replicas) is retried while
+the budget lasts; an ``EXTEND`` answered 0, or the budget running out, ends
+renewal for good and marks the lease lost. ``release()`` waits for a
+renewal under way and stops renewal before the ``RELEASE`` is sent, so no
+renewal is ever sent after it.
+
+One scheduler thread per process keeps every lease's next renewal (or loss
+check) in a heap and hands due work to a small pool of daemon worker
+threads, so a lease costs no thread of its own, and one renewal stuck on a
+paused server does not hold back the others (another worker takes them).
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
+import os
+import queue
 import threading
 import warnings
 from typing import Any, Callable, List, Optional, Sequence, Union
@@ -53,8 +61,8 @@ def retry_pause(ttl_ms: int) -> float:
 
 
 class _Shared:
-    """What the lease and its thread share (the thread holds no reference
-    to the Lease itself, so an abandoned lease can be collected)."""
+    """What the lease and the watchdog share (the scheduler holds no
+    reference to the Lease itself, so an abandoned lease can be collected)."""
 
     def __init__(self, backend: Any, ttl_ms: int, valid_until: float) -> None:
         self.backend = backend
@@ -67,8 +75,17 @@ class _Shared:
         self.callbacks: List[Callable[[], Any]] = []
         # Held by a renewal from sending its EXTEND until its outcome is
         # applied: two renewals in flight at once could be run by the server
-        # in one order and applied here in the other.
+        # in one order and applied here in the other; and release() takes it
+        # so that no renewal is sent after its RELEASE.
         self.renewing = threading.Lock()
+        # The watchdog: whether it renews (else it only watches the budget),
+        # whether it runs, the generation of its current heap entry, and a
+        # failed renewal's retry (made under the deadline ``retry_under``).
+        self.renew = False
+        self.watching = False
+        self.gen = 0
+        self.retry_under: Optional[float] = None
+        self.retry_at = 0.0
 
     def is_over(self, t: float) -> bool:
         return self.lost or t >= self.valid_until
@@ -77,6 +94,84 @@ class _Shared:
         """A third of the ttl after the last grant or renewal was sent."""
         two_thirds = (self.ttl_ms - self.ttl_ms // 3) / 1000
         return self.valid_until - two_thirds
+
+    def due(self) -> float:
+        if self.retry_under is not None and self.retry_under == self.valid_until:
+            return self.retry_at
+        return self.renewal_due()
+
+    def watch(self, renew: bool) -> None:
+        """Starts watching (renewing too, if ``renew``)."""
+        with self.cond:
+            if renew:
+                self.renew = True
+            if self.watching and not renew:
+                return
+            self.watching = True
+        self.reschedule()
+
+    def reschedule(self) -> None:
+        """Schedules the next look at this lease: its renewal, or the end
+        of its budget. Called on every change of deadline."""
+        with self.cond:
+            if not self.watching or self.released or self.lost:
+                return
+            self.gen += 1
+            at = min(self.due(), self.valid_until) if self.renew else self.valid_until
+        _scheduler.schedule(at, self)
+
+    def tick(self) -> None:
+        """A scheduled look (on a worker thread): renew if due, mark lost
+        if the budget passed, else schedule the next look."""
+        _ticking.sh = self
+        try:
+            self._tick()
+        finally:
+            _ticking.sh = None
+
+    def _tick(self) -> None:
+        with self.renewing:
+            with self.cond:
+                if self.released or self.lost:
+                    return
+                t = now()
+                expired = t >= self.valid_until
+                if not expired and (not self.renew or t < self.due()):
+                    early = True
+                else:
+                    early = False
+                ttl, under = self.ttl_ms, self.valid_until
+            if expired:
+                self.mark_lost()
+                return
+            if early:
+                self.reschedule()
+                return
+            try:
+                r = self.backend.extend(ttl)
+            except Exception as e:  # a backend bug must not end renewal silently
+                log.exception("dlock: renewal failed")
+                r = Renewal(FAILED, error=DlockError(str(e)))
+            if r.kind == EXTENDED:
+                with self.cond:
+                    ok = now() < self.valid_until and not self.lost
+                    if ok:
+                        self.valid_until = r.until
+                        self.retry_under = None
+                        self.cond.notify_all()
+                if not ok:
+                    # The budget ran out before the renewal came back: the
+                    # lease was already reported lost (``lost``), and a
+                    # budget passing ends renewal for good.
+                    self.mark_lost()
+                    return
+            elif r.kind == LOST:
+                self.mark_lost()
+                return
+            else:
+                with self.cond:
+                    self.retry_under, self.retry_at = under, now() + retry_pause(ttl)
+        self.reschedule()
 
     def mark_lost(self) -> None:
         """Marks the lease lost for good and tells everyone, once: the
@@ -101,11 +196,14 @@ class _Shared:
         budget is never revived."""
         if r.kind == EXTENDED:
             with self.cond:
-                if not self.is_over(now()):
+                ok = not self.is_over(now())
+                if ok:
                     self.valid_until = r.until
                     self.ttl_ms = ttl_ms
                     self.cond.notify_all()
-                    return True
+            if ok:
+                self.reschedule()
+                return True
             self.mark_lost()
             return False
         if r.kind == LOST:
@@ -115,75 +213,90 @@ class _Shared:
         raise r.error
 
 
-def _watch(sh: _Shared, renew: bool) -> None:
-    retry_under: Optional[float] = None
-    retry_at = 0.0
+_ticking = threading.local()
 
-    def due() -> float:
-        if retry_under is not None and retry_under == sh.valid_until:
-            return retry_at
-        return sh.renewal_due()
 
-    while True:
-        # Sleep until the renewal is due, the release, or the budget's end.
-        with sh.cond:
-            while True:
-                if sh.released or sh.lost:
-                    return
-                t = now()
-                if t >= sh.valid_until:
-                    break
-                if renew:
-                    d = due()
-                    if t >= d:
-                        break
-                    wake = min(d, sh.valid_until)
-                else:
-                    wake = sh.valid_until
-                sh.cond.wait(wake - t)
-        if now() >= sh.valid_until and not (sh.released or sh.lost):
-            sh.mark_lost()
-            return
-        # One renewal at a time: a manual extend may be under way; once it
-        # is done, look again (it may have lost the lease, or moved the
-        # deadline and so the schedule).
-        with sh.renewing:
-            with sh.cond:
-                if sh.released or sh.lost:
-                    return
-                t = now()
-                if t >= sh.valid_until:
-                    expired = True
-                else:
-                    expired = False
-                    if t < due():
-                        continue
-                    ttl, under = sh.ttl_ms, sh.valid_until
-            if expired:
-                sh.mark_lost()
-                return
+def _in_tick(sh: "_Shared") -> bool:
+    return getattr(_ticking, "sh", None) is sh
+
+
+class _Workers:
+    """Daemon threads that run renewals: started on demand (one more
+    whenever none is idle, up to ``MAX_WORKERS``), kept for reuse."""
+
+    MAX_WORKERS = 64
+
+    def __init__(self) -> None:
+        self.q: "queue.SimpleQueue[Callable[[], None]]" = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.count = 0
+        self.idle = 0
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        with self.lock:
+            spawn = self.idle == 0 and self.count < self.MAX_WORKERS
+            if spawn:
+                self.count += 1
+            else:
+                self.idle -= 1  # this one is taken
+        self.q.put(fn)
+        if spawn:
+            threading.Thread(target=self._run, name="dlock-watchdog", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            fn = self.q.get()
             try:
-                r = sh.backend.extend(ttl)
-            except Exception as e:  # a backend bug must not kill the thread silently
-                log.exception("dlock: renewal failed")
-                r = Renewal(FAILED, error=DlockError(str(e)))
-            if r.kind == EXTENDED:
-                with sh.cond:
-                    if now() < sh.valid_until and not sh.lost:
-                        sh.valid_until = r.until
-                        retry_under = None
-                        sh.cond.notify_all()
+                fn()
+            except Exception:
+                log.exception("dlock: watchdog work failed")
+            with self.lock:
+                self.idle += 1
+
+
+class _Scheduler:
+    """The process's watchdog: a heap of (when, generation, lease) and one
+    daemon thread that hands each due entry to the workers. An entry whose
+    generation is no longer the lease's is stale (rescheduled since)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition(threading.Lock())
+        self.heap: List[Any] = []
+        self.seq = 0
+        self.thread: Optional[threading.Thread] = None
+        self.workers = _Workers()
+        self.pid = os.getpid()
+
+    def schedule(self, at: float, sh: "_Shared") -> None:
+        with self.cond:
+            if self.pid != os.getpid():  # forked: the threads did not come along
+                self.__init__()  # type: ignore[misc]
+            self.seq += 1
+            heapq.heappush(self.heap, (at, self.seq, sh.gen, sh))
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="dlock-scheduler", daemon=True)
+                self.thread.start()
+            elif self.heap[0][1] == self.seq:
+                self.cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while True:
+                    if not self.heap:
+                        self.cond.wait()
                         continue
-                # The budget ran out before the renewal came back: the
-                # lease has already been reported lost (``lost``), and a
-                # budget passing ends renewal for good.
-                sh.mark_lost()
-                return
-            if r.kind == LOST:
-                sh.mark_lost()
-                return
-            retry_under = under
-            retry_at = now() + retry_pause(ttl)
+                    at = self.heap[0][0]
+                    t = now()
+                    if at <= t:
+                        _, _, gen, sh = heapq.heappop(self.heap)
+                        break
+                    self.cond.wait(at - t)
+            if gen == sh.gen and not sh.released and not sh.lost:
+                self.workers.submit(sh.tick)
+
+
+_scheduler = _Scheduler()
 
 
 class Lease:
@@ -223,8 +336,6 @@ class Lease:
         self._fences = fences
         self._sh = _Shared(backend, ttl_ms, valid_until)
         self._renews = watchdog
-        self._thread: Optional[threading.Thread] = None
-        self._thread_lock = threading.Lock()
         if on_lost is not None:
             self.add_lost_callback(on_lost)
         if now() >= valid_until:
@@ -233,16 +344,7 @@ class Lease:
             self._watch()
 
     def _watch(self) -> None:
-        with self._thread_lock:
-            if self._thread is None:
-                t = threading.Thread(
-                    target=_watch,
-                    args=(self._sh, self._renews),
-                    name="dlock-watchdog",
-                    daemon=True,
-                )
-                self._thread = t
-                t.start()
+        self._sh.watch(self._renews)
 
     # --- what the lease is ---------------------------------------------------
 
@@ -381,12 +483,14 @@ class Lease:
             if sh.released:
                 return False
             sh.released = True
+            sh.gen += 1
             sh.cond.notify_all()
-        t = self._thread
-        if t is not None and t is not threading.current_thread():
-            # Never renew after release: the watchdog has ended before the
-            # RELEASE is sent.
-            t.join()
+        # Never renew after release: a renewal under way ends before the
+        # RELEASE is sent, and none starts after (``released`` is set). An
+        # on_lost callback that releases runs on the renewing thread, which
+        # already holds the lock.
+        if sh.renewing.acquire(timeout=0 if _in_tick(sh) else -1):
+            sh.renewing.release()
         with sh.cond:
             valid_until = sh.valid_until
             over = sh.is_over(now())
@@ -417,6 +521,7 @@ class Lease:
         # its ttl (a watchdog must never outlive its holder).
         with sh.cond:
             sh.released = True
+            sh.gen += 1
             sh.cond.notify_all()
         if not sh.lost:
             warnings.warn(

@@ -198,12 +198,20 @@ class SingleBackend:
                 raise
             fence = reply
             break
+        ttl = self.spec.ttl_ms / 1000
         if w is None:
-            return fence, sent + self.spec.ttl_ms / 1000
+            return fence, sent + ttl
         # A grant handed over while waiting started its lease at the
-        # handoff, before the reply arrived: refresh with the same token
-        # and count from when the refresh was sent, within what is left of
-        # the call (at least a reply's margin).
+        # handoff, after this attempt was sent: counted from the send, the
+        # budget ends no later than the server's deadline. A quick handoff
+        # keeps that budget (most of the ttl is left); after a longer wait
+        # (past a third of the ttl, when a watchdog would renew at once) or
+        # when replicas must confirm the grant, refresh with the same token
+        # and count from the refresh's send.
+        if now() - sent <= ttl / 3 and self.settings.min_replicas is None:
+            return fence, sent + ttl
+        # The refresh gets what is left of the call, and at least a
+        # reply's margin.
         refresh_by = max(deadline, now() + REPLY_MARGIN)
         r = self.extend_by(self.spec.ttl_ms, refresh_by)
         if r.kind == EXTENDED:

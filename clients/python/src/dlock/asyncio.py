@@ -476,8 +476,18 @@ class _Backend:
                 raise
             fence = reply
             break
+        ttl = self.spec.ttl_ms / 1000
         if w is None:
-            return fence, sent + self.spec.ttl_ms / 1000
+            return fence, sent + ttl
+        # A grant handed over while waiting started its lease at the
+        # handoff, after this attempt was sent: counted from the send, the
+        # budget ends no later than the server's deadline. A quick handoff
+        # keeps that budget (most of the ttl is left); after a longer wait
+        # (past a third of the ttl, when a watchdog would renew at once) or
+        # when replicas must confirm the grant, refresh with the same token
+        # and count from the refresh's send.
+        if now() - sent <= ttl / 3 and self.settings.min_replicas is None:
+            return fence, sent + ttl
         refresh_by = max(deadline, now() + REPLY_MARGIN)
         r = await self.extend_by(self.spec.ttl_ms, refresh_by)
         if r.kind == EXTENDED:
