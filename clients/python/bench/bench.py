@@ -4,11 +4,15 @@ started here on a loopback port):
 
 1. an uncontended lock/unlock cycle (latency per cycle);
 2. critical sections per second with THREADS threads contending for one
-   lock (default 32), with each thread's count, so that starvation shows.
+   lock (default 32), with each thread's count, so that starvation shows:
+   once back to back (a thread that releases asks again at once, so a
+   client without a queue can re-take the lock it just released while the
+   others sleep), once with OUTSIDE ms of work outside the lock between
+   critical sections (default 1 ms), as most programs do.
 
 Prints Markdown tables. Usage (``make bench-python`` does this):
 
-    python clients/python/bench/bench.py [--threads 32] [--seconds 5] [--cycles 3000]
+    python clients/python/bench/bench.py [--threads 32] [--seconds 5] [--cycles 3000] [--outside 1]
 """
 
 from __future__ import annotations
@@ -49,9 +53,10 @@ def cycles(name, make_cycle, n):
     return name, statistics.median(runs)
 
 
-def contend(name, make_section, threads, seconds):
+def contend(name, make_section, threads, seconds, outside=0.0):
     """``threads`` threads, each looping: acquire (blocking), a tiny
-    critical section (checks mutual exclusion), release. Returns CS/s and
+    critical section (checks mutual exclusion), release, then ``outside``
+    seconds of work outside the lock (0: retry at once). Returns CS/s and
     per-thread counts."""
     counts = [0] * threads
     inside = [0]
@@ -72,6 +77,8 @@ def contend(name, make_section, threads, seconds):
                 with guard:
                     inside[0] -= 1
                 counts[i] += 1
+            if outside:
+                time.sleep(outside)
 
     ts = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(threads)]
     for t in ts:
@@ -92,6 +99,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--cycles", type=int, default=3000)
+    ap.add_argument("--outside", type=float, default=1.0, help="ms of work outside the lock in the second run")
     a = ap.parse_args()
 
     server = Server()
@@ -153,42 +161,41 @@ def main() -> None:
             print(f"| {name} | {us:.0f} | {1e6 / us:,.0f} |")
 
         n = a.threads
-        results = []
+        clients = []
 
-        def dl(**kw):
-            def make():
-                lk = locker.lock("hot", ttl=10, watchdog=False, **kw)
-                return lambda: lk
+        def dl():
+            lk = locker.lock("hot", ttl=10, watchdog=False)
+            return lambda: lk
 
-            return make
-
-        results.append(contend("dlock (server-side FIFO `WAIT`)", dl(), n, a.seconds))
+        clients.append(("dlock (server-side FIFO `WAIT`)", dl))
 
         def rp(sleep):
-            def make():
-                return lambda: r.lock("hot2", timeout=10, sleep=sleep)
+            return lambda: (lambda: r.lock("hot2", timeout=10, sleep=sleep))
 
-            return make
-
-        results.append(contend("redis-py `Lock` (default: polls every 100 ms)", rp(0.1), n, a.seconds))
-        results.append(contend("redis-py `Lock`, `sleep=0.001` (polls every 1 ms)", rp(0.001), n, a.seconds))
+        clients.append(("redis-py `Lock` (default: polls every 100 ms)", rp(0.1)))
+        clients.append(("redis-py `Lock`, `sleep=0.001` (polls every 1 ms)", rp(0.001)))
         if redis_lock:
+            clients.append(("python-redis-lock (BLPOP signal)", lambda: (lambda: redis_lock.Lock(r, "hot3", expire=10))))
 
-            def prl():
-                return lambda: redis_lock.Lock(r, "hot3", expire=10)
-
-            results.append(contend("python-redis-lock (BLPOP signal)", prl, n, a.seconds))
-
-        print(f"\n## {n} threads contending for one lock ({a.seconds:g} s each)\n")
-        print("| client | critical sections/s | vs redis-py `Lock` | per thread: min / median / max | starved threads | overlaps |")
-        print("| --- | --- | --- | --- | --- | --- |")
-        base = results[1][1]
-        for name, rate, counts, viol in results:
-            s = sorted(counts)
+        for title, outside in (
+            ("back to back: a thread that releases asks again at once", 0.0),
+            (f"{a.outside:g} ms of work outside the lock between critical sections", a.outside / 1000),
+        ):
+            results = [contend(name, make, n, a.seconds, outside) for name, make in clients]
+            print(f"\n## {n} threads contending for one lock, {title} ({a.seconds:g} s each)\n")
             print(
-                f"| {name} | {rate:,.0f} | {rate / base:.1f}x | {s[0]} / {statistics.median(s):.0f} / {s[-1]} "
-                f"| {sum(1 for x in counts if x == 0)} | {viol} |"
+                "| client | critical sections/s | vs redis-py `Lock` | per thread: min / median / max "
+                "| fairness (Jain) | overlaps |"
             )
+            print("| --- | --- | --- | --- | --- | --- |")
+            base = results[1][1]
+            for name, rate, counts, viol in results:
+                c = sorted(counts)
+                jain = sum(c) ** 2 / (len(c) * sum(x * x for x in c)) if sum(c) else 0.0
+                print(
+                    f"| {name} | {rate:,.0f} | {rate / base:.1f}x | {c[0]} / {statistics.median(c):.0f} / {c[-1]} "
+                    f"| {jain:.2f} | {viol} |"
+                )
     finally:
         server.kill()
 

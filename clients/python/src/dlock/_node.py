@@ -35,6 +35,7 @@ from .errors import (
     classify,
     is_io_error,
 )
+from . import _resp
 from ._spec import MAX_SOCKET_TIMEOUT
 
 T = TypeVar("T")
@@ -70,29 +71,25 @@ def settings_of(client: Any) -> Tuple[type, Dict[str, Any]]:
 def set_timeout(conn: Conn, t: float) -> None:
     sock = getattr(conn, "_sock", None)
     if sock is not None:
-        sock.settimeout(min(max(t, 0.001), MAX_SOCKET_TIMEOUT))
+        t = min(max(t, 0.001), MAX_SOCKET_TIMEOUT)
+        if sock.gettimeout() != t:
+            sock.settimeout(t)
 
 
 def send(conn: Conn, cmds: Sequence[Tuple]) -> None:
-    conn.send_packed_command(conn.pack_commands(cmds), check_health=False)
+    _resp.send(conn, cmds)
 
 
 def read_all(conn: Conn, n: int) -> List[Any]:
-    """``n`` replies; an error reply is returned in place (as the exception)
-    so that the replies after it are still read and the connection stays in
-    a known state."""
-    out: List[Any] = []
-    for _ in range(n):
-        try:
-            out.append(conn.read_response())
-        except redis.exceptions.ResponseError as e:
-            out.append(e)
-    return out
+    """``n`` replies; an error reply is returned in place (as redis-py's
+    exception) so that the replies after it are still read and the
+    connection stays in a known state."""
+    return _resp.read(conn, n)
 
 
 def run_pipeline(conn: Conn, cmds: Sequence[Tuple]) -> List[Any]:
-    send(conn, cmds)
-    return read_all(conn, len(cmds))
+    _resp.send(conn, cmds)
+    return _resp.read(conn, len(cmds))
 
 
 def close(conn: Conn) -> None:

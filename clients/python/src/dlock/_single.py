@@ -297,9 +297,7 @@ class SingleBackend:
                 if probe:
                     try:
                         send(conn, [("PING",)] + cmds)
-                        conn.read_response()
-                    except redis.exceptions.ResponseError:
-                        pass  # an error reply (-LOADING, ...): alive
+                        read_all(conn, 1)  # an error reply (-LOADING, ...): alive
                     except BaseException as e:
                         # Closed while idle: nothing after the PING ran.
                         dead[0] = is_io_error(e) and not isinstance(

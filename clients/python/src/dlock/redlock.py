@@ -45,7 +45,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 import redis
 
 from ._lease import EXTENDED, FAILED, LOST, Lease, Renewal
-from ._node import Node, close, run_pipeline, send, set_timeout, settings_of
+from ._node import Node, close, read_all, run_pipeline, send, set_timeout, settings_of
 from ._single import Settings
 from ._spec import MAX_MS, Duration, Key, Spec, new_token, now, seconds, to_ms
 from .errors import (
@@ -289,12 +289,7 @@ def _worker(i: int, node: RNode, at: _Attempt, q: "queue.Queue[Tuple[int, str, A
         set_timeout(conn, left)
         try:
             send(conn, [at.spec.acquire_cmd(at.token, w)])
-            reply = conn.read_response(disconnect_on_error=False)
-        except redis.exceptions.ResponseError as e:
-            # An error reply: the connection is in a known state.
-            node.node.give_back(conn)
-            q.put((i, FAIL, classify(e).at(node.addr)))
-            return
+            reply = read_all(conn, 1)[0]
         except BaseException as e:
             if isinstance(e, Exception) and _timed_out(e):
                 # Maybe granted later: RELEASE right behind it; closing the
@@ -314,6 +309,11 @@ def _worker(i: int, node: RNode, at: _Attempt, q: "queue.Queue[Tuple[int, str, A
                 continue
             q.put((i, FAIL, Failure(FATAL, DlockError(f"{node.addr}: {e!r}"))))
             raise
+        if isinstance(reply, redis.exceptions.ResponseError):
+            # An error reply: the connection is in a known state.
+            node.node.give_back(conn)
+            q.put((i, FAIL, classify(reply).at(node.addr)))
+            return
         if isinstance(reply, int) and not isinstance(reply, bool):
             q.put((i, GRANTED, reply))
             if at.verdict.keeps(i):
