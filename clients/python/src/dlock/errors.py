@@ -195,10 +195,11 @@ def reply_text(e: BaseException) -> str:
 def classify(e: BaseException) -> Failure:
     """How a failed call is handled: retried with the same token, followed
     (a cluster redirect), or final."""
-    if isinstance(e, rx.AskError):
-        return Failure(ASK, Unavailable(str(e)), f"{e.host}:{e.port}")
+    # MovedError derives from AskError in redis-py: MOVED first.
     if isinstance(e, rx.MovedError):
         return Failure(MOVED, Unavailable(str(e)), f"{e.host}:{e.port}")
+    if isinstance(e, rx.AskError):
+        return Failure(ASK, Unavailable(str(e)), f"{e.host}:{e.port}")
     if isinstance(e, rx.AuthenticationError):
         return Failure(FATAL, Denied("authentication failed"))
     if is_io_error(e):
@@ -217,6 +218,16 @@ def classify(e: BaseException) -> Failure:
     ):
         return Failure(RETRY, Unavailable(reply_text(e)))
     text = reply_text(e)
+    code = text.split(" ", 1)[0]
+    if code in ("MOVED", "ASK"):
+        # Older redis-py parsers map these only for their cluster client.
+        parts = text.split()
+        if len(parts) >= 3:
+            return Failure(MOVED if code == "MOVED" else ASK, Unavailable(text), parts[2])
+    if code in ("TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "LOADING", "READONLY"):
+        return Failure(RETRY, Unavailable(text))
+    if code == "NOPERM":
+        return Failure(FATAL, Denied(text))
     low = text.lower()
     if low.startswith("err unknown command") and low[21:27] == "dlock.":
         # The reply echoes the arguments, the token among them: not kept.
