@@ -106,14 +106,16 @@ def main() -> None:
     try:
         r = redis.Redis(port=server.port)
         locker = dlock.Locker(r)
-        version = r.info("server").get("redis_version")
+        info = r.info("server")
+        version = info.get("valkey_version") or info.get("redis_version")
         print(
             f"# dlock-redis {dlock.__version__} vs redis-py {redis.__version__} Lock"
             + (f" and python-redis-lock {redis_lock.__version__}" if redis_lock else "")
         )
         print(
             f"\nserver {os.path.basename(server.args()[0])} {version} on 127.0.0.1, "
-            f"Python {platform.python_version()}, {os.cpu_count()} cores\n"
+            f"Python {platform.python_version()}, {os.cpu_count()} cores, "
+            f"load average {os.getloadavg()[0]:.1f} at the start\n"
         )
 
         rows = []
@@ -126,7 +128,7 @@ def main() -> None:
         )
         rows.append(
             cycles(
-                "dlock `with lock:` (watchdog thread on)",
+                "dlock `with lock:` (watchdog on)",
                 lambda: (lambda lk=locker.lock("c2", ttl=30): lk.__enter__() and lk.__exit__(None, None, None)),
                 a.cycles,
             )
