@@ -12,7 +12,7 @@ import redis.asyncio
 
 import dlock
 import dlock.asyncio as dla
-from harness import calls, holder, holds, wait_until, waiters
+from harness import calls, holder, holds, waiters
 
 
 def run(coro):

@@ -80,7 +80,6 @@ def test_read_write_locks(server, locker):
 
 
 def test_semaphores(server, locker):
-    c = server.conn()
     sem = locker.semaphore("pool:db", 3)
     permits = [sem.acquire(blocking=False) for _ in range(3)]
     assert all(permits) and len({p.fence for p in permits}) == 3

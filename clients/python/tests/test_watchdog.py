@@ -116,3 +116,18 @@ def test_an_abandoned_lease_is_not_renewed_forever(server, locker):
     assert any(issubclass(x.category, ResourceWarning) for x in w)
     time.sleep(1.2)
     assert holder(c, "res") is None, f"{tok} ended with its ttl"
+
+
+def test_an_abandoned_lease_with_a_callback_is_not_renewed_forever(server, locker):
+    import gc
+    import warnings
+
+    c = server.conn()
+    seen = []
+    lease = locker.lock("res", ttl=0.5, watchdog=True, on_lost=seen.append).acquire(blocking=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        del lease
+        gc.collect()
+    time.sleep(1.2)
+    assert holder(c, "res") is None, "ended with its ttl"

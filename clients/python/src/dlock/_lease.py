@@ -28,6 +28,7 @@ import os
 import queue
 import threading
 import warnings
+import weakref
 from typing import Any, Callable, List, Optional, Sequence, Union
 
 from ._spec import Duration, Key, now, ttl_ms as to_ttl_ms
@@ -405,7 +406,7 @@ class Lease:
     def lost_event(self) -> threading.Event:
         """Set when the lease is lost: an ``EXTEND`` or ``RELEASE`` answered
         0, or the budget passed (with or without a watchdog). Asking for it
-        starts the thread that watches the budget."""
+        starts watching the budget."""
         sh = self._sh
         if not sh.lost:
             if now() >= sh.valid_until:
@@ -415,14 +416,22 @@ class Lease:
         return sh.event
 
     def add_lost_callback(self, fn: OnLost) -> None:
-        """Calls ``fn(lease)`` once when the lease is lost (on the watchdog's
+        """Calls ``fn(lease)`` once when the lease is lost (on a watchdog
         thread, or on the thread whose ``extend`` or ``release`` found it);
-        at once if it already is. Starts the thread that watches the
-        budget."""
+        at once if it already is. Starts watching the budget."""
         sh = self._sh
+        # Weakly: the watchdog must not keep an abandoned lease alive (and
+        # renewed) through its own callback.
+        ref = weakref.ref(self)
+
+        def call() -> None:
+            lease = ref()
+            if lease is not None:
+                fn(lease)
+
         with sh.cond:
             if not sh.lost:
-                sh.callbacks.append(lambda: fn(self))
+                sh.callbacks.append(call)
                 run_now = False
             else:
                 run_now = True

@@ -18,6 +18,7 @@ and the command to the importing node in one pipeline.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
@@ -115,6 +116,7 @@ class Node:
         self.max_idle = max_idle
         self._idle: List[Conn] = []
         self._lock = threading.Lock()
+        self._pid = os.getpid()
         if "path" in kwargs:
             self.addr = str(kwargs["path"])
         else:
@@ -145,6 +147,10 @@ class Node:
 
     def _take(self) -> Optional[Conn]:
         with self._lock:
+            if self._pid != os.getpid():
+                # A forked child: the idle connections are the parent's
+                # sockets; forget them without a word on them.
+                self._idle, self._pid = [], os.getpid()
             return self._idle.pop() if self._idle else None
 
     def give_back(self, conn: Conn) -> None:

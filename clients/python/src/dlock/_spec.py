@@ -188,7 +188,7 @@ class Spec:
         if self.is_set() and (self.limit is not None or self.owner is not None):
             raise InvalidRequest("a set of resources takes no limit and no owner")
 
-    def _keys(self, name: str) -> List[Key]:
+    def _keys(self, name: str) -> List[Union[Key, int]]:
         if self.is_set():
             return [f"DLOCK.M{name}", len(self.resources), *self.resources]
         return [f"DLOCK.{name}", self.resources[0]]

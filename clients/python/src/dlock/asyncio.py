@@ -900,10 +900,11 @@ class Locker:
         if client is None:
             client = "redis://localhost:6379/0"
         if isinstance(client, str):
+            url = client
             try:
-                client = redis.asyncio.Redis.from_url(client)
+                client = redis.asyncio.Redis.from_url(url)
             except ValueError as e:
-                raise InvalidRequest(f"{_redact(client)}: {e}") from None
+                raise InvalidRequest(f"{_redact(url)}: {e}") from None
         if not hasattr(client, "connection_pool"):
             raise InvalidRequest(f"a Locker takes a redis.asyncio.Redis or a URL, not {client!r}")
         self.topology = _Topology(single=_Node(*_settings_of(client), connect_timeout=io, max_idle=max_idle))

@@ -8,7 +8,7 @@ import os
 import socket
 import threading
 import uuid
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Union
 
 import redis
 
@@ -25,7 +25,6 @@ from ._spec import (
     now,
     seconds,
     to_ms,
-    ttl_ms as to_ttl_ms,
 )
 from .errors import Failure, InvalidRequest, LockLost, NotAcquired
 
@@ -125,10 +124,11 @@ class Locker:
         if client is None:
             client = "redis://localhost:6379/0"
         if isinstance(client, str):
+            url = client
             try:
-                client = redis.Redis.from_url(client)
+                client = redis.Redis.from_url(url)
             except ValueError as e:
-                raise InvalidRequest(f"{_redact(client)}: {e}") from None
+                raise InvalidRequest(f"{_redact(url)}: {e}") from None
         if isinstance(client, redis.cluster.RedisCluster):
             seeds = [
                 Node(*settings_of(n.redis_connection), connect_timeout=io, max_idle=max_idle)

@@ -47,7 +47,7 @@ import redis
 from ._lease import EXTENDED, FAILED, LOST, Lease, Renewal
 from ._node import Node, close, read_all, run_pipeline, send, set_timeout, settings_of
 from ._single import Settings
-from ._spec import MAX_MS, Duration, Key, Spec, new_token, now, seconds, to_ms
+from ._spec import Duration, Key, Spec, new_token, now, seconds
 from .errors import (
     FATAL,
     RETRY,
