@@ -9,6 +9,7 @@ import threading
 
 import pytest
 import redis
+import redis.asyncio.cluster
 import redis.cluster
 
 import dlock
@@ -110,6 +111,8 @@ def test_the_asyncio_api_on_a_cluster(cluster3):
     c = cluster3
 
     async def main():
+        rc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=c.node(c.masters()[1]).port)
+        assert await dla.Locker(rc).lock("via-client", ttl=5).acquire(blocking=False) is not None
         lk = dla.Locker.cluster([n.url for n in c.nodes[:2]])
         for i in range(10):
             res = f"ares:{i}"

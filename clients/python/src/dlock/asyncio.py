@@ -30,6 +30,7 @@ from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Seq
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
 from redis.crc import key_slot
 
 from ._lease import EXTENDED, FAILED, LOST, Renewal, retry_pause
@@ -876,8 +877,8 @@ class Locker:
     """Takes locks on one server or a Redis Cluster, from asyncio code:
     the same settings as :class:`dlock.Locker`. ``client`` is a
     ``redis.asyncio.Redis`` (its address and login are used; the locker
-    keeps connections of its own), a URL, or None for localhost. For a
-    cluster, see :meth:`cluster`."""
+    keeps connections of its own), a ``redis.asyncio.cluster.RedisCluster``
+    (see also :meth:`cluster`), a URL, or None for localhost."""
 
     def __init__(
         self,
@@ -905,8 +906,29 @@ class Locker:
                 client = redis.asyncio.Redis.from_url(url)
             except ValueError as e:
                 raise InvalidRequest(f"{_redact(url)}: {e}") from None
+        cluster_cls = getattr(getattr(redis.asyncio, "cluster", None), "RedisCluster", None)
+        if cluster_cls is not None and isinstance(client, cluster_cls):
+            # Its startup nodes' address and login; the slot map is read on
+            # first use.
+            nodes = list(client.nodes_manager.startup_nodes.values())
+            if not nodes:
+                raise InvalidRequest("no cluster node given")
+            self.topology = _Topology(
+                seeds=[
+                    _Node(
+                        *_conn_settings(_async_class(n.connection_class), n.connection_kwargs),
+                        connect_timeout=io,
+                        max_idle=max_idle,
+                    )
+                    for n in nodes
+                ]
+            )
+            return
         if not hasattr(client, "connection_pool"):
-            raise InvalidRequest(f"a Locker takes a redis.asyncio.Redis or a URL, not {client!r}")
+            raise InvalidRequest(
+                f"a Locker takes a redis.asyncio.Redis, a redis.asyncio.cluster.RedisCluster "
+                f"or a URL, not {client!r}"
+            )
         self.topology = _Topology(single=_Node(*_settings_of(client), connect_timeout=io, max_idle=max_idle))
 
     @classmethod
