@@ -25,6 +25,8 @@ import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 START_DEADLINE = 10.0
@@ -164,7 +166,9 @@ class Server:
 
     def _ready(self) -> bool:
         try:
-            c = redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1)
+            c = redis.Redis(
+                port=self.port, socket_timeout=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0)
+            )
             ok = c.ping() and info_field(c, "persistence", "loading") == "0"
             c.close()
             return bool(ok)
@@ -189,8 +193,16 @@ class Server:
         return f"127.0.0.1:{self.port}"
 
     def conn(self, timeout: float = 10.0, **kw) -> redis.Redis:
-        """A plain client with timeouts, so a wedged server fails the test."""
-        return redis.Redis(port=self.port, socket_timeout=timeout, socket_connect_timeout=timeout, **kw)
+        """A plain client with timeouts, so a wedged server fails the test,
+        and without redis-py's retries, so that what a test counts on the
+        server is what it sent."""
+        return redis.Redis(
+            port=self.port,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
+            **kw,
+        )
 
     @property
     def pid(self) -> int:
