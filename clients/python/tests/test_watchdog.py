@@ -131,3 +131,16 @@ def test_an_abandoned_lease_with_a_callback_is_not_renewed_forever(server, locke
         gc.collect()
     time.sleep(1.2)
     assert holder(c, "res") is None, "ended with its ttl"
+
+
+def test_an_on_lost_callback_may_release_or_extend_its_lease(server, locker):
+    c = server.conn()
+    done = []
+
+    def on_lost(lease):
+        done.append((lease.extend(5), lease.release()))
+
+    lease = locker.lock("res", ttl=0.9, watchdog=True, on_lost=on_lost).acquire(blocking=False)
+    c.delete("res")
+    assert lease.lost_event.wait(0.9 / 3 + 0.7)
+    assert done == [(False, False)], "no deadlock on the renewing thread"

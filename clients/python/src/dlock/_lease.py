@@ -77,8 +77,10 @@ class _Shared:
         # Held by a renewal from sending its EXTEND until its outcome is
         # applied: two renewals in flight at once could be run by the server
         # in one order and applied here in the other; and release() takes it
-        # so that no renewal is sent after its RELEASE.
-        self.renewing = threading.Lock()
+        # so that no renewal is sent after its RELEASE. Reentrant: an
+        # on_lost callback runs on the renewing thread and may extend or
+        # release.
+        self.renewing = threading.RLock()
         # The watchdog: whether it renews (else it only watches the budget),
         # whether it runs, the generation of its current heap entry, and a
         # failed renewal's retry (made under the deadline ``retry_under``).
@@ -124,13 +126,6 @@ class _Shared:
     def tick(self) -> None:
         """A scheduled look (on a worker thread): renew if due, mark lost
         if the budget passed, else schedule the next look."""
-        _ticking.sh = self
-        try:
-            self._tick()
-        finally:
-            _ticking.sh = None
-
-    def _tick(self) -> None:
         with self.renewing:
             with self.cond:
                 if self.released or self.lost:
@@ -212,13 +207,6 @@ class _Shared:
             return False
         assert r.error is not None
         raise r.error
-
-
-_ticking = threading.local()
-
-
-def _in_tick(sh: "_Shared") -> bool:
-    return getattr(_ticking, "sh", None) is sh
 
 
 class _Workers:
@@ -495,11 +483,9 @@ class Lease:
             sh.gen += 1
             sh.cond.notify_all()
         # Never renew after release: a renewal under way ends before the
-        # RELEASE is sent, and none starts after (``released`` is set). An
-        # on_lost callback that releases runs on the renewing thread, which
-        # already holds the lock.
-        if sh.renewing.acquire(timeout=0 if _in_tick(sh) else -1):
-            sh.renewing.release()
+        # RELEASE is sent, and none starts after (``released`` is set).
+        with sh.renewing:
+            pass
         with sh.cond:
             valid_until = sh.valid_until
             over = sh.is_over(now())
