@@ -32,7 +32,7 @@ PREFIX ?= /usr/local
 MODULE_DIR = $(DESTDIR)$(PREFIX)/lib/redis/modules
 BIN_DIR = $(DESTDIR)$(PREFIX)/bin
 
-.PHONY: deps build run test test-matrix install uninstall check-install bench bench-instructions fmt clippy clean \
+.PHONY: deps build run test test-python bench-python test-matrix install uninstall check-install bench bench-instructions fmt clippy clean \
 	check-memory check-memory-canary fuzz check-history check-history-can-fail history-module
 
 # Installs only what is missing (see .ci/deps.sh): the build's needs and the
@@ -63,6 +63,40 @@ test: deps
 	$(CARGO) check --quiet --manifest-path fuzz/Cargo.toml
 	$(CARGO) build --release
 	$(CARGO) test --release $(CLIENT_FEATURES)
+	$(MAKE) --no-print-directory test-python PY_SERVERS="$(PY_SERVERS)"
+
+# The Python client (clients/python/, docs/python.md): pytest against real
+# servers loading target/release/libdlock.so, in a virtual environment made
+# here (clients/python/.venv; the package and its test dependencies from the
+# package index). PY_SERVERS lists the servers it runs on (as SERVER takes
+# them; default: the chosen SERVER and valkey), PYTEST_ARGS is passed on.
+PYTHON ?= python3
+PY_DIR := clients/python
+PY_VENV := $(PY_DIR)/.venv
+PY_SERVERS ?= $(SERVER) $(if $(filter valkey,$(SERVER)),,valkey)
+PYTEST_ARGS ?=
+$(PY_VENV)/.installed: $(PY_DIR)/pyproject.toml
+	@$(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' 2>/dev/null || \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv; }
+	@[ -x $(PY_VENV)/bin/python ] || $(PYTHON) -m venv $(PY_VENV)
+	$(PY_VENV)/bin/python -m pip install -q -e '$(PY_DIR)[test,bench]'
+	@touch $@
+
+test-python: $(PY_VENV)/.installed
+	$(CARGO) build --release
+	@for s in $(PY_SERVERS); do \
+		echo "== python client on $$s"; \
+		.ci/deps.sh $$s >/dev/null || exit 1; \
+		case $$s in redis|valkey) p=$$s-;; *) p=$$(cd $$s && pwd)/$$( [ -x $$s/redis-server ] && echo redis || echo valkey)-;; esac; \
+		DLOCK_SERVER=$${p}server DLOCK_CLI=$${p}cli DLOCK_MODULE=$(MODULE) \
+			$(PY_VENV)/bin/python -m pytest $(PY_DIR)/tests -q $(PYTEST_ARGS) || exit 1; \
+	done
+
+# Lock/unlock cycles and critical sections per second under contention,
+# against redis-py's Lock and python-redis-lock (docs/python.md has figures).
+bench-python: $(PY_VENV)/.installed
+	$(CARGO) build --release
+	DLOCK_SERVER=$(DLOCK_SERVER) DLOCK_MODULE=$(MODULE) $(PY_VENV)/bin/python $(PY_DIR)/bench/bench.py
 
 # The integration suites on every server (Redis 7.0, Valkey 8 and the builds
 # in ../shared/servers/), as a table. MATRIX picks servers and suites, e.g.

@@ -1,0 +1,384 @@
+"""One server (a pool of redis-py connections of dlock's own) and the
+topology commands are routed through: one server, or the masters of a
+Redis Cluster's slots.
+
+Every operation takes a connection of its own from the pool and gives it
+back only if the operation ended cleanly, so a blocking ``ACQUIRE ... WAIT``
+never delays a renewal or a release that runs meanwhile, and a connection
+left in an unknown state (a timeout mid-reply) is never reused. Connections
+never retry on their own (redis-py's retry policy is off): every retry is
+dlock's, with the same token, within the call's deadline.
+
+Cluster routing is done here rather than by ``RedisCluster``, because a lock
+needs what that client does not give: ``WAIT n`` on the very connection that
+made the write, and a blocking ``ACQUIRE ... WAIT`` on a connection of its
+own. ``MOVED`` refreshes the slot map and retries; ``ASK`` sends ``ASKING``
+and the command to the importing node in one pipeline.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+
+import redis
+from redis.crc import key_slot
+
+from .errors import (
+    FATAL,
+    RETRY,
+    ASK,
+    MOVED,
+    Failure,
+    Unavailable,
+    classify,
+    is_io_error,
+)
+from . import _resp
+from ._spec import MAX_SOCKET_TIMEOUT
+
+T = TypeVar("T")
+
+#: Redirects followed for one command before giving up (a slot map in flux
+#: answers again on the caller's next retry).
+MAX_REDIRECTS = 5
+
+Conn = Any  # a redis.connection.AbstractConnection
+
+
+def _conn_settings(cls: type, kwargs: Dict[str, Any]) -> Tuple[type, Dict[str, Any]]:
+    kw = dict(kwargs)
+    for k in ("connection_pool", "connection_class", "max_connections", "single_connection_client"):
+        kw.pop(k, None)
+    kw.update(
+        retry=None,
+        retry_on_timeout=False,
+        retry_on_error=[],
+        health_check_interval=0,
+        decode_responses=False,
+    )
+    return cls, kw
+
+
+def settings_of(client: Any) -> Tuple[type, Dict[str, Any]]:
+    """The connection class and arguments (address, login, TLS) of a
+    redis-py client or connection pool."""
+    pool = getattr(client, "connection_pool", client)
+    return _conn_settings(pool.connection_class, pool.connection_kwargs)
+
+
+def set_timeout(conn: Conn, t: float) -> None:
+    sock = getattr(conn, "_sock", None)
+    if sock is not None:
+        t = min(max(t, 0.001), MAX_SOCKET_TIMEOUT)
+        if sock.gettimeout() != t:
+            sock.settimeout(t)
+
+
+def send(conn: Conn, cmds: Sequence[Tuple]) -> None:
+    _resp.send(conn, cmds)
+
+
+def read_all(conn: Conn, n: int) -> List[Any]:
+    """``n`` replies; an error reply is returned in place (as redis-py's
+    exception) so that the replies after it are still read and the
+    connection stays in a known state."""
+    return _resp.read(conn, n)
+
+
+def run_pipeline(conn: Conn, cmds: Sequence[Tuple]) -> List[Any]:
+    _resp.send(conn, cmds)
+    return _resp.read(conn, len(cmds))
+
+
+def close(conn: Conn) -> None:
+    try:
+        conn.disconnect()
+    except Exception:
+        pass
+
+
+class Node:
+    """One server: where it is, how to log in, and a pool of connections."""
+
+    def __init__(
+        self,
+        cls: type,
+        kwargs: Dict[str, Any],
+        connect_timeout: float,
+        max_idle: int = 64,
+    ) -> None:
+        self.cls = cls
+        self.kwargs = kwargs
+        self.connect_timeout = connect_timeout
+        self.max_idle = max_idle
+        self._idle: List[Conn] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        if "path" in kwargs:
+            self.addr = str(kwargs["path"])
+        else:
+            self.addr = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+
+    def sibling(self, host: str, port: int) -> "Node":
+        """The same login at another address (a cluster node named by a
+        redirect or the slot map)."""
+        kw = dict(self.kwargs)
+        kw["host"] = host
+        kw["port"] = port
+        return Node(self.cls, kw, self.connect_timeout, self.max_idle)
+
+    def connect(self, within: float) -> Conn:
+        """A new connection, handshake included, within ``within`` (at most
+        the connect timeout): a paused server cannot hold the caller."""
+        t = max(min(within, self.connect_timeout), 0.001)
+        kw = dict(self.kwargs)
+        kw["socket_timeout"] = t
+        kw["socket_connect_timeout"] = t
+        conn = self.cls(**kw)
+        try:
+            conn.connect()
+        except BaseException:
+            close(conn)
+            raise
+        return conn
+
+    def _take(self) -> Optional[Conn]:
+        with self._lock:
+            if self._pid != os.getpid():
+                # A forked child: the idle connections are the parent's
+                # sockets; forget them without a word on them.
+                self._idle, self._pid = [], os.getpid()
+            return self._idle.pop() if self._idle else None
+
+    def give_back(self, conn: Conn) -> None:
+        conn._dlock_pooled = True
+        with self._lock:
+            if len(self._idle) < self.max_idle:
+                self._idle.append(conn)
+                return
+        close(conn)
+
+    def failure(self, e: BaseException) -> Failure:
+        return classify(e).at(self.addr)
+
+    def get(self, timeout: float) -> Conn:
+        """A connection whose reads and writes give up after ``timeout``:
+        an idle one (marked ``_dlock_pooled``), or a new one."""
+        conn = self._take()
+        if conn is None:
+            try:
+                conn = self.connect(timeout)
+            except Exception as e:
+                raise self.failure(e) from None
+            conn._dlock_pooled = False
+        set_timeout(conn, timeout)
+        return conn
+
+    def flush(self) -> None:
+        """Closes every idle connection: one of them broke (a restart, the
+        server's idle timeout), so the others most likely did too."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for c in idle:
+            close(c)
+
+    def with_conn(self, timeout: float, fn: Callable[[Conn], T]) -> T:
+        """Runs ``fn`` on a connection of its own (see :meth:`get`). The
+        connection goes back to the pool only if ``fn`` succeeded or the
+        server answered with an error reply."""
+        conn = self.get(timeout)
+        try:
+            r = fn(conn)
+        except BaseException as e:
+            if isinstance(e, redis.exceptions.RedisError) and not is_io_error(e):
+                self.give_back(conn)
+                raise self.failure(e) from None
+            close(conn)
+            if isinstance(e, Exception) and is_io_error(e):
+                if conn._dlock_pooled and not isinstance(e, (redis.exceptions.TimeoutError, socket.timeout)):
+                    self.flush()
+                raise self.failure(e) from None
+            raise
+        self.give_back(conn)
+        return r
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for c in idle:
+            close(c)
+
+
+def check(replies: List[Any]) -> List[Any]:
+    """Raises the first error reply among ``replies``."""
+    for r in replies:
+        if isinstance(r, Exception):
+            raise r
+    return replies
+
+
+class Topology:
+    """Where a resource's commands go: one server (``single``), or in Redis
+    Cluster the master of the resource's slot."""
+
+    def __init__(self, single: Optional[Node] = None, cluster: Optional["ClusterMap"] = None):
+        self.single = single
+        self.cluster = cluster
+
+    def run(
+        self,
+        key: bytes,
+        io_timeout: float,
+        extra: float,
+        op: Callable[[Conn, bool], T],
+        on_node: Optional[Callable[[Node], None]] = None,
+    ) -> T:
+        """Runs ``op(conn, asking)`` on the server that owns ``key``; its
+        replies are awaited for ``io_timeout + extra`` (``extra``: a
+        blocking command's own wait); a slot map refresh gets
+        ``io_timeout`` only. Raises :class:`Failure`."""
+        t = io_timeout + extra
+        if self.single is not None:
+            node = self.single
+            if on_node:
+                on_node(node)
+            return node.with_conn(t, lambda c: op(c, False))
+        m = self.cluster
+        assert m is not None
+        node = m.master_for(key, io_timeout)
+        asking = False
+        for _ in range(MAX_REDIRECTS):
+            if on_node:
+                on_node(node)
+            try:
+                a = asking
+                return node.with_conn(t, lambda c: op(c, a))
+            except Failure as f:
+                if f.kind == MOVED:
+                    # The map is stale: learn the new one, and go where the
+                    # server said meanwhile.
+                    try:
+                        m.refresh(io_timeout)
+                    except Failure:
+                        pass
+                    node = m.node(f.addr)
+                    asking = False
+                elif f.kind == ASK:
+                    node = m.node(f.addr)
+                    asking = True
+                elif f.kind == RETRY:
+                    # A failover or a dead master: ask again next time.
+                    try:
+                        m.refresh(io_timeout)
+                    except Failure:
+                        pass
+                    raise
+                else:
+                    raise
+        raise Failure(RETRY, Unavailable(f"more than {MAX_REDIRECTS} redirects for {key!r}"))
+
+    def nodes(self) -> List[Node]:
+        if self.single is not None:
+            return [self.single]
+        assert self.cluster is not None
+        return self.cluster.all_nodes()
+
+    def close(self) -> None:
+        for n in self.nodes():
+            n.close()
+
+
+def split_addr(addr: str) -> Tuple[str, int]:
+    host, sep, port = addr.rpartition(":")
+    if not sep:
+        return addr, 6379
+    try:
+        return host, int(port)
+    except ValueError:
+        return host, 6379
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def parse_slots(reply: Any, asked: str) -> Optional[List[Tuple[int, int, str]]]:
+    """``CLUSTER SLOTS``: ``[[start, end, [ip, port, id, ...], replicas...], ...]``.
+    An empty ip means "the address you reached me on"."""
+    if not isinstance(reply, list):
+        return None
+    out = []
+    for r in reply:
+        if not isinstance(r, list) or len(r) < 3 or not isinstance(r[2], list):
+            return None
+        lo, hi, master = r[0], r[1], r[2]
+        host = _text(master[0])
+        port = int(master[1])
+        if host in ("", "?"):
+            host = split_addr(asked)[0]
+        out.append((int(lo), int(hi), f"{host}:{port}"))
+    return out
+
+
+class ClusterMap:
+    """The slot map of a Redis Cluster, from ``CLUSTER SLOTS``, and a
+    :class:`Node` per master."""
+
+    def __init__(self, seeds: List[Node], io_timeout: float) -> None:
+        self.seeds = seeds
+        self._slots: List[Tuple[int, int, str]] = []
+        self._nodes: Dict[str, Node] = {}
+        self._lock = threading.Lock()
+        self.refresh(io_timeout)
+
+    def node(self, addr: str) -> Node:
+        with self._lock:
+            n = self._nodes.get(addr)
+            if n is None:
+                host, port = split_addr(addr)
+                n = self.seeds[0].sibling(host, port)
+                self._nodes[addr] = n
+            return n
+
+    def all_nodes(self) -> List[Node]:
+        with self._lock:
+            return list(self._nodes.values()) + list(self.seeds)
+
+    def lookup(self, slot: int) -> Optional[str]:
+        for lo, hi, addr in self._slots:
+            if lo <= slot <= hi:
+                return addr
+        return None
+
+    def master_for(self, key: bytes, io_timeout: float) -> Node:
+        slot = key_slot(key)
+        addr = self.lookup(slot)
+        if addr is None:
+            self.refresh(io_timeout)
+            addr = self.lookup(slot)
+        if addr is None:
+            raise Failure(RETRY, Unavailable(f"no master serves slot {slot}"))
+        return self.node(addr)
+
+    def refresh(self, io_timeout: float) -> None:
+        """Reads ``CLUSTER SLOTS`` from the first known node that answers."""
+        last: Optional[Failure] = None
+        for node in self.all_nodes():
+            try:
+                reply = node.with_conn(
+                    io_timeout, lambda c: check(run_pipeline(c, [("CLUSTER", "SLOTS")]))[0]
+                )
+            except Failure as f:
+                last = f
+                continue
+            slots = parse_slots(reply, node.addr)
+            if slots:
+                self._slots = slots
+                return
+        raise last or Failure(RETRY, Unavailable("no cluster node returned a slot map"))
+
+
+__all__ = ["Node", "Topology", "ClusterMap", "settings_of", "FATAL"]

@@ -1,0 +1,151 @@
+"""A lean RESP writer and reader for dlock's own commands on a connection
+redis-py set up (address, login, TLS, protocol). redis-py's general command
+path costs about 100 µs of Python per command; a lock's hot path (acquire,
+release) sends a handful of short commands whose replies are integers, nil,
+simple strings or errors, and reading them here costs a fraction of that.
+
+Error replies become redis-py's own exception classes (its parser's
+``parse_error``), so that redirects, ``LOADING``, ``NOPERM``... are told
+apart as everywhere else."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, List, Sequence, Tuple
+
+from redis import exceptions as rx
+
+try:  # redis-py >= 5
+    from redis._parsers.base import BaseParser as _BaseParser
+except ImportError:  # pragma: no cover
+    from redis.connection import BaseParser as _BaseParser  # type: ignore
+
+
+def _arg(a: Any) -> bytes:
+    if isinstance(a, bytes):
+        return a
+    if isinstance(a, str):
+        return a.encode()
+    if isinstance(a, int) and not isinstance(a, bool):
+        return str(a).encode()
+    if isinstance(a, memoryview):
+        return a.tobytes()
+    raise TypeError(f"cannot send {a!r}")
+
+
+def pack(cmds: Sequence[Tuple]) -> bytes:
+    """Commands as one RESP buffer."""
+    out = []
+    for c in cmds:
+        out.append(b"*%d\r\n" % len(c))
+        for a in c:
+            b = _arg(a)
+            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(out)
+
+
+class _Incomplete(Exception):
+    pass
+
+
+class _Push(list):
+    """A RESP3 push message (client tracking, ...): not a reply."""
+
+
+def _line(buf: bytearray, pos: int) -> Tuple[bytes, int]:
+    end = buf.find(b"\r\n", pos)
+    if end < 0:
+        raise _Incomplete
+    return bytes(buf[pos:end]), end + 2
+
+
+def _parse(buf: bytearray, pos: int) -> Tuple[Any, int]:
+    if pos >= len(buf):
+        raise _Incomplete
+    t = buf[pos]
+    line, pos = _line(buf, pos + 1)
+    if t == 58:  # ':'
+        return int(line), pos
+    if t == 36 or t == 61 or t == 33:  # '$' '=' '!'
+        n = int(line)
+        if n < 0:
+            return None, pos
+        if len(buf) < pos + n + 2:
+            raise _Incomplete
+        v = bytes(buf[pos : pos + n])
+        if t == 33:
+            return _BaseParser.parse_error(v.decode("utf-8", "replace")), pos + n + 2
+        return v, pos + n + 2
+    if t == 43:  # '+'
+        return line, pos
+    if t == 45:  # '-'
+        return _BaseParser.parse_error(line.decode("utf-8", "replace")), pos
+    if t == 42 or t == 126 or t == 62:  # '*' '~' '>'
+        n = int(line)
+        if n < 0:
+            return None, pos
+        items = []
+        for _ in range(n):
+            v, pos = _parse(buf, pos)
+            items.append(v)
+        return (_Push(items) if t == 62 else items), pos
+    if t == 37 or t == 124:  # '%' '|'
+        n = int(line)
+        d = {}
+        for _ in range(n):
+            k, pos = _parse(buf, pos)
+            v, pos = _parse(buf, pos)
+            d[k] = v
+        return d, pos
+    if t == 95:  # '_'
+        return None, pos
+    if t == 35:  # '#'
+        return line == b"t", pos
+    if t == 44:  # ','
+        return float(line), pos
+    if t == 40:  # '('
+        return int(line), pos
+    raise rx.InvalidResponse(f"unexpected RESP type {chr(t)!r}")
+
+
+def send(conn: Any, cmds: Sequence[Tuple]) -> None:
+    """Writes ``cmds`` on ``conn``'s socket (its current timeout applies)."""
+    sock = conn._sock
+    if sock is None:
+        raise rx.ConnectionError("not connected")
+    try:
+        sock.sendall(pack(cmds))
+    except socket.timeout:
+        raise rx.TimeoutError("Timeout writing to socket") from None
+    except OSError as e:
+        raise rx.ConnectionError(f"Error while writing to socket: {e}") from None
+
+
+def read(conn: Any, n: int) -> List[Any]:
+    """``n`` replies from ``conn``'s socket; an error reply is returned in
+    place (as redis-py's exception) so that the replies after it are read
+    too. Raises redis-py's TimeoutError or ConnectionError."""
+    buf: bytearray = conn.__dict__.setdefault("_dlock_rbuf", bytearray())
+    out: List[Any] = []
+    sock = conn._sock
+    while len(out) < n:
+        try:
+            v, pos = _parse(buf, 0)
+        except _Incomplete:
+            if sock is None:
+                raise rx.ConnectionError("not connected") from None
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
+                raise rx.TimeoutError("Timeout reading from socket") from None
+            except OSError as e:
+                raise rx.ConnectionError(f"Error while reading from socket: {e}") from None
+            if not data:
+                raise rx.ConnectionError("Connection closed by server.")
+            buf += data
+            continue
+        del buf[:pos]
+        if isinstance(v, _Push):
+            continue
+        out.append(v)
+    return out

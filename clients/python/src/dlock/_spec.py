@@ -1,0 +1,235 @@
+"""What to acquire, and the commands that acquire, extend and release it.
+Validated here, before any server is asked. Durations, the token and the
+backoff between same-token retries live here too: both the blocking and the
+asyncio code use them."""
+
+from __future__ import annotations
+
+import datetime
+import random
+import time
+import uuid
+from typing import List, Optional, Sequence, Tuple, Union
+
+from .errors import InvalidRequest
+
+#: A duration: seconds (int or float) or a ``datetime.timedelta``.
+Duration = Union[int, float, datetime.timedelta]
+Key = Union[str, bytes]
+
+#: The server's largest ttl and wait: 2^47 ms.
+MAX_MS = 1 << 47
+#: The most resources one ``DLOCK.MACQUIRE`` takes.
+MAX_SET = 64
+#: The largest ``LIMIT`` (permits of a semaphore) the server takes: 2^20.
+MAX_LIMIT = 1 << 20
+#: The time a reply may take beyond a call's own deadline: the answer to
+#: the last attempt, sent at the deadline, is on its way back.
+REPLY_MARGIN = 0.25
+#: Socket timeouts are capped here (about 11 days): the platform's clock
+#: arithmetic overflows long before 2^47 ms. A wait that long times out and
+#: is retried with the same token.
+MAX_SOCKET_TIMEOUT = 1_000_000.0
+
+now = time.monotonic
+
+
+def to_ms(d: Duration, what: str = "duration") -> int:
+    """Whole milliseconds of ``d`` (never negative), at most 2^47."""
+    if isinstance(d, datetime.timedelta):
+        ms = d // datetime.timedelta(milliseconds=1)
+    elif isinstance(d, bool) or not isinstance(d, (int, float)):
+        raise InvalidRequest(f"{what} must be seconds (a number) or a timedelta, not {d!r}")
+    elif d != d:  # NaN
+        raise InvalidRequest(f"{what} must be a number of seconds, not NaN")
+    elif d == float("inf"):
+        ms = MAX_MS
+    else:
+        # The epsilon keeps 0.57 s at 570 ms (0.57 * 1000 = 569.99...).
+        ms = int(d * 1000 + 1e-6) if d > 0 else 0
+    return max(0, min(ms, MAX_MS))
+
+
+def seconds(d: Duration) -> float:
+    """``d`` in seconds, clamped to 0..2^47 ms."""
+    if isinstance(d, datetime.timedelta):
+        s = d.total_seconds()
+    else:
+        s = float(d)
+    if s != s:
+        raise InvalidRequest("a duration must not be NaN")
+    return max(0.0, min(s, MAX_MS / 1000))
+
+
+def ttl_ms(ttl: Duration) -> int:
+    """A ttl the server accepts: 1 ms to 2^47 ms, in whole milliseconds."""
+    if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl > MAX_MS / 1000:
+        raise InvalidRequest(f"ttl must be at most 2^47 ms ({MAX_MS} ms)")
+    ms = to_ms(ttl, "ttl")
+    if isinstance(ttl, datetime.timedelta) and ttl > datetime.timedelta(milliseconds=MAX_MS):
+        raise InvalidRequest(f"ttl must be at most 2^47 ms ({MAX_MS} ms)")
+    if ms < 1:
+        raise InvalidRequest("ttl must be at least 1 ms")
+    return ms
+
+
+def new_token() -> str:
+    """A fresh 128-bit random token for one acquisition (32 hex digits)."""
+    return uuid.uuid4().hex
+
+
+def backoff(attempt: int) -> float:
+    """Pause between same-token retries: 20..200 ms, jittered."""
+    base = 20 << min(attempt, 3)
+    return min(base + random.randrange(base), 200) / 1000
+
+
+class Outage:
+    """A run of connection failures, and how long it may last."""
+
+    __slots__ = ("since", "attempt")
+
+    def __init__(self) -> None:
+        self.since: Optional[float] = None
+        self.attempt = 0
+
+    def next_pause(self, retry_for: float, deadline: float) -> Optional[float]:
+        """After a failure: the pause before the next try, or None once the
+        outage has lasted ``retry_for`` or the pause would end at or past
+        ``deadline``."""
+        t = now()
+        if self.since is None:
+            self.since = t
+        pause = backoff(self.attempt)
+        self.attempt += 1
+        resume = t + pause
+        if resume < deadline and resume < self.since + retry_for:
+            return pause
+        return None
+
+
+def call_deadline(start: float, wait_ms: Optional[int], retry_for: float) -> float:
+    """The longest one acquire may take, from ``start``: its wait, or for a
+    request that does not wait, ``retry_for``."""
+    if wait_ms:
+        return start + wait_ms / 1000
+    return start + retry_for
+
+
+def as_bytes(k: Key) -> bytes:
+    return k if isinstance(k, bytes) else k.encode()
+
+
+def as_str(k: Key) -> str:
+    return k.decode("utf-8", "replace") if isinstance(k, bytes) else k
+
+
+class Spec:
+    """The shape of a lock request (shared by Locker and Redlock)."""
+
+    __slots__ = ("resources", "ttl_ms", "shared", "limit", "owner")
+
+    def __init__(
+        self,
+        resources: Sequence[Key],
+        ttl: Duration = 30.0,
+        shared: bool = False,
+        limit: Optional[int] = None,
+        owner: Optional[Key] = None,
+    ) -> None:
+        if isinstance(resources, (str, bytes)):
+            resources = [resources]
+        self.resources: List[Key] = list(resources)
+        self.ttl_ms = ttl_ms(ttl)
+        self.shared = bool(shared)
+        self.limit = limit
+        self.owner = owner
+        self.validate()
+
+    def is_set(self) -> bool:
+        return len(self.resources) > 1
+
+    def route_key(self) -> bytes:
+        """The key that routes the request (every member of a set must share
+        its slot in Redis Cluster: use a hash tag)."""
+        return as_bytes(self.resources[0])
+
+    def validate(self) -> None:
+        r = self.resources
+        if not r:
+            raise InvalidRequest("no resource to lock")
+        if len(r) > MAX_SET:
+            raise InvalidRequest("a set takes at most 64 resources")
+        seen = set()
+        for k in r:
+            if not isinstance(k, (str, bytes)):
+                raise InvalidRequest(f"a resource is a str or bytes, not {k!r}")
+            if len(k) == 0:
+                raise InvalidRequest("resource must not be empty")
+            b = as_bytes(k)
+            if b in seen:
+                raise InvalidRequest("a set names the same resource twice")
+            seen.add(b)
+        if self.limit is not None:
+            if isinstance(self.limit, bool) or not isinstance(self.limit, int):
+                raise InvalidRequest("limit must be an integer")
+            if self.limit < 1:
+                raise InvalidRequest("limit must be at least 1")
+            if self.limit > MAX_LIMIT:
+                raise InvalidRequest(
+                    "limit must be at most 1048576 (2^20), the server's maximum"
+                )
+        if self.shared and self.limit is not None and self.limit > 1:
+            raise InvalidRequest("shared cannot be combined with a limit above 1")
+        if isinstance(self.owner, (str, bytes)) and len(self.owner) == 0:
+            raise InvalidRequest("owner must not be empty")
+        if self.owner is not None and self.limit is not None and self.limit > 1:
+            raise InvalidRequest("owner cannot be combined with a limit above 1")
+        if self.is_set() and (self.limit is not None or self.owner is not None):
+            raise InvalidRequest("a set of resources takes no limit and no owner")
+
+    def _keys(self, name: str) -> List[Union[Key, int]]:
+        if self.is_set():
+            return [f"DLOCK.M{name}", len(self.resources), *self.resources]
+        return [f"DLOCK.{name}", self.resources[0]]
+
+    def acquire_cmd(self, token: str, wait_ms: Optional[int]) -> Tuple:
+        """``ACQUIRE``/``MACQUIRE``, with ``WAIT wait_ms`` only when above 0
+        (the server's ``WAIT 0`` waits forever: a wait used up is a plain
+        try)."""
+        c = self._keys("ACQUIRE")
+        c += [token, self.ttl_ms]
+        if self.shared:
+            c.append("SHARED")
+        if self.limit is not None:
+            c += ["LIMIT", self.limit]
+        if self.owner is not None:
+            c += ["OWNER", self.owner]
+        if wait_ms is not None and wait_ms > 0:
+            c += ["WAIT", wait_ms]
+        return tuple(c)
+
+    def extend_cmd(self, token: str, ttl_ms: int) -> Tuple:
+        return tuple(self._keys("EXTEND") + [token, ttl_ms])
+
+    def release_cmd(self, token: str) -> Tuple:
+        return tuple(self._keys("RELEASE") + [token])
+
+    def released(self, reply: object) -> Optional[bool]:
+        """RELEASE answers 1/0, MRELEASE the members it released: True when
+        every member was released, False for less, None for no integer."""
+        if isinstance(reply, int) and not isinstance(reply, bool):
+            return reply == len(self.resources)
+        return None
+
+
+def check_token(token: Optional[str]) -> None:
+    if token is not None and (not isinstance(token, str) or token == ""):
+        raise InvalidRequest("token must be a non-empty str")
+
+
+def wait_ms_of(wait: Optional[Duration]) -> Optional[int]:
+    """A wait budget in whole ms (None: no waiting)."""
+    if wait is None:
+        return None
+    return to_ms(wait, "wait")
