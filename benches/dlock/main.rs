@@ -29,6 +29,7 @@
 //! | `DLOCK_BENCH_SCALE_REPEAT` | `3` - runs per scale figure, alternating between the sizes' servers; medians count |
 //! | `DLOCK_BENCH_SCALE_OPS` | `1000000` - ACQUIRE commands per scale run |
 //! | `DLOCK_BENCH_SCALE_KINDS_CONFIGS` | `aof` - configurations that run the scale-kinds section |
+//! | `DLOCK_BENCH_SCALE_KINDS_PARTS` | `holds,waiters,blpop,sets` - which parts of the scale-kinds section run (`blpop`: the waiters' reference, the same sizes of `BLPOP` waiters on one list, run and printed with `waiters`) |
 //! | `DLOCK_BENCH_SCALE_KINDS_SIZES` | `10,1000,100000` (quick: `10,1000`) - permits (`LIMIT 100000`) and shared holds on one resource; goals compare the last size with the first |
 //! | `DLOCK_BENCH_SCALE_KINDS_WAITERS` | `10,10000` (quick: `10,500`) - clients queued with `WAIT` on one resource, a connection each (the open-file limit is raised to fit, the server started with `--maxclients` to match) |
 //! | `DLOCK_BENCH_SCALE_KINDS_SETS` | `10,1000` (quick: `10,100`) - queued sets in one component |

@@ -55,6 +55,20 @@
 //!     callback once the client is unblocked, is in the round trip only).
 //!
 //!   The rate of each is k over its time, summed over the run's rounds.
+//! - **The reference** (part `blpop`, scale_kinds_queue_blpop.rs): what a
+//!   user would otherwise use, the server's own blocking pop, at the same
+//!   sizes and measured the same way on a server without the module: W
+//!   clients blocked in `BLPOP qlist 3600`; *enqueue*: k more `BLPOP`s;
+//!   *handoff*: k `LPUSH qlist x` pipelined, each of which serves the
+//!   longest-waiting client within its own command, as `RELEASE` grants the
+//!   head within its own (inside a script a list's waiters are served only
+//!   after the script, so one script of k pushes would not be the same
+//!   operation); the time is the pipeline's round trip; *leave*: k `CLIENT
+//!   UNBLOCK` pipelined. Not judged: its ratios are printed beside dlock's,
+//!   the part of the decline that comes with 10,000 blocked clients whoever
+//!   blocked them. It runs after the waiters (each part alternating between
+//!   its sizes): both largest queues at once would need more open files
+//!   than the machine's hard limit of 20,000.
 //!
 //! Goals, judged on the rates (the server µs explain them): ACQUIRE +
 //! RELEASE and EXTEND at the largest N >= 0.7x the smallest, for permits and
@@ -80,6 +94,9 @@ const CHUNK_SECS: f64 = 0.25;
 /// The section's sizes, from the environment (see main.rs).
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// Which parts run: `holds`, `waiters`, `blpop` (the waiters'
+    /// reference, run with them), `sets`.
+    pub parts: Vec<String>,
     pub sizes: Vec<u64>,
     pub waiters: Vec<u64>,
     pub sets: Vec<u64>,
@@ -108,6 +125,7 @@ impl Settings {
                 .unwrap_or(if quick { small } else { full })
         };
         Settings {
+            parts: env_list("DLOCK_BENCH_SCALE_KINDS_PARTS", "holds,waiters,blpop,sets"),
             sizes: nums("DLOCK_BENCH_SCALE_KINDS_SIZES", "10,1000,100000", "10,1000"),
             waiters: nums("DLOCK_BENCH_SCALE_KINDS_WAITERS", "10,10000", "10,500"),
             sets: nums("DLOCK_BENCH_SCALE_KINDS_SETS", "10,1000", "10,100"),
@@ -149,15 +167,15 @@ pub fn run(
         verdicts,
         unmeasured,
     };
-    // A part whose sizes are set to none (e.g. `..._SIZES=0`) is left out.
-    if !set.sizes.is_empty() {
+    let part = |p: &str| set.parts.iter().any(|x| x == p);
+    if part("holds") {
         crate::scale_kinds_holds::run(config, set, &mut goals);
     }
-    if !set.waiters.is_empty() {
-        crate::scale_kinds_waiters::run(config, set, false, &mut goals);
+    if part("waiters") {
+        crate::scale_kinds_waiters::waiters(config, set, part("blpop"), &mut goals);
     }
-    if !set.sets.is_empty() {
-        crate::scale_kinds_waiters::run(config, set, true, &mut goals);
+    if part("sets") {
+        crate::scale_kinds_waiters::sets(config, set, &mut goals);
     }
     crate::progress(&format!("{}: scale-kinds", config.short), t.elapsed());
 }

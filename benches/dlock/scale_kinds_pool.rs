@@ -5,7 +5,8 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
 
 /// How long a read of a reply that is due may take before it counts as lost.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -52,7 +53,49 @@ impl Pool {
     /// The one-line reply due on connection `i` (an integer, a nil or an
     /// error: what a waiting command answers).
     pub fn reply(&mut self, i: usize) -> Result<String, String> {
-        read_line(&mut self.conns[i]).map_err(|e| format!("reply on connection {i}: {e}"))
+        self.reply_lines(i, 1)
+    }
+
+    /// The reply of `lines` lines due on connection `i` (`BLPOP`'s key and
+    /// element are five), CRLFs kept between lines.
+    pub fn reply_lines(&mut self, i: usize, lines: usize) -> Result<String, String> {
+        read_lines(&mut self.conns[i], lines).map_err(|e| format!("reply on connection {i}: {e}"))
+    }
+
+    /// Which of the connections `among` have a reply waiting, once `want`
+    /// of them do (or after `timeout`).
+    pub fn readable(
+        &self,
+        among: &[usize],
+        want: usize,
+        timeout: Duration,
+    ) -> Result<Vec<usize>, String> {
+        let mut fds: Vec<libc::pollfd> = among
+            .iter()
+            .map(|&i| libc::pollfd {
+                fd: self.conns[i].as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // SAFETY: `fds` is a valid array of pollfd of the given length.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1) };
+            if n < 0 {
+                return Err(format!("poll: {}", std::io::Error::last_os_error()));
+            }
+            let ready: Vec<usize> = among
+                .iter()
+                .zip(&fds)
+                .filter(|(_, f)| f.revents != 0)
+                .map(|(&i, _)| i)
+                .collect();
+            if ready.len() >= want || left.is_zero() {
+                return Ok(ready);
+            }
+        }
     }
 }
 
@@ -63,9 +106,14 @@ fn send(s: &mut TcpStream, cmd: &[u8]) -> Result<(), String> {
 /// Reads one line, CRLF stripped. Only one reply is ever due on a
 /// connection, so nothing past it is read.
 fn read_line(s: &mut TcpStream) -> Result<String, String> {
+    read_lines(s, 1)
+}
+
+/// Reads `lines` lines, the last CRLF stripped.
+fn read_lines(s: &mut TcpStream, lines: usize) -> Result<String, String> {
     let mut buf = Vec::with_capacity(32);
     let mut chunk = [0u8; 64];
-    while !buf.ends_with(b"\r\n") {
+    while !buf.ends_with(b"\r\n") || buf.windows(2).filter(|w| w == b"\r\n").count() < lines {
         match s.read(&mut chunk) {
             Ok(0) => return Err("connection closed".into()),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),

@@ -1,9 +1,10 @@
 //! One queue of the `scale-kinds` section (scale_kinds.rs defines what each
-//! operation is): a held resource with W waiters, or a component of S
-//! queued sets sharing a hub, each waiter blocked on a connection of its
-//! own, and the rounds of enqueues, handoffs and leaves run on it.
+//! operation is): a held resource with W waiters, a component of S queued
+//! sets sharing a hub, or (the reference, without the module) W clients in
+//! `BLPOP` on one list; each waiter blocked on a connection of its own, and
+//! the rounds of enqueues, handoffs and leaves run on it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::cases::Config;
@@ -13,6 +14,10 @@ use crate::load::{self, Rng};
 use crate::scale_kinds::{cmdstat, per_call, Fill, Settings};
 use crate::scale_kinds_holds::HOUR;
 use crate::scale_kinds_pool::Pool;
+use crate::scale_kinds_waiters::Measured;
+
+#[path = "scale_kinds_queue_blpop.rs"]
+mod blpop;
 
 /// Releases the holder `count` times in a row, each release granting the
 /// head of the queue; returns the granted tokens in order. KEYS[1]: the
@@ -35,15 +40,28 @@ const HANDOFF: &str = "local cur, granted = ARGV[1], {} \
     return granted";
 
 const HUB: &str = "{c}:hub";
+/// The reference's list.
+const LIST: &str = "qlist";
 const OWN: &str = "{c}:o";
 /// How long an enqueue round may take to show its waiters blocked.
 const ROUND_LIMIT: Duration = Duration::from_secs(30);
+
+/// What waits in a queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Plain-lock waiters: `DLOCK.ACQUIRE q w<n> ... WAIT`.
+    Waiters,
+    /// Queued sets of one component: `DLOCK.MACQUIRE 2 {c}:hub ... WAIT`.
+    Sets,
+    /// The server's own blocking pop, without the module: `BLPOP qlist`.
+    Blpop,
+}
 
 /// One queue of `w` waiters on a server of its own, and its runs.
 pub struct Queue {
     // Declared first, so dropped (killed) before 10,000 waiters disconnect.
     server: Server,
-    sets: bool,
+    kind: Kind,
     pub w: u64,
     control: redis::Connection,
     pool: Option<Pool>,
@@ -51,9 +69,14 @@ pub struct Queue {
     waiting: Vec<usize>,
     /// Per connection: its position in `waiting`.
     slot: Vec<Option<usize>>,
-    /// The waiting connection of each request serial, and the reverse.
-    by_serial: HashMap<u64, usize>,
+    /// The waiting connection of each request serial (so in the order they
+    /// were sent), and the reverse.
+    by_serial: BTreeMap<u64, usize>,
     serial: Vec<u64>,
+    /// Per connection: the enqueue round that sent its request. Within a
+    /// round the server's order is its own; rounds are blocked in turn.
+    round: Vec<u64>,
+    rounds: u64,
     holder: u64,
     next: u64,
     sha: String,
@@ -61,29 +84,45 @@ pub struct Queue {
     pub fill: Fill,
     /// Ops per second of each run: enqueue, handoff, leave.
     pub rates: [Vec<f64>; 3],
-    /// Server µs per call of each run: RELEASE (or MRELEASE), CLIENT UNBLOCK.
+    /// Server µs per call of each run: RELEASE (MRELEASE, LPUSH), CLIENT
+    /// UNBLOCK.
     pub us: [Vec<f64>; 2],
     pub error: Option<String>,
 }
 
 impl Queue {
     fn resource(&self) -> &'static str {
-        if self.sets {
-            HUB
-        } else {
-            "q"
+        match self.kind {
+            Kind::Waiters => "q",
+            Kind::Sets => HUB,
+            Kind::Blpop => LIST,
         }
     }
 
     fn token(&self, serial: u64) -> String {
-        format!("{}{serial}", if self.sets { 's' } else { 'w' })
+        format!(
+            "{}{serial}",
+            if self.kind == Kind::Sets { 's' } else { 'w' }
+        )
+    }
+
+    /// The command that frees the resource, as `INFO commandstats` names it.
+    fn release(&self) -> &'static str {
+        match self.kind {
+            Kind::Waiters => "dlock.release",
+            Kind::Sets => "dlock.mrelease",
+            Kind::Blpop => "lpush",
+        }
     }
 
     /// The arguments of `serial`'s request (with WAIT: a waiter's, without:
     /// the holder's).
     fn args(&self, serial: u64, wait: bool) -> Vec<Vec<u8>> {
+        if self.kind == Kind::Blpop {
+            return vec![b"BLPOP".to_vec(), LIST.into(), b"3600".to_vec()];
+        }
         let token = self.token(serial).into_bytes();
-        let mut args: Vec<Vec<u8>> = if self.sets {
+        let mut args: Vec<Vec<u8>> = if self.kind == Kind::Sets {
             let own = format!("{OWN}{serial}").into_bytes();
             vec![b"DLOCK.MACQUIRE".to_vec(), b"2".to_vec(), HUB.into(), own]
         } else {
@@ -96,26 +135,28 @@ impl Queue {
         args
     }
 
-    pub fn new(config: &Config, sets: bool, w: u64, set: &Settings) -> Queue {
+    pub fn new(config: &Config, kind: Kind, w: u64, set: &Settings) -> Queue {
         let conns = w as usize + set.batch;
         let mut config = config.clone();
         let maxclients = (conns + 256).max(10_000).to_string();
         config.args.push("--maxclients");
         config.args.push(Box::leak(maxclients.into_boxed_str()));
-        let server = config.server(true);
+        let server = config.server(kind != Kind::Blpop);
         let control = server.conn();
         let _ = control.set_read_timeout(Some(Duration::from_secs(120)));
         let mut q = Queue {
             server,
-            sets,
+            kind,
             w,
             control,
             pool: None,
             free: Vec::new(),
             waiting: Vec::new(),
             slot: vec![None; conns],
-            by_serial: HashMap::new(),
+            by_serial: BTreeMap::new(),
             serial: vec![0; conns],
+            round: vec![0; conns],
+            rounds: 0,
             holder: 0,
             next: 1,
             sha: String::new(),
@@ -136,6 +177,25 @@ impl Queue {
 
     /// The holder, the connections, the W waiters (within `budget`).
     fn load(&mut self, conns: usize, budget: f64) -> Result<(), String> {
+        if self.kind != Kind::Blpop {
+            self.hold()?;
+        }
+        self.pool = Some(Pool::open(self.server.port(), conns)?);
+        self.free = (0..conns).rev().collect();
+        let t = Instant::now();
+        let deadline = t + Duration::from_secs_f64(budget);
+        while (self.waiting.len() as u64) < self.w && Instant::now() < deadline {
+            let n = (self.w - self.waiting.len() as u64).min(500) as usize;
+            self.enqueue(n, deadline, true)?;
+        }
+        self.fill.secs = t.elapsed().as_secs_f64();
+        self.fill.done = info_u64(&mut self.control, "clients", "blocked_clients");
+        self.fill.complete = self.fill.done == self.w;
+        Ok(())
+    }
+
+    /// The holder's lock and the handoff script.
+    fn hold(&mut self) -> Result<(), String> {
         let args = self.args(0, false);
         let mut first = redis::Cmd::new();
         for a in &args {
@@ -152,17 +212,6 @@ impl Queue {
             .arg(HANDOFF)
             .query(&mut self.control)
             .map_err(|e| format!("SCRIPT LOAD: {e}"))?;
-        self.pool = Some(Pool::open(self.server.port(), conns)?);
-        self.free = (0..conns).rev().collect();
-        let t = Instant::now();
-        let deadline = t + Duration::from_secs_f64(budget);
-        while (self.waiting.len() as u64) < self.w && Instant::now() < deadline {
-            let n = (self.w - self.waiting.len() as u64).min(500) as usize;
-            self.enqueue(n, deadline, true)?;
-        }
-        self.fill.secs = t.elapsed().as_secs_f64();
-        self.fill.done = info_u64(&mut self.control, "clients", "blocked_clients");
-        self.fill.complete = self.fill.done == self.w;
         Ok(())
     }
 
@@ -202,11 +251,13 @@ impl Queue {
             }
         }
         let took = t0.elapsed();
+        self.rounds += 1;
         for (&i, &s) in picks.iter().zip(&serials) {
             self.slot[i] = Some(self.waiting.len());
             self.waiting.push(i);
             self.by_serial.insert(s, i);
             self.serial[i] = s;
+            self.round[i] = self.rounds;
         }
         if seen < expected && !pause {
             return Err(format!(
@@ -218,6 +269,7 @@ impl Queue {
     }
 
     fn unqueue(&mut self, i: usize) {
+        self.by_serial.remove(&self.serial[i]);
         if let Some(at) = self.slot[i].take() {
             self.waiting.swap_remove(at);
             if let Some(&moved) = self.waiting.get(at) {
@@ -229,6 +281,9 @@ impl Queue {
 
     /// k handoffs in one script; returns their time.
     fn handoff(&mut self, k: usize) -> Result<Duration, String> {
+        if self.kind == Kind::Blpop {
+            return self.push(k);
+        }
         let t0 = Instant::now();
         let granted: Vec<String> = redis::cmd("EVALSHA")
             .arg(&self.sha)
@@ -236,7 +291,11 @@ impl Queue {
             .arg(self.resource())
             .arg(self.token(self.holder))
             .arg(k)
-            .arg(if self.sets { "set" } else { "single" })
+            .arg(if self.kind == Kind::Sets {
+                "set"
+            } else {
+                "single"
+            })
             .arg(OWN)
             .query(&mut self.control)
             .map_err(|e| format!("handoff script: {e}"))?;
@@ -246,9 +305,9 @@ impl Queue {
         }
         for token in &granted {
             let serial: u64 = token[1..].parse().map_err(|_| format!("token {token}"))?;
-            let i = self
+            let i = *self
                 .by_serial
-                .remove(&serial)
+                .get(&serial)
                 .ok_or(format!("no waiter has token {token}"))?;
             let reply = self.pool.as_mut().ok_or("no connections")?.reply(i)?;
             if !reply.starts_with(':') {
@@ -287,20 +346,26 @@ impl Queue {
             }
         }
         for i in picks {
-            self.by_serial.remove(&self.serial[i]);
             self.unqueue(i);
         }
         Ok(took)
     }
 
+    /// What was measured; the server and the connections are dropped.
+    pub fn measured(self) -> Measured {
+        Measured {
+            w: self.w,
+            fill: self.fill,
+            rates: self.rates,
+            us: self.us,
+            error: self.error,
+        }
+    }
+
     /// Cycles of enqueue, handoff, enqueue, leave for `run_secs`.
     pub fn run(&mut self, set: &Settings) -> Result<(), String> {
         let k = set.batch;
-        let release = if self.sets {
-            "dlock.mrelease"
-        } else {
-            "dlock.release"
-        };
+        let release = self.release();
         let before = [
             cmdstat(&mut self.control, release),
             cmdstat(&mut self.control, "client|unblock"),

@@ -1,25 +1,110 @@
 //! The queue parts of the `scale-kinds` section (scale_kinds.rs defines what
-//! each operation is): waiters on one resource, and a component of queued
-//! sets; each size's queue (scale_kinds_queue.rs) loaded first, then the
-//! runs alternating between them.
+//! each operation is): waiters on one resource beside the server's own
+//! `BLPOP` on one list, and a component of queued sets; each size's queue
+//! (scale_kinds_queue.rs) loaded first, then the runs alternating between
+//! them.
 
 use std::time::Instant;
 
 use crate::cases::Config;
-use crate::scale_kinds::{median, num, order, vs, Goals, Settings};
+use crate::scale_kinds::{median, num, order, vs, Fill, Goals, Settings};
 use crate::scale_kinds_pool::raise_nofile;
-use crate::scale_kinds_queue::Queue;
+use crate::scale_kinds_queue::{Kind, Queue};
 use crate::{progress, Goal};
 
-pub fn run(config: &Config, set: &Settings, sets: bool, goals: &mut Goals) {
-    let sizes = if sets { &set.sets } else { &set.waiters };
-    let what = if sets { "sets" } else { "waiters" };
-    let needed = sizes.iter().max().copied().unwrap_or(0) + set.batch as u64 + 512;
+/// What one size's queue measured, once its server and connections are
+/// gone.
+pub struct Measured {
+    pub w: u64,
+    pub fill: Fill,
+    /// Ops per second of each run: enqueue, handoff, leave.
+    pub rates: [Vec<f64>; 3],
+    /// Server µs per call of each run: the freeing command, CLIENT UNBLOCK.
+    pub us: [Vec<f64>; 2],
+    pub error: Option<String>,
+}
+
+impl Measured {
+    fn rate(&self, op: usize) -> f64 {
+        median(&self.rates[op])
+    }
+}
+
+const OPS: [&str; 3] = ["enqueue", "handoff", "leave"];
+
+/// Waiters on one resource, then (`reference`) the same sizes of `BLPOP`
+/// waiters on one list measured the same way: a resource with 10,000 waiters also means
+/// 10,000 blocked clients, whose cost is the server's. The two parts run one
+/// after the other (each alternating between its sizes): both of their
+/// largest queues at once would need more open files than this machine's
+/// hard limit of 20,000.
+pub fn waiters(config: &Config, set: &Settings, reference: bool, goals: &mut Goals) {
+    let dlock = measure(config, set, Kind::Waiters);
+    table(
+        "Waiters on one resource",
+        "waiters",
+        "RELEASE / CLIENT UNBLOCK",
+        &dlock,
+    );
+    if !reference {
+        judge(set, "waiters", &dlock, None, Goal::AtLeast(0.7), goals);
+        return;
+    }
+    let blpop = measure(config, set, Kind::Blpop);
+    table(
+        "Reference: the server's own blocking pop, BLPOP on one list (no module)",
+        "waiters",
+        "LPUSH / CLIENT UNBLOCK",
+        &blpop,
+    );
+    println!(
+        "The reference's handoff is {} `LPUSH`es pipelined, each serving the longest-waiting \
+         `BLPOP` within the command (as `RELEASE` grants the head within it; inside a script the \
+         list's waiters would be served only after the script); its other operations are those \
+         of the waiters above. \"BLPOP\" below is the reference's ratio at the same sizes: the \
+         part of the decline that the server itself shows with that many blocked clients.\n",
+        set.batch
+    );
+    judge(
+        set,
+        "waiters",
+        &dlock,
+        Some(&blpop),
+        Goal::AtLeast(0.7),
+        goals,
+    );
+}
+
+/// A component of queued sets.
+pub fn sets(config: &Config, set: &Settings, goals: &mut Goals) {
+    let sets = measure(config, set, Kind::Sets);
+    table(
+        "A component of queued sets",
+        "queued sets",
+        "MRELEASE / CLIENT UNBLOCK",
+        &sets,
+    );
+    judge(set, "queued sets", &sets, None, Goal::AtLeast(0.5), goals);
+}
+
+/// Loads every size's queue of `kind`, then runs them in turn.
+fn measure(config: &Config, set: &Settings, kind: Kind) -> Vec<Measured> {
+    let sizes = if kind == Kind::Sets {
+        &set.sets
+    } else {
+        &set.waiters
+    };
+    let what = match kind {
+        Kind::Waiters => "waiters",
+        Kind::Sets => "sets",
+        Kind::Blpop => "BLPOP waiters",
+    };
+    let needed = sizes.iter().sum::<u64>() + (sizes.len() * set.batch) as u64 + 512;
     let limit = raise_nofile(needed);
     let mut queues: Vec<Queue> = Vec::new();
     for &w in sizes {
         let t = Instant::now();
-        let mut q = Queue::new(config, sets, w, set);
+        let mut q = Queue::new(config, kind, w, set);
         if let Err(e) = &limit {
             q.fill.error.get_or_insert_with(|| e.clone());
         }
@@ -64,26 +149,21 @@ pub fn run(config: &Config, set: &Settings, sets: bool, goals: &mut Goals) {
             );
         }
     }
-    report(set, sets, &queues, goals);
+    queues.into_iter().map(Queue::measured).collect()
 }
 
-fn report(set: &Settings, sets: bool, queues: &[Queue], goals: &mut Goals) {
-    let (title, unit, release) = if sets {
-        ("A component of queued sets", "queued sets", "MRELEASE")
-    } else {
-        ("Waiters on one resource", "waiters", "RELEASE")
-    };
+fn table(title: &str, unit: &str, us_of: &str, queues: &[Measured]) {
     println!("#### {title}\n");
     println!(
         "| {unit} | fill s | fill/s | enqueue/s | vs first | handoff/s | vs first | leave/s | \
-         vs first | server µs/call {release} / CLIENT UNBLOCK |"
+         vs first | server µs/call {us_of} |"
     );
     println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    let first: Vec<f64> = queues.first().map_or(vec![f64::NAN; 3], |q| {
-        q.rates.iter().map(|v| median(v)).collect()
-    });
+    let first: Vec<f64> = queues
+        .first()
+        .map_or(vec![f64::NAN; 3], |q| (0..3).map(|op| q.rate(op)).collect());
     for q in queues {
-        let r: Vec<f64> = q.rates.iter().map(|v| median(v)).collect();
+        let r: Vec<f64> = (0..3).map(|op| q.rate(op)).collect();
         let us: Vec<String> = q.us.iter().map(|v| num(median(v), 2)).collect();
         println!(
             "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
@@ -105,36 +185,65 @@ fn report(set: &Settings, sets: bool, queues: &[Queue], goals: &mut Goals) {
             println!("- {} {unit}: runs stopped: {e}", q.w);
         }
     }
+}
+
+/// The largest size's rate of `op` over the smallest's, or why there is none.
+fn ratio(set: &Settings, unit: &str, queues: &[Measured], op: usize) -> Result<f64, String> {
     let (Some(a), Some(b)) = (queues.first(), queues.last()) else {
-        return;
+        return Err("no size".into());
     };
-    let measured = |q: &Queue| -> Result<(), String> {
+    let measured = |q: &Measured| -> Result<(), String> {
         if let Some(why) = q.fill.shortfall(set.budget_secs) {
             return Err(format!("{} {unit}: {why}", q.w));
         }
-        match (&q.error, q.rates[0].is_empty()) {
+        match (&q.error, q.rates[op].is_empty()) {
             (Some(e), _) => Err(format!("{} {unit}: {e}", q.w)),
             (None, true) => Err(format!("{} {unit}: no run", q.w)),
             (None, false) => Ok(()),
         }
     };
-    let goal = Goal::AtLeast(if sets { 0.5 } else { 0.7 });
-    for (op, name) in ["enqueue", "handoff", "leave"].iter().enumerate() {
-        let ratio = measured(a)
-            .and_then(|_| measured(b))
-            .map(|_| median(&b.rates[op]) / median(&a.rates[op]));
-        let detail = match op {
-            1 | 2 => format!(
-                " (server µs/call {} -> {})",
+    measured(a)?;
+    measured(b)?;
+    Ok(b.rate(op) / a.rate(op))
+}
+
+/// The goal lines: each operation's ratio, with the server's µs per call
+/// and, when there is one, the reference's ratio beside it.
+fn judge(
+    set: &Settings,
+    unit: &str,
+    queues: &[Measured],
+    reference: Option<&[Measured]>,
+    goal: Goal,
+    goals: &mut Goals,
+) {
+    let (Some(a), Some(b)) = (queues.first(), queues.last()) else {
+        return;
+    };
+    for (op, name) in OPS.iter().enumerate() {
+        let mut detail = Vec::new();
+        if op > 0 {
+            detail.push(format!(
+                "server µs/call {} -> {}",
                 num(median(&a.us[op - 1]), 2),
                 num(median(&b.us[op - 1]), 2)
-            ),
-            _ => String::new(),
+            ));
+        }
+        if let Some(r) = reference {
+            detail.push(match ratio(set, unit, r, op) {
+                Ok(x) => format!("BLPOP {x:.2}x"),
+                Err(why) => format!("BLPOP not measured: {why}"),
+            });
+        }
+        let detail = if detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", detail.join("; "))
         };
         goals.judge(
             format!("{unit}: {name}, {} vs {} {unit}", b.w, a.w),
             goal,
-            ratio,
+            ratio(set, unit, queues, op),
             &detail,
         );
     }

@@ -23,6 +23,7 @@ use std::hash::Hash;
 
 use super::queue::{WaitQueues, Waiter, Wants};
 use super::Error;
+use wait_ends::WaitEnds;
 
 /// What a parked client is answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,8 +50,6 @@ enum State {
 #[derive(Debug)]
 struct Slot {
     state: State,
-    /// The server's timer for this waiter's `WAIT` timeout, to cancel.
-    timer: Option<u64>,
 }
 
 /// A grant whose replies are not all settled yet.
@@ -82,8 +81,6 @@ pub struct Left<K> {
     /// We still owe the server an unblock for this handle (it was not
     /// handed over yet); the server frees it only then.
     pub unblock: bool,
-    /// The client's `WAIT` timer to cancel.
-    pub timer: Option<u64>,
     /// One per resource of the grant (a set's members).
     pub revoke: Vec<Revoke<K>>,
 }
@@ -93,7 +90,6 @@ impl<K> Left<K> {
     pub fn nothing() -> Self {
         Left {
             unblock: false,
-            timer: None,
             revoke: Vec::new(),
         }
     }
@@ -107,6 +103,7 @@ pub struct Parking<K, H> {
     answered: Vec<H>,
     grants: HashMap<u64, Grant<K>>,
     next_grant: u64,
+    wait_ends: WaitEnds,
 }
 
 impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Default for Parking<K, H> {
@@ -117,6 +114,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Default for Parking<K, H> {
             answered: Vec::new(),
             grants: HashMap::new(),
             next_grant: 1,
+            wait_ends: WaitEnds::default(),
         }
     }
 }
@@ -172,40 +170,34 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
             handle,
             Slot {
                 state: State::Queued(id),
-                timer: None,
             },
         );
     }
 
-    pub fn set_timer(&mut self, handle: H, timer: u64) {
+    /// Answers a handle that left its queue.
+    fn answer(&mut self, handle: H, answer: Answer) {
         if let Some(slot) = self.slots.get_mut(&handle) {
-            slot.timer = Some(timer);
+            slot.state = State::Answered(answer);
+            self.answered.push(handle);
         }
     }
 
-    /// Answers a handle that left its queue; returns its timer to cancel.
-    fn answer(&mut self, handle: H, answer: Answer) -> Option<u64> {
-        let slot = self.slots.get_mut(&handle)?;
-        slot.state = State::Answered(answer);
-        self.answered.push(handle);
-        slot.timer.take()
-    }
-
-    fn answer_all(&mut self, gone: Vec<Waiter<H>>, answer: &Answer) -> Vec<u64> {
-        gone.into_iter()
-            .filter_map(|w| self.answer(w.handle, answer.clone()))
-            .collect()
+    fn answer_all(&mut self, gone: Vec<Waiter<H>>, answer: &Answer) {
+        for w in gone {
+            self.answer(w.handle, answer.clone());
+        }
     }
 
     /// The waiters of `resource` whose `WAIT` has run out are answered nil
-    /// (never granted). Returns how many, and their timers to cancel.
-    pub fn time_out_given_up(&mut self, resource: &K, now_ms: u64) -> (usize, Vec<u64>) {
+    /// (never granted). Returns how many.
+    pub fn time_out_given_up(&mut self, resource: &K, now_ms: u64) -> usize {
         let gone = self.queues.take_given_up(resource, now_ms);
         let n = gone.len();
-        (n, self.answer_all(gone, &Answer::TimedOut))
+        self.answer_all(gone, &Answer::TimedOut);
+        n
     }
 
-    /// A waiter's own timeout timer fired: answer it nil if still queued.
+    /// A waiter's `WAIT` ended: answer it nil if still queued.
     pub fn time_out(&mut self, handle: H) -> bool {
         let Some(Slot {
             state: State::Queued(id),
@@ -216,16 +208,12 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         };
         let id = *id;
         self.queues.remove(id);
-        if let Some(slot) = self.slots.get_mut(&handle) {
-            // The timer that called us is spent.
-            slot.timer = None;
-        }
         self.answer(handle, Answer::TimedOut);
         true
     }
 
     /// Every waiter of `resource` (or of all resources) gets `err`.
-    pub fn fail(&mut self, resource: Option<&K>, err: Error) -> Vec<u64> {
+    pub fn fail(&mut self, resource: Option<&K>, err: Error) {
         let gone = match resource {
             Some(r) => self.queues.drain(r),
             None => self.queues.drain_all(),
@@ -260,9 +248,9 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
     }
 
     /// Grants `resource` to its head waiter and every queued entry with the
-    /// same token, under `fence`. Returns the token and TTL granted and the
-    /// timers to cancel, or `None` when nobody waits.
-    pub fn grant_head(&mut self, resource: &K, fence: u64) -> Option<(Box<[u8]>, u64, Vec<u64>)> {
+    /// same token, under `fence`. Returns the token and TTL granted, or
+    /// `None` when nobody waits.
+    pub fn grant_head(&mut self, resource: &K, fence: u64) -> Option<(Box<[u8]>, u64)> {
         let g = self.queues.pop_grantee(resource)?;
         let grant = self.new_grant(
             vec![resource.clone()],
@@ -272,12 +260,10 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
             false,
         );
         let answer = Answer::Granted { grant, fence };
-        let timers = g
-            .handles
-            .iter()
-            .filter_map(|h| self.answer(*h, answer.clone()))
-            .collect();
-        Some((g.token, g.ttl_ms, timers))
+        for h in &g.handles {
+            self.answer(*h, answer.clone());
+        }
+        Some((g.token, g.ttl_ms))
     }
 
     /// Grants the queued requests `granted` (id, fence) together (a run of
@@ -286,16 +272,14 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
     /// token are one grant, delivered or revoked together on every resource
     /// they name; a token in `retried` already held before this step (its
     /// client knows the fence another way): that grant is never revoked.
-    /// Returns the timers to cancel.
     pub fn grant_entries(
         &mut self,
         granted: &[(u64, u64)],
         retried: &[&[u8]],
         refused: Vec<(u64, Error)>,
-    ) -> Vec<u64> {
+    ) {
         let fences: HashMap<u64, u64> = granted.iter().copied().collect();
         let ids: Vec<u64> = granted.iter().map(|(id, _)| *id).collect();
-        let mut timers = Vec::new();
         // One grant per token and fence: the same token granted twice under
         // two fences in one step (two sets) is revoked as two grants.
         let mut by_token: HashMap<(Box<[u8]>, u64), u64> = HashMap::new();
@@ -322,16 +306,15 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
                     grant
                 }
             };
-            timers.extend(self.answer(w.handle, Answer::Granted { grant, fence }));
+            self.answer(w.handle, Answer::Granted { grant, fence });
         }
         let errors: HashMap<u64, Error> = refused.into_iter().collect();
         let ids: Vec<u64> = errors.keys().copied().collect();
         for (w, _) in self.queues.take(&ids) {
             if let Some(err) = errors.get(&w.id) {
-                timers.extend(self.answer(w.handle, Answer::Failed(err.clone())));
+                self.answer(w.handle, Answer::Failed(err.clone()));
             }
         }
-        timers
     }
 
     /// The owner of `token` on `resource` refreshed its hold and so knows
@@ -438,7 +421,6 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         };
         Left {
             unblock: true,
-            timer: slot.timer,
             revoke,
         }
     }
@@ -453,6 +435,9 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         }
     }
 }
+
+#[path = "parking_wait_ends.rs"]
+mod wait_ends;
 
 #[cfg(test)]
 #[path = "parking_tests.rs"]

@@ -26,12 +26,11 @@ fn entries_granted_together_are_delivered_or_revoked_per_token() {
     p.park("r", b"c", shared, 10, None, 4);
     p.park("r", b"w", Wants::default(), 10, None, 5);
     let ids: Vec<u64> = p.queues().waiters(&"r").map(|w| w.id).collect();
-    let timers = p.grant_entries(
+    p.grant_entries(
         &[(ids[0], 7), (ids[1], 7), (ids[2], 8)],
         &[],
         vec![(ids[3], Error::UpgradeRefused)],
     );
-    assert!(timers.is_empty());
     assert_eq!(p.queues().waiting(&"r"), 1, "the writer still waits");
     let answers = p.take_answers();
     assert_eq!(answers.len(), 4);
@@ -68,11 +67,11 @@ fn a_grant_freed_without_its_reply_is_revoked() {
 fn leaving_before_the_hand_over_revokes_and_owes_an_unblock() {
     let mut p = P::default();
     p.park("r", b"a", Wants::default(), 10, Some(100), 1);
-    p.set_timer(1, 55);
+    p.ends_wait_at(1, 100_000);
     p.grant_head(&"r", 7).unwrap();
     let left = p.leave(1);
     assert!(left.unblock);
-    assert_eq!(left.timer, None, "cancelled at the grant");
+    assert_eq!(p.time_out_ended(200_000), 0, "granted: not timed out");
     assert_eq!(left.revoke.iter().map(|r| r.fence).collect::<Vec<_>>(), [7]);
     assert!(p.take_answers().is_empty(), "nothing left to hand over");
     assert_eq!(p.handles(), 0);
@@ -120,17 +119,17 @@ fn a_revocation_follows_its_moved_lock() {
 #[test]
 fn queued_waiters_leave_without_revocation() {
     let mut p = P::default();
-    p.park("r", b"a", Wants::default(), 10, None, 1);
-    p.set_timer(1, 5);
+    p.park("r", b"a", Wants::default(), 10, Some(5), 1);
+    p.ends_wait_at(1, 5_000);
     let left = p.leave(1);
     assert_eq!(
         left,
         Left {
             unblock: true,
-            timer: Some(5),
             revoke: Vec::new()
         }
     );
+    assert_eq!(p.next_wait_end(), None, "its end is forgotten");
     assert_eq!(p.queues().total(), 0);
     assert_eq!(p.leave(1), Left::nothing(), "idempotent");
 }
@@ -142,11 +141,13 @@ fn given_up_waiters_are_answered_nil_and_never_granted() {
     p.park("r", b"ok", Wants::default(), 10, Some(500), 2);
     p.park("r", b"forever", Wants::default(), 10, None, 3);
     assert!(p.queues().has_live_waiter(&"r", 200));
-    let (n, _) = p.time_out_given_up(&"r", 100);
-    assert_eq!(n, 0, "the deadline itself still counts");
-    let (n, _) = p.time_out_given_up(&"r", 101);
-    assert_eq!(n, 1);
-    let (token, _, _) = p.grant_head(&"r", 5).unwrap();
+    assert_eq!(
+        p.time_out_given_up(&"r", 100),
+        0,
+        "the deadline itself still counts"
+    );
+    assert_eq!(p.time_out_given_up(&"r", 101), 1);
+    let (token, _) = p.grant_head(&"r", 5).unwrap();
     assert_eq!(&*token, b"ok");
     let answers = p.take_answers();
     assert_eq!(answers[0], (1, Answer::TimedOut));
@@ -222,4 +223,56 @@ fn one_token_granted_under_two_fences_is_two_grants() {
         .collect();
     revoked.sort();
     assert_eq!(revoked, [("a", 7), ("b", 7), ("c", 8), ("d", 8)]);
+}
+
+#[test]
+fn waits_end_in_order_of_their_ends() {
+    let mut p = P::default();
+    p.park("r", b"a", Wants::default(), 10, Some(3), 1);
+    p.park("s", b"b", Wants::default(), 10, Some(1), 2);
+    p.park("r", b"c", Wants::default(), 10, Some(2), 3);
+    p.park("r", b"forever", Wants::default(), 10, None, 4);
+    for (h, at) in [(1, 3_000), (2, 1_000), (3, 2_000)] {
+        p.ends_wait_at(h, at);
+    }
+    assert_eq!(p.next_wait_end(), Some(1_000));
+    assert_eq!(p.time_out_ended(999), 0, "not yet");
+    assert_eq!(p.time_out_ended(1_000), 1, "at its end, as its own timer");
+    assert_eq!(p.next_wait_end(), Some(2_000));
+    assert_eq!(p.time_out_ended(10_000), 2);
+    assert_eq!(p.next_wait_end(), None);
+    let answers = p.take_answers();
+    assert_eq!(
+        answers,
+        [2, 3, 1].map(|h| (h, Answer::TimedOut)),
+        "each in turn"
+    );
+    assert_eq!(p.queues().total(), 1, "only the one without WAIT end waits");
+}
+
+#[test]
+fn waiters_that_leave_otherwise_are_skipped_and_dropped() {
+    let mut p = P::default();
+    p.park("r", b"gone", Wants::default(), 10, Some(1), 1);
+    p.park("r", b"granted", Wants::default(), 10, Some(2), 2);
+    p.park("r", b"stays", Wants::default(), 10, Some(3), 3);
+    for h in 1..=3 {
+        p.ends_wait_at(h, h as u64 * 1_000);
+    }
+    p.leave(1);
+    p.grant_head(&"r", 7).unwrap();
+    assert_eq!(p.next_wait_end(), Some(3_000), "departed ends skipped");
+    assert_eq!(p.time_out_ended(3_000), 1);
+    // Waiters that keep coming and going leave a bounded heap behind.
+    for h in 10..10_000 {
+        p.park("r", b"t", Wants::default(), 10, Some(u64::MAX), h);
+        p.ends_wait_at(h, u64::MAX);
+        p.leave(h);
+    }
+    // At most twice the one waiter, the slack, and the entry just pushed.
+    assert!(
+        p.wait_ends() <= 2 + 64 + 1,
+        "{} entries kept",
+        p.wait_ends()
+    );
 }

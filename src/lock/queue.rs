@@ -13,7 +13,7 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 
 use super::ask::{Ask, Mode};
 
@@ -99,9 +99,12 @@ pub struct Grantee<H> {
 struct WaitQueue<H> {
     /// The entries by id: ids rise in enqueue order, so this is the FIFO.
     entries: BTreeMap<u64, Waiter<H>>,
-    /// Entries per token: a token queued more than once (a client that
-    /// reconnected and retried) is granted once for all of them.
-    tokens: HashMap<Box<[u8]>, usize>,
+    /// Entries per token, by the token's hash under this map's own random
+    /// keys: a token queued more than once (a client that reconnected and
+    /// retried) is granted once for all of them. Counting hashes rather
+    /// than tokens spares a copy of the token per entry; a hash shared by
+    /// two tokens only makes the grant compare the tokens themselves.
+    tokens: HashMap<u64, usize>,
     /// (give-up time, id) of the entries whose `WAIT` ends.
     giving_up: BTreeSet<(u64, u64)>,
     /// Ids of the entries by a hash of their owner (the token when no
@@ -144,10 +147,15 @@ impl<H> WaitQueue<H> {
         }
     }
 
+    fn token_key(&self, token: &[u8]) -> u64 {
+        self.tokens.hasher().hash_one(token)
+    }
+
     fn push_back(&mut self, waiter: Waiter<H>) {
         self.not_plain += usize::from(!waiter.is_plain());
         self.in_sets += usize::from(waiter.in_set);
-        *self.tokens.entry(waiter.token.clone()).or_insert(0) += 1;
+        let key = self.token_key(&waiter.token);
+        *self.tokens.entry(key).or_insert(0) += 1;
         if let Some(at) = waiter.gives_up_at {
             self.giving_up.insert((at, waiter.id));
         }
@@ -163,7 +171,7 @@ impl<H> WaitQueue<H> {
         let waiter = self.entries.remove(&id)?;
         self.not_plain -= usize::from(!waiter.is_plain());
         self.in_sets -= usize::from(waiter.in_set);
-        if let Entry::Occupied(mut n) = self.tokens.entry(waiter.token.clone()) {
+        if let Entry::Occupied(mut n) = self.tokens.entry(self.token_key(&waiter.token)) {
             *n.get_mut() -= 1;
             if *n.get() == 0 {
                 n.remove();
@@ -375,17 +383,15 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
 
     /// Removes entry `id` from `resource`'s queue only.
     fn remove_entry(&mut self, resource: &K, id: u64) -> Option<Waiter<H>> {
-        let Entry::Occupied(mut slot) = self.queues.entry(resource.clone()) else {
-            return None;
-        };
-        let queue = slot.get_mut();
+        // Looked up by reference (`entry` would take a copy of the key).
+        let queue = self.queues.get_mut(resource)?;
         let waiter = queue.remove(id);
         if queue.is_empty() {
-            self.stale_timers.extend(slot.remove().timers);
+            self.retire(resource);
         } else if queue.not_plain > 0 || waiter.as_ref().is_some_and(|w| w.in_set) {
             // A set that leaves may have reserved a free resource: the
             // plain waiters behind it may be granted now.
-            self.thinned.push(slot.key().clone());
+            self.thinned.push(resource.clone());
         }
         waiter
     }
@@ -408,7 +414,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         self.index.remove(&head.id);
         let mut handles = vec![head.handle];
         let mut ids = vec![head.id];
-        if queue.tokens.contains_key(&head.token) {
+        if queue.tokens.contains_key(&queue.token_key(&head.token)) {
             // The same token queued again: rare, and only then a walk.
             let same: Vec<u64> = queue
                 .entries

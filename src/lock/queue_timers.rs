@@ -1,4 +1,5 @@
-//! The wake-up timers and lease deadlines each wait queue remembers.
+//! The wake-up timers and lease deadlines each wait queue remembers, and
+//! what the `WAIT` timeouts (`parking`) look up.
 
 use std::hash::Hash;
 
@@ -56,5 +57,18 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                 queue.timer_at = None;
             }
         }
+    }
+}
+
+impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
+    /// Whether request `id` still waits.
+    pub fn is_queued(&self, id: u64) -> bool {
+        self.index.contains_key(&id)
+    }
+
+    /// The handle of request `id`, if it still waits.
+    pub fn handle(&self, id: u64) -> Option<&H> {
+        let key = self.index.get(&id)?.keys().first()?;
+        Some(&self.queues.get(key)?.entries.get(&id)?.handle)
     }
 }

@@ -11,7 +11,7 @@
 //!   `CLIENT UNBLOCK`ed or killed before that never gets the reply, and the
 //!   timeout callback is skipped. So answers are handed over only from a
 //!   timer (the last phase before the server replies), and `WAIT` timeouts
-//!   are our own timers, not the server's: nothing of ours can end a client
+//!   are our own timer, not the server's: nothing of ours can end a client
 //!   between the hand-over and the reply. Whatever else does (a command run
 //!   by I/O threads, another module) is caught when the answer is freed.
 //!
@@ -191,8 +191,8 @@ pub fn block_on(
 ) -> Result<(), Error> {
     let block = rm!(RedisModule_BlockClient);
     let on_disconnect = rm!(RedisModule_SetDisconnectCallback);
-    let create_timer = rm!(RedisModule_CreateTimer);
-    let delay = c_longlong::try_from(timeout_ms).map_err(|_| Error::Internal("timeout"))?;
+    c_longlong::try_from(timeout_ms).map_err(|_| Error::Internal("timeout"))?;
+    let now = now_us();
     // No server-side timeout (0): ours is a timer, see the file comment.
     let bc = unsafe {
         block(
@@ -208,23 +208,57 @@ pub fn block_on(
     }
     unsafe { on_disconnect(bc, Some(on_disconnected)) };
     let handle = Blocked(bc);
-    let gives_up_at = (timeout_ms > 0).then(|| (now_us() / 1000).saturating_add(timeout_ms));
-    with_parking(|p| match <[Resource; 1]>::try_from(members) {
-        Ok([res]) => p.park(res, token, wants, ttl_ms, gives_up_at, handle),
-        Err(members) => p.park_set(members, token, wants, ttl_ms, gives_up_at, handle),
+    let gives_up_at = (timeout_ms > 0).then(|| (now / 1000).saturating_add(timeout_ms));
+    let ends_at = (timeout_ms > 0).then(|| now.saturating_add(timeout_ms.saturating_mul(1000)));
+    with_parking(|p| {
+        match <[Resource; 1]>::try_from(members) {
+            Ok([res]) => p.park(res, token, wants, ttl_ms, gives_up_at, handle),
+            Err(members) => p.park_set(members, token, wants, ttl_ms, gives_up_at, handle),
+        }
+        if let Some(at) = ends_at {
+            p.ends_wait_at(handle, at);
+        }
     });
-    if timeout_ms > 0 {
-        let id = unsafe { create_timer(ctx.0, delay, Some(on_wait_timer), bc.cast::<c_void>()) };
-        with_parking(|p| p.set_timer(handle, id));
+    if let Some(at) = ends_at {
+        arm_wait_timer(at);
     }
     Ok(())
 }
 
-extern "C" fn on_wait_timer(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+/// The one timer that ends `WAIT`s: its id and the end (unix µs) it was
+/// armed for, never later than any running `WAIT`'s end.
+static WAIT_TIMER: Mutex<Option<(u64, u64)>> = Mutex::new(None);
+
+fn wait_timer() -> MutexGuard<'static, Option<(u64, u64)>> {
+    WAIT_TIMER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Makes the `WAIT` timer fire at `at_us` at the latest.
+fn arm_wait_timer(at_us: u64) {
+    let mut armed = wait_timer();
+    match *armed {
+        Some((_, at)) if at <= at_us => return,
+        Some((id, _)) => {
+            jobs::stop_timer(id);
+        }
+        None => {}
+    }
+    // The server fires a timer once its delay has passed, in ms: rounded
+    // up, never before the end.
+    let delay = at_us.saturating_sub(now_us()).div_ceil(1000);
+    *armed = jobs::arm_timer(i64::try_from(delay).unwrap_or(i64::MAX), on_wait_timer)
+        .map(|id| (id, at_us));
+}
+
+extern "C" fn on_wait_timer(_ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     guard("wait timeout", (), || {
-        let handle = Blocked(data.cast::<raw::RedisModuleBlockedClient>());
-        if with_parking(|p| p.time_out(handle)) {
+        *wait_timer() = None;
+        let (n, next) = with_parking(|p| (p.time_out_ended(now_us()), p.next_wait_end()));
+        for _ in 0..n {
             stats::WAIT_TIMEOUTS.add();
+        }
+        if let Some(at) = next {
+            arm_wait_timer(at);
         }
         hand_over();
     })
@@ -233,19 +267,17 @@ extern "C" fn on_wait_timer(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
 /// Answers nil to the waiters of `res` whose `WAIT` has run out, so they
 /// are never chosen for a grant.
 pub fn time_out_given_up(res: &Resource, now_ms: u64) {
-    let (n, timers) = with_parking(|p| p.time_out_given_up(res, now_ms));
+    let n = with_parking(|p| p.time_out_given_up(res, now_ms));
     for _ in 0..n {
         stats::WAIT_TIMEOUTS.add();
     }
-    stop_timers(&timers);
     answers_ready();
 }
 
 /// Grants `res` to its head waiter (and every queued entry with the same
 /// token) under `fence`; returns the token and TTL granted.
 pub fn grant_head(res: &Resource, fence: u64) -> Option<(Box<[u8]>, u64)> {
-    let (token, ttl, timers) = with_parking(|p| p.grant_head(res, fence))?;
-    stop_timers(&timers);
+    let (token, ttl) = with_parking(|p| p.grant_head(res, fence))?;
     answers_ready();
     Some((token, ttl))
 }
@@ -259,15 +291,13 @@ pub fn queue_is_plain(res: &Resource) -> bool {
 /// Grants the queued requests `granted` (id, fence) together and answers
 /// `refused` with their errors (see `Parking::grant_entries`).
 pub fn grant_entries(granted: &[(u64, u64)], retried: &[&[u8]], refused: Vec<(u64, Error)>) {
-    let timers = with_parking(|p| p.grant_entries(granted, retried, refused));
-    stop_timers(&timers);
+    with_parking(|p| p.grant_entries(granted, retried, refused));
     answers_ready();
 }
 
 /// Every waiter of `res` (or of all resources) is answered `err`.
 pub fn fail(res: Option<&Resource>, err: Error) {
-    let timers = with_parking(|p| p.fail(res, err));
-    stop_timers(&timers);
+    with_parking(|p| p.fail(res, err));
     answers_ready();
 }
 
@@ -337,13 +367,6 @@ pub fn add_timer(res: &Resource, id: u64) {
     with_queues(|q| q.add_timer(res, id));
 }
 
-/// Stops `WAIT` timers (their data is the handle: nothing to free).
-fn stop_timers(timers: &[u64]) {
-    for id in timers {
-        jobs::stop_timer(*id);
-    }
-}
-
 /// Answers were decided: hand them over from a timer (see the file comment).
 pub fn answers_ready() {
     if parking().has_answers() {
@@ -381,7 +404,6 @@ fn freed(handed: &Handed) {
 /// The client left on its own; `unblock` it if we still owe that, and
 /// revoke a grant it never heard of.
 fn left(left: Left<Resource>, handle: Blocked) {
-    stop_timers(left.timer.as_slice());
     if left.unblock {
         if let Some(unblock) = unsafe { raw::RedisModule_UnblockClient } {
             unsafe { unblock(handle.0, std::ptr::null_mut()) };

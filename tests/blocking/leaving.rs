@@ -43,6 +43,47 @@ fn wait_times_out() {
     assert_eq!(blocked_clients(&mut c), 0);
 }
 
+/// Every `WAIT` ends at its own time, whichever waits longer or left
+/// first: a shorter one queued after a longer one, on another resource
+/// too, and one queued after the earliest left.
+#[test]
+fn waits_end_each_at_its_own_time() {
+    let s = Server::start();
+    let mut c = s.conn();
+    hold(&mut c, "res", "holder");
+    hold(&mut c, "other", "holder");
+    let t0 = Instant::now();
+    let long = Waiter::start(&s.url(), "res", "long", 10_000, 3_000);
+    wait_waiters(&mut c, "res", 1);
+    let gone = Waiter::start(&s.url(), "other", "gone", 10_000, 300);
+    wait_waiters(&mut c, "other", 1);
+    let short = Waiter::start(&s.url(), "res", "short", 10_000, 600);
+    wait_waiters(&mut c, "res", 2);
+    let n: i64 = redis::cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(gone.id)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(matches!(gone.outcome(SOON).reply, Ok(None)));
+    let o = short.outcome(Duration::from_secs(5));
+    let took = o.at - t0;
+    assert!(matches!(o.reply, Ok(None)), "short: {:?}", o.reply);
+    assert!(
+        took >= Duration::from_millis(590) && took < Duration::from_millis(2_500),
+        "WAIT 600 ended after {took:?}"
+    );
+    long.assert_pending();
+    let o = long.outcome(Duration::from_secs(10));
+    let took = o.at - t0;
+    assert!(matches!(o.reply, Ok(None)), "long: {:?}", o.reply);
+    assert!(
+        took >= Duration::from_millis(2_990) && took < Duration::from_secs(6),
+        "WAIT 3000 ended after {took:?}"
+    );
+    assert_eq!(blocked_clients(&mut c), 0);
+}
+
 // ---------------------------------------------------------------- leaving the queue
 
 #[test]
