@@ -96,6 +96,11 @@ enum Kind {
     Error,
 }
 
+/// Length of the first complete reply in `buf`, if there is one.
+pub fn frame_len(buf: &[u8]) -> Option<usize> {
+    frame(buf).map(|(len, _)| len)
+}
+
 /// Length and kind of the first complete reply in `buf`, if there is one.
 fn frame(buf: &[u8]) -> Option<(usize, Kind)> {
     let line_end = buf.windows(2).position(|w| w == b"\r\n")?;

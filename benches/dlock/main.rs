@@ -15,7 +15,7 @@
 //! | --- | --- |
 //! | `DLOCK_BENCH_QUICK=1` | small sizes everywhere (a smoke run of ~1 min); explicit variables still win |
 //! | `DLOCK_BENCH_CONFIGS` | `aof,none` - which configurations, in order |
-//! | `DLOCK_BENCH_SECTIONS` | `throughput,native,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention` - which sections (`native`: ACQUIRE, RELEASE, EXTEND vs the server's `SET NX PX`, `DELEX IFEQ`/`DELIFEQ`, `SET IFEQ PX`, on servers that have them, native.rs; `holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `scale-kinds`: one command's cost against the size of its resource, scale_kinds.rs; `contention`: lock schemes under contention, contention.rs) |
+//! | `DLOCK_BENCH_SECTIONS` | `throughput,native,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe` - which sections (`native`: ACQUIRE, RELEASE, EXTEND vs the server's `SET NX PX`, `DELEX IFEQ`/`DELIFEQ`, `SET IFEQ PX`, on servers that have them, native.rs; `holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `scale-kinds`: one command's cost against the size of its resource, scale_kinds.rs; `contention`: lock schemes under contention, contention.rs; `observe`: a contended resource's critical sections per second with and without observers following it, and the delay from a change to an observer vs to a keyspace notification, observe.rs) |
 //! | `DLOCK_BENCH_NATIVE_SERVERS` | every folder in `../shared/servers/` - server builds (folders as for `make SERVER=...`) the `native` section runs on when the configured server lacks `DELEX`/`DELIFEQ` or `SET IFEQ`; those without them are passed over |
 //! | `DLOCK_BENCH_CLIENTS` | `50` - connections per throughput run |
 //! | `DLOCK_BENCH_KEYS` | `100000` - resources the random keys are drawn from |
@@ -44,6 +44,13 @@
 //! | `DLOCK_BENCH_CONTENTION_CS_US` | `0,1000` - critical-section lengths, µs |
 //! | `DLOCK_BENCH_CONTENTION_RESOURCES` | `1,100` - resources the clients contend for |
 //! | `DLOCK_BENCH_CONTENTION_SCHEMES` | `dlock,poll200,poll10,pubsub,blpop` - schemes (contention_schemes.rs) |
+//! | `DLOCK_BENCH_OBSERVE_CONFIGS` | `aof` - configurations that run the observe section |
+//! | `DLOCK_BENCH_OBSERVE_OBSERVERS` | `1000` - observers following the contended resource, a connection each, driven by one thread |
+//! | `DLOCK_BENCH_OBSERVE_CLIENTS` | `8` - clients contending for it (`ACQUIRE ... WAIT` / `RELEASE` loops) |
+//! | `DLOCK_BENCH_OBSERVE_CS_US` | `0` - critical-section length, µs (a sleep) |
+//! | `DLOCK_BENCH_OBSERVE_SECS` | `2` (quick: `0.5`) - seconds per run |
+//! | `DLOCK_BENCH_OBSERVE_REPEAT` | `5` (quick: `2`) - runs per side (without, with observers), the sides taking turns; the ratio is the median of the pairs' |
+//! | `DLOCK_BENCH_OBSERVE_ROUNDS` | `2000` (quick: `200`) - releases timed for each listener (an observer's reply, a keyspace notification), alternating |
 //! | `DLOCK_BENCH_ONLY` | all - throughput, native, holds, sets and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `handoff` and `memory` for the baseline's handoff and memory rows) |
 //! | `BASELINE` | unset - another build of the module, as a path (`BASELINE=/path/to/libdlock.so`): the `baseline` section compares this build with it (ACQUIRE, owner RELEASE and EXTEND throughput at pipeline 1 and 16, `ACQUIRE ... WAIT` handoff latency, memory per lock); unset, the section is skipped with a note. `make bench BASELINE=<git commit-ish>` builds that commit's module first (.ci/baseline-module.sh, into `target/baseline/`, reused by later runs) and passes its path here |
 //! | `DLOCK_BENCH_BASELINE_CONFIGS` | `aof` - configurations that run the `baseline` section |
@@ -65,6 +72,9 @@ mod holds_lua;
 mod interleave;
 mod load;
 mod native;
+mod observe;
+mod observe_followers;
+mod observe_latency;
 mod paired;
 mod pin;
 mod scale;
@@ -165,14 +175,16 @@ fn main() {
     let polling_rounds = env_u64("DLOCK_BENCH_POLL_ROUNDS", q(100, 10)) as usize;
     let sections = env_list(
         "DLOCK_BENCH_SECTIONS",
-        "throughput,native,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention",
+        "throughput,native,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe",
     );
     let scale_kinds_set = scale_kinds::Settings::from_env(quick);
     let contention_set = contention::Settings::from_env(quick);
+    let observe_set = observe::Settings::from_env(quick);
     let on = |s: &str| sections.iter().any(|x| x == s);
     let scale_configs = env_list("DLOCK_BENCH_SCALE_CONFIGS", "aof");
     let scale_kinds_configs = env_list("DLOCK_BENCH_SCALE_KINDS_CONFIGS", "aof");
     let baseline_configs = env_list("DLOCK_BENCH_BASELINE_CONFIGS", "aof");
+    let observe_configs = env_list("DLOCK_BENCH_OBSERVE_CONFIGS", "aof");
     let configs: Vec<Config> = env_list("DLOCK_BENCH_CONFIGS", "aof,none")
         .iter()
         .filter_map(|c| match c.as_str() {
@@ -278,6 +290,9 @@ fn main() {
             if judged || contended.is_none() {
                 contended = Some((config.label, r));
             }
+        }
+        if on("observe") && observe_configs.iter().any(|c| c == config.short) {
+            observe::run(config, &observe_set, &mut verdicts);
         }
     }
 

@@ -48,13 +48,65 @@ pub enum SlotState {
 /// This node's view of `slot`, read from `CLUSTER NODES` output (the line
 /// flagged `myself`).
 pub fn slot_state(cluster_nodes: &str, slot: u16) -> SlotState {
-    let Some(me) = cluster_nodes.lines().find(|line| {
+    match myself(cluster_nodes) {
+        Some(me) => line_state(me, slot),
+        None => SlotState::NotOwned,
+    }
+}
+
+/// Whether this node answers reads of `slot` as the cluster routes them
+/// now, for a key that `exists` here or not: a master serves its stable
+/// slots, the keys still here of a slot it is handing over, and (to
+/// clients sent with `ASKING`) a slot it is receiving; a replica serves
+/// its master's slots (to `READONLY` clients). The same rule as the
+/// server's own for a client blocked on a key.
+pub fn reads_here(cluster_nodes: &str, slot: u16, exists: bool) -> bool {
+    let Some(me) = myself(cluster_nodes) else {
+        return false;
+    };
+    let state = match replica_of(me) {
+        Some(master) => cluster_nodes
+            .lines()
+            .find(|line| line.split(' ').next() == Some(master))
+            .map_or(SlotState::NotOwned, |line| owner_state(line, slot)),
+        None => line_state(me, slot),
+    };
+    match state {
+        SlotState::Stable | SlotState::Importing => true,
+        SlotState::Migrating => exists,
+        SlotState::NotOwned => false,
+    }
+}
+
+/// The line flagged `myself`.
+fn myself(cluster_nodes: &str) -> Option<&str> {
+    cluster_nodes.lines().find(|line| {
         line.split(' ')
             .nth(2)
             .is_some_and(|flags| flags.split(',').any(|f| f == "myself"))
-    }) else {
-        return SlotState::NotOwned;
-    };
+    })
+}
+
+/// The master's id, if `line` is a replica's.
+fn replica_of(line: &str) -> Option<&str> {
+    let mut fields = line.split(' ');
+    let flags = fields.nth(2)?;
+    let master = fields.next()?;
+    let replica = flags.split(',').any(|f| f == "slave" || f == "replica");
+    (replica && master != "-").then_some(master)
+}
+
+/// Whether `line`'s node owns `slot` (another node's line shows no
+/// migrations).
+fn owner_state(line: &str, slot: u16) -> SlotState {
+    match line_state(line, slot) {
+        SlotState::Stable => SlotState::Stable,
+        _ => SlotState::NotOwned,
+    }
+}
+
+/// `slot` as one line of `CLUSTER NODES` shows it.
+fn line_state(me: &str, slot: u16) -> SlotState {
     let mut owned = false;
     for field in me.split(' ').skip(8) {
         if let Some(moving) = field.strip_prefix('[').and_then(|f| f.strip_suffix(']')) {
@@ -117,5 +169,33 @@ c3a1 127.0.0.1:30003@40003 master - 0 1 3 connected 10923-16383
         assert_eq!(slot_state(NODES, 9000), SlotState::Importing);
         assert_eq!(slot_state(NODES, 12000), SlotState::NotOwned);
         assert_eq!(slot_state("", 1), SlotState::NotOwned);
+    }
+
+    #[test]
+    fn reads_follow_the_clusters_routing() {
+        for exists in [true, false] {
+            assert!(reads_here(NODES, 0, exists), "stable");
+            assert!(reads_here(NODES, 9000, exists), "importing, asked");
+            assert!(!reads_here(NODES, 12000, exists), "another node's");
+        }
+        assert!(reads_here(NODES, 5461, true), "still here while migrating");
+        assert!(!reads_here(NODES, 5461, false), "gone: asked elsewhere");
+        assert!(!reads_here("", 0, true));
+    }
+
+    #[test]
+    fn a_replica_reads_its_masters_slots() {
+        let replica = "\
+e7d1 127.0.0.1:30001@40001 master - 0 0 1 connected 0-5460
+b2f0 127.0.0.1:30002@40002 master - 0 1 2 connected 5461-10922
+f4d2 127.0.0.1:30004@40004 myself,slave e7d1 0 0 1 connected
+";
+        assert!(reads_here(replica, 100, false));
+        assert!(!reads_here(replica, 6000, true), "another master's");
+        assert_eq!(
+            slot_state(replica, 100),
+            SlotState::NotOwned,
+            "grants: never"
+        );
     }
 }

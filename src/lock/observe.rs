@@ -200,6 +200,21 @@ impl<K: Hash + Eq + Clone, H: Hash + Ord + Copy> Observers<K, H> {
         woken
     }
 
+    /// Every observer of `key` stops waiting and is returned, whatever it
+    /// saw (this node no longer answers for the resource).
+    pub fn take(&mut self, key: &K) -> Vec<H> {
+        let Some(watch) = self.by_key.remove(key) else {
+            return Vec::new();
+        };
+        let gone: Vec<H> = watch.by_version.into_values().flatten().collect();
+        for h in &gone {
+            if let Some((_, _, Some(at))) = self.index.remove(h) {
+                self.giving_up.remove(&(at, *h));
+            }
+        }
+        gone
+    }
+
     /// The observers whose `WAIT` ran out before `now_ms` stop waiting and
     /// are returned, to be answered nil (like a blocked client's timeout,
     /// the deadline itself still counts).
@@ -280,6 +295,22 @@ mod tests {
         o.watch("r", 2, 10, None);
         assert_eq!(o.changed(&"r", 11), [2]);
         assert!(!o.leave(2));
+    }
+
+    #[test]
+    fn taking_a_resource_ends_all_its_observers() {
+        let mut o: Observers<&str, u32> = Observers::default();
+        o.watch("r", 1, 10, Some(100));
+        o.watch("r", 2, 11, None);
+        o.watch("s", 3, 10, Some(200));
+        let mut gone = o.take(&"r");
+        gone.sort();
+        assert_eq!(gone, [1, 2]);
+        assert!(!o.is_watched(&"r"));
+        assert!(!o.leave(1), "gone already");
+        assert_eq!(o.next_give_up(), Some(200));
+        assert!(o.take(&"r").is_empty());
+        assert_eq!(o.total(), 1);
     }
 
     #[test]

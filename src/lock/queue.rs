@@ -229,6 +229,10 @@ pub struct WaitQueues<K, H> {
     /// are not plain stay queued: the ones behind it may fit now (readers
     /// behind a writer that gave up), for the server to re-check.
     thinned: Vec<K>,
+    /// Queues that emptied because their waiters left or were sent away,
+    /// not by a grant: a resource nobody holds stops being reserved then,
+    /// with no write to tell of it, for the server to tell its observers.
+    emptied: Vec<K>,
 }
 
 impl<K: Hash + Eq + Clone, H> Default for WaitQueues<K, H> {
@@ -239,6 +243,7 @@ impl<K: Hash + Eq + Clone, H> Default for WaitQueues<K, H> {
             next_id: 1,
             stale_timers: Vec::new(),
             thinned: Vec::new(),
+            emptied: Vec::new(),
         }
     }
 }
@@ -388,6 +393,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         let waiter = queue.remove(id);
         if queue.is_empty() {
             self.retire(resource);
+            self.emptied.push(resource.clone());
         } else if queue.not_plain > 0 || waiter.as_ref().is_some_and(|w| w.in_set) {
             // A set that leaves may have reserved a free resource: the
             // plain waiters behind it may be granted now.
@@ -399,6 +405,11 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     /// Queues `remove` thinned since the last call.
     pub fn take_thinned(&mut self) -> Vec<K> {
         std::mem::take(&mut self.thinned)
+    }
+
+    /// Queues that emptied without a grant since the last call.
+    pub fn take_emptied(&mut self) -> Vec<K> {
+        std::mem::take(&mut self.emptied)
     }
 
     /// Takes the head waiter and every entry sharing its token.
@@ -448,6 +459,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             return Vec::new();
         };
         self.stale_timers.extend(queue.timers);
+        self.emptied.push(resource.clone());
         let mut gone = Vec::with_capacity(queue.entries.len());
         for w in queue.entries.into_values() {
             if let Some(Place::Set(members)) = self.index.remove(&w.id) {
@@ -466,7 +478,8 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         self.index.clear();
         let mut all = Vec::new();
         let mut seen = HashSet::new();
-        for (_, q) in self.queues.drain() {
+        for (k, q) in self.queues.drain() {
+            self.emptied.push(k);
             self.stale_timers.extend(q.timers);
             all.extend(q.entries.into_values().filter(|w| seen.insert(w.id)));
         }

@@ -56,6 +56,30 @@ fn drains() {
     assert_eq!(q.total(), 1);
     assert_eq!(q.drain_all().len(), 1);
     assert_eq!(q.total(), 0);
+    let mut emptied = q.take_emptied();
+    emptied.sort_unstable();
+    assert_eq!(emptied, ["r", "s"]);
+}
+
+#[test]
+fn queues_that_empty_without_a_grant_are_told() {
+    let mut q = Q::default();
+    let a = q.push("r", b"a", Wants::default(), 10, None, 1);
+    q.push("r", b"b", Wants::default(), 10, None, 2);
+    q.push("s", b"c", Wants::default(), 10, None, 3);
+    q.remove(a);
+    assert!(q.take_emptied().is_empty(), "b still waits");
+    assert!(q.pop_grantee(&"r").is_some());
+    assert!(
+        q.take_emptied().is_empty(),
+        "a grant is a change of its own"
+    );
+    q.push("t", b"d", Wants::default(), 10, Some(5), 4);
+    q.take_given_up(&"t", 6);
+    let s = q.waiters(&"s").next().map(|w| w.id).unwrap();
+    q.remove(s);
+    assert_eq!(q.take_emptied(), ["t", "s"]);
+    assert!(q.take_emptied().is_empty());
 }
 
 #[test]

@@ -28,6 +28,7 @@ use super::api::{self, now_us, rm, Ctx};
 use super::ffi::guard;
 use super::jobs::{self, Job};
 use super::stats;
+use super::watchers;
 use crate::lock::holds::Holds;
 use crate::lock::parking::{Answer, Left, Parking, Revoke};
 use crate::lock::queue::{Component, Frontier, WaitQueues, Wants};
@@ -71,9 +72,14 @@ fn with_parking<R>(f: impl FnOnce(&mut Parking<Resource, Blocked>) -> R) -> R {
     GRANTS_IN_FLIGHT.store(p.has_grants_in_flight(), Ordering::Relaxed);
     let stale = p.queues_mut().take_stale_timers();
     let thinned = p.queues_mut().take_thinned();
+    let emptied = p.queues_mut().take_emptied();
     drop(p);
     if !stale.is_empty() {
         jobs::stop_wake_ups(&stale);
+    }
+    // A free resource whose last waiter left is no longer reserved.
+    for res in &emptied {
+        watchers::changed(res);
     }
     // Who is behind a waiter that left may fit now: look again from a
     // timer (we may be inside a callback that cannot write).

@@ -1,7 +1,9 @@
-//! Whether this node may grant a lock on a resource: in Redis Cluster, only
-//! if it serves the resource's slot stably. Asked only on the paths where a
-//! grant is not a client's routed command (deferred handoffs), and only in
-//! cluster mode, so plain servers and the hot path never pay for it.
+//! Redis Cluster as this node sees it: whether it may grant a lock on a
+//! resource (only if it serves the resource's slot stably), and its view
+//! of the slots for the observers' checks (`observe`). Asked only where no
+//! client's routed command decides (deferred handoffs, observers' checks),
+//! and only in cluster mode, so plain servers and the hot path never pay
+//! for it.
 
 use super::api::{rm, Ctx};
 use crate::lock::cluster::{key_slot, slot_state, SlotState};
@@ -13,6 +15,15 @@ pub fn may_grant(ctx: Ctx, key: &[u8]) -> Result<bool, Error> {
     }
     let nodes = cluster_nodes(ctx)?;
     Ok(slot_state(&nodes, key_slot(key)) == SlotState::Stable)
+}
+
+/// `CLUSTER NODES` as this node sees it, in Redis Cluster; `None` outside
+/// it.
+pub fn view(ctx: Ctx) -> Result<Option<String>, Error> {
+    if !ctx.flags()?.is_cluster() {
+        return Ok(None);
+    }
+    cluster_nodes(ctx).map(Some)
 }
 
 fn cluster_nodes(ctx: Ctx) -> Result<String, Error> {

@@ -62,6 +62,7 @@ fn run_jobs(ctx: Ctx, list: Vec<Job>) {
             Job::CheckHolds { db, key } => hold_checks::check_logged(ctx, db, &key),
             Job::Observed(res) => observe::check_logged(ctx, &res),
             Job::ObserversGiveUp => observe::give_up(),
+            Job::ObservedSlots => observe::check_slots_logged(ctx),
             // Every run ends with the hand-over.
             Job::HandOver => {}
         }

@@ -53,6 +53,9 @@ pub enum Job {
     Observed(Resource),
     /// Answer nil to the observers whose `WAIT` ran out.
     ObserversGiveUp,
+    /// In Redis Cluster, send away the observers of resources whose slot
+    /// this node no longer answers for (see `observe`).
+    ObservedSlots,
     /// A lease on `res` ended at `at_ms`: its wake-up timer `timer` fired
     /// (see `arm_wake_up`).
     LeaseEnded {
@@ -75,7 +78,8 @@ impl Job {
             | Job::ConfirmRestored { .. }
             | Job::WriteMeta
             | Job::Observed(_)
-            | Job::ObserversGiveUp => false,
+            | Job::ObserversGiveUp
+            | Job::ObservedSlots => false,
         }
     }
 }
@@ -153,6 +157,7 @@ pub fn push_after(job: Job, delay_ms: u64) {
             Job::HandOver => matches!(j, Job::HandOver),
             Job::WriteMeta => matches!(j, Job::WriteMeta),
             Job::ObserversGiveUp => matches!(j, Job::ObserversGiveUp),
+            Job::ObservedSlots => matches!(j, Job::ObservedSlots),
             Job::Observed(res) => matches!(j, Job::Observed(r) if r == res),
             _ => false,
         };

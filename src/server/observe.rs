@@ -13,6 +13,15 @@
 //! subscription to the server's generic keyspace events, made by the first
 //! observer that waits.
 //!
+//! In Redis Cluster an observer is answered only while this node answers
+//! reads of its resource's slot as the cluster routes them: when the slot
+//! moves, or the resource's key leaves a slot being handed over (`MIGRATE`
+//! deletes it here), its observers are sent away with `TRYAGAIN`, as
+//! waiters are, never shown the key's absence as "free". A check after a
+//! change asks first, and while observers wait the slots are looked at
+//! every `SLOTS_CHECK_MS` (a free resource's slot can move with no change
+//! here), as the server does for its own clients blocked on keys.
+//!
 //! Answers are handed over only from that timer, and `WAIT`'s end is ours
 //! too (not the server's timeout): nothing can end the client between the
 //! hand-over and its reply (see `blocking` for why that matters). The
@@ -24,20 +33,29 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use redis_module::raw;
 
 use super::api::{self, now_us, rm, Ctx};
+use super::cluster;
 use super::ffi::{guard, Argv};
 use super::jobs::{self, Job};
 use super::lock_info::{self, View};
 use super::resource::Resource;
 use super::watchers::{self, Watcher};
 use crate::lock::args;
+use crate::lock::cluster::{key_slot, reads_here};
 use crate::lock::observe::show_version;
 use crate::lock::Error;
 
 /// Why an observer is answered.
+#[derive(Clone, Copy)]
 enum Woken {
     Changed,
     TimedOut,
+    /// This node no longer answers for the resource (Redis Cluster).
+    SlotMoved,
 }
+
+/// How often, in Redis Cluster, the slots of observed resources are
+/// looked at while observers wait.
+const SLOTS_CHECK_MS: u64 = 1000;
 
 /// Whether the generic keyspace events reach us (see the file comment).
 static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
@@ -88,6 +106,9 @@ fn block(
     }
     if let Some(at) = ends_at {
         check_at(&res, at, now_ms);
+    }
+    if ctx.flags()?.is_cluster() {
+        jobs::push_after(Job::ObservedSlots, SLOTS_CHECK_MS);
     }
     Ok(())
 }
@@ -147,7 +168,12 @@ fn check(ctx: Ctx, res: &Resource) -> Result<(), Error> {
     let seen = lock_info::read(ctx, name, true, |view| {
         Ok((view.seen().version(), view.ends_at()))
     });
+    let here = reads_slot(ctx, res, name);
     unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
+    if !here? {
+        send_away(res);
+        return Ok(());
+    }
     let (version, ends_at) = match seen {
         Ok(seen) => seen,
         // Not a lock any more (another type): the observers learn it from
@@ -158,6 +184,58 @@ fn check(ctx: Ctx, res: &Resource) -> Result<(), Error> {
     hand_over(woken, Woken::Changed);
     if let Some(at) = ends_at {
         check_at(res, at, now_ms);
+    }
+    Ok(())
+}
+
+/// Whether this node answers reads of `res` (its key `name`) as the
+/// cluster routes them; always outside Redis Cluster.
+fn reads_slot(ctx: Ctx, res: &Resource, name: *mut raw::RedisModuleString) -> Result<bool, Error> {
+    let Some(nodes) = cluster::view(ctx)? else {
+        return Ok(true);
+    };
+    let exists = unsafe { rm!(RedisModule_KeyExists)(ctx.0, name) } != 0;
+    Ok(reads_here(&nodes, key_slot(&res.key), exists))
+}
+
+/// Every observer of `res` is answered `TRYAGAIN`: it retries where the
+/// cluster routes it now (a redirect, then an answer at once there, since
+/// versions are per process).
+fn send_away(res: &Resource) {
+    let gone = watchers::with(|w| w.take(res));
+    hand_over(gone, Woken::SlotMoved);
+}
+
+/// The slots job (`Job::ObservedSlots`, Redis Cluster only): sends away
+/// the observers of resources this node no longer answers for, and runs
+/// again while observers wait.
+pub fn check_slots_logged(ctx: Ctx) {
+    if let Err(e) = check_slots(ctx) {
+        ctx.log_warning(&format!("observers' slots check failed: {e}"));
+    }
+    if watchers::count() > 0 {
+        jobs::push_after(Job::ObservedSlots, SLOTS_CHECK_MS);
+    }
+}
+
+fn check_slots(ctx: Ctx) -> Result<(), Error> {
+    if watchers::count() == 0 {
+        return Ok(());
+    }
+    let Some(nodes) = cluster::view(ctx)? else {
+        return Ok(());
+    };
+    let exists = rm!(RedisModule_KeyExists);
+    for res in watchers::with(|w| w.keys()) {
+        unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
+        let name = unsafe {
+            rm!(RedisModule_CreateString)(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len())
+        };
+        let here = unsafe { exists(ctx.0, name) } != 0;
+        unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
+        if !reads_here(&nodes, key_slot(&res.key), here) {
+            send_away(&res);
+        }
     }
     Ok(())
 }
@@ -180,10 +258,7 @@ fn hand_over(watchers: Vec<Watcher>, why: Woken) {
         return;
     };
     for w in watchers {
-        let data = Box::into_raw(Box::new(match why {
-            Woken::Changed => Woken::Changed,
-            Woken::TimedOut => Woken::TimedOut,
-        }));
+        let data = Box::into_raw(Box::new(why));
         if unsafe { unblock(w.0, data.cast::<c_void>()) } != api::OK {
             // Not taken: the server will never free it, so we do.
             drop(unsafe { Box::from_raw(data) });
@@ -203,6 +278,7 @@ extern "C" fn on_reply(
             match unsafe { get(ctx).cast::<Woken>().as_ref() } {
                 Some(Woken::Changed) => {}
                 Some(Woken::TimedOut) => return c.reply_null(),
+                Some(Woken::SlotMoved) => return c.reply_error(&Error::SlotMoved),
                 None => {
                     return c.reply_error(&Error::Internal("observation ended without a reason"))
                 }

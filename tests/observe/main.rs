@@ -9,10 +9,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cluster;
 mod contract;
 mod leaving;
 mod many;
 mod replicas;
+mod reserved;
 mod wakes;
 
 use common::lock::*;
@@ -52,12 +54,14 @@ fn parse(v: Value) -> Option<Observed> {
     }
 }
 
-/// Whether an INFO reply is the plain lock's map (its first field is the
-/// token), not a multi-hold resource's.
+/// Whether an INFO reply is a held plain lock's map (its first field is
+/// the token, a string), not a multi-hold resource's nor the reserved map
+/// (whose token is nil).
 fn is_plain(v: &Value) -> bool {
+    let token = |k: &Value, v: &Value| as_bytes(k) == b"token" && matches!(v, Value::BulkString(_));
     match v {
-        Value::Array(items) => items.first().is_some_and(|k| as_bytes(k) == b"token"),
-        Value::Map(pairs) => pairs.first().is_some_and(|(k, _)| as_bytes(k) == b"token"),
+        Value::Array(items) => items.len() >= 2 && token(&items[0], &items[1]),
+        Value::Map(pairs) => pairs.first().is_some_and(|(k, v)| token(k, v)),
         _ => false,
     }
 }
