@@ -251,31 +251,37 @@ check-memory-canary:
 #   make check-history                         60 s, random seed (printed)
 #   make check-history HISTORY_SECS=1800 HISTORY_SEED=42 HISTORY_CLIENTS=16
 #   make check-history HISTORY_BROKEN=fence    a planted bug: must fail
-#     (fence, release, set, quarantine, fifo, or 1 for all; built into target/broken/)
+#     (fence, release, set, quarantine, fifo, observe, or 1 for all; built
+#     into target/broken/)
+#   make check-history HISTORY_WORKLOAD=election   one workload (locks,
+#     election; default both)
 #   target/release/check-history check FILE    re-check a saved history
 HISTORY_SECS ?= 60
 HISTORY_SEED ?=
 HISTORY_CLIENTS ?= 16
 HISTORY_OUT ?= target/history/history.jsonl
 HISTORY_BROKEN ?=
+HISTORY_WORKLOAD ?=
 PLANTED_fence := planted-fence-reuse
 PLANTED_release := planted-release-any
 PLANTED_set := planted-set-partial
 PLANTED_quarantine := planted-no-quarantine
 PLANTED_fifo := planted-fifo-newest
-PLANTED_1 := $(PLANTED_fence),$(PLANTED_release),$(PLANTED_set),$(PLANTED_quarantine),$(PLANTED_fifo)
+PLANTED_observe := planted-observe-miss
+PLANTED_1 := $(PLANTED_fence),$(PLANTED_release),$(PLANTED_set),$(PLANTED_quarantine),$(PLANTED_fifo),$(PLANTED_observe)
 PLANTED_all := $(PLANTED_1)
 HISTORY_FEATURES = $(PLANTED_$(HISTORY_BROKEN))
 HISTORY_MODULE = $(if $(HISTORY_BROKEN),$(CURDIR)/target/broken/release/libdlock.so,$(MODULE))
 
 HISTORY_RUN = HISTORY_BROKEN="$(HISTORY_BROKEN)" DLOCK_MODULE=$(HISTORY_MODULE) \
 	target/release/check-history run --secs $(HISTORY_SECS) --clients $(HISTORY_CLIENTS) \
-	--out $(HISTORY_OUT) $(if $(HISTORY_SEED),--seed $(HISTORY_SEED))
+	--out $(HISTORY_OUT) $(if $(HISTORY_SEED),--seed $(HISTORY_SEED)) \
+	$(if $(HISTORY_WORKLOAD),--workload $(HISTORY_WORKLOAD))
 
 # The module with the planted bugs HISTORY_BROKEN names (nothing without it).
 history-module: build
 	@if [ -n "$(HISTORY_BROKEN)" ]; then \
-		[ -n "$(HISTORY_FEATURES)" ] || { echo "HISTORY_BROKEN: fence, release, set, quarantine, fifo or 1 (all), not $(HISTORY_BROKEN)"; exit 2; }; \
+		[ -n "$(HISTORY_FEATURES)" ] || { echo "HISTORY_BROKEN: fence, release, set, quarantine, fifo, observe or 1 (all), not $(HISTORY_BROKEN)"; exit 2; }; \
 		$(CARGO) build --release -p dlock --features $(HISTORY_FEATURES) --target-dir target/broken; \
 	fi
 
@@ -283,7 +289,7 @@ check-history: history-module
 	$(HISTORY_RUN)
 
 # The proof that check-history can fail (CI runs it): with the planted bugs
-# (all four unless HISTORY_BROKEN names one) the run must end in
+# (all of them unless HISTORY_BROKEN names one) the run must end in
 # violations: exit 1 and a non-zero count, not a pass and not a breakdown
 # (exit 2).
 check-history-can-fail: HISTORY_BROKEN := $(or $(HISTORY_BROKEN),1)

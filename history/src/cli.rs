@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: check-history run [--secs N] [--seed S] [--clients C] [--out FILE]\n       check-history check FILE";
+const USAGE: &str = "usage: check-history run [--secs N] [--seed S] [--clients C] [--out FILE] [--workload locks,election]\n       check-history check FILE";
 
 /// Runs the command line; returns how many violations and coverage gaps
 /// the report counted.
@@ -15,8 +15,9 @@ pub fn main(args: Vec<String>) -> Result<u64, String> {
         Some("run") => {
             let cfg = run_config(args)?;
             println!(
-                "check-history: {} s, {} clients, seed {}, history in {}",
+                "check-history: {} s, workloads {}, {} clients, seed {}, history in {}",
                 cfg.secs,
+                cfg.workloads.names().join(","),
                 cfg.clients,
                 cfg.seed,
                 cfg.out.display()
@@ -45,6 +46,10 @@ fn run_config(mut args: impl Iterator<Item = String>) -> Result<workload::Config
         seed: random_seed(),
         clients: 16,
         out: PathBuf::from("target/history/history.jsonl"),
+        workloads: workload::Workloads {
+            locks: true,
+            election: true,
+        },
     };
     while let Some(flag) = args.next() {
         let value = args
@@ -69,10 +74,32 @@ fn run_config(mut args: impl Iterator<Item = String>) -> Result<workload::Config
                     .ok_or_else(|| format!("--clients: 2 ..= 256, not {value}"))?
             }
             "--out" => cfg.out = PathBuf::from(&value),
+            "--workload" => cfg.workloads = workloads(&value)?,
             _ => return Err(format!("unknown option {flag}\n{USAGE}")),
         }
     }
     Ok(cfg)
+}
+
+/// `locks`, `election`, or both, comma-separated (`all`: both).
+fn workloads(value: &str) -> Result<workload::Workloads, String> {
+    let mut w = workload::Workloads {
+        locks: false,
+        election: false,
+    };
+    for name in value.split(',') {
+        match name {
+            "locks" => w.locks = true,
+            "election" => w.election = true,
+            "all" => (w.locks, w.election) = (true, true),
+            _ => {
+                return Err(format!(
+                    "--workload: locks, election or both (comma-separated), not {value}"
+                ))
+            }
+        }
+    }
+    Ok(w)
 }
 
 /// A seed from the clock and the process id: printed, so any run can be
@@ -101,6 +128,12 @@ mod tests {
         assert_eq!(err(&["--clients", "1"]), "--clients: 2 ..= 256, not 1");
         assert!(err(&["--seed"]).starts_with("--seed needs a value"));
         assert!(err(&["--frob", "1"]).starts_with("unknown option --frob"));
+        assert!(err(&["--workload", "locks,votes"]).starts_with("--workload: locks, election"));
+        let only = super::run_config(["--workload", "election"].map(String::from).into_iter());
+        assert_eq!(
+            only.map(|c| c.workloads.names()).ok(),
+            Some(vec!["election".to_string()])
+        );
         let ok = super::run_config(
             ["--secs", "5", "--clients", "2"]
                 .map(String::from)

@@ -43,6 +43,11 @@ pub enum Event {
         fence: u64,
         accepted: bool,
         highest: u64,
+        /// Made after the holder's belief ended: a leader that was paused
+        /// past its lease writes what it had decided to write before.
+        /// Nothing requires the sink to accept it.
+        #[serde(default, skip_serializing_if = "is_false")]
+        late: bool,
     },
     /// A fault injected into the servers (`Start` .. `End`).
     Fault {
@@ -69,6 +74,15 @@ pub struct Meta {
     /// The planted bug the module was built with, if any.
     pub broken: Option<String>,
     pub resources: Vec<Resource>,
+    /// The workloads that ran (`locks`, `election`): coverage is asked
+    /// only of those. Histories written before there was a choice ran the
+    /// locks alone.
+    #[serde(default = "locks_only")]
+    pub workloads: Vec<String>,
+}
+
+fn locks_only() -> Vec<String> {
+    vec!["locks".into()]
 }
 
 /// A resource of the workload: which server group holds it and what kind
@@ -81,6 +95,10 @@ pub struct Resource {
     /// history must be linearizable against the sequential specification.
     pub group: String,
     pub kind: Kind,
+    /// An election's resource: a plain lock whose holders are leaders and
+    /// whose fences are their terms, followed by observers.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub election: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -105,6 +123,8 @@ pub enum Command {
     Macquire,
     Mrelease,
     Mextend,
+    /// `DLOCK.OBSERVE resource [SINCE version WAIT ms]`.
+    Observe,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -146,6 +166,10 @@ pub struct Op {
     /// unblocked or killed holds anything: it must answer 0.
     #[serde(default, skip_serializing_if = "is_false")]
     pub probe: bool,
+    /// `OBSERVE`'s `SINCE`: the version of the last state the observer
+    /// was shown (with `wait_ms`: it waits for another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
 }
 
 impl Op {
@@ -164,6 +188,7 @@ impl Op {
             retry_of: None,
             leave_after_ms: None,
             probe: false,
+            since: None,
         }
     }
 }
@@ -207,6 +232,13 @@ pub enum Value {
     Unacknowledged(u64),
     /// `INFO` of a held or reserved resource.
     Holds(InfoView),
+    /// `OBSERVE`: a state, its version and what `INFO` shows of it
+    /// (`holds` absent when free). A wait that ran out is `Nil`.
+    Observed {
+        version: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        holds: Option<InfoView>,
+    },
 }
 
 /// `DLOCK.INFO`, in one form for every kind (a plain lock is one exclusive

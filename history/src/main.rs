@@ -1,8 +1,10 @@
 //! `check-history`: runs a seeded workload over every kind of dlock lock
-//! against real servers while faults are injected, records the history, and
-//! checks it (docs/history.md). `make check-history` is the way in.
+//! and a leader election against real servers while faults are injected,
+//! records the history, and checks it (docs/history.md). `make
+//! check-history` is the way in.
 //!
 //!   check-history run [--secs N] [--seed S] [--clients C] [--out FILE]
+//!                     [--workload locks,election]
 //!   check-history check FILE
 //!
 //! Both print a report whose last line is exactly

@@ -89,7 +89,12 @@ impl Observe {
     /// Whether the client waits, given the resource's version now: only
     /// when it asked to and has already seen this version.
     pub fn waits(&self, now: u64) -> bool {
-        self.wait_ms.is_some() && self.since == Some(now)
+        // The planted bug (test-only, docs/history.md): any version is
+        // taken for the current one, so a client that missed a change
+        // waits for the next instead of hearing of it at once.
+        let seen = self.since == Some(now)
+            || (cfg!(feature = "planted-observe-miss") && self.since.is_some());
+        self.wait_ms.is_some() && seen
     }
 }
 

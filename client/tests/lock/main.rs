@@ -9,6 +9,7 @@ mod proxy;
 
 mod api;
 mod election;
+mod election_safety;
 mod faults;
 mod guard;
 mod loss;

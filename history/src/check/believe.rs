@@ -42,7 +42,8 @@ impl<'a> Prepared<'a> {
         }
         let mut by_key: HashMap<(u32, u32, u32), Vec<usize>> = HashMap::new();
         for (i, o) in self.ops.iter().enumerate() {
-            if o.op.command == Command::Info || o.outcome.is_none() && !is_release(o.op) {
+            let reads = matches!(o.op.command, Command::Info | Command::Observe);
+            if reads || o.outcome.is_none() && !is_release(o.op) {
                 continue;
             }
             for &r in &o.res {
@@ -127,7 +128,7 @@ impl<'a> Prepared<'a> {
                             });
                         }
                     }
-                    Command::Info => {}
+                    Command::Info | Command::Observe => {}
                 }
             }
         }

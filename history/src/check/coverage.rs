@@ -5,6 +5,7 @@ use super::Report;
 use crate::history::{Command, FaultKind, Kind, Mode, Outcome, Value};
 use std::collections::BTreeSet;
 
+/// The commands of the locks workload.
 const COMMANDS: [Command; 7] = [
     Command::Acquire,
     Command::Release,
@@ -52,6 +53,7 @@ pub fn flavours(o: &OpRec) -> Vec<&'static str> {
         (op.durable, "durable"),
         (op.retry_of.is_some(), "retry"),
         (op.probe, "probe"),
+        (op.since.is_some(), "since"),
         (o.info_reason() == Some("left"), "left"),
     ];
     for (on, name) in flags {
@@ -98,25 +100,33 @@ pub fn count(p: &Prepared, r: &mut Report) {
         *r.faults.entry(f.kind).or_default() += 1;
     }
     let mut gaps = Vec::new();
-    for c in COMMANDS {
-        let name = super::command_name(c);
-        if !r.by_op.contains_key(name) {
-            gaps.push(format!("no {name} was sent"));
+    let mut sent = |names: &[&str]| {
+        for name in names {
+            if !r.by_op.contains_key(*name) {
+                gaps.push(format!("no {name} was sent"));
+            }
         }
+    };
+    if p.ran("locks") {
+        sent(&COMMANDS.map(super::command_name));
+        sent(&FLAVOURS);
     }
-    for f in FLAVOURS {
-        if !r.by_op.contains_key(f) {
-            gaps.push(format!("no {f} was sent"));
-        }
+    if p.ran("election") {
+        sent(&["observe", "observe since"]);
     }
     for k in FAULTS {
         if !r.faults.contains_key(&k) {
             gaps.push(format!("no {} fault was injected", super::fault_name(k)));
         }
     }
+    r.gaps = gaps;
+    if !p.ran("locks") {
+        return;
+    }
     let granted: BTreeSet<&str> = p
         .grants
         .iter()
+        .filter(|g| !p.resources[g.res as usize].election)
         .filter(|g| matches!(p.ops[g.op].value(), Some(Value::Fence(_))))
         .map(|g| match p.resources[g.res as usize].kind {
             Kind::Plain => "plain",
@@ -126,11 +136,13 @@ pub fn count(p: &Prepared, r: &mut Report) {
         .collect();
     for k in ["plain", "rwlock", "semaphore"] {
         if !granted.contains(k) {
-            gaps.push(format!("no {k} resource was ever granted"));
+            r.gaps.push(format!("no {k} resource was ever granted"));
         }
     }
-    if !p.writes.iter().any(|w| w.accepted) {
-        gaps.push("the fenced sink never accepted a write".to_string());
+    let locks_wrote =
+        (p.writes.iter()).any(|w| w.accepted && !p.resources[w.res as usize].election);
+    if !locks_wrote {
+        r.gaps
+            .push("the fenced sink never accepted a write".to_string());
     }
-    r.gaps = gaps;
 }

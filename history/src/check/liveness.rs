@@ -37,6 +37,11 @@ pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> Vec<Viol
                     out.push(v(w));
                 }
             }
+            Command::Observe => {
+                if let Some(w) = early_nil(p, o) {
+                    out.push(v(w));
+                }
+            }
             // A probe: `RELEASE`, `MRELEASE`, `EXTEND` or `MEXTEND` of a
             // token whose waiter got no grant must find nothing.
             Command::Release | Command::Mrelease | Command::Extend | Command::Mextend

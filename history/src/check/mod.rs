@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 mod believe;
 mod coverage;
+mod election;
 mod fences;
 mod fifo;
 mod linear;
@@ -61,6 +62,8 @@ pub struct Report {
     pub linear: Vec<linear::Stats>,
     /// Pairs of waiters the FIFO rule judged, per plain resource.
     pub fifo_judged: BTreeMap<String, u64>,
+    /// What the election's checks saw, when the election ran.
+    pub election: Option<election::Stats>,
 }
 
 pub fn check(events: &[Event]) -> Report {
@@ -78,13 +81,19 @@ pub fn check(events: &[Event]) -> Report {
     v.extend(liveness::check(&p, &mut limits));
     let fifo = fifo::check(&p);
     v.extend(fifo.violations);
-    if fifo.judged.values().sum::<u64>() == 0 {
+    if p.ran("locks") && fifo.judged.values().sum::<u64>() == 0 {
         report
             .gaps
             .push("the FIFO rule judged no pair of waiters".to_string());
     }
     report.fifo_judged = fifo.judged;
     v.extend(shown::check(&p));
+    if p.ran("election") {
+        let (found, stats) = election::check(&p, &mut limits);
+        v.extend(found);
+        report.gaps.extend(election::gaps(&stats));
+        report.election = Some(stats);
+    }
     let (linearizability, stats) = linear::check_with_stats(events);
     v.extend(linearizability);
     report.linear = stats;
@@ -109,6 +118,7 @@ pub fn command_name(c: Command) -> &'static str {
         Command::Macquire => "macquire",
         Command::Mrelease => "mrelease",
         Command::Mextend => "mextend",
+        Command::Observe => "observe",
     }
 }
 

@@ -11,6 +11,8 @@ pub struct Res<'a> {
     pub name: &'a str,
     pub group: &'a str,
     pub kind: Kind,
+    /// An election's resource (its holds are leaderships).
+    pub election: bool,
 }
 
 /// One operation: its invocation and, unless pending, its completion.
@@ -119,10 +121,14 @@ pub struct WriteRec<'a> {
     pub fence: u64,
     pub accepted: bool,
     pub highest: u64,
+    /// Made after its holder's belief ended (a paused leader).
+    pub late: bool,
 }
 
 pub struct Prepared<'a> {
     pub seed: u64,
+    /// The workloads the meta line names (`locks`, `election`).
+    pub workloads: &'a [String],
     pub resources: Vec<Res<'a>>,
     /// In invocation order.
     pub ops: Vec<OpRec<'a>>,
@@ -150,6 +156,7 @@ impl<'a> Prepared<'a> {
         order.sort_by_key(|e| event_t(e));
         let mut p = Prepared {
             seed: 0,
+            workloads: &[],
             resources: Vec::new(),
             ops: Vec::new(),
             by_id: HashMap::new(),
@@ -170,12 +177,14 @@ impl<'a> Prepared<'a> {
             match e {
                 Event::Meta(m) => {
                     p.seed = m.seed;
+                    p.workloads = &m.workloads;
                     for r in &m.resources {
                         res_ix.entry(&r.name).or_insert_with(|| {
                             p.resources.push(Res {
                                 name: &r.name,
                                 group: &r.group,
                                 kind: r.kind,
+                                election: r.election,
                             });
                             p.resources.len() as u32 - 1
                         });
@@ -222,6 +231,7 @@ impl<'a> Prepared<'a> {
                     fence,
                     accepted,
                     highest,
+                    late,
                 } => {
                     let res = resource(&mut res_ix, &mut p.resources, r);
                     let tok = interned.get(token.as_str()).copied().unwrap_or(u32::MAX);
@@ -234,6 +244,7 @@ impl<'a> Prepared<'a> {
                         fence: *fence,
                         accepted: *accepted,
                         highest: *highest,
+                        late: *late,
                     });
                 }
                 Event::Fault {
@@ -304,6 +315,11 @@ impl<'a> Prepared<'a> {
     pub fn proxied(client: u32) -> bool {
         client % 4 == 3
     }
+
+    /// Whether the workload `name` ran.
+    pub fn ran(&self, name: &str) -> bool {
+        self.workloads.iter().any(|w| w == name)
+    }
 }
 
 fn event_t(e: &Event) -> u64 {
@@ -333,6 +349,7 @@ fn resource<'a>(map: &mut HashMap<&'a str, u32>, list: &mut Vec<Res<'a>>, name: 
             name,
             group: "?",
             kind: Kind::Plain,
+            election: false,
         });
         list.len() as u32 - 1
     })

@@ -54,6 +54,23 @@ impl Report {
             self.fifo_judged.values().sum::<u64>(),
             judged.join(", ")
         );
+        if let Some(e) = &self.election {
+            let _ = writeln!(
+                s,
+                "election: {} leaderships ({} queued grants, {} resigned), {} terms judged against the leadership before",
+                e.leaderships, e.queued_grants, e.resigned, e.terms_judged
+            );
+            let _ = writeln!(
+                s,
+                "  observers: {} replies, {} changes of leader shown, {} resumed after a lost connection, {} waits ran out ({} judged for a missed change)",
+                e.observed, e.terms_shown, e.resumed, e.waits_out, e.waits_judged
+            );
+            let _ = writeln!(
+                s,
+                "  late writes of paused leaders: {} refused by the sink, {} accepted (no later term had written)",
+                e.late_refused, e.late_accepted
+            );
+        }
         let _ = writeln!(s, "linearizability (per lin resource):");
         for l in &self.linear {
             let _ = writeln!(

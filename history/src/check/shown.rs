@@ -1,5 +1,5 @@
-//! `shown`: what `DLOCK.INFO` showed on any group must be a state the
-//! server could be in. Every `INFO` reply is an observation of the holds at
+//! `shown`: what `DLOCK.INFO` (and `DLOCK.OBSERVE`, which shows the same)
+//! showed on any group must be a state the server could be in. Every `INFO` reply is an observation of the holds at
 //! one instant within its operation:
 //! - no two holds it shows conflict (an exclusive hold beside another
 //!   owner's hold, more permits than the limit);
@@ -48,11 +48,17 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
     }
     let mut out = Vec::new();
     for o in &p.ops {
-        if o.op.command != Command::Info {
-            continue;
-        }
-        let (Some(Value::Holds(view)), Some(done)) = (o.value(), o.complete) else {
-            continue;
+        // `OBSERVE` shows what `INFO` would when its reply is sent.
+        let (view, done) = match (o.op.command, o.value(), o.complete) {
+            (Command::Info, Some(Value::Holds(view)), Some(done)) => (view, done),
+            (
+                Command::Observe,
+                Some(Value::Observed {
+                    holds: Some(view), ..
+                }),
+                Some(done),
+            ) => (view, done),
+            _ => continue,
         };
         let Some(&r) = o.res.first() else { continue };
         let name = p.resources[r as usize].name;
@@ -62,7 +68,11 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
             ops.dedup();
             Violation {
                 checker: "shown",
-                what: format!("{name}: INFO (op {}) showed {what}", o.id),
+                what: format!(
+                    "{name}: {} (op {}) showed {what}",
+                    super::command_name(o.op.command).to_uppercase(),
+                    o.id
+                ),
                 ops,
             }
         };

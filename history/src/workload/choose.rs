@@ -183,7 +183,7 @@ impl Client<'_> {
     /// Sends an acquire (single or set), believes a grant, releases an
     /// unacknowledged durable grant, probes a waiter that got nothing.
     /// Returns whether a grant is now believed.
-    fn acquired(&mut self, g: usize, op: &Op, probe: bool) -> Result<bool, String> {
+    pub(super) fn acquired(&mut self, g: usize, op: &Op, probe: bool) -> Result<bool, String> {
         let done: Done = self.run(g, op)?;
         match done.outcome {
             Outcome::Ok {

@@ -285,7 +285,8 @@ impl Faults<'_> {
     }
 
     /// `CLIENT KILL ID` or `CLIENT UNBLOCK` of a workload client blocked in
-    /// a lock `WAIT` on the `main` master; false when none is blocked.
+    /// a lock's or an observer's `WAIT` on the `main` master; false when
+    /// none is blocked.
     fn hit_waiter(&mut self, kind: FaultKind) -> Result<bool, String> {
         let mut list = redis::cmd("CLIENT");
         list.arg("LIST");
@@ -308,7 +309,8 @@ impl Faults<'_> {
                 continue;
             };
             let cmd = f("cmd");
-            if f("flags").contains('b') && (cmd == "dlock.acquire" || cmd == "dlock.macquire") {
+            let waits = matches!(cmd, "dlock.acquire" | "dlock.macquire" | "dlock.observe");
+            if f("flags").contains('b') && waits {
                 blocked.push((c, f("id").to_string(), cmd.to_string()));
             }
         }

@@ -7,10 +7,12 @@
 //! - `conn`, `ops`: a client's RESP2 connection; commands and replies.
 //! - `client`: sending, recording, retrying and probing one operation.
 //! - `choose`: what a client does next and what it then believes.
+//! - `election`: candidates and observers of an election (`e0`).
 //! - `faults`: the fault thread.
 mod choose;
 mod client;
 mod conn;
+mod election;
 mod faults;
 mod ops;
 mod record;
@@ -28,9 +30,34 @@ use std::time::{Duration, Instant};
 pub struct Config {
     pub secs: u64,
     pub seed: u64,
+    /// Clients of the locks workload.
     pub clients: u32,
     /// The history is written here as it happens.
     pub out: PathBuf,
+    /// What runs: `locks`, `election` or both.
+    pub workloads: Workloads,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Workloads {
+    /// Every kind of lock (`m*`, `l*`): the `clients` clients.
+    pub locks: bool,
+    /// Leader election on `e0`: `election::CANDIDATES` candidates and
+    /// `election::OBSERVERS` observers, numbered after the locks' clients.
+    pub election: bool,
+}
+
+impl Workloads {
+    pub fn names(self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.locks {
+            v.push("locks".to_string());
+        }
+        if self.election {
+            v.push("election".to_string());
+        }
+        v
+    }
 }
 
 /// What clients and the fault thread share.
@@ -64,16 +91,19 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
         broken: std::env::var("HISTORY_BROKEN")
             .ok()
             .filter(|b| !b.is_empty()),
-        resources: resources(),
+        resources: resources(cfg.workloads),
+        workloads: cfg.workloads.names(),
     }));
     let (servers, groups) = servers::start(cfg.seed)?;
+    // Every client, of either workload, has its slot in `killed` and `ids`.
+    let all = cfg.clients + election::CANDIDATES + election::OBSERVERS;
     let ctx = Arc::new(Ctx {
         rec,
         groups,
         deadline: Instant::now() + Duration::from_secs(cfg.secs),
         abort: AtomicBool::new(false),
-        killed: (0..cfg.clients).map(|_| AtomicBool::new(false)).collect(),
-        ids: (0..cfg.clients)
+        killed: (0..all).map(|_| AtomicBool::new(false)).collect(),
+        ids: (0..all)
             .map(|_| [AtomicI64::new(0), AtomicI64::new(0)])
             .collect(),
         lin_ttl: (cfg.secs + 600) * 1000,
@@ -86,13 +116,27 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
         .spawn(move || faults::run(&fault_ctx, servers, seed))
         .map_err(|e| format!("spawning the fault thread: {e}"))?;
     let mut clients = Vec::new();
-    for c in 0..cfg.clients {
+    let mut spawn = |c: u32, name: &str, body: fn(&Ctx, u32, u64) -> Result<(), String>| {
         let ctx = ctx.clone();
-        let h = thread::Builder::new()
-            .name(format!("client {c}"))
-            .spawn(move || client_loop(&ctx, c, seed))
-            .map_err(|e| format!("spawning client {c}: {e}"))?;
-        clients.push((c, h));
+        thread::Builder::new()
+            .name(format!("{name} {c}"))
+            .spawn(move || body(&ctx, c, seed))
+            .map(|h| clients.push((c, h)))
+            .map_err(|e| format!("spawning {name} {c}: {e}"))
+    };
+    if cfg.workloads.locks {
+        for c in 0..cfg.clients {
+            spawn(c, "client", client_loop)?;
+        }
+    }
+    if cfg.workloads.election {
+        let first = cfg.clients;
+        for c in first..first + election::CANDIDATES {
+            spawn(c, "candidate", election::candidate_loop)?;
+        }
+        for c in first + election::CANDIDATES..all {
+            spawn(c, "observer", election::observer_loop)?;
+        }
     }
     let (servers, fault_result) = faults
         .join()
@@ -146,13 +190,14 @@ fn client_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
     client.release_all()
 }
 
-fn resources() -> Vec<Resource> {
+fn resources(workloads: Workloads) -> Vec<Resource> {
     let r = |name: &str, group: &str, kind: Kind| Resource {
         name: name.into(),
         group: group.into(),
         kind,
+        election: false,
     };
-    vec![
+    let mut v = vec![
         r("m0", "main", Kind::Plain),
         r("m1", "main", Kind::Plain),
         r("m2", "main", Kind::Rwlock),
@@ -162,7 +207,14 @@ fn resources() -> Vec<Resource> {
         r("l0", "lin", Kind::Plain),
         r("l1", "lin", Kind::Rwlock),
         r("l2", "lin", Kind::Semaphore { limit: 2 }),
-    ]
+    ];
+    if workloads.election {
+        v.push(Resource {
+            election: true,
+            ..r(election::ELECTION, "main", Kind::Plain)
+        });
+    }
+    v
 }
 
 /// The first line of `<server> --version`.

@@ -58,6 +58,15 @@ pub fn args(op: &Op) -> Vec<String> {
             set(&mut a, "DLOCK.MEXTEND");
             a.push(op.ttl_ms.unwrap_or(1000).to_string());
         }
+        Command::Observe => {
+            single(&mut a, "DLOCK.OBSERVE");
+            if let Some(v) = &op.since {
+                a.extend(["SINCE".into(), v.clone()]);
+            }
+            if let Some(w) = op.wait_ms {
+                a.extend(["WAIT".into(), w.to_string()]);
+            }
+        }
     }
     a
 }
@@ -72,6 +81,7 @@ pub fn decode(command: Command, f: Frame) -> Outcome {
     let value = match (command, f) {
         (_, Frame::Error(e)) => return Outcome::Fail { error: text(&e) },
         (Command::Info, f) => info(&f),
+        (Command::Observe, f) => observed(&f),
         (_, Frame::Bulk(None) | Frame::Array(None)) => Some(Value::Nil),
         (Command::Acquire | Command::Macquire, Frame::Int(n)) if n > 0 => {
             Some(Value::Fence(n as u64))
@@ -84,6 +94,25 @@ pub fn decode(command: Command, f: Frame) -> Outcome {
         None => Outcome::Fail {
             error: format!("unexpected reply shape to {command:?}"),
         },
+    }
+}
+
+/// `DLOCK.OBSERVE`: nil when the wait ran out, else `[version, INFO's
+/// reply]`.
+fn observed(f: &Frame) -> Option<Value> {
+    match f {
+        Frame::Bulk(None) | Frame::Array(None) => Some(Value::Nil),
+        Frame::Array(Some(items)) => match &items[..] {
+            [Frame::Bulk(Some(v)) | Frame::Simple(v), shown] => Some(Value::Observed {
+                version: text(v),
+                holds: match info(shown)? {
+                    Value::Holds(view) => Some(view),
+                    _ => None,
+                },
+            }),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

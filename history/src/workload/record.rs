@@ -135,6 +135,31 @@ impl Recorder {
         if t >= bound {
             return None;
         }
+        Some(Self::sink_write(
+            &mut inner, t, client, resource, token, fence, false,
+        ))
+    }
+
+    /// A write made after the holder's belief ended (a leader paused past
+    /// its lease): the sink judges it by its fence alone.
+    pub fn late_write(&self, client: u32, resource: &str, token: &str, fence: u64) -> bool {
+        let mut inner = self.inner.lock().unwrap();
+        let t = self.now();
+        Self::sink_write(&mut inner, t, client, resource, token, fence, true)
+    }
+
+    /// The sink accepts a write iff its fence is at least the highest it
+    /// accepted.
+    #[allow(clippy::too_many_arguments)]
+    fn sink_write(
+        inner: &mut Inner,
+        t: u64,
+        client: u32,
+        resource: &str,
+        token: &str,
+        fence: u64,
+        late: bool,
+    ) -> bool {
         let highest = inner.sinks.entry(resource.to_string()).or_insert(0);
         let accepted = fence >= *highest;
         if accepted {
@@ -142,7 +167,7 @@ impl Recorder {
         }
         let highest = *highest;
         Self::push(
-            &mut inner,
+            inner,
             Event::Write {
                 t,
                 client,
@@ -151,9 +176,10 @@ impl Recorder {
                 fence,
                 accepted,
                 highest,
+                late,
             },
         );
-        Some(accepted)
+        accepted
     }
 
     /// Flushes the file and hands over the events.

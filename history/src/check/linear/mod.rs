@@ -149,6 +149,11 @@ pub fn check_with_stats(events: &[Event]) -> (Vec<Violation>, Vec<Stats>) {
                         Value::Fence(f) | Value::Unacknowledged(f) => Output::Fence(*f),
                         Value::Nil => Output::Nil,
                         Value::Int(i) => Output::Int(*i),
+                        // Only `OBSERVE` answers this; it is not modelled.
+                        Value::Observed { .. } => {
+                            p.left_out += 1;
+                            continue;
+                        }
                         Value::Holds(view) if view.holds.is_empty() => Output::Nil,
                         Value::Holds(view) => {
                             let mut shown: Vec<Shown> = view

@@ -4,6 +4,7 @@ use super::*;
 use crate::history::{Kind, Meta, Op, Outcome, Phase, Resource, Value};
 
 mod adversarial;
+mod election;
 mod input;
 mod liveness;
 mod safety;
@@ -24,6 +25,7 @@ impl H {
             name: name.into(),
             group: group.into(),
             kind,
+            election: false,
         };
         H {
             events: vec![Event::Meta(Meta {
@@ -38,9 +40,25 @@ impl H {
                     r("m4", "main", Kind::Semaphore { limit: 2 }),
                     r("l0", "lin", Kind::Plain),
                 ],
+                workloads: vec!["locks".into()],
             })],
             next: 1,
         }
+    }
+
+    /// A history of the election workload alone: its resource `e0`.
+    fn election() -> Self {
+        let mut h = H::new();
+        if let Event::Meta(m) = &mut h.events[0] {
+            m.workloads = vec!["election".into()];
+            m.resources.push(Resource {
+                name: "e0".into(),
+                group: "main".into(),
+                kind: Kind::Plain,
+                election: true,
+            });
+        }
+        h
     }
 
     /// Records an op invoked at `t0` and, unless `outcome` is None,
@@ -87,6 +105,7 @@ impl H {
             fence,
             accepted: ok,
             highest: high,
+            late: false,
         });
     }
 

@@ -90,6 +90,7 @@ impl H {
             name: name.into(),
             group: "lin".into(),
             kind,
+            election: false,
         };
         H {
             events: vec![Event::Meta(Meta {
@@ -106,8 +107,10 @@ impl H {
                         name: "m0".into(),
                         group: "main".into(),
                         kind: Kind::Plain,
+                        election: false,
                     },
                 ],
+                workloads: vec!["locks".into()],
             })],
             next_id: 0,
         }
