@@ -105,13 +105,8 @@ impl Election {
             .request(self.name.clone())
             .ttl(self.ttl)
             .watchdog();
-        if let Some(id) = &self.id {
-            if id.contains('/') {
-                return Err(Error::Invalid(format!(
-                    "an election id must not contain '/': {id:?}"
-                )));
-            }
-            req = req.token(format!("{id}/{}", crate::request::new_token()));
+        if let Some(token) = candidate_token(self.id.as_deref())? {
+            req = req.token(token);
         }
         if !wait.is_zero() {
             req = req.wait(wait);
@@ -144,14 +139,7 @@ impl Election {
         since: Option<&str>,
         wait: Option<Duration>,
     ) -> Result<(Option<String>, Option<Leader>)> {
-        let mut cmd = redis::cmd("DLOCK.OBSERVE");
-        cmd.arg(&self.name);
-        if let (Some(v), Some(w)) = (since, wait) {
-            cmd.arg("SINCE")
-                .arg(v)
-                .arg("WAIT")
-                .arg(w.as_millis() as u64);
-        }
+        let cmd = observe_cmd(&self.name, since, wait);
         let io = self.locker.io_timeout();
         let reply = self
             .locker
@@ -161,17 +149,7 @@ impl Election {
             })
             .map(|mut v| v.pop().unwrap_or(Value::Nil))
             .map_err(Failure::into_error)?;
-        match reply {
-            Value::Nil => Ok((since.map(str::to_string), None)),
-            Value::Array(parts) => match parts.as_slice() {
-                [version, info] => {
-                    let version = text(version).ok_or_else(|| unexpected(&parts))?;
-                    Ok((Some(version), Some(leader_of(info)?)))
-                }
-                _ => Err(unexpected(&parts)),
-            },
-            other => Err(unexpected(&[other])),
-        }
+        observed(reply, since)
     }
 }
 
@@ -258,7 +236,51 @@ impl Iterator for Observe {
     }
 }
 
-pub(crate) fn text(v: &Value) -> Option<String> {
+/// The lease token of a candidate with `id`: `id/random` (observers see
+/// the id before the `/`); `None` without an id (a random token).
+pub(crate) fn candidate_token(id: Option<&str>) -> Result<Option<String>> {
+    match id {
+        None => Ok(None),
+        Some(id) if id.contains('/') => Err(Error::Invalid(format!(
+            "an election id must not contain '/': {id:?}"
+        ))),
+        Some(id) => Ok(Some(format!("{id}/{}", crate::request::new_token()))),
+    }
+}
+
+/// `DLOCK.OBSERVE name [SINCE version WAIT ms]`.
+pub(crate) fn observe_cmd(name: &str, since: Option<&str>, wait: Option<Duration>) -> redis::Cmd {
+    let mut cmd = redis::cmd("DLOCK.OBSERVE");
+    cmd.arg(name);
+    if let (Some(v), Some(w)) = (since, wait) {
+        cmd.arg("SINCE")
+            .arg(v)
+            .arg("WAIT")
+            .arg(w.as_millis() as u64);
+    }
+    cmd
+}
+
+/// An OBSERVE reply: the version and the leader, or (nil: the wait ran
+/// out) `since` again and no leader.
+pub(crate) fn observed(
+    reply: Value,
+    since: Option<&str>,
+) -> Result<(Option<String>, Option<Leader>)> {
+    match reply {
+        Value::Nil => Ok((since.map(str::to_string), None)),
+        Value::Array(parts) => match parts.as_slice() {
+            [version, info] => {
+                let version = text(version).ok_or_else(|| unexpected(&parts))?;
+                Ok((Some(version), Some(leader_of(info)?)))
+            }
+            _ => Err(unexpected(&parts)),
+        },
+        other => Err(unexpected(&[other])),
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
     match v {
         Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
         Value::SimpleString(s) => Some(s.clone()),
@@ -266,12 +288,12 @@ pub(crate) fn text(v: &Value) -> Option<String> {
     }
 }
 
-pub(crate) fn unexpected(parts: &[Value]) -> Error {
+fn unexpected(parts: &[Value]) -> Error {
     Error::Server(format!("unexpected DLOCK.OBSERVE reply: {parts:?}"))
 }
 
 /// The leader `DLOCK.INFO`'s reply shows (`DLOCK.OBSERVE`'s second part).
-pub(crate) fn leader_of(info: &Value) -> Result<Leader> {
+fn leader_of(info: &Value) -> Result<Leader> {
     let fields: Vec<(Vec<u8>, &Value)> = match info {
         Value::Nil => return Ok(Leader::Nobody),
         Value::Map(pairs) => pairs

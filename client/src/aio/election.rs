@@ -3,9 +3,8 @@
 //! leader changes ([`Observe::next_leader`]).
 
 use super::{Guard, Locker};
-use crate::election::{leader_of, text, unexpected, Leader, OBSERVE_CHUNK};
-use crate::error::{Error, Result};
-use redis::Value;
+use crate::election::{candidate_token, observe_cmd, observed, Leader, OBSERVE_CHUNK};
+use crate::error::Result;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -52,13 +51,8 @@ impl Election {
             .request(self.name.clone())
             .ttl(self.ttl)
             .watchdog();
-        if let Some(id) = &self.id {
-            if id.contains('/') {
-                return Err(Error::Invalid(format!(
-                    "an election id must not contain '/': {id:?}"
-                )));
-            }
-            req = req.token(format!("{id}/{}", crate::request::new_token()));
+        if let Some(token) = candidate_token(self.id.as_deref())? {
+            req = req.token(token);
         }
         if !wait.is_zero() {
             req = req.wait(wait);
@@ -86,14 +80,7 @@ impl Election {
         since: Option<&str>,
         wait: Option<Duration>,
     ) -> Result<(Option<String>, Option<Leader>)> {
-        let mut cmd = redis::cmd("DLOCK.OBSERVE");
-        cmd.arg(&self.name);
-        if let (Some(v), Some(w)) = (since, wait) {
-            cmd.arg("SINCE")
-                .arg(v)
-                .arg("WAIT")
-                .arg(w.as_millis() as u64);
-        }
+        let cmd = observe_cmd(&self.name, since, wait);
         let io = self.locker.inner.io_timeout;
         let connected = AtomicBool::new(false);
         // A waiting observation blocks its connection: a dedicated one.
@@ -109,17 +96,7 @@ impl Election {
             )
             .await
             .map_err(crate::error::Failure::into_error)?;
-        match reply {
-            Value::Nil => Ok((since.map(str::to_string), None)),
-            Value::Array(parts) => match parts.as_slice() {
-                [version, info] => {
-                    let version = text(version).ok_or_else(|| unexpected(&parts))?;
-                    Ok((Some(version), Some(leader_of(info)?)))
-                }
-                _ => Err(unexpected(&parts)),
-            },
-            other => Err(unexpected(&[other])),
-        }
+        observed(reply, since)
     }
 }
 
