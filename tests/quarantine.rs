@@ -352,6 +352,18 @@ fn configs_are_validated_and_settable() {
     let e = try_acquire(&mut c, "r3", "12345", 100).unwrap_err();
     assert_eq!(e.detail(), Some("token is longer than 4 bytes"));
     assert!(set(&mut c, "dlock.max-token-length", "0").is_err());
+    for bad in ["-1", "1000001", "fast"] {
+        assert!(set(&mut c, "dlock.observe-rate", bad).is_err(), "{bad}");
+    }
+    assert_eq!(
+        info_field(&mut c, "dlock", "dlock_observe_rate").unwrap(),
+        "2000"
+    );
+    set(&mut c, "dlock.observe-rate", "0").unwrap();
+    assert_eq!(
+        info_field(&mut c, "dlock", "dlock_observe_rate").unwrap(),
+        "0"
+    );
 }
 
 #[test]
@@ -373,6 +385,8 @@ fn module_arguments_are_range_checked_like_config_set() {
         ("max-token-length", "2000000", "from 1 to 1048576"),
         ("max-token-length", "0", "from 1 to 1048576"),
         ("max-ttl", "140737488355329", "from 0 to 140737488355328"),
+        ("observe-rate", "1000001", "from 0 to 1000000"),
+        ("observe-rate", "-1", "from 0 to 1000000"),
     ] {
         let started = Server::builder()
             .module_arg(name)

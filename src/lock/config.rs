@@ -37,6 +37,15 @@ pub const MAX_TOKEN_LENGTH: NumericConfig = NumericConfig {
     default: 512,
 };
 
+/// `dlock.observe-rate`: answers per second, at most, to the waiting
+/// observers of one resource together (`observe_pace`); 0 = unpaced.
+pub const OBSERVE_RATE: NumericConfig = NumericConfig {
+    name: c"observe-rate",
+    min: 0,
+    max: 1_000_000,
+    default: 2000,
+};
+
 impl NumericConfig {
     pub fn name(&self) -> &'static str {
         self.name.to_str().unwrap_or("config")
@@ -77,7 +86,7 @@ mod tests {
 
     #[test]
     fn defaults_are_in_range() {
-        for c in [MAX_TTL, MAX_TOKEN_LENGTH] {
+        for c in [MAX_TTL, MAX_TOKEN_LENGTH, OBSERVE_RATE] {
             assert!((c.min..=c.max).contains(&c.default), "{}", c.name());
         }
     }

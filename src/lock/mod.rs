@@ -18,6 +18,7 @@ pub mod layout;
 pub mod lease;
 pub mod limits;
 pub mod observe;
+pub mod observe_pace;
 pub mod parking;
 pub mod plain;
 pub mod plan;

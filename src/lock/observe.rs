@@ -22,6 +22,7 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::LazyLock;
 
 use super::ask::Mode;
+use super::observe_pace::Paces;
 use super::Error;
 
 /// The key of the holds' marks, drawn once per process.
@@ -106,6 +107,8 @@ pub struct Observers<K, H> {
     index: HashMap<H, (K, u64, Option<u64>)>,
     /// (give-up time, handle) of the observers whose `WAIT` ends.
     giving_up: BTreeSet<(u64, H)>,
+    /// How fast each resource's observers may be answered.
+    pub paces: Paces<K>,
 }
 
 #[derive(Debug)]
@@ -122,6 +125,7 @@ impl<K, H> Default for Observers<K, H> {
             by_key: HashMap::new(),
             index: HashMap::new(),
             giving_up: BTreeSet::new(),
+            paces: Paces::default(),
         }
     }
 }
@@ -221,16 +225,24 @@ impl<K: Hash + Eq + Clone, H: Hash + Ord + Copy> Observers<K, H> {
     }
 
     /// The observers whose `WAIT` ran out before `now_ms` stop waiting and
-    /// are returned, to be answered nil (like a blocked client's timeout,
-    /// the deadline itself still counts).
-    pub fn take_given_up(&mut self, now_ms: u64) -> Vec<H> {
+    /// are returned with their resource and the version they saw: the
+    /// caller answers nil those whose resource still reads so, and the
+    /// state to the others (held back by the pace, they have a change to
+    /// hear). Like a blocked client's timeout, the deadline itself still
+    /// counts.
+    pub fn take_given_up(&mut self, now_ms: u64) -> Vec<(H, K, u64)> {
         let gone: Vec<H> = self
             .giving_up
             .iter()
             .take_while(|(at, _)| *at < now_ms)
             .map(|(_, h)| *h)
             .collect();
-        gone.into_iter().filter(|h| self.leave(*h)).collect()
+        gone.into_iter()
+            .filter_map(|h| {
+                let (key, version, _) = self.index.get(&h)?.clone();
+                self.leave(h).then_some((h, key, version))
+            })
+            .collect()
     }
 
     /// When the next observer gives up.
@@ -329,7 +341,7 @@ mod tests {
             o.take_given_up(100).is_empty(),
             "the deadline itself counts"
         );
-        assert_eq!(o.take_given_up(101), [1]);
+        assert_eq!(o.take_given_up(101), [(1, "r", 10)]);
         assert_eq!(o.next_give_up(), Some(200));
         assert!(o.leave(2));
         assert!(o.take_given_up(1000).is_empty());

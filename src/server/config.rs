@@ -11,7 +11,7 @@ use redis_module::raw;
 use super::api::{self, rm, Ctx};
 use super::ffi::guard;
 use super::{quarantine, state};
-use crate::lock::config::{NumericConfig, MAX_TOKEN_LENGTH, MAX_TTL};
+use crate::lock::config::{NumericConfig, MAX_TOKEN_LENGTH, MAX_TTL, OBSERVE_RATE};
 use crate::lock::quarantine::Setting;
 use crate::lock::Error;
 
@@ -24,6 +24,7 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
     let mut quarantine_default = b"auto".as_slice();
     let mut max_ttl = MAX_TTL.default;
     let mut max_token = MAX_TOKEN_LENGTH.default;
+    let mut observe_rate = OBSERVE_RATE.default;
     let mut pairs = argv.chunks(2);
     for pair in pairs.by_ref() {
         let [name, value] = pair else {
@@ -37,6 +38,7 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
             // The server does not range-check a registered default.
             b"max-ttl" => max_ttl = MAX_TTL.parse(value)?,
             b"max-token-length" => max_token = MAX_TOKEN_LENGTH.parse(value)?,
+            b"observe-rate" => observe_rate = OBSERVE_RATE.parse(value)?,
             _ => return Err(Error::BadConfig("unknown module argument")),
         }
     }
@@ -59,7 +61,8 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
     } == api::OK;
     if !(quarantine_ok
         && register_numeric(ctx, MAX_TTL, max_ttl)?
-        && register_numeric(ctx, MAX_TOKEN_LENGTH, max_token)?)
+        && register_numeric(ctx, MAX_TOKEN_LENGTH, max_token)?
+        && register_numeric(ctx, OBSERVE_RATE, observe_rate)?)
     {
         return Err(Error::BadConfig("invalid dlock configuration"));
     }
@@ -105,6 +108,8 @@ extern "C" fn get_number(_name: *const c_char, privdata: *mut c_void) -> c_longl
             state::limits().max_ttl as c_longlong
         } else if name == MAX_TOKEN_LENGTH.name.to_bytes() {
             state::limits().max_token as c_longlong
+        } else if name == OBSERVE_RATE.name.to_bytes() {
+            state::observe_rate() as c_longlong
         } else {
             0
         }
@@ -124,6 +129,8 @@ extern "C" fn set_number(
             state::set_max_ttl(v);
         } else if name == MAX_TOKEN_LENGTH.name.to_bytes() {
             state::set_max_token(usize::try_from(v).unwrap_or(512));
+        } else if name == OBSERVE_RATE.name.to_bytes() {
+            state::set_observe_rate(v);
         } else {
             return api::ERR;
         }

@@ -114,6 +114,7 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
             (c"handoffs", &stats::HANDOFFS),
             (c"wait_timeouts", &stats::WAIT_TIMEOUTS),
             (c"revoked_grants", &stats::REVOKED),
+            (c"observers_paced", &stats::OBSERVERS_PACED),
         ] {
             add_u(ictx, name.as_ptr(), counter.get());
         }
@@ -123,6 +124,7 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
             super::blocking::total_waiters() as u64,
         );
         add_u(ictx, c"observers".as_ptr(), super::watchers::count() as u64);
+        add_u(ictx, c"observe_rate".as_ptr(), state::observe_rate());
         add_u(ictx, c"last_fence".as_ptr(), state::last_fence());
         add_u(
             ictx,

@@ -61,7 +61,7 @@ fn run_jobs(ctx: Ctx, list: Vec<Job>) {
             Job::WriteMeta => persistence::write_meta(ctx),
             Job::CheckHolds { db, key } => hold_checks::check_logged(ctx, db, &key),
             Job::Observed(res) => observe::check_logged(ctx, &res),
-            Job::ObserversGiveUp => observe::give_up(),
+            Job::ObserversGiveUp => observe::give_up(ctx),
             Job::ObservedSlots => observe::check_slots_logged(ctx),
             // Every run ends with the hand-over.
             Job::HandOver => {}

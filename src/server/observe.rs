@@ -27,6 +27,7 @@
 //! hand-over and its reply (see `blocking` for why that matters). The
 //! reply is read when the server sends it, so it is the latest state.
 
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -39,6 +40,7 @@ use super::jobs::{self, Job};
 use super::lock_info::{self, View};
 use super::resource::Resource;
 use super::watchers::{self, Watcher};
+use super::{state, stats};
 use crate::lock::args;
 use crate::lock::cluster::{key_slot, reads_here};
 use crate::lock::observe::show_version;
@@ -67,9 +69,26 @@ pub fn observe(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let may_block = req.wait_ms.is_some() && !ctx.flags()?.in_transaction_or_script();
     lock_info::read(ctx, name, true, |view| {
         let version = view.seen().version();
+        let wait_ms = req.wait_ms.unwrap_or(0);
         if may_block && req.waits(version) {
             let res = Resource::of(ctx, name)?;
-            return block(ctx, res, version, req.wait_ms.unwrap_or(0), view.ends_at());
+            return block(ctx, res, version, wait_ms, view.ends_at());
+        }
+        // A follower that is out of date: answered now if the pace of
+        // its resource's answers allows, else with the next batch.
+        if let (true, Some(since)) = (may_block, req.since) {
+            let res = Resource::of(ctx, name)?;
+            let (now_us, rate) = (now_us(), state::observe_rate());
+            if let Some(until) = watchers::with(|w| w.paces.held_until(&res, now_us, rate)) {
+                stats::OBSERVERS_PACED.add();
+                look_at(&res, until, now_us);
+                return block(ctx, res, since, wait_ms, view.ends_at());
+            }
+            reply(ctx, version, view)?;
+            if let Some(at) = watchers::with(|w| w.paces.answered(&res, 1, now_us, rate)) {
+                look_at(&res, at, now_us);
+            }
+            return Ok(());
         }
         reply(ctx, version, view)
     })
@@ -111,6 +130,13 @@ fn block(
         jobs::push_after(Job::ObservedSlots, SLOTS_CHECK_MS);
     }
     Ok(())
+}
+
+/// Schedules a check of `res` at `at_us` or just after (the pace allows
+/// its next answers, or its record can go), unless one is due by then.
+fn look_at(res: &Resource, at_us: u64, now_us: u64) {
+    let delay_ms = at_us.saturating_sub(now_us).div_ceil(1000);
+    jobs::push_after(Job::Observed(res.clone()), delay_ms);
 }
 
 /// Schedules a check of `res` just after `at_ms` (a hold's deadline),
@@ -156,11 +182,39 @@ pub fn check_logged(ctx: Ctx, res: &Resource) {
 }
 
 fn check(ctx: Ctx, res: &Resource) -> Result<(), Error> {
-    let now_ms = now_us() / 1000;
+    let (now_us, rate) = (now_us(), state::observe_rate());
+    let now_ms = now_us / 1000;
     watchers::with(|w| w.checked(res, now_ms));
+    // A pace record lives until its budget is full again: looked at
+    // then, so that an idle resource keeps nothing.
+    if let Some(full_at) = watchers::with(|w| w.paces.expire(res, now_us)) {
+        look_at(res, full_at, now_us);
+    }
     if !watchers::with(|w| w.is_watched(res)) {
         return Ok(());
     }
+    if let Some(until) = watchers::with(|w| w.paces.held_until(res, now_us, rate)) {
+        look_at(res, until, now_us);
+        return Ok(());
+    }
+    let Some((version, ends_at)) = current(ctx, res)? else {
+        send_away(res);
+        return Ok(());
+    };
+    let woken = watchers::with(|w| w.changed(res, version));
+    if let Some(at) = watchers::with(|w| w.paces.answered(res, woken.len(), now_us, rate)) {
+        look_at(res, at, now_us);
+    }
+    hand_over(woken, Woken::Changed);
+    if let Some(at) = ends_at {
+        check_at(res, at, now_ms);
+    }
+    Ok(())
+}
+
+/// `res`'s version now and its earliest live deadline, or `None` when this
+/// node no longer answers for it (Redis Cluster).
+fn current(ctx: Ctx, res: &Resource) -> Result<Option<(u64, Option<u64>)>, Error> {
     unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
     let name = unsafe {
         rm!(RedisModule_CreateString)(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len())
@@ -171,21 +225,14 @@ fn check(ctx: Ctx, res: &Resource) -> Result<(), Error> {
     let here = reads_slot(ctx, res, name);
     unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
     if !here? {
-        send_away(res);
-        return Ok(());
+        return Ok(None);
     }
-    let (version, ends_at) = match seen {
+    Ok(Some(match seen {
         Ok(seen) => seen,
         // Not a lock any more (another type): the observers learn it from
         // the reply, read as the command would.
         Err(_) => (u64::MAX, None),
-    };
-    let woken = watchers::with(|w| w.changed(res, version));
-    hand_over(woken, Woken::Changed);
-    if let Some(at) = ends_at {
-        check_at(res, at, now_ms);
-    }
-    Ok(())
+    }))
 }
 
 /// Whether this node answers reads of `res` (its key `name`) as the
@@ -240,16 +287,42 @@ fn check_slots(ctx: Ctx) -> Result<(), Error> {
     Ok(())
 }
 
-/// The give-up job: nil to every observer whose `WAIT` ran out.
-pub fn give_up() {
-    let now_ms = now_us() / 1000;
+/// The give-up job: nil to every observer whose `WAIT` ran out while its
+/// resource still reads as it saw it; the state to one whose resource
+/// changed (it was held back by the pace), `TRYAGAIN` if the resource's
+/// slot moved.
+pub fn give_up(ctx: Ctx) {
+    let (now_us, rate) = (now_us(), state::observe_rate());
+    let now_ms = now_us / 1000;
     let gone = watchers::with(|w| w.take_given_up(now_ms));
-    hand_over(gone, Woken::TimedOut);
     if let Some(at) = watchers::with(|w| w.next_give_up()) {
         jobs::push_after(
             Job::ObserversGiveUp,
             at.saturating_sub(now_ms).saturating_add(1),
         );
+    }
+    // Observers of one resource are read once. A read that fails answers
+    // nil: no observer taken out of the registry may go unanswered.
+    let mut read: HashMap<Resource, Option<u64>> = HashMap::new();
+    let mut changed: HashMap<Resource, Vec<Watcher>> = HashMap::new();
+    let (mut timed_out, mut moved) = (Vec::new(), Vec::new());
+    for (w, res, seen) in gone {
+        let now = *read.entry(res.clone()).or_insert_with(|| {
+            current(ctx, &res).map_or(Some(seen), |c| c.map(|(version, _)| version))
+        });
+        match now {
+            None => moved.push(w),
+            Some(v) if v == seen => timed_out.push(w),
+            Some(_) => changed.entry(res).or_default().push(w),
+        }
+    }
+    hand_over(timed_out, Woken::TimedOut);
+    hand_over(moved, Woken::SlotMoved);
+    for (res, ws) in changed {
+        if let Some(at) = watchers::with(|w| w.paces.answered(&res, ws.len(), now_us, rate)) {
+            look_at(&res, at, now_us);
+        }
+        hand_over(ws, Woken::Changed);
     }
 }
 

@@ -33,6 +33,17 @@ static MAX_TOKEN: AtomicUsize = AtomicUsize::new(512);
 /// Longest TTL a command accepts (`dlock.max-ttl`; 0 = unlimited).
 static MAX_TTL: AtomicU64 = AtomicU64::new(0);
 
+/// Answers per second to one resource's observers (`dlock.observe-rate`).
+static OBSERVE_RATE: AtomicU64 = AtomicU64::new(crate::lock::config::OBSERVE_RATE.default);
+
+pub fn observe_rate() -> u64 {
+    OBSERVE_RATE.load(Ordering::Relaxed)
+}
+
+pub fn set_observe_rate(per_sec: u64) {
+    OBSERVE_RATE.store(per_sec, Ordering::Relaxed);
+}
+
 pub fn lock_type() -> *mut raw::RedisModuleType {
     LOCK_TYPE.load(Ordering::Relaxed)
 }

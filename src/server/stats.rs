@@ -48,6 +48,9 @@ pub static WAIT_TIMEOUTS: Counter = Counter::new();
 /// Grants whose reply never reached the waiter (it left in the same turn):
 /// released again at once, as if by their owner.
 pub static REVOKED: Counter = Counter::new();
+/// Observers held back by the pace of their resource's answers
+/// (`dlock.observe-rate`).
+pub static OBSERVERS_PACED: Counter = Counter::new();
 
 /// Lock values alive in the keyspace (created minus freed).
 static LOCKS: AtomicI64 = AtomicI64::new(0);

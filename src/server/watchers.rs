@@ -13,9 +13,10 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::raw;
 
-use super::api::Ctx;
+use super::api::{now_us, Ctx};
 use super::jobs::{self, Job};
 use super::resource::Resource;
+use super::state;
 use crate::lock::observe::Observers;
 
 /// A blocked observer. Only ever used on the server's main thread.
@@ -43,12 +44,16 @@ pub fn count() -> usize {
     WATCHING.load(Ordering::Relaxed)
 }
 
-/// The holders of `res` may have changed.
+/// The holders of `res` may have changed. While the pace holds its
+/// observers back, the check that answers them is queued already (for
+/// when the pace allows it): nothing to do.
 pub fn changed(res: &Resource) {
     if count() == 0 {
         return;
     }
-    if with(|w| w.is_watched(res)) {
+    let rate = state::observe_rate();
+    let wanted = with(|w| w.is_watched(res) && w.paces.held_until(res, now_us(), rate).is_none());
+    if wanted {
         jobs::push(Job::Observed(res.clone()));
     }
 }

@@ -13,6 +13,7 @@ mod cluster;
 mod contract;
 mod leaving;
 mod many;
+mod pace;
 mod replicas;
 mod reserved;
 mod wakes;

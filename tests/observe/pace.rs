@@ -1,0 +1,151 @@
+//! Pacing (`dlock.observe-rate`): the answers to one resource's waiting
+//! observers share a budget, so followers of a busy resource cannot crowd
+//! out its clients; held back, they still hear the latest state, and their
+//! `WAIT` still bounds how long they wait.
+//!
+//! The tests set a rate of 1 answer a second: one batch of 3 answers
+//! overdraws the half-second burst by 2.5 s, long enough to look at the
+//! held observers on a loaded machine without racing the pace.
+use super::*;
+
+fn set_rate(c: &mut Connection, per_sec: u64) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("dlock.observe-rate")
+        .arg(per_sec)
+        .query(c)
+        .unwrap();
+}
+
+fn paced(c: &mut Connection) -> i64 {
+    info_field(c, "dlock", "dlock_observers_paced")
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Spends the budget of `res`: 3 observers wait on it, and `change`
+/// answers them in one batch (the budget was full), which holds the next
+/// answers back for 2.5 s.
+fn spend(s: &Server, c: &mut Connection, res: &str, change: impl FnOnce(&mut Connection)) {
+    let before = paced(c);
+    let now = observe(c, res).version;
+    let mut obs: Vec<Observer> = (0..3).map(|_| Observer::start(s, res, &now, 0)).collect();
+    wait_observers(c, 3);
+    change(c);
+    for o in &mut obs {
+        assert!(o.reply().unwrap().is_some(), "answered at once");
+    }
+    assert_eq!(paced(c), before, "within the budget nobody is held");
+}
+
+#[test]
+fn followers_past_the_budget_wait_for_the_pace_and_hear_the_latest() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set_rate(&mut c, 1);
+    grant(&mut c, "r", "a", LONG_TTL);
+    let t = Instant::now();
+    spend(&s, &mut c, "r", |c| {
+        release(c, "r", "a");
+        grant(c, "r", "b", LONG_TTL);
+    });
+    let seen_b = observe(&mut c, "r").version;
+    release(&mut c, "r", "b");
+    grant(&mut c, "r", "c", LONG_TTL);
+    // Out of date, but held back: it waits although the resource differs.
+    let mut held = Observer::start(&s, "r", &seen_b, 0);
+    wait_observers(&mut c, 1);
+    assert_eq!(paced(&mut c), 1);
+    // Changes while it is held are skipped; it hears the latest.
+    release(&mut c, "r", "c");
+    grant(&mut c, "r", "d", LONG_TTL);
+    let got = held.reply().unwrap().expect("a change");
+    assert!(
+        t.elapsed() >= Duration::from_millis(2300),
+        "answered after {:?}, before the pace allows",
+        t.elapsed()
+    );
+    assert_eq!(got.info.expect("held").token, b"d");
+    assert_eq!(got.version, observe(&mut c, "r").version);
+    assert_eq!(observers(&mut c), 0);
+}
+
+#[test]
+fn without_a_rate_every_follower_is_answered_at_once() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set_rate(&mut c, 0);
+    let mut seen = observe(&mut c, "r").version;
+    for i in 0..50 {
+        let tok = format!("t{i}");
+        grant(&mut c, "r", &tok, LONG_TTL);
+        let mut o = Observer::start(&s, "r", &seen, 0);
+        let got = o.reply().unwrap().expect("a change");
+        assert_ne!(got.version, seen);
+        seen = got.version;
+        release(&mut c, "r", &tok);
+    }
+    assert_eq!(paced(&mut c), 0, "nobody held back");
+    // The same follower with a rate is held back: the check above can fail.
+    set_rate(&mut c, 1);
+    spend(&s, &mut c, "r", |c| {
+        grant(c, "r", "late", LONG_TTL);
+    });
+    let mut o = Observer::start(&s, "r", &seen, 0);
+    wait_observers(&mut c, 1);
+    assert_eq!(paced(&mut c), 1);
+    set_rate(&mut c, 0);
+    assert!(
+        o.reply().unwrap().is_some(),
+        "answered when the pace allows"
+    );
+}
+
+#[test]
+fn a_held_observer_whose_wait_ends_hears_the_change_not_nil() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set_rate(&mut c, 1);
+    grant(&mut c, "r", "a", LONG_TTL);
+    spend(&s, &mut c, "r", |c| {
+        release(c, "r", "a");
+    });
+    let seen_free = observe(&mut c, "r").version;
+    assert_eq!(seen_free, FREE);
+    grant(&mut c, "r", "b", LONG_TTL);
+    let t = Instant::now();
+    let mut o = Observer::start(&s, "r", FREE, 100);
+    let got = o
+        .reply()
+        .unwrap()
+        .expect("the change it was held from, not nil");
+    assert_eq!(got.info.expect("held").token, b"b");
+    assert!(
+        t.elapsed() < Duration::from_millis(2300),
+        "its WAIT ended it, not the pace: {:?}",
+        t.elapsed()
+    );
+    assert_eq!(observers(&mut c), 0);
+}
+
+#[test]
+fn a_held_observer_whose_resource_returns_to_what_it_saw_times_out() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set_rate(&mut c, 1);
+    spend(&s, &mut c, "r", |c| {
+        grant(c, "r", "a", LONG_TTL);
+    });
+    // Held: the resource is held, it saw it free.
+    let mut o = Observer::start(&s, "r", FREE, 300);
+    wait_observers(&mut c, 1);
+    assert_eq!(paced(&mut c), 1);
+    // Free again before its WAIT ends: as it saw it, so nil.
+    release(&mut c, "r", "a");
+    assert!(
+        o.reply().unwrap().is_none(),
+        "nothing changed from what it saw"
+    );
+    assert_eq!(observers(&mut c), 0);
+}
