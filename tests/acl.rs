@@ -97,6 +97,7 @@ fn plus_at_dlock_grants_exactly_the_lock_commands_where_categories_exist() {
                 "+dlock.macquire",
                 "+dlock.mrelease",
                 "+dlock.mextend",
+                "+dlock.queued",
             ],
         )
         .unwrap();
@@ -112,6 +113,8 @@ fn plus_at_dlock_grants_exactly_the_lock_commands_where_categories_exist() {
             ("dlock.macquire", &["@write", "@dlock"]),
             ("dlock.mrelease", &["@write", "@dlock"]),
             ("dlock.mextend", &["@write", "@dlock"]),
+            // Names whatever the key patterns, as `SCAN` gives them.
+            ("dlock.queued", &["@keyspace", "@read", "@slow", "@dlock"]),
         ] {
             assert_eq!(acl_categories(&mut admin, cmd), expected, "{cmd}");
         }
@@ -158,6 +161,9 @@ fn plus_at_dlock_grants_exactly_the_lock_commands_where_categories_exist() {
         err_of(outside).starts_with("NOPERM"),
         "a member outside the pattern"
     );
+    // DLOCK.QUEUED names no key: granted with the lock commands.
+    let names: Vec<String> = redis::cmd("DLOCK.QUEUED").query(&mut locker).unwrap();
+    assert!(names.is_empty(), "{names:?}");
     // Only the lock commands, and only on its keys.
     denied(&mut locker, &["GET", "lock:1"]);
     denied(&mut locker, &["SET", "lock:2", "x"]);

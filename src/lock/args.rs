@@ -274,6 +274,16 @@ pub fn info(argv: &[&[u8]]) -> Result<(), Error> {
     }
 }
 
+/// `DLOCK.QUEUED [pattern]` -> the glob pattern, if any. Every byte string
+/// is a pattern, as for `SCAN ... MATCH`.
+pub fn queued<'a>(argv: &[&'a [u8]]) -> Result<Option<&'a [u8]>, Error> {
+    match argv {
+        [_] => Ok(None),
+        [_, pattern] => Ok(Some(pattern)),
+        _ => Err(Error::WrongArity),
+    }
+}
+
 /// Effects come from our own master or AOF, but a damaged file or a forged
 /// stream must still not be able to store nonsense.
 pub fn apply<'a>(argv: &[&'a [u8]]) -> Result<Apply<'a>, Error> {

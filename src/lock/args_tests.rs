@@ -216,6 +216,14 @@ fn release_extend_info_arity() {
 }
 
 #[test]
+fn queued_takes_at_most_one_pattern() {
+    assert_eq!(queued(&argv(&["Q"])), Ok(None));
+    assert_eq!(queued(&argv(&["Q", "job:*"])), Ok(Some(&b"job:*"[..])));
+    assert_eq!(queued(&argv(&["Q", ""])), Ok(Some(&b""[..])));
+    assert_eq!(queued(&argv(&["Q", "a", "b"])), Err(Error::WrongArity));
+}
+
+#[test]
 fn apply_validates_everything() {
     let ok = apply(&argv(&["A", "r", "t", "12", "1700000000000", "99"])).unwrap();
     assert_eq!(

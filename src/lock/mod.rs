@@ -13,6 +13,7 @@ pub mod config;
 pub mod decimal;
 pub mod error;
 pub mod fence;
+pub mod glob;
 pub mod holds;
 pub mod layout;
 pub mod lease;

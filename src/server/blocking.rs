@@ -164,12 +164,15 @@ pub fn has_live_waiter(res: &Resource, now_ms: u64) -> bool {
 
 /// Resources with waiters, optionally only those in one database.
 pub fn resources(db: Option<i32>) -> Vec<Resource> {
+    resources_where(|r| db.is_none_or(|d| r.db == d))
+}
+
+/// Resources with waiters that `keep` accepts, each looked at once.
+pub fn resources_where(keep: impl FnMut(&Resource) -> bool) -> Vec<Resource> {
     if !anyone_waiting() {
         return Vec::new();
     }
-    parking()
-        .queues()
-        .resources(|r| db.is_none_or(|d| r.db == d))
+    parking().queues().resources(keep)
 }
 
 /// Parks the calling client at the tail of `res`'s queue; `timeout_ms` 0

@@ -23,6 +23,7 @@ use super::{effects, hold_effects};
 use crate::lock::Error;
 
 const SINCE: &CStr = c"0.1.0";
+/// Every command's but `DLOCK.QUEUED`'s.
 const COMPLEXITY: &CStr = c"O(1)";
 const INTERNAL: &CStr = c"Applies a replicated lock effect; refused from clients.";
 
@@ -54,6 +55,8 @@ enum Kind {
     String,
     Integer,
     UnixTime,
+    /// A glob pattern, as `SCAN ... MATCH` reads it.
+    Pattern,
     /// A keyword alone (`SHARED`).
     PureToken,
 }
@@ -65,6 +68,7 @@ impl Kind {
             Kind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
             Kind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
             Kind::UnixTime => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME,
+            Kind::Pattern => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PATTERN,
             Kind::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
         }
     }
@@ -96,6 +100,8 @@ const RESOURCE: Arg = arg(c"resource", Kind::Key);
 struct Doc {
     name: &'static CStr,
     summary: &'static CStr,
+    /// As `COMMAND DOCS` shows it.
+    complexity: &'static CStr,
     /// As in the command table: negative is "at least". 0 keeps the arity
     /// of the registration (-1: the handler checks it).
     arity: c_int,
@@ -132,12 +138,13 @@ const RESOURCES: Arg = Arg {
 
 const TOKEN: Arg = arg(c"token", Kind::String);
 
-static DOCS: [Doc; 14] = [
+static DOCS: [Doc; 15] = [
     Doc {
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
 OWNER) and returns its fencing token, or nil while others hold the resource. With WAIT, blocks \
 in FIFO order until granted or until timeout_ms passes.",
+        complexity: COMPLEXITY,
         arity: -4,
         // Reads the holder (a refresh replies with its fence) and grants or
         // refreshes the lease.
@@ -156,6 +163,7 @@ in FIFO order until granted or until timeout_ms passes.",
         name: c"dlock.release",
         summary: c"Releases a lock held by token and returns 1, else returns 0. A queued waiter \
 gets the lock next.",
+        complexity: COMPLEXITY,
         arity: 3,
         keys: Keys::One(RW | ACCESS | DELETE),
         args: &[RESOURCE, arg(c"token", Kind::String)],
@@ -164,6 +172,7 @@ gets the lock next.",
         name: c"dlock.extend",
         summary: c"Makes the lease of a lock held by token end ttl_ms from now and returns 1, \
 else returns 0.",
+        complexity: COMPLEXITY,
         arity: 4,
         keys: Keys::One(RW | ACCESS | UPDATE),
         args: &[
@@ -176,6 +185,7 @@ else returns 0.",
         name: c"dlock.info",
         summary: c"Returns the holder's token, fencing token, remaining TTL in ms and number of \
 waiters, or nil when the lock is free.",
+        complexity: COMPLEXITY,
         arity: 2,
         keys: Keys::One(RO | ACCESS),
         args: &[RESOURCE],
@@ -185,6 +195,7 @@ waiters, or nil when the lock is free.",
         summary: c"Returns a version of the resource's holders and what DLOCK.INFO shows. With \
 SINCE, the version last seen, and WAIT, blocks until the holders differ from that version or \
 until timeout_ms passes (nil).",
+        complexity: COMPLEXITY,
         arity: -2,
         keys: Keys::One(RO | ACCESS),
         args: &[
@@ -194,10 +205,26 @@ until timeout_ms passes (nil).",
         ],
     },
     Doc {
+        name: c"dlock.queued",
+        summary: c"Returns the resources of the current database that clients wait for, held or \
+not (a resource reserved for its queue often has no key), optionally only those whose name \
+matches pattern.",
+        complexity:
+            c"O(N) with N the resources with waiters on the server, for names and a pattern \
+of limited length",
+        arity: -1,
+        keys: Keys::None,
+        args: &[Arg {
+            optional: true,
+            ..arg(c"pattern", Kind::Pattern)
+        }],
+    },
+    Doc {
         name: c"dlock.macquire",
         summary: c"Acquires every resource of a set for token, all or nothing, under one fencing \
 token and one deadline, or returns nil. With WAIT, queues on every member at once and is granted \
 in FIFO order when all of them are free for it.",
+        complexity: COMPLEXITY,
         arity: -5,
         keys: Keys::Numbered(RW | ACCESS | UPDATE),
         args: &[
@@ -213,6 +240,7 @@ in FIFO order when all of them are free for it.",
         name: c"dlock.mrelease",
         summary: c"Releases token's hold on every resource of a set and returns how many it \
 released.",
+        complexity: COMPLEXITY,
         arity: -4,
         keys: Keys::Numbered(RW | ACCESS | DELETE),
         args: &[NUMKEYS, RESOURCES, TOKEN],
@@ -221,6 +249,7 @@ released.",
         name: c"dlock.mextend",
         summary: c"Makes token's holds on every resource of a set end ttl_ms from now and \
 returns 1, or returns 0 and changes nothing when token no longer holds all of them.",
+        complexity: COMPLEXITY,
         arity: -5,
         keys: Keys::Numbered(RW | ACCESS | UPDATE),
         args: &[NUMKEYS, RESOURCES, TOKEN, arg(c"ttl_ms", Kind::Integer)],
@@ -230,6 +259,7 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
         summary: INTERNAL,
         // Any arity reaches the handler, which refuses a client before
         // parsing anything (a forged effect gets the same error either way).
+        complexity: COMPLEXITY,
         arity: 0,
         // Replaces the lease whatever it was.
         keys: Keys::One(OW | UPDATE),
@@ -247,6 +277,7 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
     Doc {
         name: hold_effects::ADDHOLD,
         summary: INTERNAL,
+        complexity: COMPLEXITY,
         arity: 0,
         keys: Keys::One(RW | UPDATE),
         args: &[
@@ -263,6 +294,7 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
     Doc {
         name: hold_effects::MOVEHOLD,
         summary: INTERNAL,
+        complexity: COMPLEXITY,
         arity: 0,
         keys: Keys::One(RW | UPDATE),
         args: &[RESOURCE, TOKEN, arg(c"deadline_ms", Kind::UnixTime)],
@@ -270,6 +302,7 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
     Doc {
         name: hold_effects::DROPHOLD,
         summary: INTERNAL,
+        complexity: COMPLEXITY,
         arity: 0,
         keys: Keys::One(RW | DELETE),
         args: &[RESOURCE, TOKEN],
@@ -277,6 +310,7 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
     Doc {
         name: hold_effects::SETHOLDS,
         summary: INTERNAL,
+        complexity: COMPLEXITY,
         arity: 0,
         keys: Keys::One(OW | UPDATE),
         args: &[
@@ -288,6 +322,7 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
     Doc {
         name: effects::META,
         summary: INTERNAL,
+        complexity: COMPLEXITY,
         arity: 0,
         // Registered with the key triple 1,1,1 like every command, but its
         // first argument is a number: an empty key-spec list drops that.
@@ -336,7 +371,7 @@ pub fn describe(ctx: Ctx) -> Result<(), Error> {
         let info = raw::RedisModuleCommandInfo {
             version: &VERSION,
             summary: doc.summary.as_ptr(),
-            complexity: COMPLEXITY.as_ptr(),
+            complexity: doc.complexity.as_ptr(),
             since: SINCE.as_ptr(),
             history: ptr::null_mut(),
             tips: ptr::null(),

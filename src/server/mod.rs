@@ -29,6 +29,7 @@ pub mod notifications;
 pub mod observe;
 pub mod persistence;
 pub mod quarantine;
+pub mod queued;
 pub mod resource;
 pub mod restored;
 pub mod revoke;
@@ -53,6 +54,7 @@ command_entry!(release_entry => commands::release);
 command_entry!(extend_entry => commands::extend);
 command_entry!(info_entry => lock_info::info);
 command_entry!(observe_entry => observe::observe);
+command_entry!(queued_entry => queued::queued);
 command_entry!(macquire_entry => set_commands::macquire);
 command_entry!(mrelease_entry => set_commands::mrelease);
 command_entry!(mextend_entry => set_commands::mextend);
@@ -105,6 +107,8 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         c"readonly blocking",
         true,
     )?;
+    // No key: it lists names from the parking lot, like `PUBSUB CHANNELS`.
+    register(ctx, c"dlock.queued", Some(queued_entry), c"readonly", false)?;
     // Their keys (`numkeys` resources) are declared by a key spec set in
     // `docs::describe` (COMMAND GETKEYS, ACL) and answered to the server's
     // key requests (`getkeys-api`: cluster routing); without the key-spec

@@ -148,6 +148,7 @@ mod extend;
 mod failures;
 mod info;
 mod keyspace;
+mod queued;
 mod release;
 mod transactions;
 mod wrongtype;

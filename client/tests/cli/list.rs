@@ -1,5 +1,6 @@
 //! `dlock list`: every lock of a server, or of every master of a cluster,
-//! found by `SCAN ... TYPE dlocklock`, with its holders and waiters, in
+//! found by `SCAN ... TYPE dlocklock` and `DLOCK.QUEUED` (the resources
+//! clients wait for, with a key or without), with its holders and waiters, in
 //! text and JSON, sorted, filtered by a pattern; and what it says when a
 //! server, a command or a key is out of its reach.
 
@@ -306,6 +307,76 @@ fn a_resource_reserved_for_its_queue_is_listed_as_reserved() {
     );
 }
 
+/// A set's member kept free for a queued set has no key, so `SCAN` cannot
+/// find it: `DLOCK.QUEUED` names it, and it is listed as reserved with its
+/// waiter, next to the held member the set waits for; the pattern selects
+/// it as it selects keys.
+#[test]
+fn a_reserved_member_without_a_key_is_listed_with_its_waiter() {
+    let server = Server::start();
+    let dir = Dir::new();
+    let url = server.url();
+    let mut c = server.conn();
+    let fence = acquire(&mut c, b"{j}:a", b"holder", 30_000, &[]);
+    let mut w = server.conn();
+    let set = std::thread::spawn(move || {
+        redis::cmd("DLOCK.MACQUIRE")
+            .arg(&["2", "{j}:a", "{j}:b", "setter", "30000", "WAIT", "0"][..])
+            .query::<Option<u64>>(&mut w)
+            .unwrap()
+    });
+    wait_until(20 * SEC, "the set queued", || waiters(&mut c, "{j}:b") == 1);
+    let exists: i64 = redis::cmd("EXISTS").arg("{j}:b").query(&mut c).unwrap();
+    assert_eq!(exists, 0, "the reserved member has no key");
+
+    let table = list(&url, &dir, &[]);
+    let r = rows(&table);
+    assert_eq!(r.len(), 2, "{table}");
+    assert_eq!(
+        r[0][..7],
+        [
+            "{j}:a",
+            "lock",
+            "held",
+            "1",
+            "1",
+            "exclusive",
+            &fence.to_string()
+        ],
+        "{table}"
+    );
+    assert_eq!(
+        r[1],
+        ["{j}:b", "lock", "reserved", "0", "1", "-", "-", "-", "-", "-"],
+        "{table}"
+    );
+    let table = list(&url, &dir, &["*:b"]);
+    assert_eq!(rows(&table).len(), 1, "{table}");
+    assert_eq!(rows(&table)[0][..3], ["{j}:b", "lock", "reserved"]);
+    assert_eq!(list(&url, &dir, &["--json", "other:*"]), "[]\n");
+    let json = list(&url, &dir, &["--json", "--sort", "waiters"]);
+    let o = objects(&json);
+    assert_eq!(o.len(), 2, "{json}");
+    let b = o.iter().find(|o| field(o, "resource") == "{j}:b").unwrap();
+    assert_eq!(field(b, "state"), "reserved");
+    assert!(b.ends_with(r#""waiters":1,"holds":[]}"#), "{json}");
+
+    let _: i64 = redis::cmd("DLOCK.RELEASE")
+        .arg("{j}:a")
+        .arg("holder")
+        .query(&mut c)
+        .unwrap();
+    assert!(set.join().unwrap().is_some_and(|f| f > fence));
+    let table = list(&url, &dir, &[]);
+    let r = rows(&table);
+    let held: Vec<[&str; 3]> = r.iter().map(|w| [&*w[0], &*w[2], &*w[4]]).collect();
+    assert_eq!(
+        held,
+        [["{j}:a", "held", "0"], ["{j}:b", "held", "0"]],
+        "{table}"
+    );
+}
+
 /// A cluster: from any node (a replica too), every master's locks, each
 /// once and named by the master that holds it; several nodes of one
 /// cluster named: still once.
@@ -368,7 +439,35 @@ fn a_cluster_is_listed_from_any_node_master_by_master() {
     // The lowest fence first (column FENCE, after SERVER).
     let fences: Vec<u64> = r.iter().map(|w| w[7].parse().unwrap()).collect();
     assert!(fences.windows(2).all(|p| p[0] <= p[1]), "{table}");
+
+    // A set's member reserved without a key is found on its master too.
+    guards.push(locker.try_lock("{q}:a", 60 * SEC).unwrap().expect("free"));
+    let owner = cluster.node_for_slot(cluster.key_slot("{q}:a"));
+    let owner_url = cluster.node(owner).url();
+    let set = std::thread::spawn({
+        let url = owner_url.clone();
+        move || {
+            let mut w = redis::Client::open(url).unwrap().get_connection().unwrap();
+            redis::cmd("DLOCK.MACQUIRE")
+                .arg(&["2", "{q}:a", "{q}:b", "setter", "30000", "WAIT", "0"][..])
+                .query::<Option<u64>>(&mut w)
+        }
+    });
+    let mut o = redis::Client::open(owner_url)
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    wait_until(20 * SEC, "the set queued", || waiters(&mut o, "{q}:b") == 1);
+    let at = format!("127.0.0.1:{}", cluster.node(owner).port());
+    assert_eq!(
+        found(&["--url", &replica_url, "--json", "{q}*"]),
+        BTreeMap::from([("{q}:a".to_string(), at.clone()), ("{q}:b".to_string(), at)])
+    );
     drop(guards);
+    assert!(
+        set.join().unwrap().unwrap().is_some(),
+        "granted once released"
+    );
 }
 
 /// Usage errors are 64 with the hint; an unreachable or paused server 69
@@ -460,6 +559,7 @@ fn permissions_refused_are_77() {
     for (user, rules) in [
         ("jobs", &["~job:*", "+@all"][..]),
         ("nocluster", &["~*", "+@all", "-cluster"]),
+        ("noqueued", &["~*", "+@all", "-dlock.queued"]),
     ] {
         let _: () = redis::cmd("ACL")
             .arg(&["SETUSER", user, "on", ">pw"][..])
@@ -484,4 +584,16 @@ fn permissions_refused_are_77() {
     );
     assert_eq!(code, 77, "{err}");
     assert!(err.to_lowercase().contains("cluster"), "{err}");
+    // Without DLOCK.QUEUED: every lock with a key, and 77 for the rest.
+    let (code, out, err) = run(
+        dlock(&format!("redis://noqueued:pw@{addr}/")).arg("list"),
+        &dir,
+        20 * SEC,
+    );
+    assert_eq!(code, 77, "{err}");
+    assert_eq!(rows(&out).len(), 4, "{out}");
+    assert!(
+        err.contains("resources clients wait for that have no key not shown: NOPERM"),
+        "{err}"
+    );
 }

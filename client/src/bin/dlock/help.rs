@@ -247,11 +247,10 @@ of the cluster; with PATTERN (a glob, as SCAN MATCH takes it: job:*,
 rwlock, semaphore), state (held, or reserved: nobody holds it, it is kept
 for the first waiter), holders (of the limit, for a semaphore) and waiters;
 per holder its mode, fence, TTL, token and owner, one line each. Read with
-SCAN ... TYPE dlocklock and pipelined DLOCK.INFO, never KEYS: the servers
-keep serving meanwhile, and a lock taken, released or moved while it runs
-may be missing or shown as it was. A lock is found by its key: a queue on a
-resource nobody holds has, as a rule, none, and is not listed (dlock status
-RESOURCE shows it).
+SCAN ... TYPE dlocklock, DLOCK.QUEUED (the resources clients wait for,
+which have no key while nobody holds them) and pipelined DLOCK.INFO, never
+KEYS: the servers keep serving meanwhile, and a lock taken, released or
+moved while it runs may be missing or shown as it was.
 
     --sort KEY    resource (the default: by name), ttl (the lease that ends
                   first, first), fence (the lowest first: held longest),

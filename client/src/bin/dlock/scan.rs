@@ -1,7 +1,9 @@
 //! What `dlock list` reads from the servers: which ones to scan (the server
 //! a URL names, or every master of its cluster), their lock keys by `SCAN
-//! ... TYPE dlocklock` (never `KEYS`, which blocks the server), and each
-//! key's `DLOCK.INFO`, pipelined with the next `SCAN`.
+//! ... TYPE dlocklock` (never `KEYS`, which blocks the server) and the
+//! resources clients wait for by `DLOCK.QUEUED` (a resource nobody holds
+//! has no key while its queue waits), and each one's `DLOCK.INFO`,
+//! pipelined with the next `SCAN`.
 //!
 //! The connections are the `redis` crate's own, not the library's: a
 //! listing needs commands the library has no reason to offer (`SCAN`,
@@ -357,6 +359,9 @@ fn scan(t: &Target, pattern: Option<&[u8]>) -> (Vec<Listed>, Vec<Error>) {
     if let Some(first) = denied.first {
         errors.insert(0, denied_keys(&t.name, denied.count, first));
     }
+    if let Some(refused) = denied.queued {
+        errors.insert(0, denied_queued(&t.name, refused));
+    }
     (locks, errors)
 }
 
@@ -366,6 +371,9 @@ struct Denied {
     count: usize,
     /// The first refusal, as the server worded it.
     first: Option<String>,
+    /// `DLOCK.QUEUED`'s refusal: resources waited for that have no key
+    /// are missing.
+    queued: Option<String>,
 }
 
 fn scan_into(
@@ -383,18 +391,34 @@ fn scan_into(
     // would find nothing, as on a server without locks.
     let mut pipe = redis::pipe();
     pipe.cmd("DLOCK.INFO");
+    pipe.add_command(queued_cmd(pattern));
     pipe.add_command(scan_cmd("0", pattern));
-    let mut replies = send(&mut c, &pipe, 2).map_err(io)?;
+    let mut replies = send(&mut c, &pipe, 3).map_err(io)?;
     let mut next = replies.pop();
+    let queued_reply = replies.pop();
     if let Some(Value::ServerError(e)) = replies.pop() {
         let e = server_error(e.code(), e.details(), name);
         if matches!(e, Error::ModuleMissing(_)) {
             return Err(e);
         }
     }
+    // Asked first, with the first SCAN batch; a key SCAN returns that is
+    // among them is not asked twice.
+    let mut pending = match queued_reply.map(|r| queued(r, name)) {
+        Some(Ok(names)) => names,
+        Some(Err(Refused::Denied(detail))) => {
+            denied.queued = Some(detail);
+            Vec::new()
+        }
+        Some(Err(Refused::Failed(e))) => return Err(e),
+        None => return Err(Error::Server("no reply to DLOCK.QUEUED".into())),
+    };
+    let asked: HashSet<Vec<u8>> = pending.iter().cloned().collect();
     while let Some(reply) = next.take() {
-        let (cursor, keys) = scanned(reply, name)?;
+        let (cursor, found) = scanned(reply, name)?;
         let more = cursor != "0";
+        let mut keys = std::mem::take(&mut pending);
+        keys.extend(found.into_iter().filter(|k| !asked.contains(k)));
         if keys.is_empty() && !more {
             break;
         }
@@ -443,6 +467,52 @@ fn scan_into(
         }
     }
     Ok(())
+}
+
+/// Why `DLOCK.QUEUED` gave no names.
+enum Refused {
+    /// The user may not run it.
+    Denied(String),
+    Failed(Error),
+}
+
+fn queued_cmd(pattern: Option<&[u8]>) -> redis::Cmd {
+    let mut c = redis::cmd("DLOCK.QUEUED");
+    if let Some(p) = pattern {
+        c.arg(p);
+    }
+    c
+}
+
+/// A `DLOCK.QUEUED` reply: the names of the resources clients wait for.
+/// A module that predates the command has none to give: the listing is
+/// then the keys alone.
+fn queued(reply: Value, name: &str) -> Result<Vec<Vec<u8>>, Refused> {
+    let bad = || Refused::Failed(Error::Server("unexpected DLOCK.QUEUED reply".into()));
+    match reply {
+        Value::Array(names) | Value::Set(names) => names
+            .into_iter()
+            .map(|n| match n {
+                Value::BulkString(b) => Ok(b),
+                Value::SimpleString(s) => Ok(s.into_bytes()),
+                _ => Err(bad()),
+            })
+            .collect(),
+        Value::ServerError(e) => match reply_error(Some(e.code()), e.details(), name) {
+            Some(Error::ModuleMissing(_)) => Ok(Vec::new()),
+            Some(Error::Denied { detail, .. }) => Err(Refused::Denied(detail)),
+            Some(other) => Err(Refused::Failed(other)),
+            None => Err(Refused::Failed(server_error(e.code(), e.details(), name))),
+        },
+        _ => Err(bad()),
+    }
+}
+
+fn denied_queued(name: &str, detail: String) -> Error {
+    denied(
+        name,
+        format!("resources clients wait for that have no key not shown: {detail}"),
+    )
 }
 
 fn denied_keys(name: &str, n: usize, first: String) -> Error {
@@ -590,6 +660,43 @@ mod tests {
         assert_eq!(
             denied_keys("s", 2, "NOPERM x".into()).to_string(),
             "2 locks not shown: NOPERM x on s"
+        );
+    }
+
+    #[test]
+    fn queued_names_and_refusals_are_read() {
+        let names = queued(
+            Value::Array(vec![bulk("a"), Value::BulkString(vec![0xff])]),
+            "s",
+        );
+        assert!(matches!(names, Ok(n) if n == [b"a".to_vec(), vec![0xff]]));
+        let err = |code: &str, detail: &str| {
+            redis::parse_redis_value(format!("-{code} {detail}\r\n").as_bytes()).unwrap()
+        };
+        // A module without the command: the keys alone.
+        assert!(matches!(
+            queued(err("ERR", "unknown command 'DLOCK.QUEUED'"), "s"),
+            Ok(n) if n.is_empty()
+        ));
+        assert!(matches!(
+            queued(err("NOPERM", "no"), "s"),
+            Err(Refused::Denied(d)) if d == "NOPERM no"
+        ));
+        assert!(matches!(
+            queued(err("LOADING", "x"), "s"),
+            Err(Refused::Failed(Error::Unavailable(_)))
+        ));
+        assert!(matches!(
+            queued(Value::Int(1), "s"),
+            Err(Refused::Failed(_))
+        ));
+        assert!(matches!(
+            queued(Value::Array(vec![Value::Int(1)]), "s"),
+            Err(Refused::Failed(_))
+        ));
+        assert_eq!(
+            denied_queued("s", "NOPERM x".into()).to_string(),
+            "resources clients wait for that have no key not shown: NOPERM x on s"
         );
     }
 
