@@ -36,12 +36,46 @@ def _arg(a: Any) -> bytes:
 def pack(cmds: Sequence[Tuple]) -> bytes:
     """Commands as one RESP buffer."""
     out = []
+    app = out.append
     for c in cmds:
-        out.append(b"*%d\r\n" % len(c))
+        app(b"*%d\r\n" % len(c))
         for a in c:
-            b = _arg(a)
-            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+            t = type(a)
+            if t is str:
+                b = _WORDS.get(a)
+                if b is not None:
+                    app(b)
+                    continue
+                b = a.encode()
+            elif t is int:
+                b = b"%d" % a
+            elif t is bytes:
+                b = a
+            else:
+                b = _arg(a)
+            app(b"$%d\r\n%s\r\n" % (len(b), b))
     return b"".join(out)
+
+
+#: The command words dlock sends, encoded once.
+_WORDS = {
+    w: b"$%d\r\n%s\r\n" % (len(w), w.encode())
+    for w in (
+        "DLOCK.ACQUIRE",
+        "DLOCK.RELEASE",
+        "DLOCK.EXTEND",
+        "DLOCK.MACQUIRE",
+        "DLOCK.MRELEASE",
+        "DLOCK.MEXTEND",
+        "DLOCK.INFO",
+        "WAIT",
+        "SHARED",
+        "LIMIT",
+        "OWNER",
+        "PING",
+        "ASKING",
+    )
+}
 
 
 class _Incomplete(Exception):
@@ -125,27 +159,48 @@ def read(conn: Any, n: int) -> List[Any]:
     """``n`` replies from ``conn``'s socket; an error reply is returned in
     place (as redis-py's exception) so that the replies after it are read
     too. Raises redis-py's TimeoutError or ConnectionError."""
-    buf: bytearray = conn.__dict__.setdefault("_dlock_rbuf", bytearray())
+    try:
+        buf: bytearray = conn._dlock_rbuf
+    except AttributeError:
+        buf = conn._dlock_rbuf = bytearray()
     out: List[Any] = []
+    if n <= 0:
+        return out
     sock = conn._sock
-    while len(out) < n:
-        try:
-            v, pos = _parse(buf, 0)
-        except _Incomplete:
-            if sock is None:
-                raise rx.ConnectionError("not connected") from None
-            try:
-                data = sock.recv(65536)
-            except socket.timeout:
-                raise rx.TimeoutError("Timeout reading from socket") from None
-            except OSError as e:
-                raise rx.ConnectionError(f"Error while reading from socket: {e}") from None
-            if not data:
-                raise rx.ConnectionError("Connection closed by server.")
-            buf += data
-            continue
+    pos = 0
+    while True:
+        # Every whole reply in the buffer, then more from the socket.
+        while pos < len(buf):
+            if buf[pos] == 58:  # ':', the commonest reply, parsed in place
+                end = buf.find(b"\r\n", pos)
+                if end < 0:
+                    break
+                v: Any = int(buf[pos + 1 : end])
+                pos = end + 2
+            elif buf.startswith(b"$-1\r\n", pos):  # nil
+                v = None
+                pos += 5
+            else:
+                try:
+                    v, pos = _parse(buf, pos)
+                except _Incomplete:
+                    break
+                if type(v) is _Push:
+                    continue
+            out.append(v)
+            if len(out) == n:
+                del buf[:pos]
+                return out
         del buf[:pos]
-        if isinstance(v, _Push):
-            continue
-        out.append(v)
-    return out
+        pos = 0
+        if sock is None:
+            raise rx.ConnectionError("not connected")
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            raise rx.TimeoutError("Timeout reading from socket") from None
+        except OSError as e:
+            raise rx.ConnectionError(f"Error while reading from socket: {e}") from None
+        if not data:
+            raise rx.ConnectionError("Connection closed by server.")
+        buf += data
