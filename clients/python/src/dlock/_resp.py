@@ -35,47 +35,32 @@ def _arg(a: Any) -> bytes:
 
 def pack(cmds: Sequence[Tuple]) -> bytes:
     """Commands as one RESP buffer."""
+    # dlock's commands are ASCII words, numbers and (mostly ASCII) str
+    # resources and tokens: formatted as one str, encoded once.
     out = []
     app = out.append
     for c in cmds:
-        app(b"*%d\r\n" % len(c))
+        app(f"*{len(c)}\r\n")
         for a in c:
             t = type(a)
-            if t is str:
-                b = _WORDS.get(a)
-                if b is not None:
-                    app(b)
-                    continue
-                b = a.encode()
+            if t is str and a.isascii():
+                app(f"${len(a)}\r\n{a}\r\n")
             elif t is int:
-                b = b"%d" % a
-            elif t is bytes:
-                b = a
+                a = str(a)
+                app(f"${len(a)}\r\n{a}\r\n")
             else:
-                b = _arg(a)
-            app(b"$%d\r\n%s\r\n" % (len(b), b))
+                return _pack_bytes(cmds)
+    return "".join(out).encode()
+
+
+def _pack_bytes(cmds: Sequence[Tuple]) -> bytes:
+    out = []
+    for c in cmds:
+        out.append(b"*%d\r\n" % len(c))
+        for a in c:
+            b = _arg(a)
+            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
     return b"".join(out)
-
-
-#: The command words dlock sends, encoded once.
-_WORDS = {
-    w: b"$%d\r\n%s\r\n" % (len(w), w.encode())
-    for w in (
-        "DLOCK.ACQUIRE",
-        "DLOCK.RELEASE",
-        "DLOCK.EXTEND",
-        "DLOCK.MACQUIRE",
-        "DLOCK.MRELEASE",
-        "DLOCK.MEXTEND",
-        "DLOCK.INFO",
-        "WAIT",
-        "SHARED",
-        "LIMIT",
-        "OWNER",
-        "PING",
-        "ASKING",
-    )
-}
 
 
 class _Incomplete(Exception):
