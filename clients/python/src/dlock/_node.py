@@ -77,15 +77,12 @@ def set_timeout(conn: Conn, t: float) -> None:
             sock.settimeout(t)
 
 
-def send(conn: Conn, cmds: Sequence[Tuple]) -> None:
-    _resp.send(conn, cmds)
-
-
-def read_all(conn: Conn, n: int) -> List[Any]:
-    """``n`` replies; an error reply is returned in place (as redis-py's
-    exception) so that the replies after it are still read and the
-    connection stays in a known state."""
-    return _resp.read(conn, n)
+#: ``send(conn, cmds)``: writes the commands (the socket's timeout applies).
+send = _resp.send
+#: ``read_all(conn, n)``: ``n`` replies; an error reply is returned in place
+#: (as redis-py's exception) so that the replies after it are still read and
+#: the connection stays in a known state.
+read_all = _resp.read
 
 
 def run_pipeline(conn: Conn, cmds: Sequence[Tuple]) -> List[Any]:
@@ -174,7 +171,11 @@ class Node:
             except Exception as e:
                 raise self.failure(e) from None
             conn._dlock_pooled = False
-        set_timeout(conn, timeout)
+        sock = conn._sock
+        if sock is not None:
+            t = min(max(timeout, 0.001), MAX_SOCKET_TIMEOUT)
+            if sock.gettimeout() != t:
+                sock.settimeout(t)
         return conn
 
     def flush(self) -> None:

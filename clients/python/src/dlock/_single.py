@@ -115,7 +115,8 @@ class SingleBackend:
 
         def op(conn: Conn, asking: bool) -> Tuple[Any, Optional[int]]:
             try:
-                replies = run_pipeline(conn, commands(asking, cmd, durability))
+                cmds = commands(asking, cmd, durability) if asking or durability else [cmd]
+                replies = run_pipeline(conn, cmds)
             except BaseException as e:
                 # Its connection broke or timed out after it was sent: it
                 # reached a working server (one that died while we waited in
