@@ -293,7 +293,7 @@ class SingleBackend:
 
             def op(conn: Conn, asking: bool) -> Any:
                 probe = getattr(conn, "_dlock_pooled", False)
-                cmds = commands(asking, cmd, None)
+                cmds = [("ASKING",), cmd] if asking else [cmd]
                 t = now()
                 if probe:
                     try:
