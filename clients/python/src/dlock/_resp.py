@@ -156,11 +156,12 @@ def read(conn: Any, n: int) -> List[Any]:
     while True:
         # Every whole reply in the buffer, then more from the socket.
         while pos < len(buf):
-            if buf[pos] == 58:  # ':', the commonest reply, parsed in place
+            t = buf[pos]
+            if t == 58 or t == 43:  # ':' and '+' (PING's), parsed in place
                 end = buf.find(b"\r\n", pos)
                 if end < 0:
                     break
-                v: Any = int(buf[pos + 1 : end])
+                v: Any = int(buf[pos + 1 : end]) if t == 58 else bytes(buf[pos + 1 : end])
                 pos = end + 2
             elif buf.startswith(b"$-1\r\n", pos):  # nil
                 v = None
