@@ -67,12 +67,17 @@ class _Shared:
 
     def __init__(self, backend: Any, ttl_ms: int, valid_until: float) -> None:
         self.backend = backend
-        self.cond = threading.Condition(threading.Lock())
+        # Guards the state below. The condition (``wait_lost``) and the
+        # event (``lost_event``) on it are made only when asked for: most
+        # leases are released without anyone waiting for their loss.
+        self.lock = threading.Lock()
+        self._cond: Optional[threading.Condition] = None
+        self._event: Optional[threading.Event] = None
+        self.signalled = False  # the loss was told (callbacks run, event set)
         self.ttl_ms = ttl_ms
         self.valid_until = valid_until
         self.lost = False
         self.released = False
-        self.event = threading.Event()
         self.callbacks: List[Callable[[], Any]] = []
         # Held by a renewal from sending its EXTEND until its outcome is
         # applied: two renewals in flight at once could be run by the server
@@ -90,6 +95,29 @@ class _Shared:
         self.retry_under: Optional[float] = None
         self.retry_at = 0.0
 
+    def cond(self) -> threading.Condition:
+        """The condition that changes of deadline, loss and release are
+        notified on (made on first use; called with ``lock`` held)."""
+        c = self._cond
+        if c is None:
+            c = self._cond = threading.Condition(self.lock)
+        return c
+
+    def notify(self) -> None:
+        """Wakes whoever waits on the condition (with ``lock`` held)."""
+        if self._cond is not None:
+            self._cond.notify_all()
+
+    def event(self) -> threading.Event:
+        """The event set once the loss was told (made on first use)."""
+        with self.lock:
+            ev = self._event
+            if ev is None:
+                ev = self._event = threading.Event()
+                if self.signalled:
+                    ev.set()
+        return ev
+
     def is_over(self, t: float) -> bool:
         return self.lost or t >= self.valid_until
 
@@ -105,7 +133,7 @@ class _Shared:
 
     def watch(self, renew: bool) -> None:
         """Starts watching (renewing too, if ``renew``)."""
-        with self.cond:
+        with self.lock:
             if renew:
                 self.renew = True
             if self.watching and not renew:
@@ -116,7 +144,7 @@ class _Shared:
     def reschedule(self) -> None:
         """Schedules the next look at this lease: its renewal, or the end
         of its budget. Called on every change of deadline."""
-        with self.cond:
+        with self.lock:
             if not self.watching or self.released or self.lost:
                 return
             self.gen += 1
@@ -127,7 +155,7 @@ class _Shared:
         """A scheduled look (on a worker thread): renew if due, mark lost
         if the budget passed, else schedule the next look."""
         with self.renewing:
-            with self.cond:
+            with self.lock:
                 if self.released or self.lost:
                     return
                 t = now()
@@ -149,12 +177,12 @@ class _Shared:
                 log.exception("dlock: renewal failed")
                 r = Renewal(FAILED, error=DlockError(str(e)))
             if r.kind == EXTENDED:
-                with self.cond:
+                with self.lock:
                     ok = now() < self.valid_until and not self.lost
                     if ok:
                         self.valid_until = r.until
                         self.retry_under = None
-                        self.cond.notify_all()
+                        self.notify()
                 if not ok:
                     # The budget ran out before the renewal came back: the
                     # lease was already reported lost (``lost``), and a
@@ -165,7 +193,7 @@ class _Shared:
                 self.mark_lost()
                 return
             else:
-                with self.cond:
+                with self.lock:
                     self.retry_under, self.retry_at = under, now() + retry_pause(ttl)
         self.reschedule()
 
@@ -173,30 +201,34 @@ class _Shared:
         """Marks the lease lost for good and tells everyone, once: the
         callbacks first, then the event (whoever waits on it may count on
         the callbacks having run)."""
-        with self.cond:
+        with self.lock:
             if self.lost:
                 return
             self.lost = True
             cbs, self.callbacks = self.callbacks, []
-            self.cond.notify_all()
+            self.notify()
         for cb in cbs:
             try:
                 cb()
             except Exception:  # a callback's failure must not stop the signal
                 log.exception("dlock: on_lost callback failed")
-        self.event.set()
+        with self.lock:
+            self.signalled = True
+            ev = self._event
+        if ev is not None:
+            ev.set()
 
     def apply(self, r: Renewal, ttl_ms: int) -> bool:
         """Applies a renewal's outcome to the budget; True if extended. A
         renewal that comes back after the budget passed is a loss: a passed
         budget is never revived."""
         if r.kind == EXTENDED:
-            with self.cond:
+            with self.lock:
                 ok = not self.is_over(now())
                 if ok:
                     self.valid_until = r.until
                     self.ttl_ms = ttl_ms
-                    self.cond.notify_all()
+                    self.notify()
             if ok:
                 self.reschedule()
                 return True
@@ -401,7 +433,7 @@ class Lease:
                 sh.mark_lost()
             elif not sh.released:
                 self._watch()
-        return sh.event
+        return sh.event()
 
     def add_lost_callback(self, fn: OnLost) -> None:
         """Calls ``fn(lease)`` once when the lease is lost (on a watchdog
@@ -417,7 +449,7 @@ class Lease:
             if lease is not None:
                 fn(lease)
 
-        with sh.cond:
+        with sh.lock:
             if not sh.lost:
                 sh.callbacks.append(call)
                 run_now = False
@@ -438,7 +470,8 @@ class Lease:
 
         end = None if timeout is None else now() + seconds(timeout)
         sh = self._sh
-        with sh.cond:
+        with sh.lock:
+            cond = sh.cond()
             while True:
                 t = now()
                 if sh.is_over(t):
@@ -446,7 +479,7 @@ class Lease:
                 if sh.released or (end is not None and t >= end):
                     return False
                 until = sh.valid_until if end is None else min(end, sh.valid_until)
-                sh.cond.wait(until - t)
+                cond.wait(until - t)
         sh.mark_lost()
         return True
 
@@ -476,17 +509,17 @@ class Lease:
         the ``RELEASE`` is sent all the same). A second call answers False
         without asking the server."""
         sh = self._sh
-        with sh.cond:
+        with sh.lock:
             if sh.released:
                 return False
             sh.released = True
             sh.gen += 1
-            sh.cond.notify_all()
+            sh.notify()
         # Never renew after release: a renewal under way ends before the
         # RELEASE is sent, and none starts after (``released`` is set).
         with sh.renewing:
             pass
-        with sh.cond:
+        with sh.lock:
             valid_until = sh.valid_until
             over = sh.is_over(now())
         # A lease whose budget had passed was already reported lost: the
@@ -514,10 +547,10 @@ class Lease:
             return
         # Not released by its holder: stop renewing, so the lease ends with
         # its ttl (a watchdog must never outlive its holder).
-        with sh.cond:
+        with sh.lock:
             sh.released = True
             sh.gen += 1
-            sh.cond.notify_all()
+            sh.notify()
         if not sh.lost:
             warnings.warn(
                 f"dlock lease on {self._resources[0]!r} was never released; it ends with its ttl",

@@ -77,15 +77,12 @@ def set_timeout(conn: Conn, t: float) -> None:
             sock.settimeout(t)
 
 
-def send(conn: Conn, cmds: Sequence[Tuple]) -> None:
-    _resp.send(conn, cmds)
-
-
-def read_all(conn: Conn, n: int) -> List[Any]:
-    """``n`` replies; an error reply is returned in place (as redis-py's
-    exception) so that the replies after it are still read and the
-    connection stays in a known state."""
-    return _resp.read(conn, n)
+#: ``send(conn, cmds)``: writes the commands (the socket's timeout applies).
+send = _resp.send
+#: ``read_all(conn, n)``: ``n`` replies; an error reply is returned in place
+#: (as redis-py's exception) so that the replies after it are still read and
+#: the connection stays in a known state.
+read_all = _resp.read
 
 
 def run_pipeline(conn: Conn, cmds: Sequence[Tuple]) -> List[Any]:
@@ -145,14 +142,6 @@ class Node:
             raise
         return conn
 
-    def _take(self) -> Optional[Conn]:
-        with self._lock:
-            if self._pid != os.getpid():
-                # A forked child: the idle connections are the parent's
-                # sockets; forget them without a word on them.
-                self._idle, self._pid = [], os.getpid()
-            return self._idle.pop() if self._idle else None
-
     def give_back(self, conn: Conn) -> None:
         conn._dlock_pooled = True
         with self._lock:
@@ -167,14 +156,23 @@ class Node:
     def get(self, timeout: float) -> Conn:
         """A connection whose reads and writes give up after ``timeout``:
         an idle one (marked ``_dlock_pooled``), or a new one."""
-        conn = self._take()
+        with self._lock:
+            if self._pid != os.getpid():
+                # A forked child: the idle connections are the parent's
+                # sockets; forget them without a word on them.
+                self._idle, self._pid = [], os.getpid()
+            conn = self._idle.pop() if self._idle else None
         if conn is None:
             try:
                 conn = self.connect(timeout)
             except Exception as e:
                 raise self.failure(e) from None
             conn._dlock_pooled = False
-        set_timeout(conn, timeout)
+        sock = conn._sock
+        if sock is not None:
+            t = min(max(timeout, 0.001), MAX_SOCKET_TIMEOUT)
+            if sock.gettimeout() != t:
+                sock.settimeout(t)
         return conn
 
     def flush(self) -> None:
@@ -185,13 +183,13 @@ class Node:
         for c in idle:
             close(c)
 
-    def with_conn(self, timeout: float, fn: Callable[[Conn], T]) -> T:
-        """Runs ``fn`` on a connection of its own (see :meth:`get`). The
-        connection goes back to the pool only if ``fn`` succeeded or the
-        server answered with an error reply."""
+    def with_conn(self, timeout: float, fn: Callable[..., T], *args: Any) -> T:
+        """Runs ``fn(conn, *args)`` on a connection of its own (see
+        :meth:`get`). The connection goes back to the pool only if ``fn``
+        succeeded or the server answered with an error reply."""
         conn = self.get(timeout)
         try:
-            r = fn(conn)
+            r = fn(conn, *args)
         except BaseException as e:
             if isinstance(e, redis.exceptions.RedisError) and not is_io_error(e):
                 self.give_back(conn)
@@ -245,7 +243,7 @@ class Topology:
             node = self.single
             if on_node:
                 on_node(node)
-            return node.with_conn(t, lambda c: op(c, False))
+            return node.with_conn(t, op, False)
         m = self.cluster
         assert m is not None
         node = m.master_for(key, io_timeout)
@@ -254,8 +252,7 @@ class Topology:
             if on_node:
                 on_node(node)
             try:
-                a = asking
-                return node.with_conn(t, lambda c: op(c, a))
+                return node.with_conn(t, op, asking)
             except Failure as f:
                 if f.kind == MOVED:
                     # The map is stale: learn the new one, and go where the

@@ -35,6 +35,25 @@ def _arg(a: Any) -> bytes:
 
 def pack(cmds: Sequence[Tuple]) -> bytes:
     """Commands as one RESP buffer."""
+    # dlock's commands are ASCII words, numbers and (mostly ASCII) str
+    # resources and tokens: formatted as one str, encoded once.
+    out = []
+    app = out.append
+    for c in cmds:
+        app(f"*{len(c)}\r\n")
+        for a in c:
+            t = type(a)
+            if t is str and a.isascii():
+                app(f"${len(a)}\r\n{a}\r\n")
+            elif t is int:
+                a = str(a)
+                app(f"${len(a)}\r\n{a}\r\n")
+            else:
+                return _pack_bytes(cmds)
+    return "".join(out).encode()
+
+
+def _pack_bytes(cmds: Sequence[Tuple]) -> bytes:
     out = []
     for c in cmds:
         out.append(b"*%d\r\n" % len(c))
@@ -125,27 +144,49 @@ def read(conn: Any, n: int) -> List[Any]:
     """``n`` replies from ``conn``'s socket; an error reply is returned in
     place (as redis-py's exception) so that the replies after it are read
     too. Raises redis-py's TimeoutError or ConnectionError."""
-    buf: bytearray = conn.__dict__.setdefault("_dlock_rbuf", bytearray())
+    try:
+        buf: bytearray = conn._dlock_rbuf
+    except AttributeError:
+        buf = conn._dlock_rbuf = bytearray()
     out: List[Any] = []
+    if n <= 0:
+        return out
     sock = conn._sock
-    while len(out) < n:
-        try:
-            v, pos = _parse(buf, 0)
-        except _Incomplete:
-            if sock is None:
-                raise rx.ConnectionError("not connected") from None
-            try:
-                data = sock.recv(65536)
-            except socket.timeout:
-                raise rx.TimeoutError("Timeout reading from socket") from None
-            except OSError as e:
-                raise rx.ConnectionError(f"Error while reading from socket: {e}") from None
-            if not data:
-                raise rx.ConnectionError("Connection closed by server.")
-            buf += data
-            continue
+    pos = 0
+    while True:
+        # Every whole reply in the buffer, then more from the socket.
+        while pos < len(buf):
+            t = buf[pos]
+            if t == 58 or t == 43:  # ':' and '+' (PING's), parsed in place
+                end = buf.find(b"\r\n", pos)
+                if end < 0:
+                    break
+                v: Any = int(buf[pos + 1 : end]) if t == 58 else bytes(buf[pos + 1 : end])
+                pos = end + 2
+            elif buf.startswith(b"$-1\r\n", pos):  # nil
+                v = None
+                pos += 5
+            else:
+                try:
+                    v, pos = _parse(buf, pos)
+                except _Incomplete:
+                    break
+                if type(v) is _Push:
+                    continue
+            out.append(v)
+            if len(out) == n:
+                del buf[:pos]
+                return out
         del buf[:pos]
-        if isinstance(v, _Push):
-            continue
-        out.append(v)
-    return out
+        pos = 0
+        if sock is None:
+            raise rx.ConnectionError("not connected")
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            raise rx.TimeoutError("Timeout reading from socket") from None
+        except OSError as e:
+            raise rx.ConnectionError(f"Error while reading from socket: {e}") from None
+        if not data:
+            raise rx.ConnectionError("Connection closed by server.")
+        buf += data

@@ -115,7 +115,8 @@ class SingleBackend:
 
         def op(conn: Conn, asking: bool) -> Tuple[Any, Optional[int]]:
             try:
-                replies = run_pipeline(conn, commands(asking, cmd, durability))
+                cmds = commands(asking, cmd, durability) if asking or durability else [cmd]
+                replies = run_pipeline(conn, cmds)
             except BaseException as e:
                 # Its connection broke or timed out after it was sent: it
                 # reached a working server (one that died while we waited in
@@ -147,7 +148,7 @@ class SingleBackend:
         # Once an attempt may have been granted without our hearing, a
         # failure must release with the token before giving up.
         maybe_granted = False
-        outage = Outage()
+        outage: Optional[Outage] = None  # made at the first failure
         while True:
             sent = now()
             # A wait used up (or under 1 ms) is a plain try: WAIT 0 would
@@ -169,7 +170,7 @@ class SingleBackend:
             except Failure as f:
                 if f.kind == RETRY:
                     maybe_granted = True
-                    if connected[0]:
+                    if connected[0] or outage is None:
                         outage = Outage()
                     pause = outage.next_pause(self.settings.retry_for, deadline)
                     if pause is None:
@@ -284,7 +285,7 @@ class SingleBackend:
         cmd = self.spec.release_cmd(self.token)
         deadline = now() + self.settings.retry_for
         first_run: Optional[float] = None
-        outage = Outage()
+        outage: Optional[Outage] = None  # made at the first failure
         dead_pooled = 0
         while True:
             sent: List[Optional[float]] = [None]
@@ -292,7 +293,7 @@ class SingleBackend:
 
             def op(conn: Conn, asking: bool) -> Any:
                 probe = getattr(conn, "_dlock_pooled", False)
-                cmds = commands(asking, cmd, None)
+                cmds = [("ASKING",), cmd] if asking else [cmd]
                 t = now()
                 if probe:
                     try:
@@ -325,6 +326,8 @@ class SingleBackend:
                 if dead[0] and dead_pooled < 10:
                     dead_pooled += 1  # the next connection, at once
                     continue
+                if outage is None:
+                    outage = Outage()
                 pause = outage.next_pause(LONGEST, deadline)
                 if pause is None:
                     raise f.error from None

@@ -6,9 +6,9 @@ asyncio code use them."""
 from __future__ import annotations
 
 import datetime
+import os
 import random
 import time
-import uuid
 from typing import List, Optional, Sequence, Tuple, Union
 
 from .errors import InvalidRequest
@@ -74,8 +74,10 @@ def ttl_ms(ttl: Duration) -> int:
 
 
 def new_token() -> str:
-    """A fresh 128-bit random token for one acquisition (32 hex digits)."""
-    return uuid.uuid4().hex
+    """A fresh 128-bit random token for one acquisition (32 hex digits),
+    from the OS's random source (as ``uuid.uuid4`` draws it, at a fifth of
+    the cost)."""
+    return os.urandom(16).hex()
 
 
 def backoff(attempt: int) -> float:
@@ -127,7 +129,7 @@ def as_str(k: Key) -> str:
 class Spec:
     """The shape of a lock request (shared by Locker and Redlock)."""
 
-    __slots__ = ("resources", "ttl_ms", "shared", "limit", "owner")
+    __slots__ = ("resources", "ttl_ms", "shared", "limit", "owner", "_route", "_acquire", "_options", "_extend", "_release")
 
     def __init__(
         self,
@@ -145,6 +147,7 @@ class Spec:
         self.limit = limit
         self.owner = owner
         self.validate()
+        self._shape()
 
     def is_set(self) -> bool:
         return len(self.resources) > 1
@@ -152,7 +155,7 @@ class Spec:
     def route_key(self) -> bytes:
         """The key that routes the request (every member of a set must share
         its slot in Redis Cluster: use a hash tag)."""
-        return as_bytes(self.resources[0])
+        return self._route
 
     def validate(self) -> None:
         r = self.resources
@@ -188,32 +191,39 @@ class Spec:
         if self.is_set() and (self.limit is not None or self.owner is not None):
             raise InvalidRequest("a set of resources takes no limit and no owner")
 
-    def _keys(self, name: str) -> List[Union[Key, int]]:
+    def _keys(self, name: str) -> Tuple:
         if self.is_set():
-            return [f"DLOCK.M{name}", len(self.resources), *self.resources]
-        return [f"DLOCK.{name}", self.resources[0]]
+            return (f"DLOCK.M{name}", len(self.resources), *self.resources)
+        return (f"DLOCK.{name}", self.resources[0])
+
+    def _shape(self) -> None:
+        """The fixed parts of this request's commands, made once."""
+        self._route = as_bytes(self.resources[0])
+        self._acquire = self._keys("ACQUIRE")
+        opts: List[Union[Key, int]] = []
+        if self.shared:
+            opts.append("SHARED")
+        if self.limit is not None:
+            opts += ["LIMIT", self.limit]
+        if self.owner is not None:
+            opts += ["OWNER", self.owner]
+        self._options = tuple(opts)
+        self._extend = self._keys("EXTEND")
+        self._release = self._keys("RELEASE")
 
     def acquire_cmd(self, token: str, wait_ms: Optional[int]) -> Tuple:
         """``ACQUIRE``/``MACQUIRE``, with ``WAIT wait_ms`` only when above 0
         (the server's ``WAIT 0`` waits forever: a wait used up is a plain
         try)."""
-        c = self._keys("ACQUIRE")
-        c += [token, self.ttl_ms]
-        if self.shared:
-            c.append("SHARED")
-        if self.limit is not None:
-            c += ["LIMIT", self.limit]
-        if self.owner is not None:
-            c += ["OWNER", self.owner]
         if wait_ms is not None and wait_ms > 0:
-            c += ["WAIT", wait_ms]
-        return tuple(c)
+            return (*self._acquire, token, self.ttl_ms, *self._options, "WAIT", wait_ms)
+        return (*self._acquire, token, self.ttl_ms, *self._options)
 
     def extend_cmd(self, token: str, ttl_ms: int) -> Tuple:
-        return tuple(self._keys("EXTEND") + [token, ttl_ms])
+        return (*self._extend, token, ttl_ms)
 
     def release_cmd(self, token: str) -> Tuple:
-        return tuple(self._keys("RELEASE") + [token])
+        return (*self._release, token)
 
     def released(self, reply: object) -> Optional[bool]:
         """RELEASE answers 1/0, MRELEASE the members it released: True when

@@ -413,7 +413,8 @@ class Lock:
         in a row; the whole call ends by its wait (a call that does not
         wait: after ``retry_for``) plus 250 ms for a reply in flight (plus
         the replicas timeout when ``min_replicas`` is set)."""
-        check_token(token)
+        if token is not None:
+            check_token(token)
         spec = self.spec
         if spec.owner is PER_THREAD:
             spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner())
