@@ -113,7 +113,7 @@ struct WaitQueue<H> {
     /// owner is named): an owner that holds passes the queue, so a step
     /// decides its requests wherever they wait. A collision only adds
     /// requests to a step, which decides them as they are.
-    by_owner: HashMap<u64, Vec<u64>>,
+    by_owner: HashMap<u64, Ids>,
     /// Entries that are not plain requests: while there are none, the
     /// plain handoff (head waiter and its token's duplicates) is exact.
     not_plain: usize,
@@ -171,7 +171,12 @@ impl<H> WaitQueue<H> {
         if let Some(at) = gives_up_at {
             self.giving_up.insert(at, id);
         }
-        self.by_owner.entry(owner).or_default().push(id);
+        match self.by_owner.entry(owner) {
+            Entry::Occupied(mut ids) => ids.get_mut().push(id),
+            Entry::Vacant(v) => {
+                v.insert(Ids::One(id));
+            }
+        }
     }
 
     /// Takes entry `id` out, keeping the counts and indexes right.
@@ -190,8 +195,7 @@ impl<H> WaitQueue<H> {
             self.giving_up.remove(|id| entries.contains(id));
         }
         if let Entry::Occupied(mut ids) = self.by_owner.entry(owner_hash(waiter.ask().owner())) {
-            ids.get_mut().retain(|i| *i != id);
-            if ids.get().is_empty() {
+            if ids.get_mut().remove(id) {
                 ids.remove();
             }
         }
@@ -200,6 +204,41 @@ impl<H> WaitQueue<H> {
 
     fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+/// The ids of one owner's entries in a queue, in enqueue order: nearly
+/// always one, held inline so that joining a queue allocates nothing here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ids {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Ids {
+    fn push(&mut self, id: u64) {
+        match self {
+            Ids::One(first) => *self = Ids::Many(vec![*first, id]),
+            Ids::Many(ids) => ids.push(id),
+        }
+    }
+
+    /// Takes `id` out; whether none is left.
+    fn remove(&mut self, id: u64) -> bool {
+        match self {
+            Ids::One(only) => *only == id,
+            Ids::Many(ids) => {
+                ids.retain(|i| *i != id);
+                ids.is_empty()
+            }
+        }
+    }
+
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Ids::One(id) => std::slice::from_ref(id),
+            Ids::Many(ids) => ids,
+        }
     }
 }
 

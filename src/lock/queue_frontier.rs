@@ -20,7 +20,7 @@ use std::hash::Hash;
 
 use crate::lock::holds::Holds;
 
-use super::{owner_hash, Component, Request, WaitQueue, WaitQueues};
+use super::{owner_hash, Component, Ids, Request, WaitQueue, WaitQueues};
 
 /// Which requests of a component one step decides.
 #[derive(Debug, Clone)]
@@ -79,12 +79,12 @@ fn owners_waiting<H>(q: &WaitQueue<H>, holds: &Holds, out: &mut BTreeSet<u64>) {
     if holds.owner_name_count() <= q.by_owner.len() {
         for name in holds.owner_names() {
             if let Some(ids) = q.by_owner.get(&owner_hash(name)) {
-                out.extend(ids.iter().copied());
+                out.extend(ids.as_slice().iter().copied());
             }
         }
         return;
     }
-    for ids in q.by_owner.values() {
+    for ids in q.by_owner.values().map(Ids::as_slice) {
         let owner = ids.first().and_then(|id| q.entries.get(*id));
         if owner.is_some_and(|w| holds.owner(w.ask().owner()).is_some()) {
             out.extend(ids.iter().copied());
@@ -178,7 +178,10 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             for m in &r.members {
                 touched.insert(*m);
                 let q = frontier.resources.get(*m).and_then(|k| self.queues.get(k));
-                for id in q.and_then(|q| q.by_owner.get(&owner)).into_iter().flatten() {
+                for id in q
+                    .and_then(|q| q.by_owner.get(&owner))
+                    .map_or(&[][..], Ids::as_slice)
+                {
                     if !is_chosen(id) && frontier.extra.insert(*id) {
                         grew = true;
                     }
