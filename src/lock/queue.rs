@@ -192,7 +192,14 @@ impl<H> WaitQueue<H> {
         }
         if waiter.gives_up_at.is_some() {
             let entries = &self.entries;
-            self.giving_up.remove(|id| entries.contains(id));
+            self.giving_up.remove(
+                |id| entries.contains(id),
+                || {
+                    entries
+                        .values_unordered()
+                        .filter_map(|w| Some((w.gives_up_at?, w.id)))
+                },
+            );
         }
         if let Entry::Occupied(mut ids) = self.by_owner.entry(owner_hash(waiter.ask().owner())) {
             if ids.get_mut().remove(id) {

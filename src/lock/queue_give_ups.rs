@@ -7,8 +7,9 @@
 //! search of an ordered tree, a cache miss per level. A departed waiter's
 //! entry is skipped when its time comes, dropped at once only from the top
 //! of the latest (which must be a waiter that waits), and dropped in bulk
-//! once they outnumber the waiters, so each costs O(1) amortized besides
-//! its push. Serving the head of the queue, usually the earliest entry,
+//! once they outnumber the waiters: the heaps are then rebuilt from the
+//! waiters, read in the order they lie in memory rather than looked up one
+//! by one, so each costs O(1) amortized besides its push. Serving the head of the queue, usually the earliest entry,
 //! then pops nothing: a pop walks the heap's depth, a cache miss per
 //! level.
 
@@ -43,10 +44,27 @@ impl GiveUps {
     }
 
     /// A waiter that gives up left; `waits(id)` says whether waiter `id`
-    /// still waits (the one that left no longer does).
-    pub fn remove(&mut self, waits: impl Fn(u64) -> bool) {
+    /// still waits (the one that left no longer does), and `all()` gives
+    /// the (give-up time, id) of every waiter that waits and gives up.
+    pub fn remove<I: Iterator<Item = (u64, u64)>>(
+        &mut self,
+        waits: impl Fn(u64) -> bool,
+        all: impl FnOnce() -> I,
+    ) {
         self.live = self.live.saturating_sub(1);
-        self.settle(waits);
+        while let Some(&(_, id)) = self.latest.peek() {
+            if waits(id) {
+                break;
+            }
+            self.latest.pop();
+        }
+        let most = 2 * self.live + SLACK;
+        if self.earliest.len() > most || self.latest.len() > most {
+            let live: Vec<(u64, u64)> = all().collect();
+            self.live = live.len();
+            self.earliest = live.iter().copied().map(Reverse).collect();
+            self.latest = live.into();
+        }
     }
 
     /// The latest give-up time of a waiter that waits.
@@ -70,24 +88,6 @@ impl GiveUps {
         due
     }
 
-    /// Drops departed waiters from the top of the latest, and from
-    /// everywhere once they outnumber the waiters.
-    fn settle(&mut self, waits: impl Fn(u64) -> bool) {
-        while let Some(&(_, id)) = self.latest.peek() {
-            if waits(id) {
-                break;
-            }
-            self.latest.pop();
-        }
-        let most = 2 * self.live + SLACK;
-        if self.earliest.len() > most {
-            self.earliest.retain(|Reverse((_, id))| waits(*id));
-        }
-        if self.latest.len() > most {
-            self.latest.retain(|(_, id)| waits(*id));
-        }
-    }
-
     /// Entries in the heaps, departed waiters' included.
     #[cfg(test)]
     pub fn entries(&self) -> usize {
@@ -100,6 +100,13 @@ mod tests {
     use super::*;
     use std::collections::{BTreeSet, HashSet};
 
+    /// Every waiter of `waiting` gives up at 50, 10 or 90 by its id.
+    fn all(waiting: &HashSet<u64>) -> std::vec::IntoIter<(u64, u64)> {
+        let at = |id: u64| [0, 50, 10, 90][id as usize % 4];
+        let v: Vec<(u64, u64)> = waiting.iter().map(|&id| (at(id), id)).collect();
+        v.into_iter()
+    }
+
     #[test]
     fn the_tops_are_waiters_that_wait() {
         let mut g = GiveUps::default();
@@ -110,13 +117,13 @@ mod tests {
         }
         assert_eq!(g.latest(), Some(90));
         waiting.remove(&3);
-        g.remove(|id| waiting.contains(&id));
+        g.remove(|id| waiting.contains(&id), || all(&waiting));
         assert_eq!((g.latest(), g.len()), (Some(50), 2));
         let due = g.due(51, |id| waiting.contains(&id));
         assert_eq!(due, [2, 1], "earliest first");
         for id in due {
             waiting.remove(&id);
-            g.remove(|id| waiting.contains(&id));
+            g.remove(|id| waiting.contains(&id), || all(&waiting));
         }
         assert_eq!((g.latest(), g.len()), (None, 0));
     }
@@ -132,7 +139,16 @@ mod tests {
                 // Leaves from the middle: never at a top.
                 let gone = id - 5;
                 waiting.remove(&gone);
-                g.remove(|id| waiting.contains(&id));
+                g.remove(
+                    |id| waiting.contains(&id),
+                    || {
+                        waiting
+                            .iter()
+                            .map(|&id| (1_000_000 - id, id))
+                            .collect::<Vec<_>>()
+                            .into_iter()
+                    },
+                );
             }
         }
         assert_eq!(g.len(), waiting.len());
@@ -161,7 +177,7 @@ mod tests {
                     if let Some(&e) = set.iter().nth((seed / 4) as usize % set.len().max(1)) {
                         set.remove(&e);
                         let ids: HashSet<u64> = set.iter().map(|(_, id)| *id).collect();
-                        g.remove(|id| ids.contains(&id));
+                        g.remove(|id| ids.contains(&id), || set.iter().copied());
                     }
                 }
                 _ => {
@@ -177,10 +193,11 @@ mod tests {
                     let mut want_sorted = want.clone();
                     want_sorted.sort_unstable();
                     assert_eq!(sorted, want_sorted);
-                    set.retain(|(_, id)| !due.contains(id));
-                    for _ in &due {
+                    // One at a time, as the queue removes them.
+                    for gone in &due {
+                        set.retain(|(_, id)| id != gone);
                         let ids: HashSet<u64> = set.iter().map(|(_, id)| *id).collect();
-                        g.remove(|id| ids.contains(&id));
+                        g.remove(|id| ids.contains(&id), || set.iter().copied());
                     }
                 }
             }
