@@ -60,10 +60,17 @@ impl GiveUps {
         }
         let most = 2 * self.live + SLACK;
         if self.earliest.len() > most || self.latest.len() > most {
-            let live: Vec<(u64, u64)> = all().collect();
-            self.live = live.len();
-            self.earliest = live.iter().copied().map(Reverse).collect();
-            self.latest = live.into();
+            // Into the heaps' own buffers: fresh ones would be written
+            // cold, page by page.
+            let mut latest = std::mem::take(&mut self.latest).into_vec();
+            latest.clear();
+            latest.extend(all());
+            let mut earliest = std::mem::take(&mut self.earliest).into_vec();
+            earliest.clear();
+            earliest.extend(latest.iter().copied().map(Reverse));
+            self.live = latest.len();
+            self.earliest = earliest.into();
+            self.latest = latest.into();
         }
     }
 
