@@ -12,10 +12,12 @@
 //! inconsistent.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hash};
 
 use super::ask::{Ask, Mode};
+use fifo::Fifo;
+use give_ups::GiveUps;
 
 /// What a queued request asks for besides its token: `SHARED`, `LIMIT`,
 /// `OWNER`. The default is the plain lock.
@@ -97,21 +99,21 @@ pub struct Grantee<H> {
 /// the plain handoff cost O(log n) in its length.
 #[derive(Debug)]
 struct WaitQueue<H> {
-    /// The entries by id: ids rise in enqueue order, so this is the FIFO.
-    entries: BTreeMap<u64, Waiter<H>>,
+    /// The entries in enqueue order (ids rise with it), found by id.
+    entries: Fifo<Waiter<H>>,
     /// Entries per token, by the token's hash under this map's own random
     /// keys: a token queued more than once (a client that reconnected and
     /// retried) is granted once for all of them. Counting hashes rather
     /// than tokens spares a copy of the token per entry; a hash shared by
     /// two tokens only makes the grant compare the tokens themselves.
     tokens: HashMap<u64, usize>,
-    /// (give-up time, id) of the entries whose `WAIT` ends.
-    giving_up: BTreeSet<(u64, u64)>,
+    /// When the entries whose `WAIT` ends give up.
+    giving_up: GiveUps,
     /// Ids of the entries by a hash of their owner (the token when no
     /// owner is named): an owner that holds passes the queue, so a step
     /// decides its requests wherever they wait. A collision only adds
     /// requests to a step, which decides them as they are.
-    by_owner: HashMap<u64, Vec<u64>>,
+    by_owner: HashMap<u64, Ids>,
     /// Entries that are not plain requests: while there are none, the
     /// plain handoff (head waiter and its token's duplicates) is exact.
     not_plain: usize,
@@ -134,9 +136,9 @@ struct WaitQueue<H> {
 impl<H> WaitQueue<H> {
     fn new() -> Self {
         WaitQueue {
-            entries: BTreeMap::new(),
+            entries: Fifo::default(),
             tokens: HashMap::new(),
-            giving_up: BTreeSet::new(),
+            giving_up: GiveUps::default(),
             by_owner: HashMap::new(),
             not_plain: 0,
             in_sets: 0,
@@ -152,23 +154,34 @@ impl<H> WaitQueue<H> {
     }
 
     fn push_back(&mut self, waiter: Waiter<H>) {
-        self.not_plain += usize::from(!waiter.is_plain());
-        self.in_sets += usize::from(waiter.in_set);
+        let id = waiter.id;
+        let not_plain = !waiter.is_plain();
+        let in_set = waiter.in_set;
         let key = self.token_key(&waiter.token);
-        *self.tokens.entry(key).or_insert(0) += 1;
-        if let Some(at) = waiter.gives_up_at {
-            self.giving_up.insert((at, waiter.id));
+        let gives_up_at = waiter.gives_up_at;
+        let owner = owner_hash(waiter.ask().owner());
+        // Ids are never reused, so this is never refused; if it were, the
+        // counts below would stay as they are.
+        if self.entries.push_back(id, waiter).is_err() {
+            return;
         }
-        self.by_owner
-            .entry(owner_hash(waiter.ask().owner()))
-            .or_default()
-            .push(waiter.id);
-        self.entries.insert(waiter.id, waiter);
+        self.not_plain += usize::from(not_plain);
+        self.in_sets += usize::from(in_set);
+        *self.tokens.entry(key).or_insert(0) += 1;
+        if let Some(at) = gives_up_at {
+            self.giving_up.insert(at, id);
+        }
+        match self.by_owner.entry(owner) {
+            Entry::Occupied(mut ids) => ids.get_mut().push(id),
+            Entry::Vacant(v) => {
+                v.insert(Ids::One(id));
+            }
+        }
     }
 
     /// Takes entry `id` out, keeping the counts and indexes right.
     fn remove(&mut self, id: u64) -> Option<Waiter<H>> {
-        let waiter = self.entries.remove(&id)?;
+        let waiter = self.entries.remove(id)?;
         self.not_plain -= usize::from(!waiter.is_plain());
         self.in_sets -= usize::from(waiter.in_set);
         if let Entry::Occupied(mut n) = self.tokens.entry(self.token_key(&waiter.token)) {
@@ -177,12 +190,19 @@ impl<H> WaitQueue<H> {
                 n.remove();
             }
         }
-        if let Some(at) = waiter.gives_up_at {
-            self.giving_up.remove(&(at, waiter.id));
+        if waiter.gives_up_at.is_some() {
+            let entries = &self.entries;
+            self.giving_up.remove(
+                |id| entries.contains(id),
+                || {
+                    entries
+                        .values_unordered()
+                        .filter_map(|w| Some((w.gives_up_at?, w.id)))
+                },
+            );
         }
         if let Entry::Occupied(mut ids) = self.by_owner.entry(owner_hash(waiter.ask().owner())) {
-            ids.get_mut().retain(|i| *i != id);
-            if ids.get().is_empty() {
+            if ids.get_mut().remove(id) {
                 ids.remove();
             }
         }
@@ -191,6 +211,41 @@ impl<H> WaitQueue<H> {
 
     fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+/// The ids of one owner's entries in a queue, in enqueue order: nearly
+/// always one, held inline so that joining a queue allocates nothing here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ids {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Ids {
+    fn push(&mut self, id: u64) {
+        match self {
+            Ids::One(first) => *self = Ids::Many(vec![*first, id]),
+            Ids::Many(ids) => ids.push(id),
+        }
+    }
+
+    /// Takes `id` out; whether none is left.
+    fn remove(&mut self, id: u64) -> bool {
+        match self {
+            Ids::One(only) => *only == id,
+            Ids::Many(ids) => {
+                ids.retain(|i| *i != id);
+                ids.is_empty()
+            }
+        }
+    }
+
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Ids::One(id) => std::slice::from_ref(id),
+            Ids::Many(ids) => ids,
+        }
     }
 }
 
@@ -338,22 +393,18 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     pub fn has_live_waiter(&self, resource: &K, now_ms: u64) -> bool {
         self.queues.get(resource).is_some_and(|q| {
             q.giving_up.len() < q.entries.len()
-                || q.giving_up.last().is_some_and(|(at, _)| *at >= now_ms)
+                || q.giving_up.latest().is_some_and(|at| at >= now_ms)
         })
     }
 
     /// Removes the waiters of `resource` whose deadline has passed (a set
     /// request leaves every member's queue).
     pub fn take_given_up(&mut self, resource: &K, now_ms: u64) -> Vec<Waiter<H>> {
-        let Some(queue) = self.queues.get(resource) else {
+        let Some(queue) = self.queues.get_mut(resource) else {
             return Vec::new();
         };
-        let gone: Vec<u64> = queue
-            .giving_up
-            .iter()
-            .take_while(|(at, _)| *at < now_ms)
-            .map(|(_, id)| *id)
-            .collect();
+        let entries = &queue.entries;
+        let gone = queue.giving_up.due(now_ms, |id| entries.contains(id));
         // In queue order, as they waited.
         let mut gone = gone;
         gone.sort_unstable();
@@ -417,9 +468,9 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         let queue = self.queues.get_mut(resource)?;
         // The planted bug (test-only, docs/history.md): the newest waiter.
         let head_id = if cfg!(feature = "planted-fifo-newest") {
-            *queue.entries.last_key_value()?.0
+            queue.entries.last()?.id
         } else {
-            *queue.entries.first_key_value()?.0
+            queue.entries.first()?.id
         };
         let head = queue.remove(head_id)?;
         self.index.remove(&head.id);
@@ -481,7 +532,12 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         for (k, q) in self.queues.drain() {
             self.emptied.push(k);
             self.stale_timers.extend(q.timers);
-            all.extend(q.entries.into_values().filter(|w| seen.insert(w.id)));
+            all.extend(
+                q.entries
+                    .into_values()
+                    .into_iter()
+                    .filter(|w| seen.insert(w.id)),
+            );
         }
         all
     }
@@ -492,8 +548,12 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     }
 }
 
+#[path = "queue_fifo.rs"]
+mod fifo;
 #[path = "queue_frontier.rs"]
 mod frontier;
+#[path = "queue_give_ups.rs"]
+mod give_ups;
 #[path = "queue_sets.rs"]
 mod sets;
 #[path = "queue_timers.rs"]

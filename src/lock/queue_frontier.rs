@@ -20,7 +20,7 @@ use std::hash::Hash;
 
 use crate::lock::holds::Holds;
 
-use super::{owner_hash, Component, Request, WaitQueue, WaitQueues};
+use super::{owner_hash, Component, Ids, Request, WaitQueue, WaitQueues};
 
 /// Which requests of a component one step decides.
 #[derive(Debug, Clone)]
@@ -79,13 +79,13 @@ fn owners_waiting<H>(q: &WaitQueue<H>, holds: &Holds, out: &mut BTreeSet<u64>) {
     if holds.owner_name_count() <= q.by_owner.len() {
         for name in holds.owner_names() {
             if let Some(ids) = q.by_owner.get(&owner_hash(name)) {
-                out.extend(ids.iter().copied());
+                out.extend(ids.as_slice().iter().copied());
             }
         }
         return;
     }
-    for ids in q.by_owner.values() {
-        let owner = ids.first().and_then(|id| q.entries.get(id));
+    for ids in q.by_owner.values().map(Ids::as_slice) {
+        let owner = ids.first().and_then(|id| q.entries.get(*id));
         if owner.is_some_and(|w| holds.owner(w.ask().owner()).is_some()) {
             out.extend(ids.iter().copied());
         }
@@ -109,7 +109,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                 continue;
             }
             if let Some(q) = self.queues.get(k) {
-                chosen.extend(q.entries.keys().take(*depth));
+                chosen.extend(q.entries.ids().take(*depth));
                 if let Some(h) = holds(i) {
                     owners_waiting(q, h, &mut chosen);
                 }
@@ -123,7 +123,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             let waiter = place
                 .keys()
                 .iter()
-                .find_map(|k| self.queues.get(k)?.entries.get(id));
+                .find_map(|k| self.queues.get(k)?.entries.get(*id));
             let Some(w) = waiter else {
                 continue;
             };
@@ -142,8 +142,8 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             .iter()
             .map(|k| {
                 let q = self.queues.get(k)?;
-                let first_left_out = q.entries.keys().find(|id| ids.binary_search(id).is_err())?;
-                Some(ids.partition_point(|id| id < first_left_out))
+                let first_left_out = q.entries.ids().find(|id| ids.binary_search(id).is_err())?;
+                Some(ids.partition_point(|id| *id < first_left_out))
             })
             .collect();
         Component {
@@ -178,7 +178,10 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             for m in &r.members {
                 touched.insert(*m);
                 let q = frontier.resources.get(*m).and_then(|k| self.queues.get(k));
-                for id in q.and_then(|q| q.by_owner.get(&owner)).into_iter().flatten() {
+                for id in q
+                    .and_then(|q| q.by_owner.get(&owner))
+                    .map_or(&[][..], Ids::as_slice)
+                {
                     if !is_chosen(id) && frontier.extra.insert(*id) {
                         grew = true;
                     }
@@ -196,14 +199,14 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             // here leaves: that one is at the head now.
             let (mut ahead, mut all_leave) = (0, true);
             let mut want = *depth;
-            for id in q.entries.keys() {
-                if !is_chosen(id) {
+            for id in q.entries.ids() {
+                if !is_chosen(&id) {
                     if all_leave {
                         want = want.max(ahead + 1).max(depth * 2);
                     }
                     break;
                 }
-                all_leave &= leaving.contains(id);
+                all_leave &= leaving.contains(&id);
                 ahead += 1;
             }
             if want > *depth {

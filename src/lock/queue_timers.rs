@@ -69,6 +69,6 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     /// The handle of request `id`, if it still waits.
     pub fn handle(&self, id: u64) -> Option<&H> {
         let key = self.index.get(&id)?.keys().first()?;
-        Some(&self.queues.get(key)?.entries.get(&id)?.handle)
+        Some(&self.queues.get(key)?.entries.get(id)?.handle)
     }
 }
