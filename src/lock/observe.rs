@@ -157,6 +157,11 @@ impl<K: Hash + Eq + Clone, H: Hash + Ord + Copy> Observers<K, H> {
         watch.by_version.entry(version).or_default().insert(handle);
     }
 
+    /// The resource `handle` waits on and the version it saw.
+    pub fn seen(&self, handle: H) -> Option<(K, u64)> {
+        self.index.get(&handle).map(|(k, v, _)| (k.clone(), *v))
+    }
+
     /// `handle` stops waiting (timeout, disconnect, unblock); whether it
     /// was waiting. Idempotent: a handle leaves once.
     pub fn leave(&mut self, handle: H) -> bool {
@@ -303,7 +308,9 @@ mod tests {
     fn leaving_is_idempotent_and_forgets_the_resource() {
         let mut o: Observers<&str, u32> = Observers::default();
         o.watch("r", 1, 10, Some(100));
+        assert_eq!(o.seen(1), Some(("r", 10)));
         assert!(o.leave(1));
+        assert_eq!(o.seen(1), None);
         assert_eq!(o.next_give_up(), None);
         assert!(!o.leave(1));
         assert!(!o.is_watched(&"r"));

@@ -70,18 +70,33 @@ impl<K: Hash + Eq + Clone> Paces<K> {
     }
 
     /// `n` observers of `key` were answered at `now_us`: their cost is
-    /// taken from the budget. Returns when the caller must look again:
-    /// when the pace allows the next answers if it holds them back now,
-    /// else when the record can go (the budget is full again).
-    pub fn answered(&mut self, key: &K, n: usize, now_us: u64, rate: u64) -> Option<u64> {
+    /// taken from the budget. Whether a record was kept (for the caller to
+    /// make sure a sweep will forget it).
+    pub fn answered(&mut self, key: &K, n: usize, now_us: u64, rate: u64) -> bool {
         if rate == 0 || n == 0 {
-            return None;
+            return false;
         }
         let spent = cost_us(rate).saturating_mul(n as u64);
         let from = self.full_at.get(key).copied().unwrap_or(0).max(now_us);
         let full_at = from.saturating_add(spent);
         self.full_at.insert(key.clone(), full_at);
-        Some(self.held_until(key, now_us, rate).unwrap_or(full_at))
+        true
+    }
+
+    /// Forgets every record whose budget is full by `now_us`; whether any
+    /// is left (to sweep again later).
+    pub fn sweep(&mut self, now_us: u64) -> bool {
+        self.full_at.retain(|_, full_at| *full_at > now_us);
+        if self.full_at.is_empty() {
+            self.full_at = HashMap::new();
+        }
+        !self.full_at.is_empty()
+    }
+
+    /// Forgets every record: a budget reckoned at another rate means
+    /// nothing at this one, so every resource starts full.
+    pub fn clear(&mut self) {
+        self.full_at = HashMap::new();
     }
 
     /// Forgets `key`'s record if its budget is full by `now_us` (a full
@@ -108,15 +123,11 @@ mod tests {
         assert_eq!(p.held_until(&"r", 0, RATE), None, "no record");
         // 499 answers at t=10s: 499 ms spent of the 500 ms burst.
         let t = 10_000_000;
-        assert_eq!(
-            p.answered(&"r", 499, t, RATE),
-            Some(t + 499_000),
-            "full then"
-        );
+        assert!(p.answered(&"r", 499, t, RATE));
+        assert_eq!(p.expire(&"r", t), Some(t + 499_000), "full then");
         assert_eq!(p.held_until(&"r", t, RATE), None);
-        // One more batch of 100 overdraws the budget by 99 ms: look again
-        // when it is paid back.
-        assert_eq!(p.answered(&"r", 100, t, RATE), Some(t + 99_000));
+        // One more batch of 100 overdraws the budget by 99 ms.
+        assert!(p.answered(&"r", 100, t, RATE));
         assert_eq!(p.expire(&"r", t), Some(t + 599_000));
         assert_eq!(p.held_until(&"r", t, RATE), Some(t + 99_000));
         assert_eq!(p.held_until(&"r", t + 98_999, RATE), Some(t + 99_000));
@@ -153,24 +164,22 @@ mod tests {
         let mut p: Paces<&str> = Paces::default();
         assert_eq!(p.expire(&"r", 0), None);
         let t = 5_000_000;
-        let full = p.answered(&"r", 3, t, RATE).unwrap();
-        assert_eq!(full, t + 3_000);
+        assert!(p.answered(&"r", 3, t, RATE));
+        let full = t + 3_000;
         assert_eq!(p.expire(&"r", full - 1), Some(full));
         assert_eq!(p.len(), 1);
         assert_eq!(p.expire(&"r", full), None);
         assert!(p.is_empty());
         // Spending again later starts from then, not from the old record.
-        assert_eq!(
-            p.answered(&"r", 1, t + 60_000_000, RATE),
-            Some(t + 60_001_000)
-        );
+        assert!(p.answered(&"r", 1, t + 60_000_000, RATE));
+        assert_eq!(p.expire(&"r", t), Some(t + 60_001_000));
     }
 
     #[test]
     fn rate_zero_never_paces_and_keeps_nothing() {
         let mut p: Paces<&str> = Paces::default();
-        assert_eq!(p.answered(&"r", 1_000_000, 0, 0), None);
-        assert_eq!(p.answered(&"r", 0, 0, RATE), None);
+        assert!(!p.answered(&"r", 1_000_000, 0, 0));
+        assert!(!p.answered(&"r", 0, 0, RATE));
         assert!(p.is_empty());
         assert_eq!(p.held_until(&"r", 0, 0), None);
     }
@@ -178,13 +187,28 @@ mod tests {
     #[test]
     fn huge_batches_and_times_saturate_instead_of_wrapping() {
         let mut p: Paces<&str> = Paces::default();
-        let at = p.answered(&"r", usize::MAX, 1_000_000, 1).unwrap();
-        assert_eq!(at, u64::MAX - BURST_US, "held until paid back");
+        assert!(p.answered(&"r", usize::MAX, 1_000_000, 1));
+        let held = p.held_until(&"r", 0, 1);
+        assert_eq!(held, Some(u64::MAX - BURST_US), "held until paid back");
         assert_eq!(p.expire(&"r", u64::MAX - 1), Some(u64::MAX));
-        assert_eq!(
-            p.answered(&"s", 3, u64::MAX - 5, 1),
-            Some(u64::MAX),
-            "at the end of time"
-        );
+        assert!(p.answered(&"s", 3, u64::MAX - 5, 1));
+        assert_eq!(p.expire(&"s", 0), Some(u64::MAX), "at the end of time");
+    }
+
+    #[test]
+    fn a_sweep_forgets_full_budgets_only_and_clear_forgets_all() {
+        let mut p: Paces<&str> = Paces::default();
+        let t = 1_000_000;
+        p.answered(&"a", 1, t, RATE); // full at t + 1 ms
+        p.answered(&"b", 10, t, RATE); // full at t + 10 ms
+        assert!(p.sweep(t + 1_000), "b is left");
+        assert_eq!(p.len(), 1);
+        assert_eq!(p.expire(&"b", t), Some(t + 10_000));
+        assert!(!p.sweep(t + 10_000));
+        assert!(p.is_empty());
+        p.answered(&"c", 1_000, t, RATE);
+        assert!(p.held_until(&"c", t, RATE).is_some());
+        p.clear();
+        assert_eq!(p.held_until(&"c", t, RATE), None);
     }
 }

@@ -10,7 +10,7 @@ use redis_module::raw;
 
 use super::api::{self, rm, Ctx};
 use super::ffi::guard;
-use super::{quarantine, state};
+use super::{quarantine, state, watchers};
 use crate::lock::config::{NumericConfig, MAX_TOKEN_LENGTH, MAX_TTL, OBSERVE_RATE};
 use crate::lock::quarantine::Setting;
 use crate::lock::Error;
@@ -131,6 +131,7 @@ extern "C" fn set_number(
             state::set_max_token(usize::try_from(v).unwrap_or(512));
         } else if name == OBSERVE_RATE.name.to_bytes() {
             state::set_observe_rate(v);
+            watchers::rate_changed();
         } else {
             return api::ERR;
         }

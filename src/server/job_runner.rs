@@ -6,7 +6,7 @@
 use super::api::Ctx;
 use super::blocking::{self, Resource};
 use super::jobs::{self, Job, PAUSED_RETRY_MS};
-use super::{handoff, hold_checks, observe, persistence, restored, revoke};
+use super::{handoff, hold_checks, observe, persistence, restored, revoke, watchers};
 use crate::lock::Error;
 
 /// Rounds of jobs one timer runs: what a round queues (a revocation thins a
@@ -63,6 +63,7 @@ fn run_jobs(ctx: Ctx, list: Vec<Job>) {
             Job::Observed(res) => observe::check_logged(ctx, &res),
             Job::ObserversGiveUp => observe::give_up(ctx),
             Job::ObservedSlots => observe::check_slots_logged(ctx),
+            Job::PaceSweep => watchers::sweep(),
             // Every run ends with the hand-over.
             Job::HandOver => {}
         }

@@ -53,6 +53,9 @@ pub enum Job {
     Observed(Resource),
     /// Answer nil to the observers whose `WAIT` ran out.
     ObserversGiveUp,
+    /// Forget the pace records of resources whose observers' budget is
+    /// full again (see `watchers`).
+    PaceSweep,
     /// In Redis Cluster, send away the observers of resources whose slot
     /// this node no longer answers for (see `observe`).
     ObservedSlots,
@@ -79,6 +82,7 @@ impl Job {
             | Job::WriteMeta
             | Job::Observed(_)
             | Job::ObserversGiveUp
+            | Job::PaceSweep
             | Job::ObservedSlots => false,
         }
     }
@@ -158,6 +162,7 @@ pub fn push_after(job: Job, delay_ms: u64) {
             Job::WriteMeta => matches!(j, Job::WriteMeta),
             Job::ObserversGiveUp => matches!(j, Job::ObserversGiveUp),
             Job::ObservedSlots => matches!(j, Job::ObservedSlots),
+            Job::PaceSweep => matches!(j, Job::PaceSweep),
             Job::Observed(res) => matches!(j, Job::Observed(r) if r == res),
             _ => false,
         };

@@ -85,9 +85,7 @@ pub fn observe(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
                 return block(ctx, res, since, wait_ms, view.ends_at());
             }
             reply(ctx, version, view)?;
-            if let Some(at) = watchers::with(|w| w.paces.answered(&res, 1, now_us, rate)) {
-                look_at(&res, at, now_us);
-            }
+            spent(&res, 1, now_us, rate);
             return Ok(());
         }
         reply(ctx, version, view)
@@ -133,10 +131,17 @@ fn block(
 }
 
 /// Schedules a check of `res` at `at_us` or just after (the pace allows
-/// its next answers, or its record can go), unless one is due by then.
+/// its next answers), unless one is due by then.
 fn look_at(res: &Resource, at_us: u64, now_us: u64) {
-    let delay_ms = at_us.saturating_sub(now_us).div_ceil(1000);
-    jobs::push_after(Job::Observed(res.clone()), delay_ms);
+    watchers::look_at(res, at_us, now_us);
+}
+
+/// `n` observers of `res` were answered: the pace takes their cost, and a
+/// sweep will forget its record once the budget is full again.
+fn spent(res: &Resource, n: usize, now_us: u64, rate: u64) {
+    if watchers::with(|w| w.paces.answered(res, n, now_us, rate)) {
+        watchers::sweep_later();
+    }
 }
 
 /// Schedules a check of `res` just after `at_ms` (a hold's deadline),
@@ -185,11 +190,6 @@ fn check(ctx: Ctx, res: &Resource) -> Result<(), Error> {
     let (now_us, rate) = (now_us(), state::observe_rate());
     let now_ms = now_us / 1000;
     watchers::with(|w| w.checked(res, now_ms));
-    // A pace record lives until its budget is full again: looked at
-    // then, so that an idle resource keeps nothing.
-    if let Some(full_at) = watchers::with(|w| w.paces.expire(res, now_us)) {
-        look_at(res, full_at, now_us);
-    }
     if !watchers::with(|w| w.is_watched(res)) {
         return Ok(());
     }
@@ -202,9 +202,7 @@ fn check(ctx: Ctx, res: &Resource) -> Result<(), Error> {
         return Ok(());
     };
     let woken = watchers::with(|w| w.changed(res, version));
-    if let Some(at) = watchers::with(|w| w.paces.answered(res, woken.len(), now_us, rate)) {
-        look_at(res, at, now_us);
-    }
+    spent(res, woken.len(), now_us, rate);
     hand_over(woken, Woken::Changed);
     if let Some(at) = ends_at {
         check_at(res, at, now_ms);
@@ -319,9 +317,7 @@ pub fn give_up(ctx: Ctx) {
     hand_over(timed_out, Woken::TimedOut);
     hand_over(moved, Woken::SlotMoved);
     for (res, ws) in changed {
-        if let Some(at) = watchers::with(|w| w.paces.answered(&res, ws.len(), now_us, rate)) {
-            look_at(&res, at, now_us);
-        }
+        spent(&res, ws.len(), now_us, rate);
         hand_over(ws, Woken::Changed);
     }
 }
@@ -369,7 +365,9 @@ extern "C" fn on_reply(
     })
 }
 
-/// `CLIENT UNBLOCK` (without ERROR), which the server reports as a timeout.
+/// `CLIENT UNBLOCK` (without ERROR), which the server reports as a timeout:
+/// nil, unless the observer was held back by the pace from a change it has
+/// not heard of (then the state, as when its own `WAIT` ends).
 extern "C" fn on_timeout(
     ctx: *mut raw::RedisModuleCtx,
     _argv: *mut *mut raw::RedisModuleString,
@@ -380,10 +378,38 @@ extern "C" fn on_timeout(
             return api::OK;
         };
         let bc = unsafe { handle_of(ctx) };
-        let _ = Ctx(ctx).reply_null();
+        let c = Ctx(ctx);
+        let seen = watchers::with(|w| w.seen(Watcher(bc)));
+        let answered =
+            seen.is_some_and(|(res, saw)| reply_if_changed(c, &res, saw).unwrap_or(false));
+        if !answered {
+            let _ = c.reply_null();
+        }
         left(bc);
         api::OK
     })
+}
+
+/// Replies the state of `res` if its version is not `saw`; whether it did.
+/// The context is the observer's own client, so its database is the one
+/// it observed in and is never changed here.
+fn reply_if_changed(ctx: Ctx, res: &Resource, saw: u64) -> Result<bool, Error> {
+    if unsafe { rm!(RedisModule_GetSelectedDb)(ctx.0) } != res.db {
+        return Ok(false);
+    }
+    let name = unsafe {
+        rm!(RedisModule_CreateString)(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len())
+    };
+    let replied = lock_info::read(ctx, name, false, |view| {
+        let version = view.seen().version();
+        if version == saw {
+            return Ok(false);
+        }
+        reply(ctx, version, view)?;
+        Ok(true)
+    });
+    unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
+    replied
 }
 
 /// The connection closed or was killed, or `CLIENT UNBLOCK ... ERROR`

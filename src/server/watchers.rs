@@ -8,7 +8,7 @@
 //! lowest layers (events, eviction, effects) can call the hooks without
 //! depending on the code that reads locks.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::raw;
@@ -44,17 +44,63 @@ pub fn count() -> usize {
     WATCHING.load(Ordering::Relaxed)
 }
 
-/// The holders of `res` may have changed. While the pace holds its
-/// observers back, the check that answers them is queued already (for
-/// when the pace allows it): nothing to do.
+/// The holders of `res` may have changed: a check of its observers is
+/// queued, for now, or for when the pace allows their next answers.
 pub fn changed(res: &Resource) {
     if count() == 0 {
         return;
     }
+    let now = now_us();
     let rate = state::observe_rate();
-    let wanted = with(|w| w.is_watched(res) && w.paces.held_until(res, now_us(), rate).is_none());
-    if wanted {
-        jobs::push(Job::Observed(res.clone()));
+    let (watched, held) = with(|w| (w.is_watched(res), w.paces.held_until(res, now, rate)));
+    match (watched, held) {
+        (false, _) => {}
+        (true, None) => jobs::push(Job::Observed(res.clone())),
+        (true, Some(until)) => look_at(res, until, now),
+    }
+}
+
+/// Schedules a check of `res` at `at_us` or just after, unless one is due
+/// by then.
+pub fn look_at(res: &Resource, at_us: u64, now_us: u64) {
+    let delay_ms = at_us.saturating_sub(now_us).div_ceil(1000);
+    jobs::push_after(Job::Observed(res.clone()), delay_ms);
+}
+
+/// How often pace records whose budget is full again are forgotten.
+const SWEEP_MS: u64 = 1000;
+
+/// Whether a sweep of the pace records is queued.
+static SWEEP_QUEUED: AtomicBool = AtomicBool::new(false);
+
+/// Makes sure a sweep of the pace records is queued (one for all
+/// resources, so answering costs no job of its own).
+pub fn sweep_later() {
+    if !SWEEP_QUEUED.swap(true, Ordering::Relaxed) {
+        jobs::push_after(Job::PaceSweep, SWEEP_MS);
+    }
+}
+
+/// The sweep (`Job::PaceSweep`): forgets the records whose budget is full
+/// again, and comes back while some are left.
+pub fn sweep() {
+    if with(|w| w.paces.sweep(now_us())) {
+        jobs::push_after(Job::PaceSweep, SWEEP_MS);
+    } else {
+        SWEEP_QUEUED.store(false, Ordering::Relaxed);
+    }
+}
+
+/// `dlock.observe-rate` changed: budgets reckoned at the old rate mean
+/// nothing at the new one, so every resource starts with a full budget,
+/// and observers held back by the old pace are looked at again at once.
+pub fn rate_changed() {
+    let held: Vec<Resource> = with(|w| {
+        w.paces.clear();
+        w.keys()
+    });
+    for res in held {
+        jobs::push(Job::Observed(res));
     }
 }
 

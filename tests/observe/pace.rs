@@ -28,10 +28,21 @@ fn paced(c: &mut Connection) -> i64 {
 /// answers them in one batch (the budget was full), which holds the next
 /// answers back for 2.5 s.
 fn spend(s: &Server, c: &mut Connection, res: &str, change: impl FnOnce(&mut Connection)) {
+    spend_n(s, c, res, 3, change);
+}
+
+/// `spend` with `n` observers: the next answers are held back n - 0.5 s.
+fn spend_n(
+    s: &Server,
+    c: &mut Connection,
+    res: &str,
+    n: usize,
+    change: impl FnOnce(&mut Connection),
+) {
     let before = paced(c);
     let now = observe(c, res).version;
-    let mut obs: Vec<Observer> = (0..3).map(|_| Observer::start(s, res, &now, 0)).collect();
-    wait_observers(c, 3);
+    let mut obs: Vec<Observer> = (0..n).map(|_| Observer::start(s, res, &now, 0)).collect();
+    wait_observers(c, n as i64);
     change(c);
     for o in &mut obs {
         assert!(o.reply().unwrap().is_some(), "answered at once");
@@ -147,5 +158,63 @@ fn a_held_observer_whose_resource_returns_to_what_it_saw_times_out() {
         o.reply().unwrap().is_none(),
         "nothing changed from what it saw"
     );
+    assert_eq!(observers(&mut c), 0);
+}
+
+#[test]
+fn a_new_rate_frees_the_observers_the_old_one_held() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set_rate(&mut c, 1);
+    // 30 answers at 1 a second: the next are held back 29.5 s.
+    spend_n(&s, &mut c, "r", 30, |c| {
+        grant(c, "r", "a", LONG_TTL);
+    });
+    let seen = observe(&mut c, "r").version;
+    release(&mut c, "r", "a");
+    let mut held = Observer::start(&s, "r", &seen, 0);
+    wait_observers(&mut c, 1);
+    assert_eq!(paced(&mut c), 1);
+    // The budget was reckoned at 1 a second; at 2,000 it is full.
+    set_rate(&mut c, 2000);
+    assert!(
+        held.answered_within(SOON),
+        "still held by the old rate's pace"
+    );
+    assert_eq!(observers(&mut c), 0);
+}
+
+#[test]
+fn client_unblock_of_a_held_observer_gives_the_change_it_was_held_from() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set_rate(&mut c, 1);
+    spend(&s, &mut c, "r", |c| {
+        grant(c, "r", "a", LONG_TTL);
+    });
+    let mut held = Observer::start(&s, "r", FREE, 0);
+    wait_observers(&mut c, 1);
+    assert_eq!(paced(&mut c), 1);
+    let unblocked: i64 = redis::cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(held.id)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(unblocked, 1);
+    let got = held
+        .reply()
+        .unwrap()
+        .expect("the state, not nil: it differs");
+    assert_eq!(got.info.expect("held").token, b"a");
+    // One not held back, whose resource reads as it saw it: nil.
+    let v = observe(&mut c, "r").version;
+    let mut waiting = Observer::start(&s, "r", &v, 0);
+    wait_observers(&mut c, 1);
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(waiting.id)
+        .query(&mut c)
+        .unwrap();
+    assert!(waiting.reply().unwrap().is_none());
     assert_eq!(observers(&mut c), 0);
 }
