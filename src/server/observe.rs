@@ -81,8 +81,9 @@ pub fn observe(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
             let (now_us, rate) = (now_us(), state::observe_rate());
             if let Some(until) = watchers::with(|w| w.paces.held_until(&res, now_us, rate)) {
                 stats::OBSERVERS_PACED.add();
+                block(ctx, res.clone(), since, wait_ms, view.ends_at())?;
                 look_at(&res, until, now_us);
-                return block(ctx, res, since, wait_ms, view.ends_at());
+                return Ok(());
             }
             reply(ctx, version, view)?;
             spent(&res, 1, now_us, rate);

@@ -45,7 +45,8 @@ pub fn count() -> usize {
 }
 
 /// The holders of `res` may have changed: a check of its observers is
-/// queued, for now, or for when the pace allows their next answers.
+/// queued, for now, or for when the pace allows their next answers (once:
+/// the changes made until then cost nothing more).
 pub fn changed(res: &Resource) {
     if count() == 0 {
         return;
@@ -60,11 +61,14 @@ pub fn changed(res: &Resource) {
     }
 }
 
-/// Schedules a check of `res` at `at_us` or just after, unless one is due
-/// by then.
+/// Schedules a check of `res`'s observers at `at_us` or just after,
+/// unless one is due by then (or nobody observes it).
 pub fn look_at(res: &Resource, at_us: u64, now_us: u64) {
-    let delay_ms = at_us.saturating_sub(now_us).div_ceil(1000);
-    jobs::push_after(Job::Observed(res.clone()), delay_ms);
+    let at_ms = at_us.div_ceil(1000);
+    if with(|w| w.needs_check(res, at_ms)) {
+        let delay_ms = at_ms.saturating_sub(now_us / 1000);
+        jobs::push_after(Job::Observed(res.clone()), delay_ms);
+    }
 }
 
 /// How often pace records whose budget is full again are forgotten.
