@@ -82,7 +82,7 @@ pub fn observe(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
             if let Some(until) = watchers::with(|w| w.paces.held_until(&res, now_us, rate)) {
                 stats::OBSERVERS_PACED.add();
                 block(ctx, res.clone(), since, wait_ms, view.ends_at())?;
-                look_at(&res, until, now_us);
+                watchers::look_at(&res, until, now_us);
                 return Ok(());
             }
             reply(ctx, version, view)?;
@@ -131,12 +131,6 @@ fn block(
     Ok(())
 }
 
-/// Schedules a check of `res` at `at_us` or just after (the pace allows
-/// its next answers), unless one is due by then.
-fn look_at(res: &Resource, at_us: u64, now_us: u64) {
-    watchers::look_at(res, at_us, now_us);
-}
-
 /// `n` observers of `res` were answered: the pace takes their cost, and a
 /// sweep will forget its record once the budget is full again.
 fn spent(res: &Resource, n: usize, now_us: u64, rate: u64) {
@@ -148,10 +142,23 @@ fn spent(res: &Resource, n: usize, now_us: u64, rate: u64) {
 /// Schedules a check of `res` just after `at_ms` (a hold's deadline),
 /// unless one is due by then.
 fn check_at(res: &Resource, at_ms: u64, now_ms: u64) {
-    if watchers::with(|w| w.needs_check(res, at_ms)) {
-        let delay = at_ms.saturating_sub(now_ms).saturating_add(1);
-        jobs::push_after(Job::Observed(res.clone()), delay);
-    }
+    let just_after_us = at_ms.saturating_add(1).saturating_mul(1000);
+    watchers::look_at(res, just_after_us, now_ms.saturating_mul(1000));
+}
+
+/// Runs `f` with `res`'s key as a server string, in the context's
+/// selected database.
+fn with_key<R>(
+    ctx: Ctx,
+    res: &Resource,
+    f: impl FnOnce(*mut raw::RedisModuleString) -> R,
+) -> Result<R, Error> {
+    let create = rm!(RedisModule_CreateString);
+    let free = rm!(RedisModule_FreeString);
+    let name = unsafe { create(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len()) };
+    let r = f(name);
+    unsafe { free(ctx.0, name) };
+    Ok(r)
 }
 
 fn subscribe(ctx: Ctx) -> Result<(), Error> {
@@ -195,7 +202,7 @@ fn check(ctx: Ctx, res: &Resource) -> Result<(), Error> {
         return Ok(());
     }
     if let Some(until) = watchers::with(|w| w.paces.held_until(res, now_us, rate)) {
-        look_at(res, until, now_us);
+        watchers::look_at(res, until, now_us);
         return Ok(());
     }
     let Some((version, ends_at)) = current(ctx, res)? else {
@@ -215,14 +222,12 @@ fn check(ctx: Ctx, res: &Resource) -> Result<(), Error> {
 /// node no longer answers for it (Redis Cluster).
 fn current(ctx: Ctx, res: &Resource) -> Result<Option<(u64, Option<u64>)>, Error> {
     unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
-    let name = unsafe {
-        rm!(RedisModule_CreateString)(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len())
-    };
-    let seen = lock_info::read(ctx, name, true, |view| {
-        Ok((view.seen().version(), view.ends_at()))
-    });
-    let here = reads_slot(ctx, res, name);
-    unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
+    let (seen, here) = with_key(ctx, res, |name| {
+        let seen = lock_info::read(ctx, name, true, |view| {
+            Ok((view.seen().version(), view.ends_at()))
+        });
+        (seen, reads_slot(ctx, res, name))
+    })?;
     if !here? {
         return Ok(None);
     }
@@ -274,11 +279,7 @@ fn check_slots(ctx: Ctx) -> Result<(), Error> {
     let exists = rm!(RedisModule_KeyExists);
     for res in watchers::with(|w| w.keys()) {
         unsafe { rm!(RedisModule_SelectDb)(ctx.0, res.db) };
-        let name = unsafe {
-            rm!(RedisModule_CreateString)(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len())
-        };
-        let here = unsafe { exists(ctx.0, name) } != 0;
-        unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
+        let here = with_key(ctx, &res, |name| unsafe { exists(ctx.0, name) } != 0)?;
         if !reads_here(&nodes, key_slot(&res.key), here) {
             send_away(&res);
         }
@@ -398,19 +399,16 @@ fn reply_if_changed(ctx: Ctx, res: &Resource, saw: u64) -> Result<bool, Error> {
     if unsafe { rm!(RedisModule_GetSelectedDb)(ctx.0) } != res.db {
         return Ok(false);
     }
-    let name = unsafe {
-        rm!(RedisModule_CreateString)(ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len())
-    };
-    let replied = lock_info::read(ctx, name, false, |view| {
-        let version = view.seen().version();
-        if version == saw {
-            return Ok(false);
-        }
-        reply(ctx, version, view)?;
-        Ok(true)
-    });
-    unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
-    replied
+    with_key(ctx, res, |name| {
+        lock_info::read(ctx, name, false, |view| {
+            let version = view.seen().version();
+            if version == saw {
+                return Ok(false);
+            }
+            reply(ctx, version, view)?;
+            Ok(true)
+        })
+    })?
 }
 
 /// The connection closed or was killed, or `CLIENT UNBLOCK ... ERROR`

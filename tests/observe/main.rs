@@ -127,6 +127,15 @@ impl Observer {
     }
 }
 
+/// The server's `used_memory` after `MEMORY PURGE`.
+fn used_memory(c: &mut Connection) -> i64 {
+    let _: Value = redis::cmd("MEMORY").arg("PURGE").query(c).unwrap();
+    info_field(c, "memory", "used_memory")
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 fn observers(c: &mut Connection) -> i64 {
     info_field(c, "dlock", "dlock_observers")
         .unwrap()

@@ -3,14 +3,6 @@
 //! server's memory flat whichever way they end.
 use super::*;
 
-fn used_memory(c: &mut Connection) -> i64 {
-    let _: Value = redis::cmd("MEMORY").arg("PURGE").query(c).unwrap();
-    info_field(c, "memory", "used_memory")
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn one_change_answers_a_thousand_observers() {
     const N: usize = 1000;

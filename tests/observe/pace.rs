@@ -50,6 +50,25 @@ fn spend_n(
     assert_eq!(paced(c), before, "within the budget nobody is held");
 }
 
+/// Starts an observer of `res` that saw `since` and checks that the pace
+/// holds it back (it waits although `res` differs).
+fn held(s: &Server, c: &mut Connection, res: &str, since: &str, wait_ms: u64) -> Observer {
+    let before = paced(c);
+    let o = Observer::start(s, res, since, wait_ms);
+    wait_observers(c, 1);
+    assert_eq!(paced(c), before + 1, "held back by the pace");
+    o
+}
+
+fn unblock(c: &mut Connection, o: &Observer) {
+    let unblocked: i64 = redis::cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(o.id)
+        .query(c)
+        .unwrap();
+    assert_eq!(unblocked, 1);
+}
+
 #[test]
 fn followers_past_the_budget_wait_for_the_pace_and_hear_the_latest() {
     let s = Server::start();
@@ -65,9 +84,7 @@ fn followers_past_the_budget_wait_for_the_pace_and_hear_the_latest() {
     release(&mut c, "r", "b");
     grant(&mut c, "r", "c", LONG_TTL);
     // Out of date, but held back: it waits although the resource differs.
-    let mut held = Observer::start(&s, "r", &seen_b, 0);
-    wait_observers(&mut c, 1);
-    assert_eq!(paced(&mut c), 1);
+    let mut held = held(&s, &mut c, "r", &seen_b, 0);
     // Changes while it is held are skipped; it hears the latest.
     release(&mut c, "r", "c");
     grant(&mut c, "r", "d", LONG_TTL);
@@ -103,9 +120,7 @@ fn without_a_rate_every_follower_is_answered_at_once() {
     spend(&s, &mut c, "r", |c| {
         grant(c, "r", "late", LONG_TTL);
     });
-    let mut o = Observer::start(&s, "r", &seen, 0);
-    wait_observers(&mut c, 1);
-    assert_eq!(paced(&mut c), 1);
+    let mut o = held(&s, &mut c, "r", &seen, 0);
     set_rate(&mut c, 0);
     assert!(
         o.reply().unwrap().is_some(),
@@ -149,9 +164,7 @@ fn a_held_observer_whose_resource_returns_to_what_it_saw_times_out() {
         grant(c, "r", "a", LONG_TTL);
     });
     // Held: the resource is held, it saw it free.
-    let mut o = Observer::start(&s, "r", FREE, 300);
-    wait_observers(&mut c, 1);
-    assert_eq!(paced(&mut c), 1);
+    let mut o = held(&s, &mut c, "r", FREE, 300);
     // Free again before its WAIT ends: as it saw it, so nil.
     release(&mut c, "r", "a");
     assert!(
@@ -172,9 +185,7 @@ fn a_new_rate_frees_the_observers_the_old_one_held() {
     });
     let seen = observe(&mut c, "r").version;
     release(&mut c, "r", "a");
-    let mut held = Observer::start(&s, "r", &seen, 0);
-    wait_observers(&mut c, 1);
-    assert_eq!(paced(&mut c), 1);
+    let mut held = held(&s, &mut c, "r", &seen, 0);
     // The budget was reckoned at 1 a second; at 2,000 it is full.
     set_rate(&mut c, 2000);
     assert!(
@@ -192,15 +203,8 @@ fn client_unblock_of_a_held_observer_gives_the_change_it_was_held_from() {
     spend(&s, &mut c, "r", |c| {
         grant(c, "r", "a", LONG_TTL);
     });
-    let mut held = Observer::start(&s, "r", FREE, 0);
-    wait_observers(&mut c, 1);
-    assert_eq!(paced(&mut c), 1);
-    let unblocked: i64 = redis::cmd("CLIENT")
-        .arg("UNBLOCK")
-        .arg(held.id)
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(unblocked, 1);
+    let mut held = held(&s, &mut c, "r", FREE, 0);
+    unblock(&mut c, &held);
     let got = held
         .reply()
         .unwrap()
@@ -210,11 +214,85 @@ fn client_unblock_of_a_held_observer_gives_the_change_it_was_held_from() {
     let v = observe(&mut c, "r").version;
     let mut waiting = Observer::start(&s, "r", &v, 0);
     wait_observers(&mut c, 1);
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("UNBLOCK")
-        .arg(waiting.id)
-        .query(&mut c)
-        .unwrap();
+    unblock(&mut c, &waiting);
     assert!(waiting.reply().unwrap().is_none());
     assert_eq!(observers(&mut c), 0);
+}
+
+#[test]
+fn a_change_the_pace_end_and_the_wait_end_in_one_turn_answer_once() {
+    // Rate 2: 3 answers hold the next back 1 s. A slow script changes the
+    // resource and holds the event loop past both the held observer's
+    // WAIT and the pace's end, which meet in the turn after it.
+    let s = Server::start();
+    let mut c = s.conn();
+    set_rate(&mut c, 2);
+    spend(&s, &mut c, "r", |c| {
+        grant(c, "r", "a", LONG_TTL);
+    });
+    let mut o = held(&s, &mut c, "r", FREE, 100);
+    let script = "redis.call('DLOCK.RELEASE', KEYS[1], 'a') \
+                  redis.call('DLOCK.ACQUIRE', KEYS[1], 'b', ARGV[1]) \
+                  local t = redis.call('TIME') local start = t[1] * 1000000 + t[2] \
+                  local n = 0 \
+                  while n < 3000000 do n = n + 1 t = redis.call('TIME') \
+                  if t[1] * 1000000 + t[2] - start > 1200000 then break end end \
+                  return 1";
+    let _: i64 = redis::cmd("EVAL")
+        .arg(script)
+        .arg(1)
+        .arg("r")
+        .arg(LONG_TTL)
+        .query(&mut c)
+        .unwrap();
+    // One answer, the change (it differs from what the observer saw).
+    let got = o.reply().unwrap().expect("the change, not nil");
+    assert_eq!(got.info.expect("held").token, b"b");
+    assert!(
+        !o.answered_within(Duration::from_millis(300)),
+        "a second answer"
+    );
+    assert_eq!(observers(&mut c), 0);
+}
+
+#[test]
+fn thousands_of_paced_answers_leave_no_server_memory() {
+    // Every answer to a follower leaves its resource a pace record until
+    // the budget is full again; a sweep forgets them.
+    const ROUND: usize = 2000;
+    let s = Server::start();
+    let mut c = s.conn();
+    let round = |c: &mut Connection, r: usize| {
+        let mut p = redis::pipe();
+        for i in 0..ROUND {
+            let res = format!("m{r}:{i}");
+            p.cmd("DLOCK.ACQUIRE").arg(&res).arg("t").arg(LONG_TTL);
+            p.cmd("DLOCK.OBSERVE")
+                .arg(&res)
+                .arg("SINCE")
+                .arg(FREE)
+                .arg("WAIT")
+                .arg(0);
+            p.cmd("DEL").arg(&res);
+        }
+        let replies: Vec<Value> = p.query(c).unwrap();
+        let answered = replies
+            .chunks(3)
+            .filter(|r| matches!(&r[1], Value::Array(a) if a.len() == 2))
+            .count();
+        assert_eq!(answered, ROUND, "every follower answered at once");
+    };
+    round(&mut c, 0);
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = used_memory(&mut c);
+    for r in 1..=5 {
+        round(&mut c, r);
+    }
+    let n = (5 * ROUND) as i64;
+    let mut after = used_memory(&mut c);
+    wait_until(SOON, "pace records forgotten", || {
+        after = used_memory(&mut c);
+        after - before < n * 8
+    });
+    eprintln!("used_memory {before} -> {after} over {n} paced answers");
 }
