@@ -15,86 +15,24 @@
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 
 use redis_module::raw;
 
 use super::api::{self, now_us, rm, Ctx};
 use super::ffi::guard;
+use super::job_queue::JobQueue;
 use super::resource::Resource;
-use crate::lock::parking::Revoke;
 use crate::lock::Error;
 
 /// When the server must not produce writes (`CLIENT PAUSE WRITE`, a manual
 /// failover in progress), deferred writes retry after this long.
 pub const PAUSED_RETRY_MS: u64 = 10;
 
-/// One piece of deferred work.
-#[derive(Debug)]
-pub enum Job {
-    /// Re-evaluate a resource with waiters: hand it over if it is free.
-    Settle(Resource),
-    /// Release a grant whose reply never reached its waiter: one entry per
-    /// resource of that one grant (a set grant revokes every member).
-    Revoke(Vec<Revoke<Resource>>),
-    /// Give the decided answers to the server (see `blocking`).
-    HandOver,
-    /// Raise the fence clock to a restored lock's fence once its key is
-    /// known to hold that lock (see `restored`).
-    ConfirmRestored { db: i32, key: Box<[u8]>, fence: u64 },
-    /// Write the `DLOCK.META` facts, if they changed, into the AOF and to
-    /// replicas (see `persistence::write_meta`).
-    WriteMeta,
-    /// Look at a multi-hold key whose guard fired, or that was loaded
-    /// (see `hold_guards`).
-    CheckHolds { db: i32, key: Box<[u8]> },
-    /// The holders of `res` may have changed: answer its observers that
-    /// saw another version (see `observe`).
-    Observed(Resource),
-    /// Answer nil to the observers whose `WAIT` ran out.
-    ObserversGiveUp,
-    /// Forget the pace records of resources whose observers' budget is
-    /// full again (see `watchers`).
-    PaceSweep,
-    /// In Redis Cluster, send away the observers of resources whose slot
-    /// this node no longer answers for (see `observe`).
-    ObservedSlots,
-    /// A lease on `res` ended at `at_ms`: its wake-up timer `timer` fired
-    /// (see `arm_wake_up`).
-    LeaseEnded {
-        res: Resource,
-        at_ms: u64,
-        timer: u64,
-    },
-}
+pub use super::job_queue::Job;
 
-impl Job {
-    /// Whether the job changes the lock of `res` (a hand-over and a
-    /// restored fence change no lock).
-    pub fn touches(&self, res: &Resource) -> bool {
-        match self {
-            Job::Settle(r) => r == res,
-            Job::Revoke(grant) => grant.iter().any(|rv| rv.resource == *res),
-            Job::LeaseEnded { res: r, .. } => r == res,
-            Job::CheckHolds { db, key } => *db == res.db && *key == res.key,
-            Job::HandOver
-            | Job::ConfirmRestored { .. }
-            | Job::WriteMeta
-            | Job::Observed(_)
-            | Job::ObserversGiveUp
-            | Job::PaceSweep
-            | Job::ObservedSlots => false,
-        }
-    }
-}
-
-struct Queued {
-    due_ms: u64,
-    job: Job,
-}
-
-/// The jobs in the order they were pushed.
-static QUEUE: Mutex<Vec<Queued>> = Mutex::new(Vec::new());
+/// The queued jobs.
+static QUEUE: LazyLock<Mutex<JobQueue>> = LazyLock::new(Default::default);
 /// Mirrors whether a revocation is queued: checked on every refresh and
 /// before every command, so the common case costs one atomic load.
 static REVOCATIONS: AtomicBool = AtomicBool::new(false);
@@ -110,7 +48,7 @@ static FIRING: AtomicU64 = AtomicU64::new(0);
 /// unlink callback). Timers only use it to know which module they belong to.
 static TIMER_CTX: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
 
-fn queue() -> MutexGuard<'static, Vec<Queued>> {
+fn queue() -> MutexGuard<'static, JobQueue> {
     QUEUE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -119,11 +57,10 @@ fn armed() -> MutexGuard<'static, Option<(u64, u64)>> {
 }
 
 /// Runs `f` on the queue and refreshes the mirror.
-fn with_queue<R>(f: impl FnOnce(&mut Vec<Queued>) -> R) -> R {
+fn with_queue<R>(f: impl FnOnce(&mut JobQueue) -> R) -> R {
     let mut q = queue();
     let r = f(&mut q);
-    let revocations = q.iter().any(|j| matches!(j.job, Job::Revoke(_)));
-    REVOCATIONS.store(revocations, Ordering::Relaxed);
+    REVOCATIONS.store(q.has_revocations(), Ordering::Relaxed);
     r
 }
 
@@ -150,56 +87,38 @@ pub fn push(job: Job) {
     push_after(job, 0);
 }
 
-/// Queues `job` to run from the timer `delay_ms` from now at the earliest.
+/// Queues `job` to run from the timer `delay_ms` from now at the earliest
+/// (a job that does at once everything queued before it is not queued
+/// twice: see `JobQueue::push`).
 pub fn push_after(job: Job, delay_ms: u64) {
     let due_ms = now_us() / 1000 + delay_ms;
-    with_queue(|q| {
-        // One hand-over gives every answer decided by then, one write
-        // every fact changed by then, one check of a resource every change
-        // made to it by then.
-        let once = |j: &Job| match &job {
-            Job::HandOver => matches!(j, Job::HandOver),
-            Job::WriteMeta => matches!(j, Job::WriteMeta),
-            Job::ObserversGiveUp => matches!(j, Job::ObserversGiveUp),
-            Job::ObservedSlots => matches!(j, Job::ObservedSlots),
-            Job::PaceSweep => matches!(j, Job::PaceSweep),
-            Job::Observed(res) => matches!(j, Job::Observed(r) if r == res),
-            _ => false,
-        };
-        if !q.iter().any(|j| j.due_ms <= due_ms && once(&j.job)) {
-            q.push(Queued { due_ms, job });
-        }
-    });
+    with_queue(|q| q.push(due_ms, job));
     arm(due_ms);
 }
 
 /// Takes the jobs due by now, in order.
 pub fn take_due() -> Vec<Job> {
     let now_ms = now_us() / 1000;
-    take_where(|due_ms, _| due_ms <= now_ms)
+    with_queue(|q| q.take_due(now_ms))
 }
 
-/// Takes the jobs (due or not) that `wanted` picks, in order.
+/// Takes the jobs (due or not) that `wanted` picks, in order. Looks at
+/// every queued job: for whole-database events.
 pub fn take(wanted: impl Fn(&Job) -> bool) -> Vec<Job> {
-    take_where(|_, job| wanted(job))
+    with_queue(|q| q.take_where(wanted))
 }
 
-fn take_where(wanted: impl Fn(u64, &Job) -> bool) -> Vec<Job> {
-    with_queue(|q| {
-        if !q.iter().any(|j| wanted(j.due_ms, &j.job)) {
-            return Vec::new();
-        }
-        let (taken, kept): (Vec<Queued>, Vec<Queued>) = std::mem::take(q)
-            .into_iter()
-            .partition(|j| wanted(j.due_ms, &j.job));
-        *q = kept;
-        taken.into_iter().map(|j| j.job).collect()
-    })
+/// Takes the queued revocations of any of `resources`, in order.
+pub fn take_revocations(resources: &[Resource]) -> Vec<Job> {
+    if !revocations_pending() {
+        return Vec::new();
+    }
+    with_queue(|q| q.take_revocations(resources))
 }
 
 /// Changes queued jobs in place (`SWAPDB` moves some with their keys).
 pub fn for_each_mut(f: impl Fn(&mut Job)) {
-    with_queue(|q| q.iter_mut().for_each(|j| f(&mut j.job)));
+    with_queue(|q| q.for_each_mut(f));
 }
 
 /// Whether a revocation is queued.
@@ -213,30 +132,14 @@ pub fn revoked_on(res: &Resource) -> Vec<(Box<[u8]>, u64)> {
     if !revocations_pending() {
         return Vec::new();
     }
-    queue()
-        .iter()
-        .filter_map(|j| match &j.job {
-            Job::Revoke(grant) => Some(grant),
-            _ => None,
-        })
-        .flatten()
-        .filter(|rv| rv.resource == *res)
-        .map(|rv| (rv.token.clone(), rv.fence))
-        .collect()
+    queue().revoked_on(res)
 }
 
 /// A same-token refresh confirmed a grant whose revocation is queued.
 pub fn confirm_revocations(res: &Resource, token: &[u8]) {
     // The owner knows the fence: the whole grant stands (every member of a
     // set, not just the one refreshed).
-    with_queue(|q| {
-        q.retain(|j| match &j.job {
-            Job::Revoke(grant) => !grant
-                .iter()
-                .any(|rv| rv.resource == *res && *rv.token == *token),
-            _ => true,
-        })
-    });
+    with_queue(|q| q.confirm_revocations(res, token));
 }
 
 /// Makes sure the timer fires by `due_ms`: one timer, at the earliest time
@@ -266,7 +169,7 @@ fn run(ctx: Ctx) {
         runner(ctx);
     }
     // Jobs not due yet (a retry while writes are paused) keep a timer.
-    if let Some(due_ms) = queue().iter().map(|j| j.due_ms).min() {
+    if let Some(due_ms) = queue().next_due() {
         arm(due_ms);
     }
 }
@@ -311,17 +214,11 @@ extern "C" fn on_wake_up(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
         FIRING.store(wake.id, Ordering::Relaxed);
         // First: the queue forgets this timer before any job looks at it.
         with_queue(|q| {
-            q.insert(
-                0,
-                Queued {
-                    due_ms: 0,
-                    job: Job::LeaseEnded {
-                        res: wake.res,
-                        at_ms: wake.at_ms,
-                        timer: wake.id,
-                    },
-                },
-            )
+            q.push_front(Job::LeaseEnded {
+                res: wake.res,
+                at_ms: wake.at_ms,
+                timer: wake.id,
+            })
         });
         run(Ctx(ctx));
         FIRING.store(0, Ordering::Relaxed);

@@ -21,6 +21,7 @@ pub mod hold_guards;
 pub mod hold_work;
 pub mod holds_info;
 pub mod info;
+pub mod job_queue;
 pub mod job_runner;
 pub mod jobs;
 pub mod keys;

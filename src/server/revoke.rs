@@ -211,9 +211,7 @@ pub fn before_command(
             })
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    let pending =
-        jobs::take(|job| matches!(job, Job::Revoke(_)) && resources.iter().any(|r| job.touches(r)));
-    for job in pending {
+    for job in jobs::take_revocations(&resources) {
         if let Job::Revoke(grant) = job {
             revoke(ctx, grant);
         }

@@ -4,7 +4,8 @@
 //! per-hold effects, a replica attached before the holds were granted (the
 //! effects stream) and one attached after (full sync), `DUMP`/`RESTORE`,
 //! `MIGRATE`, the largest `LIMIT`, and a value longer than the server's
-//! `proto-max-bulk-len`.
+//! `proto-max-bulk-len`. And many resources with holds: a load costs the
+//! same per resource at any count (`many.rs`).
 //!
 //! `DLOCK_BIG_HOLDS` (default 100,000) is N: a semaphore `LIMIT N` holds N
 //! permits and an rwlock holds N `SHARED` readers, each granted by its own
@@ -28,6 +29,7 @@ mod value;
 
 mod behave;
 mod limits;
+mod many;
 mod moves;
 mod persist;
 mod replicas;
