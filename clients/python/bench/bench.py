@@ -8,7 +8,9 @@ started here on a loopback port):
    once back to back (a thread that releases asks again at once, so a
    client without a queue can re-take the lock it just released while the
    others sleep), once with OUTSIDE ms of work outside the lock between
-   critical sections (default 1 ms), as most programs do.
+   critical sections (default 1 ms), as most programs do. Beside them, the
+   same commands on a bare socket per thread with no client logic at all:
+   what the machine allows any Python client (interpreter, GIL, sockets).
 
 Prints Markdown tables. Usage (``make bench-python`` does this):
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import socket
 import statistics
 import sys
 import threading
@@ -37,6 +40,43 @@ try:
     import redis_lock  # python-redis-lock
 except ImportError:  # pragma: no cover
     redis_lock = None
+
+
+class Bare:
+    """The same commands on a bare socket of its own, with no client logic
+    at all (no timeouts, retries, lease budget, pool or watchdog): what the
+    machine allows any Python client of dlock, not a client to use."""
+
+    def __init__(self, port: int, resource: str) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        token = os.urandom(16).hex()
+        self.acquire = self.pack("DLOCK.ACQUIRE", resource, token, "10000", "WAIT", "10000")
+        self.release = self.pack("DLOCK.RELEASE", resource, token)
+        self.buf = b""
+
+    @staticmethod
+    def pack(*args: str) -> bytes:
+        return f"*{len(args)}\r\n".encode() + b"".join(f"${len(a)}\r\n{a}\r\n".encode() for a in args)
+
+    def reply(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            data = self.sock.recv(4096)
+            if not data:
+                raise ConnectionError("closed")
+            self.buf += data
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line
+
+    def __enter__(self) -> "Bare":
+        while True:
+            self.sock.sendall(self.acquire)
+            if self.reply().startswith(b":"):
+                return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.sendall(self.release)
+        self.reply()
 
 
 def cycles(name, make_cycle, n):
@@ -178,6 +218,12 @@ def main() -> None:
         clients.append(("redis-py `Lock`, `sleep=0.001` (polls every 1 ms)", rp(0.001)))
         if redis_lock:
             clients.append(("python-redis-lock (BLPOP signal)", lambda: (lambda: redis_lock.Lock(r, "hot3", expire=10))))
+
+        def bare():
+            b = Bare(server.port, "hot4")
+            return lambda: b
+
+        clients.append(("bare sockets, dlock's commands, no client logic (the machine's ceiling)", bare))
 
         for title, outside in (
             ("back to back: a thread that releases asks again at once", 0.0),
