@@ -210,10 +210,13 @@ impl JobQueue {
     fn take_at(&mut self, mut positions: Vec<u64>) -> Vec<Job> {
         positions.sort_unstable();
         positions.dedup();
-        positions
+        let taken = positions
             .into_iter()
             .filter_map(|at| self.remove(at))
-            .collect()
+            .collect();
+        shrink(&mut self.once);
+        shrink(&mut self.revokes);
+        taken
     }
 
     /// Takes the jobs due by `now_ms`, in the queue's order.
@@ -312,6 +315,15 @@ impl JobQueue {
             .values()
             .map(|q| (q.due_ms, format!("{:?}", q.job)))
             .collect()
+    }
+}
+
+/// Gives back most of a hash map's room once it is mostly empty: a flush
+/// queues a job per resource, and a map keeps its largest size otherwise.
+/// Halving at a quarter full keeps the cost amortized O(1) per removal.
+fn shrink<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 64 && map.len() * 4 < map.capacity() {
+        map.shrink_to(map.len() * 2);
     }
 }
 

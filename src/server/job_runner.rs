@@ -3,6 +3,8 @@
 //! of another command. (A command on a resource with a pending revocation
 //! completes it first: `revoke::before_command`.)
 
+use std::collections::HashSet;
+
 use super::api::Ctx;
 use super::blocking::{self, Resource};
 use super::jobs::{self, Job, PAUSED_RETRY_MS};
@@ -39,14 +41,15 @@ fn run(ctx: Ctx) {
 }
 
 fn run_jobs(ctx: Ctx, list: Vec<Job>) {
-    // Settles of one resource in a row do the same work once.
-    let mut settled: Vec<Resource> = Vec::new();
+    // Settles of one resource in a row do the same work once (a flush
+    // queues one per resource with waiters: a set, not a scan).
+    let mut settled: HashSet<Resource> = HashSet::new();
     for job in list {
         match job {
             Job::Settle(res) => {
                 if !settled.contains(&res) {
                     handoff::settle_logged(ctx, &res);
-                    settled.push(res);
+                    settled.insert(res);
                 }
                 continue;
             }
