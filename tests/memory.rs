@@ -29,14 +29,6 @@ enum End {
     DelHandoff,
 }
 
-fn used_memory(c: &mut Connection) -> i64 {
-    let _: Value = redis::cmd("MEMORY").arg("PURGE").query(c).unwrap();
-    info_field(c, "memory", "used_memory")
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 fn client_id(c: &mut Connection) -> i64 {
     redis::cmd("CLIENT").arg("ID").query(c).unwrap()
 }
@@ -149,11 +141,11 @@ fn flat_memory(how: End) {
     // Warm up: the server's pools, dict sizes and client buffers settle.
     round(&s, &mut c, how, 0);
     round(&s, &mut c, how, 1);
-    let before = used_memory(&mut c);
+    let before = used_memory_purged(&mut c);
     for r in 0..ROUNDS {
         round(&s, &mut c, how, r + 2);
     }
-    let after = used_memory(&mut c);
+    let after = used_memory_purged(&mut c);
     let waiters = (ROUNDS * BATCH) as i64;
     let growth = after - before;
     eprintln!(

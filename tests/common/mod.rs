@@ -99,6 +99,16 @@ pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> O
         .find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().to_string()))
 }
 
+/// The server's `used_memory` after `MEMORY PURGE` (what a memory-flat
+/// test compares).
+pub fn used_memory_purged(c: &mut redis::Connection) -> i64 {
+    let _: redis::Value = redis::cmd("MEMORY").arg("PURGE").query(c).unwrap();
+    info_field(c, "memory", "used_memory")
+        .expect("INFO memory has no used_memory")
+        .parse()
+        .unwrap()
+}
+
 /// Wall clock in microseconds since the Unix epoch (fences are near it).
 pub fn now_us() -> i64 {
     SystemTime::now()

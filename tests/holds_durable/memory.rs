@@ -4,11 +4,6 @@
 //! after `MEMORY PURGE` must stay flat (the method of tests/memory.rs).
 use super::*;
 
-fn used_memory(c: &mut Connection) -> i64 {
-    let _: Value = redis::cmd("MEMORY").arg("PURGE").query(c).unwrap();
-    counter(c, "memory", "used_memory")
-}
-
 fn quiet_server() -> Server {
     // Quarantine off: nothing here restarts, but no grant may be refused.
     Server::builder()
@@ -28,11 +23,11 @@ fn flat(
 ) {
     round(c, 0);
     round(c, 1);
-    let before = used_memory(c);
+    let before = used_memory_purged(c);
     for r in 0..rounds {
         round(c, r + 2);
     }
-    let after = used_memory(c);
+    let after = used_memory_purged(c);
     eprintln!(
         "{what}: used_memory {before} -> {after} ({} B)",
         after - before

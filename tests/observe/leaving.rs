@@ -86,19 +86,13 @@ fn an_answer_and_the_end_of_the_wait_in_one_turn_answer_once() {
     let mut c = s.conn();
     let mut o = Observer::start(&s, "r", FREE, 100);
     wait_observers(&mut c, 1);
-    let script = "redis.call('DLOCK.ACQUIRE', KEYS[1], 'a', ARGV[1]) \
-                  local t = redis.call('TIME') local start = t[1] * 1000000 + t[2] \
-                  local n = 0 \
-                  while n < 600000 do n = n + 1 t = redis.call('TIME') \
-                  if t[1] * 1000000 + t[2] - start > 300000 then break end end \
-                  return 1";
-    let _: i64 = redis::cmd("EVAL")
-        .arg(script)
-        .arg(1)
-        .arg("r")
-        .arg(LONG_TTL)
-        .query(&mut c)
-        .unwrap();
+    eval_then_busy(
+        &mut c,
+        "r",
+        "redis.call('DLOCK.ACQUIRE', KEYS[1], 'a', ARGV[1])",
+        LONG_TTL,
+        300,
+    );
     // One answer: the change or nil, never both, never none.
     let got = o.reply().unwrap();
     if let Some(got) = got {

@@ -127,13 +127,26 @@ impl Observer {
     }
 }
 
-/// The server's `used_memory` after `MEMORY PURGE`.
-fn used_memory(c: &mut Connection) -> i64 {
-    let _: Value = redis::cmd("MEMORY").arg("PURGE").query(c).unwrap();
-    info_field(c, "memory", "used_memory")
-        .unwrap()
-        .parse()
-        .unwrap()
+/// `EVAL`s `first` (Lua, on `KEYS[1]` = `key`, `ARGV[1]` = `ttl_ms`), then
+/// keeps the event loop busy for `busy_ms`: whatever `first` changed and
+/// whatever falls due meanwhile meet in the turn after the script.
+fn eval_then_busy(c: &mut Connection, key: &str, first: &str, ttl_ms: u64, busy_ms: u64) {
+    let script = format!(
+        "{first} local t = redis.call('TIME') local start = t[1] * 1000000 + t[2] \
+         local n = 0 \
+         while n < {cap} do n = n + 1 t = redis.call('TIME') \
+         if t[1] * 1000000 + t[2] - start > {us} then break end end \
+         return 1",
+        cap = busy_ms * 2500,
+        us = busy_ms * 1000
+    );
+    let _: i64 = redis::cmd("EVAL")
+        .arg(script)
+        .arg(1)
+        .arg(key)
+        .arg(ttl_ms)
+        .query(c)
+        .unwrap();
 }
 
 fn observers(c: &mut Connection) -> i64 {

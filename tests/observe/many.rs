@@ -96,7 +96,7 @@ fn flat_memory(how: End) {
         wait_until(SOON, "connections closed", || {
             info_field(c, "clients", "connected_clients").as_deref() == Some("1")
         });
-        used_memory(c)
+        used_memory_purged(c)
     };
     for _ in 0..2 {
         after_round(&mut c);

@@ -23,11 +23,6 @@ enum End {
     Kill,
 }
 
-fn used_memory(c: &mut Connection) -> i64 {
-    let _: Value = redis::cmd("MEMORY").arg("PURGE").query(c).unwrap();
-    counter(c, "memory", "used_memory")
-}
-
 fn names(range: std::ops::Range<usize>) -> Vec<String> {
     range.map(|i| format!("m:{}", i % RESOURCES)).collect()
 }
@@ -143,11 +138,11 @@ fn flat(how: End) {
     };
     run(&mut c, 0);
     run(&mut c, 1);
-    let before = used_memory(&mut c);
+    let before = used_memory_purged(&mut c);
     for r in 0..ROUNDS {
         run(&mut c, r + 2);
     }
-    let after = used_memory(&mut c);
+    let after = used_memory_purged(&mut c);
     let requests = (ROUNDS * BATCH) as i64;
     let growth = after - before;
     eprintln!(
