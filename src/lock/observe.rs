@@ -109,6 +109,13 @@ pub struct Observers<K, H> {
     giving_up: BTreeSet<(u64, H)>,
     /// How fast each resource's observers may be answered.
     pub paces: Paces<K>,
+    /// Resources that lost their last observer while a check of them was
+    /// scheduled: the caller drops the check (nobody needs it, and it
+    /// could be due at a lease's end, far away).
+    unwatched: Vec<K>,
+    /// Whether the last observer with a `WAIT` end left: the caller drops
+    /// the give-up job (it could be due far away).
+    give_ups_ended: bool,
 }
 
 #[derive(Debug)]
@@ -126,6 +133,8 @@ impl<K, H> Default for Observers<K, H> {
             index: HashMap::new(),
             giving_up: BTreeSet::new(),
             paces: Paces::default(),
+            unwatched: Vec::new(),
+            give_ups_ended: false,
         }
     }
 }
@@ -169,7 +178,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Ord + Copy> Observers<K, H> {
             return false;
         };
         if let Some(at) = gives_up_at {
-            self.giving_up.remove(&(at, handle));
+            self.stop_giving_up(at, handle);
         }
         if let Entry::Occupied(mut w) = self.by_key.entry(key) {
             if let Entry::Occupied(mut set) = w.get_mut().by_version.entry(version) {
@@ -179,10 +188,32 @@ impl<K: Hash + Eq + Clone, H: Hash + Ord + Copy> Observers<K, H> {
                 }
             }
             if w.get().by_version.is_empty() {
-                w.remove();
+                let (key, watch) = w.remove_entry();
+                self.forget(key, watch);
             }
         }
         true
+    }
+
+    fn stop_giving_up(&mut self, at: u64, handle: H) {
+        self.giving_up.remove(&(at, handle));
+        if self.giving_up.is_empty() {
+            self.give_ups_ended = true;
+        }
+    }
+
+    /// `key`'s last observer left.
+    fn forget(&mut self, key: K, watch: Watch<H>) {
+        if watch.check_at.is_some() {
+            self.unwatched.push(key);
+        }
+    }
+
+    /// The resources whose scheduled check nobody needs any more, and
+    /// whether the give-up job is needed no more, since the last call.
+    pub fn take_idle(&mut self) -> (Vec<K>, bool) {
+        let ended = std::mem::take(&mut self.give_ups_ended) && self.giving_up.is_empty();
+        (std::mem::take(&mut self.unwatched), ended)
     }
 
     /// `key` reads as `version` now: the observers that saw another
@@ -204,11 +235,13 @@ impl<K: Hash + Eq + Clone, H: Hash + Ord + Copy> Observers<K, H> {
             }
         }
         if watch.by_version.is_empty() {
-            self.by_key.remove(key);
+            if let Some((key, watch)) = self.by_key.remove_entry(key) {
+                self.forget(key, watch);
+            }
         }
         for h in &woken {
             if let Some((_, _, Some(at))) = self.index.remove(h) {
-                self.giving_up.remove(&(at, *h));
+                self.stop_giving_up(at, *h);
             }
         }
         woken
@@ -217,13 +250,17 @@ impl<K: Hash + Eq + Clone, H: Hash + Ord + Copy> Observers<K, H> {
     /// Every observer of `key` stops waiting and is returned, whatever it
     /// saw (this node no longer answers for the resource).
     pub fn take(&mut self, key: &K) -> Vec<H> {
-        let Some(watch) = self.by_key.remove(key) else {
+        let Some((key, mut watch)) = self.by_key.remove_entry(key) else {
             return Vec::new();
         };
-        let gone: Vec<H> = watch.by_version.into_values().flatten().collect();
+        let gone: Vec<H> = std::mem::take(&mut watch.by_version)
+            .into_values()
+            .flatten()
+            .collect();
+        self.forget(key, watch);
         for h in &gone {
             if let Some((_, _, Some(at))) = self.index.remove(h) {
-                self.giving_up.remove(&(at, *h));
+                self.stop_giving_up(at, *h);
             }
         }
         gone
@@ -268,12 +305,13 @@ impl<K: Hash + Eq + Clone, H: Hash + Ord + Copy> Observers<K, H> {
         true
     }
 
-    /// A check of `key` ran: later deadlines need checks of their own.
-    pub fn checked(&mut self, key: &K, now_ms: u64) {
+    /// The check of `key` ran. It was the only one queued (a check due
+    /// earlier takes the place of a later one), so none is scheduled now:
+    /// the check schedules again what it still needs (the pace's end, a
+    /// hold's deadline).
+    pub fn checked(&mut self, key: &K) {
         if let Some(watch) = self.by_key.get_mut(key) {
-            if watch.check_at.is_some_and(|c| c <= now_ms) {
-                watch.check_at = None;
-            }
+            watch.check_at = None;
         }
     }
 
@@ -363,8 +401,37 @@ mod tests {
         assert!(o.needs_check(&"r", 100));
         assert!(!o.needs_check(&"r", 150), "one is due earlier");
         assert!(o.needs_check(&"r", 50), "an earlier deadline");
-        o.checked(&"r", 60);
-        assert!(o.needs_check(&"r", 100));
+        o.checked(&"r");
+        assert!(
+            o.needs_check(&"r", 100),
+            "the check that ran was the only one"
+        );
+    }
+
+    #[test]
+    fn the_last_observer_leaving_drops_what_was_scheduled_for_it() {
+        let mut o: Observers<&str, u32> = Observers::default();
+        o.watch("r", 1, 10, Some(100));
+        o.watch("s", 2, 10, None);
+        o.watch("t", 3, 10, Some(300));
+        assert!(o.needs_check(&"r", 5_000));
+        assert!(o.needs_check(&"t", 5_000));
+        assert_eq!(o.take_idle(), (vec![], false));
+        assert!(o.leave(1));
+        assert_eq!(o.take_idle(), (vec!["r"], false), "t still gives up");
+        assert_eq!(o.take_idle(), (vec![], false), "said once");
+        assert!(o.leave(2));
+        assert_eq!(
+            o.take_idle(),
+            (vec![], false),
+            "no check was scheduled for s"
+        );
+        assert_eq!(o.changed(&"t", 11), [3]);
+        assert_eq!(o.take_idle(), (vec!["t"], true));
+        o.watch("r", 4, 10, Some(100));
+        assert!(o.needs_check(&"r", 50));
+        assert_eq!(o.take(&"r"), [4]);
+        assert_eq!(o.take_idle(), (vec!["r"], true));
     }
 
     #[test]

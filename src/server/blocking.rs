@@ -219,6 +219,17 @@ pub fn block_on(
     let handle = Blocked(bc);
     let gives_up_at = (timeout_ms > 0).then(|| (now / 1000).saturating_add(timeout_ms));
     let ends_at = (timeout_ms > 0).then(|| now.saturating_add(timeout_ms.saturating_mul(1000)));
+    // A free resource whose queue starts here becomes reserved: a new
+    // version, with no write to tell its observers of it.
+    let starting: Vec<Resource> = if watchers::count() > 0 {
+        members
+            .iter()
+            .filter(|r| waiters_on(r) == 0)
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
     with_parking(|p| {
         match <[Resource; 1]>::try_from(members) {
             Ok([res]) => p.park(res, token, wants, ttl_ms, gives_up_at, handle),
@@ -230,6 +241,9 @@ pub fn block_on(
     });
     if let Some(at) = ends_at {
         arm_wait_timer(at);
+    }
+    for res in &starting {
+        watchers::changed(res);
     }
     Ok(())
 }

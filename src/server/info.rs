@@ -124,6 +124,11 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
             super::blocking::total_waiters() as u64,
         );
         add_u(ictx, c"observers".as_ptr(), super::watchers::count() as u64);
+        add_u(
+            ictx,
+            c"deferred_jobs".as_ptr(),
+            super::jobs::queued() as u64,
+        );
         add_u(ictx, c"observe_rate".as_ptr(), state::observe_rate());
         add_u(ictx, c"last_fence".as_ptr(), state::last_fence());
         add_u(

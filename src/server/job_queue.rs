@@ -144,13 +144,20 @@ impl JobQueue {
     }
 
     /// Queues `job` behind every other, due at `due_ms`; unless it is a job
-    /// that runs once and one like it is already due by then. Whether it
-    /// was queued.
+    /// that runs once and one like it is already due by then. A job that
+    /// runs once and is due earlier takes the place of the one queued (which
+    /// it makes redundant: each such job, when it runs, schedules again
+    /// whatever later work is still needed), so at most one of each is ever
+    /// queued. Whether it was queued.
     pub fn push(&mut self, due_ms: u64, job: Job) -> bool {
         if let Some(once) = job.once() {
-            let queued = self.once.get(&once).and_then(|s| s.first());
-            if queued.is_some_and(|&(due, _)| due <= due_ms) {
-                return false;
+            let queued = self.once.get(&once).and_then(|s| s.first()).copied();
+            match queued {
+                Some((due, _)) if due <= due_ms => return false,
+                Some((_, at)) => {
+                    self.remove(at);
+                }
+                None => {}
             }
         }
         let at = self.next_back;
@@ -217,6 +224,25 @@ impl JobQueue {
         shrink(&mut self.once);
         shrink(&mut self.revokes);
         taken
+    }
+
+    /// Drops the queued job that runs once like `job` (nobody needs it any
+    /// more); whether there was one.
+    pub fn cancel(&mut self, job: &Job) -> bool {
+        let Some(once) = job.once() else {
+            return false;
+        };
+        let Some(&(_, at)) = self.once.get(&once).and_then(|s| s.first()) else {
+            return false;
+        };
+        self.remove(at);
+        shrink(&mut self.once);
+        true
+    }
+
+    /// How many jobs are queued.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
     }
 
     /// Takes the jobs due by `now_ms`, in the queue's order.
@@ -301,12 +327,6 @@ impl JobQueue {
             f(&mut q.job);
             self.insert(at, q.due_ms, q.job);
         }
-    }
-
-    /// The jobs in the queue's order, with their due times.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.jobs.len()
     }
 
     #[cfg(test)]

@@ -39,9 +39,21 @@ impl Model {
         let once = job.once();
         let dup = once.is_some() && self.0.iter().any(|(d, j)| *d <= due_ms && j.once() == once);
         if !dup {
+            if once.is_some() {
+                self.0.retain(|(_, j)| j.once() != once);
+            }
             self.0.push((due_ms, job));
         }
         !dup
+    }
+
+    fn cancel(&mut self, job: &Job) -> bool {
+        let once = job.once();
+        let before = self.0.len();
+        if once.is_some() {
+            self.0.retain(|(_, j)| j.once() != once);
+        }
+        self.0.len() < before
     }
 
     fn push_front(&mut self, job: Job) {
@@ -186,6 +198,10 @@ fn matches_a_plain_list_on_random_operations() {
                     let want = m.take(|_, j| wanted(j));
                     assert_eq!(names(&got), names(&want), "{ctx}: take_where");
                 }
+                11 => {
+                    let job = random_job(&mut rng);
+                    assert_eq!(q.cancel(&job), m.cancel(&job), "{ctx}: cancel");
+                }
                 10 => {
                     q.for_each_mut(swap(0, 1));
                     m.0.iter_mut().for_each(|(_, j)| swap(0, 1)(j));
@@ -247,16 +263,36 @@ fn a_job_that_runs_once_is_queued_again_only_if_due_earlier() {
     assert!(q.push(10, Job::WriteMeta));
     assert!(!q.push(10, Job::WriteMeta));
     assert!(!q.push(20, Job::WriteMeta));
-    assert!(q.push(5, Job::WriteMeta));
+    assert!(q.push(5, Job::WriteMeta), "due earlier: takes its place");
     assert!(q.push(10, Job::Observed(res(0, 1))));
     assert!(q.push(10, Job::Observed(res(0, 2))));
     assert!(!q.push(12, Job::Observed(res(0, 1))));
-    assert_eq!(q.len(), 4);
+    assert_eq!(q.len(), 3, "one of each");
     assert_eq!(names(&q.take_due(5)), ["WriteMeta"]);
-    // The one left due at 10 still stands for a later push.
-    assert!(!q.push(11, Job::WriteMeta));
-    assert_eq!(q.take_due(10).len(), 3);
     assert!(q.push(11, Job::WriteMeta));
+    assert_eq!(q.take_due(10).len(), 2);
+    assert!(!q.push(12, Job::WriteMeta), "the one due at 11 stands");
+}
+
+/// Each observer that asks for a shorter `WAIT` than the one before
+/// pushes an earlier give-up job: one job stays queued, not one per
+/// observer, and a job nobody needs any more can be dropped.
+#[test]
+fn earlier_pushes_of_a_job_that_runs_once_keep_one_queued() {
+    let mut q = JobQueue::new();
+    for due in (1..=1000u64).rev() {
+        assert!(q.push(due * 1000, Job::ObserversGiveUp));
+    }
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.next_due(), Some(1000));
+    assert!(q.cancel(&Job::ObserversGiveUp));
+    assert!(!q.cancel(&Job::ObserversGiveUp));
+    assert_eq!(q.len(), 0);
+    assert_eq!(q.next_due(), None);
+    assert!(
+        !q.cancel(&Job::Settle(res(0, 1))),
+        "only jobs that run once"
+    );
 }
 
 #[test]

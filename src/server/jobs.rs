@@ -96,6 +96,17 @@ pub fn push_after(job: Job, delay_ms: u64) {
     arm(due_ms);
 }
 
+/// Drops the queued job that runs once like `job`, if any: nobody needs
+/// it any more (an armed timer then finds nothing due and re-arms).
+pub fn cancel(job: &Job) {
+    with_queue(|q| q.cancel(job));
+}
+
+/// How many jobs are queued (`INFO dlock`).
+pub fn queued() -> usize {
+    queue().len()
+}
+
 /// Takes the jobs due by now, in order.
 pub fn take_due() -> Vec<Job> {
     let now_ms = now_us() / 1000;

@@ -197,7 +197,7 @@ pub fn check_logged(ctx: Ctx, res: &Resource) {
 fn check(ctx: Ctx, res: &Resource) -> Result<(), Error> {
     let (now_us, rate) = (now_us(), state::observe_rate());
     let now_ms = now_us / 1000;
-    watchers::with(|w| w.checked(res, now_ms));
+    watchers::with(|w| w.checked(res));
     if !watchers::with(|w| w.is_watched(res)) {
         return Ok(());
     }

@@ -31,11 +31,21 @@ static WATCHERS: LazyLock<Mutex<Observers<Resource, Watcher>>> = LazyLock::new(D
 /// Mirrors how many observers wait: the hooks' one load while none do.
 static WATCHING: AtomicUsize = AtomicUsize::new(0);
 
-/// Runs `f` on the registry and refreshes the mirror.
+/// Runs `f` on the registry and refreshes the mirror; then drops the
+/// jobs that observers who left no longer need, so that an observer leaves
+/// nothing behind.
 pub fn with<R>(f: impl FnOnce(&mut Observers<Resource, Watcher>) -> R) -> R {
     let mut w: MutexGuard<'_, _> = WATCHERS.lock().unwrap_or_else(|p| p.into_inner());
     let r = f(&mut w);
     WATCHING.store(w.total(), Ordering::Relaxed);
+    let (unwatched, give_ups_ended) = w.take_idle();
+    drop(w);
+    for res in unwatched {
+        jobs::cancel(&Job::Observed(res));
+    }
+    if give_ups_ended {
+        jobs::cancel(&Job::ObserversGiveUp);
+    }
     r
 }
 

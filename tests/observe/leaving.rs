@@ -104,3 +104,41 @@ fn an_answer_and_the_end_of_the_wait_in_one_turn_answer_once() {
     );
     settled(&mut c);
 }
+
+#[test]
+fn observers_asking_ever_shorter_waits_leave_no_jobs() {
+    // Each observer's WAIT ends before the one before it: each one's
+    // give-up is due first. Gone, they leave no give-up job behind.
+    let s = Server::start();
+    let mut c = s.conn();
+    let base = deferred_jobs(&mut c);
+    for i in 0..200u64 {
+        let o = Observer::start(&s, "r", FREE, 3_600_000 - i * 1000);
+        wait_observers(&mut c, 1);
+        drop(o);
+        wait_observers(&mut c, 0);
+    }
+    wait_until(SOON, "no give-up jobs left", || {
+        deferred_jobs(&mut c) <= base
+    });
+    settled(&mut c);
+}
+
+#[test]
+fn observing_a_long_lease_leaves_no_check_once_the_observer_left() {
+    // A check is scheduled at the lease's end, an hour away: once the
+    // observers are gone, nobody needs it.
+    let s = Server::start();
+    let mut c = s.conn();
+    let base = deferred_jobs(&mut c);
+    for i in 0..100 {
+        let res = format!("long{i}");
+        grant(&mut c, &res, "a", 3_600_000);
+        let (_, o) = watch(&s, &mut c, &res);
+        drop(o);
+        wait_observers(&mut c, 0);
+        release(&mut c, &res, "a");
+    }
+    wait_until(SOON, "no check jobs left", || deferred_jobs(&mut c) <= base);
+    settled(&mut c);
+}

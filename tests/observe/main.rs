@@ -156,6 +156,14 @@ fn observers(c: &mut Connection) -> i64 {
         .unwrap()
 }
 
+/// The deferred jobs queued (`INFO dlock`).
+fn deferred_jobs(c: &mut Connection) -> i64 {
+    info_field(c, "dlock", "dlock_deferred_jobs")
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 /// Waits until `n` observers are registered (and blocked).
 fn wait_observers(c: &mut Connection, n: i64) {
     wait_until(SOON, &format!("{n} observers blocked"), || {

@@ -290,3 +290,112 @@ fn thousands_of_paced_answers_leave_no_server_memory() {
     });
     eprintln!("used_memory {before} -> {after} over {n} paced answers");
 }
+
+#[test]
+fn a_change_a_paid_answer_and_a_held_arrival_in_one_turn_lose_no_state() {
+    // One pipeline, run in one turn before any timer: a release queues a
+    // check of the waiting observer's resource; a follower is answered at
+    // once and spends the budget (rate 1: held back 0.5 s); a second
+    // follower arrives held back and asks for a check when the pace
+    // allows. Then no change ever comes again: the first observer and the
+    // held follower must still hear that the resource is free.
+    let s = Server::start();
+    let mut c = s.conn();
+    set_rate(&mut c, 1);
+    grant(&mut c, "r", "a", LONG_TTL);
+    let (held_version, mut o) = watch(&s, &mut c, "r");
+    let stale = "0000000000000001";
+    let mut f = s.conn();
+    f.set_read_timeout(Some(SOON + Duration::from_secs(20)))
+        .unwrap();
+    let mut pipeline = redis::cmd("DLOCK.RELEASE")
+        .arg("r")
+        .arg("a")
+        .get_packed_command();
+    for _ in 0..2 {
+        pipeline.extend(observe_cmd("r", Some(stale), Some(0)).get_packed_command());
+    }
+    f.send_packed_command(&pipeline).unwrap();
+    assert_eq!(f.recv_response().unwrap(), Value::Int(1), "released");
+    let paid = parse(f.recv_response().unwrap()).expect("answered at once");
+    assert_eq!(paid.version, FREE);
+    let got = changed(&mut c, &mut o, "r", &held_version);
+    assert_eq!(got.version, FREE);
+    f.set_read_timeout(Some(SOON)).unwrap();
+    let held = parse(f.recv_response().expect("the held follower is answered"))
+        .expect("a change, not nil");
+    assert_eq!(held.version, FREE);
+    assert_eq!(observers(&mut c), 0);
+}
+
+#[test]
+fn followers_of_a_busy_resource_all_hear_its_last_state() {
+    // 24 followers at a rate of 100 answers a second while 4 clients take
+    // and release the resource as fast as they can; when they stop, it is
+    // free, and every follower must hear so with no further change.
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    const FOLLOWERS: usize = 24;
+    let s = Server::start();
+    let mut c = s.conn();
+    set_rate(&mut c, 100);
+    let stop = Arc::new(AtomicBool::new(false));
+    let last: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(vec![String::new(); FOLLOWERS]));
+    let followers: Vec<_> = (0..FOLLOWERS)
+        .map(|i| {
+            let mut conn = s.conn();
+            conn.set_read_timeout(Some(Duration::from_secs(120)))
+                .unwrap();
+            let (stop, last) = (stop.clone(), last.clone());
+            std::thread::spawn(move || {
+                let mut seen = FREE.to_string();
+                loop {
+                    let v: Value = observe_cmd("r", Some(&seen), Some(0))
+                        .query(&mut conn)
+                        .expect("an answer");
+                    seen = parse(v).expect("a change: the wait has no end").version;
+                    last.lock().unwrap()[i] = seen.clone();
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                }
+            })
+        })
+        .collect();
+    wait_observers(&mut c, FOLLOWERS as i64);
+    let churners: Vec<_> = (0..4)
+        .map(|i| {
+            let mut conn = s.conn();
+            std::thread::spawn(move || {
+                let tok = format!("t{i}");
+                let until = Instant::now() + Duration::from_millis(1500);
+                while Instant::now() < until {
+                    let got: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
+                        .arg("r")
+                        .arg(&tok)
+                        .arg(10_000)
+                        .arg("WAIT")
+                        .arg(5_000)
+                        .query(&mut conn)
+                        .unwrap();
+                    if got.is_some() {
+                        release(&mut conn, "r", &tok);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in churners {
+        t.join().unwrap();
+    }
+    assert_eq!(observe(&mut c, "r").version, FREE);
+    wait_until(SOON, "every follower heard the resource free", || {
+        last.lock().unwrap().iter().all(|v| v == FREE)
+    });
+    // Let them go: one more change answers every follower.
+    stop.store(true, Ordering::SeqCst);
+    grant(&mut c, "r", "end", LONG_TTL);
+    for t in followers {
+        t.join().unwrap();
+    }
+}

@@ -136,3 +136,35 @@ fn an_observer_of_the_free_resource_wakes_when_its_queue_is_reserved_and_freed()
     let free = changed(&mut c, &mut o, "r", &reserved.version);
     assert_eq!(free.version, FREE);
 }
+
+#[test]
+fn an_observer_of_a_free_resource_wakes_when_a_queued_set_reserves_it() {
+    // `b` is free; a set of `a` (held) and `b` queues on both, and keeps
+    // `b` free for itself: reserved, a new version.
+    let s = Server::start();
+    let mut c = s.conn();
+    grant(&mut c, "{s}a", "holder", LONG_TTL);
+    let (v, mut o) = watch(&s, &mut c, "{s}b");
+    assert_eq!(v, FREE);
+    let w = Waiter::send(&s, {
+        let mut cmd = redis::cmd("DLOCK.MACQUIRE");
+        cmd.arg(2)
+            .arg("{s}a")
+            .arg("{s}b")
+            .arg("set")
+            .arg(LONG_TTL)
+            .arg("WAIT")
+            .arg(30_000);
+        cmd
+    });
+    let got = changed(&mut c, &mut o, "{s}b", FREE);
+    assert_reserved(&got.raw, 1);
+    // The holder releases: the set takes both, and the observer of the
+    // reserved state hears of it.
+    let mut o = Observer::start(&s, "{s}b", &got.version, 30_000);
+    wait_observers(&mut c, 1);
+    release(&mut c, "{s}a", "holder");
+    let held = changed(&mut c, &mut o, "{s}b", &got.version);
+    assert_eq!(held.info.expect("held by the set").token, b"set");
+    assert!(w.reply().0.unwrap().is_some(), "the set was granted");
+}
