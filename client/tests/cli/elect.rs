@@ -116,3 +116,13 @@ fn observe_prints_json_and_refuses_bad_usage() {
     );
     assert_eq!(code, 64, "{err}");
 }
+
+#[test]
+fn a_leadership_whose_server_is_killed_exits_79() {
+    crate::lease::renewals_stop_and_dlock_exits_79("elect", crate::lease::Outage::Killed);
+}
+
+#[test]
+fn a_leadership_whose_server_is_stopped_exits_79() {
+    crate::lease::renewals_stop_and_dlock_exits_79("elect", crate::lease::Outage::Stopped);
+}
