@@ -172,7 +172,10 @@ pub fn renewals_stop_and_dlock_exits_79(cmd: &str, outage: Outage) {
     assert_eq!(code, 79, "{outage:?}: {err}");
     assert!(!alive(leader), "the command survived its lease");
     assert!(err.contains("renewing outage keeps failing"), "{err}");
-    assert!(err.contains("died of SIGTERM"), "not ended by the SIGTERM: {err}");
+    assert!(
+        err.contains("died of SIGTERM"),
+        "not ended by the SIGTERM: {err}"
+    );
 }
 
 #[test]
