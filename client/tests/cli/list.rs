@@ -175,7 +175,8 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
         "{json}"
     );
     assert!(
-        o[0].contains(r#""resource":"b\\xff""#) && o[0].contains(r#""token":"t\\x80""#),
+        o[0].contains(r#""resource":"b\u00ff","resource_hex":"62ff""#)
+            && o[0].contains(r#""token":"t\u0080","token_hex":"7480""#),
         "{json}"
     );
     assert_eq!(field(o[1], "resource"), "job:plain");
