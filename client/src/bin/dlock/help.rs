@@ -151,8 +151,11 @@ OPTIONS
     --count N     exit 0 after N lines
     -h, --help
 
-A server that cannot be reached is retried for 5 s in a row, then dlock
-exits 69. Needs dlock.observe (and +@dlock grants it).
+A lock that one process holds (a semaphore held once, a shared lock with
+one reader) shows that holder as the leader; one that several hold names
+no leader: dlock says so and exits 70. A server that cannot be reached is
+retried for 5 s in a row, then dlock exits 69. Needs dlock.observe (and
++@dlock grants it).
 ";
 
 const EXEC: &str = "\
