@@ -225,9 +225,10 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
     let ended = child.supervise(res, &guard, grace, &signals);
     reaper.dismiss();
     let status = codes::of_wait_status(ended.status);
-    // A lease known lost needs no release; try anyway (it may free the
-    // resource sooner), but do not wait long for a server that is not
-    // answering.
+    // Once the lease ended the command (lost, or renewals failing), a
+    // release is not needed; try anyway (it may free the resource sooner),
+    // but do not wait long for a server that is not answering.
+
     let patience = match ended.cut {
         Some(_) => LOST_RELEASE,
         None => RELEASE,
