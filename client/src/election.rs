@@ -311,12 +311,21 @@ fn leader_of(info: &Value) -> Result<Leader> {
     };
     let get = |name: &[u8]| fields.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
     if let Some(holds) = get(b"holds") {
-        // Several holds: an election's lock has one exclusive holder.
+        // An election's lock has one exclusive holder: several holds (a
+        // shared lock's readers, a semaphore's holders) name no leader.
         let one = match holds {
             Value::Array(h) if h.len() == 1 => &h[0],
             Value::Array(h) if h.is_empty() => return Ok(Leader::Nobody),
+            Value::Array(h) => {
+                let kind = get(b"kind").and_then(text).unwrap_or_default();
+                return Err(Error::Server(format!(
+                    "no leader: {} holders share the resource (a {kind}), an election's lock has one",
+                    h.len()
+                )));
+            }
             _ => return Err(unexpected(std::slice::from_ref(info))),
         };
+
         return leader_of(one);
     }
     let token = match get(b"token") {
@@ -399,5 +408,27 @@ mod tests {
         assert!(leader_of(&Value::Int(3)).is_err());
         assert!(leader_of(&map(&[("token", s("x"))])).is_err());
         assert!(leader_of(&map(&[("holds", Value::Int(1))])).is_err());
+    }
+
+    #[test]
+    fn several_holders_name_no_leader() {
+        let hold = |t: &str, f: i64| {
+            map(&[
+                ("token", s(t)),
+                ("fence", Value::Int(f)),
+                ("mode", s("shared")),
+            ])
+        };
+        let shared = map(&[
+            ("kind", s("rwlock")),
+            ("holds", Value::Array(vec![hold("r1", 5), hold("r2", 6)])),
+        ]);
+        let e = leader_of(&shared).unwrap_err().to_string();
+        assert!(e.contains("2 holders share the resource (a rwlock)"), "{e}");
+        let one = map(&[
+            ("kind", s("semaphore")),
+            ("holds", Value::Array(vec![hold("p/1", 9)])),
+        ]);
+        assert!(matches!(leader_of(&one).unwrap(), Leader::Leads { id, term: 9, .. } if id == "p"));
     }
 }

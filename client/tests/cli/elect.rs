@@ -116,3 +116,64 @@ fn observe_prints_json_and_refuses_bad_usage() {
     );
     assert_eq!(code, 64, "{err}");
 }
+
+#[test]
+fn a_leadership_whose_server_is_killed_exits_79() {
+    crate::lease::renewals_stop_and_dlock_exits_79("elect", crate::lease::Outage::Killed);
+}
+
+#[test]
+fn a_leadership_whose_server_is_stopped_exits_79() {
+    crate::lease::renewals_stop_and_dlock_exits_79("elect", crate::lease::Outage::Stopped);
+}
+
+/// `observe` follows one holder: on a semaphore held once it shows that
+/// holder as the leader; on a shared lock two readers hold it names no
+/// leader and exits 70 with one readable line (not the reply's dump).
+#[test]
+fn observe_on_a_shared_lock_and_a_semaphore() {
+    let server = Server::start();
+    let dir = Dir::new();
+    let mut c = server.conn();
+    for (token, extra) in [("r1", "SHARED"), ("r2", "SHARED")] {
+        let _: i64 = redis::cmd("DLOCK.ACQUIRE")
+            .arg("config")
+            .arg(token)
+            .arg(60_000)
+            .arg(extra)
+            .query(&mut c)
+            .unwrap();
+    }
+    let fence: i64 = redis::cmd("DLOCK.ACQUIRE")
+        .arg("gpu")
+        .arg("p1")
+        .arg(60_000)
+        .arg("LIMIT")
+        .arg(3)
+        .query(&mut c)
+        .unwrap();
+    let (code, out, err) = run(
+        dlock(&server.url()).args(["observe", "--count", "1", "gpu"]),
+        &dir,
+        10 * SEC,
+    );
+    assert_eq!(
+        (code, out),
+        (0, format!("leader p1 term {fence}\n")),
+        "{err}"
+    );
+    for json in [false, true] {
+        let mut cmd = dlock(&server.url());
+        cmd.arg("observe");
+        if json {
+            cmd.arg("--json");
+        }
+        let (code, out, err) = run(cmd.args(["--count", "1", "config"]), &dir, 10 * SEC);
+        assert_eq!((code, out.as_str()), (70, ""), "{err}");
+        assert_eq!(
+            err,
+            "dlock: cannot observe config: server error: no leader: 2 holders share the \
+             resource (a rwlock), an election's lock has one\n"
+        );
+    }
+}

@@ -124,3 +124,66 @@ fn a_release_answered_0_exits_79_even_when_the_command_succeeded() {
         "{err}"
     );
 }
+
+/// How renewals stop getting through in [`renewals_stop_and_dlock_exits_79`].
+#[derive(Clone, Copy, Debug)]
+pub enum Outage {
+    /// `kill -9` of the server: refused at once.
+    Killed,
+    /// SIGSTOP of the server: connections accepted, never answered.
+    Stopped,
+}
+
+/// `dlock CMD` (exec or elect) runs a command that dies of the SIGTERM
+/// dlock sends when renewals have failed until only `--grace` is left:
+/// dlock exits 79 (the lease ended the command), not the 143 of the
+/// command's death, which a script could not tell from a SIGTERM someone
+/// else sent.
+pub fn renewals_stop_and_dlock_exits_79(cmd: &str, outage: Outage) {
+    let mut server = Server::start();
+    let dir = Dir::new();
+    let script = format!(
+        "echo $$ > {group}; touch {started}; while :; do sleep 0.05; done",
+        group = dir.sh("group"),
+        started = dir.sh("started"),
+    );
+    let mut d = Dlock::spawn(
+        dlock(&server.url())
+            .args([cmd, "--ttl", "3s", "--grace", "900ms", "outage", "--"])
+            .args(["sh", "-c", &script]),
+        &dir,
+        "d",
+    )
+    .group_file(dir.path("group"));
+    wait_until(20 * SEC, "the command started", || dir.exists("started"));
+    let leader = dir.wait_number("group", 5 * SEC) as i32;
+    let paused = match outage {
+        Outage::Killed => {
+            server.kill9();
+            None
+        }
+        Outage::Stopped => Some(crate::Paused::new(&server)),
+    };
+    // The lease ends within a ttl of the outage; dlock's release gets no
+    // answer and gives up (slack for a loaded machine).
+    let code = d.wait(3 * SEC + 10 * SEC);
+    drop(paused);
+    let err = d.stderr();
+    assert_eq!(code, 79, "{outage:?}: {err}");
+    assert!(!alive(leader), "the command survived its lease");
+    assert!(err.contains("renewing outage keeps failing"), "{err}");
+    assert!(
+        err.contains("died of SIGTERM"),
+        "not ended by the SIGTERM: {err}"
+    );
+}
+
+#[test]
+fn exec_exits_79_when_the_server_is_killed() {
+    renewals_stop_and_dlock_exits_79("exec", Outage::Killed);
+}
+
+#[test]
+fn exec_exits_79_when_the_server_is_stopped() {
+    renewals_stop_and_dlock_exits_79("exec", Outage::Stopped);
+}

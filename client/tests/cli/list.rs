@@ -175,7 +175,8 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
         "{json}"
     );
     assert!(
-        o[0].contains(r#""resource":"b\\xff""#) && o[0].contains(r#""token":"t\\x80""#),
+        o[0].contains(r#""resource":"b\u00ff","resource_hex":"62ff""#)
+            && o[0].contains(r#""token":"t\u0080","token_hex":"7480""#),
         "{json}"
     );
     assert_eq!(field(o[1], "resource"), "job:plain");
@@ -595,5 +596,81 @@ fn permissions_refused_are_77() {
     assert!(
         err.contains("resources clients wait for that have no key not shown: NOPERM"),
         "{err}"
+    );
+}
+
+/// The bytes a JSON field stands for: `KEY_hex` when present (bytes that
+/// are not UTF-8), else the string's UTF-8 (docs/cli.md).
+fn json_bytes(o: &serde_json::Value, key: &str) -> Vec<u8> {
+    match o.get(format!("{key}_hex")) {
+        Some(h) => {
+            let h = h.as_str().expect("hex is a string");
+            assert_eq!(h.len() % 2, 0, "{h}");
+            (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).expect("hex digits"))
+                .collect()
+        }
+        None => o[key].as_str().expect("a string").as_bytes().to_vec(),
+    }
+}
+
+/// `--json` is JSON a parser takes, and gives every name, token and owner
+/// back byte for byte: the byte 0xff, the character ÿ (U+00FF) and the four
+/// characters `\xff` are three names, not one.
+#[test]
+fn json_gives_names_tokens_and_owners_back_byte_for_byte() {
+    let server = Server::start();
+    let dir = Dir::new();
+    let mut c = server.conn();
+    let names: [&[u8]; 4] = [b"b\xff", "b\u{ff}".as_bytes(), b"b\\xff", b"b\"\n\x01"];
+    for (i, name) in names.iter().enumerate() {
+        let token = [b"t\x80".as_slice(), &[b'0' + i as u8]].concat();
+        let owner = [b"o\xc3(".as_slice(), &[b'0' + i as u8]].concat();
+        let owner_arg: &[u8] = &owner;
+        let _: u64 = redis::cmd("DLOCK.ACQUIRE")
+            .arg(*name)
+            .arg(&token)
+            .arg(30_000)
+            .arg("SHARED")
+            .arg("OWNER")
+            .arg(owner_arg)
+            .query(&mut c)
+            .unwrap();
+    }
+    let json = list(&server.url(), &dir, &["--json"]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let locks = doc.as_array().expect("an array");
+    let mut got: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> = locks
+        .iter()
+        .map(|l| {
+            let holds = l["holds"].as_array().expect("holds");
+            assert_eq!(holds.len(), 1, "{json}");
+            (
+                json_bytes(l, "resource"),
+                json_bytes(&holds[0], "token"),
+                json_bytes(&holds[0], "owner"),
+            )
+        })
+        .collect();
+    got.sort();
+    let mut want: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            (
+                n.to_vec(),
+                [b"t\x80".as_slice(), &[b'0' + i as u8]].concat(),
+                [b"o\xc3(".as_slice(), &[b'0' + i as u8]].concat(),
+            )
+        })
+        .collect();
+    want.sort();
+    assert_eq!(got, want, "{json}");
+    // Valid UTF-8 is a plain string, without `_hex`.
+    assert!(
+        json.contains("\"resource\":\"b\u{ff}\",\"state\""),
+        "{json}"
     );
 }

@@ -279,7 +279,7 @@ pub enum Info {
     /// A plain lock. `token` None: nobody holds it, but it is reserved for
     /// its queue (a pending handoff).
     Lock {
-        token: Option<String>,
+        token: Option<Bytes>,
         fence: u64,
         ttl_ms: i64,
         waiters: i64,
@@ -295,8 +295,8 @@ pub enum Info {
 
 #[derive(Debug, PartialEq)]
 pub struct Hold {
-    pub token: String,
-    pub owner: Option<String>,
+    pub token: Bytes,
+    pub owner: Option<Bytes>,
     pub fence: u64,
     pub ttl_ms: i64,
     pub mode: String,
@@ -326,6 +326,46 @@ pub fn text(v: Value) -> Option<String> {
     match v {
         Value::BulkString(b) => Some(escaped(&b)),
         Value::SimpleString(s) | Value::VerbatimString { text: s, .. } => Some(s),
+        _ => None,
+    }
+}
+
+/// A resource name, token or owner as the server sent it: binary-safe,
+/// kept as bytes so that JSON can give every byte back (see
+/// `status::json_field`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bytes(pub Vec<u8>);
+
+impl Bytes {
+    /// As text: see [`escaped`].
+    pub fn text(&self) -> String {
+        escaped(&self.0)
+    }
+}
+
+impl std::fmt::Display for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(&self.text())
+    }
+}
+
+impl From<&str> for Bytes {
+    fn from(s: &str) -> Bytes {
+        Bytes(s.as_bytes().to_vec())
+    }
+}
+
+impl From<String> for Bytes {
+    fn from(s: String) -> Bytes {
+        Bytes(s.into_bytes())
+    }
+}
+
+/// A string reply's bytes, as they are.
+pub fn bytes(v: Value) -> Option<Bytes> {
+    match v {
+        Value::BulkString(b) => Some(Bytes(b)),
+        Value::SimpleString(s) | Value::VerbatimString { text: s, .. } => Some(s.into()),
         _ => None,
     }
 }
@@ -369,8 +409,8 @@ impl Info {
                     let hf = fields(h.clone())?;
                     let g = |k: &str| hf.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
                     Some(Hold {
-                        token: g("token").and_then(text)?,
-                        owner: g("owner").and_then(text),
+                        token: g("token").and_then(bytes)?,
+                        owner: g("owner").and_then(bytes),
                         fence: g("fence").map_or(0, |v| int(&v)) as u64,
                         ttl_ms: g("ttl").map_or(-1, |v| int(&v)),
                         mode: g("mode").and_then(text).unwrap_or_default(),
@@ -386,7 +426,7 @@ impl Info {
             });
         }
         Ok(Info::Lock {
-            token: get("token").cloned().and_then(text),
+            token: get("token").cloned().and_then(bytes),
             fence: get("fence").map_or(0, int) as u64,
             ttl_ms: get("ttl").map_or(-1, int),
             waiters: get("waiters").map_or(0, int),

@@ -120,12 +120,24 @@ pub fn spawn(
     }
 }
 
+/// Why dlock ended the command because of its lease.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Cut {
+    /// The lease is known lost: a renewal answered 0, or its budget passed.
+    Lost,
+    /// Renewals kept failing until the lease had `--grace` left: dlock
+    /// ended the command before the lease could end under it.
+    Failing,
+}
+
 /// How the command ended.
 pub struct Ended {
     /// The leader's wait status.
     pub status: c_int,
-    /// The lease was lost (or ran out) while the group ran.
-    pub lost: bool,
+    /// Set when the lease, not the command, decided the end: the status
+    /// is then often the signal dlock itself sent (SIGTERM, SIGKILL),
+    /// which must not pass for the command's own.
+    pub cut: Option<Cut>,
 }
 
 fn signal_group(pgid: pid_t, sig: c_int) {
@@ -208,9 +220,16 @@ impl Child {
             std::thread::sleep(TICK);
         }
         self.take_back_terminal();
+        let cut = if lost_at.is_some() || expired || guard.is_lost() {
+            Some(Cut::Lost)
+        } else if termed {
+            Some(Cut::Failing)
+        } else {
+            None
+        };
         Ended {
             status: leader.unwrap_or(0),
-            lost: lost_at.is_some() || expired || guard.is_lost(),
+            cut,
         }
     }
 

@@ -62,8 +62,9 @@ EXIT STATUS
     77     authentication failed (user or password in the URL), or the
            user's ACL denies a dlock command (EX_NOPERM; see PERMISSIONS)
     79     the lease was lost: a renewal or the final release answered 0, or
-           renewals failed until the lease ran out (exec, even when the command
-           succeeded); extend/release: the token holds nothing there
+           renewals failed until only --grace was left (exec, elect: whatever
+           the command's status, 0 or the signal dlock ended it with);
+           extend/release: the token holds nothing there
     126    exec: the command is not executable
     127    exec: the command was not found
     A command may exit with any of these codes itself; dlock says on stderr

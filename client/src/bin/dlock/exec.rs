@@ -4,7 +4,7 @@
 
 use crate::args::{self, usage, Args, Item, Parsed};
 use crate::backend::{Backend, LockSpec, Wait};
-use crate::child::{self, Child};
+use crate::child::{self, Child, Cut};
 use crate::codes;
 use crate::lockopts::LockOpts;
 use crate::reaper;
@@ -225,32 +225,45 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
     let ended = child.supervise(res, &guard, grace, &signals);
     reaper.dismiss();
     let status = codes::of_wait_status(ended.status);
-    // A lost lease needs no release; try anyway (it may free the resource
-    // sooner), but do not wait long for a server that is not answering.
-    let patience = if ended.lost { LOST_RELEASE } else { RELEASE };
-    match release_within(guard, patience) {
-        Ok(true) if !ended.lost => status,
-        Ok(_) => {
+    // Once the lease ended the command (lost, or renewals failing), a
+    // release is not needed; try anyway (it may free the resource sooner),
+    // but do not wait long for a server that is not answering.
+
+    let patience = match ended.cut {
+        Some(_) => LOST_RELEASE,
+        None => RELEASE,
+    };
+    let released = release_within(guard, patience);
+    let how = child::describe(ended.status);
+    let release_error = |r: &dlock_client::Result<bool>| match r {
+        Err(e) => format!("; release: {}", backend.explain(e)),
+        Ok(_) => String::new(),
+    };
+    // Once the lease decided the end, the status is not the command's own
+    // (it is often dlock's own SIGTERM or SIGKILL): 79, so that a script
+    // tells it from the command's failure or someone else's signal.
+    match (ended.cut, &released) {
+        (Some(Cut::Lost), _) | (_, Ok(false)) => {
             eprintln!(
-                "dlock: the lease on {res} was lost while the command ran (the command {})",
-                child::describe(ended.status)
+                "dlock: the lease on {res} was lost while the command ran (the command {how}){}",
+                release_error(&released)
             );
             codes::LOST
         }
-        Err(e) if ended.lost => {
+        (Some(Cut::Failing), _) => {
             eprintln!(
-                "dlock: the lease on {res} was lost (the command {}); release: {}",
-                child::describe(ended.status),
-                backend.explain(&e)
+                "dlock: renewing {res} failed until the lease was about to end (the command {how}){}",
+                release_error(&released)
             );
             codes::LOST
         }
-        Err(e) => {
+        (None, Ok(_)) => status,
+        (None, Err(e)) => {
             // Renewed until the group was gone: the command ran under the
             // lock; the lease ends by itself at its deadline.
             eprintln!(
                 "dlock: warning: releasing {res} failed ({}); it expires at its deadline",
-                backend.explain(&e)
+                backend.explain(e)
             );
             status
         }

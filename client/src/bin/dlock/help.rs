@@ -151,8 +151,11 @@ OPTIONS
     --count N     exit 0 after N lines
     -h, --help
 
-A server that cannot be reached is retried for 5 s in a row, then dlock
-exits 69. Needs dlock.observe (and +@dlock grants it).
+A lock that one process holds (a semaphore held once, a shared lock with
+one reader) shows that holder as the leader; one that several hold names
+no leader: dlock says so and exits 70. A server that cannot be reached is
+retried for 5 s in a row, then dlock exits 69. Needs dlock.observe (and
++@dlock grants it).
 ";
 
 const EXEC: &str = "\
@@ -233,7 +236,8 @@ fence, TTL, token and owner; how many requests are queued.
               {\"resource\":\"r\",\"state\":\"held\",\"kind\":\"lock\",\"limit\":1,
                \"waiters\":0,\"holds\":[{\"token\":\"...\",\"owner\":null,
                \"fence\":1795309961824769,\"ttl_ms\":29980,\"mode\":\"exclusive\"}]}
-              (ttl_ms -1: no deadline; owner null for a plain lock)
+              (ttl_ms -1: no deadline; owner null for a plain lock; a
+              token or owner that is not UTF-8 as with dlock list --json)
 
 Exit status 0 whatever the state; 69 server unreachable.
 ";
@@ -261,8 +265,12 @@ moved while it runs may be missing or shown as it was.
                   (holds as dlock status --json shows them)
     --url URL     the server; given several times, each one (SERVER column)
 
-Names and tokens that are not UTF-8 show each such byte as \\xNN; in the
-table, control characters too.
+Names, tokens and owners that are not UTF-8 show each such byte as \\xNN
+in the table, control characters too. In JSON each such byte is the
+character of that number (\\u00NN), and the field gets a twin with every
+byte in hex: \"resource\":\"b\\u00ff\",\"resource_hex\":\"62ff\" (also
+token_hex, owner_hex). The bytes are the _hex field when there is one, else
+the string's UTF-8.
 
 Exit status 0 listed; 69 a server or master could not be listed (what
 could be is printed); 77 a command or key refused; 64 usage.

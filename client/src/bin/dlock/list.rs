@@ -196,7 +196,7 @@ pub fn to_table(locks: &[Listed], with_server: bool) -> String {
         };
         let lock = [
             l.server.clone(),
-            cell(&l.resource),
+            cell(&l.resource.text()),
             kind,
             state(&l.info).to_string(),
             holders,
@@ -213,8 +213,8 @@ pub fn to_table(locks: &[Listed], with_server: bool) -> String {
                 h.mode,
                 h.fence.to_string(),
                 ttl(h.ttl_ms),
-                cell(&h.token),
-                h.owner.as_deref().map_or("-".into(), cell),
+                cell(&h.token.text()),
+                h.owner.as_ref().map_or("-".into(), |o| cell(&o.text())),
             ]);
             rows.push(row);
         }
@@ -269,7 +269,7 @@ mod tests {
             server: "s:1".into(),
             resource: resource.into(),
             info: Info::Lock {
-                token: Some(format!("t-{resource}")),
+                token: Some(format!("t-{resource}").into()),
                 fence,
                 ttl_ms,
                 waiters,
@@ -292,7 +292,7 @@ mod tests {
 
     fn order(mut locks: Vec<Listed>, by: Sort) -> Vec<String> {
         sort(&mut locks, by);
-        locks.into_iter().map(|l| l.resource).collect()
+        locks.into_iter().map(|l| l.resource.text()).collect()
     }
 
     fn sample() -> Vec<Listed> {
@@ -357,7 +357,7 @@ mod tests {
                 holds: ["h1", "h2"]
                     .map(|t| Hold {
                         token: t.into(),
-                        owner: Some(format!("{t}-owner")),
+                        owner: Some(format!("{t}-owner").into()),
                         fence: 5,
                         ttl_ms: 1500,
                         mode: "exclusive".into(),

@@ -9,7 +9,7 @@
 //! listing needs commands the library has no reason to offer (`SCAN`,
 //! `CLUSTER SHARDS`, a pipeline of `INFO`s to one node).
 
-use crate::backend::{escaped, fields, int, text, Info};
+use crate::backend::{escaped, fields, int, text, Bytes, Info};
 use dlock_client::Error;
 use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo, Value};
 use std::collections::{HashMap, HashSet};
@@ -33,7 +33,7 @@ pub struct Listed {
     /// `host:port` of the server it lives on (`/N` added for a database
     /// other than 0).
     pub server: String,
-    pub resource: String,
+    pub resource: Bytes,
     /// Never [`Info::Free`].
     pub info: Info,
 }
@@ -453,7 +453,7 @@ fn scan_into(
                     Ok(Info::Free) => {}
                     Ok(info) => locks.push(Listed {
                         server: name.clone(),
-                        resource: escaped(key),
+                        resource: Bytes(key.clone()),
                         info,
                     }),
                     Err(_) => {

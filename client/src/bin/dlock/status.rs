@@ -2,7 +2,7 @@
 //! fences and TTLs, and how many wait.
 
 use crate::args::{self, usage, Args, Item, Parsed};
-use crate::backend::{Backend, Hold, Info};
+use crate::backend::{Backend, Bytes, Hold, Info};
 use crate::codes;
 use crate::lockopts::url_option;
 
@@ -69,7 +69,7 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
     // One report from the single server (Redlock returned above).
     for info in &infos {
         if o.json {
-            println!("{}", to_json(resource, info));
+            println!("{}", to_json(&resource.as_str().into(), info));
         } else {
             print!("{}", to_text(resource, info));
         }
@@ -87,7 +87,11 @@ fn redlock_status(
     let answered = per_server.iter().filter(|(_, i)| i.is_ok()).count();
     for (url, info) in &per_server {
         match (info, json) {
-            (Ok(i), true) => println!("{{\"server\":{},{}", quote(url), &to_json(resource, i)[1..]),
+            (Ok(i), true) => println!(
+                "{{\"server\":{},{}",
+                quote(url),
+                &to_json(&resource.into(), i)[1..]
+            ),
             (Ok(i), false) => print!("{url}: {}", to_text(resource, i)),
             (Err(e), true) => println!(
                 "{{\"server\":{},\"error\":{}}}",
@@ -194,7 +198,7 @@ pub fn to_text(resource: &str, info: &Info) -> String {
             h.fence,
             ttl(h.ttl_ms),
             h.token,
-            h.owner.as_deref().unwrap_or("-")
+            h.owner.as_ref().map_or("-".into(), Bytes::text)
         ));
     }
     out
@@ -203,6 +207,12 @@ pub fn to_text(resource: &str, info: &Info) -> String {
 /// A JSON string literal.
 pub fn quote(s: &str) -> String {
     let mut q = String::from("\"");
+    push_quoted(&mut q, s);
+    q.push('"');
+    q
+}
+
+fn push_quoted(q: &mut String, s: &str) {
     for c in s.chars() {
         match c {
             '"' => q.push_str("\\\""),
@@ -214,22 +224,49 @@ pub fn quote(s: &str) -> String {
             c => q.push(c),
         }
     }
+}
+
+/// `"name":"..."`, the bytes as a JSON string: UTF-8 as it is, each byte
+/// that is not UTF-8 as the character of that number (`\u00NN`), so the
+/// string stays readable and valid JSON. That alone would make the byte
+/// 0xff and a real `ÿ` the same string, so bytes that are not UTF-8 also
+/// get `"name_hex":"..."`, every byte as two lowercase hex digits: the
+/// bytes are `name_hex` when present, else the string's UTF-8.
+pub fn json_field(name: &str, b: &Bytes) -> String {
+    let mut q = format!("\"{name}\":\"");
+    let mut utf8 = true;
+    for chunk in b.0.utf8_chunks() {
+        push_quoted(&mut q, chunk.valid());
+        for byte in chunk.invalid() {
+            utf8 = false;
+            q.push_str(&format!("\\u{byte:04x}"));
+        }
+    }
     q.push('"');
+    if !utf8 {
+        q.push_str(&format!(",\"{name}_hex\":\""));
+        for byte in &b.0 {
+            q.push_str(&format!("{byte:02x}"));
+        }
+        q.push('"');
+    }
     q
 }
 
 /// One line: `{"resource":..,"state":..,"kind":..,"limit":..,"waiters":..,
 /// "holds":[{"token":..,"owner":..,"fence":..,"ttl_ms":..,"mode":..}]}`.
 /// `ttl_ms` is -1 for a hold without deadline; `owner` null for a plain lock.
-pub fn to_json(resource: &str, info: &Info) -> String {
+pub fn to_json(resource: &Bytes, info: &Info) -> String {
     let (kind, limit, holds) = holds(info);
     let holds: Vec<String> = holds
         .iter()
         .map(|h| {
             format!(
-                "{{\"token\":{},\"owner\":{},\"fence\":{},\"ttl_ms\":{},\"mode\":{}}}",
-                quote(&h.token),
-                h.owner.as_deref().map_or("null".into(), quote),
+                "{{{},{},\"fence\":{},\"ttl_ms\":{},\"mode\":{}}}",
+                json_field("token", &h.token),
+                h.owner
+                    .as_ref()
+                    .map_or("\"owner\":null".into(), |o| json_field("owner", o)),
                 h.fence,
                 h.ttl_ms,
                 quote(&h.mode)
@@ -237,8 +274,8 @@ pub fn to_json(resource: &str, info: &Info) -> String {
         })
         .collect();
     format!(
-        "{{\"resource\":{},\"state\":{},\"kind\":{},\"limit\":{limit},\"waiters\":{},\"holds\":[{}]}}",
-        quote(resource),
+        "{{{},\"state\":{},\"kind\":{},\"limit\":{limit},\"waiters\":{},\"holds\":[{}]}}",
+        json_field("resource", resource),
         quote(state(info)),
         quote(&kind),
         info.waiters(),
@@ -259,7 +296,7 @@ mod tests {
             waiters: 2,
         };
         assert_eq!(
-            to_json("r", &lock),
+            to_json(&"r".into(), &lock),
             r#"{"resource":"r","state":"held","kind":"lock","limit":1,"waiters":2,"holds":[{"token":"t\"1","owner":null,"fence":7,"ttl_ms":1500,"mode":"exclusive"}]}"#
         );
         let text = to_text("r", &lock);
@@ -267,7 +304,7 @@ mod tests {
         assert!(text.contains("1.500s"), "{text}");
         assert_eq!(to_text("r", &Info::Free), "r: free\n");
         assert_eq!(
-            to_json("r", &Info::Free),
+            to_json(&"r".into(), &Info::Free),
             r#"{"resource":"r","state":"free","kind":"lock","limit":1,"waiters":0,"holds":[]}"#
         );
         let reserved = Info::Lock {
@@ -276,6 +313,37 @@ mod tests {
             ttl_ms: -2,
             waiters: 1,
         };
-        assert!(to_json("r", &reserved).contains(r#""state":"reserved""#));
+        assert!(to_json(&"r".into(), &reserved).contains(r#""state":"reserved""#));
+    }
+
+    #[test]
+    fn json_strings_give_every_byte_back() {
+        assert_eq!(json_field("k", &"a\"\\\n".into()), r#""k":"a\"\\\n""#);
+        assert_eq!(json_field("k", &"\u{ff}".into()), "\"k\":\"\u{ff}\"");
+        assert_eq!(
+            json_field("k", &Bytes(vec![b'b', 0xff, 0xc3])),
+            r#""k":"b\u00ff\u00c3","k_hex":"62ffc3""#
+        );
+        assert_eq!(json_field("k", &Bytes(vec![])), r#""k":"""#);
+        let hold = Info::Holds {
+            kind: "rwlock".into(),
+            limit: 1,
+            waiters: 0,
+            holds: vec![Hold {
+                token: Bytes(vec![0x80]),
+                owner: Some(Bytes(vec![0xfe])),
+                fence: 1,
+                ttl_ms: 10,
+                mode: "shared".into(),
+            }],
+        };
+        let j = to_json(&Bytes(vec![0xff]), &hold);
+        assert!(
+            j.starts_with(r#"{"resource":"\u00ff","resource_hex":"ff","state""#)
+                && j.contains(
+                    r#""token":"\u0080","token_hex":"80","owner":"\u00fe","owner_hex":"fe","fence""#
+                ),
+            "{j}"
+        );
     }
 }
