@@ -4,13 +4,13 @@
 #![no_main]
 
 use dlock::lock::layout;
-use dlock::lock::lease::ENCODING_VERSION;
+use dlock::lock::lease::{ENCODING_VERSION, NEWEST_READ_VERSION};
 use dlock::lock::Lease;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    // Byte 0 picks the version: mostly a supported one (1..=current),
-    // sometimes an unsupported one (-16..=-1, or 0 and current+1 below).
+    // Byte 0 picks the version: mostly a supported one (1..=newest read),
+    // sometimes an unsupported one (-16..=-1, or 0 and newest+1 below).
     let Some((&v, bytes)) = data.split_first() else {
         return;
     };
@@ -25,14 +25,14 @@ fuzz_target!(|data: &[u8]| {
     }
     let version = match v {
         0xF0.. => i32::from(v as i8),
-        0xE0.. => i32::from(v & 1) * (ENCODING_VERSION + 1),
-        _ => 1 + i32::from(v) % ENCODING_VERSION,
+        0xE0.. => i32::from(v & 1) * (NEWEST_READ_VERSION + 1),
+        _ => 1 + i32::from(v) % NEWEST_READ_VERSION,
     };
     let Ok(lease) = Lease::decode(version, bytes) else {
         return;
     };
-    assert!((1..=ENCODING_VERSION).contains(&version));
-    // encode always writes the current version.
+    assert!((1..=NEWEST_READ_VERSION).contains(&version));
+    // encode writes the version this build registers.
     let encoded = lease.encode();
     let again = Lease::decode(ENCODING_VERSION, &encoded).expect("re-decode");
     assert_eq!(again, lease);

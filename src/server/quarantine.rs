@@ -149,15 +149,14 @@ pub fn take_meta_dirty() -> bool {
 
 /// Metadata loaded from RDB aux data or the AOF (`lossy` only from disk:
 /// a master's durability says nothing about this node's files), or sent by
-/// the master. `quarantine_until` is `None` from older writers.
-pub fn observe(longest_ttl: u64, lossy: Option<bool>, quarantine_until: Option<u64>) {
+/// the master. `quarantine_until` is the writer's running quarantine's end
+/// (0 = none).
+pub fn observe(longest_ttl: u64, lossy: Option<bool>, quarantine_until: u64) {
     LONGEST_TTL.fetch_max(longest_ttl, Ordering::Relaxed);
     if let Some(l) = lossy {
         LOADED_LOSSY.store(if l { 2 } else { 1 }, Ordering::Relaxed);
     }
-    if let Some(until) = quarantine_until {
-        CARRIED_UNTIL.store(until, Ordering::Relaxed);
-    }
+    CARRIED_UNTIL.store(quarantine_until, Ordering::Relaxed);
 }
 
 /// The end (unix ms) of the quarantine to persist with the data: the one
