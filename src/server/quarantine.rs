@@ -134,6 +134,32 @@ pub fn longest_ttl() -> u64 {
     LONGEST_TTL.load(Ordering::Relaxed)
 }
 
+/// `CONFIG SET dlock.longest-ttl`: lowers the longest TTL to `asked`, but
+/// never below what this node's live locks still have (the rule and why it
+/// is safe: `quarantine::lowered_longest_ttl`). A replica refuses: its
+/// longest TTL stands for its master's grants, which it may not have
+/// received yet. While the module loads (a config-file value) there is
+/// nothing to lower: the data brings its own. The lower value reaches an
+/// RDB at its next save and the AOF at its next rewrite; a running
+/// quarantine keeps its end.
+pub fn lower_longest_ttl(asked: u64) -> Result<(), Error> {
+    let ctx = jobs::timer_ctx();
+    if ctx.is_null() || state::lock_type().is_null() {
+        return Ok(());
+    }
+    if state::is_replica() {
+        return Err(Error::BadConfig(
+            "the longest TTL is lowered on a master: a replica's stands for its master's grants",
+        ));
+    }
+    let live = super::live_ttl::longest_left_ms(ctx);
+    let to = quarantine::lowered_longest_ttl(longest_ttl(), asked, live);
+    if LONGEST_TTL.swap(to, Ordering::Relaxed) != to {
+        write_meta_now();
+    }
+    Ok(())
+}
+
 pub fn this_run_lossy() -> bool {
     THIS_RUN_LOSSY.load(Ordering::Relaxed)
 }
