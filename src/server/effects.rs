@@ -109,18 +109,22 @@ pub fn meta_if_changed(ctx: Ctx) -> Result<(), Error> {
 fn meta_effect(ctx: Ctx) -> Result<(), Error> {
     let replicate = rm!(RedisModule_Replicate);
     let (longest, lossy, until) = meta_args();
-    let status = match until {
-        0 => unsafe { replicate(ctx.0, META.as_ptr(), c"ll".as_ptr(), longest, lossy) },
-        until => unsafe { replicate(ctx.0, META.as_ptr(), c"lll".as_ptr(), longest, lossy, until) },
-    };
+    checked(unsafe { replicate(ctx.0, META.as_ptr(), c"ll".as_ptr(), longest, lossy) })?;
+    if until == 0 {
+        return Ok(());
+    }
+    let status = unsafe { replicate(ctx.0, META.as_ptr(), c"lll".as_ptr(), longest, lossy, until) };
     checked(status)
 }
 
 /// The `DLOCK.META` arguments: longest TTL, lossy, and the end of a
-/// running quarantine, 0 when none runs. Then only the first two are sent:
-/// that is the effect a release that does not know the third one reads (an
-/// AOF or a replica of that release loads it), and a quarantine's end
-/// exists only where such a release would refuse it, as it should.
+/// running quarantine, 0 when none runs. The effect always goes out in the
+/// two-argument form, which releases without the third argument read (an
+/// AOF or a replica of such a release keeps the longest TTL and the
+/// durability from it); while a quarantine runs, the three-argument form
+/// follows, which such a release refuses (and an AOF load skips), losing
+/// only the end. Several effects of one command or timer reach the AOF and
+/// replicas inside one `MULTI`/`EXEC`, so the pair is never split.
 pub fn meta_args() -> (c_longlong, c_longlong, c_longlong) {
     (
         quarantine::longest_ttl() as c_longlong,

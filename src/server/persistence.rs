@@ -196,14 +196,11 @@ extern "C" fn aof_rewrite(
         }) else {
             return;
         };
-        // In the form `effects::meta_args` describes.
-        match effects::meta_args() {
-            (longest, lossy, 0) => unsafe {
-                emit(aof, META.as_ptr(), c"ll".as_ptr(), longest, lossy);
-            },
-            (longest, lossy, until) => unsafe {
-                emit(aof, META.as_ptr(), c"lll".as_ptr(), longest, lossy, until);
-            },
+        // In the forms `effects::meta_args` describes.
+        let (longest, lossy, until) = effects::meta_args();
+        unsafe { emit(aof, META.as_ptr(), c"ll".as_ptr(), longest, lossy) };
+        if until != 0 {
+            unsafe { emit(aof, META.as_ptr(), c"lll".as_ptr(), longest, lossy, until) };
         }
         let lease = match stored {
             Stored::Plain(lease) => lease,

@@ -127,3 +127,43 @@ fn an_aof_goes_to_the_previous_release_and_back() {
     );
     still_held(&mut bc, &want);
 }
+
+/// An AOF written while a quarantine runs (rewritten then, so it holds
+/// nothing older): the previous release loads it with the longest TTL and
+/// the locks, and without the quarantine's end, which it cannot read (an
+/// AOF load skips effects a release refuses); this build resumes it.
+#[test]
+fn an_aof_written_during_a_quarantine_keeps_the_longest_ttl_in_the_previous_release() {
+    let mut main = aof_server(current()).start();
+    let mut c = main.conn();
+    take(&mut c, "plain", "p", TTL_MS, &[]);
+    // everysec is lossy: the crash quarantines the restart.
+    let mut c = main.crash_and_restart();
+    assert_eq!(
+        info_field(&mut c, "dlock", "dlock_quarantine_reason").as_deref(),
+        Some("restart")
+    );
+    rewrite_aof(&mut c);
+    let metas: Vec<usize> = common::aof::commands(&main, ".aof")
+        .iter()
+        .filter(|cmd| cmd[0].eq_ignore_ascii_case("DLOCK.META"))
+        .map(Vec::len)
+        .collect();
+    assert!(
+        metas.contains(&4),
+        "no quarantine end in the AOF: {metas:?}"
+    );
+    let want = snapshot(&mut c, "plain");
+
+    let old = aof_server(previous()).with_data_from(main.dir()).start();
+    let mut oc = old.conn();
+    assert_eq!(snapshot(&mut oc, "plain"), want);
+    assert_eq!(longest_ttl(&mut oc), TTL_MS as i64);
+
+    let again = aof_server(current()).with_data_from(main.dir()).start();
+    let mut ac = again.conn();
+    assert_eq!(
+        info_field(&mut ac, "dlock", "dlock_quarantine_reason").as_deref(),
+        Some("resumed")
+    );
+}
