@@ -56,13 +56,22 @@ run: build
 # so build, clippy and test cover both; the client's async API (feature
 # tokio) is linted and tested too.
 CLIENT_FEATURES := --features dlock-client/tokio
+# The previous release's module, for tests/rollback/ (rollbacks and mixed
+# versions): the commit in .ci/previous-release, built by
+# .ci/baseline-module.sh into target/baseline/ (the first build compiles the
+# dependencies, ~2 min; later runs reuse it). Needs the git history.
+# DLOCK_PREVIOUS_MODULE=/path/to/libdlock.so uses that file instead.
+PREVIOUS_RELEASE := $(shell sed -n '/^[^\#]/{p;q}' .ci/previous-release)
+DLOCK_PREVIOUS_MODULE ?=
 test: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets $(CLIENT_FEATURES) -- -D warnings
 	$(CARGO) check --quiet --manifest-path fuzz/Cargo.toml
 	$(CARGO) build --release
-	$(CARGO) test --release $(CLIENT_FEATURES)
+	previous="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(or $(DLOCK_PREVIOUS_MODULE),$(PREVIOUS_RELEASE))')" && \
+		[ -n "$$previous" ] && \
+		DLOCK_PREVIOUS_MODULE="$$previous" $(CARGO) test --release $(CLIENT_FEATURES)
 	$(MAKE) --no-print-directory test-python PY_SERVERS="$(PY_SERVERS)"
 
 # The Python client (clients/python/, docs/python.md): pytest against real

@@ -26,6 +26,13 @@ fi
 logs=target/test-matrix
 mkdir -p "$logs"
 cargo build --release || exit 1
+# The rollback suite runs the previous release's module (.ci/previous-release)
+# next to this build: built once here, as `make test` does, when a spec runs
+# that suite (or every suite).
+if [ -z "${DLOCK_PREVIOUS_MODULE:-}" ] && printf '%s\n' "${specs[@]}" | grep -qE '^[^=]*$|=all$|[=,]rollback(,|$)'; then
+	DLOCK_PREVIOUS_MODULE=$(.ci/baseline-module.sh "$(sed -n '/^[^#]/{p;q}' .ci/previous-release)") || exit 1
+	export DLOCK_PREVIOUS_MODULE
+fi
 cargo test --release --features dlock-client/tokio --no-run -q >/dev/null 2>&1 ||
 	cargo test --release --features dlock-client/tokio --no-run || exit 1
 

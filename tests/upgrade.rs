@@ -207,3 +207,52 @@ fn plain_locks_v2_rdb_from_49e65eb_loads() {
     }
     assert_eq!(info_dlock(&mut c, "dlock_locks"), 0);
 }
+
+/// The held locks of `plain-locks-v3.rdb`, written by the dc76b00 build
+/// (encoding version 3 on every value, aux data with a quarantine end of
+/// 0): the same locks as the v2 fixture, other fences and deadlines.
+fn plain_locks_v3() -> Vec<Recorded> {
+    let deadline_ms = 4_951_677_978_221;
+    plain_locks_v2()
+        .into_iter()
+        .zip([
+            1_795_917_978_221_456,
+            1_795_917_978_221_506,
+            5_000_000_000_000_001,
+            5_000_000_000_000_002,
+            5_000_000_000_000_003,
+        ])
+        .map(|(l, fence)| Recorded {
+            fence,
+            deadline_ms,
+            ..l
+        })
+        .collect()
+}
+
+/// Values and aux data of encoding version 3, which this build reads but no
+/// longer writes, load with every lock's token, fence and deadline, the
+/// fence clock's mark and the longest TTL; and stay so through a save (now
+/// of version 2) and a restart.
+#[test]
+fn plain_locks_v3_rdb_from_dc76b00_loads() {
+    let locks = plain_locks_v3();
+    let mut s = Server::builder()
+        .with_rdb(fixture("plain-locks-v3.rdb"))
+        .arg("--dlock.restart-quarantine")
+        .arg("off")
+        .start();
+    let mut c = s.conn();
+    check_locks(&mut c, &locks, "loaded");
+    assert_eq!(info_dlock(&mut c, "dlock_locks"), 5);
+    assert_eq!(info_dlock(&mut c, "dlock_last_fence"), RELEASED.1);
+    assert_eq!(info_dlock(&mut c, "dlock_longest_ttl"), TTL_MS);
+    let mut last = RELEASED.1;
+    next_fence(&mut c, 0, RELEASED.0, &mut last, "loaded");
+
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    s.restart();
+    let mut c = s.conn();
+    check_locks(&mut c, &locks, "after SAVE and restart");
+    next_fence(&mut c, 3, b"fresh", &mut last, "after SAVE and restart");
+}

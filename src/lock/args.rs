@@ -316,9 +316,11 @@ pub fn apply<'a>(argv: &[&'a [u8]]) -> Result<Apply<'a>, Error> {
 pub struct Meta {
     pub longest_ttl: u64,
     pub lossy: bool,
-    /// Unix ms at which the writer's running quarantine ends (0 = none);
-    /// `None` from writers older than the argument (two arguments).
-    pub quarantine_until: Option<u64>,
+    /// Unix ms at which the writer's running quarantine ends; 0 = none,
+    /// which is what two arguments say: writers leave the argument out when
+    /// no quarantine runs (what releases without it read), and releases
+    /// without it never ran one that outlived a restart.
+    pub quarantine_until: u64,
 }
 
 /// `DLOCK.META longest_ttl_ms lossy [quarantine_until_ms]`.
@@ -337,12 +339,10 @@ pub fn meta(argv: &[&[u8]]) -> Result<Meta, Error> {
         _ => return Err(Error::BadEffect("lossy")),
     };
     let quarantine_until = match until {
-        Some(raw) => Some(
-            parse_u64(raw)
-                .filter(|u| *u <= i64::MAX as u64)
-                .ok_or(Error::BadEffect("quarantine_until"))?,
-        ),
-        None => None,
+        Some(raw) => parse_u64(raw)
+            .filter(|u| *u <= i64::MAX as u64)
+            .ok_or(Error::BadEffect("quarantine_until"))?,
+        None => 0,
     };
     Ok(Meta {
         longest_ttl,

@@ -276,14 +276,15 @@ fn meta_effect() {
         lossy,
         quarantine_until,
     };
-    // Two arguments: what older writers send (and still load).
-    assert_eq!(meta(&argv(&["M", "30000", "1"])), Ok(m(30_000, true, None)));
-    assert_eq!(meta(&argv(&["M", "0", "0"])), Ok(m(0, false, None)));
+    // Two arguments: no quarantine running (what every writer sends then,
+    // and all that releases without the argument sent).
+    assert_eq!(meta(&argv(&["M", "30000", "1"])), Ok(m(30_000, true, 0)));
+    assert_eq!(meta(&argv(&["M", "0", "0"])), Ok(m(0, false, 0)));
     assert_eq!(
         meta(&argv(&["M", "30000", "0", "1700000000000"])),
-        Ok(m(30_000, false, Some(1_700_000_000_000)))
+        Ok(m(30_000, false, 1_700_000_000_000))
     );
-    assert_eq!(meta(&argv(&["M", "5", "1", "0"])), Ok(m(5, true, Some(0))));
+    assert_eq!(meta(&argv(&["M", "5", "1", "0"])), Ok(m(5, true, 0)));
     assert!(meta(&argv(&["M", "-1", "0"])).is_err());
     assert!(meta(&argv(&["M", "5", "2"])).is_err());
     assert!(meta(&argv(&["M", "5", "0", "-1"])).is_err());

@@ -46,6 +46,16 @@ pub const OBSERVE_RATE: NumericConfig = NumericConfig {
     default: 2000,
 };
 
+/// `dlock.longest-ttl`: the longest TTL the restart quarantine uses (what
+/// `INFO dlock` shows as `dlock_longest_ttl`); setting it only lowers it,
+/// as far as the live locks allow (`quarantine::lowered_longest_ttl`).
+pub const LONGEST_TTL: NumericConfig = NumericConfig {
+    name: c"longest-ttl",
+    min: 0,
+    max: MAX_TTL_MS,
+    default: 0,
+};
+
 impl NumericConfig {
     pub fn name(&self) -> &'static str {
         self.name.to_str().unwrap_or("config")

@@ -6,10 +6,20 @@
 use super::fence::MAX_FENCE;
 use super::limits::MAX_STORED_TOKEN;
 
-/// The data type's encoding version. Version 2 added restart-quarantine
-/// metadata to the aux data, version 3 the end of a running quarantine
-/// there; the lock value layout is the same as in 1.
-pub const ENCODING_VERSION: i32 = 3;
+/// The data type's encoding version this build registers: the server
+/// stamps it on every value (RDB, `DUMP`, `MIGRATE`) and on the aux data,
+/// and a release refuses any version above the newest it reads. The lock
+/// value layout is the same in every version; version 2 added
+/// restart-quarantine metadata to the aux data (`aux.rs`). Kept at 2, what
+/// the previous release reads, for as long as nothing written needs more:
+/// a new kind of data says so inside its own bytes, so that only that data
+/// is refused by an older release (docs/operations.md#compatibility).
+pub const ENCODING_VERSION: i32 = 2;
+
+/// The newest encoding version this build reads. Version 3 (aux data that
+/// always carries a quarantine's end) was written by a release that stamped
+/// it on every value; such files and payloads must still load.
+pub const NEWEST_READ_VERSION: i32 = 3;
 
 /// An owned lease: what the decoder produces and tests build.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +94,7 @@ impl Lease {
     }
 
     pub fn decode(version: i32, bytes: &[u8]) -> Result<Lease, DecodeError> {
-        if !(1..=ENCODING_VERSION).contains(&version) {
+        if !(1..=NEWEST_READ_VERSION).contains(&version) {
             return Err(DecodeError::UnknownVersion(version));
         }
         let (fence, token) = bytes
@@ -223,6 +233,19 @@ mod tests {
     }
 
     #[test]
+    fn version_3_values_still_load() {
+        // A plain lock as the release that stamped version 3 on every value
+        // wrote it (the same layout): fence 1795366037458587 LE, token "tok".
+        let v3 = [
+            0x9b, 0x8e, 0xe7, 0x3a, 0xe0, 0x60, 0x06, 0x00, b't', b'o', b'k',
+        ];
+        assert_eq!(
+            Lease::decode(3, &v3),
+            Ok(Lease::new(b"tok", 1_795_366_037_458_587))
+        );
+    }
+
+    #[test]
     fn encoding_round_trips() {
         let l = Lease::new(b"\x00binary\xff", 1_700_000_000_000_000);
         assert_eq!(Lease::decode(ENCODING_VERSION, &l.encode()), Ok(l));
@@ -231,14 +254,14 @@ mod tests {
     #[test]
     fn decoder_refuses_nonsense() {
         let good = Lease::new(b"t", 5).encode();
-        let next = ENCODING_VERSION + 1;
+        let next = NEWEST_READ_VERSION + 1;
         assert_eq!(
             Lease::decode(next, &good),
             Err(DecodeError::UnknownVersion(next))
         );
-        for older in 1..ENCODING_VERSION {
+        for other in 1..=NEWEST_READ_VERSION {
             assert_eq!(
-                Lease::decode(older, &good),
+                Lease::decode(other, &good),
                 Lease::decode(ENCODING_VERSION, &good)
             );
         }

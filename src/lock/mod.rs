@@ -6,6 +6,7 @@
 pub mod admission;
 pub mod args;
 pub mod ask;
+pub mod aux;
 pub mod changes;
 pub mod cluster;
 pub mod component;

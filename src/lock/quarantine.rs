@@ -148,6 +148,19 @@ pub fn resume(
         .then_some(persisted_until)
 }
 
+/// The longest TTL after an operator lowers it to `asked` (`CONFIG SET
+/// dlock.longest-ttl`), from `current`, when the live holds on the node
+/// have at most `live_ms` left. A grant a later crash loses was either made
+/// before the lowering, and then it was live then and ends within `live_ms`
+/// of it, or after it, and then its own TTL raised the longest TTL again
+/// (as every grant does). So the value never goes below `live_ms`. It
+/// never rises either: raising it could only make a quarantine longer, and
+/// a value in the configuration file (read before the data loads) must not
+/// be a floor that outlives the data.
+pub fn lowered_longest_ttl(current: u64, asked: u64, live_ms: u64) -> u64 {
+    current.min(asked.max(live_ms))
+}
+
 /// Only an fsync per write, also during rewrites, loses nothing that was
 /// acknowledged.
 pub fn lossless(appendonly: bool, appendfsync: &str, no_fsync_on_rewrite: bool) -> bool {
@@ -280,6 +293,22 @@ mod tests {
         // `off` lifts quarantines, persisted ones too.
         assert_eq!(resume(Setting::Off, 0, now + 2_000, now), None);
         assert_eq!(resume(Setting::Fixed(0), 0, now + 2_000, now), None);
+    }
+
+    #[test]
+    fn the_longest_ttl_is_lowered_only_as_far_as_live_holds_allow() {
+        let year = 31_536_000_000;
+        assert_eq!(lowered_longest_ttl(year, 0, 0), 0, "nothing live");
+        assert_eq!(lowered_longest_ttl(year, 0, 45_000), 45_000);
+        assert_eq!(lowered_longest_ttl(year, 60_000, 45_000), 60_000);
+        assert_eq!(lowered_longest_ttl(year, 30_000, 45_000), 45_000);
+        assert_eq!(lowered_longest_ttl(30_000, year, 0), 30_000, "never raised");
+        assert_eq!(lowered_longest_ttl(30_000, 0, 45_000), 30_000);
+        assert_eq!(
+            lowered_longest_ttl(0, 60_000, 0),
+            0,
+            "before the data loads"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use redis_module::raw;
 use super::api::{self, rm, Ctx};
 use super::ffi::guard;
 use super::{quarantine, state, watchers};
-use crate::lock::config::{NumericConfig, MAX_TOKEN_LENGTH, MAX_TTL, OBSERVE_RATE};
+use crate::lock::config::{NumericConfig, LONGEST_TTL, MAX_TOKEN_LENGTH, MAX_TTL, OBSERVE_RATE};
 use crate::lock::quarantine::Setting;
 use crate::lock::Error;
 
@@ -39,6 +39,10 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
             b"max-ttl" => max_ttl = MAX_TTL.parse(value)?,
             b"max-token-length" => max_token = MAX_TOKEN_LENGTH.parse(value)?,
             b"observe-rate" => observe_rate = OBSERVE_RATE.parse(value)?,
+            // Nothing to lower before the data loads; checked all the same.
+            b"longest-ttl" => {
+                LONGEST_TTL.parse(value)?;
+            }
             _ => return Err(Error::BadConfig("unknown module argument")),
         }
     }
@@ -62,7 +66,8 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
     if !(quarantine_ok
         && register_numeric(ctx, MAX_TTL, max_ttl)?
         && register_numeric(ctx, MAX_TOKEN_LENGTH, max_token)?
-        && register_numeric(ctx, OBSERVE_RATE, observe_rate)?)
+        && register_numeric(ctx, OBSERVE_RATE, observe_rate)?
+        && register_numeric(ctx, LONGEST_TTL, LONGEST_TTL.default)?)
     {
         return Err(Error::BadConfig("invalid dlock configuration"));
     }
@@ -110,6 +115,8 @@ extern "C" fn get_number(_name: *const c_char, privdata: *mut c_void) -> c_longl
             state::limits().max_token as c_longlong
         } else if name == OBSERVE_RATE.name.to_bytes() {
             state::observe_rate() as c_longlong
+        } else if name == LONGEST_TTL.name.to_bytes() {
+            quarantine::longest_ttl() as c_longlong
         } else {
             0
         }
@@ -120,7 +127,7 @@ extern "C" fn set_number(
     _name: *const c_char,
     val: c_longlong,
     privdata: *mut c_void,
-    _err: *mut *mut raw::RedisModuleString,
+    err: *mut *mut raw::RedisModuleString,
 ) -> c_int {
     guard("config set", api::ERR, || {
         let v = u64::try_from(val).unwrap_or(0);
@@ -132,6 +139,11 @@ extern "C" fn set_number(
         } else if name == OBSERVE_RATE.name.to_bytes() {
             state::set_observe_rate(v);
             watchers::rate_changed();
+        } else if name == LONGEST_TTL.name.to_bytes() {
+            if let Err(e) = quarantine::lower_longest_ttl(v) {
+                report(err, &e);
+                return api::ERR;
+            }
         } else {
             return api::ERR;
         }

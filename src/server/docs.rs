@@ -330,8 +330,8 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
         args: &[
             arg(c"longest_ttl_ms", Kind::Integer),
             arg(c"lossy", Kind::Integer),
-            // Every META this module sends has it; optional for AOFs written
-            // by releases without the argument.
+            // Sent only while a quarantine runs: without it, releases that
+            // do not know the argument read the effect too.
             Arg {
                 optional: true,
                 ..arg(c"quarantine_until_ms", Kind::UnixTime)

@@ -25,12 +25,13 @@ use crate::lock::lease::LeaseRef;
 use crate::lock::{args, Error};
 
 pub const APPLY: &CStr = c"DLOCK.APPLY";
-/// `DLOCK.META longest_ttl_ms lossy quarantine_until_ms`: what a restart
+/// `DLOCK.META longest_ttl_ms lossy [quarantine_until_ms]`: what a restart
 /// quarantine needs to know about the run that wrote the data, and the end
-/// (unix ms, 0 = none) of the quarantine running there. Sent before a grant
+/// (unix ms) of the quarantine running there, if one runs. Sent before a grant
 /// whenever it changed, and from the deferred jobs when an AOF rewrite or a
-/// quarantine starts or a quarantine is lifted (`persistence::write_meta`). Older
-/// writers sent the first two arguments only; both forms load.
+/// quarantine starts or a quarantine is lifted (`persistence::write_meta`):
+/// with two arguments, followed by the three-argument form while a
+/// quarantine runs (`meta_args` says why).
 pub const META: &CStr = c"DLOCK.META";
 
 /// Propagates a new owner: the lease as it now is, with its deadline.
@@ -106,21 +107,31 @@ pub fn meta_if_changed(ctx: Ctx) -> Result<(), Error> {
     Ok(())
 }
 
-/// Always three arguments. Versions before `quarantine_until_ms` refuse
-/// it: as with the RDB encoding version 3, upgrade replicas first.
 fn meta_effect(ctx: Ctx) -> Result<(), Error> {
     let replicate = rm!(RedisModule_Replicate);
-    let status = unsafe {
-        replicate(
-            ctx.0,
-            META.as_ptr(),
-            c"lll".as_ptr(),
-            quarantine::longest_ttl() as c_longlong,
-            c_longlong::from(quarantine::this_run_lossy()),
-            quarantine::persisted_until() as c_longlong,
-        )
-    };
+    let (longest, lossy, until) = meta_args();
+    checked(unsafe { replicate(ctx.0, META.as_ptr(), c"ll".as_ptr(), longest, lossy) })?;
+    if until == 0 {
+        return Ok(());
+    }
+    let status = unsafe { replicate(ctx.0, META.as_ptr(), c"lll".as_ptr(), longest, lossy, until) };
     checked(status)
+}
+
+/// The `DLOCK.META` arguments: longest TTL, lossy, and the end of a
+/// running quarantine, 0 when none runs. The effect always goes out in the
+/// two-argument form, which releases without the third argument read (an
+/// AOF or a replica of such a release keeps the longest TTL and the
+/// durability from it); while a quarantine runs, the three-argument form
+/// follows, which such a release refuses (and an AOF load skips), losing
+/// only the end. Several effects of one command or timer reach the AOF and
+/// replicas inside one `MULTI`/`EXEC`, so the pair is never split.
+pub fn meta_args() -> (c_longlong, c_longlong, c_longlong) {
+    (
+        quarantine::longest_ttl() as c_longlong,
+        c_longlong::from(quarantine::this_run_lossy()),
+        quarantine::persisted_until() as c_longlong,
+    )
 }
 
 pub fn released(ctx: Ctx, key: *mut raw::RedisModuleString) -> Result<(), Error> {

@@ -25,6 +25,7 @@ pub mod job_queue;
 pub mod job_runner;
 pub mod jobs;
 pub mod keys;
+pub mod live_ttl;
 pub mod lock_info;
 pub mod notifications;
 pub mod observe;

@@ -20,10 +20,10 @@ use super::jobs::{self, Job};
 use super::value::{self, Stored};
 use super::{quarantine, state, stats};
 use crate::lock::ask::Mode;
+use crate::lock::aux::{self, Aux, QuarantineFacts};
 use crate::lock::holds::Holds;
-use crate::lock::lease::ENCODING_VERSION;
-use crate::lock::limits::MAX_TTL_MS;
-use crate::lock::{fence::MAX_FENCE, layout, Error, Lease};
+use crate::lock::lease::{ENCODING_VERSION, NEWEST_READ_VERSION};
+use crate::lock::{layout, Error, Lease};
 
 /// Exactly nine characters, as the server requires; shown by `TYPE`.
 const TYPE_NAME: &std::ffi::CStr = c"dlocklock";
@@ -129,7 +129,7 @@ fn load_value(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Loaded, Str
             .map(Loaded::Plain)
             .map_err(|e| e.to_string());
     }
-    if !(1..=ENCODING_VERSION).contains(&encver) {
+    if !(1..=NEWEST_READ_VERSION).contains(&encver) {
         return Err(format!("unknown encoding version {encver}"));
     }
     layout::decode(&bytes)
@@ -196,15 +196,11 @@ extern "C" fn aof_rewrite(
         }) else {
             return;
         };
-        unsafe {
-            emit(
-                aof,
-                META.as_ptr(),
-                c"lll".as_ptr(),
-                quarantine::longest_ttl() as c_longlong,
-                c_longlong::from(quarantine::this_run_lossy()),
-                quarantine::persisted_until() as c_longlong,
-            );
+        // In the forms `effects::meta_args` describes.
+        let (longest, lossy, until) = effects::meta_args();
+        unsafe { emit(aof, META.as_ptr(), c"ll".as_ptr(), longest, lossy) };
+        if until != 0 {
+            unsafe { emit(aof, META.as_ptr(), c"lll".as_ptr(), longest, lossy, until) };
         }
         let lease = match stored {
             Stored::Plain(lease) => lease,
@@ -359,20 +355,21 @@ extern "C" fn copy(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) ->
     })
 }
 
-/// The fence clock's high-water mark, so that fences keep rising across a
-/// restart even when every lock key is gone (expired, deleted, flushed);
-/// since version 2 also the longest TTL granted and whether this run can
-/// lose acknowledged writes, for the restart quarantine; since version 3 the
-/// end (unix ms, 0 = none) of a quarantine running when the data was saved,
-/// so that a restart resumes it.
+/// The fence clock's high-water mark and the restart quarantine's facts
+/// (`lock::aux` has the layout of every version).
 extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
     guard("aux_save", (), || {
+        let aux = Aux {
+            last_fence: state::last_fence(),
+            quarantine: Some(QuarantineFacts {
+                longest_ttl: quarantine::longest_ttl(),
+                lossy: quarantine::this_run_lossy(),
+                until: quarantine::persisted_until(),
+            }),
+        };
         if let Some(save) = unsafe { raw::RedisModule_SaveUnsigned } {
-            unsafe {
-                save(rdb, state::last_fence());
-                save(rdb, quarantine::longest_ttl());
-                save(rdb, u64::from(quarantine::this_run_lossy()));
-                save(rdb, quarantine::persisted_until());
+            for word in aux::encode(&aux) {
+                unsafe { save(rdb, word) };
             }
         }
     })
@@ -392,29 +389,12 @@ fn load_aux(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<(), String> {
     let load = unsafe { raw::RedisModule_LoadUnsigned }.ok_or("no LoadUnsigned")?;
     let next = || {
         let v = unsafe { load(rdb) };
-        match io_error(rdb) {
-            Ok(false) => Ok(v),
-            _ => Err("short read".to_string()),
-        }
+        matches!(io_error(rdb), Ok(false)).then_some(v)
     };
-    let last = next()?;
-    if last > MAX_FENCE {
-        return Err(format!("fence high-water mark {last} out of range"));
-    }
-    match encver {
-        1 => state::observe_fence(last),
-        2 | 3 => {
-            let (longest, lossy) = (next()?, next()?);
-            let until = if encver >= 3 { Some(next()?) } else { None };
-            if longest > MAX_TTL_MS || lossy > 1 || until.unwrap_or(0) > i64::MAX as u64 {
-                return Err(format!(
-                    "quarantine metadata out of range: {longest} {lossy} {until:?}"
-                ));
-            }
-            state::observe_fence(last);
-            quarantine::observe(longest, Some(lossy == 1), until);
-        }
-        v => return Err(format!("unknown encoding version {v}")),
+    let aux = aux::decode(encver, next).map_err(|e| e.to_string())?;
+    state::observe_fence(aux.last_fence);
+    if let Some(q) = aux.quarantine {
+        quarantine::observe(q.longest_ttl, Some(q.lossy), q.until);
     }
     Ok(())
 }

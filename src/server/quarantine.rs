@@ -134,6 +134,32 @@ pub fn longest_ttl() -> u64 {
     LONGEST_TTL.load(Ordering::Relaxed)
 }
 
+/// `CONFIG SET dlock.longest-ttl`: lowers the longest TTL to `asked`, but
+/// never below what this node's live locks still have (the rule and why it
+/// is safe: `quarantine::lowered_longest_ttl`). A replica refuses: its
+/// longest TTL stands for its master's grants, which it may not have
+/// received yet. While the module loads (a config-file value) there is
+/// nothing to lower: the data brings its own. The lower value reaches an
+/// RDB at its next save and the AOF at its next rewrite; a running
+/// quarantine keeps its end.
+pub fn lower_longest_ttl(asked: u64) -> Result<(), Error> {
+    let ctx = jobs::timer_ctx();
+    if ctx.is_null() || state::lock_type().is_null() {
+        return Ok(());
+    }
+    if state::is_replica() {
+        return Err(Error::BadConfig(
+            "the longest TTL is lowered on a master: a replica's stands for its master's grants",
+        ));
+    }
+    let live = super::live_ttl::longest_left_ms(ctx);
+    let to = quarantine::lowered_longest_ttl(longest_ttl(), asked, live);
+    if LONGEST_TTL.swap(to, Ordering::Relaxed) != to {
+        write_meta_now();
+    }
+    Ok(())
+}
+
 pub fn this_run_lossy() -> bool {
     THIS_RUN_LOSSY.load(Ordering::Relaxed)
 }
@@ -149,15 +175,14 @@ pub fn take_meta_dirty() -> bool {
 
 /// Metadata loaded from RDB aux data or the AOF (`lossy` only from disk:
 /// a master's durability says nothing about this node's files), or sent by
-/// the master. `quarantine_until` is `None` from older writers.
-pub fn observe(longest_ttl: u64, lossy: Option<bool>, quarantine_until: Option<u64>) {
+/// the master. `quarantine_until` is the writer's running quarantine's end
+/// (0 = none).
+pub fn observe(longest_ttl: u64, lossy: Option<bool>, quarantine_until: u64) {
     LONGEST_TTL.fetch_max(longest_ttl, Ordering::Relaxed);
     if let Some(l) = lossy {
         LOADED_LOSSY.store(if l { 2 } else { 1 }, Ordering::Relaxed);
     }
-    if let Some(until) = quarantine_until {
-        CARRIED_UNTIL.store(until, Ordering::Relaxed);
-    }
+    CARRIED_UNTIL.store(quarantine_until, Ordering::Relaxed);
 }
 
 /// The end (unix ms) of the quarantine to persist with the data: the one

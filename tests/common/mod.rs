@@ -190,7 +190,10 @@ pub struct ServerBuilder {
     replica_of_port: Option<u16>,
     module_args: Vec<String>,
     without_module: bool,
+    /// Another build of the module than `module_path()` (e.g. a release).
+    module: Option<PathBuf>,
     rdb: Option<PathBuf>,
+    data_from: Option<PathBuf>,
 }
 
 impl ServerBuilder {
@@ -214,6 +217,12 @@ impl ServerBuilder {
         self.module_args.push(a.into());
         self
     }
+    /// Load the module at `path` instead of the build under test: for
+    /// servers of another release next to this build's (tests/rollback/).
+    pub fn module(mut self, path: impl Into<PathBuf>) -> Self {
+        self.module = Some(path.into());
+        self
+    }
     /// Plain redis-server, for testing the harness itself.
     pub fn without_module(mut self) -> Self {
         self.without_module = true;
@@ -225,6 +234,14 @@ impl ServerBuilder {
     /// an older build, tests/fixtures/). The original is never written.
     pub fn with_rdb(mut self, path: impl Into<PathBuf>) -> Self {
         self.rdb = Some(path.into());
+        self
+    }
+    /// Start on a copy of the data files in `dir` (another server's: its
+    /// `dump.rdb` and its `appendonlydir/`, whichever exist), copied before
+    /// the first start; the originals are never written. Not the module's
+    /// state file: the copy starts as a first run on that data.
+    pub fn with_data_from(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.data_from = Some(dir.into());
         self
     }
     /// Start as a replica of `master` (`--replicaof`); see `wait_for_sync`.
@@ -276,6 +293,27 @@ fn free_port() -> u16 {
     }
 }
 
+/// `dump.rdb` and `appendonlydir/` (flat) of `from`, into `to`.
+fn copy_data(from: &Path, to: &Path) -> Result<(), String> {
+    let copy = |a: &Path, b: &Path| {
+        fs::copy(a, b)
+            .map(drop)
+            .map_err(|e| format!("copy {} to {}: {e}", a.display(), b.display()))
+    };
+    if from.join(RDB_NAME).exists() {
+        copy(&from.join(RDB_NAME), &to.join(RDB_NAME))?;
+    }
+    let aof = from.join("appendonlydir");
+    if aof.is_dir() {
+        fs::create_dir_all(to.join("appendonlydir")).map_err(|e| e.to_string())?;
+        for f in fs::read_dir(&aof).map_err(|e| e.to_string())? {
+            let f = f.map_err(|e| e.to_string())?.path();
+            copy(&f, &to.join("appendonlydir").join(f.file_name().unwrap()))?;
+        }
+    }
+    Ok(())
+}
+
 impl Server {
     /// A server with the module loaded and default options.
     pub fn start() -> Server {
@@ -299,6 +337,9 @@ impl Server {
         if let Some(rdb) = &s.opts.rdb {
             fs::copy(rdb, s.dir.join(RDB_NAME))
                 .map_err(|e| format!("copy {} into {}: {e}", rdb.display(), s.dir.display()))?;
+        }
+        if let Some(from) = &s.opts.data_from {
+            copy_data(from, &s.dir)?;
         }
         for attempt in 1..=5 {
             s.port = free_port();
@@ -340,7 +381,8 @@ impl Server {
         a.push("0".into());
         if !self.opts.without_module {
             a.push("--loadmodule".into());
-            a.push(module_path().display().to_string());
+            let module = self.opts.module.clone().unwrap_or_else(module_path);
+            a.push(module.display().to_string());
             a.extend(self.opts.module_args.iter().cloned());
         }
         if let Some(port) = self.opts.replica_of_port {

@@ -1,0 +1,169 @@
+//! RDB and AOF files written by this build load in the previous release,
+//! and the files it writes then load here again.
+use super::*;
+
+fn save(c: &mut Connection) {
+    let _: () = redis::cmd("SAVE").query(c).expect("SAVE");
+}
+
+/// An RDB of every kind (values and aux data with no quarantine running):
+/// this build -> previous release -> this build, exactly.
+#[test]
+fn an_rdb_goes_to_the_previous_release_and_back() {
+    let main = current().start();
+    let mut c = main.conn();
+    make_kinds(&mut c, "rdb");
+    let want = snapshots(&mut c);
+    save(&mut c);
+
+    let old = previous().with_data_from(main.dir()).start();
+    let mut oc = old.conn();
+    assert_same("loaded by the previous release", &want, &snapshots(&mut oc));
+    assert_eq!(longest_ttl(&mut oc), longest_ttl(&mut c), "aux data");
+    still_held(&mut oc, &want);
+    fresh_grant_above(&mut oc, &want, "previous release");
+    save(&mut oc);
+
+    let back = current().with_data_from(old.dir()).start();
+    let mut bc = back.conn();
+    assert_same("back in this build", &want, &snapshots(&mut bc));
+    still_held(&mut bc, &want);
+    fresh_grant_above(&mut bc, &want, "back");
+}
+
+/// With a restart quarantine running, the RDB carries its end: the
+/// previous release refuses that file at startup (with the module's
+/// reason in its log) instead of loading it without the quarantine; this
+/// build resumes the quarantine from it.
+#[test]
+fn an_rdb_with_a_running_quarantine_is_refused_by_the_previous_release() {
+    // No AOF: a lossy run. A crash after a grant quarantines the restart.
+    let mut main = current()
+        .arg("--dlock.restart-quarantine")
+        .arg(TTL_MS.to_string())
+        .start();
+    let mut c = main.conn();
+    take(&mut c, "plain", "p", TTL_MS, &[]);
+    save(&mut c);
+    let mut c = main.crash_and_restart();
+    let left: i64 = info_field(&mut c, "dlock", "dlock_quarantine_ms_left")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(left > 0, "no quarantine after the crash");
+    save(&mut c);
+
+    let refused = previous()
+        .with_data_from(main.dir())
+        .try_start()
+        .err()
+        .expect("the previous release loaded an RDB carrying a running quarantine");
+    assert!(
+        refused.contains("dlock: refusing aux data"),
+        "not refused by dlock's aux loader:\n{refused}"
+    );
+
+    let again = current().with_data_from(main.dir()).start();
+    let mut ac = again.conn();
+    assert_eq!(
+        info_field(&mut ac, "dlock", "dlock_quarantine_reason").as_deref(),
+        Some("resumed")
+    );
+}
+
+/// `--appendonly yes` without the RDB preamble: the AOF is the effects
+/// themselves, then a rewrite (`aof_rewrite`'s effects).
+fn aof_server(b: ServerBuilder) -> ServerBuilder {
+    b.aof("everysec").arg("--aof-use-rdb-preamble").arg("no")
+}
+
+/// The AOF a build writes, as it appends effects and as it rewrites them,
+/// loads in the other release: this build -> previous release (effects,
+/// then this build's rewrite) -> this build (the previous release's
+/// rewrite).
+#[test]
+fn an_aof_goes_to_the_previous_release_and_back() {
+    let main = aof_server(current()).start();
+    let mut c = main.conn();
+    make_kinds(&mut c, "aof");
+    // Written to the file (not yet synced) before each reply: a copy sees
+    // it.
+    let want = snapshots(&mut c);
+
+    let longest = longest_ttl(&mut c);
+    assert_eq!(longest, TTL_MS as i64);
+
+    // The effects, `DLOCK.META` included: an effect the previous release
+    // refused would be skipped silently (errors do not stop an AOF load).
+    let old = aof_server(previous()).with_data_from(main.dir()).start();
+    let mut oc = old.conn();
+    assert_same(
+        "effects replayed by the previous release",
+        &want,
+        &snapshots(&mut oc),
+    );
+    assert_eq!(longest_ttl(&mut oc), longest, "DLOCK.META replayed");
+    drop(old);
+
+    rewrite_aof(&mut c);
+    let old = aof_server(previous()).with_data_from(main.dir()).start();
+    let mut oc = old.conn();
+    assert_same(
+        "rewrite loaded by the previous release",
+        &want,
+        &snapshots(&mut oc),
+    );
+    assert_eq!(longest_ttl(&mut oc), longest, "DLOCK.META rewritten");
+    still_held(&mut oc, &want);
+    fresh_grant_above(&mut oc, &want, "previous release");
+    rewrite_aof(&mut oc);
+
+    let back = aof_server(current()).with_data_from(old.dir()).start();
+    let mut bc = back.conn();
+    assert_same(
+        "the previous release's rewrite, back",
+        &want,
+        &snapshots(&mut bc),
+    );
+    still_held(&mut bc, &want);
+}
+
+/// An AOF written while a quarantine runs (rewritten then, so it holds
+/// nothing older): the previous release loads it with the longest TTL and
+/// the locks, and without the quarantine's end, which it cannot read (an
+/// AOF load skips effects a release refuses); this build resumes it.
+#[test]
+fn an_aof_written_during_a_quarantine_keeps_the_longest_ttl_in_the_previous_release() {
+    let mut main = aof_server(current()).start();
+    let mut c = main.conn();
+    take(&mut c, "plain", "p", TTL_MS, &[]);
+    // everysec is lossy: the crash quarantines the restart.
+    let mut c = main.crash_and_restart();
+    assert_eq!(
+        info_field(&mut c, "dlock", "dlock_quarantine_reason").as_deref(),
+        Some("restart")
+    );
+    rewrite_aof(&mut c);
+    let metas: Vec<usize> = common::aof::commands(&main, ".aof")
+        .iter()
+        .filter(|cmd| cmd[0].eq_ignore_ascii_case("DLOCK.META"))
+        .map(Vec::len)
+        .collect();
+    assert!(
+        metas.contains(&4),
+        "no quarantine end in the AOF: {metas:?}"
+    );
+    let want = snapshot(&mut c, "plain");
+
+    let old = aof_server(previous()).with_data_from(main.dir()).start();
+    let mut oc = old.conn();
+    assert_eq!(snapshot(&mut oc, "plain"), want);
+    assert_eq!(longest_ttl(&mut oc), TTL_MS as i64);
+
+    let again = aof_server(current()).with_data_from(main.dir()).start();
+    let mut ac = again.conn();
+    assert_eq!(
+        info_field(&mut ac, "dlock", "dlock_quarantine_reason").as_deref(),
+        Some("resumed")
+    );
+}
