@@ -65,3 +65,60 @@ fn stale_short_waits_cannot_hold_a_follower_past_the_pace() {
     );
     assert!(t.elapsed() < Duration::from_secs(3));
 }
+
+/// The same debt without any attacker: followers of a busy resource that
+/// loop with a timeout (`WAIT 100`, a common client pattern) are answered at
+/// each `WAIT` end, past the pace, and every such answer is charged: the
+/// followers with `WAIT 0` are held until all of it is paid back. Docs: with
+/// n followers each hears of a change every n / rate seconds (25 followers
+/// at rate 100: 0.25 s); measured: no answer at all for the whole churn and
+/// the final state seconds after the last change.
+#[test]
+fn followers_with_timeouts_do_not_starve_followers_without() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set_rate(&mut c, 100);
+    let until = Instant::now() + Duration::from_millis(1500);
+    let follow = |wait_ms: u64| {
+        let mut f = s.conn();
+        thread::spawn(move || {
+            let mut seen = observe(&mut f, "r").version;
+            let mut longest = Duration::ZERO;
+            let mut last = Instant::now();
+            while Instant::now() < until {
+                let v: Value = observe_cmd("r", Some(&seen), Some(wait_ms))
+                    .query(&mut f)
+                    .unwrap();
+                if let Some(o) = parse(v) {
+                    longest = longest.max(last.elapsed());
+                    last = Instant::now();
+                    seen = o.version;
+                }
+            }
+            longest
+        })
+    };
+    let timeouts: Vec<_> = (0..20).map(|_| follow(100)).collect();
+    let plain: Vec<_> = (0..5).map(|_| follow(0)).collect();
+    let mut k = s.conn();
+    let churn = thread::spawn(move || {
+        while Instant::now() < until + Duration::from_millis(200) {
+            let mut p = redis::pipe();
+            for _ in 0..4 {
+                p.cmd("DLOCK.RELEASE").arg("r").arg("z").ignore();
+                p.cmd("DLOCK.ACQUIRE").arg("r").arg("z").arg(LONG_TTL).ignore();
+            }
+            let _: () = p.query(&mut k).unwrap();
+        }
+    });
+    for t in timeouts {
+        t.join().unwrap();
+    }
+    let longest = plain.into_iter().map(|t| t.join().unwrap()).max().unwrap();
+    churn.join().unwrap();
+    assert!(
+        longest < Duration::from_millis(1000),
+        "a follower with WAIT 0 went {longest:?} without an answer while the \
+         resource changed all the time (n / rate = 0.25 s)"
+    );
+}
