@@ -11,6 +11,7 @@ mod common;
 
 mod cluster;
 mod contract;
+mod hostile;
 mod leaving;
 mod many;
 mod pace;
