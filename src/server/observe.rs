@@ -292,8 +292,7 @@ fn check_slots(ctx: Ctx) -> Result<(), Error> {
 /// changed (it was held back by the pace), `TRYAGAIN` if the resource's
 /// slot moved.
 pub fn give_up(ctx: Ctx) {
-    let (now_us, rate) = (now_us(), state::observe_rate());
-    let now_ms = now_us / 1000;
+    let now_ms = now_us() / 1000;
     let gone = watchers::with(|w| w.take_given_up(now_ms));
     if let Some(at) = watchers::with(|w| w.next_give_up()) {
         jobs::push_after(
@@ -304,8 +303,7 @@ pub fn give_up(ctx: Ctx) {
     // Observers of one resource are read once. A read that fails answers
     // nil: no observer taken out of the registry may go unanswered.
     let mut read: HashMap<Resource, Option<u64>> = HashMap::new();
-    let mut changed: HashMap<Resource, Vec<Watcher>> = HashMap::new();
-    let (mut timed_out, mut moved) = (Vec::new(), Vec::new());
+    let (mut timed_out, mut moved, mut changed) = (Vec::new(), Vec::new(), Vec::new());
     for (w, res, seen) in gone {
         let now = *read.entry(res.clone()).or_insert_with(|| {
             current(ctx, &res).map_or(Some(seen), |c| c.map(|(version, _)| version))
@@ -313,15 +311,15 @@ pub fn give_up(ctx: Ctx) {
         match now {
             None => moved.push(w),
             Some(v) if v == seen => timed_out.push(w),
-            Some(_) => changed.entry(res).or_default().push(w),
+            Some(_) => changed.push(w),
         }
     }
     hand_over(timed_out, Woken::TimedOut);
     hand_over(moved, Woken::SlotMoved);
-    for (res, ws) in changed {
-        spent(&res, ws.len(), now_us, rate);
-        hand_over(ws, Woken::Changed);
-    }
+    // Not charged to the pace: the pace did not choose these answers, and
+    // charged they would let short `WAIT`s run its budget into a debt with
+    // no bound, holding back the followers that wait without one.
+    hand_over(changed, Woken::Changed);
 }
 
 fn hand_over(watchers: Vec<Watcher>, why: Woken) {
