@@ -13,7 +13,13 @@
 //! A step decides a part, asks `widen` whether the requests it granted or
 //! refused uncovered more, and decides the grown part again until they do
 //! not. Each queue's depth doubles as it is uncovered, so a step that
-//! grants k requests of one queue decides O(k log k) requests in all.
+//! grants k requests of one queue decides O(k log k) requests in all; but
+//! a chain (each request granted uncovers the next one in another queue)
+//! grows the part by one request per round, O(k^2) in all. A step may
+//! therefore stop growing before the part is closed: its decision is then
+//! the whole component's with the requests `widen` uncovered kept waiting
+//! (frozen), which grants nobody out of turn, and a later step that starts
+//! from the queues where they wait (`Frontier::grown`) goes on from there.
 
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
@@ -35,6 +41,8 @@ pub struct Frontier<K> {
     depth: Vec<usize>,
     /// Requests decided besides: those of owners granted in the step.
     extra: BTreeSet<u64>,
+    /// Resources whose queues the last `widen` found more to decide on.
+    grown: Vec<usize>,
 }
 
 impl<K: Hash + Eq + Clone> Frontier<K> {
@@ -46,6 +54,7 @@ impl<K: Hash + Eq + Clone> Frontier<K> {
             position: HashMap::new(),
             depth: Vec::new(),
             extra: BTreeSet::new(),
+            grown: Vec::new(),
         };
         for k in starts {
             let i = frontier.add(k);
@@ -59,6 +68,14 @@ impl<K: Hash + Eq + Clone> Frontier<K> {
     /// The resources found so far, the starts first.
     pub fn resources(&self) -> &[K] {
         &self.resources
+    }
+
+    /// The resources whose queues the last `widen` found more requests to
+    /// decide on: a step that stops before deciding them leaves them to a
+    /// step that starts there (each is then at the head of that queue, or
+    /// of an owner that holds there).
+    pub fn grown(&self) -> impl Iterator<Item = &K> {
+        self.grown.iter().filter_map(|i| self.resources.get(*i))
     }
 
     fn add(&mut self, k: &K) -> usize {
@@ -171,7 +188,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             .iter()
             .filter_map(|i| Some(part.requests.get(*i)?.id))
             .collect();
-        let mut grew = false;
+        let mut grown: BTreeSet<usize> = BTreeSet::new();
         let mut touched: BTreeSet<usize> = BTreeSet::new();
         for r in decided.iter().filter_map(|i| part.requests.get(*i)) {
             let owner = owner_hash(r.wants.owner.as_deref().unwrap_or(&r.token));
@@ -183,7 +200,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                     .map_or(&[][..], Ids::as_slice)
                 {
                     if !is_chosen(id) && frontier.extra.insert(*id) {
-                        grew = true;
+                        grown.insert(*m);
                     }
                 }
             }
@@ -213,10 +230,11 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                 if let Some(d) = frontier.depth.get_mut(m) {
                     *d = want;
                 }
-                grew = true;
+                grown.insert(m);
             }
         }
-        grew
+        frontier.grown = grown.into_iter().collect();
+        !frontier.grown.is_empty()
     }
 }
 
