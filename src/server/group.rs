@@ -90,6 +90,20 @@ pub enum Widened {
 }
 
 impl Group {
+    /// Where a step that stops after deciding its requests at `decided`
+    /// leaves requests it uncovered (see `Frontier::grown`): none when
+    /// nothing left out could be decided differently.
+    pub fn left_over(&self, decided: &[usize]) -> Vec<Resource> {
+        if !self.served || decided.is_empty() {
+            return Vec::new();
+        }
+        let mut frontier = self.frontier.clone();
+        if !blocking::widen(&mut frontier, &self.component, decided) {
+            return Vec::new();
+        }
+        frontier.grown().cloned().collect()
+    }
+
     /// Grows the group after a decision that granted or refused its
     /// requests at `decided` (see `WaitQueues::widen`), opening the
     /// resources found.

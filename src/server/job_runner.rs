@@ -8,12 +8,15 @@ use std::collections::HashSet;
 use super::api::Ctx;
 use super::blocking::{self, Resource};
 use super::jobs::{self, Job, PAUSED_RETRY_MS};
-use super::{handoff, hold_checks, observe, persistence, restored, revoke, watchers};
+use super::{handoff, hold_checks, observe, persistence, restored, revoke, step, watchers};
 use crate::lock::Error;
 
 /// Rounds of jobs one timer runs: what a round queues (a revocation thins a
 /// queue, a waiter that left frees a place) runs in the next; whatever is
-/// left after the last keeps the timer armed.
+/// left after the last keeps the timer armed. Once the steps of one timer
+/// have decided `step::DECIDED_PER_STEP` requests (a cascade of grants),
+/// the queues left to serve wait for the next timer, in a later
+/// event-loop turn: no timer serves more than a bounded part of them.
 const ROUNDS: usize = 8;
 
 pub fn init(ctx: Ctx) -> Result<(), Error> {
@@ -30,24 +33,34 @@ fn run(ctx: Ctx) {
         }
         return;
     }
+    let start = step::decided();
+    let spent = || step::decided().saturating_sub(start) >= step::DECIDED_PER_STEP;
     for _ in 0..ROUNDS {
+        if spent() {
+            break;
+        }
         let due = jobs::take_due();
         if due.is_empty() {
             break;
         }
-        run_jobs(ctx, due);
+        run_jobs(ctx, due, &spent);
     }
     blocking::hand_over();
 }
 
-fn run_jobs(ctx: Ctx, list: Vec<Job>) {
+fn run_jobs(ctx: Ctx, list: Vec<Job>, spent: &dyn Fn() -> bool) {
     // Settles of one resource in a row do the same work once (a flush
     // queues one per resource with waiters: a set, not a scan).
     let mut settled: HashSet<Resource> = HashSet::new();
     for job in list {
         match job {
             Job::Settle(res) => {
-                if !settled.contains(&res) {
+                if spent() {
+                    // Served by the next timer (a settle finds the queue
+                    // as it is then: its place in the job queue does not
+                    // matter).
+                    jobs::push(Job::Settle(res));
+                } else if !settled.contains(&res) {
                     handoff::settle_logged(ctx, &res);
                     settled.insert(res);
                 }
@@ -55,7 +68,11 @@ fn run_jobs(ctx: Ctx, list: Vec<Job>) {
             }
             Job::LeaseEnded { res, at_ms, timer } => {
                 blocking::timer_fired(&res, at_ms, timer);
-                handoff::settle_logged(ctx, &res);
+                if spent() {
+                    jobs::push(Job::Settle(res));
+                } else {
+                    handoff::settle_logged(ctx, &res);
+                }
             }
             Job::Revoke(grant) => revoke::revoke(ctx, grant),
             Job::ConfirmRestored { db, key, fence } => {

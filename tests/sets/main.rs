@@ -33,6 +33,7 @@ mod intervals;
 mod proxy;
 
 mod atomic;
+mod cost;
 mod leaving;
 mod liveness;
 mod order;
