@@ -156,6 +156,7 @@ fn served_during_cascade(s: &Server, c: &mut Connection, n: usize) -> (usize, Du
     probe
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(c).unwrap();
     drop(head);
     let deadline = Instant::now() + Duration::from_secs(60);
     let (mut pongs, mut first, mut longest) = (0, None, Duration::ZERO);
@@ -178,6 +179,10 @@ fn served_during_cascade(s: &Server, c: &mut Connection, n: usize) -> (usize, Du
         pongs += 1;
     }
     all_granted(&mut sets);
+    // Redis 7.2 and later measure their longest event-loop turn.
+    if let Some(us) = info_field(c, "debug", "eventloop_duration_max") {
+        eprintln!("chain of {n}: the longest event-loop turn took {us} µs");
+    }
     (pongs - first.unwrap_or(pongs), longest)
 }
 
@@ -198,5 +203,62 @@ fn a_chain_started_by_a_waiter_leaving_lets_other_clients_in() {
     assert!(
         pongs >= 3,
         "{pongs} PINGs answered while a chain of {n} was granted"
+    );
+}
+
+/// The server time of the `DLOCK.RELEASE` of an exclusive hold on `r`
+/// with `n` requests queued behind it, each sent with `extra` (`SHARED`,
+/// `LIMIT n`), that it grants all at once; and its longest event-loop turn
+/// where the server measures it (Redis 7.2 and later).
+fn release_to_many(s: &Server, c: &mut Connection, n: usize, extra: &[&str]) -> u64 {
+    let _: () = redis::cmd("FLUSHALL").query(c).unwrap();
+    one("r", "x").grant(c);
+    let mut waiters: Vec<Blocked> = (0..n)
+        .map(|i| {
+            let args: Vec<String> = ["DLOCK.ACQUIRE", "r"]
+                .iter()
+                .map(|a| a.to_string())
+                .chain([format!("t{i}"), "60000".into()])
+                .chain(extra.iter().map(|a| a.to_string()))
+                .chain(["WAIT", "60000"].map(String::from))
+                .collect();
+            Blocked::send(s, &args)
+        })
+        .collect();
+    until_blocked(c, n);
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(c).unwrap();
+    let released: i64 = redis::cmd("DLOCK.RELEASE")
+        .arg("r")
+        .arg("x")
+        .query(c)
+        .unwrap();
+    assert_eq!(released, 1);
+    let usec = usec_of(c, "dlock.release");
+    all_granted(&mut waiters);
+    if let Some(us) = info_field(c, "debug", "eventloop_duration_max") {
+        eprintln!("{n} {extra:?} granted: the longest event-loop turn took {us} µs");
+    }
+    usec
+}
+
+#[test]
+fn a_release_that_grants_many_waiters_at_once_costs_the_same_at_any_count() {
+    let _q = quiet();
+    let s = Server::builder().arg("--maxclients").arg("12000").start();
+    let mut c = connect(&s.url());
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let (few, many) = (2_500, 10_000);
+    let at_few = release_to_many(&s, &mut c, few, &["SHARED"]);
+    let at_many = release_to_many(&s, &mut c, many, &["SHARED"]);
+    let growth = at_many as f64 / at_few.max(1) as f64;
+    eprintln!(
+        "DLOCK.RELEASE granting SHARED waiters: {at_few} µs at {few}, {at_many} µs at {many} \
+         ({growth:.1}x)"
+    );
+    // Bounded: about 1x. Granting them all in the command grew with their
+    // number (and the hand-over of their replies with it).
+    assert!(
+        growth < 3.0,
+        "a release costs {growth:.1}x at {many} waiters what it costs at {few}"
     );
 }
