@@ -41,9 +41,20 @@ pub struct Frontier<K> {
     depth: Vec<usize>,
     /// Requests decided besides: those of owners granted in the step.
     extra: BTreeSet<u64>,
+    /// Per resource, how many requests of owners that hold it (or of an
+    /// owner granted there) a part takes at most; it doubles while some
+    /// are left out, so that many requests of one owner are decided in
+    /// growing parts rather than all in one.
+    owners: Vec<usize>,
+    /// Resources where the last part left such requests out.
+    capped: BTreeSet<usize>,
     /// Resources whose queues the last `widen` found more to decide on.
     grown: Vec<usize>,
 }
+
+/// Requests of owners a part first takes on a resource (see
+/// `Frontier::owners`); one in tests, so that random queues exercise it.
+const OWNERS_FIRST: usize = if cfg!(test) { 1 } else { 64 };
 
 impl<K: Hash + Eq + Clone> Frontier<K> {
     /// The frontier of a step that changed `starts` (distinct): the head of
@@ -54,6 +65,8 @@ impl<K: Hash + Eq + Clone> Frontier<K> {
             position: HashMap::new(),
             depth: Vec::new(),
             extra: BTreeSet::new(),
+            owners: Vec::new(),
+            capped: BTreeSet::new(),
             grown: Vec::new(),
         };
         for k in starts {
@@ -86,27 +99,45 @@ impl<K: Hash + Eq + Clone> Frontier<K> {
         self.position.insert(k.clone(), i);
         self.resources.push(k.clone());
         self.depth.push(0);
+        self.owners.push(OWNERS_FIRST);
         i
     }
 }
 
-/// The requests on `q` of owners that hold `holds`: from whichever side
-/// is shorter, the holds' owners or the queue's.
-fn owners_waiting<H>(q: &WaitQueue<H>, holds: &Holds, out: &mut BTreeSet<u64>) {
+/// The requests on `q` of owners that hold `holds`, from whichever side
+/// is shorter, the holds' owners or the queue's: at most `cap` that `out`
+/// does not have yet, the first of each owner first; whether some were
+/// left out.
+fn owners_waiting<H>(q: &WaitQueue<H>, holds: &Holds, cap: usize, out: &mut BTreeSet<u64>) -> bool {
+    let mut room = cap;
+    let mut take = |ids: &[u64], out: &mut BTreeSet<u64>| {
+        for id in ids {
+            if room == 0 {
+                return false;
+            }
+            if out.insert(*id) {
+                room -= 1;
+            }
+        }
+        true
+    };
     if holds.owner_name_count() <= q.by_owner.len() {
         for name in holds.owner_names() {
             if let Some(ids) = q.by_owner.get(&owner_hash(name)) {
-                out.extend(ids.as_slice().iter().copied());
+                if !take(ids.as_slice(), out) {
+                    return true;
+                }
             }
         }
-        return;
+        return false;
     }
     for ids in q.by_owner.values().map(Ids::as_slice) {
         let owner = ids.first().and_then(|id| q.entries.get(*id));
-        if owner.is_some_and(|w| holds.owner(w.ask().owner()).is_some()) {
-            out.extend(ids.iter().copied());
+        if owner.is_some_and(|w| holds.owner(w.ask().owner()).is_some()) && !take(ids, out) {
+            return true;
         }
     }
+    false
 }
 
 impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
@@ -121,14 +152,16 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         holds: impl Fn(usize) -> Option<&'h Holds>,
     ) -> Component<K> {
         let mut chosen: BTreeSet<u64> = frontier.extra.clone();
+        frontier.capped.clear();
         for (i, (k, depth)) in frontier.resources.iter().zip(&frontier.depth).enumerate() {
             if *depth == 0 {
                 continue;
             }
             if let Some(q) = self.queues.get(k) {
                 chosen.extend(q.entries.ids().take(*depth));
-                if let Some(h) = holds(i) {
-                    owners_waiting(q, h, &mut chosen);
+                let cap = frontier.owners.get(i).copied().unwrap_or(OWNERS_FIRST);
+                if holds(i).is_some_and(|h| owners_waiting(q, h, cap, &mut chosen)) {
+                    frontier.capped.insert(i);
                 }
             }
         }
@@ -202,15 +235,31 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                     continue;
                 }
                 let q = frontier.resources.get(*m).and_then(|k| self.queues.get(k));
+                let mut room = frontier.owners.get(*m).copied().unwrap_or(OWNERS_FIRST);
                 for id in q
                     .and_then(|q| q.by_owner.get(&owner))
                     .map_or(&[][..], Ids::as_slice)
                 {
-                    if !is_chosen(id) && frontier.extra.insert(*id) {
-                        grown.insert(*m);
+                    if is_chosen(id) || frontier.extra.contains(id) {
+                        continue;
                     }
+                    grown.insert(*m);
+                    if room == 0 {
+                        frontier.capped.insert(*m);
+                        break;
+                    }
+                    frontier.extra.insert(*id);
+                    room -= 1;
                 }
             }
+        }
+        // Requests of owners left out of the part: the next takes twice as
+        // many there.
+        for m in std::mem::take(&mut frontier.capped) {
+            if let Some(cap) = frontier.owners.get_mut(m) {
+                *cap = cap.saturating_mul(2);
+            }
+            grown.insert(m);
         }
         for m in touched {
             let (Some(k), Some(depth)) = (frontier.resources.get(m), frontier.depth.get(m)) else {

@@ -44,7 +44,9 @@ fn plan_cut(world: &World, starts: &[u8], command: &Command<'_>, rounds: usize) 
         if done.plan.is_err() || !world.queues.widen(&mut frontier, &done.part, &decided) {
             return done;
         }
-        if round == rounds {
+        // A step that decided nothing goes on (only requests of owners
+        // it left out can be decided): stopping there would start over.
+        if round >= rounds && !decided.is_empty() {
             let keys = frontier.resources().to_vec();
             let holds = |i: usize| Some(&world.holds[*keys.get(i)? as usize]);
             let next = world.queues.part(&mut frontier.clone(), holds);

@@ -108,7 +108,7 @@ impl Group {
     /// requests at `decided` (see `WaitQueues::widen`), opening the
     /// resources found.
     pub fn widen(&mut self, ctx: Ctx, decided: &[usize]) -> Result<Widened, Error> {
-        if !self.served || decided.is_empty() {
+        if !self.served {
             return Ok(Widened::Done);
         }
         if !blocking::widen(&mut self.frontier, &self.component, decided) {
