@@ -48,6 +48,12 @@ pub struct Frontier<K> {
     owners: Vec<usize>,
     /// Resources where the last part left such requests out.
     capped: BTreeSet<usize>,
+    /// Per resource whose queue a part decided: the requests of owners
+    /// that hold it, found once per step (neither its holds nor its queue
+    /// change while the step decides; a request that left is skipped).
+    found: HashMap<usize, Vec<u64>>,
+    /// Owners looked at to find them: work a step counts as deciding.
+    scanned: usize,
     /// Resources whose queues the last `widen` found more to decide on.
     grown: Vec<usize>,
 }
@@ -67,6 +73,8 @@ impl<K: Hash + Eq + Clone> Frontier<K> {
             extra: BTreeSet::new(),
             owners: Vec::new(),
             capped: BTreeSet::new(),
+            found: HashMap::new(),
+            scanned: 0,
             grown: Vec::new(),
         };
         for k in starts {
@@ -91,6 +99,12 @@ impl<K: Hash + Eq + Clone> Frontier<K> {
         self.grown.iter().filter_map(|i| self.resources.get(*i))
     }
 
+    /// How many owners the parts so far looked at to find the requests
+    /// of owners that hold (a step counts them as requests decided).
+    pub fn scanned(&self) -> usize {
+        self.scanned
+    }
+
     fn add(&mut self, k: &K) -> usize {
         if let Some(i) = self.position.get(k) {
             return *i;
@@ -104,40 +118,26 @@ impl<K: Hash + Eq + Clone> Frontier<K> {
     }
 }
 
-/// The requests on `q` of owners that hold `holds`, from whichever side
-/// is shorter, the holds' owners or the queue's: at most `cap` that `out`
-/// does not have yet, the first of each owner first; whether some were
-/// left out.
-fn owners_waiting<H>(q: &WaitQueue<H>, holds: &Holds, cap: usize, out: &mut BTreeSet<u64>) -> bool {
-    let mut room = cap;
-    let mut take = |ids: &[u64], out: &mut BTreeSet<u64>| {
-        for id in ids {
-            if room == 0 {
-                return false;
-            }
-            if out.insert(*id) {
-                room -= 1;
-            }
-        }
-        true
-    };
+/// The requests on `q` of owners that hold `holds`, the first of each
+/// owner first, found from whichever side is shorter, the holds' owners
+/// or the queue's; and how many owners that looked at.
+fn owners_waiting<H>(q: &WaitQueue<H>, holds: &Holds) -> (Vec<u64>, usize) {
+    let mut out = Vec::new();
     if holds.owner_name_count() <= q.by_owner.len() {
         for name in holds.owner_names() {
             if let Some(ids) = q.by_owner.get(&owner_hash(name)) {
-                if !take(ids.as_slice(), out) {
-                    return true;
-                }
+                out.extend_from_slice(ids.as_slice());
             }
         }
-        return false;
+        return (out, holds.owner_name_count());
     }
     for ids in q.by_owner.values().map(Ids::as_slice) {
         let owner = ids.first().and_then(|id| q.entries.get(*id));
-        if owner.is_some_and(|w| holds.owner(w.ask().owner()).is_some()) && !take(ids, out) {
-            return true;
+        if owner.is_some_and(|w| holds.owner(w.ask().owner()).is_some()) {
+            out.extend_from_slice(ids);
         }
     }
-    false
+    (out, q.by_owner.len())
 }
 
 impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
@@ -159,9 +159,25 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             }
             if let Some(q) = self.queues.get(k) {
                 chosen.extend(q.entries.ids().take(*depth));
-                let cap = frontier.owners.get(i).copied().unwrap_or(OWNERS_FIRST);
-                if holds(i).is_some_and(|h| owners_waiting(q, h, cap, &mut chosen)) {
-                    frontier.capped.insert(i);
+                let Some(h) = holds(i) else {
+                    continue;
+                };
+                let found = frontier.found.entry(i).or_insert_with(|| {
+                    let (ids, scanned) = owners_waiting(q, h);
+                    frontier.scanned += scanned;
+                    ids
+                });
+                // At most the resource's batch of them that the part does
+                // not have yet.
+                let mut room = frontier.owners.get(i).copied().unwrap_or(OWNERS_FIRST);
+                for id in found.iter() {
+                    if room == 0 {
+                        frontier.capped.insert(i);
+                        break;
+                    }
+                    if chosen.insert(*id) {
+                        room -= 1;
+                    }
                 }
             }
         }

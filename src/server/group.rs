@@ -90,6 +90,12 @@ pub enum Widened {
 }
 
 impl Group {
+    /// Owners looked at so far to find the requests of owners that hold
+    /// (see `Frontier::scanned`).
+    pub fn scanned(&self) -> usize {
+        self.frontier.scanned()
+    }
+
     /// Where a step that stops after deciding its requests at `decided`
     /// leaves requests it uncovered (see `Frontier::grown`): none when
     /// nothing left out could be decided differently.
