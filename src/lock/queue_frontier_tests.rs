@@ -13,6 +13,9 @@ use crate::lock::plan::{plan, Command, Member, Op, Plan, Step, Waiting, Who};
 use crate::lock::queue::Wants;
 use crate::lock::Error;
 
+#[path = "queue_frontier_cut_tests.rs"]
+mod cut;
+
 const RESOURCES: u8 = 6;
 const NOW_US: u64 = 1_000_000_000;
 const NOW_MS: u64 = NOW_US / 1000;

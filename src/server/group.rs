@@ -90,11 +90,31 @@ pub enum Widened {
 }
 
 impl Group {
+    /// Owners looked at so far to find the requests of owners that hold
+    /// (see `Frontier::scanned`).
+    pub fn scanned(&self) -> usize {
+        self.frontier.scanned()
+    }
+
+    /// Where a step that stops after deciding its requests at `decided`
+    /// leaves requests it uncovered (see `Frontier::grown`): none when
+    /// nothing left out could be decided differently.
+    pub fn left_over(&self, decided: &[usize]) -> Vec<Resource> {
+        if !self.served || decided.is_empty() {
+            return Vec::new();
+        }
+        let mut frontier = self.frontier.clone();
+        if !blocking::widen(&mut frontier, &self.component, decided) {
+            return Vec::new();
+        }
+        frontier.grown().cloned().collect()
+    }
+
     /// Grows the group after a decision that granted or refused its
     /// requests at `decided` (see `WaitQueues::widen`), opening the
     /// resources found.
     pub fn widen(&mut self, ctx: Ctx, decided: &[usize]) -> Result<Widened, Error> {
-        if !self.served || decided.is_empty() {
+        if !self.served {
             return Ok(Widened::Done);
         }
         if !blocking::widen(&mut self.frontier, &self.component, decided) {

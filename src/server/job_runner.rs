@@ -3,17 +3,21 @@
 //! of another command. (A command on a resource with a pending revocation
 //! completes it first: `revoke::before_command`.)
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
+use std::sync::Mutex;
 
 use super::api::Ctx;
 use super::blocking::{self, Resource};
 use super::jobs::{self, Job, PAUSED_RETRY_MS};
-use super::{handoff, hold_checks, observe, persistence, restored, revoke, watchers};
+use super::{handoff, hold_checks, observe, persistence, restored, revoke, step, watchers};
 use crate::lock::Error;
 
 /// Rounds of jobs one timer runs: what a round queues (a revocation thins a
 /// queue, a waiter that left frees a place) runs in the next; whatever is
-/// left after the last keeps the timer armed.
+/// left after the last keeps the timer armed. Once the steps of one timer
+/// have decided `step::DECIDED_PER_STEP` requests (a cascade of grants),
+/// the queues left to serve wait for the next timer, in a later
+/// event-loop turn: no timer serves more than a bounded part of them.
 const ROUNDS: usize = 8;
 
 pub fn init(ctx: Ctx) -> Result<(), Error> {
@@ -30,24 +34,59 @@ fn run(ctx: Ctx) {
         }
         return;
     }
+    let start = step::decided();
+    let spent = || step::decided().saturating_sub(start) >= step::DECIDED_PER_STEP;
+    // The settles an earlier timer left go first, in order.
+    let mut last: Option<Resource> = None;
+    while !spent() {
+        let Some(res) = carried(|c| c.pop_front()) else {
+            break;
+        };
+        if last.as_ref() != Some(&res) {
+            handoff::settle_logged(ctx, &res);
+        }
+        last = Some(res);
+    }
     for _ in 0..ROUNDS {
+        if spent() {
+            break;
+        }
         let due = jobs::take_due();
         if due.is_empty() {
             break;
         }
-        run_jobs(ctx, due);
+        run_jobs(ctx, due, &spent);
+    }
+    if carried(|c| !c.is_empty()) {
+        // Keeps the timer armed for them: the runner ends every run with
+        // the hand-over anyway.
+        jobs::push(Job::HandOver);
     }
     blocking::hand_over();
 }
 
-fn run_jobs(ctx: Ctx, list: Vec<Job>) {
+/// Settles a timer left to the next for lack of budget, in order. Kept
+/// here rather than queued again: a queue of 25,600 settles (a flush)
+/// taken and queued again by each timer cost each one all of them. Only
+/// settles: a revocation must stay where `revoke::before_command` finds
+/// it, and a settle serves whatever queue it finds, so one that waits
+/// here changes nothing a command sees.
+static CARRIED: Mutex<VecDeque<Resource>> = Mutex::new(VecDeque::new());
+
+fn carried<T>(f: impl FnOnce(&mut VecDeque<Resource>) -> T) -> T {
+    f(&mut CARRIED.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+fn run_jobs(ctx: Ctx, list: Vec<Job>, spent: &dyn Fn() -> bool) {
     // Settles of one resource in a row do the same work once (a flush
     // queues one per resource with waiters: a set, not a scan).
     let mut settled: HashSet<Resource> = HashSet::new();
     for job in list {
         match job {
             Job::Settle(res) => {
-                if !settled.contains(&res) {
+                if spent() {
+                    carried(|c| c.push_back(res));
+                } else if !settled.contains(&res) {
                     handoff::settle_logged(ctx, &res);
                     settled.insert(res);
                 }
@@ -55,7 +94,11 @@ fn run_jobs(ctx: Ctx, list: Vec<Job>) {
             }
             Job::LeaseEnded { res, at_ms, timer } => {
                 blocking::timer_fired(&res, at_ms, timer);
-                handoff::settle_logged(ctx, &res);
+                if spent() {
+                    carried(|c| c.push_back(res));
+                } else {
+                    handoff::settle_logged(ctx, &res);
+                }
             }
             Job::Revoke(grant) => revoke::revoke(ctx, grant),
             Job::ConfirmRestored { db, key, fence } => {

@@ -17,6 +17,9 @@
 //! - `transactions.rs` — a transaction of `DLOCK.INFO`s reads one instant,
 //!   across a waiter's timeout and (Redis 7.2+, Valkey) a shared set's end.
 //! - `shown.rs` — `DLOCK.INFO` parsed, and `MULTI`/`EXEC` snapshots.
+//! - `cost.rs` — a cascade of grants (a chain of shared sets, 10,000
+//!   shared waiters) is served a bounded part per event-loop turn: the
+//!   server time of the release that starts it does not grow with it.
 //!
 //! Hold intervals are measured on the client (see `../holds/intervals.rs`):
 //! a hold is live on the server at least from when its grant reply was
@@ -33,6 +36,7 @@ mod intervals;
 mod proxy;
 
 mod atomic;
+mod cost;
 mod leaving;
 mod liveness;
 mod order;
