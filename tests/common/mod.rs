@@ -191,6 +191,8 @@ pub struct ServerBuilder {
     module_args: Vec<String>,
     without_module: bool,
     rdb: Option<PathBuf>,
+    /// Environment variables for the server process.
+    env: Vec<(String, String)>,
 }
 
 impl ServerBuilder {
@@ -212,6 +214,12 @@ impl ServerBuilder {
     /// redis-server would parse it as a new directive.
     pub fn module_arg(mut self, a: impl Into<String>) -> Self {
         self.module_args.push(a.into());
+        self
+    }
+    /// An environment variable for the server process (e.g. a preloaded
+    /// library's settings).
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
         self
     }
     /// Plain redis-server, for testing the harness itself.
@@ -362,6 +370,7 @@ impl Server {
         let out = fs::File::create(self.dir.join("stdout.log")).unwrap();
         let child = valgrind::command(&self.dir)
             .args(self.args())
+            .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
