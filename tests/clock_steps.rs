@@ -17,6 +17,7 @@ use common::lock::*;
 use common::waiter::Waiter;
 use common::*;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const HOUR_S: i64 = 3600;
@@ -29,8 +30,10 @@ struct Clock {
 
 impl Clock {
     fn new() -> Clock {
-        let file =
-            std::env::temp_dir().join(format!("dlock-clock-{}-{}", std::process::id(), now_us()));
+        // One file per server: tests run side by side in one process.
+        static N: AtomicU64 = AtomicU64::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let file = std::env::temp_dir().join(format!("dlock-clock-{}-{n}", std::process::id()));
         let clock = Clock { file };
         clock.set(0);
         clock
