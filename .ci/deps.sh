@@ -25,6 +25,8 @@ apt_install() { # [apt-get install options...] packages...
 
 pkgs=""
 dpkg -s libclang-dev >/dev/null 2>&1 || pkgs="$pkgs libclang-dev"
+# libfaketime: tests/clock_steps.rs steps a running server's wall clock.
+dpkg -s libfaketime >/dev/null 2>&1 || pkgs="$pkgs libfaketime"
 case "$kind" in
 redis)
 	command -v redis-server >/dev/null 2>&1 || pkgs="$pkgs redis-server"

@@ -341,13 +341,21 @@ fn configs_are_validated_and_settable() {
     assert!(try_acquire(&mut c, "r2", "t", 999_999).unwrap().is_some());
     assert!(set(&mut c, "dlock.max-ttl", "-1").is_err());
     assert!(set(&mut c, "dlock.restart-quarantine", "soon").is_err());
-    set(&mut c, "dlock.restart-quarantine", "250").unwrap();
-    let got: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("dlock.restart-quarantine")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(got, ["dlock.restart-quarantine", "250"]);
+    // Read back in the one written form, whatever the case or zeros given.
+    for (given, shown) in [
+        ("OFF", "off"),
+        ("Auto", "auto"),
+        ("0250", "250"),
+        ("250", "250"),
+    ] {
+        set(&mut c, "dlock.restart-quarantine", given).unwrap();
+        let got: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("dlock.restart-quarantine")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(got, ["dlock.restart-quarantine", shown], "{given}");
+    }
     set(&mut c, "dlock.max-token-length", "4").unwrap();
     let e = try_acquire(&mut c, "r3", "12345", 100).unwrap_err();
     assert_eq!(e.detail(), Some("token is longer than 4 bytes"));
@@ -364,6 +372,20 @@ fn configs_are_validated_and_settable() {
         info_field(&mut c, "dlock", "dlock_observe_rate").unwrap(),
         "0"
     );
+}
+
+#[test]
+fn a_loadmodule_setting_reads_back_in_its_written_form() {
+    let s = Server::builder()
+        .module_arg("restart-quarantine")
+        .module_arg("OFF")
+        .start();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("dlock.restart-quarantine")
+        .query(&mut s.conn())
+        .unwrap();
+    assert_eq!(got, ["dlock.restart-quarantine", "off"]);
 }
 
 #[test]

@@ -151,7 +151,46 @@ fn bad_input_is_refused_before_anything_changes() {
     let mut c = s.conn();
     acquire(&mut c, "held", "h", 60_000).expect("free");
     let granted = grants(&mut c);
-    let refused: [(&[&str], &str); 13] = [
+    let held_as = |c: &mut Connection| {
+        let i = held(c, "held");
+        (i.token, i.fence)
+    };
+    let before = held_as(&mut c);
+    let numkeys = "ERR numkeys must be an integer from 1 to 64";
+    let refused: &[(&[&str], &str)] = &[
+        // A bad `numkeys` is named whatever follows it, even when too few
+        // arguments follow for any valid call.
+        (&["DLOCK.MEXTEND", "0", "t", "10"], numkeys),
+        (&["DLOCK.MEXTEND", "0", "held", "h", "10"], numkeys),
+        (&["DLOCK.MEXTEND", "0"], numkeys),
+        (&["DLOCK.MEXTEND", "-1", "held", "h", "10"], numkeys),
+        (&["DLOCK.MRELEASE", "0", "t"], numkeys),
+        (&["DLOCK.MRELEASE", "0", "held", "h"], numkeys),
+        (&["DLOCK.MRELEASE", "65", "held", "h"], numkeys),
+        (&["DLOCK.MRELEASE", "x"], numkeys),
+        (&["DLOCK.MACQUIRE", "0", "t", "10"], numkeys),
+        (&["DLOCK.MACQUIRE", "0"], numkeys),
+        (&["DLOCK.MACQUIRE", "1.5", "a", "t", "1000"], numkeys),
+        (
+            &["DLOCK.MEXTEND"],
+            "ERR wrong number of arguments for 'dlock.mextend' command",
+        ),
+        (
+            &["DLOCK.MEXTEND", "1", "held"],
+            "ERR wrong number of arguments for 'dlock.mextend' command",
+        ),
+        (
+            &["DLOCK.MRELEASE", "1", "held"],
+            "ERR wrong number of arguments for 'dlock.mrelease' command",
+        ),
+        (
+            &["DLOCK.MACQUIRE", "1", "a", "t"],
+            "ERR wrong number of arguments for 'dlock.macquire' command",
+        ),
+        (
+            &["DLOCK.MACQUIRE", "2", "a"],
+            "ERR wrong number of arguments for 'dlock.macquire' command",
+        ),
         (
             &["DLOCK.MACQUIRE", "0", "a", "t", "1000"],
             "ERR numkeys must be an integer from 1 to 64",
@@ -210,8 +249,12 @@ fn bad_input_is_refused_before_anything_changes() {
     for (args, expected) in refused {
         let mut cmd = redis::cmd(args[0]);
         cmd.arg(&args[1..]);
-        assert_eq!(err_of(cmd.query(&mut c)), expected, "{args:?}");
+        assert_eq!(err_of(cmd.query(&mut c)), *expected, "{args:?}");
     }
+    // An EXTEND would have reset the lease to at most 10 ms or 1 s.
+    assert_eq!(held_as(&mut c), before);
+    assert!(pttl(&mut c, "held") > 50_000);
+    assert_eq!(dbsize(&mut c), 1, "held only");
     // A member of another type: WRONGTYPE, and the other members untouched.
     redis::cmd("SET")
         .arg("str")

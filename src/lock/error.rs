@@ -23,6 +23,8 @@ pub enum Error {
     EmptyToken,
     /// Token longer than the module accepts.
     TokenTooLong { max: usize },
+    /// A `DLOCK.QUEUED` pattern longer than the matcher accepts.
+    PatternTooLong { max: usize },
     /// The resource key holds a value of another type.
     WrongType,
     /// The fence would pass 2^63-1: refusing beats wrapping to a small fence.
@@ -85,6 +87,9 @@ impl fmt::Display for Error {
             Error::EmptyToken => write!(f, "ERR token must not be empty"),
             Error::TokenTooLong { max } => {
                 write!(f, "ERR token is longer than {max} bytes")
+            }
+            Error::PatternTooLong { max } => {
+                write!(f, "ERR pattern is longer than {max} bytes")
             }
             Error::WrongType => write!(
                 f,

@@ -20,12 +20,13 @@ const SLACK: usize = 64;
 
 #[derive(Debug, Default)]
 pub(super) struct WaitEnds {
-    /// (end in unix µs, waiter id), earliest first.
+    /// (end in µs on the server's wait clock, waiter id), earliest first.
     heap: BinaryHeap<Reverse<(u64, u64)>>,
 }
 
 impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
-    /// The queued `handle`'s `WAIT` ends at `at_us` (unix µs); the server
+    /// The queued `handle`'s `WAIT` ends at `at_us` (µs, on the clock the
+    /// server reckons `WAIT`s on: monotonic, see `server::blocking`); the server
     /// makes sure its timer fires by then.
     pub fn ends_wait_at(&mut self, handle: H, at_us: u64) {
         let Some(State::Queued(id)) = self.slots.get(&handle).map(|s| &s.state) else {
@@ -42,7 +43,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         self.wait_ends.heap.push(Reverse((at_us, id)));
     }
 
-    /// The earliest end (unix µs) of a `WAIT` still running; forgets the
+    /// The earliest end (µs) of a `WAIT` still running; forgets the
     /// entries of departed waiters on the way.
     pub fn next_wait_end(&mut self) -> Option<u64> {
         while let Some(&Reverse((at, id))) = self.wait_ends.heap.peek() {

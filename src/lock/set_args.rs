@@ -220,6 +220,22 @@ mod tests {
     }
 
     #[test]
+    fn numkeys_is_judged_before_what_follows_it() {
+        // Too few arguments for any valid call: `numkeys` is still the
+        // error named.
+        for argv_ in [&["M", "0", "t", "10"][..], &["M", "0"], &["M", "x", "t"]] {
+            let numkeys = |r: Result<(), Error>| {
+                matches!(r, Err(Error::InvalidInteger { arg: "numkeys", .. }))
+            };
+            assert!(numkeys(extend(&argv(argv_), L).map(drop)), "{argv_:?}");
+            assert!(numkeys(release(&argv(argv_)).map(drop)), "{argv_:?}");
+            assert!(numkeys(acquire(&argv(argv_), L).map(drop)), "{argv_:?}");
+        }
+        assert_eq!(extend(&argv(&["M"]), L), Err(Error::WrongArity));
+        assert_eq!(extend(&argv(&["M", "1"]), L), Err(Error::WrongArity));
+    }
+
+    #[test]
     fn mrelease_and_mextend() {
         let r = release(&argv(&["M", "2", "a", "b", "t"])).unwrap();
         assert_eq!((r.members.indexes(), r.token), (2..4, &b"t"[..]));

@@ -220,6 +220,26 @@ pub fn now_us() -> u64 {
         .saturating_add((ts.tv_nsec.max(0) as u64) / 1_000)
 }
 
+/// Microseconds on the server's monotonic clock, the one its timers run on
+/// (`RedisModule_MonotonicMicroseconds`; `CLOCK_MONOTONIC` where the API is
+/// missing). For what is promised as a duration from now (a `WAIT` of 5000
+/// ms, a job due in 10 ms), which a step of the wall clock must neither
+/// shorten nor stretch; the zero is arbitrary, so a reading never leaves
+/// the process (nothing persisted or replicated is reckoned on it).
+pub fn monotonic_us() -> u64 {
+    if let Some(server) = unsafe { raw::RedisModule_MonotonicMicroseconds } {
+        return unsafe { server() };
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec.max(0) as u64)
+        .saturating_mul(1_000_000)
+        .saturating_add((ts.tv_nsec.max(0) as u64) / 1_000)
+}
+
 /// The time a read inside `MULTI`/`EXEC` or a script judges by: the
 /// server's cached time, which it freezes for the whole transaction or
 /// script as it does for key expiry (Redis 7.2+, Valkey), so a transaction

@@ -24,7 +24,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::raw;
 
-use super::api::{self, now_us, rm, Ctx};
+use super::api::{self, monotonic_us, now_us, rm, Ctx};
 use super::ffi::guard;
 use super::jobs::{self, Job};
 use super::stats;
@@ -157,9 +157,21 @@ pub fn widen(
     parking().queues().widen(frontier, part, decided)
 }
 
-/// Whether a waiter of `res` can still be granted at `now_ms`.
-pub fn has_live_waiter(res: &Resource, now_ms: u64) -> bool {
-    anyone_waiting() && parking().queues().has_live_waiter(res, now_ms)
+/// Whether a waiter of `res` can still be granted now.
+pub fn has_live_waiter(res: &Resource) -> bool {
+    anyone_waiting() && parking().queues().has_live_waiter(res, wait_clock_ms())
+}
+
+/// The clock `WAIT`s are reckoned on: monotonic, as the timer that ends
+/// them. A `WAIT 5000` ends 5 s after it began whatever the wall clock
+/// does meanwhile; the give-up times stored in the queues are on it too,
+/// and never leave the process.
+fn wait_clock_us() -> u64 {
+    monotonic_us()
+}
+
+fn wait_clock_ms() -> u64 {
+    wait_clock_us() / 1000
 }
 
 /// Resources with waiters, optionally only those in one database.
@@ -201,7 +213,7 @@ pub fn block_on(
     let block = rm!(RedisModule_BlockClient);
     let on_disconnect = rm!(RedisModule_SetDisconnectCallback);
     c_longlong::try_from(timeout_ms).map_err(|_| Error::Internal("timeout"))?;
-    let now = now_us();
+    let now = wait_clock_us();
     // No server-side timeout (0): ours is a timer, see the file comment.
     let bc = unsafe {
         block(
@@ -248,8 +260,8 @@ pub fn block_on(
     Ok(())
 }
 
-/// The one timer that ends `WAIT`s: its id and the end (unix µs) it was
-/// armed for, never later than any running `WAIT`'s end.
+/// The one timer that ends `WAIT`s: its id and the end (on the wait clock,
+/// µs) it was armed for, never later than any running `WAIT`'s end.
 static WAIT_TIMER: Mutex<Option<(u64, u64)>> = Mutex::new(None);
 
 fn wait_timer() -> MutexGuard<'static, Option<(u64, u64)>> {
@@ -268,15 +280,28 @@ fn arm_wait_timer(at_us: u64) {
     }
     // The server fires a timer once its delay has passed, in ms: rounded
     // up, never before the end.
-    let delay = at_us.saturating_sub(now_us()).div_ceil(1000);
+    let delay = at_us.saturating_sub(wait_clock_us()).div_ceil(1000);
     *armed = jobs::arm_timer(i64::try_from(delay).unwrap_or(i64::MAX), on_wait_timer)
         .map(|id| (id, at_us));
+}
+
+/// Fires the `WAIT` timer at once if it is overdue on the wait clock: a
+/// module timer armed before the wall clock stepped back fires that much
+/// late (see `jobs::rearm_late`, called from the same cron).
+pub fn rearm_late() {
+    let mut armed = wait_timer();
+    if let Some((id, at)) = *armed {
+        if at < wait_clock_us() {
+            jobs::stop_timer(id);
+            *armed = jobs::arm_timer(0, on_wait_timer).map(|id| (id, at));
+        }
+    }
 }
 
 extern "C" fn on_wait_timer(_ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     guard("wait timeout", (), || {
         *wait_timer() = None;
-        let (n, next) = with_parking(|p| (p.time_out_ended(now_us()), p.next_wait_end()));
+        let (n, next) = with_parking(|p| (p.time_out_ended(wait_clock_us()), p.next_wait_end()));
         for _ in 0..n {
             stats::WAIT_TIMEOUTS.add();
         }
@@ -289,7 +314,8 @@ extern "C" fn on_wait_timer(_ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) 
 
 /// Answers nil to the waiters of `res` whose `WAIT` has run out, so they
 /// are never chosen for a grant.
-pub fn time_out_given_up(res: &Resource, now_ms: u64) {
+pub fn time_out_given_up(res: &Resource) {
+    let now_ms = wait_clock_ms();
     let n = with_parking(|p| p.time_out_given_up(res, now_ms));
     for _ in 0..n {
         stats::WAIT_TIMEOUTS.add();

@@ -15,7 +15,8 @@ use crate::lock::config::{NumericConfig, LONGEST_TTL, MAX_TOKEN_LENGTH, MAX_TTL,
 use crate::lock::quarantine::Setting;
 use crate::lock::Error;
 
-/// `dlock.restart-quarantine` as the server last accepted it.
+/// `dlock.restart-quarantine` as the server last accepted it, in the
+/// setting's canonical form.
 static QUARANTINE_TEXT: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Registers every config, with loadmodule arguments as the defaults, then
@@ -166,8 +167,11 @@ extern "C" fn set_quarantine(
 ) -> c_int {
     guard("config set", api::ERR, || {
         let result = (|| {
-            let text = api::bytes(val)?;
-            let setting = Setting::parse(text)?;
+            let setting = Setting::parse(api::bytes(val)?)?;
+            // `CONFIG GET` shows the value in its one written form (`OFF`
+            // reads back `off`, `0250` reads back `250`), as the server
+            // shows its own enum and numeric configs.
+            let text = setting.to_string();
             let create = rm!(RedisModule_CreateString);
             let kept = unsafe {
                 create(

@@ -225,7 +225,10 @@ of limited length",
 token and one deadline, or returns nil. With WAIT, queues on every member at once and is granted \
 in FIFO order when all of them are free for it.",
         complexity: COMPLEXITY,
-        arity: -5,
+        // `numkeys` alone reaches the handler, which checks it before
+        // counting the arguments after it: a bad `numkeys` gets its own
+        // error whatever follows.
+        arity: -2,
         keys: Keys::Numbered(RW | ACCESS | UPDATE),
         args: &[
             NUMKEYS,
@@ -241,7 +244,10 @@ in FIFO order when all of them are free for it.",
         summary: c"Releases token's hold on every resource of a set and returns how many it \
 released.",
         complexity: COMPLEXITY,
-        arity: -4,
+        // `numkeys` alone reaches the handler, which checks it before
+        // counting the arguments after it: a bad `numkeys` gets its own
+        // error whatever follows.
+        arity: -2,
         keys: Keys::Numbered(RW | ACCESS | DELETE),
         args: &[NUMKEYS, RESOURCES, TOKEN],
     },
@@ -250,7 +256,10 @@ released.",
         summary: c"Makes token's holds on every resource of a set end ttl_ms from now and \
 returns 1, or returns 0 and changes nothing when token no longer holds all of them.",
         complexity: COMPLEXITY,
-        arity: -5,
+        // `numkeys` alone reaches the handler, which checks it before
+        // counting the arguments after it: a bad `numkeys` gets its own
+        // error whatever follows.
+        arity: -2,
         keys: Keys::Numbered(RW | ACCESS | UPDATE),
         args: &[NUMKEYS, RESOURCES, TOKEN, arg(c"ttl_ms", Kind::Integer)],
     },

@@ -1,7 +1,8 @@
 //! Server events: flushes and swaps empty or replace keys without calling
 //! the type's unlink callback; shutdowns, the end of loading, configuration
 //! changes, master-link changes and promotions feed the restart quarantine;
-//! an AOF rewrite's fork gets the quarantine metadata into the new AOF.
+//! an AOF rewrite's fork gets the quarantine metadata into the new AOF;
+//! the cron re-arms timers a step of the wall clock made late.
 //!
 //! A demotion to replica needs no handler: Redis 7.0 unblocks every blocked
 //! client itself (`-UNBLOCKED ... master -> replica?`) before modules hear of
@@ -29,6 +30,7 @@ pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
         raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
         raw::REDISMODULE_EVENT_LOADING,
         raw::REDISMODULE_EVENT_FORK_CHILD,
+        raw::REDISMODULE_EVENT_CRON_LOOP,
     ] {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         if unsafe { subscribe(ctx.0, event, Some(on_event)) } != super::api::OK {
@@ -90,6 +92,12 @@ extern "C" fn on_event(
             Ctx(ctx),
             subevent == raw::REDISMODULE_SUBEVENT_MASTER_LINK_UP,
         ),
+        // The server's cron runs on its monotonic clock, its module timers
+        // on the wall clock: a timer late after a step back is fired here.
+        raw::REDISMODULE_EVENT_CRON_LOOP => {
+            jobs::rearm_late();
+            blocking::rearm_late();
+        }
         raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => {
             let now_master = subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER;
             state::set_replica(!now_master);

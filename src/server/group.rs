@@ -120,7 +120,7 @@ impl Group {
         if !blocking::widen(&mut self.frontier, &self.component, decided) {
             return Ok(Widened::Done);
         }
-        self.component = part(&mut self.frontier, &self.members, self.now_us / 1000);
+        self.component = part(&mut self.frontier, &self.members);
         let mut wrong = Vec::new();
         for res in self.component.resources.iter().skip(self.members.len()) {
             match open_one(ctx, res, self.now_us)? {
@@ -179,7 +179,7 @@ pub fn open(
         let served = waited
             && (members.iter().any(|m| serves(&m.work)) || starts.iter().any(blocking::has_sets));
         let (frontier, component) = if served {
-            gather(ctx, &starts, &members, now_us / 1000)?
+            gather(ctx, &starts, &members)?
         } else {
             let component = Component {
                 resources: starts.clone(),
@@ -234,15 +234,14 @@ fn gather(
     ctx: Ctx,
     starts: &[Resource],
     opened: &[Opened],
-    now_ms: u64,
 ) -> Result<(Frontier<Resource>, Component<Resource>), Error> {
     let mut frontier = Frontier::around(starts);
-    let comp = part(&mut frontier, opened, now_ms);
+    let comp = part(&mut frontier, opened);
     let sets = comp.requests.iter().any(|r| r.members.len() > 1);
     if sets && !may_grant(ctx, &comp)? {
         send_away(starts);
         let mut frontier = Frontier::around(starts);
-        let comp = part(&mut frontier, opened, now_ms);
+        let comp = part(&mut frontier, opened);
         return Ok((frontier, comp));
     }
     Ok((frontier, comp))
@@ -250,11 +249,12 @@ fn gather(
 
 /// The part `frontier` decides, once the waiters of its resources whose
 /// `WAIT` ran out have left. `opened`: the resources open so far, in the
-/// frontier's order.
-fn part(frontier: &mut Frontier<Resource>, opened: &[Opened], now_ms: u64) -> Component<Resource> {
+/// frontier's order. (`WAIT`s are reckoned on their own clock: see
+/// `blocking`.)
+fn part(frontier: &mut Frontier<Resource>, opened: &[Opened]) -> Component<Resource> {
     let holds = |i: usize| opened.get(i).map(|m| &m.work.holds);
     for res in frontier.resources() {
-        blocking::time_out_given_up(res, now_ms);
+        blocking::time_out_given_up(res);
     }
     let known = frontier.resources().len();
     let comp = blocking::part(frontier, holds);
@@ -264,7 +264,7 @@ fn part(frontier: &mut Frontier<Resource>, opened: &[Opened], now_ms: u64) -> Co
     // Members found by this part: their given-up waiters leave too, and
     // the part is read again without them.
     for res in comp.resources.iter().skip(known) {
-        blocking::time_out_given_up(res, now_ms);
+        blocking::time_out_given_up(res);
     }
     blocking::part(frontier, holds)
 }

@@ -64,7 +64,7 @@ pub fn grant_due(ctx: Ctx, res: &Resource, now: u64) -> Result<bool, Error> {
     let due = plain::handoff(
         quarantine::ms_left(),
         || blocking::held_until(res),
-        || blocking::has_live_waiter(res, now_ms),
+        || blocking::has_live_waiter(res),
         now_ms,
     );
     match due {
@@ -75,7 +75,7 @@ pub fn grant_due(ctx: Ctx, res: &Resource, now: u64) -> Result<bool, Error> {
             return Ok(false);
         }
         Handoff::GivenUp => {
-            blocking::time_out_given_up(res, now_ms);
+            blocking::time_out_given_up(res);
             return Ok(false);
         }
     }
@@ -98,7 +98,7 @@ pub fn commit_grant(
 ) -> Result<bool, Error> {
     // A waiter whose WAIT ran out is never chosen: its reply could not be
     // told apart from its timeout.
-    blocking::time_out_given_up(res, next.now_us / 1000);
+    blocking::time_out_given_up(res);
     let Some((token, ttl_ms)) = blocking::grant_head(res, next.fence) else {
         return Ok(false);
     };

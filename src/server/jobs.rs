@@ -19,7 +19,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 
 use redis_module::raw;
 
-use super::api::{self, now_us, rm, Ctx};
+use super::api::{self, monotonic_us, rm, Ctx};
 use super::ffi::guard;
 use super::job_queue::JobQueue;
 use super::resource::Resource;
@@ -89,9 +89,11 @@ pub fn push(job: Job) {
 
 /// Queues `job` to run from the timer `delay_ms` from now at the earliest
 /// (a job that does at once everything queued before it is not queued
-/// twice: see `JobQueue::push`).
+/// twice: see `JobQueue::push`). Due times are on the monotonic clock, as
+/// the timer is: a step of the wall clock neither holds a job back nor
+/// runs it early.
 pub fn push_after(job: Job, delay_ms: u64) {
-    let due_ms = now_us() / 1000 + delay_ms;
+    let due_ms = now_ms() + delay_ms;
     with_queue(|q| q.push(due_ms, job));
     arm(due_ms);
 }
@@ -109,8 +111,13 @@ pub fn queued() -> usize {
 
 /// Takes the jobs due by now, in order.
 pub fn take_due() -> Vec<Job> {
-    let now_ms = now_us() / 1000;
-    with_queue(|q| q.take_due(now_ms))
+    let now = now_ms();
+    with_queue(|q| q.take_due(now))
+}
+
+/// The jobs' clock: monotonic milliseconds.
+fn now_ms() -> u64 {
+    monotonic_us() / 1000
 }
 
 /// Takes the jobs (due or not) that `wanted` picks, in order. Looks at
@@ -164,8 +171,24 @@ fn arm(due_ms: u64) {
         }
         None => {}
     }
-    let delay = due_ms.saturating_sub(now_us() / 1000);
+    let delay = due_ms.saturating_sub(now_ms());
     *armed = arm_timer(i64::try_from(delay).unwrap_or(i64::MAX), on_timer).map(|id| (id, due_ms));
+}
+
+/// Fires the queue's timer at once if it is overdue on the monotonic
+/// clock. The server keys module timers on its wall clock (`ustime()`), so
+/// a timer armed before the wall clock stepped back would fire that much
+/// later (an hour back: an hour late); the server's cron, driven by its
+/// monotonic clock, calls this. (A step forward fires a timer early
+/// instead: the jobs it finds not yet due re-arm it.)
+pub fn rearm_late() {
+    let mut armed = armed();
+    if let Some((id, due_ms)) = *armed {
+        if due_ms < now_ms() {
+            stop_timer(id);
+            *armed = arm_timer(0, on_timer).map(|id| (id, due_ms));
+        }
+    }
 }
 
 extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {

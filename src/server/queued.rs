@@ -17,10 +17,12 @@ use crate::lock::{args, glob, Error};
 /// resources with waiters in the selected database that match the
 /// pattern, if one is given.
 pub fn queued(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
-    let pattern = args::queued(argv.bytes())?;
+    let pattern = args::queued(argv.bytes())?
+        .map(glob::Pattern::new)
+        .transpose()?;
     let db = selected_db(ctx)?;
     let names = blocking::resources_where(|r| {
-        r.db == db && pattern.is_none_or(|p| glob::matches(p, &r.key))
+        r.db == db && pattern.as_ref().is_none_or(|p| p.matches(&r.key))
     });
     ctx.reply_array(names.len())?;
     for r in &names {

@@ -194,6 +194,8 @@ pub struct ServerBuilder {
     module: Option<PathBuf>,
     rdb: Option<PathBuf>,
     data_from: Option<PathBuf>,
+    /// Environment variables for the server process.
+    env: Vec<(String, String)>,
 }
 
 impl ServerBuilder {
@@ -221,6 +223,12 @@ impl ServerBuilder {
     /// servers of another release next to this build's (tests/rollback/).
     pub fn module(mut self, path: impl Into<PathBuf>) -> Self {
         self.module = Some(path.into());
+        self
+    }
+    /// An environment variable for the server process (e.g. a preloaded
+    /// library's settings).
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
         self
     }
     /// Plain redis-server, for testing the harness itself.
@@ -404,6 +412,7 @@ impl Server {
         let out = fs::File::create(self.dir.join("stdout.log")).unwrap();
         let child = valgrind::command(&self.dir)
             .args(self.args())
+            .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)

@@ -160,10 +160,11 @@ fn a_waiter_that_leaves_takes_its_resources_off_the_list() {
     assert_eq!(v, Value::Nil, "free again");
 }
 
-/// A bad call is refused with the server's arity error and changes
-/// nothing: the lock, its waiter and the list stay as they were.
+/// A bad call is refused (the server's arity error, or a pattern too long)
+/// and changes nothing: the lock, its waiter and the list stay as they
+/// were.
 #[test]
-fn two_patterns_are_refused_and_change_nothing() {
+fn bad_patterns_are_refused_and_change_nothing() {
     let s = Server::start();
     let mut c = s.conn();
     let held = hold(&mut c, b"res", b"owner");
@@ -176,6 +177,19 @@ fn two_patterns_are_refused_and_change_nothing() {
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         assert_eq!(expect_err(&mut c, &args), arity_err("dlock.queued"));
     }
+    // A pattern past 256 bytes is refused; up to it, the worst case of a
+    // backtracking matcher (`*r*r...*x`, every star a choice) answers.
+    let too_long = "*".repeat(257);
+    assert_eq!(
+        expect_err(&mut c, &[b"DLOCK.QUEUED", too_long.as_bytes()]),
+        "ERR pattern is longer than 256 bytes"
+    );
+    let stars = "*r".repeat(127);
+    assert_eq!(queued(&mut c, Some(&format!("{stars}x"))), names(&[]));
+    let longest = format!("r*e*s{}", "*".repeat(251));
+    assert_eq!(longest.len(), 256);
+    assert_eq!(queued(&mut c, Some(&longest)), names(&["res"]));
+    assert_eq!(queued(&mut c, Some(&"*".repeat(256))), names(&["res"]));
     held.assert_unchanged_ttl_only(&mut c);
     assert_eq!(waiters(&mut c, "res"), 1);
     assert!(w.pending());
