@@ -195,3 +195,94 @@ fn a_forward_step_past_a_lease_hands_it_over() {
     assert!(fence > 0);
     assert_eq!(held(&mut wc, "r").token, b"waiter");
 }
+
+/// `DLOCK.OBSERVE res SINCE version WAIT wait_ms` sent on a connection of
+/// its own, its reply not read yet.
+fn observe_from(s: &Server, res: &str, since: &str, wait_ms: u64) -> redis::Connection {
+    let mut o = s.conn();
+    let cmd = redis::cmd("DLOCK.OBSERVE")
+        .arg(res)
+        .arg("SINCE")
+        .arg(since)
+        .arg("WAIT")
+        .arg(wait_ms)
+        .get_packed_command();
+    o.send_packed_command(&cmd).unwrap();
+    o
+}
+
+fn version(c: &mut redis::Connection, res: &str) -> String {
+    let v: (String, redis::Value) = redis::cmd("DLOCK.OBSERVE").arg(res).query(c).unwrap();
+    v.0
+}
+
+fn observers(c: &mut redis::Connection) -> i64 {
+    info_field(c, "dlock", "dlock_observers")
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// An hour forward during an observer's `WAIT 60000`: it is not answered
+/// nil when another observer's `WAIT 3000` ends (its wait is a length of
+/// time), and hears the next change.
+#[test]
+fn a_forward_step_does_not_end_an_observers_wait() {
+    let Some((s, clock)) = start() else { return };
+    let mut c = s.conn();
+    assert!(acquire(&mut c, "r", "holder", 3 * HOUR_MS).is_some());
+    let seen = version(&mut c, "r");
+    let mut o = observe_from(&s, "r", &seen, 60_000);
+    let mut short = observe_from(&s, "q", "0000000000000000", 3_000);
+    wait_until(
+        std::time::Duration::from_secs(10),
+        "the observers wait",
+        || observers(&mut c) == 2,
+    );
+
+    clock.set(HOUR_S);
+    if !stepped(&mut c, HOUR_S) {
+        return;
+    }
+    // The short wait ends: reckoned on the wall clock, the long one would
+    // end with it.
+    short
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    assert_eq!(short.recv_response().unwrap(), redis::Value::Nil);
+    assert_eq!(observers(&mut c), 1, "the long WAIT ended with the step");
+    assert_eq!(release(&mut c, "r", "holder"), 1);
+    o.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let got = o.recv_response().unwrap();
+    assert!(
+        matches!(&got, redis::Value::Array(a) if a.len() == 2),
+        "the change, not nil: {got:?}"
+    );
+    assert_eq!(observers(&mut c), 0);
+}
+
+/// An hour back during an observer's `WAIT 2000`: nil when its 2 s are
+/// over (within the reply's deadline), not an hour later.
+#[test]
+fn a_backward_step_does_not_stretch_an_observers_wait() {
+    let Some((s, clock)) = start() else { return };
+    let mut c = s.conn();
+    assert!(acquire(&mut c, "r", "holder", HOUR_MS).is_some());
+    let seen = version(&mut c, "r");
+    let mut o = observe_from(&s, "r", &seen, 2_000);
+    wait_until(
+        std::time::Duration::from_secs(10),
+        "the observer waits",
+        || observers(&mut c) == 1,
+    );
+
+    clock.set(-HOUR_S);
+    if !stepped(&mut c, -HOUR_S) {
+        return;
+    }
+    o.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    assert_eq!(o.recv_response().unwrap(), redis::Value::Nil);
+    assert_eq!(observers(&mut c), 0);
+}

@@ -149,7 +149,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Ord + Copy> Observers<K, H> {
     }
 
     /// `handle` waits for `key` to differ from `version`, until
-    /// `gives_up_at` (unix ms; `None`: no limit).
+    /// `gives_up_at` (ms on a monotonic clock; `None`: no limit).
     pub fn watch(&mut self, key: K, handle: H, version: u64, gives_up_at: Option<u64>) {
         if self.index.contains_key(&handle) {
             return;

@@ -29,7 +29,7 @@ use std::hash::Hash;
 pub const BURST_US: u64 = 500_000;
 
 /// The pace of each resource's answers: when its budget is full again
-/// (the cell rate algorithm's "theoretical arrival time"), unix µs.
+/// (the cell rate algorithm's "theoretical arrival time"), µs on a monotonic clock.
 #[derive(Debug)]
 pub struct Paces<K> {
     full_at: HashMap<K, u64>,

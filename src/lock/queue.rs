@@ -48,8 +48,8 @@ pub struct Waiter<H> {
     pub token: Box<[u8]>,
     pub wants: Wants,
     pub ttl_ms: u64,
-    /// Unix ms after which the waiter has given up (its `WAIT` timeout);
-    /// `None` waits forever.
+    /// When (ms on a monotonic clock) the waiter has given up (its `WAIT`
+    /// timeout); `None` waits forever.
     pub gives_up_at: Option<u64>,
     pub handle: H,
     /// One member's entry of a set request (`DLOCK.MACQUIRE`): the same id

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::raw;
 
-use super::api::{self, now_us, rm, Ctx};
+use super::api::{self, monotonic_us, now_us, rm, Ctx};
 use super::cluster;
 use super::ffi::{guard, Argv};
 use super::jobs::{self, Job};
@@ -78,15 +78,15 @@ pub fn observe(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         // its resource's answers allows, else with the next batch.
         if let (true, Some(since)) = (may_block, req.since) {
             let res = Resource::of(ctx, name)?;
-            let (now_us, rate) = (now_us(), state::observe_rate());
-            if let Some(until) = watchers::with(|w| w.paces.held_until(&res, now_us, rate)) {
+            let (now, rate) = (monotonic_us(), state::observe_rate());
+            if let Some(until) = watchers::with(|w| w.paces.held_until(&res, now, rate)) {
                 stats::OBSERVERS_PACED.add();
                 block(ctx, res.clone(), since, wait_ms, view.ends_at())?;
-                watchers::look_at(&res, until, now_us);
+                watchers::look_at(&res, until, now);
                 return Ok(());
             }
             reply(ctx, version, view)?;
-            spent(&res, 1, now_us, rate);
+            spent(&res, 1, now, rate);
             return Ok(());
         }
         reply(ctx, version, view)
@@ -116,14 +116,15 @@ fn block(
         return Err(Error::Internal("cannot block client"));
     }
     unsafe { on_disconnect(bc, Some(on_disconnected)) };
-    let now_ms = now_us() / 1000;
-    let gives_up_at = (wait_ms > 0).then(|| now_ms.saturating_add(wait_ms));
+    // A `WAIT` is a length of time: reckoned on the monotonic clock, which
+    // a step of the wall clock neither shortens nor stretches.
+    let gives_up_at = (wait_ms > 0).then(|| (monotonic_us() / 1000).saturating_add(wait_ms));
     watchers::with(|w| w.watch(res.clone(), Watcher(bc), version, gives_up_at));
     if gives_up_at.is_some() {
         jobs::push_after(Job::ObserversGiveUp, wait_ms.saturating_add(1));
     }
     if let Some(at) = ends_at {
-        check_at(&res, at, now_ms);
+        check_at(&res, at);
     }
     if ctx.flags()?.is_cluster() {
         jobs::push_after(Job::ObservedSlots, SLOTS_CHECK_MS);
@@ -131,19 +132,25 @@ fn block(
     Ok(())
 }
 
-/// `n` observers of `res` were answered: the pace takes their cost, and a
-/// sweep will forget its record once the budget is full again.
-fn spent(res: &Resource, n: usize, now_us: u64, rate: u64) {
-    if watchers::with(|w| w.paces.answered(res, n, now_us, rate)) {
+/// `n` observers of `res` were answered at `now` (monotonic µs): the pace
+/// takes their cost, and a sweep will forget its record once the budget is
+/// full again.
+fn spent(res: &Resource, n: usize, now: u64, rate: u64) {
+    if watchers::with(|w| w.paces.answered(res, n, now, rate)) {
         watchers::sweep_later();
     }
 }
 
-/// Schedules a check of `res` just after `at_ms` (a hold's deadline),
-/// unless one is due by then.
-fn check_at(res: &Resource, at_ms: u64, now_ms: u64) {
-    let just_after_us = at_ms.saturating_add(1).saturating_mul(1000);
-    watchers::look_at(res, just_after_us, now_ms.saturating_mul(1000));
+/// Schedules a check of `res` just after `at_ms` (a hold's deadline, unix
+/// ms: the server ends leases on the wall clock), unless one is due by
+/// then.
+fn check_at(res: &Resource, at_ms: u64) {
+    let in_us = at_ms
+        .saturating_add(1)
+        .saturating_sub(now_us() / 1000)
+        .saturating_mul(1000);
+    let now = monotonic_us();
+    watchers::look_at(res, now.saturating_add(in_us), now);
 }
 
 /// Runs `f` with `res`'s key as a server string, in the context's
@@ -195,14 +202,13 @@ pub fn check_logged(ctx: Ctx, res: &Resource) {
 }
 
 fn check(ctx: Ctx, res: &Resource) -> Result<(), Error> {
-    let (now_us, rate) = (now_us(), state::observe_rate());
-    let now_ms = now_us / 1000;
+    let (now, rate) = (monotonic_us(), state::observe_rate());
     watchers::with(|w| w.checked(res));
     if !watchers::with(|w| w.is_watched(res)) {
         return Ok(());
     }
-    if let Some(until) = watchers::with(|w| w.paces.held_until(res, now_us, rate)) {
-        watchers::look_at(res, until, now_us);
+    if let Some(until) = watchers::with(|w| w.paces.held_until(res, now, rate)) {
+        watchers::look_at(res, until, now);
         return Ok(());
     }
     let Some((version, ends_at)) = current(ctx, res)? else {
@@ -210,10 +216,10 @@ fn check(ctx: Ctx, res: &Resource) -> Result<(), Error> {
         return Ok(());
     };
     let woken = watchers::with(|w| w.changed(res, version));
-    spent(res, woken.len(), now_us, rate);
+    spent(res, woken.len(), now, rate);
     hand_over(woken, Woken::Changed);
     if let Some(at) = ends_at {
-        check_at(res, at, now_ms);
+        check_at(res, at);
     }
     Ok(())
 }
@@ -292,7 +298,7 @@ fn check_slots(ctx: Ctx) -> Result<(), Error> {
 /// changed (it was held back by the pace), `TRYAGAIN` if the resource's
 /// slot moved.
 pub fn give_up(ctx: Ctx) {
-    let now_ms = now_us() / 1000;
+    let now_ms = monotonic_us() / 1000;
     let gone = watchers::with(|w| w.take_given_up(now_ms));
     if let Some(at) = watchers::with(|w| w.next_give_up()) {
         jobs::push_after(

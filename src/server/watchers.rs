@@ -13,7 +13,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::raw;
 
-use super::api::{now_us, Ctx};
+use super::api::{monotonic_us, Ctx};
 use super::jobs::{self, Job};
 use super::resource::Resource;
 use super::state;
@@ -61,7 +61,7 @@ pub fn changed(res: &Resource) {
     if count() == 0 {
         return;
     }
-    let now = now_us();
+    let now = monotonic_us();
     let rate = state::observe_rate();
     let (watched, held) = with(|w| (w.is_watched(res), w.paces.held_until(res, now, rate)));
     match (watched, held) {
@@ -72,7 +72,8 @@ pub fn changed(res: &Resource) {
 }
 
 /// Schedules a check of `res`'s observers at `at_us` or just after,
-/// unless one is due by then (or nobody observes it).
+/// unless one is due by then (or nobody observes it). Both times are read
+/// on the monotonic clock, as the pace's and the jobs' are.
 pub fn look_at(res: &Resource, at_us: u64, now_us: u64) {
     let at_ms = at_us.div_ceil(1000);
     if with(|w| w.needs_check(res, at_ms)) {
@@ -98,7 +99,7 @@ pub fn sweep_later() {
 /// The sweep (`Job::PaceSweep`): forgets the records whose budget is full
 /// again, and comes back while some are left.
 pub fn sweep() {
-    if with(|w| w.paces.sweep(now_us())) {
+    if with(|w| w.paces.sweep(monotonic_us())) {
         jobs::push_after(Job::PaceSweep, SWEEP_MS);
     } else {
         SWEEP_QUEUED.store(false, Ordering::Relaxed);
