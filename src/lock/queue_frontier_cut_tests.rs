@@ -122,22 +122,14 @@ fn a_step_cut_short_decides_as_the_whole_with_the_uncovered_kept_waiting() {
             let rounds = rng.below(3) as usize;
             let starts: Vec<u8> = if rng.one_in(2) {
                 // A holder releases.
-                let held: Vec<u8> = (0..RESOURCES)
-                    .filter(|r| !world.holds[*r as usize].is_empty())
-                    .collect();
-                let Some(r) = held.get(rng.below(held.len() as u64) as usize) else {
+                let Some((r, token)) = world.some_holder(&mut rng) else {
                     world.enqueue(&mut rng);
                     world.rest();
                     continue;
                 };
-                let token = world.holds[*r as usize]
-                    .iter()
-                    .next()
-                    .map(|h| h.token.to_vec());
-                let token: &'static [u8] = Box::leak(token.unwrap_or_default().into_boxed_slice());
                 let command = Command::Release { token, members: 1 };
-                let cut = plan_cut(&world, &[*r], &command, rounds);
-                let whole = whole_with_waiting(&world, &[*r], &cut.waiting);
+                let cut = plan_cut(&world, &[r], &command, rounds);
+                let whole = whole_with_waiting(&world, &[r], &cut.waiting);
                 let by_whole = world.decide(&whole, &command);
                 assert_eq!(
                     shown(&whole, &by_whole),

@@ -238,6 +238,17 @@ impl World {
         }
     }
 
+    /// A held resource picked at random and the token of one of its
+    /// holders (leaked: a command borrows it for the test's length).
+    fn some_holder(&self, rng: &mut Rng) -> Option<(u8, &'static [u8])> {
+        let held: Vec<u8> = (0..RESOURCES)
+            .filter(|r| !self.holds[*r as usize].is_empty())
+            .collect();
+        let r = *held.get(rng.below(held.len() as u64) as usize)?;
+        let token = self.holds[r as usize].iter().next()?.token.to_vec();
+        Some((r, Box::leak(token.into_boxed_slice())))
+    }
+
     /// Settles every queue until a whole-component step grants nothing.
     fn rest(&mut self) {
         for _ in 0..20 {
@@ -365,20 +376,12 @@ fn a_frontier_decides_as_the_whole_component() {
             let (starts, command, label): (Vec<u8>, Command<'_>, _) = match what {
                 0 => {
                     // A holder releases.
-                    let held: Vec<u8> = (0..RESOURCES)
-                        .filter(|r| !world.holds[*r as usize].is_empty())
-                        .collect();
-                    let Some(r) = held.get(rng.below(held.len() as u64) as usize) else {
+                    let Some((r, token)) = world.some_holder(&mut rng) else {
                         world.enqueue(&mut rng);
                         world.rest();
                         continue;
                     };
-                    let h = world.holds[*r as usize]
-                        .iter()
-                        .next()
-                        .map(|h| h.token.to_vec());
-                    let token: &'static [u8] = Box::leak(h.unwrap_or_default().into_boxed_slice());
-                    (vec![*r], Command::Release { token, members: 1 }, "release")
+                    (vec![r], Command::Release { token, members: 1 }, "release")
                 }
                 1 => {
                     // A waiter leaves (timeout, disconnect): its queues are

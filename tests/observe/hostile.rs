@@ -3,27 +3,15 @@
 use super::*;
 use std::thread;
 
-fn set_rate(c: &mut Connection, per_sec: u64) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("dlock.observe-rate")
-        .arg(per_sec)
-        .query(c)
-        .unwrap();
-}
-
 /// Observers that pass a stale version with a short `WAIT` are answered at
-/// each `WAIT` end whatever the pace, and each answer is charged to the
-/// resource's budget with no floor: the budget's debt grows with every
-/// such answer, and a follower with `WAIT 0` then waits for all of it to be
-/// paid back. The docs promise each follower hears of a change within about
-/// n / `dlock.observe-rate` seconds (n observers), the budget being
-/// overdrawn by at most one batch. Here 4 connections looping
-/// `DLOCK.OBSERVE r SINCE ffffffffffffffff WAIT 1` for 1.5 s (an ACL user
-/// with read-only key access may run it) hold an up-to-date follower back
-/// for tens of seconds after the attack has stopped (about 40 s at rate 100
-/// for a 3 s attack, 10 s at the default rate for a 6 s one with 20
-/// connections).
+/// each `WAIT` end whatever the pace. Were those answers charged to the
+/// resource's budget, its debt would grow with each, and a follower with
+/// `WAIT 0` would wait for all of it to be paid back; the docs promise each
+/// follower hears of a change within about n / `dlock.observe-rate`
+/// seconds, the budget overdrawn by one batch at most. Here 4 connections
+/// loop `DLOCK.OBSERVE r SINCE ffffffffffffffff WAIT 1` for 1.5 s (an ACL
+/// user with read-only key access may run it); then one change must reach
+/// an up-to-date follower at once.
 #[test]
 fn stale_short_waits_cannot_hold_a_follower_past_the_pace() {
     let s = Server::start();

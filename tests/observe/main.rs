@@ -157,6 +157,16 @@ fn observers(c: &mut Connection) -> i64 {
         .unwrap()
 }
 
+/// `CONFIG SET dlock.observe-rate per_sec`.
+fn set_rate(c: &mut Connection, per_sec: u64) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("dlock.observe-rate")
+        .arg(per_sec)
+        .query(c)
+        .unwrap();
+}
+
 /// The deferred jobs queued (`INFO dlock`).
 fn deferred_jobs(c: &mut Connection) -> i64 {
     info_field(c, "dlock", "dlock_deferred_jobs")

@@ -8,15 +8,6 @@
 //! held observers on a loaded machine without racing the pace.
 use super::*;
 
-fn set_rate(c: &mut Connection, per_sec: u64) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("dlock.observe-rate")
-        .arg(per_sec)
-        .query(c)
-        .unwrap();
-}
-
 fn paced(c: &mut Connection) -> i64 {
     info_field(c, "dlock", "dlock_observers_paced")
         .unwrap()
