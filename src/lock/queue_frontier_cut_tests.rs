@@ -146,15 +146,11 @@ fn a_step_cut_short_decides_as_the_whole_with_the_uncovered_kept_waiting() {
                 cut.grown
             } else {
                 // A waiter leaves: its queues are settled, cut short too.
-                let mut ids: Vec<u64> = world.queues.index.keys().copied().collect();
-                ids.sort_unstable();
-                let Some(id) = ids.get(rng.below(ids.len() as u64) as usize) else {
+                let Some(keys) = world.some_waiter_leaves(&mut rng) else {
                     world.enqueue(&mut rng);
                     world.rest();
                     continue;
                 };
-                let keys = world.queues.index[id].keys().to_vec();
-                world.queues.remove(*id);
                 let cut = plan_cut(&world, &keys, &Command::Settle, rounds);
                 let whole = whole_with_waiting(&world, &keys, &cut.waiting);
                 let by_whole = world.decide(&whole, &Command::Settle);

@@ -249,6 +249,17 @@ impl World {
         Some((r, Box::leak(token.into_boxed_slice())))
     }
 
+    /// A waiting request picked at random leaves (a timeout, a
+    /// disconnect); the resources it waited on, for a step to settle.
+    fn some_waiter_leaves(&mut self, rng: &mut Rng) -> Option<Vec<u8>> {
+        let mut ids: Vec<u64> = self.queues.index.keys().copied().collect();
+        ids.sort_unstable();
+        let id = *ids.get(rng.below(ids.len() as u64) as usize)?;
+        let keys = self.queues.index[&id].keys().to_vec();
+        self.queues.remove(id);
+        Some(keys)
+    }
+
     /// Settles every queue until a whole-component step grants nothing.
     fn rest(&mut self) {
         for _ in 0..20 {
@@ -386,15 +397,11 @@ fn a_frontier_decides_as_the_whole_component() {
                 1 => {
                     // A waiter leaves (timeout, disconnect): its queues are
                     // settled.
-                    let mut ids: Vec<u64> = world.queues.index.keys().copied().collect();
-                    ids.sort_unstable();
-                    let Some(id) = ids.get(rng.below(ids.len() as u64) as usize) else {
+                    let Some(keys) = world.some_waiter_leaves(&mut rng) else {
                         world.enqueue(&mut rng);
                         world.rest();
                         continue;
                     };
-                    let keys = world.queues.index[id].keys().to_vec();
-                    world.queues.remove(*id);
                     (keys, Command::Settle, "leave")
                 }
                 _ => {

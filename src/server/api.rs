@@ -208,13 +208,18 @@ impl LazyNow {
 
 /// Wall-clock microseconds: leases are wall-clock based, like Redis TTLs.
 pub fn now_us() -> u64 {
+    // CLOCK_REALTIME cannot fail with a valid pointer; a zero reading would
+    // only make the fence clock fall back to last + 1.
+    clock_us(libc::CLOCK_REALTIME)
+}
+
+/// Microseconds on `clock` (`clock_gettime`).
+fn clock_us(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // CLOCK_REALTIME cannot fail with a valid pointer; a zero reading would
-    // only make the fence clock fall back to last + 1.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     (ts.tv_sec.max(0) as u64)
         .saturating_mul(1_000_000)
         .saturating_add((ts.tv_nsec.max(0) as u64) / 1_000)
@@ -230,14 +235,7 @@ pub fn monotonic_us() -> u64 {
     if let Some(server) = unsafe { raw::RedisModule_MonotonicMicroseconds } {
         return unsafe { server() };
     }
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec.max(0) as u64)
-        .saturating_mul(1_000_000)
-        .saturating_add((ts.tv_nsec.max(0) as u64) / 1_000)
+    clock_us(libc::CLOCK_MONOTONIC)
 }
 
 /// The time a read inside `MULTI`/`EXEC` or a script judges by: the
