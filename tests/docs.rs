@@ -5,6 +5,8 @@
 //! its `redis-cli` sessions run against a real server, its links, its
 //! command pages against `COMMAND DOCS`, the error texts it quotes).
 mod common;
+#[path = "docs/log_messages.rs"]
+mod log_messages;
 #[path = "docs/manual.rs"]
 mod manual;
 #[path = "docs/markdown.rs"]

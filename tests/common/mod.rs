@@ -196,6 +196,8 @@ pub struct ServerBuilder {
     data_from: Option<PathBuf>,
     /// Environment variables for the server process.
     env: Vec<(String, String)>,
+    /// A config file, read before the arguments (`CONFIG REWRITE` writes it).
+    config_file: Option<PathBuf>,
 }
 
 impl ServerBuilder {
@@ -229,6 +231,13 @@ impl ServerBuilder {
     /// library's settings).
     pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((name.into(), value.into()));
+        self
+    }
+    /// Start from the config file at `path` (read first, then the
+    /// arguments): the file `CONFIG REWRITE` writes, read again by
+    /// `restart`.
+    pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config_file = Some(path.into());
         self
     }
     /// Plain redis-server, for testing the harness itself.
@@ -363,7 +372,11 @@ impl Server {
 
     fn args(&self) -> Vec<String> {
         let dir = self.dir.display().to_string();
-        let mut a: Vec<String> = vec!["--port".into(), self.port.to_string()];
+        let mut a: Vec<String> = Vec::new();
+        if let Some(file) = &self.opts.config_file {
+            a.push(file.display().to_string());
+        }
+        a.extend(["--port".into(), self.port.to_string()]);
         for s in [
             "--bind",
             "127.0.0.1",
