@@ -23,10 +23,10 @@ const OBSERVERS: usize = 10_000;
 
 /// The bounds docs/operations.md#sizing states, in bytes per item (names
 /// of 17 bytes, tokens of 16).
-const LOCK_BOUND: f64 = 250.0;
-const HOLD_BOUND: f64 = 250.0;
-const WAITER_BOUND: f64 = 1024.0;
-const OBSERVER_BOUND: f64 = 1024.0;
+const LOCK_BOUND: f64 = 210.0;
+const HOLD_BOUND: f64 = 190.0;
+const WAITER_BOUND: f64 = 52_000.0;
+const OBSERVER_BOUND: f64 = 16_000.0;
 
 fn name(i: usize) -> String {
     format!("lock:{i:012}")
@@ -38,6 +38,13 @@ fn token(i: usize) -> String {
 
 /// `used_memory` without what the server keeps for client connections.
 fn memory_beyond_clients(c: &mut Connection) -> f64 {
+    let (used, clients) = memory(c);
+    used - clients
+}
+
+/// `used_memory` (after `MEMORY PURGE`), and what of it the server keeps
+/// for client connections (`clients.normal` of `MEMORY STATS`).
+fn memory(c: &mut Connection) -> (f64, f64) {
     let used = used_memory_purged(c) as f64;
     let stats: Value = redis::cmd("MEMORY").arg("STATS").query(c).unwrap();
     let Value::Array(items) = stats else {
@@ -50,7 +57,7 @@ fn memory_beyond_clients(c: &mut Connection) -> f64 {
             _ => None,
         })
         .expect("MEMORY STATS has clients.normal");
-    used - clients as f64
+    (used, clients as f64)
 }
 
 /// Runs `cmds` pipelined, a thousand at a time, each expected to succeed.
@@ -130,12 +137,19 @@ fn a_waiter_and_an_observer_cost_at_most_what_the_page_states() {
     pipelined(&mut c, (0..WAITERS).map(|i| acquire(&name(i), "holder", &[])));
 
     // A waiter on each held lock: each lock gets its queue.
-    let before = memory_beyond_clients(&mut c);
+    let before = memory(&mut c);
     let waiters = block(&s, &mut c, WAITERS, "dlock_waiters", |i| {
         acquire(&name(i), &token(i), &["WAIT", "0"])
     });
-    let after = memory_beyond_clients(&mut c);
-    check("a waiter", (after - before) / WAITERS as f64, WAITER_BOUND);
+    let after = memory(&mut c);
+    // The connections' own share varies with the server's buffer sizing:
+    // stated on the page as the server's, not bounded here.
+    eprintln!(
+        "a waiting client's connection: {:.1} bytes each (clients.normal)",
+        (after.1 - before.1) / WAITERS as f64
+    );
+    let beyond = (after.0 - after.1) - (before.0 - before.1);
+    check("a waiter", beyond / WAITERS as f64, WAITER_BOUND);
     drop(waiters);
     wait_until(Duration::from_secs(60), "waiters gone", || {
         count(&mut c, "dlock_waiters") == 0
