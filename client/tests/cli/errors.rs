@@ -282,3 +282,49 @@ fn a_server_that_answers_only_readonly_is_retried_for_retry_for() {
     assert!(took < 4 * SEC, "{took:?}");
     assert!(err.contains("read only replica"), "{err}");
 }
+
+/// After a connection error dlock says which server it tried, where that
+/// came from (`--url`, `DLOCK_URL`, or the default when neither is given)
+/// and how to name another: the first run of `dlock elect` on a machine
+/// without a server on the default port says what to do.
+#[test]
+fn a_connection_error_says_where_the_url_came_from_and_how_to_name_another() {
+    let dir = Dir::new();
+    let url = dead_url();
+    let addr = url.trim_start_matches("redis://").trim_end_matches('/');
+    let (code, _, err) = run(dlock(&url).args(["status", "r"]), &dir, 20 * SEC);
+    assert_eq!(code, 69, "{err}");
+    assert!(err.contains(&format!("server {addr} unavailable")), "{err}");
+    assert!(
+        err.contains("named by DLOCK_URL; name another with --url or DLOCK_URL"),
+        "{err}"
+    );
+    let (code, _, err) = run(
+        dlock("redis://unused/").args(["--url", &url, "release", "r", "t"]),
+        &dir,
+        20 * SEC,
+    );
+    assert_eq!(code, 69, "{err}");
+    assert!(err.contains("named by --url"), "{err}");
+    let (code, _, err) = run(dlock(&url).args(["observe", "r"]), &dir, 30 * SEC);
+    assert_eq!(code, 69, "{err}");
+    assert!(err.contains(&format!("cannot observe r: server {addr} unavailable")), "{err}");
+    assert!(err.contains("--url or DLOCK_URL"), "{err}");
+
+    // Neither given: the default, if nothing listens there on this machine.
+    if std::net::TcpStream::connect("127.0.0.1:6379").is_ok() {
+        eprintln!("something listens on 127.0.0.1:6379: the default's message not checked");
+        return;
+    }
+    let mut cmd = dlock(&url);
+    cmd.env_remove("DLOCK_URL").args(["status", "r"]);
+    let (code, _, err) = run(&mut cmd, &dir, 20 * SEC);
+    assert_eq!(code, 69, "{err}");
+    assert!(
+        err.contains(
+            "no --url or DLOCK_URL was given, so dlock tried the default redis://127.0.0.1:6379/; \
+             name the server with --url redis://host:port/ or DLOCK_URL"
+        ),
+        "{err}"
+    );
+}

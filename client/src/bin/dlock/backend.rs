@@ -73,7 +73,35 @@ pub struct Single {
     url: String,
     /// `host:port` (or the socket's path), for messages.
     addr: String,
+    /// Where `url` came from, for the hint after a connection error.
+    source: UrlSource,
     locker: Locker,
+}
+
+/// Where the server's URL came from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UrlSource {
+    Option,
+    Env,
+    Default,
+}
+
+impl UrlSource {
+    /// Said after a connection error: which URL was tried, and how to name
+    /// another server (never the URL itself, which may hold a password).
+    pub fn hint(self) -> String {
+        match self {
+            UrlSource::Option => "the server named by --url".into(),
+            UrlSource::Env => {
+                "the server named by DLOCK_URL; name another with --url or DLOCK_URL".into()
+            }
+            UrlSource::Default => format!(
+                "no --url or DLOCK_URL was given, so dlock tried the default {}; \
+                 name the server with --url redis://host:port/ or DLOCK_URL",
+                crate::DEFAULT_URL
+            ),
+        }
+    }
 }
 
 /// The usage error for a URL that names no server (the library's
@@ -96,11 +124,15 @@ impl Backend {
     pub fn from_urls(urls: &[String]) -> std::result::Result<Backend, SetupError> {
         let default;
         let from_env = urls.is_empty();
+        let mut source = UrlSource::Option;
         let urls = if urls.is_empty() {
-            default = [std::env::var("DLOCK_URL")
-                .ok()
-                .filter(|u| !u.is_empty())
-                .unwrap_or_else(|| crate::DEFAULT_URL.to_string())];
+            let env = std::env::var("DLOCK_URL").ok().filter(|u| !u.is_empty());
+            source = if env.is_some() {
+                UrlSource::Env
+            } else {
+                UrlSource::Default
+            };
+            default = [env.unwrap_or_else(|| crate::DEFAULT_URL.to_string())];
             &default[..]
         } else {
             urls
@@ -118,6 +150,7 @@ impl Backend {
                 Ok(Single {
                     url: url.clone(),
                     addr,
+                    source,
                     locker,
                 })
             })
@@ -257,7 +290,11 @@ impl Backend {
         match (self, e) {
             (Backend::Single(s), Error::Unavailable(m)) => {
                 let m = m.strip_prefix(&format!("{}: ", s.addr)).unwrap_or(m);
-                format!("server {} unavailable: {m}", s.addr)
+                format!(
+                    "server {} unavailable: {m} ({})",
+                    s.addr,
+                    s.source.hint()
+                )
             }
             (Backend::Single(s), Error::Quarantined(m)) => {
                 format!("server {} in restart quarantine: {m}", s.addr)

@@ -118,7 +118,13 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
             Err(e) => {
                 let since = *failing_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= RETRY_FOR || codes::of(&e) != codes::UNAVAILABLE {
-                    return crate::fail(&format!("cannot observe {}: {e}", o.name), codes::of(&e));
+                    // A connection error names the server and how to name
+                    // another; the server's own refusals speak for themselves.
+                    let why = match &e {
+                        dlock_client::Error::Unavailable(_) => backend.explain(&e),
+                        e => e.to_string(),
+                    };
+                    return crate::fail(&format!("cannot observe {}: {why}", o.name), codes::of(&e));
                 }
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
