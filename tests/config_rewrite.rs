@@ -25,11 +25,7 @@ fn config_rewrite_keeps_dlock_settings_across_a_restart() {
     let dir = std::env::temp_dir().join(format!("dlock-config-rewrite-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let conf = dir.join("redis.conf");
-    std::fs::write(
-        &conf,
-        format!("loadmodule {}\n", module_path().display()),
-    )
-    .unwrap();
+    std::fs::write(&conf, format!("loadmodule {}\n", module_path().display())).unwrap();
     let mut s = Server::builder()
         .without_module()
         .config_file(&conf)
@@ -37,7 +33,12 @@ fn config_rewrite_keeps_dlock_settings_across_a_restart() {
     let mut c = s.conn();
     for (name, value) in SET {
         assert_ne!(get(&mut c, name), value, "{name} is already {value}");
-        let _: () = redis::cmd("CONFIG").arg("SET").arg(name).arg(value).query(&mut c).unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query(&mut c)
+            .unwrap();
     }
     let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut c).unwrap();
     let written = std::fs::read_to_string(&conf).unwrap();

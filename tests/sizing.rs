@@ -87,7 +87,13 @@ fn count(c: &mut Connection, field: &str) -> usize {
 
 /// Opens `n` connections, each sending the command `blocked(i)` that
 /// blocks, and waits until `field` of `INFO dlock` counts them all.
-fn block(s: &Server, c: &mut Connection, n: usize, field: &str, blocked: impl Fn(usize) -> redis::Cmd) -> Vec<Connection> {
+fn block(
+    s: &Server,
+    c: &mut Connection,
+    n: usize,
+    field: &str,
+    blocked: impl Fn(usize) -> redis::Cmd,
+) -> Vec<Connection> {
     let mut clients = Vec::with_capacity(n);
     for i in 0..n {
         let mut w = connect_within(&s.url(), Duration::from_secs(10)).unwrap();
@@ -116,7 +122,10 @@ fn a_lock_and_a_shared_hold_cost_at_most_what_the_page_states() {
     let s = server();
     let mut c = s.conn();
     let before = memory_beyond_clients(&mut c);
-    pipelined(&mut c, (0..LOCKS).map(|i| acquire(&name(i), &token(i), &[])));
+    pipelined(
+        &mut c,
+        (0..LOCKS).map(|i| acquire(&name(i), &token(i), &[])),
+    );
     let after = memory_beyond_clients(&mut c);
     check("a lock", (after - before) / LOCKS as f64, LOCK_BOUND);
 
@@ -134,7 +143,10 @@ fn a_waiter_and_an_observer_cost_at_most_what_the_page_states() {
     let s = server();
     let mut c = s.conn();
     c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    pipelined(&mut c, (0..WAITERS).map(|i| acquire(&name(i), "holder", &[])));
+    pipelined(
+        &mut c,
+        (0..WAITERS).map(|i| acquire(&name(i), "holder", &[])),
+    );
 
     // A waiter on each held lock: each lock gets its queue.
     let before = memory(&mut c);
@@ -182,6 +194,10 @@ fn a_waiter_and_an_observer_cost_at_most_what_the_page_states() {
         cmd
     });
     let after = memory_beyond_clients(&mut c);
-    check("an observer", (after - before) / OBSERVERS as f64, OBSERVER_BOUND);
+    check(
+        "an observer",
+        (after - before) / OBSERVERS as f64,
+        OBSERVER_BOUND,
+    );
     drop(observers);
 }

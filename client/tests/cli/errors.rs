@@ -308,7 +308,10 @@ fn a_connection_error_says_where_the_url_came_from_and_how_to_name_another() {
     assert!(err.contains("named by --url"), "{err}");
     let (code, _, err) = run(dlock(&url).args(["observe", "r"]), &dir, 30 * SEC);
     assert_eq!(code, 69, "{err}");
-    assert!(err.contains(&format!("cannot observe r: server {addr} unavailable")), "{err}");
+    assert!(
+        err.contains(&format!("cannot observe r: server {addr} unavailable")),
+        "{err}"
+    );
     assert!(err.contains("--url or DLOCK_URL"), "{err}");
 
     // Neither given: the default, if nothing listens there on this machine.

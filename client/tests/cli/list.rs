@@ -116,6 +116,8 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
         &["SHARED", "OWNER", "svc-2"],
     );
     acquire(&mut c, b"pool", b"p1", 5_000, &["LIMIT", "3"]);
+    acquire(&mut c, b"reentrant", b"outer", 60_000, &["OWNER", "w-1"]);
+    acquire(&mut c, b"reentrant", b"inner", 60_000, &["OWNER", "w-1"]);
     acquire(&mut c, &[b'b', 0xff], &[b't', 0x80], 30_000, &[]);
     let _: () = redis::cmd("SET")
         .arg("job:string")
@@ -134,7 +136,15 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
     let names: Vec<&str> = r.iter().map(|w| w[0].as_str()).collect();
     assert_eq!(
         names,
-        ["b\\xff", "job:plain", "job:rw", "job:rw", "pool"],
+        [
+            "b\\xff",
+            "job:plain",
+            "job:rw",
+            "job:rw",
+            "pool",
+            "reentrant",
+            "reentrant"
+        ],
         "{table}"
     );
     assert!(!table.starts_with("SERVER"), "one server: {table}");
@@ -158,17 +168,27 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
         "{table}"
     );
     assert_eq!(r[0][8], "t\\x80", "{table}");
-    assert_eq!(r[2][..6], ["job:rw", "rwlock", "held", "2", "0", "shared"]);
+    assert_eq!(
+        r[2][..6],
+        ["job:rw", "read-write", "held", "2", "0", "shared"]
+    );
     assert_eq!((r[2][8].as_str(), r[2][9].as_str()), ("r1", "r1"));
     assert_eq!((r[3][8].as_str(), r[3][9].as_str()), ("r2", "svc-2"));
     assert_eq!(
         r[4][..6],
-        ["pool", "semaphore", "held", "1/3", "0", "exclusive"]
+        ["pool", "semaphore", "held", "1/3", "0", "permit"]
     );
+    // One owner's holds: reentrant, each with its token.
+    assert_eq!(
+        r[5][..6],
+        ["reentrant", "reentrant", "held", "2", "0", "exclusive"]
+    );
+    assert_eq!((r[5][8].as_str(), r[5][9].as_str()), ("outer", "w-1"));
+    assert_eq!((r[6][8].as_str(), r[6][9].as_str()), ("inner", "w-1"));
 
     let json = list(&url, &dir, &["--json"]);
     let o = objects(&json);
-    assert_eq!(o.len(), 4, "{json}");
+    assert_eq!(o.len(), 5, "{json}");
     let server_name = format!("127.0.0.1:{}", server.port());
     assert!(
         o.iter().all(|o| field(o, "server") == server_name),
@@ -187,6 +207,8 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
     assert_eq!(o[2].matches(r#""mode":"shared""#).count(), 2, "{json}");
     assert_eq!(field(o[3], "kind"), "semaphore");
     assert_eq!(field(o[3], "limit"), "3");
+    // The JSON keeps what DLOCK.INFO says.
+    assert_eq!(field(o[4], "kind"), "rwlock");
 
     // A pattern; one that matches nothing; one that starts with `-`.
     let first = |t: &str| {
@@ -213,7 +235,10 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
     assert_eq!(order("waiters")[0], "job:plain");
     assert_eq!(order("ttl")[..2], ["pool", "job:rw"]);
     assert_eq!(order("fence")[0], "job:plain");
-    assert_eq!(order("resource"), ["b\\xff", "job:plain", "job:rw", "pool"]);
+    assert_eq!(
+        order("resource"),
+        ["b\\xff", "job:plain", "job:rw", "pool", "reentrant"]
+    );
 
     let _: i64 = redis::cmd("DLOCK.RELEASE")
         .arg("job:plain")

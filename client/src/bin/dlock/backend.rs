@@ -290,11 +290,7 @@ impl Backend {
         match (self, e) {
             (Backend::Single(s), Error::Unavailable(m)) => {
                 let m = m.strip_prefix(&format!("{}: ", s.addr)).unwrap_or(m);
-                format!(
-                    "server {} unavailable: {m} ({})",
-                    s.addr,
-                    s.source.hint()
-                )
+                format!("server {} unavailable: {m} ({})", s.addr, s.source.hint())
             }
             (Backend::Single(s), Error::Quarantined(m)) => {
                 format!("server {} in restart quarantine: {m}", s.addr)

@@ -2,7 +2,7 @@
 //! or on every master of its cluster, with its holders and waiters.
 
 use crate::args::{self, usage, Args, Item, Parsed};
-use crate::backend::{Backend, Info};
+use crate::backend::{Backend, Hold, Info};
 use crate::codes;
 use crate::lockopts::url_option;
 use crate::scan::{self, Listed};
@@ -177,6 +177,28 @@ fn cell(s: &str) -> String {
     out
 }
 
+/// The kind as docs/lock-kinds.md names it. `DLOCK.INFO` says `rwlock` for
+/// every resource of limit 1 in its list form: with a shared hold it is a
+/// read-write lock; with exclusive holds only, they are one owner's
+/// reentrant holds (another owner's exclusive hold would exclude them).
+fn shown_kind(kind: &str, hs: &[Hold]) -> String {
+    match kind {
+        "rwlock" if !hs.is_empty() && hs.iter().all(|h| h.mode == "exclusive") => "reentrant",
+        "rwlock" => "read-write",
+        other => other,
+    }
+    .into()
+}
+
+/// A semaphore's holds are permits, not exclusive holds.
+fn shown_mode(kind: &str, mode: String) -> String {
+    if kind == "semaphore" && mode == "exclusive" {
+        "permit".into()
+    } else {
+        mode
+    }
+}
+
 /// One line per holder (one for a lock nobody holds), the lock's columns
 /// repeated on each, so that a line found by `grep` says which lock it is.
 /// `SERVER` when several servers were scanned.
@@ -197,7 +219,7 @@ pub fn to_table(locks: &[Listed], with_server: bool) -> String {
         let lock = [
             l.server.clone(),
             cell(&l.resource.text()),
-            kind,
+            shown_kind(&kind, &hs),
             state(&l.info).to_string(),
             holders,
             l.info.waiters().to_string(),
@@ -210,7 +232,7 @@ pub fn to_table(locks: &[Listed], with_server: bool) -> String {
         for h in hs {
             let mut row = lock.to_vec();
             row.extend([
-                h.mode,
+                shown_mode(&kind, h.mode),
                 h.fence.to_string(),
                 ttl(h.ttl_ms),
                 cell(&h.token.text()),
@@ -262,7 +284,6 @@ pub fn to_json_array(locks: &[Listed]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Hold;
 
     fn lock(resource: &str, fence: u64, ttl_ms: i64, waiters: i64) -> Listed {
         Listed {
@@ -403,7 +424,7 @@ mod tests {
                 "held",
                 "2/3",
                 "0",
-                "exclusive",
+                "permit",
                 "5",
                 "1.500s",
                 "h2",
@@ -411,9 +432,65 @@ mod tests {
             ]
         );
         // Columns line up.
-        let at = |l: &str| l.find("exclusive");
+        let at = |l: &str| l.find("held");
         assert_eq!(at(lines[1]), at(lines[3]));
         assert!(to_table(&[], true).starts_with("SERVER  RESOURCE"));
+    }
+
+    #[test]
+    fn kinds_and_modes_as_the_docs_name_them() {
+        let hold = |token: &str, owner: &str, mode: &str| Hold {
+            token: token.into(),
+            owner: Some(owner.into()),
+            fence: 5,
+            ttl_ms: 1500,
+            mode: mode.into(),
+        };
+        let resource = |name: &str, kind: &str, holds: Vec<Hold>| Listed {
+            server: "s:1".into(),
+            resource: name.into(),
+            info: Info::Holds {
+                kind: kind.into(),
+                limit: if kind == "semaphore" { 3 } else { 1 },
+                waiters: 0,
+                holds,
+            },
+        };
+        let t = to_table(
+            &[
+                resource(
+                    "a",
+                    "rwlock",
+                    vec![hold("t1", "o", "exclusive"), hold("t2", "o", "exclusive")],
+                ),
+                resource(
+                    "b",
+                    "rwlock",
+                    vec![hold("t3", "o", "exclusive"), hold("t4", "o", "shared")],
+                ),
+                resource("c", "rwlock", vec![]),
+                resource("d", "semaphore", vec![hold("t5", "t5", "exclusive")]),
+            ],
+            false,
+        );
+        let kind_and_mode: Vec<(String, String)> = t
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                (w[1].to_string(), w[5].to_string())
+            })
+            .collect();
+        let want = [
+            ("reentrant", "exclusive"),
+            ("reentrant", "exclusive"),
+            ("read-write", "exclusive"),
+            ("read-write", "shared"),
+            ("read-write", "-"),
+            ("semaphore", "permit"),
+        ]
+        .map(|(k, m)| (k.to_string(), m.to_string()));
+        assert_eq!(kind_and_mode, want, "{t}");
     }
 
     #[test]

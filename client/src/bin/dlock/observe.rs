@@ -124,7 +124,10 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
                         dlock_client::Error::Unavailable(_) => backend.explain(&e),
                         e => e.to_string(),
                     };
-                    return crate::fail(&format!("cannot observe {}: {why}", o.name), codes::of(&e));
+                    return crate::fail(
+                        &format!("cannot observe {}: {why}", o.name),
+                        codes::of(&e),
+                    );
                 }
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
