@@ -94,6 +94,35 @@ fn routing_and_resharding_with_live_locks() {
     let masters = cl.masters();
     assert_eq!(masters.len(), 3);
 
+    // ---- 0. `dlock.*` settings are per node (docs/cluster.md#setting-up-a-cluster):
+    // CONFIG SET on one master changes neither another master nor its own
+    // replica, and each node applies its own value.
+    let (set_on, other) = (masters[0], masters[1]);
+    let mut one = cl.node(set_on).conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "dlock.max-ttl", "60000"])
+        .query(&mut one)
+        .unwrap();
+    for node in [other, cl.replicas_of(set_on)[0]] {
+        let (_, v): (String, String) = redis::cmd("CONFIG")
+            .arg(&["GET", "dlock.max-ttl"])
+            .query(&mut cl.node(node).conn())
+            .unwrap();
+        assert_eq!(v, "0", "node {node} took the setting of node {set_on}");
+    }
+    let here = format!("{}:ttl", tag_on(&cl, set_on, "ttl"));
+    let there = format!("{}:ttl", tag_on(&cl, other, "ttl"));
+    let e = try_acquire(&mut cc, &here, "t", 120_000).unwrap_err();
+    assert!(e.to_string().contains("above dlock.max-ttl"), "{e}");
+    assert!(try_acquire(&mut cc, &there, "t", 120_000)
+        .unwrap()
+        .is_some());
+    release(&mut cc, &there, "t");
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "dlock.max-ttl", "0"])
+        .query(&mut one)
+        .unwrap();
+
     // ---- a. ~200 resources over all slots, each command on its owner.
     let resources: Vec<String> = (0..200).map(|i| format!("route:{i}")).collect();
     let owner: Vec<usize> = resources
