@@ -248,9 +248,10 @@ dlock list [--url URL]... [--sort KEY] [--json] [PATTERN]
 Every lock on the server, or, on a node of a Redis Cluster, on every master
 of the cluster; with PATTERN (a glob, as SCAN MATCH takes it: job:*,
 {order:42}*) those whose name matches. Per lock: its resource, kind (lock,
-rwlock, semaphore), state (held, or reserved: nobody holds it, it is kept
-for the first waiter), holders (of the limit, for a semaphore) and waiters;
-per holder its mode, fence, TTL, token and owner, one line each. Read with
+read-write, reentrant, semaphore), state (held, or reserved: nobody holds
+it, it is kept for the first waiter), holders (of the limit, for a
+semaphore) and waiters; per holder its mode (exclusive, shared, permit),
+fence, TTL, token and owner, one line each. Read with
 SCAN ... TYPE dlocklock, DLOCK.QUEUED (the resources clients wait for,
 which have no key while nobody holds them) and pipelined DLOCK.INFO, never
 KEYS: the servers keep serving meanwhile, and a lock taken, released or
@@ -262,7 +263,9 @@ moved while it runs may be missing or shown as it was.
     --json        one JSON document, an array with one object per lock:
                   {\"server\":\"127.0.0.1:6379\",\"resource\":\"r\",\"state\":\"held\",
                    \"kind\":\"lock\",\"limit\":1,\"waiters\":0,\"holds\":[...]}
-                  (holds as dlock status --json shows them)
+                  (holds as dlock status --json shows them; kind and mode
+                  as DLOCK.INFO says them: rwlock for read-write and
+                  reentrant alike, exclusive for a permit)
     --url URL     the server; given several times, each one (SERVER column)
 
 Names, tokens and owners that are not UTF-8 show each such byte as \\xNN
