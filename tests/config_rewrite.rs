@@ -1,7 +1,8 @@
 //! `CONFIG SET dlock.*` persisted by `CONFIG REWRITE` (docs/cluster.md#setting-up-a-cluster,
 //! docs/operations.md#configuration): a server started from a config file
 //! that loads the module keeps, after `CONFIG REWRITE` and a restart, every
-//! `dlock.*` value set at runtime.
+//! `dlock.*` value set at runtime; the rewritten file loads the module, so a
+//! server also given `--loadmodule` does not start.
 mod common;
 
 use common::*;
@@ -57,6 +58,16 @@ fn config_rewrite_keeps_dlock_settings_across_a_restart() {
     for (name, value) in SET {
         assert_eq!(get(&mut c, name), value, "{name} after the restart");
     }
+
+    // The rewritten file loads the module itself: a server also given
+    // `--loadmodule` loads it twice and does not start (the page says to
+    // load the module from the config file for that reason). Started while
+    // the first one runs: the file names its data directory.
+    let twice = Server::builder().config_file(&conf).try_start();
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
+    let err = twice
+        .err()
+        .expect("a server loading the module twice started");
+    assert!(err.contains("initialization failed"), "{err}");
 }
