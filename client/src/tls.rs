@@ -39,10 +39,7 @@ impl std::fmt::Debug for TlsSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsSettings")
             .field("ca", &self.ca.as_ref().map(|p| &p.source))
-            .field(
-                "client_cert",
-                &self.client.as_ref().map(|(c, _)| &c.source),
-            )
+            .field("client_cert", &self.client.as_ref().map(|(c, _)| &c.source))
             .finish()
     }
 }
@@ -209,8 +206,14 @@ mod tests {
 
     #[test]
     fn bad_pem_is_refused_naming_its_source() {
-        let e = TlsSettings::new().ca_pem("not pem").unwrap_err().to_string();
-        assert!(e.contains("the CA PEM") && e.contains("no PEM certificate"), "{e}");
+        let e = TlsSettings::new()
+            .ca_pem("not pem")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the CA PEM") && e.contains("no PEM certificate"),
+            "{e}"
+        );
         let e = TlsSettings::new()
             .ca_file("/nonexistent/ca.pem")
             .unwrap_err()
