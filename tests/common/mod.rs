@@ -196,6 +196,8 @@ pub struct ServerBuilder {
     data_from: Option<PathBuf>,
     /// Environment variables for the server process.
     env: Vec<(String, String)>,
+    /// Another server binary than `server_binary()`.
+    binary: Option<std::ffi::OsString>,
 }
 
 impl ServerBuilder {
@@ -229,6 +231,12 @@ impl ServerBuilder {
     /// library's settings).
     pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((name.into(), value.into()));
+        self
+    }
+    /// Run this server binary instead of `server_binary()` (e.g. one
+    /// built with TLS, for the client's TLS suite).
+    pub fn binary(mut self, path: impl Into<std::ffi::OsString>) -> Self {
+        self.binary = Some(path.into());
         self
     }
     /// Plain redis-server, for testing the harness itself.
@@ -410,14 +418,15 @@ impl Server {
     fn spawn(&mut self) -> Result<(), String> {
         // Errors before the logfile is opened (bad arguments) go to stderr.
         let out = fs::File::create(self.dir.join("stdout.log")).unwrap();
-        let child = valgrind::command(&self.dir)
+        let binary = self.opts.binary.clone().unwrap_or_else(server_binary);
+        let child = valgrind::command(&self.dir, &binary)
             .args(self.args())
             .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .spawn()
-            .map_err(|e| format!("cannot spawn {}: {e}", server_binary().to_string_lossy()))?;
+            .map_err(|e| format!("cannot spawn {}: {e}", binary.to_string_lossy()))?;
         self.child = Some(child);
         Ok(())
     }
