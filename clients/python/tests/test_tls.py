@@ -128,8 +128,8 @@ def test_mutual_tls(tls_server, certs):
 
 
 @pytest.mark.parametrize("cert,ca,why", [
-    ("server", "other-ca.crt", "unable to get local issuer certificate"),
-    ("misnamed", "ca.crt", "Hostname mismatch"),
+    ("server", "other-ca.crt", "certificate verify failed"),
+    ("misnamed", "ca.crt", "address mismatch"),
 ])
 def test_an_unknown_ca_or_a_wrong_name_is_refused(tls_server, certs, cert, ca, why):
     s = tls_server(cert=cert)
