@@ -10,6 +10,7 @@
 //! did; the client under test uses only the TLS port.
 
 mod certs;
+mod cluster;
 #[path = "../common/mod.rs"]
 mod common;
 mod library;
@@ -30,13 +31,27 @@ impl TlsServer {
     /// 127.0.0.1; `misnamed`: for db.example), client certificates
     /// required or not (`tls-auth-clients yes|no`).
     pub fn start(certs: &Certs, cert: &str, client_certs_required: bool) -> TlsServer {
+        TlsServer::start_with(certs, cert, client_certs_required, &[])
+    }
+
+    /// [`TlsServer::start`] with more server arguments.
+    pub fn start_with(
+        certs: &Certs,
+        cert: &str,
+        client_certs_required: bool,
+        extra: &[&str],
+    ) -> TlsServer {
         let binary = std::env::var_os("DLOCK_TLS_SERVER").unwrap_or_else(|| "redis-server".into());
         let mut last = String::new();
         // The port is free when asked for and taken by the server a moment
         // later: another process may take it in between.
         for _ in 0..5 {
             let tls_port = free_port();
-            let started = Server::builder()
+            let mut builder = Server::builder();
+            for a in extra {
+                builder = builder.arg(*a);
+            }
+            let started = builder
                 .binary(binary.clone())
                 .arg("--tls-port")
                 .arg(tls_port.to_string())

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// `dlock ARGS` with no `DLOCK_*` variable inherited, its output in
 /// `certs`'s dir; (exit code, stdout, stderr) within `within`.
-fn dlock(
+pub fn dlock(
     certs: &Certs,
     args: &[&str],
     env: &[(&str, &str)],
