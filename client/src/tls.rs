@@ -5,6 +5,7 @@
 
 use crate::error::{Error, Result};
 use redis::{ConnectionAddr, ConnectionInfo};
+use rustls::pki_types::CertificateDer;
 use std::path::Path;
 
 /// PEM text and where it came from (a file's path), for messages.
@@ -100,12 +101,26 @@ impl TlsSettings {
     }
 
     fn client_from(mut self, cert: Pem, key: Pem) -> Result<TlsSettings> {
-        certificates(&cert, "client certificate")?;
+        let chain = certificates(&cert, "client certificate")?;
         let found = rustls_pemfile::private_key(&mut key.bytes.as_slice())
             .map_err(|e| invalid(&key, &format!("not a PEM private key: {e}")))?;
-        if found.is_none() {
+        let Some(private) = found else {
             return Err(invalid(&key, "holds no PEM private key"));
-        }
+        };
+        // The pair as rustls will take it on each connection: a key that
+        // is not the certificate's fails here, not at every connect.
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| invalid(&cert, &e.to_string()))?
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_client_auth_cert(chain, private)
+            .map_err(|e| {
+                Error::Invalid(format!(
+                    "TLS: {} and {}: not a certificate and its key: {e}",
+                    cert.source, key.source
+                ))
+            })?;
         self.client = Some((cert, key));
         Ok(self)
     }
@@ -163,17 +178,15 @@ fn read(path: &Path, what: &str) -> Result<Pem> {
     })
 }
 
-/// Checks that `pem` holds at least one certificate, all readable.
-fn certificates(pem: &Pem, what: &str) -> Result<()> {
-    let mut n = 0;
-    for c in rustls_pemfile::certs(&mut pem.bytes.as_slice()) {
-        c.map_err(|e| invalid(pem, &format!("not a PEM {what} certificate: {e}")))?;
-        n += 1;
-    }
-    if n == 0 {
+/// The certificates in `pem`: at least one, all readable.
+fn certificates(pem: &Pem, what: &str) -> Result<Vec<CertificateDer<'static>>> {
+    let certs = rustls_pemfile::certs(&mut pem.bytes.as_slice())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| invalid(pem, &format!("not a PEM {what} certificate: {e}")))?;
+    if certs.is_empty() {
         return Err(invalid(pem, &format!("holds no PEM certificate ({what})")));
     }
-    Ok(())
+    Ok(certs)
 }
 
 fn invalid(pem: &Pem, why: &str) -> Error {

@@ -126,6 +126,14 @@ fn bad_settings_are_refused_naming_the_file() {
         m.contains("client.crt") && m.contains("no PEM private key"),
         "{m}"
     );
+    // A key that is not the certificate's.
+    let m = invalid(
+        TlsSettings::new().client_cert_files(certs.path("client.crt"), certs.path("server.key")),
+    );
+    assert!(
+        m.contains("server.key") && m.contains("not a certificate and its key"),
+        "{m}"
+    );
 
     let tls = settings(&certs, false);
     let m = match Locker::new_tls("redis://127.0.0.1:6379/", &tls) {
