@@ -18,7 +18,7 @@ import pytest
 import redis
 
 import dlock
-from harness import Server, free_port, holder
+from harness import Server, free_port, holder, wait_until
 
 
 def _openssl(d, *args):
@@ -66,7 +66,7 @@ def tls_server(certs):
     listens with TLS (``.tls_port``) on certificate ``cert``."""
     made = []
 
-    def make(cert="server", client_certs=False):
+    def make(cert="server", client_certs=False, extra=()):
         binary = os.environ.get("DLOCK_TLS_SERVER") or "redis-server"
         for attempt in range(5):
             port = free_port()
@@ -77,6 +77,7 @@ def tls_server(certs):
                     "--tls-key-file", certs(f"{cert}.key"),
                     "--tls-ca-cert-file", certs("ca.crt"),
                     "--tls-auth-clients", "yes" if client_certs else "no",
+                    *extra,
                     binary=binary,
                 )
             except RuntimeError as e:
@@ -161,3 +162,22 @@ def test_asyncio_over_tls(tls_server, certs):
 
     asyncio.run(main())
     assert holder(plain, "res") is None
+
+
+def test_a_cluster_over_tls(tls_server, certs):
+    """One node holding every slot, its bus on TLS: the nodes dlock finds
+    through the slot map (by their TLS port, which ``CLUSTER SLOTS`` names
+    to a TLS client) are reached with the client's TLS settings."""
+    s = tls_server(client_certs=True, extra=("--cluster-enabled", "yes", "--tls-cluster", "yes"))
+    plain = s.conn()
+    plain.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+    wait_until(10, "cluster state ok", lambda: b"cluster_state:ok" in plain.execute_command("CLUSTER", "INFO"))
+    client = redis.cluster.RedisCluster(
+        host="127.0.0.1", port=s.tls_port, ssl=True, ssl_ca_certs=certs("ca.crt"), ssl_check_hostname=True,
+        ssl_certfile=certs("client.crt"), ssl_keyfile=certs("client.key"), socket_timeout=5,
+    )
+    locker = dlock.Locker(client)
+    with locker.lock("{job}:a", ttl=10, blocking=False) as lease:
+        assert holder(plain, "{job}:a") == (lease.token, lease.fence)
+    assert holder(plain, "{job}:a") is None
+    client.close()
