@@ -81,8 +81,9 @@ impl Locker {
         })
     }
 
-    /// A locker on the server a `redis::Client` points to (its address and
-    /// login; the locker keeps connections of its own).
+    /// A locker on the server a `redis::Client` points to (its address,
+    /// login and TLS settings, e.g. from `redis::Client::build_with_tls`;
+    /// the locker keeps connections of its own).
     pub fn from_client(client: &redis::Client) -> Locker {
         let settings = Settings::default();
         let node = Node::new(client.get_connection_info().clone(), settings.io_timeout);
