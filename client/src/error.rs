@@ -109,6 +109,9 @@ impl From<redis::RedisError> for Failure {
                 },
             };
         }
+        if crate::tls::is_refused_handshake(&e) {
+            return Failure::Fatal(Error::Unavailable(format!("TLS handshake refused: {e}")));
+        }
         if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() {
             return Failure::Retry(Error::Unavailable(e.to_string()));
         }

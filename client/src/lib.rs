@@ -11,6 +11,8 @@
 //! - [`Redlock`]: one lock over N independent servers, granted by a quorum.
 //! - [`Election`]: leader election with fenced terms: campaign, resign, and
 //!   follow who leads without polling (`DLOCK.OBSERVE`).
+//! - [`TlsSettings`]: a CA and a client certificate for `rediss://` servers
+//!   (`Locker::new_tls`, `Locker::cluster_tls`, `Redlock::new_tls`).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -55,6 +57,7 @@ mod request;
 mod retry;
 mod route;
 mod single;
+mod tls;
 mod url;
 mod watchdog;
 
@@ -65,4 +68,5 @@ pub use locker::{LockRequest, Locker};
 pub use redis;
 pub use redlock::{Redlock, RedlockRequest};
 pub use request::{MAX_LIMIT, MAX_SET};
+pub use tls::TlsSettings;
 pub use url::{redact_url, URL_FORMS};

@@ -9,6 +9,7 @@ use crate::node::Node;
 use crate::request::{lock_options, new_token, Spec};
 use crate::route::{ClusterMap, Topology};
 use crate::single::{with_asking, OnRetry, SingleLease};
+use crate::tls::TlsSettings;
 use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,17 +60,30 @@ pub struct Locker {
 impl Locker {
     /// A locker on one server, e.g. `redis://:password@127.0.0.1:6379/0`.
     /// Nothing is connected until the first request.
+    /// A `rediss://` URL is verified against the public roots; see
+    /// [`Locker::new_tls`] for a CA of your own or a client certificate.
     pub fn new(url: &str) -> Result<Locker> {
+        Locker::single(crate::url::parse(url)?)
+    }
+
+    /// A locker on one TLS server (`rediss://host:port/`), verified and
+    /// logged in with `tls` (its CA, its client certificate).
+    pub fn new_tls(url: &str, tls: &TlsSettings) -> Result<Locker> {
+        Locker::single(tls.connection_info(url)?)
+    }
+
+    fn single(info: redis::ConnectionInfo) -> Result<Locker> {
         let settings = Settings::default();
-        let node = Node::from_url(url, settings.io_timeout)?;
+        let node = Node::new(info, settings.io_timeout);
         Ok(Locker {
             topology: Arc::new(Topology::Single(Arc::new(node))),
             settings,
         })
     }
 
-    /// A locker on the server a `redis::Client` points to (its address and
-    /// login; the locker keeps connections of its own).
+    /// A locker on the server a `redis::Client` points to (its address,
+    /// login and TLS settings, e.g. from `redis::Client::build_with_tls`;
+    /// the locker keeps connections of its own).
     pub fn from_client(client: &redis::Client) -> Locker {
         let settings = Settings::default();
         let node = Node::new(client.get_connection_info().clone(), settings.io_timeout);
@@ -84,10 +98,23 @@ impl Locker {
     /// are followed), and a set's resources must share a slot (a hash tag:
     /// `{order:42}:rows`, `{order:42}:stock`).
     pub fn cluster<S: AsRef<str>>(seed_urls: &[S]) -> Result<Locker> {
+        Locker::cluster_with(seed_urls, None)
+    }
+
+    /// [`Locker::cluster`] over TLS: `rediss://` seeds, and every node
+    /// found from them, verified and logged in with `tls`.
+    pub fn cluster_tls<S: AsRef<str>>(seed_urls: &[S], tls: &TlsSettings) -> Result<Locker> {
+        Locker::cluster_with(seed_urls, Some(tls))
+    }
+
+    fn cluster_with<S: AsRef<str>>(seed_urls: &[S], tls: Option<&TlsSettings>) -> Result<Locker> {
         let settings = Settings::default();
         let seeds = seed_urls
             .iter()
-            .map(|u| Node::from_url(u.as_ref(), settings.io_timeout))
+            .map(|u| {
+                let info = crate::tls::connection_info(u.as_ref(), tls)?;
+                Ok(Node::new(info, settings.io_timeout))
+            })
             .collect::<Result<Vec<_>>>()?;
         if seeds.is_empty() {
             return Err(Error::Invalid("no cluster node given".into()));

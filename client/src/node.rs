@@ -35,10 +35,6 @@ impl Node {
         }
     }
 
-    pub(crate) fn from_url(url: &str, connect_timeout: Duration) -> crate::Result<Node> {
-        Ok(Node::new(crate::url::parse(url)?, connect_timeout))
-    }
-
     /// The same login at another address (a cluster node named by a
     /// redirect or the slot map).
     pub(crate) fn sibling(&self, host: &str, port: u16) -> Node {

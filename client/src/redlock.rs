@@ -128,6 +128,16 @@ impl Redlock {
     /// socket address and a database name the same server (a name that
     /// does not resolve is compared as written). So is an empty list.
     pub fn new<S: AsRef<str>>(urls: &[S]) -> Result<Redlock> {
+        Redlock::new_with(urls, None)
+    }
+
+    /// [`Redlock::new`] over TLS: `rediss://` URLs, each server verified
+    /// and logged in with `tls` (one CA for all of them).
+    pub fn new_tls<S: AsRef<str>>(urls: &[S], tls: &crate::TlsSettings) -> Result<Redlock> {
+        Redlock::new_with(urls, Some(tls))
+    }
+
+    fn new_with<S: AsRef<str>>(urls: &[S], tls: Option<&crate::TlsSettings>) -> Result<Redlock> {
         if urls.is_empty() {
             return Err(Error::Invalid("no server given".into()));
         }
@@ -135,7 +145,7 @@ impl Redlock {
         let mut seen: Vec<(Place, i64)> = Vec::with_capacity(urls.len());
         for url in urls {
             let url = url.as_ref();
-            let info = crate::url::parse(url)?;
+            let info = crate::tls::connection_info(url, tls)?;
             let place = Place::of(&info.addr);
             let db = info.redis.db;
             if let Some((first, _)) = seen.iter().find(|(p, d)| *d == db && p.same(&place)) {

@@ -6,23 +6,33 @@ use crate::error::{Error, Result};
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 /// The forms of a server URL, for the error of one that is not.
-pub const URL_FORMS: &str =
-    "redis://[user:password@]host[:port][/db] or unix:///path/to/socket[?db=N]";
+pub const URL_FORMS: &str = "redis://[user:password@]host[:port][/db], \
+     rediss://[user:password@]host[:port][/db] (TLS) or unix:///path/to/socket[?db=N]";
 
 /// `url` parsed; [`Error::Invalid`] naming the (masked) URL and the
 /// accepted forms otherwise.
 pub(crate) fn parse(url: &str) -> Result<ConnectionInfo> {
-    url.into_connection_info().map_err(|_| {
-        let why = if url.starts_with("rediss:") {
-            "TLS (rediss://) is not built into this client"
-        } else {
-            "not a server URL"
-        };
+    let info = url.into_connection_info().map_err(|_| {
         Error::Invalid(format!(
-            "{}: {why}; the accepted forms are {URL_FORMS}",
+            "{}: not a server URL; the accepted forms are {URL_FORMS}",
             redact_url(url)
         ))
-    })
+    })?;
+    refuse_insecure(url, &info)?;
+    Ok(info)
+}
+
+/// A `rediss://...#insecure` URL (no certificate verification) is refused:
+/// a lock server anyone on the path can impersonate grants nothing.
+fn refuse_insecure(url: &str, info: &ConnectionInfo) -> Result<()> {
+    if let redis::ConnectionAddr::TcpTls { insecure: true, .. } = info.addr {
+        return Err(Error::Invalid(format!(
+            "{}: #insecure (TLS without verifying the server) is not supported; \
+             give the server's CA instead (TlsSettings::ca_file, dlock --tls-ca)",
+            redact_url(url)
+        )));
+    }
+    Ok(())
 }
 
 /// `url` with its password, if any, shown as `***`: for logs and
@@ -61,5 +71,8 @@ mod tests {
         assert!(e.contains("redis://u:***@h:notaport/"), "{e}");
         assert!(e.contains(URL_FORMS) && !e.contains("pw"), "{e}");
         assert!(parse("unix:///tmp/s").is_ok());
+        assert!(parse("rediss://h:1/").is_ok());
+        let e = parse("rediss://h:1/#insecure").unwrap_err().to_string();
+        assert!(e.contains("#insecure") && e.contains("CA"), "{e}");
     }
 }

@@ -198,6 +198,8 @@ pub struct ServerBuilder {
     env: Vec<(String, String)>,
     /// A config file, read before the arguments (`CONFIG REWRITE` writes it).
     config_file: Option<PathBuf>,
+    /// Another server binary than `server_binary()`.
+    binary: Option<std::ffi::OsString>,
 }
 
 impl ServerBuilder {
@@ -238,6 +240,12 @@ impl ServerBuilder {
     /// `restart`.
     pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.config_file = Some(path.into());
+        self
+    }
+    /// Run this server binary instead of `server_binary()` (e.g. one
+    /// built with TLS, for the client's TLS suite).
+    pub fn binary(mut self, path: impl Into<std::ffi::OsString>) -> Self {
+        self.binary = Some(path.into());
         self
     }
     /// Plain redis-server, for testing the harness itself.
@@ -423,14 +431,15 @@ impl Server {
     fn spawn(&mut self) -> Result<(), String> {
         // Errors before the logfile is opened (bad arguments) go to stderr.
         let out = fs::File::create(self.dir.join("stdout.log")).unwrap();
-        let child = valgrind::command(&self.dir)
+        let binary = self.opts.binary.clone().unwrap_or_else(server_binary);
+        let child = valgrind::command(&self.dir, &binary)
             .args(self.args())
             .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .spawn()
-            .map_err(|e| format!("cannot spawn {}: {e}", server_binary().to_string_lossy()))?;
+            .map_err(|e| format!("cannot spawn {}: {e}", binary.to_string_lossy()))?;
         self.child = Some(child);
         Ok(())
     }

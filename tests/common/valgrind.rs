@@ -62,9 +62,9 @@ pub fn scale(d: Duration) -> Duration {
 }
 
 /// `redis-server` itself, or valgrind running it with logs in `dir`.
-pub fn command(dir: &Path) -> Command {
+pub fn command(dir: &Path, server: &std::ffi::OsStr) -> Command {
     if !enabled() {
-        return Command::new(super::server_binary());
+        return Command::new(server);
     }
     let mut c = Command::new("valgrind");
     c.args([
@@ -84,7 +84,7 @@ pub fn command(dir: &Path) -> Command {
     if let Some(extra) = std::env::var_os("DLOCK_VALGRIND_ARGS") {
         c.args(extra.to_string_lossy().split_whitespace());
     }
-    c.arg(super::server_binary());
+    c.arg(server);
     c
 }
 

@@ -64,7 +64,17 @@ struct Inner {
 
 impl Locker {
     pub fn new(url: &str) -> Result<Locker> {
-        let client = redis::Client::open(crate::url::parse(url)?)
+        Locker::with_info(url, crate::url::parse(url)?)
+    }
+
+    /// A locker on one TLS server (`rediss://host:port/`), verified and
+    /// logged in with `tls` (see [`crate::TlsSettings`]).
+    pub fn new_tls(url: &str, tls: &crate::TlsSettings) -> Result<Locker> {
+        Locker::with_info(url, tls.connection_info(url)?)
+    }
+
+    fn with_info(url: &str, info: redis::ConnectionInfo) -> Result<Locker> {
+        let client = redis::Client::open(info)
             .map_err(|e| Error::Invalid(format!("{}: {e}", crate::url::redact_url(url))))?;
         Ok(Locker::from_client(client))
     }

@@ -105,9 +105,12 @@ def info_field(c: redis.Redis, section: str, field: str) -> Optional[str]:
 class Server:
     """One redis-server with the module loaded (unless ``module=False``)."""
 
-    def __init__(self, *extra: str, module: bool = True) -> None:
+    def __init__(self, *extra: str, module: bool = True, binary: Optional[str] = None) -> None:
         self.extra = list(extra)
         self.module = module
+        #: Another server binary than ``server_binary()`` (one built with
+        #: TLS, for test_tls.py).
+        self.binary = binary or server_binary()
         self.dir = tempfile.mkdtemp(prefix="dlock-py-")
         self.port = 0
         self.proc: Optional[subprocess.Popen] = None
@@ -124,7 +127,7 @@ class Server:
 
     def args(self) -> List[str]:
         a = [
-            server_binary(),
+            self.binary,
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--dir", self.dir,
@@ -146,7 +149,7 @@ class Server:
                 self.args(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
             )
         except OSError as e:
-            return f"cannot spawn {server_binary()}: {e}"
+            return f"cannot spawn {self.binary}: {e}"
         finally:
             out.close()
         _live.add(self.proc)
@@ -156,12 +159,12 @@ class Server:
             if rc is not None:
                 _live.discard(self.proc)
                 self.proc = None
-                return self.failure(f"{server_binary()} exited ({rc})")
+                return self.failure(f"{self.binary} exited ({rc})")
             if self._ready():
                 return None
             if time.monotonic() >= end:
                 self.kill9()
-                return self.failure(f"{server_binary()} not ready after {START_DEADLINE} s")
+                return self.failure(f"{self.binary} not ready after {START_DEADLINE} s")
             time.sleep(POLL)
 
     def _ready(self) -> bool:

@@ -3,7 +3,7 @@
 //! backend.
 
 use crate::codes;
-use dlock_client::{Error, Guard, Locker, Redlock, Result};
+use dlock_client::{Error, Guard, Locker, Redlock, Result, TlsSettings};
 use redis::{IntoConnectionInfo, Value};
 use std::time::Duration;
 
@@ -76,6 +76,8 @@ pub struct Single {
     /// Where `url` came from, for the hint after a connection error.
     source: UrlSource,
     locker: Locker,
+    /// `--tls-ca` and the others, for connections of the tool's own.
+    tls: Option<TlsSettings>,
 }
 
 /// Where the server's URL came from.
@@ -137,10 +139,15 @@ impl Backend {
         } else {
             urls
         };
+        let tls = crate::tlsopts::settings().map_err(|m| SetupError(m, codes::USAGE))?;
         let servers = urls
             .iter()
             .map(|url| {
-                let locker = Locker::new(url).map_err(|e| bad_url(e, from_env))?;
+                let locker = match &tls {
+                    Some(tls) => Locker::new_tls(url, tls),
+                    None => Locker::new(url),
+                }
+                .map_err(|e| bad_url(e, from_env))?;
                 // Parsed already by the locker: the address for messages.
                 let addr = url
                     .as_str()
@@ -152,13 +159,18 @@ impl Backend {
                     addr,
                     source,
                     locker,
+                    tls: tls.clone(),
                 })
             })
             .collect::<std::result::Result<Vec<_>, SetupError>>()?;
         if servers.len() == 1 {
             return Ok(Backend::Single(servers.into_iter().next().expect("one")));
         }
-        let redlock = Redlock::new(urls).map_err(|e| {
+        let redlock = match &tls {
+            Some(tls) => Redlock::new_tls(urls, tls),
+            None => Redlock::new(urls),
+        }
+        .map_err(|e| {
             let msg = match e {
                 Error::Invalid(m) => m,
                 e => e.to_string(),
@@ -181,6 +193,15 @@ impl Backend {
         match self {
             Backend::Single(s) => vec![s.url.as_str()],
             Backend::Redlock { servers, .. } => servers.iter().map(|s| s.url.as_str()).collect(),
+        }
+    }
+
+    /// The TLS settings every server was given (`--tls-ca` and the
+    /// others), if any.
+    pub fn tls(&self) -> Option<&TlsSettings> {
+        match self {
+            Backend::Single(s) => s.tls.as_ref(),
+            Backend::Redlock { servers, .. } => servers.first().and_then(|s| s.tls.as_ref()),
         }
     }
 

@@ -51,8 +51,11 @@ EXIT STATUS
     0      success (exec: the command's own status is passed through)
     1..    exec: the command's exit status
     128+N  exec: the command died of signal N
-    64     usage error: bad option, duration, --grace not below ttl/3 (EX_USAGE)
-    69     server unreachable, timed out, in restart quarantine, without the
+    64     usage error: bad option, duration, URL, TLS file, --grace not
+           below ttl/3 (EX_USAGE)
+    69     server unreachable, timed out, TLS handshake refused (certificate
+           not trusted or not for the URL's host, client certificate
+           missing or refused), in restart quarantine, without the
            dlock module, or (Redlock) no majority reachable (EX_UNAVAILABLE);
            list: a server or master not listed (the others are printed)
     70     unexpected server reply (EX_SOFTWARE)

@@ -31,12 +31,24 @@ SERVER
                  is the largest of the servers' fences; status reports each
                  server; extend and release need a majority; no --token).
                  Forms: redis://[user:password@]host[:port][/db],
+                 rediss://[user:password@]host[:port][/db] (TLS),
                  unix:///path/to/socket[?db=N]. One server named twice (a
                  host name and its address) is refused.
+    --tls-ca FILE      rediss:// servers: trust only the CA certificate(s) in
+                       this PEM file (default: the public roots built in).
+                       The server's certificate must name the URL's host (DNS
+                       name or IP address), which is also sent as SNI.
+    --tls-cert FILE    this client's certificate (PEM) for servers that ask
+                       for one (tls-auth-clients); with --tls-key
+    --tls-key FILE     that certificate's private key (PEM)
+                       The TLS options apply to every --url (which must then
+                       all be rediss://), before or after COMMAND.
 
 ENVIRONMENT
     DLOCK_URL    the server when no --url is given, e.g.
                  DLOCK_URL=redis://127.0.0.1:6380/ dlock status job
+    DLOCK_TLS_CA, DLOCK_TLS_CERT, DLOCK_TLS_KEY
+                 the files when --tls-ca, --tls-cert, --tls-key are not given
 
 PERMISSIONS
     With Redis ACLs, the URL's user needs these commands (Redis 7.4+ and

@@ -99,7 +99,7 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
         Ok(b) => b,
         Err(e) => return crate::fail(&e.0, e.1),
     };
-    let mut listing = scan::list(&backend.urls(), o.pattern.as_deref());
+    let mut listing = scan::list(&backend.urls(), backend.tls(), o.pattern.as_deref());
     sort(&mut listing.locks, o.sort);
     if o.json {
         print!("{}", to_json_array(&listing.locks));

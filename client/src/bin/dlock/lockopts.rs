@@ -1,4 +1,5 @@
-//! The options every command that takes a lock shares: `--url`, `--ttl`,
+//! The options every command that takes a lock shares: `--url` (and the
+//! TLS options of `tlsopts`), `--ttl`,
 //! `--wait`/`--no-wait`, `--retry-for`, `--shared`, `--limit` (and
 //! `--token` for `acquire`).
 
@@ -45,6 +46,9 @@ impl LockOpts {
         a: &mut Args,
         token_ok: bool,
     ) -> Parsed<bool> {
+        if crate::tlsopts::option(name, inline.clone(), a)? {
+            return Ok(true);
+        }
         match name {
             "url" => self.urls.push(a.value(name, inline)?),
             "ttl" => {
@@ -106,7 +110,8 @@ impl LockOpts {
     }
 }
 
-/// The `--url` option alone (commands that take no lock options).
+/// The `--url` option and the TLS options alone (commands that take no
+/// lock options).
 pub fn url_option(
     urls: &mut Vec<String>,
     name: &str,
@@ -114,7 +119,7 @@ pub fn url_option(
     a: &mut Args,
 ) -> Parsed<bool> {
     if name != "url" {
-        return Ok(false);
+        return crate::tlsopts::option(name, inline, a);
     }
     urls.push(a.value(name, inline)?);
     Ok(true)

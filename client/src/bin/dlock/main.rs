@@ -15,6 +15,7 @@ mod scan;
 mod scripts;
 mod signals;
 mod status;
+mod tlsopts;
 mod waitline;
 
 use args::{Args, Item, Usage};
@@ -56,6 +57,11 @@ fn run() -> i32 {
                 }
                 "url" => match a.value(&name, inline) {
                     Ok(u) => urls.push(u),
+                    Err(u) => return usage_error(u, ""),
+                },
+                _ if name.starts_with("tls-") => match tlsopts::option(&name, inline, &mut a) {
+                    Ok(true) => {}
+                    Ok(false) => return usage_error(Usage(format!("unknown option --{name}")), ""),
                     Err(u) => return usage_error(u, ""),
                 },
                 _ => {

@@ -10,7 +10,7 @@
 //! `CLUSTER SHARDS`, a pipeline of `INFO`s to one node).
 
 use crate::backend::{escaped, fields, int, text, Bytes, Info};
-use dlock_client::Error;
+use dlock_client::{Error, TlsSettings};
 use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc;
@@ -61,8 +61,8 @@ struct Target {
 /// Every lock, on each server `urls` name or on every master of the
 /// cluster a URL's server belongs to, whose name matches `pattern` (a
 /// `SCAN ... MATCH` glob).
-pub fn list(urls: &[&str], pattern: Option<&[u8]>) -> Listing {
-    let (targets, mut errors) = targets(urls);
+pub fn list(urls: &[&str], tls: Option<&TlsSettings>, pattern: Option<&[u8]>) -> Listing {
+    let (targets, mut errors) = targets(urls, tls);
     let servers = targets.len() + errors.len();
     // Each server on a thread of its own: a cluster's masters are read at
     // once, and a slow one delays no other.
@@ -101,18 +101,24 @@ pub fn list(urls: &[&str], pattern: Option<&[u8]>) -> Listing {
 
 /// The servers to scan: each URL's server, or, for a cluster node, every
 /// master of its cluster (once, however many of its nodes are named).
-fn targets(urls: &[&str]) -> (Vec<Target>, Vec<(String, Error)>) {
+fn targets(urls: &[&str], tls: Option<&TlsSettings>) -> (Vec<Target>, Vec<(String, Error)>) {
     let mut targets = Vec::new();
     let mut errors = Vec::new();
     // Cluster node id -> group.
     let mut groups: HashMap<String, usize> = HashMap::new();
     let mut next_group = 0;
     for url in urls {
-        let info = match url.into_connection_info() {
+        let info = match tls {
+            Some(tls) => tls.connection_info(url),
+            None => url
+                .into_connection_info()
+                .map_err(|e| Error::Invalid(e.to_string())),
+        };
+        let info = match info {
             Ok(i) => i,
             // Checked by `Backend::from_urls` before.
             Err(e) => {
-                errors.push((dlock_client::redact_url(url), Error::Invalid(e.to_string())));
+                errors.push((dlock_client::redact_url(url), e));
                 continue;
             }
         };
@@ -167,10 +173,23 @@ fn server_name(info: &ConnectionInfo) -> String {
     }
 }
 
-/// The same login at another address (a master named by `CLUSTER SHARDS`).
+/// The same login, and TLS settings, at another address (a master named
+/// by `CLUSTER SHARDS`).
 fn sibling(info: &ConnectionInfo, host: &str, port: u16) -> ConnectionInfo {
     let mut info = info.clone();
-    info.addr = ConnectionAddr::Tcp(host.to_string(), port);
+    info.addr = match &info.addr {
+        ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
+            host: host.to_string(),
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => ConnectionAddr::Tcp(host.to_string(), port),
+    };
     info
 }
 
@@ -192,7 +211,8 @@ fn masters(info: &ConnectionInfo, name: &str) -> Result<Option<Vec<Master>>, Err
                 ConnectionAddr::Tcp(h, _) | ConnectionAddr::TcpTls { host: h, .. } => h.as_str(),
                 ConnectionAddr::Unix(_) => "127.0.0.1",
             };
-            parse_shards(v, seed_host)
+            let tls = matches!(info.addr, ConnectionAddr::TcpTls { .. });
+            parse_shards(v, seed_host, tls)
                 .map(Some)
                 .ok_or_else(|| Error::Server("unexpected CLUSTER SHARDS reply".into()))
         }
@@ -218,8 +238,9 @@ fn masters(info: &ConnectionInfo, name: &str) -> Result<Option<Vec<Master>>, Err
 /// not marked failed; all of them if none is left and the shard serves
 /// slots (its keys are then unreachable, which the scan reports); none for
 /// a shard without slots whose masters all failed (a master that was
-/// replaced).
-fn parse_shards(v: Value, seed_host: &str) -> Option<Vec<Master>> {
+/// replaced). Over TLS (`tls`) a node's `tls-port` is taken, else its
+/// `port`.
+fn parse_shards(v: Value, seed_host: &str, tls: bool) -> Option<Vec<Master>> {
     let Value::Array(shards) = v else { return None };
     let mut out = Vec::new();
     for shard in shards {
@@ -237,7 +258,12 @@ fn parse_shards(v: Value, seed_host: &str) -> Option<Vec<Master>> {
                 continue;
             }
             let id = g("id").and_then(text)?;
-            let port = g("port").or_else(|| g("tls-port")).map(|v| int(&v))?;
+            let port = if tls {
+                g("tls-port").or_else(|| g("port"))
+            } else {
+                g("port").or_else(|| g("tls-port"))
+            };
+            let port = port.map(|v| int(&v))?;
             let port = u16::try_from(port).ok()?;
             let usable = |h: &String| !h.is_empty() && h != "?";
             let host = g("endpoint")
@@ -616,21 +642,43 @@ mod tests {
             port,
         };
         assert_eq!(
-            parse_shards(v, "seed").unwrap(),
+            parse_shards(v, "seed", false).unwrap(),
             vec![
                 m("a", "10.0.0.1", 7000),
                 m("d", "seed", 7003),
                 m("e", "host-e", 7004)
             ]
         );
-        assert_eq!(parse_shards(Value::Int(1), "seed"), None);
+        assert_eq!(parse_shards(Value::Int(1), "seed", false), None);
         assert_eq!(
             parse_shards(
                 Value::Array(vec![Value::Array(vec![bulk("slots")])]),
-                "seed"
+                "seed",
+                false
             ),
             None
         );
+    }
+
+    #[test]
+    fn a_tls_client_takes_the_tls_port() {
+        let both = Value::Array(vec![
+            bulk("id"),
+            bulk("a"),
+            bulk("port"),
+            Value::Int(7000),
+            bulk("tls-port"),
+            Value::Int(8000),
+            bulk("endpoint"),
+            bulk("10.0.0.1"),
+            bulk("role"),
+            bulk("master"),
+            bulk("health"),
+            bulk("online"),
+        ]);
+        let shards = || Value::Array(vec![shard(&[0, 16383], vec![both.clone()])]);
+        let port = |tls| parse_shards(shards(), "seed", tls).unwrap()[0].port;
+        assert_eq!((port(false), port(true)), (7000, 8000));
     }
 
     #[test]
