@@ -32,7 +32,7 @@ PREFIX ?= /usr/local
 MODULE_DIR = $(DESTDIR)$(PREFIX)/lib/redis/modules
 BIN_DIR = $(DESTDIR)$(PREFIX)/bin
 
-.PHONY: deps build run run-clean test deb check-deb test-python bench-python test-matrix install uninstall check-install bench bench-instructions fmt clippy clean \
+.PHONY: deps build run run-clean test test-intro deb check-deb test-python bench-python test-matrix install uninstall check-install bench bench-instructions fmt clippy clean \
 	check-memory check-memory-canary fuzz check-history check-history-can-fail history-module
 
 # Installs only what is missing (see .ci/deps.sh): the build's needs and the
@@ -42,8 +42,11 @@ deps:
 
 # The module (target/release/libdlock.so) and the `dlock` tool
 # (target/release/dlock).
+# With the client's tokio feature, as `make test` tests it: one feature set
+# for every release build, so the module is compiled once, not once for
+# `make build` and again for the tests.
 build: deps
-	$(CARGO) build --release
+	$(CARGO) build --release $(CLIENT_FEATURES)
 
 # `make run` keeps its data (RDB, AOF, dlock.state) in RUN_DIR, so a run
 # replays what the last `make run` left, never a stray AOF of the current
@@ -72,16 +75,22 @@ CLIENT_FEATURES := --features dlock-client/tokio
 # DLOCK_PREVIOUS_MODULE=/path/to/libdlock.so uses that file instead.
 PREVIOUS_RELEASE := $(shell sed -n '/^[^\#]/{p;q}' .ci/previous-release)
 DLOCK_PREVIOUS_MODULE ?=
-test: deps
+test: test-intro deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets $(CLIENT_FEATURES) -- -D warnings
 	$(CARGO) check --quiet --manifest-path fuzz/Cargo.toml
-	$(CARGO) build --release
+	$(CARGO) build --release $(CLIENT_FEATURES)
 	previous="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(or $(DLOCK_PREVIOUS_MODULE),$(PREVIOUS_RELEASE))')" && \
 		[ -n "$$previous" ] && \
 		DLOCK_PREVIOUS_MODULE="$$previous" $(CARGO) test --release $(CLIENT_FEATURES)
 	$(MAKE) --no-print-directory test-python PY_SERVERS="$(PY_SERVERS)"
+
+test-intro:
+	@echo "make test: about 13 minutes on 2 cores, more with a cold target/. It installs what is missing" \
+		"(apt-get: libclang-dev, libfaketime, redis-server, and valkey-server from backports for the Python suite;" \
+		"a Python venv in $(PY_VENV)) and builds the previous release's module ($(PREVIOUS_RELEASE), .ci/previous-release)" \
+		"into target/baseline/ for tests/rollback/ (about 2 minutes the first time)."
 
 # The Python client (clients/python/, docs/python.md): pytest against real
 # servers loading target/release/libdlock.so, in a virtual environment made
@@ -101,7 +110,7 @@ $(PY_VENV)/.installed: $(PY_DIR)/pyproject.toml $(PY_DIR)/src/dlock/_version.py
 	@touch $@
 
 test-python: $(PY_VENV)/.installed
-	$(CARGO) build --release
+	$(CARGO) build --release $(CLIENT_FEATURES)
 	@for s in $(PY_SERVERS); do \
 		echo "== python client on $$s"; \
 		.ci/deps.sh $$s >/dev/null || exit 1; \

@@ -20,12 +20,13 @@ fail() {
 }
 [ -f "$deb" ] || fail "no package $deb"
 dpkg-deb --info "$deb"
-dpkg-deb --contents "$deb"
+contents=$(dpkg-deb --contents "$deb")
+echo "$contents"
 version=$(dpkg-deb --field "$deb" Version)
 files="/usr/lib/redis/modules/libdlock.so /usr/bin/dlock"
 conf=/etc/redis/modules/dlock.conf
 for f in $files $conf; do
-	dpkg-deb --contents "$deb" | grep -q " \.$f\$" || fail "$f is not in the package"
+	case "$contents" in *" .$f"$'\n'* | *" .$f") ;; *) fail "$f is not in the package" ;; esac
 done
 
 if [ "${DEB_INSTALL:-}" != 1 ]; then
@@ -41,11 +42,15 @@ if dpkg -s dlock >/dev/null 2>&1; then
 fi
 
 tmp=$(mktemp -d)
+installed=""
+# A failing check leaves neither a server nor the package behind.
 cleanup() {
 	[ -f "$tmp/pid" ] && kill "$(cat "$tmp/pid")" 2>/dev/null
 	rm -rf "$tmp"
+	[ -z "$installed" ] || dpkg -P dlock >/dev/null
 }
 trap cleanup EXIT
+installed=1
 dpkg -i "$deb"
 for f in $files $conf; do [ -e "$f" ] || fail "dpkg -i did not install $f"; done
 cat >"$tmp/server.conf" <<CONF
@@ -61,7 +66,7 @@ CONF
 ${DLOCK_SERVER:-redis-server} "$tmp/server.conf" || { cat "$tmp/log" 2>/dev/null; fail "the server did not start"; }
 for _ in $(seq 100); do [ -S "$tmp/sock" ] && break; sleep 0.1; done
 [ -S "$tmp/sock" ] || { cat "$tmp/log"; fail "no socket after 10 s"; }
-reply=$(${DLOCK_CLI:-redis-cli} -s "$tmp/sock" DLOCK.ACQUIRE res tok 10000)
+reply=$(${DLOCK_CLI:-redis-cli} -s "$tmp/sock" DLOCK.ACQUIRE res tok 10000 2>&1) || true
 [ "$reply" -gt 0 ] 2>/dev/null || { cat "$tmp/log"; fail "the installed module did not grant ($reply)"; }
 said=$(/usr/bin/dlock --version)
 case "$said" in "dlock $version ("*")") ;; *) fail "/usr/bin/dlock --version said: $said (package $version)" ;; esac
@@ -74,5 +79,6 @@ dpkg -r dlock
 for f in $files; do [ ! -e "$f" ] || fail "dpkg -r left $f"; done
 [ -e "$conf" ] || fail "dpkg -r removed the conffile $conf (only a purge should)"
 dpkg -P dlock
+installed=""
 [ ! -e "$conf" ] || fail "dpkg -P left $conf"
 echo "$me: OK ($deb: installed, the server loaded it by include, granted fence $reply, $said, dlock status saw it; removed and purged)"

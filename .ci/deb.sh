@@ -25,7 +25,8 @@ deb=$out/dlock_${version}_${arch}.deb
 rm -rf "$root" "$deb"
 mkdir -p "$root/DEBIAN"
 
-install -D -m 0644 target/release/libdlock.so "$root/usr/lib/redis/modules/libdlock.so"
+# Executable: redis-server refuses to load a module file without the x bit.
+install -D -m 0755 target/release/libdlock.so "$root/usr/lib/redis/modules/libdlock.so"
 install -D -m 0755 target/release/dlock "$root/usr/bin/dlock"
 strip --strip-unneeded "$root/usr/lib/redis/modules/libdlock.so" "$root/usr/bin/dlock"
 install -d "$root/etc/redis/modules"
