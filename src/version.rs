@@ -25,15 +25,13 @@ const fn encode(major: u32, minor: u32, patch: u32) -> i32 {
 
 /// A decimal number at compile time (the version's parts are digits).
 const fn number(digits: &str) -> u32 {
-    let bytes = digits.as_bytes();
-    assert!(!bytes.is_empty());
+    let mut rest = digits.as_bytes();
+    assert!(!rest.is_empty());
     let mut value = 0u32;
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
+    while let [b, tail @ ..] = rest {
         assert!(b.is_ascii_digit());
-        value = value * 10 + (b - b'0') as u32;
-        i += 1;
+        value = value * 10 + (*b - b'0') as u32;
+        rest = tail;
     }
     value
 }
