@@ -41,10 +41,9 @@ deps:
 	@.ci/deps.sh $(SERVER)
 
 # The module (target/release/libdlock.so) and the `dlock` tool
-# (target/release/dlock).
-# With the client's tokio feature, as `make test` tests it: one feature set
-# for every release build, so the module is compiled once, not once for
-# `make build` and again for the tests.
+# (target/release/dlock), with the client's tokio feature as `make test`
+# tests it: one feature set for every release build, so the module is
+# compiled once, not once here and again for the tests.
 build: deps
 	$(CARGO) build --release $(CLIENT_FEATURES)
 
