@@ -38,4 +38,10 @@ fn version_prints_the_release_and_the_commit() {
         format!("dlock {} ({sha})", dlock_client::VERSION)
     );
     assert_eq!(dlock_client::VERSION, env!("CARGO_PKG_VERSION"));
+    let (code, out, err) = run(dlock(&dead_url()).args(["--help"]), &dir, 20 * SEC);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("dlock --version"),
+        "dlock --help lacks --version"
+    );
 }
