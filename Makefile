@@ -32,7 +32,7 @@ PREFIX ?= /usr/local
 MODULE_DIR = $(DESTDIR)$(PREFIX)/lib/redis/modules
 BIN_DIR = $(DESTDIR)$(PREFIX)/bin
 
-.PHONY: deps build run test test-python bench-python test-matrix install uninstall check-install bench bench-instructions fmt clippy clean \
+.PHONY: deps build run run-clean test test-intro deb check-deb test-python bench-python test-matrix install uninstall check-install bench bench-instructions fmt clippy clean \
 	check-memory check-memory-canary fuzz check-history check-history-can-fail history-module
 
 # Installs only what is missing (see .ci/deps.sh): the build's needs and the
@@ -41,14 +41,25 @@ deps:
 	@.ci/deps.sh $(SERVER)
 
 # The module (target/release/libdlock.so) and the `dlock` tool
-# (target/release/dlock).
+# (target/release/dlock), with the client's tokio feature as `make test`
+# tests it: one feature set for every release build, so the module is
+# compiled once, not once here and again for the tests.
 build: deps
-	$(CARGO) build --release
+	$(CARGO) build --release $(CLIENT_FEATURES)
 
+# `make run` keeps its data (RDB, AOF, dlock.state) in RUN_DIR, so a run
+# replays what the last `make run` left, never a stray AOF of the current
+# folder or of /tmp; `make run-clean` deletes it.
+RUN_DIR := $(CURDIR)/target/run
 run: build
+	@mkdir -p $(RUN_DIR)
+	@echo "data (RDB, AOF) in $(RUN_DIR): it is replayed at the next start; start afresh with: make run-clean"
 	@echo "try: $(DLOCK_CLI) -p $(or $(RUN_PORT),6380) DLOCK.ACQUIRE res tok 30000"
 	@echo "try: DLOCK_URL=redis://127.0.0.1:$(or $(RUN_PORT),6380)/ target/release/dlock exec demo -- sh -c 'echo holding fence \$$DLOCK_FENCE; sleep 5'"
-	exec $(DLOCK_SERVER) $(CONF) --loadmodule $(MODULE)
+	exec $(DLOCK_SERVER) $(CONF) --dir $(RUN_DIR) --loadmodule $(MODULE)
+
+run-clean:
+	rm -rf $(RUN_DIR)
 
 # Integration tests load target/release/libdlock.so, hence the release build
 # before `cargo test --release`.
@@ -63,16 +74,22 @@ CLIENT_FEATURES := --features dlock-client/tokio
 # DLOCK_PREVIOUS_MODULE=/path/to/libdlock.so uses that file instead.
 PREVIOUS_RELEASE := $(shell sed -n '/^[^\#]/{p;q}' .ci/previous-release)
 DLOCK_PREVIOUS_MODULE ?=
-test: deps
+test: test-intro deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets $(CLIENT_FEATURES) -- -D warnings
 	$(CARGO) check --quiet --manifest-path fuzz/Cargo.toml
-	$(CARGO) build --release
+	$(CARGO) build --release $(CLIENT_FEATURES)
 	previous="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(or $(DLOCK_PREVIOUS_MODULE),$(PREVIOUS_RELEASE))')" && \
 		[ -n "$$previous" ] && \
 		DLOCK_PREVIOUS_MODULE="$$previous" $(CARGO) test --release $(CLIENT_FEATURES)
 	$(MAKE) --no-print-directory test-python PY_SERVERS="$(PY_SERVERS)"
+
+test-intro:
+	@echo "make test: about 13 minutes on 2 cores, more with a cold target/. It installs what is missing" \
+		"(apt-get: libclang-dev, libfaketime, redis-server, and valkey-server from backports for the Python suite;" \
+		"a Python venv in $(PY_VENV)) and builds the previous release's module ($(PREVIOUS_RELEASE), .ci/previous-release)" \
+		"into target/baseline/ for tests/rollback/ (about 2 minutes the first time)."
 
 # The Python client (clients/python/, docs/python.md): pytest against real
 # servers loading target/release/libdlock.so, in a virtual environment made
@@ -84,7 +101,7 @@ PY_DIR := clients/python
 PY_VENV := $(PY_DIR)/.venv
 PY_SERVERS ?= $(SERVER) $(if $(filter valkey,$(SERVER)),,valkey)
 PYTEST_ARGS ?=
-$(PY_VENV)/.installed: $(PY_DIR)/pyproject.toml
+$(PY_VENV)/.installed: $(PY_DIR)/pyproject.toml $(PY_DIR)/src/dlock/_version.py
 	@$(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' 2>/dev/null || \
 		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv; }
 	@[ -x $(PY_VENV)/bin/python ] || $(PYTHON) -m venv $(PY_VENV)
@@ -92,7 +109,7 @@ $(PY_VENV)/.installed: $(PY_DIR)/pyproject.toml
 	@touch $@
 
 test-python: $(PY_VENV)/.installed
-	$(CARGO) build --release
+	$(CARGO) build --release $(CLIENT_FEATURES)
 	@for s in $(PY_SERVERS); do \
 		echo "== python client on $$s"; \
 		.ci/deps.sh $$s >/dev/null || exit 1; \
@@ -145,6 +162,18 @@ check-install: build
 	$(MAKE) --no-print-directory uninstall PREFIX=$$tmp/prefix && \
 	[ ! -e $$tmp/prefix/lib/redis/modules/libdlock.so ] && [ ! -e $$tmp/prefix/bin/dlock ] && \
 	echo "check-install: OK (installed, loaded, granted fence $$reply, dlock status saw it, uninstalled)"
+
+# `make deb`: a Debian package of the module and the `dlock` tool
+# (.ci/deb.sh: dpkg-deb alone, no debhelper), in
+# target/debian/dlock_<version>_<arch>.deb. `make check-deb` builds and
+# lists it; with DEB_INSTALL=1 (CI's throwaway root machine) it installs it,
+# loads it into a server by `include /etc/redis/modules/dlock.conf`, uses
+# it, and removes it (.ci/check-deb.sh).
+deb: build
+	@.ci/deb.sh target/debian
+
+check-deb: build
+	@deb=$$(.ci/deb.sh target/debian) && DEB_INSTALL=$(DEB_INSTALL) .ci/check-deb.sh "$$deb"
 
 # A benchmark, not a test: prints Markdown tables (see docs/performance.md).
 # BASELINE (in the environment or on the make command line) also compares

@@ -64,7 +64,10 @@ git -C "$root" archive --format=tar "$sha" | tar -x -C "$src" ||
 # second commit would get the first one's module.
 (cd "$src" && ${CARGO:-cargo} clean --release -p dlock --target-dir "$out/build") >&2 ||
 	fail "cannot clear the previous baseline build of dlock in $out/build"
-if ! (cd "$src" && ${CARGO:-cargo} build --release -p dlock --lib --target-dir "$out/build") >&2; then
+# Its sources are no git checkout: DLOCK_GIT_SHA tells a build that reports
+# its commit (build.rs) which one it is.
+if ! (cd "$src" && DLOCK_GIT_SHA=$(git -C "$root" rev-parse --short=12 "$sha") \
+	${CARGO:-cargo} build --release -p dlock --lib --target-dir "$out/build") >&2; then
 	fail "building commit $sha's module failed (sources in $src, build in $out/build)"
 fi
 built=$out/build/release/libdlock.so

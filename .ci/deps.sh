@@ -11,6 +11,42 @@
 # `apt-get update` runs at most once. Services the packages start are stopped:
 # tests start their own servers.
 set -euo pipefail
+
+# Rust first, and before any apt-get: Debian's rustc is older than the
+# dependencies need, so a missing or old toolchain stops the run at once
+# with one line saying what to install. Bash builtins only (the test runs
+# this with a PATH holding nothing but bash: tests/fresh_machine.rs).
+manifest=${BASH_SOURCE[0]%/*}/../Cargo.toml
+need=""
+while IFS= read -r line; do
+	case "$line" in 'rust-version = "'*)
+		need=${line#*\"}
+		need=${need%%\"*}
+		break ;;
+	esac
+done <"$manifest"
+rust_version() { # tool: its version as "major minor", or nothing
+	local out
+	out=$("$1" --version 2>/dev/null) || return 0
+	out=${out#* }
+	out=${out%% *}
+	IFS=. read -r major minor _ <<<"$out"
+	echo "$major $minor"
+}
+need_major=${need%%.*}
+need_minor=${need#*.}
+need_minor=${need_minor%%.*}
+for tool in cargo rustc; do
+	read -r major minor <<<"$(rust_version "$tool")" || true
+	if [[ ! $major =~ ^[0-9]+$ || ! $minor =~ ^[0-9]+$ ]] ||
+		((major < need_major || (major == need_major && minor < need_minor))); then
+		found=missing
+		[ -z "$major" ] || found="$major.$minor, too old"
+		echo "dlock needs Rust >= $need (cargo and rustc; $tool is $found); install it with rustup: https://rustup.rs (Debian's rustc is too old), then run make again" >&2
+		exit 1
+	fi
+done
+
 kind=${1:-redis}
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo

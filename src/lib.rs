@@ -15,6 +15,7 @@
 
 pub mod lock;
 mod server;
+pub mod version;
 
 use std::ffi::c_int;
 
@@ -42,7 +43,7 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
         raw::Export_RedisModule_Init(
             ctx,
             c"dlock".as_ptr(),
-            1,
+            version::MODULE_VERSION,
             raw::REDISMODULE_APIVER_1 as c_int,
         )
     };

@@ -70,3 +70,7 @@ pub use redlock::{Redlock, RedlockRequest};
 pub use request::{MAX_LIMIT, MAX_SET};
 pub use tls::TlsSettings;
 pub use url::{redact_url, URL_FORMS};
+
+/// This crate's release (e.g. `0.4.0`): one version for the module, this
+/// client and the Python package.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

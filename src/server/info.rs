@@ -11,6 +11,7 @@ use super::api::{self, rm, Ctx};
 use super::ffi::guard;
 use super::{state, stats};
 use crate::lock::{policy, Error};
+use crate::version;
 
 /// How often the policy is re-read (it can change with `CONFIG SET`).
 const POLICY_CHECK_MS: i64 = 1000;
@@ -103,6 +104,14 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
     policy_c.push(0);
     unsafe {
         section(ictx, c"".as_ptr());
+        for (name, value) in [
+            (c"version", version::VERSION),
+            (c"git_sha", version::GIT_SHA),
+        ] {
+            let mut v = value.as_bytes().to_vec();
+            v.push(0);
+            add_s(ictx, name.as_ptr(), v.as_ptr().cast::<c_char>());
+        }
         add_u(ictx, c"locks".as_ptr(), stats::locks());
         for (name, counter) in [
             (c"grants", &stats::GRANTS),

@@ -15,6 +15,7 @@ mod reaper;
 mod redlock;
 mod scripts;
 mod signals;
+mod version;
 
 use std::fs;
 use std::os::unix::process::CommandExt;

@@ -9,6 +9,7 @@ USAGE
     dlock [--url URL] COMMAND [OPTIONS] ARGS...
     dlock COMMAND --help        a command's options
     dlock help [COMMAND]
+    dlock --version             the release and the git commit it was built from
 
 COMMANDS
     exec RESOURCE -- CMD...     run CMD while holding the lock on RESOURCE,

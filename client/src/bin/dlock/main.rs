@@ -52,7 +52,11 @@ fn run() -> i32 {
             Item::Opt { name, inline } => match name.as_str() {
                 "help" => return help::print(""),
                 "version" => {
-                    println!("dlock {}", env!("CARGO_PKG_VERSION"));
+                    println!(
+                        "dlock {} ({})",
+                        dlock_client::VERSION,
+                        env!("DLOCK_GIT_SHA")
+                    );
                     return codes::OK;
                 }
                 "url" => match a.value(&name, inline) {

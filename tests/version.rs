@@ -1,0 +1,112 @@
+//! Which build is running: `INFO dlock` names the release and the git
+//! commit, `MODULE LIST` the release as one number, and the module, the Rust
+//! client and the Python package are one release.
+mod common;
+
+use common::*;
+use std::process::Command;
+
+/// The commit checked out now, when this is a git checkout of the project
+/// and the build was not told its commit (`DLOCK_GIT_SHA`): a build that
+/// kept an old commit after HEAD moved fails here.
+fn checked_out_commit() -> Option<String> {
+    if std::env::var_os("DLOCK_GIT_SHA").is_some() {
+        return None;
+    }
+    let root = workspace_root();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let top = std::path::PathBuf::from(git(&["rev-parse", "--show-toplevel"])?);
+    (top.canonicalize().ok()? == root.canonicalize().ok()?)
+        .then(|| git(&["rev-parse", "--short=12", "HEAD"]))
+        .flatten()
+}
+
+#[test]
+fn info_names_the_release_and_the_commit() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let version = info_field(&mut c, "dlock", "dlock_version").expect("no dlock_version in INFO");
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
+    let sha = info_field(&mut c, "dlock", "dlock_git_sha").expect("no dlock_git_sha in INFO");
+    match checked_out_commit() {
+        Some(head) => assert_eq!(sha, head, "the module was built from another commit"),
+        None => assert!(
+            sha == "unknown" || sha.chars().all(|c| c.is_ascii_hexdigit()),
+            "dlock_git_sha:{sha}"
+        ),
+    }
+}
+
+#[test]
+fn module_list_shows_the_release_as_one_number() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let modules: Vec<redis::Value> = redis::cmd("MODULE").arg("LIST").query(&mut c).unwrap();
+    let mut ver = None;
+    for m in modules {
+        let fields: Vec<(String, redis::Value)> = match m {
+            redis::Value::Map(pairs) => pairs
+                .into_iter()
+                .map(|(k, v)| (redis::from_redis_value(&k).unwrap(), v))
+                .collect(),
+            other => {
+                let flat: Vec<redis::Value> = redis::from_redis_value(&other).unwrap();
+                flat.chunks(2)
+                    .map(|p| (redis::from_redis_value(&p[0]).unwrap(), p[1].clone()))
+                    .collect()
+            }
+        };
+        let named_dlock = fields
+            .iter()
+            .any(|(k, v)| k == "name" && redis::from_redis_value::<String>(v).unwrap() == "dlock");
+        if named_dlock {
+            let (_, v) = fields.iter().find(|(k, _)| k == "ver").expect("no ver");
+            ver = Some(redis::from_redis_value::<i64>(v).unwrap());
+        }
+    }
+    let parts: Vec<i64> = env!("CARGO_PKG_VERSION")
+        .split('.')
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(
+        ver,
+        Some(parts[0] * 10_000 + parts[1] * 100 + parts[2]),
+        "MODULE LIST's ver for dlock"
+    );
+}
+
+/// The value of `key = "..."` on the first line that sets it.
+fn quoted_value(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once('=')?;
+        (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
+    })
+}
+
+#[test]
+fn the_module_the_rust_client_and_the_python_package_are_one_release() {
+    let root = workspace_root();
+    let read = |path: &str| {
+        std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let module = quoted_value(&read("Cargo.toml"), "version");
+    let client = quoted_value(&read("client/Cargo.toml"), "version");
+    let python = quoted_value(&read("clients/python/src/dlock/_version.py"), "__version__");
+    assert_eq!(module.as_deref(), Some(env!("CARGO_PKG_VERSION")));
+    assert_eq!(client, module, "client/Cargo.toml");
+    assert_eq!(python, module, "clients/python/src/dlock/_version.py");
+    let heading = format!("## [{}]", env!("CARGO_PKG_VERSION"));
+    assert!(
+        read("CHANGELOG.md").contains(&heading),
+        "CHANGELOG.md has no section {heading}"
+    );
+}
