@@ -47,16 +47,21 @@ deps:
 build: deps
 	$(CARGO) build --release $(CLIENT_FEATURES)
 
-# `make run` keeps its data (RDB, AOF, dlock.state) in RUN_DIR, so a run
-# replays what the last `make run` left, never a stray AOF of the current
-# folder or of /tmp; `make run-clean` deletes it.
+# `make run` keeps its data (RDB, AOF, dlock.state) and its config file in
+# RUN_DIR, so a run replays what the last `make run` left, never a stray AOF
+# of the current folder or of /tmp; `make run-clean` deletes it. The config
+# file (made once) includes redis.conf.example and loads the module itself,
+# so `CONFIG REWRITE` rewrites it, not the example, and the next start loads
+# the module once.
 RUN_DIR := $(CURDIR)/target/run
+RUN_CONF := $(RUN_DIR)/redis.conf
 run: build
 	@mkdir -p $(RUN_DIR)
-	@echo "data (RDB, AOF) in $(RUN_DIR): it is replayed at the next start; start afresh with: make run-clean"
+	@[ -f $(RUN_CONF) ] || printf 'include %s\ndir %s\nloadmodule %s\n' '$(CURDIR)/$(CONF)' '$(RUN_DIR)' '$(MODULE)' > $(RUN_CONF)
+	@echo "config $(RUN_CONF) (includes $(CONF)); data (RDB, AOF) in $(RUN_DIR): replayed at the next start; start afresh with: make run-clean"
 	@echo "try: $(DLOCK_CLI) -p $(or $(RUN_PORT),6380) DLOCK.ACQUIRE res tok 30000"
 	@echo "try: DLOCK_URL=redis://127.0.0.1:$(or $(RUN_PORT),6380)/ target/release/dlock exec demo -- sh -c 'echo holding fence \$$DLOCK_FENCE; sleep 5'"
-	exec $(DLOCK_SERVER) $(CONF) --dir $(RUN_DIR) --loadmodule $(MODULE)
+	exec $(DLOCK_SERVER) $(RUN_CONF)
 
 run-clean:
 	rm -rf $(RUN_DIR)
