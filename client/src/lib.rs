@@ -54,6 +54,7 @@ mod redlock;
 mod request;
 mod retry;
 mod route;
+pub mod sentinel;
 mod single;
 mod url;
 mod watchdog;

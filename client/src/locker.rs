@@ -57,8 +57,12 @@ pub struct Locker {
 }
 
 impl Locker {
-    /// A locker on one server, e.g. `redis://:password@127.0.0.1:6379/0`.
-    /// Nothing is connected until the first request.
+    /// A locker on one server, e.g. `redis://:password@127.0.0.1:6379/0`,
+    /// or on the master that Redis Sentinel names, e.g.
+    /// `redis+sentinel://:password@10.0.0.1,10.0.0.2,10.0.0.3/mymaster`
+    /// (every new connection asks the sentinels where the master is now;
+    /// see [`sentinel`](crate::sentinel)). Nothing is connected until the
+    /// first request.
     pub fn new(url: &str) -> Result<Locker> {
         let settings = Settings::default();
         let node = Node::from_url(url, settings.io_timeout)?;
@@ -91,6 +95,11 @@ impl Locker {
             .collect::<Result<Vec<_>>>()?;
         if seeds.is_empty() {
             return Err(Error::Invalid("no cluster node given".into()));
+        }
+        if seeds.iter().any(|n| n.is_sentinel()) {
+            return Err(Error::Invalid(
+                "a Sentinel URL names one server, not a cluster node: use Locker::new".into(),
+            ));
         }
         let map = ClusterMap::new(seeds, settings.io_timeout).map_err(Failure::into_error)?;
         Ok(Locker {

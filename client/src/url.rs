@@ -13,7 +13,9 @@ pub const URL_FORMS: &str =
 /// accepted forms otherwise.
 pub(crate) fn parse(url: &str) -> Result<ConnectionInfo> {
     url.into_connection_info().map_err(|_| {
-        let why = if url.starts_with("rediss:") {
+        let why = if crate::sentinel::is_sentinel_url(url) {
+            "a Sentinel URL names one server: give it alone (a Locker), not to Redlock or a cluster"
+        } else if url.starts_with("rediss:") {
             "TLS (rediss://) is not built into this client"
         } else {
             "not a server URL"
