@@ -33,6 +33,11 @@ SERVER
                  Forms: redis://[user:password@]host[:port][/db],
                  unix:///path/to/socket[?db=N]. One server named twice (a
                  host name and its address) is refused.
+                 Through Redis Sentinel (alone, not for Redlock):
+                 redis+sentinel://[user:password@]host1[:port],host2[:port]/
+                 MASTER-NAME[/db][?sentinel_password=P]: the master the
+                 sentinels name now, checked with ROLE, asked again on
+                 every new connection (docs/high-availability.md).
 
 ENVIRONMENT
     DLOCK_URL    the server when no --url is given, e.g.
