@@ -156,7 +156,8 @@ impl Sentinels {
         &self,
         timeout: Duration,
     ) -> std::result::Result<(redis::Connection, ConnectionInfo), Failure> {
-        let deadline = Instant::now() + timeout;
+        let timeout = crate::limits::clamp(timeout);
+        let deadline = crate::limits::after(Instant::now(), timeout);
         let (tx, rx) = mpsc::channel();
         for sentinel in &self.sentinels {
             let (tx, sentinel, master) = (tx.clone(), sentinel.clone(), self.master.clone());
@@ -271,6 +272,18 @@ fn master_conn(info: &ConnectionInfo, timeout: Duration) -> redis::RedisResult<r
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_timeout_is_taken() {
+        // Nothing listens on port 1: refused at once, whatever the timeout.
+        for t in [Duration::ZERO, Duration::MAX] {
+            let e = current_master("redis+sentinel://127.0.0.1:1/m", t).unwrap_err();
+            assert!(
+                matches!(&e, Error::Unavailable(m) if m.contains("127.0.0.1:1")),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn urls_are_parsed_and_bad_ones_explained() {
