@@ -7,6 +7,7 @@ an extend and a new acquire."""
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 import redis.sentinel
@@ -39,8 +40,9 @@ def dead_addr():
 
 
 def test_the_master_is_found_through_the_sentinels(group):
-    client = sentinel([dead_addr()] + group.addrs()).master_for(SENTINEL_NAME)
-    with dlock.Locker(client) as locker:
+    # The client given is not kept: the locker's connections outlive it.
+    with dlock.Locker(sentinel([dead_addr()] + group.addrs()).master_for(SENTINEL_NAME)) as locker:
+        gc.collect()
         lease = locker.lock("res", ttl=30).acquire(blocking=False)
         assert holder(group.servers[0].conn(), "res") == (lease.token, lease.fence)
         assert lease.release()
@@ -99,6 +101,7 @@ def test_the_asyncio_locker_finds_the_master_through_the_sentinels(group):
     async def main():
         s = redis.asyncio.sentinel.Sentinel([dead_addr()] + group.addrs(), sentinel_kwargs=ASYNC_SENTINEL_KWARGS)
         lk = dla.Locker(s.master_for(SENTINEL_NAME))
+        gc.collect()
         lease = await lk.lock("res", ttl=30).acquire(blocking=False)
         assert holder(c, "res") == (lease.token, lease.fence)
         assert await lease.release()

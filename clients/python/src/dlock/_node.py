@@ -84,7 +84,10 @@ def settings_of(client: Any) -> Tuple[type, Dict[str, Any]]:
             raise InvalidRequest(
                 "a Sentinel client for replicas (slave_for): locks are taken on the master, use master_for"
             )
-        kw["connection_pool"] = sentinel
+        # The pool itself (what its connections ask for the master), not the
+        # weak proxy they get: the locker's connections outlive the client
+        # it was given.
+        kw["connection_pool"] = pool
     return cls, kw
 
 
