@@ -218,10 +218,13 @@ impl Node {
                 Ok(v)
             }
             Err(e) => {
-                // A server that became a replica (`READONLY`) is not asked
-                // again on this connection: a new one finds the new master.
+                // A server that became a replica (`READONLY`), or a master
+                // that lost its replicas (`NOREPLICAS`: its replica was
+                // promoted), is not asked again on this connection: a new
+                // one finds the new master.
                 let reusable = !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
                     && e.kind() != redis::ErrorKind::ReadOnly
+                    && e.code() != Some("NOREPLICAS")
                     && conn.is_open();
                 if reusable {
                     self.give_back(conn);

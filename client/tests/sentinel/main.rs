@@ -137,13 +137,15 @@ fn the_async_locker_finds_the_master_through_the_sentinels() {
 
 /// `SENTINEL FAILOVER`: a coordinated switch. The watchdog's renewals and
 /// an extend of a replicated hold land on the new master, and a new
-/// acquire is granted there at once (no promotion quarantine).
+/// acquire is granted there at once (no promotion quarantine). Sentinel
+/// demotes the old master seconds after the promotion: until then, with
+/// `min-replicas-to-write 1`, it refuses writes (`NOREPLICAS`) on the
+/// connections still pooled to it, and the client finds the new master.
 #[test]
 fn a_forced_failover_is_followed_by_renewals_and_new_acquires() {
     let group = Group::start(1, &[]);
-    let locker = Locker::new(&group.url(&[], NAME))
-        .unwrap()
-        .with_min_replicas(1, 5 * SEC);
+    let url = group.url(&[], NAME);
+    let locker = Locker::new(&url).unwrap().with_min_replicas(1, 5 * SEC);
     let g = locker
         .request("held")
         .ttl(15 * SEC)
@@ -151,6 +153,20 @@ fn a_forced_failover_is_followed_by_renewals_and_new_acquires() {
         .acquire()
         .unwrap()
         .expect("free");
+    // A connection of its own pooled to the old master.
+    let plain = Locker::new(&url).unwrap();
+    assert!(plain
+        .try_lock("warm", SEC)
+        .unwrap()
+        .expect("free")
+        .release()
+        .unwrap());
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("min-replicas-to-write")
+        .arg(1)
+        .query(&mut group.servers[0].conn())
+        .unwrap();
     let mut sentinel = group.sentinels[0].conn().unwrap();
     let _: () = redis::cmd("SENTINEL")
         .arg("FAILOVER")
@@ -160,6 +176,11 @@ fn a_forced_failover_is_followed_by_renewals_and_new_acquires() {
     let new = group.wait_new_master(0, &[0, 1, 2]);
     assert_eq!(new, 1);
     let mut c = group.servers[new].conn();
+    let window = plain.try_lock("window", 15 * SEC).unwrap().expect("free");
+    assert_eq!(
+        holder(&mut c, "window"),
+        Some((window.token().to_string(), window.fence()))
+    );
     assert_eq!(
         holder(&mut c, "held"),
         Some((g.token().to_string(), g.fence()))
@@ -171,6 +192,15 @@ fn a_forced_failover_is_followed_by_renewals_and_new_acquires() {
         "a renewal on the new master",
         || pttl(&mut c, "held") > before,
     );
+    // `min_replicas`: once the old master replicates the new one.
+    common::server::wait_until(
+        group::FAILOVER_DEADLINE,
+        "the old master to replicate",
+        || {
+            common::server::info_field(&mut c, "replication", "slave0")
+                .is_some_and(|s| s.contains("state=online"))
+        },
+    );
     assert!(g.extend(15 * SEC).unwrap());
     assert!(!g.is_lost());
 
@@ -179,7 +209,7 @@ fn a_forced_failover_is_followed_by_renewals_and_new_acquires() {
         holder(&mut c, "other"),
         Some((other.token().to_string(), other.fence()))
     );
-    assert!(other.release().unwrap() && g.release().unwrap());
+    assert!(other.release().unwrap() && g.release().unwrap() && window.release().unwrap());
     assert_eq!(holder(&mut c, "held"), None);
 }
 

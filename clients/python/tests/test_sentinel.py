@@ -70,21 +70,35 @@ def test_the_master_is_found_through_the_sentinels(group):
 
 
 def test_a_forced_failover_is_followed_by_renewals_and_new_acquires(group):
+    """Sentinel demotes the old master seconds after the promotion: until
+    then, with ``min-replicas-to-write 1``, it refuses writes
+    (``NOREPLICAS``) on the connections still pooled to it, and the client
+    finds the new master."""
     client = sentinel(group.addrs()).master_for(SENTINEL_NAME)
-    with dlock.Locker(client, min_replicas=1, replicas_timeout=5) as locker:
+    with dlock.Locker(client, min_replicas=1, replicas_timeout=5) as locker, dlock.Locker(client) as plain:
         lease = locker.lock("held", ttl=15, watchdog=True).acquire(blocking=False)
+        assert plain.lock("warm", ttl=1).acquire(blocking=False).release()  # a pooled connection
+        group.servers[0].conn().config_set("min-replicas-to-write", 1)
         group.sentinels[0].conn().execute_command("SENTINEL", "FAILOVER", SENTINEL_NAME)
         new = group.wait_new_master(0)
         c = group.servers[new].conn()
+        window = plain.lock("window", ttl=15).acquire(blocking=False)
+        assert holder(c, "window") == (window.token, window.fence)
         assert holder(c, "held") == (lease.token, lease.fence)
         # The watchdog's next renewal lands on the new master.
         before = c.pttl("held")
         wait_until(FAILOVER_DEADLINE, "a renewal on the new master", lambda: c.pttl("held") > before)
+        # min_replicas: once the old master replicates the new one.
+        wait_until(
+            FAILOVER_DEADLINE,
+            "the old master to replicate",
+            lambda: "online" in str(c.info("replication").get("slave0", "")),
+        )
         assert lease.extend(15)
         assert not lease.lost
         other = locker.lock("other", ttl=15).acquire(blocking=False)
         assert holder(c, "other") == (other.token, other.fence)
-        assert other.release() and lease.release()
+        assert other.release() and lease.release() and window.release()
         assert holder(c, "held") is None
 
 

@@ -36,6 +36,7 @@ from .errors import (
     Unavailable,
     classify,
     is_io_error,
+    lost_master,
 )
 from . import _resp
 from ._spec import MAX_SOCKET_TIMEOUT
@@ -237,9 +238,10 @@ class Node:
         try:
             r = fn(conn, *args)
         except BaseException as e:
-            if isinstance(e, redis.exceptions.ReadOnlyError):
-                # The server became a replica (a failover): its connections
-                # are not used again, a new one finds the new master.
+            if lost_master(e):
+                # The server became a replica, or a master that lost its
+                # replicas (its replica was promoted): its connections are
+                # not used again, a new one finds the new master.
                 close(conn)
                 self.flush()
                 raise self.failure(e) from None

@@ -64,6 +64,7 @@ from .errors import (
     Unavailable,
     classify,
     is_io_error,
+    lost_master,
     unexpected,
 )
 from .locker import PER_THREAD, _UNSET, _redact, _replicas, _spec, decode_info
@@ -285,6 +286,13 @@ class _Node:
                 _abort(conn)
             raise
         except BaseException as e:
+            if lost_master(e):
+                # The server became a replica, or a master that lost its
+                # replicas (its replica was promoted): its connections are
+                # not used again, a new one finds the new master.
+                _abort(conn)
+                self.flush()
+                raise self.failure(e) from None
             if isinstance(e, redis.exceptions.RedisError) and not is_io_error(e):
                 self.give_back(conn)
                 raise self.failure(e) from None
