@@ -131,6 +131,10 @@ impl From<redis::RedisError> for Failure {
                 // A waiter's server became a replica (a failover): the new
                 // master may grant it.
                 Some("UNBLOCKED") => Failure::Retry(Error::Unavailable(detail(&e))),
+                // Too few replicas for `min-replicas-to-write`: a master
+                // that lost its replicas (its replica was promoted, or a
+                // partition), or one whose replicas are reconnecting.
+                Some("NOREPLICAS") => Failure::Retry(Error::Unavailable(detail(&e))),
                 _ => Failure::Fatal(Error::Server(detail(&e))),
             },
         }

@@ -56,6 +56,7 @@ mod redlock;
 mod request;
 mod retry;
 mod route;
+pub mod sentinel;
 mod single;
 mod tls;
 mod url;

@@ -58,27 +58,34 @@ pub struct Locker {
 }
 
 impl Locker {
-    /// A locker on one server, e.g. `redis://:password@127.0.0.1:6379/0`.
-    /// Nothing is connected until the first request.
-    /// A `rediss://` URL is verified against the public roots; see
-    /// [`Locker::new_tls`] for a CA of your own or a client certificate.
+    /// A locker on one server, e.g. `redis://:password@127.0.0.1:6379/0`,
+    /// or on the master that Redis Sentinel names, e.g.
+    /// `redis+sentinel://:password@10.0.0.1,10.0.0.2,10.0.0.3/mymaster`
+    /// (every new connection asks the sentinels where the master is now;
+    /// see [`sentinel`](crate::sentinel)). Nothing is connected until the
+    /// first request. A `rediss://` URL is verified against the public
+    /// roots; see [`Locker::new_tls`] for a CA of your own or a client
+    /// certificate.
     pub fn new(url: &str) -> Result<Locker> {
-        Locker::single(crate::url::parse(url)?)
+        let settings = Settings::default();
+        Ok(Locker::single(Node::from_url(url, settings.io_timeout)?))
     }
 
     /// A locker on one TLS server (`rediss://host:port/`), verified and
     /// logged in with `tls` (its CA, its client certificate).
     pub fn new_tls(url: &str, tls: &TlsSettings) -> Result<Locker> {
-        Locker::single(tls.connection_info(url)?)
+        let settings = Settings::default();
+        Ok(Locker::single(Node::new(
+            tls.connection_info(url)?,
+            settings.io_timeout,
+        )))
     }
 
-    fn single(info: redis::ConnectionInfo) -> Result<Locker> {
-        let settings = Settings::default();
-        let node = Node::new(info, settings.io_timeout);
-        Ok(Locker {
+    fn single(node: Node) -> Locker {
+        Locker {
             topology: Arc::new(Topology::Single(Arc::new(node))),
-            settings,
-        })
+            settings: Settings::default(),
+        }
     }
 
     /// A locker on the server a `redis::Client` points to (its address,
@@ -118,6 +125,11 @@ impl Locker {
             .collect::<Result<Vec<_>>>()?;
         if seeds.is_empty() {
             return Err(Error::Invalid("no cluster node given".into()));
+        }
+        if seeds.iter().any(|n| n.is_sentinel()) {
+            return Err(Error::Invalid(
+                "a Sentinel URL names one server, not a cluster node: use Locker::new".into(),
+            ));
         }
         let map = ClusterMap::new(seeds, settings.io_timeout).map_err(Failure::into_error)?;
         Ok(Locker {

@@ -6,10 +6,14 @@
 //! left in an unknown state (a timeout mid-reply) is never reused.
 
 use crate::error::Failure;
+use crate::sentinel::Sentinels;
 use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
+
+/// A new connection, and the master's address when the sentinels named it.
+type Opened = (redis::Connection, Option<String>);
 
 /// Idle connections kept per server.
 const POOL_SIZE: usize = 8;
@@ -19,6 +23,11 @@ const MAX_STUCK: usize = 16;
 
 pub(crate) struct Node {
     info: ConnectionInfo,
+    /// Set when the server is found through Redis Sentinel: every new
+    /// connection asks the sentinels where the master is now.
+    sentinels: Option<Arc<Sentinels>>,
+    /// The master found last through the sentinels, for messages.
+    found: Mutex<Option<String>>,
     idle: Mutex<Vec<redis::Connection>>,
     connect_timeout: Duration,
     /// Handshakes in progress (see `connect`).
@@ -29,10 +38,27 @@ impl Node {
     pub(crate) fn new(info: ConnectionInfo, connect_timeout: Duration) -> Node {
         Node {
             info,
+            sentinels: None,
+            found: Mutex::new(None),
             idle: Mutex::new(Vec::new()),
             connect_timeout,
             connecting: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    pub(crate) fn from_url(url: &str, connect_timeout: Duration) -> crate::Result<Node> {
+        if crate::sentinel::is_sentinel_url(url) {
+            let sentinels = Sentinels::parse(url)?;
+            let mut node = Node::new(sentinels.login_info(), connect_timeout);
+            node.sentinels = Some(Arc::new(sentinels));
+            return Ok(node);
+        }
+        Ok(Node::new(crate::url::parse(url)?, connect_timeout))
+    }
+
+    /// Whether the server is found through Redis Sentinel.
+    pub(crate) fn is_sentinel(&self) -> bool {
+        self.sentinels.is_some()
     }
 
     /// The same login at another address (a cluster node named by a
@@ -57,6 +83,10 @@ impl Node {
 
     /// `host:port`, as the server names itself in redirects.
     pub(crate) fn addr(&self) -> String {
+        if let Some(sentinels) = &self.sentinels {
+            let found = self.found.lock().unwrap_or_else(|p| p.into_inner());
+            return found.clone().unwrap_or_else(|| sentinels.describe());
+        }
         match &self.info.addr {
             ConnectionAddr::Tcp(h, p)
             | ConnectionAddr::TcpTls {
@@ -74,33 +104,54 @@ impl Node {
     /// the caller until it runs again: the handshake runs on a thread of its
     /// own, abandoned (and its connection dropped when it completes) after
     /// the timeout: `within` (the operation's), at most `connect_timeout`. At most `MAX_STUCK` such threads per server.
-    fn connect(&self, within: Duration) -> redis::RedisResult<redis::Connection> {
+    fn connect(&self, within: Duration) -> Result<redis::Connection, Failure> {
         let timeout = within.min(self.connect_timeout);
         let timed_out = || {
-            redis::RedisError::from(std::io::Error::new(
+            Failure::from(redis::RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!("{}: no connection within {timeout:?}", self.addr()),
-            ))
+            )))
         };
         if self.connecting.fetch_add(1, Ordering::SeqCst) >= MAX_STUCK {
             self.connecting.fetch_sub(1, Ordering::SeqCst);
             return Err(timed_out());
         }
-        let client = redis::Client::open(self.info.clone());
+        let open: Box<dyn FnOnce() -> Result<Opened, Failure> + Send> = match &self.sentinels {
+            Some(sentinels) => {
+                let sentinels = sentinels.clone();
+                Box::new(move || {
+                    let (conn, info) = sentinels.connect_master(timeout)?;
+                    Ok((conn, Some(info.addr.to_string())))
+                })
+            }
+            None => {
+                let info = self.info.clone();
+                Box::new(move || {
+                    let conn = redis::Client::open(info)
+                        .and_then(|c| c.get_connection_with_timeout(timeout))?;
+                    Ok((conn, None))
+                })
+            }
+        };
         let (tx, rx) = mpsc::channel();
         let connecting = self.connecting.clone();
         let spawned = std::thread::Builder::new()
             .name("dlock-connect".into())
             .spawn(move || {
-                let _ = tx.send(client.and_then(|c| c.get_connection_with_timeout(timeout)));
+                let _ = tx.send(open());
                 connecting.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
             self.connecting.fetch_sub(1, Ordering::SeqCst);
             return Err(timed_out());
         }
-        rx.recv_timeout(timeout)
-            .unwrap_or_else(|_| Err(timed_out()))
+        let (conn, found) = rx
+            .recv_timeout(timeout)
+            .unwrap_or_else(|_| Err(timed_out()))?;
+        if let Some(addr) = found {
+            *self.found.lock().unwrap_or_else(|p| p.into_inner()) = Some(addr);
+        }
+        Ok(conn)
     }
 
     /// Runs `f` on a connection of its own, whose reads and writes give up
@@ -140,7 +191,7 @@ impl Node {
         let mut conn = loop {
             let pooled = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
             let Some(mut c) = pooled else {
-                let c = self.connect(io_timeout).map_err(|e| self.failure(e))?;
+                let c = self.connect(io_timeout).map_err(|f| f.at(&self.addr()))?;
                 c.set_read_timeout(timeout).map_err(|e| self.failure(e))?;
                 c.set_write_timeout(timeout).map_err(|e| self.failure(e))?;
                 break c;
@@ -167,7 +218,13 @@ impl Node {
                 Ok(v)
             }
             Err(e) => {
+                // A server that became a replica (`READONLY`), or a master
+                // that lost its replicas (`NOREPLICAS`: its replica was
+                // promoted), is not asked again on this connection: a new
+                // one finds the new master.
                 let reusable = !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
+                    && e.kind() != redis::ErrorKind::ReadOnly
+                    && e.code() != Some("NOREPLICAS")
                     && conn.is_open();
                 if reusable {
                     self.give_back(conn);

@@ -129,6 +129,12 @@ impl TlsSettings {
     /// settings, e.g. for a `redis::Client` of your own:
     /// `redis::Client::open(tls.connection_info(url)?)`.
     pub fn connection_info(&self, url: &str) -> Result<ConnectionInfo> {
+        if crate::sentinel::is_sentinel_url(url) {
+            return Err(Error::Invalid(format!(
+                "{}: Redis Sentinel over TLS is not supported (give the master's rediss:// URL)",
+                crate::url::redact_url(url)
+            )));
+        }
         let info = crate::url::parse(url)?;
         if !matches!(info.addr, ConnectionAddr::TcpTls { .. }) {
             return Err(Error::Invalid(format!(

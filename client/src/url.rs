@@ -7,14 +7,21 @@ use redis::{ConnectionInfo, IntoConnectionInfo};
 
 /// The forms of a server URL, for the error of one that is not.
 pub const URL_FORMS: &str = "redis://[user:password@]host[:port][/db], \
-     rediss://[user:password@]host[:port][/db] (TLS) or unix:///path/to/socket[?db=N]";
+     rediss://[user:password@]host[:port][/db] (TLS), unix:///path/to/socket[?db=N] \
+     or, for one server found through Redis Sentinel, \
+     redis+sentinel://[user:password@]host[:port][,host[:port]...]/master-name[/db]";
 
 /// `url` parsed; [`Error::Invalid`] naming the (masked) URL and the
 /// accepted forms otherwise.
 pub(crate) fn parse(url: &str) -> Result<ConnectionInfo> {
     let info = url.into_connection_info().map_err(|_| {
+        let why = if crate::sentinel::is_sentinel_url(url) {
+            "a Sentinel URL names one server: give it alone (a Locker), not to Redlock or a cluster"
+        } else {
+            "not a server URL"
+        };
         Error::Invalid(format!(
-            "{}: not a server URL; the accepted forms are {URL_FORMS}",
+            "{}: {why}; the accepted forms are {URL_FORMS}",
             redact_url(url)
         ))
     })?;

@@ -30,6 +30,7 @@ use crate::error::{millis, Error, Failure, Result};
 use crate::limits::{after, clamp, lease};
 use crate::request::{lock_options, new_token, Spec};
 use crate::retry::Outage;
+use crate::sentinel::Sentinels;
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,6 +53,11 @@ pub struct Locker {
 
 struct Inner {
     client: redis::Client,
+    /// Set when the server is found through Redis Sentinel: every new
+    /// connection asks the sentinels where the master is now.
+    sentinels: Option<Arc<Sentinels>>,
+    /// The master found last through the sentinels, for messages.
+    found: Arc<std::sync::Mutex<Option<String>>>,
     /// Shared by every non-blocking command; a blocking `ACQUIRE ... WAIT`,
     /// and a command followed by `WAIT n timeout` (`min_replicas`), opens a
     /// connection of its own, so nothing queues behind it.
@@ -63,7 +69,19 @@ struct Inner {
 }
 
 impl Locker {
+    /// A locker on one server, or on the master that Redis Sentinel names
+    /// (`redis+sentinel://...`: see [`crate::sentinel`]).
     pub fn new(url: &str) -> Result<Locker> {
+        if crate::sentinel::is_sentinel_url(url) {
+            let sentinels = Sentinels::parse(url)?;
+            let client = redis::Client::open(sentinels.login_info())
+                .map_err(|e| Error::Invalid(format!("{}: {e}", crate::url::redact_url(url))))?;
+            let mut locker = Locker::from_client(client);
+            if let Some(inner) = Arc::get_mut(&mut locker.inner) {
+                inner.sentinels = Some(Arc::new(sentinels));
+            }
+            return Ok(locker);
+        }
         Locker::with_info(url, crate::url::parse(url)?)
     }
 
@@ -83,6 +101,8 @@ impl Locker {
         Locker {
             inner: Arc::new(Inner {
                 client,
+                sentinels: None,
+                found: Arc::default(),
                 shared: tokio::sync::Mutex::new(None),
                 io_timeout: Duration::from_secs(2),
                 retry_for: Duration::from_secs(2),
@@ -98,6 +118,8 @@ impl Locker {
         let i = &self.inner;
         let mut inner = Inner {
             client: i.client.clone(),
+            sentinels: i.sentinels.clone(),
+            found: i.found.clone(),
             shared: tokio::sync::Mutex::new(None),
             io_timeout: i.io_timeout,
             retry_for: i.retry_for,
@@ -151,19 +173,48 @@ impl Locker {
 
     /// A connection for one command: the shared one, or a new one when
     /// `dedicated` (a command that blocks its connection).
-    async fn conn(&self, dedicated: bool) -> redis::RedisResult<MultiplexedConnection> {
+    async fn conn(&self, dedicated: bool) -> std::result::Result<MultiplexedConnection, Failure> {
         let inner = &self.inner;
         if dedicated {
-            return inner.client.get_multiplexed_async_connection().await;
+            return self.open().await;
         }
         let mut slot = inner.shared.lock().await;
         match slot.as_ref() {
             Some(c) => Ok(c.clone()),
             None => {
-                let c = inner.client.get_multiplexed_async_connection().await?;
+                let c = self.open().await?;
                 *slot = Some(c.clone());
                 Ok(c)
             }
+        }
+    }
+
+    /// A new connection: to the server, or to the master the sentinels
+    /// name now (asked on a blocking thread: see `Sentinels`).
+    async fn open(&self) -> std::result::Result<MultiplexedConnection, Failure> {
+        let Some(sentinels) = self.inner.sentinels.clone() else {
+            return Ok(self.inner.client.get_multiplexed_async_connection().await?);
+        };
+        let timeout = self.inner.io_timeout;
+        let found = tokio::task::spawn_blocking(move || sentinels.connect_master(timeout))
+            .await
+            .map_err(|e| Failure::Retry(Error::Unavailable(e.to_string())))?;
+        let (_, info) = found?;
+        *self.inner.found.lock().unwrap_or_else(|p| p.into_inner()) = Some(info.addr.to_string());
+        Ok(redis::Client::open(info)?
+            .get_multiplexed_async_connection()
+            .await?)
+    }
+
+    /// The server's address for messages (the master found last, through
+    /// Sentinel).
+    fn addr(&self) -> String {
+        match &self.inner.sentinels {
+            Some(sentinels) => {
+                let found = self.inner.found.lock().unwrap_or_else(|p| p.into_inner());
+                found.clone().unwrap_or_else(|| sentinels.describe())
+            }
+            None => self.inner.client.get_connection_info().addr.to_string(),
         }
     }
 
@@ -173,7 +224,7 @@ impl Locker {
         if matches!(f, Failure::Retry(_)) && !dedicated {
             *self.inner.shared.lock().await = None;
         }
-        f.at(&self.inner.client.get_connection_info().addr.to_string())
+        f.at(&self.addr())
     }
 
     /// Runs `cmd` (+ `WAIT n` when `durable` and asked for) on the shared
@@ -213,11 +264,11 @@ impl Locker {
             if r.as_ref().map_or_else(crate::single::reached, |_| true) {
                 connected.store(true, Ordering::Relaxed);
             }
-            r
+            r.map_err(Failure::from)
         };
         let replies = match tokio::time::timeout(limit, run).await {
             Ok(Ok(v)) => v,
-            Ok(Err(e)) => return Err(self.failed(Failure::from(e), dedicated).await),
+            Ok(Err(f)) => return Err(self.failed(f, dedicated).await),
             Err(_) => {
                 if sent.load(Ordering::Relaxed) {
                     connected.store(true, Ordering::Relaxed);
@@ -255,11 +306,11 @@ impl Locker {
                 // An error reply (`READONLY`, `LOADING`, ...): not run.
                 *sent = None;
             }
-            r
+            r.map_err(Failure::from)
         };
         match tokio::time::timeout(io.saturating_mul(2), run).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(self.failed(Failure::from(e), false).await),
+            Ok(Err(f)) => Err(self.failed(f, false).await),
             Err(_) => {
                 let f = Failure::Retry(Error::Unavailable("timed out".into()));
                 Err(self.failed(f, false).await)

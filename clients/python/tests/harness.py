@@ -248,6 +248,147 @@ class Server:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+SENTINEL_NAME = "m"
+#: How long a failover may take on a loaded machine.
+FAILOVER_DEADLINE = 30.0
+
+
+class Sentinel:
+    """One sentinel (``redis-server sentinel.conf --sentinel``) watching the
+    master on ``master_port`` as ``m`` (quorum 2, down after 1 s)."""
+
+    def __init__(self, master_port: int) -> None:
+        self.dir = tempfile.mkdtemp(prefix="dlock-py-sentinel-")
+        self.proc: Optional[subprocess.Popen] = None
+        for attempt in range(5):
+            self.port = free_port()
+            conf = os.path.join(self.dir, "sentinel.conf")
+            with open(conf, "w") as f:
+                f.write(
+                    f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                    f"logfile {self.dir}/sentinel.log\n"
+                    f"sentinel monitor {SENTINEL_NAME} 127.0.0.1 {master_port} 2\n"
+                    f"sentinel down-after-milliseconds {SENTINEL_NAME} 1000\n"
+                    f"sentinel failover-timeout {SENTINEL_NAME} 10000\n"
+                )
+            out = open(os.path.join(self.dir, "stdout.log"), "wb")
+            try:
+                self.proc = subprocess.Popen(
+                    [server_binary(), conf, "--sentinel"],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                )
+            finally:
+                out.close()
+            _live.add(self.proc)
+            end = time.monotonic() + START_DEADLINE
+            while self.proc.poll() is None and time.monotonic() < end and not self._ready():
+                time.sleep(POLL)
+            if self.proc.poll() is None and self._ready():
+                return
+            log = _read(os.path.join(self.dir, "sentinel.log")) + _read(os.path.join(self.dir, "stdout.log"))
+            self.kill()
+            if attempt < 4 and "Address already in use" in log:
+                self.dir = tempfile.mkdtemp(prefix="dlock-py-sentinel-")
+                continue
+            raise RuntimeError(f"the sentinel on port {self.port} did not start:\n{log}")
+
+    @property
+    def addr(self) -> Tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+    def conn(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0))
+
+    def _ready(self) -> bool:
+        try:
+            return bool(self.conn().ping())
+        except redis.RedisError:
+            return False
+
+    def master_port(self) -> Optional[int]:
+        try:
+            a = self.conn().execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SENTINEL_NAME)
+        except redis.RedisError:
+            return None
+        return int(a[1]) if a else None
+
+    def known(self, kind: str) -> int:
+        try:
+            return len(self.conn().execute_command("SENTINEL", kind, SENTINEL_NAME))
+        except redis.RedisError:
+            return 0
+
+    def kill(self) -> None:
+        p = self.proc
+        if p is not None:
+            try:
+                p.kill()
+                p.wait(10)
+            except Exception:
+                pass
+            _live.discard(p)
+            self.proc = None
+        if not os.environ.get("DLOCK_KEEP_TMP"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class SentinelGroup:
+    """A master (the module loaded), ``replicas`` replicas and three
+    sentinels that know every replica and each other."""
+
+    def __init__(self, replicas: int = 1) -> None:
+        self.servers: List[Server] = []
+        self.sentinels: List[Sentinel] = []
+        try:
+            self.servers.append(Server())
+            for _ in range(replicas):
+                r = Server("--replicaof", "127.0.0.1", str(self.servers[0].port))
+                self.servers.append(r)
+                wait_until(10, "replica sync", lambda: info_field(r.conn(), "replication", "master_link_status") == "up")
+            self.sentinels = [Sentinel(self.servers[0].port) for _ in range(3)]
+            for s in self.sentinels:
+                wait_until(
+                    FAILOVER_DEADLINE,
+                    "the sentinels to know each other",
+                    lambda: s.known("replicas") == replicas and s.known("sentinels") == 2,
+                )
+        except BaseException:
+            self.kill()
+            raise
+
+    def addrs(self) -> List[Tuple[str, int]]:
+        return [s.addr for s in self.sentinels]
+
+    def index_of(self, port: int) -> int:
+        return next(i for i, s in enumerate(self.servers) if s.port == port)
+
+    def wait_new_master(self, old: int) -> int:
+        """Waits until every sentinel names a master other than
+        ``servers[old]`` and that server says it is a master; its index."""
+        found: List[int] = []
+
+        def switched() -> bool:
+            ports = {s.master_port() for s in self.sentinels}
+            if len(ports) != 1 or None in ports or self.servers[old].port in ports:
+                return False
+            i = self.index_of(ports.pop())
+            try:
+                role = self.servers[i].conn().execute_command("ROLE")
+            except redis.RedisError:
+                return False
+            found[:] = [i]
+            return role[0] == b"master"
+
+        wait_until(FAILOVER_DEADLINE, "the sentinels to name a new master", switched)
+        return found[0]
+
+    def kill(self) -> None:
+        for s in self.sentinels:
+            s.kill()
+        for s in self.servers:
+            s.kill()
+
+
 def _read(path: str) -> str:
     try:
         with open(path, errors="replace") as f:

@@ -148,12 +148,16 @@ impl Backend {
                     None => Locker::new(url),
                 }
                 .map_err(|e| bad_url(e, from_env))?;
-                // Parsed already by the locker: the address for messages.
-                let addr = url
-                    .as_str()
-                    .into_connection_info()
-                    .map(|i| i.addr.to_string())
-                    .unwrap_or_default();
+                // Parsed already by the locker: the address for messages
+                // (through Sentinel: the URL, as the master may change).
+                let addr = if dlock_client::sentinel::is_sentinel_url(url) {
+                    dlock_client::redact_url(url)
+                } else {
+                    url.as_str()
+                        .into_connection_info()
+                        .map(|i| i.addr.to_string())
+                        .unwrap_or_default()
+                };
                 Ok(Single {
                     url: url.clone(),
                     addr,

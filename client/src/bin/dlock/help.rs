@@ -35,6 +35,11 @@ SERVER
                  rediss://[user:password@]host[:port][/db] (TLS),
                  unix:///path/to/socket[?db=N]. One server named twice (a
                  host name and its address) is refused.
+                 Through Redis Sentinel (alone, not for Redlock):
+                 redis+sentinel://[user:password@]host1[:port],host2[:port]/
+                 MASTER-NAME[/db][?sentinel_password=P]: the master the
+                 sentinels name now, checked with ROLE, asked again on
+                 every new connection (docs/high-availability.md).
     --tls-ca FILE      rediss:// servers: trust only the CA certificate(s) in
                        this PEM file (default: the public roots built in).
                        The server's certificate must name the URL's host (DNS

@@ -11,7 +11,7 @@
 
 use crate::backend::{escaped, fields, int, text, Bytes, Info};
 use dlock_client::{Error, TlsSettings};
-use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo, Value};
+use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -108,15 +108,14 @@ fn targets(urls: &[&str], tls: Option<&TlsSettings>) -> (Vec<Target>, Vec<(Strin
     let mut groups: HashMap<String, usize> = HashMap::new();
     let mut next_group = 0;
     for url in urls {
+        // Through Sentinel: the master it names now.
         let info = match tls {
             Some(tls) => tls.connection_info(url),
-            None => url
-                .into_connection_info()
-                .map_err(|e| Error::Invalid(e.to_string())),
+            None => dlock_client::sentinel::current_master(url, CONNECT_TIMEOUT),
         };
         let info = match info {
             Ok(i) => i,
-            // Checked by `Backend::from_urls` before.
+            // A bad URL was refused by `Backend::from_urls` before.
             Err(e) => {
                 errors.push((dlock_client::redact_url(url), e));
                 continue;
@@ -750,6 +749,7 @@ mod tests {
 
     #[test]
     fn names_show_the_database() {
+        use redis::IntoConnectionInfo;
         let i = |u: &str| u.into_connection_info().unwrap();
         assert_eq!(server_name(&i("redis://127.0.0.1:7000/")), "127.0.0.1:7000");
         assert_eq!(server_name(&i("redis://h:7000/2")), "h:7000/2");

@@ -28,6 +28,7 @@ from redis.crc import key_slot
 
 from .errors import (
     FATAL,
+    InvalidRequest,
     RETRY,
     ASK,
     MOVED,
@@ -35,6 +36,7 @@ from .errors import (
     Unavailable,
     classify,
     is_io_error,
+    lost_master,
 )
 from . import _resp
 from ._spec import MAX_SOCKET_TIMEOUT
@@ -62,11 +64,41 @@ def _conn_settings(cls: type, kwargs: Dict[str, Any]) -> Tuple[type, Dict[str, A
     return cls, kw
 
 
+def sentinel_of(kwargs: Dict[str, Any]) -> Any:
+    """The Sentinel side of a ``redis.sentinel`` master pool's connection
+    arguments (what its connections ask for the master's address), or
+    None."""
+    proxy = kwargs.get("connection_pool")
+    return proxy if hasattr(proxy, "get_master_address") else None
+
+
 def settings_of(client: Any) -> Tuple[type, Dict[str, Any]]:
     """The connection class and arguments (address, login, TLS) of a
-    redis-py client or connection pool."""
+    redis-py client or connection pool. A ``Sentinel.master_for`` client's
+    connections keep their link to the sentinels: each new one asks them
+    where the master is now."""
     pool = getattr(client, "connection_pool", client)
-    return _conn_settings(pool.connection_class, pool.connection_kwargs)
+    cls, kw = _conn_settings(pool.connection_class, pool.connection_kwargs)
+    sentinel = sentinel_of(pool.connection_kwargs)
+    if sentinel is not None:
+        if not getattr(sentinel, "is_master", True):
+            raise InvalidRequest(
+                "a Sentinel client for replicas (slave_for): locks are taken on the master, use master_for"
+            )
+        # The pool itself (what its connections ask for the master), not the
+        # weak proxy they get: the locker's connections outlive the client
+        # it was given.
+        kw["connection_pool"] = pool
+    return cls, kw
+
+
+def is_master(conn: Conn) -> bool:
+    """Whether the server ``conn`` is connected to answers ``ROLE`` as a
+    master."""
+    role = run_pipeline(conn, [("ROLE",)])[0]
+    if isinstance(role, Exception):
+        raise role
+    return isinstance(role, list) and bool(role) and role[0] == b"master"
 
 
 def set_timeout(conn: Conn, t: float) -> None:
@@ -114,7 +146,12 @@ class Node:
         self._idle: List[Conn] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
-        if "path" in kwargs:
+        #: Set for a ``Sentinel.master_for`` client's server: the master is
+        #: found again on every new connection.
+        self.sentinel = sentinel_of(kwargs)
+        if self.sentinel is not None:
+            self.addr = f"sentinel master {self.sentinel.service_name!r}"
+        elif "path" in kwargs:
             self.addr = str(kwargs["path"])
         else:
             self.addr = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
@@ -137,6 +174,16 @@ class Node:
         conn = self.cls(**kw)
         try:
             conn.connect()
+            if self.sentinel is not None:
+                # A sentinel that has not seen a failover names the demoted
+                # master, now a replica: ask the server itself.
+                found = f"{conn.host}:{conn.port}"
+                if not is_master(conn):
+                    raise redis.exceptions.ConnectionError(
+                        f"{found}, named by the sentinels as master {self.sentinel.service_name!r}, "
+                        "is not a master (a failover in progress)"
+                    )
+                self.addr = found
         except BaseException:
             close(conn)
             raise
@@ -191,6 +238,13 @@ class Node:
         try:
             r = fn(conn, *args)
         except BaseException as e:
+            if lost_master(e):
+                # The server became a replica, or a master that lost its
+                # replicas (its replica was promoted): its connections are
+                # not used again, a new one finds the new master.
+                close(conn)
+                self.flush()
+                raise self.failure(e) from None
             if isinstance(e, redis.exceptions.RedisError) and not is_io_error(e):
                 self.give_back(conn)
                 raise self.failure(e) from None

@@ -34,7 +34,7 @@ import redis.asyncio.cluster
 from redis.crc import key_slot
 
 from ._lease import EXTENDED, FAILED, LOST, Renewal, retry_pause
-from ._node import _conn_settings, parse_slots, split_addr
+from ._node import _conn_settings, parse_slots, sentinel_of, split_addr
 from ._single import OnRetry, Settings, commands, split_replies
 from ._spec import (
     MAX_MS,
@@ -64,6 +64,7 @@ from .errors import (
     Unavailable,
     classify,
     is_io_error,
+    lost_master,
     unexpected,
 )
 from .locker import PER_THREAD, _UNSET, _redact, _replicas, _spec, decode_info
@@ -111,7 +112,22 @@ def _async_class(cls: type) -> type:
 
 def _settings_of(client: Any) -> Tuple[type, Dict[str, Any]]:
     pool = getattr(client, "connection_pool", client)
-    return _conn_settings(_async_class(pool.connection_class), pool.connection_kwargs)
+    cls, kw = _conn_settings(_async_class(pool.connection_class), pool.connection_kwargs)
+    sentinel = sentinel_of(pool.connection_kwargs)
+    if sentinel is not None:
+        if not pool.connection_class.__module__.startswith("redis.asyncio"):
+            raise InvalidRequest(
+                "a blocking Sentinel client: give the asyncio Locker a "
+                "redis.asyncio.sentinel.Sentinel(...).master_for(name)"
+            )
+        if not getattr(sentinel, "is_master", True):
+            raise InvalidRequest(
+                "a Sentinel client for replicas (slave_for): locks are taken on the master, use master_for"
+            )
+        # The pool itself, not the weak proxy its connections get: the
+        # locker's connections outlive the client it was given.
+        kw["connection_pool"] = pool
+    return cls, kw
 
 
 async def _close(conn: Conn) -> None:
@@ -178,7 +194,12 @@ class _Node:
         self.connect_timeout = connect_timeout
         self.max_idle = max_idle
         self._idle: List[Conn] = []
-        if "path" in kwargs:
+        #: Set for a ``Sentinel.master_for`` client's server: the master is
+        #: found again on every new connection.
+        self.sentinel = sentinel_of(kwargs)
+        if self.sentinel is not None:
+            self.addr = f"sentinel master {self.sentinel.service_name!r}"
+        elif "path" in kwargs:
             self.addr = str(kwargs["path"])
         else:
             self.addr = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
@@ -200,7 +221,7 @@ class _Node:
         kw["socket_connect_timeout"] = t
         conn = self.cls(**kw)
         try:
-            await asyncio.wait_for(conn.connect(), t)
+            await asyncio.wait_for(self._connect(conn), t)
         except asyncio.TimeoutError:
             _abort(conn)
             raise Failure(RETRY, Unavailable(f"{self.addr}: no connection within {t:.3f} s")) from None
@@ -212,6 +233,22 @@ class _Node:
             raise self.failure(e) from None
         conn._dlock_pooled = False
         return conn
+
+    async def _connect(self, conn: Conn) -> None:
+        await conn.connect()
+        if self.sentinel is not None:
+            # A sentinel that has not seen a failover names the demoted
+            # master, now a replica: ask the server itself.
+            found = f"{conn.host}:{conn.port}"
+            role = (await _pipeline(conn, [("ROLE",)]))[0]
+            if isinstance(role, Exception):
+                raise role
+            if not (isinstance(role, list) and role and role[0] in (b"master", "master")):
+                raise redis.exceptions.ConnectionError(
+                    f"{found}, named by the sentinels as master {self.sentinel.service_name!r}, "
+                    "is not a master (a failover in progress)"
+                )
+            self.addr = found
 
     def give_back(self, conn: Conn) -> None:
         conn._dlock_pooled = True
@@ -249,6 +286,13 @@ class _Node:
                 _abort(conn)
             raise
         except BaseException as e:
+            if lost_master(e):
+                # The server became a replica, or a master that lost its
+                # replicas (its replica was promoted): its connections are
+                # not used again, a new one finds the new master.
+                _abort(conn)
+                self.flush()
+                raise self.failure(e) from None
             if isinstance(e, redis.exceptions.RedisError) and not is_io_error(e):
                 self.give_back(conn)
                 raise self.failure(e) from None

@@ -224,7 +224,9 @@ def classify(e: BaseException) -> Failure:
         parts = text.split()
         if len(parts) >= 3:
             return Failure(MOVED if code == "MOVED" else ASK, Unavailable(text), parts[2])
-    if code in ("TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "LOADING", "READONLY"):
+    # NOREPLICAS: too few replicas for `min-replicas-to-write` (a master
+    # whose replica was promoted, a partition, replicas reconnecting).
+    if code in ("TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "LOADING", "READONLY", "NOREPLICAS"):
         return Failure(RETRY, Unavailable(text))
     if code == "NOPERM":
         return Failure(FATAL, Denied(text))
@@ -243,6 +245,16 @@ def classify(e: BaseException) -> Failure:
     if isinstance(e, rx.RedisError):
         return Failure(FATAL, ServerError(text))
     raise e
+
+
+def lost_master(e: BaseException) -> bool:
+    """Whether ``e`` says the server is no longer a master that can serve
+    dlock: it became a replica (``READONLY``), or lost its replicas
+    (``NOREPLICAS``: its replica was promoted). Its connections are not
+    used again."""
+    if isinstance(e, rx.ReadOnlyError):
+        return True
+    return isinstance(e, rx.ResponseError) and reply_text(e).startswith("NOREPLICAS")
 
 
 def unexpected(reply: object) -> ServerError:
