@@ -5,6 +5,9 @@
 #    (in a temp folder, on a unix socket only) grants DLOCK.ACQUIRE;
 #    /usr/bin/dlock --version names this release and `dlock status` sees
 #    the lock;
+#  - the setup docs/operations.md recommends: a config file with the
+#    `loadmodule` line itself, where `CONFIG REWRITE` keeps a `dlock.*`
+#    setting across a restart and the module is loaded once;
 #  - dpkg -r: the module and the tool are gone (the config snippet, a
 #    conffile, stays), dpkg -P: the snippet is gone too.
 # It changes the machine, so it does so only when asked (DEB_INSTALL=1, as
@@ -73,7 +76,32 @@ case "$said" in "dlock $version ("*")") ;; *) fail "/usr/bin/dlock --version sai
 status=$(/usr/bin/dlock --url "unix://$tmp/sock" status res 2>&1) || true
 case "$status" in "res: held"*) ;; *) fail "/usr/bin/dlock status said: $status" ;; esac
 kill "$(cat "$tmp/pid")"
-rm -f "$tmp/pid"
+for _ in $(seq 100); do kill -0 "$(cat "$tmp/pid")" 2>/dev/null || break; sleep 0.1; done
+rm -f "$tmp/pid" "$tmp/sock"
+
+# The recommended setup: `CONFIG REWRITE` finds the loadmodule line in the
+# file it rewrites, so the next start loads the module once.
+sed "s|^include $conf\$|loadmodule /usr/lib/redis/modules/libdlock.so|" "$tmp/server.conf" >"$tmp/rewritten.conf"
+start() {
+	${DLOCK_SERVER:-redis-server} "$tmp/rewritten.conf" || { cat "$tmp/log" 2>/dev/null; fail "the server did not start from $tmp/rewritten.conf"; }
+	for _ in $(seq 100); do [ -S "$tmp/sock" ] && break; sleep 0.1; done
+	[ -S "$tmp/sock" ] || { cat "$tmp/log"; cat "$tmp/rewritten.conf"; fail "no socket after 10 s"; }
+}
+stop() {
+	${DLOCK_CLI:-redis-cli} -s "$tmp/sock" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
+	for _ in $(seq 100); do [ -S "$tmp/sock" ] || break; sleep 0.1; done
+	rm -f "$tmp/pid" "$tmp/sock"
+}
+start
+${DLOCK_CLI:-redis-cli} -s "$tmp/sock" CONFIG SET dlock.max-ttl 86400000 >/dev/null
+${DLOCK_CLI:-redis-cli} -s "$tmp/sock" CONFIG REWRITE >/dev/null
+stop
+start
+kept=$(${DLOCK_CLI:-redis-cli} -s "$tmp/sock" CONFIG GET dlock.max-ttl | tail -n 1)
+stop
+[ "$kept" = 86400000 ] || fail "CONFIG REWRITE did not keep dlock.max-ttl (read back: $kept)"
+loads=$(grep -c '^loadmodule' "$tmp/rewritten.conf")
+[ "$loads" = 1 ] || { cat "$tmp/rewritten.conf"; fail "the rewritten config loads the module $loads times"; }
 
 dpkg -r dlock
 for f in $files; do [ ! -e "$f" ] || fail "dpkg -r left $f"; done
@@ -81,4 +109,4 @@ for f in $files; do [ ! -e "$f" ] || fail "dpkg -r left $f"; done
 dpkg -P dlock
 installed=""
 [ ! -e "$conf" ] || fail "dpkg -P left $conf"
-echo "$me: OK ($deb: installed, the server loaded it by include, granted fence $reply, $said, dlock status saw it; removed and purged)"
+echo "$me: OK ($deb: installed, the server loaded it by include, granted fence $reply, $said, dlock status saw it; loaded by a loadmodule line, a dlock.* setting kept by CONFIG REWRITE across a restart; removed and purged)"

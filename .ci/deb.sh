@@ -31,16 +31,19 @@ install -D -m 0755 target/release/dlock "$root/usr/bin/dlock"
 strip --strip-unneeded "$root/usr/lib/redis/modules/libdlock.so" "$root/usr/bin/dlock"
 install -d "$root/etc/redis/modules"
 cat >"$root/etc/redis/modules/dlock.conf" <<'CONF'
-# The dlock module (package dlock). Load it from redis.conf or valkey.conf
-# with the line
-#   include /etc/redis/modules/dlock.conf
+# The dlock module (package dlock). Copy the loadmodule line below into
+# redis.conf or valkey.conf; or `include /etc/redis/modules/dlock.conf`
+# there, but only if CONFIG REWRITE is never run (it would add a second
+# loadmodule line to the main file, and the next start would fail).
 # Module configs go after the path (loadmodule ... max-ttl 60000) or on
-# dlock.<name> lines in the server's config: /usr/share/doc/dlock/.
+# dlock.<name> lines in the server's config; the reference is
+# /usr/share/doc/dlock/operations.md.
 loadmodule /usr/lib/redis/modules/libdlock.so
 CONF
 doc=$root/usr/share/doc/dlock
 install -d "$doc"
 install -m 0644 redis.conf.example "$doc/redis.conf.example"
+install -m 0644 README.md docs/operations.md docs/cli.md docs/high-availability.md "$doc/"
 gzip -9n <CHANGELOG.md >"$doc/changelog.gz"
 cat >"$doc/copyright" <<'COPYRIGHT'
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/

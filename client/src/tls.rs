@@ -117,7 +117,8 @@ impl TlsSettings {
             .with_client_auth_cert(chain, private)
             .map_err(|e| {
                 Error::Invalid(format!(
-                    "TLS: {} and {}: not a certificate and its key: {e}",
+                    "TLS: {} and {}: not a usable client certificate and its key \
+                     (an X.509 v3 certificate and the private key it was made for): {e}",
                     cert.source, key.source
                 ))
             })?;

@@ -131,7 +131,7 @@ fn bad_settings_are_refused_naming_the_file() {
         TlsSettings::new().client_cert_files(certs.path("client.crt"), certs.path("server.key")),
     );
     assert!(
-        m.contains("server.key") && m.contains("not a certificate and its key"),
+        m.contains("server.key") && m.contains("not a usable client certificate and its key"),
         "{m}"
     );
 
