@@ -169,9 +169,25 @@ pub(crate) fn connection_info(url: &str, tls: Option<&TlsSettings>) -> Result<Co
     }
 }
 
+/// The most read of a PEM file: far above any CA bundle, and a bound on
+/// what a wrong path (`/dev/zero`, a disk image) takes before it is refused.
+const MAX_PEM_FILE: u64 = 4 << 20;
+
 fn read(path: &Path, what: &str) -> Result<Pem> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::Invalid(format!("TLS {what} file {}: {e}", path.display())))?;
+    use std::io::Read;
+    let failed =
+        |e: std::io::Error| Error::Invalid(format!("TLS {what} file {}: {e}", path.display()));
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_PEM_FILE + 1).read_to_end(&mut bytes))
+        .map_err(failed)?;
+    if bytes.len() as u64 > MAX_PEM_FILE {
+        return Err(Error::Invalid(format!(
+            "TLS {what} file {}: larger than {} MiB, so not a PEM file",
+            path.display(),
+            MAX_PEM_FILE >> 20
+        )));
+    }
     Ok(Pem {
         source: path.display().to_string(),
         bytes,
@@ -232,6 +248,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("/nonexistent/ca.pem"), "{e}");
+        // An endless file is refused, not read until memory runs out.
+        let e = TlsSettings::new()
+            .ca_file("/dev/zero")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/dev/zero") && e.contains("not a PEM file"),
+            "{e}"
+        );
         let e = TlsSettings::new()
             .connection_info("redis://127.0.0.1:1/")
             .unwrap_err()
