@@ -44,7 +44,13 @@ fn commit(manifest: &Path) -> Option<(String, Vec<PathBuf>)> {
             // neither HEAD nor packed-refs, only the folder it goes in
             // (cargo watches a folder's contents).
             watch.push(common.join("packed-refs"));
-            watch.extend(loose.ancestors().skip(1).find(|d| d.is_dir()).map(PathBuf::from));
+            watch.extend(
+                loose
+                    .ancestors()
+                    .skip(1)
+                    .find(|d| d.is_dir())
+                    .map(PathBuf::from),
+            );
         }
     }
     Some((sha, watch))

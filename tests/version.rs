@@ -123,7 +123,8 @@ fn the_commit_is_seen_after_a_commit_on_a_packed_branch() {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
-    let temp = TempDir(std::env::temp_dir().join(format!("dlock-build-sha-{}", std::process::id())));
+    let temp =
+        TempDir(std::env::temp_dir().join(format!("dlock-build-sha-{}", std::process::id())));
     let dir = temp.0.clone();
     let _ = std::fs::remove_dir_all(&dir);
     let krate = dir.join("stamp");

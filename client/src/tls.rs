@@ -105,7 +105,17 @@ impl TlsSettings {
         let found = rustls_pemfile::private_key(&mut key.bytes.as_slice())
             .map_err(|e| invalid(&key, &format!("not a PEM private key: {e}")))?;
         let Some(private) = found else {
-            return Err(invalid(&key, "holds no PEM private key"));
+            // rustls reads no encrypted key, and passes over one unread.
+            let encrypted = String::from_utf8_lossy(&key.bytes).contains("ENCRYPTED");
+            return Err(invalid(
+                &key,
+                if encrypted {
+                    "holds an encrypted private key, which is not supported: decrypt it \
+                     (openssl pkey -in KEY -out PLAIN_KEY) and keep that file private"
+                } else {
+                    "holds no PEM private key"
+                },
+            ));
         };
         // The pair as rustls will take it on each connection: a key that
         // is not the certificate's fails here, not at every connect.
@@ -262,6 +272,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("rediss://"), "{e}");
+    }
+
+    #[test]
+    fn an_encrypted_key_is_named_so() {
+        let cert = "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n";
+        let key =
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMA==\n-----END ENCRYPTED PRIVATE KEY-----\n";
+        let e = TlsSettings::new()
+            .client_cert_pem(cert, key)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("encrypted private key"), "{e}");
     }
 
     #[test]
