@@ -37,11 +37,21 @@ fn commit(manifest: &Path) -> Option<(String, Vec<PathBuf>)> {
     let mut watch = vec![git_dir.join("HEAD")];
     if let Some(branch) = git(manifest, &["symbolic-ref", "-q", "HEAD"]) {
         let loose = common.join(&branch);
-        watch.push(if loose.exists() {
-            loose
+        if loose.exists() {
+            watch.push(loose);
         } else {
-            common.join("packed-refs")
-        });
+            // Packed (`git gc`): a commit writes it loose again, changing
+            // neither HEAD nor packed-refs, only the folder it goes in
+            // (cargo watches a folder's contents).
+            watch.push(common.join("packed-refs"));
+            watch.extend(
+                loose
+                    .ancestors()
+                    .skip(1)
+                    .find(|d| d.is_dir())
+                    .map(PathBuf::from),
+            );
+        }
     }
     Some((sha, watch))
 }

@@ -10,6 +10,9 @@
 # libraries the binaries need. Prints the package's path last.
 #   .ci/deb.sh [OUT_DIR]     (default target/debian)
 set -euo pipefail
+# The modes in the package do not depend on who builds it (dpkg-deb
+# refuses a DEBIAN folder below 0755, as under umask 027 or 077).
+umask 022
 cd "${BASH_SOURCE[0]%/*}/.."
 out=${1:-target/debian}
 me=.ci/deb.sh

@@ -113,8 +113,38 @@ fn check(what: &str, measured: f64, bound: f64) {
     );
 }
 
+/// Clients the server takes (`maxclients`): the waiters or the observers,
+/// and room for the harness.
+const MAX_CLIENTS: u64 = 12_000;
+
+/// A server for `MAX_CLIENTS` clients. This process opens as many
+/// connections, and the server inherits its limit on open files: the soft
+/// limit (often 1024) is raised to what both need, as far as the hard
+/// limit allows, else the test stops saying so (not with a server that
+/// resets connections past its lowered `maxclients`).
 fn server() -> Server {
-    Server::builder().arg("--maxclients").arg("12000").start()
+    let need = MAX_CLIENTS + 200;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write `limit`.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        if limit.rlim_cur < need && limit.rlim_max >= need {
+            limit.rlim_cur = need;
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+        }
+    }
+    assert!(
+        limit.rlim_cur >= need,
+        "this test needs {need} open files; the hard limit is {} (raise it: ulimit -Hn {need})",
+        limit.rlim_max
+    );
+    Server::builder()
+        .arg("--maxclients")
+        .arg(MAX_CLIENTS.to_string())
+        .start()
 }
 
 #[test]

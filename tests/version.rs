@@ -110,3 +110,68 @@ fn the_module_the_rust_client_and_the_python_package_are_one_release() {
         "CHANGELOG.md has no section {heading}"
     );
 }
+
+/// `build.rs` in a crate of its own in a new git repository whose branch is
+/// packed (as `git gc` leaves it): a commit writes the branch anew as a
+/// loose ref, leaving HEAD and packed-refs as they were, and the next build
+/// must still see the new commit.
+#[test]
+fn the_commit_is_seen_after_a_commit_on_a_packed_branch() {
+    struct TempDir(std::path::PathBuf);
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let temp =
+        TempDir(std::env::temp_dir().join(format!("dlock-build-sha-{}", std::process::id())));
+    let dir = temp.0.clone();
+    let _ = std::fs::remove_dir_all(&dir);
+    let krate = dir.join("stamp");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::copy(workspace_root().join("build.rs"), krate.join("build.rs")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"stamp\"\nversion = \"0.0.0\"\nedition = \"2021\"\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        krate.join("src/main.rs"),
+        "fn main() { print!(\"{}\", env!(\"DLOCK_GIT_SHA\")); }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join(".gitignore"), "target\n").unwrap();
+    let run = |cmd: &str, args: &[&str], at: &std::path::Path| {
+        let out = Command::new(cmd)
+            .args(args)
+            .current_dir(at)
+            .env_remove("DLOCK_GIT_SHA")
+            .env("CARGO_TARGET_DIR", dir.join("target"))
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let git = |args: &[&str]| run("git", args, &dir);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let stamped = || run(&cargo, &["run", "-q", "--offline"], &krate);
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "one"]);
+    git(&["pack-refs", "--all"]);
+    assert_eq!(stamped(), git(&["rev-parse", "--short=12", "HEAD"]));
+    git(&["commit", "-q", "--allow-empty", "-m", "two"]);
+    assert_eq!(
+        stamped(),
+        git(&["rev-parse", "--short=12", "HEAD"]),
+        "the build kept the commit before"
+    );
+}

@@ -374,6 +374,11 @@ impl RedlockRequest<'_> {
             let Some(deadline) = deadline else {
                 break missed;
             };
+            // The servers' own refusals alone rule out a quorum (a refused
+            // TLS handshake, a denied login): as from one server, at once.
+            if missed.errors > missed.tally.nodes - missed.tally.quorum() {
+                break missed;
+            }
             if missed.tally.miss() == Miss::Unreachable {
                 let since = *unreachable_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= self.retry_for {

@@ -105,7 +105,17 @@ impl TlsSettings {
         let found = rustls_pemfile::private_key(&mut key.bytes.as_slice())
             .map_err(|e| invalid(&key, &format!("not a PEM private key: {e}")))?;
         let Some(private) = found else {
-            return Err(invalid(&key, "holds no PEM private key"));
+            // rustls reads no encrypted key, and passes over one unread.
+            let encrypted = String::from_utf8_lossy(&key.bytes).contains("ENCRYPTED");
+            return Err(invalid(
+                &key,
+                if encrypted {
+                    "holds an encrypted private key, which is not supported: decrypt it \
+                     (openssl pkey -in KEY -out PLAIN_KEY) and keep that file private"
+                } else {
+                    "holds no PEM private key"
+                },
+            ));
         };
         // The pair as rustls will take it on each connection: a key that
         // is not the certificate's fails here, not at every connect.
@@ -176,9 +186,25 @@ pub(crate) fn connection_info(url: &str, tls: Option<&TlsSettings>) -> Result<Co
     }
 }
 
+/// The most read of a PEM file: far above any CA bundle, and a bound on
+/// what a wrong path (`/dev/zero`, a disk image) takes before it is refused.
+const MAX_PEM_FILE: u64 = 4 << 20;
+
 fn read(path: &Path, what: &str) -> Result<Pem> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::Invalid(format!("TLS {what} file {}: {e}", path.display())))?;
+    use std::io::Read;
+    let failed =
+        |e: std::io::Error| Error::Invalid(format!("TLS {what} file {}: {e}", path.display()));
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_PEM_FILE + 1).read_to_end(&mut bytes))
+        .map_err(failed)?;
+    if bytes.len() as u64 > MAX_PEM_FILE {
+        return Err(Error::Invalid(format!(
+            "TLS {what} file {}: larger than {} MiB, so not a PEM file",
+            path.display(),
+            MAX_PEM_FILE >> 20
+        )));
+    }
     Ok(Pem {
         source: path.display().to_string(),
         bytes,
@@ -239,11 +265,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("/nonexistent/ca.pem"), "{e}");
+        // An endless file is refused, not read until memory runs out.
+        let e = TlsSettings::new()
+            .ca_file("/dev/zero")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/dev/zero") && e.contains("not a PEM file"),
+            "{e}"
+        );
         let e = TlsSettings::new()
             .connection_info("redis://127.0.0.1:1/")
             .unwrap_err()
             .to_string();
         assert!(e.contains("rediss://"), "{e}");
+    }
+
+    #[test]
+    fn an_encrypted_key_is_named_so() {
+        let cert = "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n";
+        let key =
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMA==\n-----END ENCRYPTED PRIVATE KEY-----\n";
+        let e = TlsSettings::new()
+            .client_cert_pem(cert, key)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("encrypted private key"), "{e}");
     }
 
     #[test]

@@ -43,25 +43,42 @@ fn refuse_insecure(url: &str, info: &ConnectionInfo) -> Result<()> {
 }
 
 /// `url` with its password, if any, shown as `***`: for logs and
-/// messages.
+/// messages. The password is the login's (`user:password@`, up to the last
+/// `@`, as a password may hold an unencoded `/`, `?` or `#`, which makes
+/// the URL one to refuse and show) and a `pass=` in the query (`unix:`
+/// URLs log in so).
 pub fn redact_url(url: &str) -> String {
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
         return url.to_string();
     };
-    let rest = &url[scheme_end..];
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
+    let (scheme, rest) = url.split_at(scheme_end);
+    let rest = match rest.split_once('?') {
+        Some((before, query)) => format!("{before}?{}", mask_query(query)),
+        None => rest.to_string(),
     };
-    match authority[..at].find(':') {
-        Some(colon) => format!(
-            "{}{}:***{}",
-            &url[..scheme_end],
-            &authority[..colon],
-            &rest[at..]
-        ),
-        None => url.to_string(),
+    // A path right after `//` (unix:///path): no login.
+    if rest.starts_with('/') {
+        return format!("{scheme}{rest}");
     }
+    let Some(at) = rest.rfind('@') else {
+        return format!("{scheme}{rest}");
+    };
+    match rest[..at].find(':') {
+        Some(colon) => format!("{scheme}{}:***{}", &rest[..colon], &rest[at..]),
+        None => format!("{scheme}{rest}"),
+    }
+}
+
+/// The query with the value of `pass` (and `password`) shown as `***`.
+fn mask_query(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if key == "pass" || key == "password" => format!("{key}=***"),
+            _ => pair.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 #[cfg(test)]
@@ -81,5 +98,22 @@ mod tests {
         assert!(parse("rediss://h:1/").is_ok());
         let e = parse("rediss://h:1/#insecure").unwrap_err().to_string();
         assert!(e.contains("#insecure") && e.contains("CA"), "{e}");
+    }
+
+    #[test]
+    fn passwords_in_queries_and_with_slashes_are_masked() {
+        // unix: URLs take their login from the query (`redis` reads
+        // `user` and `pass` there).
+        assert_eq!(
+            redact_url("unix:///tmp/s?db=1&pass=hunter2&user=u"),
+            "unix:///tmp/s?db=1&pass=***&user=u"
+        );
+        // A password with an unencoded `/` (the URL's path seems to start
+        // inside it): masked up to the last `@`.
+        assert_eq!(redact_url("redis://:pa/ss@h:1/"), "redis://:***@h:1/");
+        let e = parse("redis://u:1234/ss@h:1/").unwrap_err().to_string();
+        assert!(!e.contains("1234") && !e.contains("ss@"), "{e}");
+        // An `@` in a unix socket's path is no login.
+        assert_eq!(redact_url("unix:///tmp/a:b@c/s"), "unix:///tmp/a:b@c/s");
     }
 }

@@ -131,3 +131,8 @@ def test_passwords_are_masked():
     with pytest.raises(dlock.InvalidRequest) as e:
         dlock.Locker("redis://u:sekret@h:notaport/")
     assert "sekret" not in str(e.value)
+    # redis-py also takes the password from the query.
+    assert _redact("unix:///tmp/s?db=1&password=pw") == "unix:///tmp/s?db=1&password=***"
+    with pytest.raises(dlock.InvalidRequest) as e:
+        dlock.Locker("redis://h:notaport/?password=sekret")
+    assert "sekret" not in str(e.value)

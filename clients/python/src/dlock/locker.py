@@ -329,7 +329,15 @@ def _spec(resource: Any, ttl: Duration, shared: bool, limit: Optional[int], owne
 
 
 def _redact(url: str) -> str:
-    """``url`` with its password shown as ``***``."""
+    """``url`` with its password shown as ``***``: the login's, and a
+    ``password=`` in the query (redis-py reads one there too)."""
+    before, q, query = url.partition("?")
+    if q:
+        pairs = [
+            f"{k}=***" if sep and k == "password" else f"{k}{sep}{v}"
+            for k, sep, v in (p.partition("=") for p in query.split("&"))
+        ]
+        url = f"{before}?{'&'.join(pairs)}"
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
