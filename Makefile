@@ -172,8 +172,9 @@ check-install: build
 # (.ci/deb.sh: dpkg-deb alone, no debhelper), in
 # target/debian/dlock_<version>_<arch>.deb. `make check-deb` builds and
 # lists it; with DEB_INSTALL=1 (CI's throwaway root machine) it installs it,
-# loads it into a server by `include /etc/redis/modules/dlock.conf`, uses
-# it, and removes it (.ci/check-deb.sh).
+# loads it into a server by `include /etc/dlock/dlock.conf` and by a
+# `loadmodule` line (a `dlock.*` setting kept by `CONFIG REWRITE` across a
+# restart), uses it, and removes it (.ci/check-deb.sh).
 deb: build
 	@.ci/deb.sh target/debian
 

@@ -2,10 +2,11 @@
 # Builds the Debian package of dlock with dpkg-deb alone (`make deb`), from
 # the release build (target/release/libdlock.so and dlock):
 #   /usr/lib/redis/modules/libdlock.so   the module
-#   /etc/redis/modules/dlock.conf        `loadmodule` of it, for an `include`
+#   /etc/dlock/dlock.conf                `loadmodule` of it, for an `include`
 #                                        line in redis.conf or valkey.conf
 #   /usr/bin/dlock                       the tool
-#   /usr/share/doc/dlock/                copyright, changelog, example config
+#   /usr/share/doc/dlock/                copyright, changelog, example config,
+#                                        README and the operator pages of docs/
 # Version from Cargo.toml, Architecture from dpkg; Depends from the shared
 # libraries the binaries need. Prints the package's path last.
 #   .ci/deb.sh [OUT_DIR]     (default target/debian)
@@ -32,10 +33,10 @@ mkdir -p "$root/DEBIAN"
 install -D -m 0755 target/release/libdlock.so "$root/usr/lib/redis/modules/libdlock.so"
 install -D -m 0755 target/release/dlock "$root/usr/bin/dlock"
 strip --strip-unneeded "$root/usr/lib/redis/modules/libdlock.so" "$root/usr/bin/dlock"
-install -d "$root/etc/redis/modules"
-cat >"$root/etc/redis/modules/dlock.conf" <<'CONF'
+install -d "$root/etc/dlock"
+cat >"$root/etc/dlock/dlock.conf" <<'CONF'
 # The dlock module (package dlock). Copy the loadmodule line below into
-# redis.conf or valkey.conf; or `include /etc/redis/modules/dlock.conf`
+# redis.conf or valkey.conf; or `include /etc/dlock/dlock.conf`
 # there, but only if CONFIG REWRITE is never run (it would add a second
 # loadmodule line to the main file, and the next start would fail).
 # Module configs go after the path (loadmodule ... max-ttl 60000) or on
@@ -93,7 +94,7 @@ depends=$(for p in $depends; do
 done | paste -sd, - | sed 's/,/, /g')
 
 cat >"$root/DEBIAN/conffiles" <<'CONFFILES'
-/etc/redis/modules/dlock.conf
+/etc/dlock/dlock.conf
 CONFFILES
 cat >"$root/DEBIAN/control" <<CONTROL
 Package: dlock
@@ -111,8 +112,8 @@ Description: distributed locks as native Redis and Valkey commands
  waiting, read-write locks, semaphores, reentrant locks and sets of
  resources; and the dlock tool, which runs a command under a lock.
  .
- Load it by adding "include /etc/redis/modules/dlock.conf" to redis.conf
- or valkey.conf.
+ Load it by adding "loadmodule /usr/lib/redis/modules/libdlock.so" to
+ redis.conf or valkey.conf.
 CONTROL
 (cd "$root" && find . -path ./DEBIAN -prune -o -type f ! -path ./etc/\* -print |
 	sed 's|^\./||' | sort | xargs md5sum) >"$root/DEBIAN/md5sums"
