@@ -106,10 +106,15 @@ impl Node {
     /// the timeout: `within` (the operation's), at most `connect_timeout`. At most `MAX_STUCK` such threads per server.
     fn connect(&self, within: Duration) -> Result<redis::Connection, Failure> {
         let timeout = within.min(self.connect_timeout);
+        // A TLS handshake with a plaintext port stalls rather than fails.
+        let hint = match self.info.addr {
+            ConnectionAddr::TcpTls { .. } => " (rediss://: is this the server's tls-port?)",
+            _ => "",
+        };
         let timed_out = || {
             Failure::from(redis::RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
-                format!("{}: no connection within {timeout:?}", self.addr()),
+                format!("{}: no connection within {timeout:?}{hint}", self.addr()),
             )))
         };
         if self.connecting.fetch_add(1, Ordering::SeqCst) >= MAX_STUCK {

@@ -191,6 +191,25 @@ fn the_tool_refuses_what_does_not_verify() {
         &[],
         "rediss://",
     );
+    usage(
+        &[
+            "--url", &url, "--tls-ca", &ca, "status", "--tls-ca", &other, "job",
+        ],
+        &[],
+        "--tls-ca given twice",
+    );
+
+    // A rediss:// URL naming the plaintext port: the handshake stalls, and
+    // the timeout says what to check.
+    let plain = format!("rediss://127.0.0.1:{}/", s.server.port());
+    let (code, out, err) = dlock(
+        &certs,
+        &["--url", &plain, "--tls-ca", &ca, "status", "job"],
+        &[],
+        60 * SEC,
+    );
+    assert_eq!(code, 69, "{out}{err}");
+    assert!(err.contains("is this the server's tls-port?"), "{err}");
 }
 
 /// `dlock list` over TLS (its connections of its own keep the settings).

@@ -34,6 +34,9 @@ pub fn option(name: &str, inline: Option<String>, a: &mut Args) -> Parsed<bool> 
     if file.is_empty() {
         return usage(format!("--{name} needs a file"));
     }
+    if slot.is_some() {
+        return usage(format!("--{name} given twice: name one file"));
+    }
     *slot = Some(file);
     Ok(true)
 }
