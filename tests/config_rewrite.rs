@@ -16,6 +16,16 @@ const SET: [(&str, &str); 4] = [
     ("dlock.restart-quarantine", "1234"),
 ];
 
+/// The test's folder, removed however the test ends (declared before the
+/// servers, so dropped after them).
+struct Folder(std::path::PathBuf);
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn get(c: &mut Connection, name: &str) -> String {
     let (_, v): (String, String) = redis::cmd("CONFIG").arg("GET").arg(name).query(c).unwrap();
     v
@@ -25,6 +35,7 @@ fn get(c: &mut Connection, name: &str) -> String {
 fn config_rewrite_keeps_dlock_settings_across_a_restart() {
     let dir = std::env::temp_dir().join(format!("dlock-config-rewrite-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let _folder = Folder(dir.clone());
     let conf = dir.join("redis.conf");
     std::fs::write(&conf, format!("loadmodule {}\n", module_path().display())).unwrap();
     let mut s = Server::builder()
@@ -65,7 +76,6 @@ fn config_rewrite_keeps_dlock_settings_across_a_restart() {
     // the first one runs: the file names its data directory.
     let twice = Server::builder().config_file(&conf).try_start();
     drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
     let err = twice
         .err()
         .expect("a server loading the module twice started");
