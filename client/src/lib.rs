@@ -70,7 +70,7 @@ pub use redis;
 pub use redlock::{Redlock, RedlockRequest};
 pub use request::{MAX_LIMIT, MAX_SET};
 pub use tls::TlsSettings;
-pub use url::{redact_url, URL_FORMS};
+pub use url::{redact_url, same_login_at, URL_FORMS};
 
 /// This crate's release (e.g. `0.4.0`): one version for the module, this
 /// client and the Python package.

@@ -64,21 +64,10 @@ impl Node {
     /// The same login at another address (a cluster node named by a
     /// redirect or the slot map).
     pub(crate) fn sibling(&self, host: &str, port: u16) -> Node {
-        let mut info = self.info.clone();
-        info.addr = match &info.addr {
-            ConnectionAddr::TcpTls {
-                insecure,
-                tls_params,
-                ..
-            } => ConnectionAddr::TcpTls {
-                host: host.to_string(),
-                port,
-                insecure: *insecure,
-                tls_params: tls_params.clone(),
-            },
-            _ => ConnectionAddr::Tcp(host.to_string(), port),
-        };
-        Node::new(info, self.connect_timeout)
+        Node::new(
+            crate::url::same_login_at(&self.info, host, port),
+            self.connect_timeout,
+        )
     }
 
     /// `host:port`, as the server names itself in redirects.

@@ -42,6 +42,26 @@ fn refuse_insecure(url: &str, info: &ConnectionInfo) -> Result<()> {
     Ok(())
 }
 
+/// `info`'s login, database and TLS settings at another address (a cluster
+/// node named by a redirect, the slot map or `CLUSTER SHARDS`).
+pub fn same_login_at(info: &ConnectionInfo, host: &str, port: u16) -> ConnectionInfo {
+    let mut info = info.clone();
+    info.addr = match &info.addr {
+        redis::ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => redis::ConnectionAddr::TcpTls {
+            host: host.to_string(),
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => redis::ConnectionAddr::Tcp(host.to_string(), port),
+    };
+    info
+}
+
 /// `url` with its password, if any, shown as `***`: for logs and
 /// messages. The password is the login's (`user:password@`, up to the last
 /// `@`, as a password may hold an unencoded `/`, `?` or `#`, which makes

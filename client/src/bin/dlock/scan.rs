@@ -143,7 +143,7 @@ fn targets(urls: &[&str], tls: Option<&TlsSettings>) -> (Vec<Target>, Vec<(Strin
                     if groups.insert(m.id.clone(), group).is_none() {
                         targets.push(Target {
                             name: format!("{}:{}", m.host, m.port),
-                            info: sibling(&info, &m.host, m.port),
+                            info: dlock_client::same_login_at(&info, &m.host, m.port),
                             group,
                         });
                     }
@@ -170,26 +170,6 @@ fn server_name(info: &ConnectionInfo) -> String {
         0 => addr,
         db => format!("{addr}/{db}"),
     }
-}
-
-/// The same login, and TLS settings, at another address (a master named
-/// by `CLUSTER SHARDS`).
-fn sibling(info: &ConnectionInfo, host: &str, port: u16) -> ConnectionInfo {
-    let mut info = info.clone();
-    info.addr = match &info.addr {
-        ConnectionAddr::TcpTls {
-            insecure,
-            tls_params,
-            ..
-        } => ConnectionAddr::TcpTls {
-            host: host.to_string(),
-            port,
-            insecure: *insecure,
-            tls_params: tls_params.clone(),
-        },
-        _ => ConnectionAddr::Tcp(host.to_string(), port),
-    };
-    info
 }
 
 /// A master as `CLUSTER SHARDS` names it.
