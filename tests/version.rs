@@ -6,30 +6,6 @@ mod common;
 use common::*;
 use std::process::Command;
 
-/// The commit checked out now, when this is a git checkout of the project
-/// and the build was not told its commit (`DLOCK_GIT_SHA`): a build that
-/// kept an old commit after HEAD moved fails here.
-fn checked_out_commit() -> Option<String> {
-    if std::env::var_os("DLOCK_GIT_SHA").is_some() {
-        return None;
-    }
-    let root = workspace_root();
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(&root)
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    };
-    let top = std::path::PathBuf::from(git(&["rev-parse", "--show-toplevel"])?);
-    (top.canonicalize().ok()? == root.canonicalize().ok()?)
-        .then(|| git(&["rev-parse", "--short=12", "HEAD"]))
-        .flatten()
-}
-
 #[test]
 fn info_names_the_release_and_the_commit() {
     let server = Server::start();

@@ -25,7 +25,7 @@ pub mod waiter;
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -77,6 +77,30 @@ pub fn workspace_root() -> PathBuf {
         Some(n) if n == "client" || n == "history" => dir.parent().unwrap_or(dir).to_path_buf(),
         _ => dir.to_path_buf(),
     }
+}
+
+/// The commit checked out now, when this is a git checkout of the project
+/// and the build was not told its commit (`DLOCK_GIT_SHA`): a build that
+/// kept an old commit after HEAD moved fails here.
+pub fn checked_out_commit() -> Option<String> {
+    if std::env::var_os("DLOCK_GIT_SHA").is_some() {
+        return None;
+    }
+    let root = workspace_root();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let top = std::path::PathBuf::from(git(&["rev-parse", "--show-toplevel"])?);
+    (top.canonicalize().ok()? == root.canonicalize().ok()?)
+        .then(|| git(&["rev-parse", "--short=12", "HEAD"]))
+        .flatten()
 }
 
 /// Polls `f` every 20 ms until it returns true; panics with `what` on timeout.

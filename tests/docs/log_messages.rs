@@ -5,9 +5,7 @@
 //! write. A new log call without its row fails the test, and so does a row
 //! whose message the module no longer writes.
 
-use std::path::Path;
-
-use super::manual::globs_meet;
+use super::manual::{format_as_glob, globs_meet, root, sources};
 use super::markdown;
 
 /// The functions that write to the server's log, each called with the
@@ -78,24 +76,6 @@ fn first_message(args: &str) -> Option<String> {
     None
 }
 
-/// A format string as a pattern: each `{...}` is `*`.
-fn as_pattern(format: &str) -> String {
-    let mut out = String::new();
-    let mut in_brace = false;
-    for c in format.chars() {
-        match c {
-            '{' => in_brace = true,
-            '}' if in_brace => {
-                in_brace = false;
-                out.push('*');
-            }
-            _ if in_brace => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// Every message the log calls of `source` write, as patterns. A call
 /// without a literal of its own (a wrapper passing its `msg` on) writes
 /// what its callers give it, found at their call sites.
@@ -115,7 +95,7 @@ pub fn messages(source: &str) -> Vec<String> {
             }
             let args = call_arguments(source, start + name.len());
             if let Some(lit) = first_message(args) {
-                out.push(as_pattern(&lit));
+                out.push(format_as_glob(&lit));
             }
         }
     }
@@ -161,33 +141,9 @@ pub fn problems(written: &[String], listed: &[String]) -> Vec<String> {
     out
 }
 
-/// Every `.rs` file under `dir`, as one text per file.
-pub fn sources(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let p = entry.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|e| e == "rs") {
-                out.push(std::fs::read_to_string(&p).unwrap());
-            }
-        }
-    }
-    out
-}
-
-fn root() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 #[test]
 fn every_log_message_is_in_the_operations_page() {
-    let written: Vec<String> = sources(&root().join("src"))
-        .iter()
-        .flat_map(|s| messages(s))
-        .collect();
+    let written: Vec<String> = sources().iter().flat_map(|s| messages(s)).collect();
     assert!(written.len() > 20, "log messages read: {written:?}");
     let page = std::fs::read_to_string(root().join("docs/operations.md")).unwrap();
     let listed = documented(&page);

@@ -21,7 +21,7 @@ use super::markdown::{self, Page};
 use super::transcript;
 use super::{docs, list, map, text, texts, Server, INTERNAL_SUMMARY};
 
-fn root() -> PathBuf {
+pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -208,20 +208,7 @@ pub fn module_errors(error_rs: &str, sources: &[String]) -> Vec<String> {
     let body = &body[..body.find("\nimpl ").unwrap_or(body.len())];
     let mut out = Vec::new();
     for lit in literals(body) {
-        // `{name}` -> `*`.
-        let mut glob = String::new();
-        let mut in_brace = false;
-        for c in lit.chars() {
-            match c {
-                '{' => in_brace = true,
-                '}' if in_brace => {
-                    in_brace = false;
-                    glob.push('*');
-                }
-                _ if in_brace => {}
-                c => glob.push(c),
-            }
-        }
+        let glob = format_as_glob(&lit);
         if glob.split_once(' ').is_some_and(|(_, rest)| rest == "*") {
             continue;
         }
@@ -240,8 +227,26 @@ pub fn module_errors(error_rs: &str, sources: &[String]) -> Vec<String> {
     out
 }
 
-/// Every `.rs` file under `src/`.
-fn sources() -> Vec<String> {
+/// A format string as a glob: each `{...}` is `*`.
+pub fn format_as_glob(format: &str) -> String {
+    let mut out = String::new();
+    let mut in_brace = false;
+    for c in format.chars() {
+        match c {
+            '{' => in_brace = true,
+            '}' if in_brace => {
+                in_brace = false;
+                out.push('*');
+            }
+            _ if in_brace => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Every `.rs` file under `src/`, as one text per file.
+pub fn sources() -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![root().join("src")];
     while let Some(dir) = stack.pop() {

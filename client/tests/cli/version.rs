@@ -1,31 +1,7 @@
 //! `dlock --version`: the release and the commit it was built from.
 
-use std::process::Command;
-
+use crate::common::server::checked_out_commit;
 use crate::{dead_url, dlock, run, Dir, SEC};
-
-/// The commit checked out now, when this is a git checkout of the project
-/// and the build was not told its commit (`DLOCK_GIT_SHA`).
-fn checked_out_commit() -> Option<String> {
-    if std::env::var_os("DLOCK_GIT_SHA").is_some() {
-        return None;
-    }
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(root)
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    };
-    let top = std::path::PathBuf::from(git(&["rev-parse", "--show-toplevel"])?);
-    (top.canonicalize().ok()? == root.canonicalize().ok()?)
-        .then(|| git(&["rev-parse", "--short=12", "HEAD"]))
-        .flatten()
-}
 
 #[test]
 fn version_prints_the_release_and_the_commit() {

@@ -49,23 +49,10 @@ fn a_cluster_over_tls() {
         Some((g.token().to_string(), g.fence()))
     );
 
-    let ca = certs.path("ca.crt").display().to_string();
-    let cert = certs.path("client.crt").display().to_string();
-    let key = certs.path("client.key").display().to_string();
     let url = s.url("localhost");
     let (code, out, err) = crate::tool::dlock(
         &certs,
-        &[
-            "list",
-            "--url",
-            &url,
-            "--tls-ca",
-            &ca,
-            "--tls-cert",
-            &cert,
-            "--tls-key",
-            &key,
-        ],
+        &crate::tool::with_mutual_tls(&certs, &["list", "--url", &url]),
         &[],
         10 * SEC,
     );

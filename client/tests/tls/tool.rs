@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 /// `dlock ARGS` with no `DLOCK_*` variable inherited, its output in
 /// `certs`'s dir; (exit code, stdout, stderr) within `within`.
-pub fn dlock(
+pub fn dlock<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
     certs: &Certs,
-    args: &[&str],
+    args: &[S],
     env: &[(&str, &str)],
     within: Duration,
 ) -> (i32, String, String) {
@@ -49,6 +49,21 @@ pub fn dlock(
 
 /// `status` and `exec` over TLS (flags, and the environment), and the
 /// client certificate a server requires.
+/// `args`, then the options naming the test CA and the client certificate
+/// and key (mutual TLS).
+pub fn with_mutual_tls(certs: &Certs, args: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    for (flag, file) in [
+        ("--tls-ca", "ca.crt"),
+        ("--tls-cert", "client.crt"),
+        ("--tls-key", "client.key"),
+    ] {
+        out.push(flag.to_string());
+        out.push(certs.path(file).display().to_string());
+    }
+    out
+}
+
 #[test]
 fn the_tool_over_tls() {
     let certs = Certs::new();
@@ -57,20 +72,10 @@ fn the_tool_over_tls() {
     let ca = certs.path("ca.crt").display().to_string();
     let cert = certs.path("client.crt").display().to_string();
     let key = certs.path("client.key").display().to_string();
+    let args = with_mutual_tls(&certs, &["--url", &url]);
     let (code, out, err) = dlock(
         &certs,
-        &[
-            "--url",
-            &url,
-            "--tls-ca",
-            &ca,
-            "--tls-cert",
-            &cert,
-            "--tls-key",
-            &key,
-            "status",
-            "job",
-        ],
+        &[&args[..], &["status".to_string(), "job".to_string()]].concat(),
         &[],
         10 * SEC,
     );
@@ -223,23 +228,10 @@ fn list_over_tls() {
         .arg("30000")
         .query(&mut s.server.conn())
         .unwrap();
-    let ca = certs.path("ca.crt").display().to_string();
-    let cert = certs.path("client.crt").display().to_string();
-    let key = certs.path("client.key").display().to_string();
     let url = s.url("localhost");
     let (code, out, err) = dlock(
         &certs,
-        &[
-            "list",
-            "--url",
-            &url,
-            "--tls-ca",
-            &ca,
-            "--tls-cert",
-            &cert,
-            "--tls-key",
-            &key,
-        ],
+        &with_mutual_tls(&certs, &["list", "--url", &url]),
         &[],
         10 * SEC,
     );
