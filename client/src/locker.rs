@@ -126,11 +126,6 @@ impl Locker {
         if seeds.is_empty() {
             return Err(Error::Invalid("no cluster node given".into()));
         }
-        if seeds.iter().any(|n| n.is_sentinel()) {
-            return Err(Error::Invalid(
-                "a Sentinel URL names one server, not a cluster node: use Locker::new".into(),
-            ));
-        }
         let map = ClusterMap::new(seeds, settings.io_timeout).map_err(Failure::into_error)?;
         Ok(Locker {
             topology: Arc::new(Topology::Cluster(map)),

@@ -56,11 +56,6 @@ impl Node {
         Ok(Node::new(crate::url::parse(url)?, connect_timeout))
     }
 
-    /// Whether the server is found through Redis Sentinel.
-    pub(crate) fn is_sentinel(&self) -> bool {
-        self.sentinels.is_some()
-    }
-
     /// The same login at another address (a cluster node named by a
     /// redirect or the slot map).
     pub(crate) fn sibling(&self, host: &str, port: u16) -> Node {

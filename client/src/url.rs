@@ -115,6 +115,18 @@ mod tests {
         assert!(e.contains("redis://u:***@h:notaport/"), "{e}");
         assert!(e.contains(URL_FORMS) && !e.contains("pw"), "{e}");
         assert!(parse("unix:///tmp/s").is_ok());
+    }
+
+    #[test]
+    fn a_sentinel_url_is_refused_for_a_cluster_and_for_redlock() {
+        let url = "redis+sentinel://10.0.0.1,10.0.0.2/locks";
+        let e = crate::Locker::cluster(&[url]).err().unwrap().to_string();
+        assert!(e.contains("a Sentinel URL names one server"), "{e}");
+        let e = crate::Redlock::new(&[url, url, url])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("a Sentinel URL names one server"), "{e}");
         assert!(parse("rediss://h:1/").is_ok());
         let e = parse("rediss://h:1/#insecure").unwrap_err().to_string();
         assert!(e.contains("#insecure") && e.contains("CA"), "{e}");

@@ -76,11 +76,7 @@ impl Locker {
             let sentinels = Sentinels::parse(url)?;
             let client = redis::Client::open(sentinels.login_info())
                 .map_err(|e| Error::Invalid(format!("{}: {e}", crate::url::redact_url(url))))?;
-            let mut locker = Locker::from_client(client);
-            if let Some(inner) = Arc::get_mut(&mut locker.inner) {
-                inner.sentinels = Some(Arc::new(sentinels));
-            }
-            return Ok(locker);
+            return Ok(Locker::on(client, Some(Arc::new(sentinels))));
         }
         Locker::with_info(url, crate::url::parse(url)?)
     }
@@ -98,10 +94,16 @@ impl Locker {
     }
 
     pub fn from_client(client: redis::Client) -> Locker {
+        Locker::on(client, None)
+    }
+
+    /// A locker with the default settings on `client`'s server, or on the
+    /// master `sentinels` name.
+    fn on(client: redis::Client, sentinels: Option<Arc<Sentinels>>) -> Locker {
         Locker {
             inner: Arc::new(Inner {
                 client,
-                sentinels: None,
+                sentinels,
                 found: Arc::default(),
                 shared: tokio::sync::Mutex::new(None),
                 io_timeout: Duration::from_secs(2),
