@@ -1,7 +1,7 @@
 //! dlock: distributed locks as native Redis commands.
 //!
-//! `lock` holds the rules (no Redis types, unit-tested with `cargo test`);
-//! `server` maps the module API onto them.
+//! The rules live in the `dlock-core` crate (`core/`: no Redis types,
+//! unit-tested with `cargo test`); `server` maps the module API onto them.
 
 #![cfg_attr(
     not(test),
@@ -13,7 +13,6 @@
     )
 )]
 
-pub mod lock;
 mod server;
 pub mod version;
 
@@ -23,7 +22,7 @@ use redis_module::raw;
 
 /// Module memory is counted by the server (`used_memory`, `MEMORY USAGE`).
 /// Unit tests run without a server, so they keep the system allocator, and so
-/// do `system-alloc` builds (valgrind, fuzzing).
+/// do `system-alloc` builds (valgrind).
 #[cfg(not(any(test, feature = "system-alloc")))]
 #[global_allocator]
 static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
@@ -48,16 +47,16 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
         )
     };
     if init == raw::Status::Err as c_int {
-        return server::api::ERR;
+        return server::edge::api::ERR;
     }
     #[cfg(feature = "leak-canary")]
     std::mem::forget(std::hint::black_box(vec![0u8; 4096]));
-    server::ffi::guard("load", server::api::ERR, || {
-        match server::load(server::api::Ctx(ctx), argv, argc) {
-            Ok(()) => server::api::OK,
+    server::edge::ffi::guard("load", server::edge::api::ERR, || {
+        match server::load(server::edge::api::Ctx(ctx), argv, argc) {
+            Ok(()) => server::edge::api::OK,
             Err(e) => {
-                server::api::log(ctx, c"warning", &format!("load failed: {e}"));
-                server::api::ERR
+                server::edge::api::log(ctx, c"warning", &format!("load failed: {e}"));
+                server::edge::api::ERR
             }
         }
     })

@@ -1,5 +1,5 @@
 //! The documentation, checked: the command metadata set at load
-//! (src/server/docs.rs: `COMMAND DOCS`, `COMMAND INFO` key specs and arity,
+//! (src/server/commands/docs.rs: `COMMAND DOCS`, `COMMAND INFO` key specs and arity,
 //! `COMMAND GETKEYS`, and the ACL key permissions that follow from the
 //! key-spec flags), and the manual, README.md and docs/ (`docs/manual.rs`:
 //! its `redis-cli` sessions run against a real server, its links, its

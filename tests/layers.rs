@@ -1,24 +1,26 @@
-//! The module layering, read from the sources (no server needed):
-//! - neither `src/lock` nor `src/server` has an import cycle between its
-//!   files: a lower file never calls a higher one (work a lower file finds
-//!   for a higher one is a job, `server/jobs.rs`, not a call);
-//! - `src/lock` never uses `crate::server` (the rules stay free of the
-//!   module API);
-//! - every source file of both is in the README's Layout and in
-//!   `docs/architecture.md`, and the Layout names no file that is gone.
+//! No import cycle inside a folder, read from the sources (no server needed).
 //!
-//! The graph has one node per module of a directory: `foo.rs` is `foo`, and a
-//! file declared with `#[path]` inside another (`queue_sets.rs` is
-//! `queue::sets`) belongs to its parent's node, being part of that module.
-//! An edge A -> B is any path in A that names B: `use super::b::..`, grouped
-//! `use super::{b, c::d}`, `super::b::x` in code, `crate::lock::b`,
+//! The crate boundaries keep the big layers apart: `dlock-core` (`core/`)
+//! cannot name the module crate, so the rules never reach the module API.
+//! Inside a crate the compiler allows any module to use any other, so this
+//! check keeps each folder layered: among the modules of one folder (its
+//! files and subfolders), none depends on another that, directly or through
+//! others, depends back on it. A lower module never calls a higher one (work
+//! a lower module finds for a higher one is a job, `server/jobs/`, not a
+//! call). It also checks that every source file is in
+//! `docs/architecture.md` and every folder in the README's Layout.
+//!
+//! A folder's graph has one node per child module (a file, or a subfolder
+//! with everything under it) and one for the folder's own file (`mod.rs` or
+//! `lib.rs`). An edge A -> B is any path in A that names B: `use
+//! super::b::..`, grouped `use super::{b, c::d}`, `crate::x::b` in code,
 //! `self::b` / `b::x` for modules declared in the file, and names brought in
-//! by `use super::b;`. `mod.rs` is the directory's root: its `mod`
-//! declarations are not edges, and a name it re-exports (`pub use
-//! error::Error`) resolves to the file that defines it. Code under
-//! `#[cfg(test)]` (test modules, inline or in `*_tests.rs` files) makes no
-//! edges: tests may reach across the layering (the cross-layer check still
-//! covers them). Comments and string literals are skipped by the tokenizer.
+//! by `use`. `mod` declarations are not edges, and a name a module
+//! re-exports (`pub use error::Error`) resolves to the module that defines
+//! it. Code under `#[cfg(test)]` (test modules, inline or in their own files)
+//! makes no edges: tests may reach across the layering. Comments and string
+//! literals are skipped by the tokenizer. `#[path]` is refused: a module with
+//! parts is a folder.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -493,7 +495,7 @@ fn scan_file(src: &str, module: &[String]) -> FileScan {
 }
 
 // ---------------------------------------------------------------------------
-// The graph of one directory
+// The module tree of one crate
 
 /// The item of a use that names a module itself (`use super::x;`).
 const MODULE: &str = "(module)";
@@ -506,164 +508,83 @@ struct Use {
     item: String,
 }
 
-#[derive(Debug, Default)]
-struct Graph {
-    /// Node (the file of a directory-level module, `mod.rs` for the root) ->
-    /// the files whose code it holds.
-    nodes: BTreeMap<String, Vec<String>>,
-    edges: BTreeMap<(String, String), Vec<Use>>,
-    /// Paths into another top-level module of the crate (`crate::server`
-    /// from `src/lock`): (top-level module, use).
-    outside: Vec<(String, Use)>,
-}
-
 struct Module {
+    /// Its file, relative to the crate's `src/`.
     file: String,
-    node: String,
     scan: FileScan,
     test: bool,
 }
 
-/// Builds the graph of the directory `dir` (a top-level module of the crate,
-/// e.g. "lock") from its files (name -> source). Every file must be reached
-/// from `mod.rs`.
-fn build_graph(dir: &str, files: &BTreeMap<String, String>) -> Result<Graph, String> {
-    // Module path (absolute) -> module.
+/// A crate's modules by absolute path (the root, `lib.rs`, is `[]`).
+struct Tree {
+    modules: BTreeMap<Vec<String>, Module>,
+    /// (module, name it re-exports with `pub use`) -> the path it stands for.
+    reexports: BTreeMap<(Vec<String>, String), Vec<String>>,
+}
+
+/// The folder a file's child modules live in: `a/` for `a/mod.rs`, `lib.rs`
+/// and `a.rs`'s parent for those, `a/b/` for `a/b.rs`.
+fn child_dir(file: &str) -> String {
+    let (dir, name) = file.rsplit_once('/').unwrap_or(("", file));
+    let prefix = if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{dir}/")
+    };
+    if name == "mod.rs" || name == "lib.rs" {
+        prefix
+    } else {
+        format!("{prefix}{}/", name.trim_end_matches(".rs"))
+    }
+}
+
+/// Reads the module tree from `files` (path relative to `src/` -> source),
+/// starting at `lib.rs`. Every file must be reached.
+fn build_tree(files: &BTreeMap<String, String>) -> Result<Tree, String> {
     let mut modules: BTreeMap<Vec<String>, Module> = BTreeMap::new();
-    let mut todo = vec![(
-        vec![dir.to_string()],
-        "mod.rs".to_string(),
-        "mod.rs".to_string(),
-        false,
-    )];
-    while let Some((path, file, node, test)) = todo.pop() {
+    let mut todo = vec![(Vec::<String>::new(), "lib.rs".to_string(), false)];
+    while let Some((path, file, test)) = todo.pop() {
         let src = files
             .get(&file)
-            .ok_or_else(|| format!("{dir}: module {} has no file {file}", path.join("::")))?;
+            .ok_or_else(|| format!("module {} has no file {file}", path.join("::")))?;
         let scan = scan_file(src, &path);
         let test = test || scan.test_file;
         for m in &scan.mods {
-            let child_file = match &m.path_attr {
-                Some(p) => p.clone(),
-                None if file == "mod.rs" => format!("{}.rs", m.name),
-                None => {
-                    return Err(format!(
-                        "{dir}/{file}: mod {} without #[path] (nested directories are not read)",
-                        m.name
-                    ))
-                }
-            };
-            let child_node = if file == "mod.rs" {
-                child_file.clone()
+            if m.path_attr.is_some() {
+                return Err(format!(
+                    "{file}: mod {} has #[path]: a module with parts is a folder",
+                    m.name
+                ));
+            }
+            let dir = child_dir(&file);
+            let flat = format!("{dir}{}.rs", m.name);
+            let nested = format!("{dir}{}/mod.rs", m.name);
+            let child = if files.contains_key(&flat) {
+                flat
             } else {
-                node.clone()
+                nested
             };
             let mut child_path = path.clone();
             child_path.push(m.name.clone());
-            todo.push((child_path, child_file, child_node, test || m.test));
+            todo.push((child_path, child, test || m.test));
         }
-        modules.insert(
-            path,
-            Module {
-                file,
-                node,
-                scan,
-                test,
-            },
-        );
+        modules.insert(path, Module { file, scan, test });
     }
     let reached: BTreeSet<&String> = modules.values().map(|m| &m.file).collect();
     if let Some(orphan) = files.keys().find(|f| !reached.contains(f)) {
-        return Err(format!("{dir}/{orphan} is not declared as a module"));
+        return Err(format!("{orphan} is not declared as a module"));
     }
-
-    // Names `mod.rs` re-exports: name -> the path it stands for.
-    let root = vec![dir.to_string()];
-    let mut reexports: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    if let Some(m) = modules.get(&root) {
+    let mut reexports = BTreeMap::new();
+    for (path, m) in &modules {
         for p in m.scan.paths.iter().filter(|p| p.reexport) {
             if let (Some(name), Some(abs)) =
-                (&p.binds, absolute(p, &m.scan, &root, &BTreeMap::new()))
+                (&p.binds, absolute(p, &m.scan, path, &BTreeMap::new()))
             {
-                reexports.insert(name.clone(), abs);
+                reexports.insert((path.clone(), name.clone()), abs);
             }
         }
     }
-
-    let mut graph = Graph::default();
-    for m in modules.values() {
-        if !m.test {
-            graph
-                .nodes
-                .entry(m.node.clone())
-                .or_default()
-                .push(m.file.clone());
-        }
-    }
-    for (path, m) in &modules {
-        // Names bound to modules of this directory by `use` (`use super::x;`).
-        let mut aliases: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for p in m.scan.paths.iter().filter(|p| p.binds.is_some()) {
-            if let Some(abs) = absolute(p, &m.scan, path, &BTreeMap::new()) {
-                if modules.contains_key(&abs) {
-                    aliases.insert(p.binds.clone().unwrap_or_default(), abs);
-                }
-            }
-        }
-        for p in &m.scan.paths {
-            let Some(mut abs) = absolute(p, &m.scan, path, &aliases) else {
-                continue;
-            };
-            let at = Use {
-                file: m.file.clone(),
-                line: p.line,
-                item: String::new(),
-            };
-            if abs.first() != Some(&dir.to_string()) {
-                if matches!(abs.first().map(String::as_str), Some("lock" | "server")) {
-                    let item = abs.join("::");
-                    graph.outside.push((abs[0].clone(), Use { item, ..at }));
-                }
-                continue;
-            }
-            if m.test || p.in_test || (p.reexport && *path == root) {
-                continue;
-            }
-            // Follow the root's re-exports (a few steps at most); a module's
-            // own name comes first.
-            for _ in 0..4 {
-                if abs.get(..2).is_some_and(|m| modules.contains_key(m)) {
-                    break;
-                }
-                match abs.get(1).and_then(|n| reexports.get(n)) {
-                    Some(target) if target.get(..2) != abs.get(..2) => {
-                        abs = target.iter().chain(abs.iter().skip(2)).cloned().collect();
-                    }
-                    _ => break,
-                }
-            }
-            // The longest module path that prefixes the path.
-            let Some((mpath, target)) = (1..=abs.len())
-                .rev()
-                .find_map(|n| modules.get_key_value(&abs[..n]))
-            else {
-                continue;
-            };
-            if target.test || target.node == m.node {
-                continue;
-            }
-            let item = abs
-                .get(mpath.len())
-                .cloned()
-                .unwrap_or_else(|| MODULE.into());
-            graph
-                .edges
-                .entry((m.node.clone(), target.node.clone()))
-                .or_default()
-                .push(Use { item, ..at });
-        }
-    }
-    Ok(graph)
+    Ok(Tree { modules, reexports })
 }
 
 /// The absolute path (from the crate root) `p` names, if it starts at
@@ -698,6 +619,123 @@ fn absolute(
     };
     base.extend(segs.cloned());
     Some(base)
+}
+
+impl Tree {
+    /// The module `abs` lands in after following re-exports (a few steps at
+    /// most), and the item it names there.
+    fn resolve(&self, mut abs: Vec<String>) -> Option<(&Vec<String>, String)> {
+        for _ in 0..4 {
+            let (mpath, _) = (0..=abs.len())
+                .rev()
+                .find_map(|n| self.modules.get_key_value(&abs[..n]))?;
+            let Some(next) = abs.get(mpath.len()) else {
+                break;
+            };
+            match self.reexports.get(&(mpath.clone(), next.clone())) {
+                Some(target) if target.as_slice() != &abs[..=mpath.len()] => {
+                    abs = target
+                        .iter()
+                        .chain(abs.iter().skip(mpath.len() + 1))
+                        .cloned()
+                        .collect();
+                }
+                _ => break,
+            }
+        }
+        let (mpath, _) = (0..=abs.len())
+            .rev()
+            .find_map(|n| self.modules.get_key_value(&abs[..n]))?;
+        let item = abs
+            .get(mpath.len())
+            .cloned()
+            .unwrap_or_else(|| MODULE.into());
+        Some((mpath, item))
+    }
+
+    /// The folders: every module with child modules that are not tests.
+    fn folders(&self) -> Vec<Vec<String>> {
+        let mut out: Vec<Vec<String>> = self
+            .modules
+            .iter()
+            .filter(|(p, m)| !p.is_empty() && !m.test)
+            .map(|(p, _)| p[..p.len() - 1].to_vec())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The graph among the child modules of `folder`.
+    fn graph(&self, folder: &[String]) -> Graph {
+        let mut graph = Graph::default();
+        // A module's node in this folder: the folder's own file, or the
+        // file of the child module it is part of.
+        let node_of = |path: &[String]| -> Option<String> {
+            if !path.starts_with(folder) {
+                return None;
+            }
+            let key = path.get(..=folder.len()).unwrap_or(folder);
+            self.modules.get(key).map(|m| m.file.clone())
+        };
+        for (path, m) in &self.modules {
+            if m.test {
+                continue;
+            }
+            if let Some(node) = node_of(path) {
+                graph.nodes.entry(node).or_default().push(m.file.clone());
+            }
+        }
+        for (path, m) in &self.modules {
+            let Some(from) = node_of(path).filter(|_| !m.test) else {
+                continue;
+            };
+            // Names bound to modules by `use` (`use super::x;`).
+            let mut aliases: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for p in m.scan.paths.iter().filter(|p| p.binds.is_some()) {
+                if let Some(abs) = absolute(p, &m.scan, path, &BTreeMap::new()) {
+                    if self.modules.contains_key(&abs) {
+                        aliases.insert(p.binds.clone().unwrap_or_default(), abs);
+                    }
+                }
+            }
+            for p in &m.scan.paths {
+                if p.in_test || p.reexport {
+                    continue;
+                }
+                let Some(abs) = absolute(p, &m.scan, path, &aliases) else {
+                    continue;
+                };
+                let Some((target, item)) = self.resolve(abs) else {
+                    continue;
+                };
+                if self.modules[target].test {
+                    continue;
+                }
+                let Some(to) = node_of(target).filter(|to| *to != from) else {
+                    continue;
+                };
+                graph
+                    .edges
+                    .entry((from.clone(), to))
+                    .or_default()
+                    .push(Use {
+                        file: m.file.clone(),
+                        line: p.line,
+                        item,
+                    });
+            }
+        }
+        graph
+    }
+}
+
+#[derive(Debug, Default)]
+struct Graph {
+    /// Node (a child module's file, or the folder's own) -> the files whose
+    /// code it holds.
+    nodes: BTreeMap<String, Vec<String>>,
+    edges: BTreeMap<(String, String), Vec<Use>>,
 }
 
 // ---------------------------------------------------------------------------
@@ -808,88 +846,86 @@ fn describe_all(g: &Graph, cycle: &[String]) -> String {
     s
 }
 
-/// The files in cycles that `allowed` does not list, and the listed files
-/// in no cycle.
-fn read_dir(dir: &str) -> BTreeMap<String, String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(dir);
-    let mut files = BTreeMap::new();
-    for entry in std::fs::read_dir(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())) {
-        let entry = entry.unwrap();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        assert!(
-            !entry.path().is_dir(),
-            "src/{dir}/{name}: nested directories are not read by this check"
-        );
-        if name.ends_with(".rs") {
-            files.insert(name, std::fs::read_to_string(entry.path()).unwrap());
+/// Every `.rs` file under `<crate>/src`, by path relative to it.
+fn read_crate(krate: &str) -> BTreeMap<String, String> {
+    fn walk(dir: &Path, rel: &str, out: &mut BTreeMap<String, String>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel = format!("{rel}{name}");
+            if entry.path().is_dir() {
+                walk(&entry.path(), &format!("{rel}/"), out);
+            } else if name.ends_with(".rs") {
+                out.insert(rel, std::fs::read_to_string(entry.path()).unwrap());
+            }
         }
     }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(krate)
+        .join("src");
+    let mut files = BTreeMap::new();
+    walk(&src, "", &mut files);
+    // A crate's binaries have their own roots; only the library is read.
+    files.retain(|f, _| !f.starts_with("bin/") && f != "main.rs");
     files
 }
 
-fn graph_of(dir: &str) -> Graph {
-    build_graph(dir, &read_dir(dir)).unwrap_or_else(|e| panic!("{e}"))
+fn tree_of(krate: &str) -> Tree {
+    build_tree(&read_crate(krate)).unwrap_or_else(|e| panic!("{krate}/src/{e}"))
 }
 
-// ---------------------------------------------------------------------------
-// The checks on the sources
+/// The cycles of every folder of a crate, each with its edges and what they
+/// use.
+fn cycles_of(krate: &str) -> Vec<String> {
+    let tree = tree_of(krate);
+    let mut found = Vec::new();
+    for folder in tree.folders() {
+        let g = tree.graph(&folder);
+        for c in cycles(&g) {
+            found.push(format!(
+                "in {krate}/src/{}:\n{}",
+                child_dir(&tree.modules[&folder].file),
+                describe_all(&g, &c)
+            ));
+        }
+    }
+    found
+}
 
-/// The cycles of `src/<dir>`, each with its edges and what they use.
-fn cycles_of(dir: &str) -> Vec<String> {
-    let g = graph_of(dir);
+/// Fails with every cycle of a crate's folders, each with its edges.
+fn assert_no_cycle(krate: &str, at_least_folders: usize) {
+    let folders = tree_of(krate).folders().len();
     assert!(
-        g.nodes.len() > 10,
-        "src/{dir} read as {} modules",
-        g.nodes.len()
+        folders >= at_least_folders,
+        "{krate}/src read as {folders} folders"
     );
-    cycles(&g).iter().map(|c| describe_all(&g, c)).collect()
-}
-
-/// Fails with every cycle of `src/<dir>`, each with its edges.
-fn assert_no_cycle(dir: &str) {
-    let found = cycles_of(dir);
+    let found = cycles_of(krate);
     assert!(
         found.is_empty(),
-        "src/{dir} has import cycles (a lower file calls a higher one: make that work a job):\n{}",
+        "{krate}/src has import cycles (a lower module calls a higher one: make that work a job):\n{}",
         found.join("\n")
     );
 }
 
 #[test]
-fn lock_has_no_import_cycle() {
-    assert_no_cycle("lock");
+fn the_rules_have_no_import_cycle_in_a_folder() {
+    assert_no_cycle("core", 6);
 }
 
 #[test]
-fn server_has_no_import_cycle() {
-    assert_no_cycle("server");
-}
-
-#[test]
-fn lock_never_uses_server() {
-    let g = graph_of("lock");
-    let uses: Vec<String> = g
-        .outside
-        .iter()
-        .filter(|(top, _)| top == "server")
-        .map(|(_, u)| format!("  {}:{}: {}", u.file, u.line, u.item))
-        .collect();
-    assert!(
-        uses.is_empty(),
-        "src/lock uses crate::server:\n{}",
-        uses.join("\n")
-    );
+fn the_module_has_no_import_cycle_in_a_folder() {
+    assert_no_cycle(".", 8);
 }
 
 // ---------------------------------------------------------------------------
 // The checker on planted sources
 
-fn planted(files: &[(&str, &str)]) -> Graph {
+fn planted(files: &[(&str, &str)]) -> Tree {
     let files = files
         .iter()
         .map(|(n, s)| (n.to_string(), s.to_string()))
         .collect();
-    build_graph("lock", &files).unwrap()
+    build_tree(&files).unwrap()
 }
 
 fn edge_names(g: &Graph) -> Vec<String> {
@@ -898,8 +934,8 @@ fn edge_names(g: &Graph) -> Vec<String> {
 
 #[test]
 fn a_planted_cycle_is_caught() {
-    let g = planted(&[
-        ("mod.rs", "pub mod a;\npub mod b;\npub mod c;\n"),
+    let t = planted(&[
+        ("lib.rs", "pub mod a;\npub mod b;\npub mod c;\n"),
         ("a.rs", "use super::b::Thing;\npub struct Other;\n"),
         (
             "b.rs",
@@ -907,6 +943,7 @@ fn a_planted_cycle_is_caught() {
         ),
         ("c.rs", "use super::a::Other;\n"),
     ]);
+    let g = t.graph(&[]);
     assert_eq!(
         cycles(&g),
         vec![vec!["a.rs".to_string(), "b.rs".to_string()]]
@@ -918,27 +955,28 @@ fn a_planted_cycle_is_caught() {
 
 #[test]
 fn a_chain_is_not_a_cycle() {
-    let g = planted(&[
+    let t = planted(&[
         (
-            "mod.rs",
+            "lib.rs",
             "pub mod a;\npub mod b;\npub mod c;\npub use c::Base;\n",
         ),
         (
             "a.rs",
-            "use super::b::Thing;\nuse crate::lock::c;\nfn f(_: c::Base) {}\n",
+            "use super::b::Thing;\nuse crate::c;\nfn f(_: c::Base) {}\n",
         ),
         ("b.rs", "use super::Base;\npub struct Thing;\n"),
         ("c.rs", "pub struct Base;\n"),
     ]);
+    let g = t.graph(&[]);
     assert_eq!(edge_names(&g), ["a.rs->b.rs", "a.rs->c.rs", "b.rs->c.rs"]);
     assert!(cycles(&g).is_empty());
 }
 
 #[test]
 fn grouped_uses_re_exports_and_modules_bound_by_use_make_edges() {
-    let g = planted(&[
+    let t = planted(&[
         (
-            "mod.rs",
+            "lib.rs",
             "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub use d::Error;\n",
         ),
         (
@@ -949,6 +987,7 @@ fn grouped_uses_re_exports_and_modules_bound_by_use_make_edges() {
         ("c.rs", "pub struct X;\npub struct Y;\n"),
         ("d.rs", "pub enum Error {}\n"),
     ]);
+    let g = t.graph(&[]);
     assert_eq!(edge_names(&g), ["a.rs->b.rs", "a.rs->c.rs", "b.rs->d.rs"]);
     let items: Vec<&str> = g.edges[&("a.rs".into(), "b.rs".into())]
         .iter()
@@ -959,8 +998,8 @@ fn grouped_uses_re_exports_and_modules_bound_by_use_make_edges() {
 
 #[test]
 fn comments_strings_and_tests_make_no_edges() {
-    let g = planted(&[
-        ("mod.rs", "pub mod a;\npub mod b;\n"),
+    let t = planted(&[
+        ("lib.rs", "pub mod a;\npub mod b;\n"),
         (
             "a.rs",
             r####"//! See super::b::Thing.
@@ -976,85 +1015,97 @@ mod tests {
     use super::super::b::Thing;
 }
 #[cfg(test)]
-#[path = "a_tests.rs"]
 mod more_tests;
 "####,
         ),
-        ("a_tests.rs", "use crate::lock::b::Thing;\n"),
+        ("a/more_tests.rs", "use crate::b::Thing;\n"),
         ("b.rs", "use super::a::Other;\npub struct Thing;\n"),
     ]);
+    let g = t.graph(&[]);
     assert_eq!(edge_names(&g), ["b.rs->a.rs"]);
     assert!(cycles(&g).is_empty());
 }
 
 #[test]
-fn a_test_module_still_may_not_use_server() {
-    let g = planted(&[
-        ("mod.rs", "pub mod a;\n"),
+fn a_folder_is_one_node_of_its_parent_and_has_a_graph_of_its_own() {
+    let t = planted(&[
+        ("lib.rs", "pub mod q;\npub mod h;\n"),
         (
-            "a.rs",
-            "#[cfg(test)]\nmod tests {\n    use crate::server::api::Ctx;\n}\n",
+            "q/mod.rs",
+            "pub mod sets;\npub mod fifo;\npub struct P;\npub use sets::S;\n",
         ),
+        (
+            "q/sets.rs",
+            "use super::fifo::F;\nuse crate::h::Mode;\npub struct S;\n",
+        ),
+        ("q/fifo.rs", "pub struct F;\nfn f(_: super::sets::S) {}\n"),
+        ("h.rs", "pub enum Mode {}\nfn f(_: crate::q::S) {}\n"),
     ]);
-    assert_eq!(g.outside.len(), 1);
-    assert_eq!(g.outside[0].0, "server");
-    assert_eq!(g.outside[0].1.line, 3);
-}
-
-#[test]
-fn a_path_child_file_is_part_of_its_parent() {
-    let g = planted(&[
-        ("mod.rs", "pub mod q;\npub mod h;\n"),
-        (
-            "q.rs",
-            "pub struct P;\n#[path = \"q_sets.rs\"]\nmod sets;\npub use sets::S;\n",
-        ),
-        (
-            "q_sets.rs",
-            "use super::P;\nuse crate::lock::h::Mode;\npub struct S;\n",
-        ),
-        ("h.rs", "pub enum Mode {}\nfn f(_: super::q::S) {}\n"),
-    ]);
-    assert_eq!(g.nodes["q.rs"], ["q.rs", "q_sets.rs"]);
+    let top = t.graph(&[]);
     assert_eq!(
-        cycles(&g),
-        vec![vec!["h.rs".to_string(), "q.rs".to_string()]]
+        top.nodes["q/mod.rs"],
+        ["q/mod.rs", "q/fifo.rs", "q/sets.rs"]
     );
+    // `crate::q::S` is a re-export: it reaches q's folder all the same.
+    assert_eq!(
+        cycles(&top),
+        vec![vec!["h.rs".to_string(), "q/mod.rs".to_string()]]
+    );
+    let inner = t.graph(&["q".to_string()]);
+    assert_eq!(
+        cycles(&inner),
+        vec![vec!["q/fifo.rs".to_string(), "q/sets.rs".to_string()]]
+    );
+    assert_eq!(t.folders(), [vec![], vec!["q".to_string()]]);
 }
 
 #[test]
-fn a_file_declared_nowhere_is_an_error() {
-    let files = [("mod.rs", "pub mod a;\n"), ("a.rs", ""), ("stray.rs", "")]
-        .iter()
-        .map(|(n, s)| (n.to_string(), s.to_string()))
-        .collect();
-    let err = build_graph("lock", &files).unwrap_err();
-    assert!(err.contains("stray.rs"), "{err}");
+fn a_path_attribute_and_a_file_declared_nowhere_are_errors() {
+    let read = |files: &[(&str, &str)]| {
+        build_tree(
+            &files
+                .iter()
+                .map(|(n, s)| (n.to_string(), s.to_string()))
+                .collect(),
+        )
+        .err()
+        .unwrap_or_default()
+    };
+    let stray = read(&[("lib.rs", "pub mod a;\n"), ("a.rs", ""), ("stray.rs", "")]);
+    assert!(stray.contains("stray.rs"), "{stray}");
+    let path = read(&[
+        ("lib.rs", "#[path = \"a_part.rs\"]\nmod a;\n"),
+        ("a_part.rs", ""),
+    ]);
+    assert!(path.contains("#[path]"), "{path}");
 }
 
 // ---------------------------------------------------------------------------
 // The maps of the code
 
-/// Every source file of `src/<dir>` a reader should find in the maps: all
-/// but `mod.rs` and the test files beside the code (`*_tests.rs`).
-fn mapped_files(dir: &str) -> Vec<String> {
-    read_dir(dir)
-        .into_keys()
-        .filter(|f| f != "mod.rs" && !f.ends_with("_tests.rs"))
+/// The crates whose files `docs/architecture.md` maps, and what the README's
+/// Layout names them by.
+const MAPPED: [(&str, &str); 2] = [("core", "core/"), (".", "src/")];
+
+/// Every source file of a crate a reader should find in the architecture:
+/// all but a folder's own file and the test files beside the code.
+fn mapped_files(krate: &str) -> Vec<String> {
+    let tree = tree_of(krate);
+    tree.modules
+        .values()
+        .filter(|m| !m.test)
+        .map(|m| m.file.clone())
+        .filter(|f| !f.ends_with("mod.rs") && f != "lib.rs")
         .collect()
 }
 
-/// The files of `src/lock` and `src/server` that `text` does not name
-/// (`name.rs`, or `name` in backticks), and the names it gives to files
-/// that do not exist.
-fn unmapped(text: &str, dir: &str) -> Vec<String> {
-    mapped_files(dir)
-        .into_iter()
-        .filter(|f| {
-            let stem = f.trim_end_matches(".rs");
-            !text.contains(f.as_str()) && !text.contains(&format!("`{stem}`"))
-        })
-        .map(|f| format!("src/{dir}/{f}"))
+/// The files of `files` that `text` does not name by their path in the
+/// crate's `src/` (`queue/fifo.rs`), prefixed with `shown`.
+fn unmapped(text: &str, files: &[String], shown: &str) -> Vec<String> {
+    files
+        .iter()
+        .filter(|f| !text.contains(f.as_str()))
+        .map(|f| format!("{shown}{f}"))
         .collect()
 }
 
@@ -1076,49 +1127,45 @@ fn readme_layout() -> String {
 }
 
 #[test]
-fn every_source_file_is_in_the_readme_layout_and_the_architecture() {
+fn every_source_file_is_in_the_architecture_and_every_folder_in_the_readme() {
     let layout = readme_layout();
     let architecture = read_doc("docs/architecture.md");
     let mut missing = Vec::new();
-    for dir in ["lock", "server"] {
-        for f in unmapped(&layout, dir) {
-            missing.push(format!("README Layout: {f}"));
-        }
-        for f in unmapped(&architecture, dir) {
-            missing.push(format!("docs/architecture.md: {f}"));
+    for (krate, shown) in MAPPED {
+        let files = mapped_files(krate);
+        missing.extend(unmapped(&architecture, &files, shown));
+        let tree = tree_of(krate);
+        // The role folders: the crate's own, and the module's `server/`'s.
+        let roles = tree.folders().into_iter().filter(|f| match f.as_slice() {
+            [] => false,
+            [_] => true,
+            [top, _] => top == "server",
+            _ => false,
+        });
+        for folder in roles {
+            let name = format!("{}/", folder.last().map_or("", String::as_str));
+            if !layout.contains(&name) {
+                missing.push(format!(
+                    "README Layout: {shown}{}",
+                    child_dir(&tree.modules[&folder].file)
+                ));
+            }
         }
     }
     assert!(
         missing.is_empty(),
-        "files not in the maps:\n{}",
+        "not in the maps (docs/architecture.md names every file by its path under src/, the README's Layout every role folder):\n{}",
         missing.join("\n")
-    );
-    // Files the Layout names under src/server/ that are gone.
-    let server_part = layout
-        .split("src/server/")
-        .nth(1)
-        .and_then(|s| s.split("\ntests/").next())
-        .unwrap_or_default();
-    let files = mapped_files("server");
-    let stale: Vec<&str> = server_part
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .flat_map(|w| w.split(','))
-        .map(str::trim)
-        .filter(|w| w.ends_with(".rs"))
-        .filter(|w| !files.iter().any(|f| f == w))
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "README Layout names files src/server does not have: {stale:?}"
     );
 }
 
 #[test]
 fn a_file_missing_from_a_map_is_caught() {
-    let map = "  commands.rs   handlers\n  `jobs`: the queue";
-    let missing = unmapped(map, "server");
-    assert!(!missing.contains(&"src/server/commands.rs".to_string()));
-    assert!(!missing.contains(&"src/server/jobs.rs".to_string()));
-    assert!(missing.contains(&"src/server/revoke.rs".to_string()));
+    let files = mapped_files(".");
+    assert!(files.contains(&"server/execute/revoke.rs".to_string()));
+    let map = "| `server/commands/lock.rs` | handlers |\n`server/jobs/queue.rs`: the queue";
+    let missing = unmapped(map, &files, "src/");
+    assert!(!missing.contains(&"src/server/commands/lock.rs".to_string()));
+    assert!(!missing.contains(&"src/server/jobs/queue.rs".to_string()));
+    assert!(missing.contains(&"src/server/execute/revoke.rs".to_string()));
 }

@@ -2,11 +2,11 @@
 //! accepted request must only borrow from, and be consistent with, argv.
 #![no_main]
 
-use dlock::lock::args::{self, Limits, MAX_WAIT_MS};
-use dlock::lock::ask::Mode;
-use dlock::lock::changes;
-use dlock::lock::limits::{MAX_LIMIT, MAX_STORED_TOKEN, MAX_TTL_MS};
-use dlock::lock::set_args;
+use dlock_core::request::args::{self, Limits, MAX_WAIT_MS};
+use dlock_core::ask::Mode;
+use dlock_core::limits::{MAX_LIMIT, MAX_STORED_TOKEN, MAX_TTL_MS};
+use dlock_core::request::set_args;
+use dlock_core::resource::changes;
 use libfuzzer_sys::fuzz_target;
 
 // Bytes 0 and 1 pick the limits (token cap; TTL cap, 0 = unlimited); the
@@ -84,7 +84,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(keys.as_ref(), Some(&a.members));
     }
     // The per-hold effects: whatever they accept applies without panicking.
-    let mut holds = dlock::lock::holds::Holds::new(1);
+    let mut holds = dlock_core::resource::holds::Holds::new(1);
     if let Ok((add, mark)) = changes::parse_add(&argv) {
         assert_eq!(argv.len(), 9);
         if let changes::Change::Add { hold, limit } = &add {

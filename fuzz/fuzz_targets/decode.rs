@@ -4,9 +4,9 @@
 //! round-trip.
 #![no_main]
 
-use dlock::lock::lease::{ENCODING_VERSION, NEWEST_READ_VERSION};
-use dlock::lock::Lease;
-use dlock::lock::{aux, layout};
+use dlock_core::resource::lease::{ENCODING_VERSION, NEWEST_READ_VERSION};
+use dlock_core::Lease;
+use dlock_core::{resource::layout, rules::aux};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

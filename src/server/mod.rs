@@ -1,71 +1,43 @@
 //! Everything that touches the Redis module API. The rules live in `lock`;
 //! this layer maps commands, replies, persistence and replication onto them.
 
-pub mod acl;
-pub mod api;
-pub mod blocking;
-pub mod clients;
-pub mod cluster;
 pub mod commands;
-pub mod config;
-pub mod docs;
-pub mod effects;
+pub mod edge;
 pub mod events;
-pub mod eviction;
-pub mod ffi;
-pub mod group;
-pub mod handoff;
-pub mod hold_checks;
-pub mod hold_effects;
-pub mod hold_guards;
-pub mod hold_work;
-pub mod holds_info;
-pub mod info;
-pub mod job_queue;
-pub mod job_runner;
+pub mod execute;
 pub mod jobs;
-pub mod keys;
-pub mod live_ttl;
-pub mod lock_info;
-pub mod notifications;
-pub mod observe;
+pub mod keyspace;
+pub mod notify;
+pub mod ops;
 pub mod persistence;
 pub mod quarantine;
-pub mod queued;
 pub mod resource;
-pub mod restored;
-pub mod revoke;
-pub mod set_commands;
-pub mod sets_plain;
 pub mod state;
-pub mod stats;
-pub mod step;
-pub mod value;
-pub mod watchers;
+pub mod waiting;
 
 use std::ffi::c_int;
 
 use redis_module::raw;
 
-use crate::lock::Error;
-use api::{rm, Ctx};
-use ffi::{command_entry, register};
+use dlock_core::Error;
+use edge::api::{rm, Ctx};
+use edge::ffi::{command_entry, register};
 
-command_entry!(acquire_entry => commands::acquire);
-command_entry!(release_entry => commands::release);
-command_entry!(extend_entry => commands::extend);
-command_entry!(info_entry => lock_info::info);
-command_entry!(observe_entry => observe::observe);
-command_entry!(queued_entry => queued::queued);
-command_entry!(macquire_entry => set_commands::macquire);
-command_entry!(mrelease_entry => set_commands::mrelease);
-command_entry!(mextend_entry => set_commands::mextend);
-command_entry!(apply_entry => effects::apply);
-command_entry!(meta_entry => effects::meta);
-command_entry!(add_hold_entry => hold_effects::apply_add);
-command_entry!(move_hold_entry => hold_effects::apply_move);
-command_entry!(drop_hold_entry => hold_effects::apply_drop);
-command_entry!(set_holds_entry => hold_effects::apply_set);
+command_entry!(acquire_entry => commands::lock::acquire);
+command_entry!(release_entry => commands::lock::release);
+command_entry!(extend_entry => commands::lock::extend);
+command_entry!(info_entry => commands::info::info);
+command_entry!(observe_entry => commands::observe::observe);
+command_entry!(queued_entry => commands::queued::queued);
+command_entry!(macquire_entry => commands::sets::macquire);
+command_entry!(mrelease_entry => commands::sets::mrelease);
+command_entry!(mextend_entry => commands::sets::mextend);
+command_entry!(apply_entry => persistence::effects::apply);
+command_entry!(meta_entry => persistence::effects::meta);
+command_entry!(add_hold_entry => persistence::hold_effects::apply_add);
+command_entry!(move_hold_entry => persistence::hold_effects::apply_move);
+command_entry!(drop_hold_entry => persistence::hold_effects::apply_drop);
+command_entry!(set_holds_entry => persistence::hold_effects::apply_set);
 
 /// Everything `RedisModule_OnLoad` does once the API is initialised.
 pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Result<(), Error> {
@@ -77,12 +49,12 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
 
     state::set_replica(ctx.flags()?.is_replica());
     let args = module_args(argv, argc)?;
-    config::register(ctx, &args)?;
-    persistence::register_type(ctx)?;
-    job_runner::init(ctx)?;
-    clients::init(ctx)?;
-    events::subscribe(ctx)?;
-    notifications::subscribe(ctx)?;
+    ops::config::register(ctx, &args)?;
+    persistence::data_type::register_type(ctx)?;
+    events::job_runner::init(ctx)?;
+    edge::clients::init(ctx)?;
+    events::server::subscribe(ctx)?;
+    events::notifications::subscribe(ctx)?;
     quarantine::init(ctx)?;
 
     register(
@@ -112,7 +84,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     // No key: it lists names from the parking lot, like `PUBSUB CHANNELS`.
     register(ctx, c"dlock.queued", Some(queued_entry), c"readonly", false)?;
     // Their keys (`numkeys` resources) are declared by a key spec set in
-    // `docs::describe` (COMMAND GETKEYS, ACL) and answered to the server's
+    // `commands::docs::describe` (COMMAND GETKEYS, ACL) and answered to the server's
     // key requests (`getkeys-api`: cluster routing); without the key-spec
     // API (Redis 6) they are not offered.
     if unsafe { raw::RedisModule_SetCommandInfo }.is_some() {
@@ -140,7 +112,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     }
     register(
         ctx,
-        effects::APPLY,
+        persistence::effects::APPLY,
         Some(apply_entry),
         c"write deny-script",
         true,
@@ -148,42 +120,42 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     // The effects of resources that are not plain locks.
     register(
         ctx,
-        hold_effects::ADDHOLD,
+        persistence::hold_effects::ADDHOLD,
         Some(add_hold_entry),
         c"write deny-script",
         true,
     )?;
     register(
         ctx,
-        hold_effects::MOVEHOLD,
+        persistence::hold_effects::MOVEHOLD,
         Some(move_hold_entry),
         c"write deny-script",
         true,
     )?;
     register(
         ctx,
-        hold_effects::DROPHOLD,
+        persistence::hold_effects::DROPHOLD,
         Some(drop_hold_entry),
         c"write deny-script",
         true,
     )?;
     register(
         ctx,
-        hold_effects::SETHOLDS,
+        persistence::hold_effects::SETHOLDS,
         Some(set_holds_entry),
         c"write deny-script",
         true,
     )?;
     register(
         ctx,
-        effects::META,
+        persistence::effects::META,
         Some(meta_entry),
         c"write deny-script",
         false,
     )?;
-    docs::describe(ctx)?;
-    acl::register(ctx)?;
-    info::register(ctx)
+    commands::docs::describe(ctx)?;
+    ops::acl::register(ctx)?;
+    ops::info::register(ctx)
 }
 
 fn module_args<'a>(
@@ -196,6 +168,6 @@ fn module_args<'a>(
     }
     unsafe { std::slice::from_raw_parts(argv, n) }
         .iter()
-        .map(|s| api::bytes(*s))
+        .map(|s| edge::api::bytes(*s))
         .collect()
 }

@@ -18,12 +18,12 @@ use std::sync::Mutex;
 
 use redis_module::raw;
 
-use super::api::{self, now_us, rm, Ctx};
-use super::ffi::guard;
-use super::jobs::{self, Job};
-use super::{blocking, state};
-use crate::lock::quarantine::{self, Persisted, PreviousRun, Setting, Verdict};
-use crate::lock::Error;
+use crate::server::edge::api::{self, now_us, rm, Ctx};
+use crate::server::edge::ffi::guard;
+use crate::server::jobs::{self, Job};
+use crate::server::{state, waiting::blocking};
+use dlock_core::rules::quarantine::{self, Persisted, PreviousRun, Setting, Verdict};
+use dlock_core::Error;
 
 const STATE_FILE: &str = "dlock.state";
 
@@ -152,7 +152,7 @@ pub fn lower_longest_ttl(asked: u64) -> Result<(), Error> {
             "the longest TTL is lowered on a master: a replica's stands for its master's grants",
         ));
     }
-    let live = super::live_ttl::longest_left_ms(ctx);
+    let live = crate::server::keyspace::live_ttl::longest_left_ms(ctx);
     let to = quarantine::lowered_longest_ttl(longest_ttl(), asked, live);
     if LONGEST_TTL.swap(to, Ordering::Relaxed) != to {
         write_meta_now();

@@ -3,8 +3,8 @@
 
 use redis_module::raw;
 
-use super::api::{self, rm, Ctx};
-use crate::lock::Error;
+use crate::server::edge::api::{self, rm, Ctx};
+use dlock_core::Error;
 
 /// A lock's identity on this server: database and key name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering}
 
 use redis_module::raw;
 
-use crate::lock::args::Limits;
-use crate::lock::fence::MAX_FENCE;
-use crate::lock::FenceClock;
+use dlock_core::fence::MAX_FENCE;
+use dlock_core::request::args::Limits;
+use dlock_core::FenceClock;
 
 /// The lock data type, registered once at load.
 static LOCK_TYPE: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(std::ptr::null_mut());
@@ -34,7 +34,7 @@ static MAX_TOKEN: AtomicUsize = AtomicUsize::new(512);
 static MAX_TTL: AtomicU64 = AtomicU64::new(0);
 
 /// Answers per second to one resource's observers (`dlock.observe-rate`).
-static OBSERVE_RATE: AtomicU64 = AtomicU64::new(crate::lock::config::OBSERVE_RATE.default);
+static OBSERVE_RATE: AtomicU64 = AtomicU64::new(dlock_core::rules::config::OBSERVE_RATE.default);
 
 pub fn observe_rate() -> u64 {
     OBSERVE_RATE.load(Ordering::Relaxed)

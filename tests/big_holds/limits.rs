@@ -1,4 +1,4 @@
-//! The edges: the largest `LIMIT` (2^20, `src/lock/limits.rs`) accepted,
+//! The edges: the largest `LIMIT` (2^20, `core/src/limits.rs`) accepted,
 //! filled and kept by `DEBUG RELOAD` and `DUMP`/`RESTORE`; and a value
 //! longer than `proto-max-bulk-len`, which bounds every argument a client
 //! sends. The AOF loader reads a rewritten `DLOCK.SETHOLDS` of any length,

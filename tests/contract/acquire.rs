@@ -176,7 +176,7 @@ bad_input! {
     // 16 arguments in all: still parsed as options.
     acquire_twelve_unknown_arguments: ["DLOCK.ACQUIRE", "res", "owner", "100",
         "A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K", "L"] => SYNTAX_ERR;
-    // 17 arguments in all: past the 16 the module looks at (src/server/ffi.rs
+    // 17 arguments in all: past the 16 the module looks at (src/server/edge/ffi.rs
     // MAX_ARGS), still a syntax error, not a wrong-arity one.
     acquire_thirteen_unknown_arguments: ["DLOCK.ACQUIRE", "res", "owner", "100",
         "A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K", "L", "M"] => SYNTAX_ERR;

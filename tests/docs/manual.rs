@@ -197,13 +197,13 @@ fn literals(text: &str) -> Vec<String> {
 }
 
 /// The module's error texts: each format string of `Display for Error` in
-/// `src/lock/error.rs` (`error_rs`), its `{...}` as `*`. A text that is all
+/// `core/src/error.rs` (`error_rs`), its `{...}` as `*`. A text that is all
 /// placeholder after its prefix (`ERR {what}`, the configuration errors) is
 /// replaced by the texts the sources (`sources`) give it.
 pub fn module_errors(error_rs: &str, sources: &[String]) -> Vec<String> {
     let start = error_rs
         .find("impl fmt::Display for Error")
-        .expect("src/lock/error.rs has `impl fmt::Display for Error`");
+        .expect("core/src/error.rs has `impl fmt::Display for Error`");
     let body = &error_rs[start..];
     let body = &body[..body.find("\nimpl ").unwrap_or(body.len())];
     let mut out = Vec::new();
@@ -321,7 +321,7 @@ pub fn unknown_errors(pages: &[Page], module: &[String]) -> Vec<String> {
                 .any(|e| globs_meet(e, &quote));
             if !known {
                 out.push(format!(
-                    "{}:{line}: `{span}` is no error the module (src/lock/error.rs) or the server returns",
+                    "{}:{line}: `{span}` is no error the module (core/src/error.rs) or the server returns",
                     page.path
                 ));
             }
@@ -515,7 +515,7 @@ fn no_page_tells_the_projects_history() {
 #[test]
 fn every_quoted_error_is_one_the_module_or_server_returns() {
     let pages = markdown::manual(&root());
-    let source = std::fs::read_to_string(root().join("src/lock/error.rs")).unwrap();
+    let source = std::fs::read_to_string(root().join("core/src/error.rs")).unwrap();
     let module = module_errors(&source, &sources());
     assert!(module.len() > 20, "error texts read: {module:?}");
     fail_if_any("unknown error texts", unknown_errors(&pages, &module));
@@ -608,7 +608,7 @@ fn a_page_without_its_opening_sentence_or_with_history_is_caught() {
 
 #[test]
 fn an_error_text_the_module_cannot_return_is_caught() {
-    let source = std::fs::read_to_string(root().join("src/lock/error.rs")).unwrap();
+    let source = std::fs::read_to_string(root().join("core/src/error.rs")).unwrap();
     let module = module_errors(&source, &sources());
     assert!(module
         .iter()

@@ -3,7 +3,7 @@
 //! `DLOCK.INFO` reply (what clients see). Also crafts `DUMP` payloads around
 //! a given multi-hold value, for the corrupt-`RESTORE` tests.
 //!
-//! The multi-hold layout (src/lock/layout.rs): `[0; 8]`, version u8, limit
+//! The multi-hold layout (core/src/resource/layout.rs): `[0; 8]`, version u8, limit
 //! u32, count u32, then per hold fence u64, deadline_ms u64, mode u8 (0
 //! exclusive, 1 shared), u32 token length + token, u32 owner length (0: the
 //! token) + owner; little-endian. A plain lock is fence u64 + token.

@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// The module's data type, as `TYPE` shows it (src/server/persistence.rs).
+/// The module's data type, as `TYPE` shows it (src/server/persistence/data_type.rs).
 pub const TYPE_NAME: &str = "dlocklock";
 /// Buckets one `SCAN` call looks at: large enough that a server with
 /// millions of keys is read in few round trips, small enough that one call

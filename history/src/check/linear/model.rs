@@ -1,6 +1,6 @@
 //! The sequential specification of one resource on `lin`: plain locks,
 //! read-write locks with owners and semaphores follow one rule book in the
-//! server (`src/lock/admission.rs`, docs/lock-kinds.md), so one model
+//! server (`core/src/resource/admission.rs`, docs/lock-kinds.md), so one model
 //! serves every kind. Nothing expires on
 //! `lin` (leases outlive the run), so time, TTLs and deadlines are left out;
 //! no `WAIT` is used there, so the queue is always empty.

@@ -1,0 +1,167 @@
+//! One error type for everything a command can refuse. Its `Display` is the
+//! exact text of the error reply, prefix included, so the command pages
+//! (`docs/commands/*.md`, "Errors") and the tests can quote it.
+
+use std::fmt;
+
+use crate::limits::MAX_TTL_MS;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Wrong argument count; the server layer answers with Redis's own
+    /// wrong-number-of-arguments error naming the command.
+    WrongArity,
+    /// An option the command does not know, or an option without its value.
+    Syntax,
+    /// `ttl_ms` (or another integer argument) outside its range or not an integer.
+    InvalidInteger {
+        arg: &'static str,
+        min: u64,
+        max: u64,
+    },
+    /// Tokens identify one acquisition; an empty one identifies nothing.
+    EmptyToken,
+    /// Token longer than the module accepts.
+    TokenTooLong { max: usize },
+    /// A `DLOCK.QUEUED` pattern longer than the matcher accepts.
+    PatternTooLong { max: usize },
+    /// The resource key holds a value of another type.
+    WrongType,
+    /// The fence would pass 2^63-1: refusing beats wrapping to a small fence.
+    FenceExhausted,
+    /// A client tried a write on a replica (possible with `replica-read-only no`).
+    ReadOnlyReplica,
+    /// The resource's slot is moving or served elsewhere: the client retries
+    /// and follows the cluster's redirect.
+    SlotMoved,
+    /// A deferred handoff found the server turned replica.
+    Demoted,
+    /// Grants are refused for a while after a restart or promotion that may
+    /// have lost acknowledged grants.
+    Quarantine { ms_left: u64 },
+    /// A TTL above `dlock.max-ttl`.
+    TtlAboveMax { max: u64 },
+    /// A configuration value that does not parse.
+    BadConfig(&'static str),
+    /// A client sent an internal effect command (named) itself.
+    ForgedEffect(&'static str),
+    /// A malformed internal effect (from a damaged AOF or a newer master).
+    BadEffect(&'static str),
+    /// The token already holds the resource with another mode, `LIMIT` or
+    /// `OWNER`: not a retry, and not a second hold.
+    TokenInUse,
+    /// A request whose `LIMIT` differs from the held resource's.
+    LimitMismatch { limit: u32 },
+    /// `SHARED` with `LIMIT` above 1: a semaphore's permits have no modes.
+    SharedSemaphore,
+    /// `OWNER` with `LIMIT` above 1: each permit is its own owner.
+    OwnerSemaphore,
+    /// A set names one resource twice.
+    DuplicateResource,
+    /// `MACQUIRE` with a token that holds part of the set, or holds its
+    /// members under different fences (another set) or another mode.
+    SetMismatch,
+    /// `OWNER ""` names nobody.
+    EmptyOwner,
+    /// An upgrade to exclusive while other owners hold the resource: refused
+    /// at once, never queued (two waiting upgraders would deadlock).
+    UpgradeRefused,
+    /// `SINCE` with something no `DLOCK.OBSERVE` reply gives.
+    BadVersion,
+    /// Something the server should have provided was missing.
+    Internal(&'static str),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::WrongArity => write!(f, "ERR wrong number of arguments"),
+            Error::Syntax => write!(f, "ERR syntax error"),
+            Error::BadVersion => write!(
+                f,
+                "ERR version must be 16 hex digits, as a DLOCK.OBSERVE reply gives it"
+            ),
+            Error::InvalidInteger { arg, min, max } => {
+                write!(f, "ERR {arg} must be an integer from {min} to {max}")
+            }
+            Error::EmptyToken => write!(f, "ERR token must not be empty"),
+            Error::TokenTooLong { max } => {
+                write!(f, "ERR token is longer than {max} bytes")
+            }
+            Error::PatternTooLong { max } => {
+                write!(f, "ERR pattern is longer than {max} bytes")
+            }
+            Error::WrongType => write!(
+                f,
+                "WRONGTYPE Operation against a key holding the wrong kind of value"
+            ),
+            Error::FenceExhausted => {
+                write!(f, "ERR fence counter exhausted: no fence above 2^63-1")
+            }
+            Error::ReadOnlyReplica => write!(
+                f,
+                "READONLY dlock: locks are granted, extended and released on the master only"
+            ),
+            Error::SlotMoved => write!(
+                f,
+                "TRYAGAIN dlock: the resource's slot is moving or served elsewhere; retry"
+            ),
+            Error::Demoted => write!(
+                f,
+                "READONLY dlock: this server became a replica while you waited; retry on the master"
+            ),
+            Error::Quarantine { ms_left } => write!(
+                f,
+                "QUARANTINE dlock: new grants are refused for {ms_left} ms more after a restart \
+                 or failover that may have lost acknowledged grants"
+            ),
+            Error::TtlAboveMax { max } => {
+                write!(f, "ERR ttl_ms is above dlock.max-ttl ({max})")
+            }
+            Error::BadConfig(what) => write!(f, "ERR {what}"),
+            Error::ForgedEffect(command) => write!(
+                f,
+                "ERR {command} is internal: accepted only from the master link or the AOF"
+            ),
+            Error::BadEffect(what) => write!(f, "ERR malformed dlock effect: {what}"),
+            Error::TokenInUse => write!(
+                f,
+                "ERR token already holds this resource with another mode, LIMIT or OWNER"
+            ),
+            Error::LimitMismatch { limit } => write!(
+                f,
+                "ERR the resource is held with LIMIT {limit}: requests must ask for the same LIMIT"
+            ),
+            Error::SharedSemaphore => {
+                write!(f, "ERR SHARED cannot be combined with LIMIT above 1")
+            }
+            Error::OwnerSemaphore => {
+                write!(f, "ERR OWNER cannot be combined with LIMIT above 1")
+            }
+            Error::EmptyOwner => write!(f, "ERR owner must not be empty"),
+            Error::DuplicateResource => write!(f, "ERR a set names the same resource twice"),
+            Error::SetMismatch => write!(
+                f,
+                "ERR token already holds part of this set, or holds it as another set or mode \
+                 (release it with DLOCK.MRELEASE first)"
+            ),
+            Error::UpgradeRefused => write!(
+                f,
+                "ERR upgrade refused: other owners hold the resource (an upgrade never waits)"
+            ),
+            Error::Internal(what) => write!(f, "ERR dlock internal error: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl Error {
+    pub(crate) fn ttl() -> Self {
+        Error::InvalidInteger {
+            arg: "ttl_ms",
+            min: 1,
+            max: MAX_TTL_MS,
+        }
+    }
+}

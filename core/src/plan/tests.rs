@@ -1,0 +1,277 @@
+use super::*;
+use crate::ask::Mode;
+use crate::fence::MAX_FENCE;
+
+const NOW_US: u64 = 1_000_000_000;
+const NOW_MS: u64 = NOW_US / 1000;
+
+fn ask(token: &'static str, mode: Mode) -> Ask<'static> {
+    Ask {
+        token: token.as_bytes(),
+        owner: None,
+        mode,
+        limit: None,
+        ttl_ms: 100,
+    }
+}
+
+fn held(token: &'static str, mode: Mode, fence: u64) -> Holds {
+    let mut h = Holds::new(1);
+    h.add(&ask(token, mode), fence, NOW_MS + 50);
+    h
+}
+
+fn member(holds: &Holds) -> Member<'_> {
+    Member {
+        holds,
+        has_waiters: false,
+        reserved_from: None,
+        held_elsewhere: false,
+    }
+}
+
+fn acquire(a: Ask<'static>, members: usize, blocks: bool) -> Command<'static> {
+    Command::Acquire {
+        ask: a,
+        members,
+        blocks,
+        new_token: Ok(()),
+    }
+}
+
+fn run(
+    members: &[Member<'_>],
+    waiting: &[Waiting<'_>],
+    command: Command<'_>,
+) -> Result<Plan, Error> {
+    let step = Step {
+        members,
+        waiting,
+        command,
+        quarantined_ms: 0,
+        now_us: NOW_US,
+    };
+    plan(&step, &FenceClock::starting_at(10))
+}
+
+#[test]
+fn a_free_resource_is_granted_a_fresh_fence() {
+    let free = Holds::new(1);
+    let p = run(
+        &[member(&free)],
+        &[],
+        acquire(ask("a", Mode::Exclusive), 1, false),
+    )
+    .unwrap();
+    let fence = NOW_US;
+    assert_eq!(
+        p.outcome,
+        Outcome::Granted {
+            fence,
+            refresh: false
+        }
+    );
+    assert_eq!(
+        p.ops,
+        vec![(
+            0,
+            Op::Add {
+                who: Who::Command,
+                fence
+            }
+        )]
+    );
+    assert_eq!(p.events, vec![(0, Event::Acquired)]);
+    assert_eq!(p.counts.grants, 1);
+    assert_eq!(p.clock.last(), fence);
+}
+
+#[test]
+fn a_busy_resource_parks_a_waiting_request_or_answers_nil() {
+    let h = held("x", Mode::Exclusive, 5);
+    let m = [member(&h)];
+    let p = run(&m, &[], acquire(ask("a", Mode::Exclusive), 1, true)).unwrap();
+    assert_eq!(p.outcome, Outcome::Wait);
+    assert!(p.ops.is_empty());
+    let p = run(&m, &[], acquire(ask("a", Mode::Exclusive), 1, false)).unwrap();
+    assert_eq!(p.outcome, Outcome::Busy);
+    assert_eq!(p.counts.contended, 1);
+    // The fence clock is untouched by a request that gets nothing.
+    assert_eq!(p.clock.last(), 10);
+}
+
+#[test]
+fn a_release_hands_the_resource_to_the_head_of_the_queue_in_one_plan() {
+    let h = held("x", Mode::Exclusive, 5);
+    let mut m = member(&h);
+    m.has_waiters = true;
+    let waiting = [
+        Waiting {
+            members: vec![0],
+            ask: ask("w1", Mode::Exclusive),
+        },
+        Waiting {
+            members: vec![0],
+            ask: ask("w2", Mode::Exclusive),
+        },
+    ];
+    let p = run(
+        &[m],
+        &waiting,
+        Command::Release {
+            token: b"x",
+            members: 1,
+        },
+    )
+    .unwrap();
+    assert_eq!(p.outcome, Outcome::Count(1));
+    assert_eq!(p.granted, vec![(0, NOW_US)]);
+    assert_eq!(
+        p.ops,
+        vec![
+            (0, Op::Drop),
+            (
+                0,
+                Op::Add {
+                    who: Who::Queued(0),
+                    fence: NOW_US
+                }
+            )
+        ]
+    );
+    // Subscribers see the release before the handoff it causes.
+    assert_eq!(p.events, vec![(0, Event::Released), (0, Event::Handoff)]);
+}
+
+#[test]
+fn a_release_whose_handoff_has_no_fence_left_fails_whole() {
+    let a = held("x", Mode::Exclusive, 5);
+    let b = held("x", Mode::Exclusive, 5);
+    let waiting = [Waiting {
+        members: vec![1],
+        ask: ask("w", Mode::Exclusive),
+    }];
+    let step = Step {
+        members: &[member(&a), member(&b)],
+        waiting: &waiting,
+        command: Command::Release {
+            token: b"x",
+            members: 2,
+        },
+        quarantined_ms: 0,
+        now_us: NOW_US,
+    };
+    let out = plan(&step, &FenceClock::starting_at(MAX_FENCE));
+    assert_eq!(out.unwrap_err(), Error::FenceExhausted);
+}
+
+#[test]
+fn a_reserved_resource_is_passed_only_by_an_owner_that_holds() {
+    let free = Holds::new(1);
+    let mut m = member(&free);
+    m.has_waiters = true;
+    m.reserved_from = Some(0);
+    let p = run(&[m], &[], acquire(ask("a", Mode::Exclusive), 1, false)).unwrap();
+    assert_eq!(p.outcome, Outcome::Busy);
+}
+
+#[test]
+fn a_set_is_granted_every_member_under_one_fence_or_waits_for_all() {
+    let free = Holds::new(1);
+    let busy = held("x", Mode::Exclusive, 5);
+    let p = run(
+        &[member(&free), member(&busy)],
+        &[],
+        acquire(ask("s", Mode::Exclusive), 2, false),
+    )
+    .unwrap();
+    assert_eq!(p.outcome, Outcome::Busy);
+    assert!(p.ops.is_empty(), "no member of a busy set changes");
+    let p = run(
+        &[member(&free), member(&free)],
+        &[],
+        acquire(ask("s", Mode::Exclusive), 2, false),
+    )
+    .unwrap();
+    let fence = NOW_US;
+    assert_eq!(
+        p.outcome,
+        Outcome::Granted {
+            fence,
+            refresh: false
+        }
+    );
+    assert_eq!(
+        p.ops,
+        vec![
+            (
+                0,
+                Op::Add {
+                    who: Who::Command,
+                    fence
+                }
+            ),
+            (
+                1,
+                Op::Add {
+                    who: Who::Command,
+                    fence
+                }
+            )
+        ]
+    );
+    assert_eq!(p.counts.grants, 1);
+}
+
+#[test]
+fn a_quarantine_refuses_new_owners_and_lets_retries_pass() {
+    let free = Holds::new(1);
+    let mine = held("a", Mode::Exclusive, 5);
+    let quarantined = |holds, blocks| {
+        let m = [member(holds)];
+        let step = Step {
+            members: &m,
+            waiting: &[],
+            command: acquire(ask("a", Mode::Exclusive), 1, blocks),
+            quarantined_ms: 700,
+            now_us: NOW_US,
+        };
+        plan(&step, &FenceClock::new()).map(|p| p.outcome)
+    };
+    assert_eq!(
+        quarantined(&free, false),
+        Err(Error::Quarantine { ms_left: 700 })
+    );
+    assert_eq!(quarantined(&free, true), Ok(Outcome::Wait));
+    let retry = Outcome::Granted {
+        fence: 5,
+        refresh: true,
+    };
+    assert_eq!(quarantined(&mine, false), Ok(retry));
+}
+
+#[test]
+fn a_long_token_is_refused_before_it_could_hold_or_wait() {
+    let free = Holds::new(1);
+    let busy = held("x", Mode::Exclusive, 5);
+    let too_long = |holds, blocks| {
+        let m = [member(holds)];
+        let step = Step {
+            members: &m,
+            waiting: &[],
+            command: Command::Acquire {
+                ask: ask("a", Mode::Exclusive),
+                members: 1,
+                blocks,
+                new_token: Err(Error::TokenTooLong { max: 1 }),
+            },
+            quarantined_ms: 0,
+            now_us: NOW_US,
+        };
+        plan(&step, &FenceClock::new()).map(|p| p.outcome)
+    };
+    assert!(too_long(&free, false).is_err());
+    assert!(too_long(&busy, true).is_err());
+    // Nil without WAIT: it neither holds nor waits.
+    assert_eq!(too_long(&busy, false), Ok(Outcome::Busy));
+}

@@ -1,0 +1,560 @@
+//! FIFO wait queues, one per resource, for `DLOCK.ACQUIRE ... WAIT`.
+//!
+//! Kept outside the lock value on purpose: the value is freed by `DEL` and
+//! `FLUSHALL`, carried away by `RENAME`/`MOVE` and serialized by `DUMP`,
+//! while waiters belong to the resource name on this server.
+//!
+//! Generic over the resource key `K` and the waiter's handle `H` (a blocked
+//! client in the server), so the bookkeeping is testable without Redis.
+//!
+//! Longer than 400 lines because the queues and their id index change
+//! together in every operation; split, each half could leave the other
+//! inconsistent.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hash};
+
+use crate::ask::{Ask, Mode};
+use fifo::Fifo;
+use give_ups::GiveUps;
+
+/// What a queued request asks for besides its token: `SHARED`, `LIMIT`,
+/// `OWNER`. The default is the plain lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Wants {
+    pub mode: Mode,
+    pub limit: Option<u32>,
+    pub owner: Option<Box<[u8]>>,
+}
+
+impl Wants {
+    pub fn of(ask: &Ask<'_>) -> Self {
+        Wants {
+            mode: ask.mode,
+            limit: ask.limit,
+            owner: ask.owner.map(Into::into),
+        }
+    }
+
+    pub fn is_plain(&self) -> bool {
+        *self == Wants::default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiter<H> {
+    pub id: u64,
+    pub token: Box<[u8]>,
+    pub wants: Wants,
+    pub ttl_ms: u64,
+    /// When (ms on a monotonic clock) the waiter has given up (its `WAIT`
+    /// timeout); `None` waits forever.
+    pub gives_up_at: Option<u64>,
+    pub handle: H,
+    /// One member's entry of a set request (`DLOCK.MACQUIRE`): the same id
+    /// waits in the queue of every member.
+    pub in_set: bool,
+}
+
+impl<H> Waiter<H> {
+    /// Whether the plain handoff (head waiter, same-token duplicates) can
+    /// serve this entry.
+    pub fn is_plain(&self) -> bool {
+        !self.in_set && self.wants.is_plain()
+    }
+
+    /// The request as the holds model decides it.
+    pub fn ask(&self) -> Ask<'_> {
+        Ask {
+            token: &self.token,
+            owner: self.wants.owner.as_deref(),
+            mode: self.wants.mode,
+            limit: self.wants.limit,
+            ttl_ms: self.ttl_ms,
+        }
+    }
+
+    /// A waiter whose deadline has passed is never granted: its timeout
+    /// is already due, and a grant racing it could not be delivered.
+    /// Like Redis's own blocking timeouts, the deadline itself still counts.
+    pub fn has_given_up(&self, now_ms: u64) -> bool {
+        self.gives_up_at.is_some_and(|at| at < now_ms)
+    }
+}
+
+/// Who gets the lock next: the head waiter, plus every other queued entry
+/// with the same token (a client that reconnected and retried). One grant
+/// answers them all with the same fence.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Grantee<H> {
+    pub token: Box<[u8]>,
+    pub ttl_ms: u64,
+    pub handles: Vec<H>,
+    /// Ids of the entries granted, in queue order.
+    pub ids: Vec<u64>,
+}
+
+/// One resource's queue, indexed so that joining, leaving, timing out and
+/// the plain handoff cost O(log n) in its length.
+#[derive(Debug)]
+struct WaitQueue<H> {
+    /// The entries in enqueue order (ids rise with it), found by id.
+    entries: Fifo<Waiter<H>>,
+    /// Entries per token, by the token's hash under this map's own random
+    /// keys: a token queued more than once (a client that reconnected and
+    /// retried) is granted once for all of them. Counting hashes rather
+    /// than tokens spares a copy of the token per entry; a hash shared by
+    /// two tokens only makes the grant compare the tokens themselves.
+    tokens: HashMap<u64, usize>,
+    /// When the entries whose `WAIT` ends give up.
+    giving_up: GiveUps,
+    /// Ids of the entries by a hash of their owner (the token when no
+    /// owner is named): an owner that holds passes the queue, so a step
+    /// decides its requests wherever they wait. A collision only adds
+    /// requests to a step, which decides them as they are.
+    by_owner: HashMap<u64, Ids>,
+    /// Entries that are not plain requests: while there are none, the
+    /// plain handoff (head waiter and its token's duplicates) is exact.
+    not_plain: usize,
+    /// Entries of set requests: while there are any, the queue is decided
+    /// together with its members' queues (`lock::component`).
+    in_sets: usize,
+    /// Earliest deadline (unix ms) a wake-up timer is already armed for.
+    timer_at: Option<u64>,
+    /// The wake-up timers armed for this queue and not fired yet: stopped
+    /// when the queue empties, so a long lease whose waiters keep leaving
+    /// does not pile up timers until its deadline.
+    timers: Vec<u64>,
+    /// The current lease's deadline as last seen by the module.
+    lease_deadline: Option<u64>,
+    /// No grant before this time: the lease was evicted, and its holder still
+    /// believes it holds the lock until its deadline.
+    held_until: Option<u64>,
+}
+
+impl<H> WaitQueue<H> {
+    fn new() -> Self {
+        WaitQueue {
+            entries: Fifo::default(),
+            tokens: HashMap::new(),
+            giving_up: GiveUps::default(),
+            by_owner: HashMap::new(),
+            not_plain: 0,
+            in_sets: 0,
+            timer_at: None,
+            timers: Vec::new(),
+            lease_deadline: None,
+            held_until: None,
+        }
+    }
+
+    fn token_key(&self, token: &[u8]) -> u64 {
+        self.tokens.hasher().hash_one(token)
+    }
+
+    fn push_back(&mut self, waiter: Waiter<H>) {
+        let id = waiter.id;
+        let not_plain = !waiter.is_plain();
+        let in_set = waiter.in_set;
+        let key = self.token_key(&waiter.token);
+        let gives_up_at = waiter.gives_up_at;
+        let owner = owner_hash(waiter.ask().owner());
+        // Ids are never reused, so this is never refused; if it were, the
+        // counts below would stay as they are.
+        if self.entries.push_back(id, waiter).is_err() {
+            return;
+        }
+        self.not_plain += usize::from(not_plain);
+        self.in_sets += usize::from(in_set);
+        *self.tokens.entry(key).or_insert(0) += 1;
+        if let Some(at) = gives_up_at {
+            self.giving_up.insert(at, id);
+        }
+        match self.by_owner.entry(owner) {
+            Entry::Occupied(mut ids) => ids.get_mut().push(id),
+            Entry::Vacant(v) => {
+                v.insert(Ids::One(id));
+            }
+        }
+    }
+
+    /// Takes entry `id` out, keeping the counts and indexes right.
+    fn remove(&mut self, id: u64) -> Option<Waiter<H>> {
+        let waiter = self.entries.remove(id)?;
+        self.not_plain -= usize::from(!waiter.is_plain());
+        self.in_sets -= usize::from(waiter.in_set);
+        if let Entry::Occupied(mut n) = self.tokens.entry(self.token_key(&waiter.token)) {
+            *n.get_mut() -= 1;
+            if *n.get() == 0 {
+                n.remove();
+            }
+        }
+        if waiter.gives_up_at.is_some() {
+            let entries = &self.entries;
+            self.giving_up.remove(
+                |id| entries.contains(id),
+                || {
+                    entries
+                        .values_unordered()
+                        .filter_map(|w| Some((w.gives_up_at?, w.id)))
+                },
+            );
+        }
+        if let Entry::Occupied(mut ids) = self.by_owner.entry(owner_hash(waiter.ask().owner())) {
+            if ids.get_mut().remove(id) {
+                ids.remove();
+            }
+        }
+        Some(waiter)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// The ids of one owner's entries in a queue, in enqueue order: nearly
+/// always one, held inline so that joining a queue allocates nothing here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ids {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Ids {
+    fn push(&mut self, id: u64) {
+        match self {
+            Ids::One(first) => *self = Ids::Many(vec![*first, id]),
+            Ids::Many(ids) => ids.push(id),
+        }
+    }
+
+    /// Takes `id` out; whether none is left.
+    fn remove(&mut self, id: u64) -> bool {
+        match self {
+            Ids::One(only) => *only == id,
+            Ids::Many(ids) => {
+                ids.retain(|i| *i != id);
+                ids.is_empty()
+            }
+        }
+    }
+
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Ids::One(id) => std::slice::from_ref(id),
+            Ids::Many(ids) => ids,
+        }
+    }
+}
+
+/// The key of `WaitQueue::by_owner`.
+fn owner_hash(owner: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(owner)
+}
+
+/// Where a request waits: one resource, or every member of its set.
+#[derive(Debug, Clone)]
+enum Place<K> {
+    One(K),
+    Set(Box<[K]>),
+}
+
+impl<K> Place<K> {
+    fn keys(&self) -> &[K] {
+        match self {
+            Place::One(k) => std::slice::from_ref(k),
+            Place::Set(keys) => keys,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct WaitQueues<K, H> {
+    queues: HashMap<K, WaitQueue<H>>,
+    /// waiter id -> its resource (or a set's members), so timeouts and
+    /// disconnects find their queues.
+    index: HashMap<u64, Place<K>>,
+    next_id: u64,
+    /// Timers of queues that emptied, for the server to stop.
+    stale_timers: Vec<u64>,
+    /// Queues that lost a waiter (timeout, disconnect) while requests that
+    /// are not plain stay queued: the ones behind it may fit now (readers
+    /// behind a writer that gave up), for the server to re-check.
+    thinned: Vec<K>,
+    /// Queues that emptied because their waiters left or were sent away,
+    /// not by a grant: a resource nobody holds stops being reserved then,
+    /// with no write to tell of it, for the server to tell its observers.
+    emptied: Vec<K>,
+}
+
+impl<K: Hash + Eq + Clone, H> Default for WaitQueues<K, H> {
+    fn default() -> Self {
+        WaitQueues {
+            queues: HashMap::new(),
+            index: HashMap::new(),
+            next_id: 1,
+            stale_timers: Vec::new(),
+            thinned: Vec::new(),
+            emptied: Vec::new(),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
+    /// Total waiters on all resources; zero means nothing to look up.
+    pub fn total(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn waiting(&self, resource: &K) -> usize {
+        self.queues.get(resource).map_or(0, |q| q.entries.len())
+    }
+
+    /// Whether every request queued on `resource` is a plain one.
+    pub fn is_plain(&self, resource: &K) -> bool {
+        self.queues.get(resource).is_none_or(|q| q.not_plain == 0)
+    }
+
+    /// The waiters of `resource`, head first.
+    pub fn waiters(&self, resource: &K) -> impl Iterator<Item = &Waiter<H>> + '_ {
+        self.queues
+            .get(resource)
+            .into_iter()
+            .flat_map(|q| q.entries.values())
+    }
+
+    /// Appends a waiter at the tail; returns its id.
+    pub fn push(
+        &mut self,
+        resource: K,
+        token: &[u8],
+        wants: Wants,
+        ttl_ms: u64,
+        gives_up_at: Option<u64>,
+        handle: H,
+    ) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.index.insert(id, Place::One(resource.clone()));
+        let queue = self.queues.entry(resource).or_insert_with(WaitQueue::new);
+        queue.push_back(Waiter {
+            id,
+            token: token.into(),
+            wants,
+            ttl_ms,
+            gives_up_at,
+            handle,
+            in_set: false,
+        });
+        id
+    }
+
+    /// Takes the requests `ids` out of every queue they wait in (granted
+    /// or refused together): one waiter per id found, in the order of
+    /// `ids`, with the resources it waited for.
+    pub fn take(&mut self, ids: &[u64]) -> Vec<(Waiter<H>, Vec<K>)> {
+        let places: Vec<(u64, Place<K>)> = ids
+            .iter()
+            .filter_map(|id| Some((*id, self.index.remove(id)?)))
+            .collect();
+        if places.is_empty() {
+            return Vec::new();
+        }
+        let wanted: HashSet<u64> = places.iter().map(|(id, _)| *id).collect();
+        let mut keys: Vec<&K> = places.iter().flat_map(|(_, p)| p.keys()).collect();
+        let mut seen = HashSet::new();
+        keys.retain(|k| seen.insert(*k));
+        let mut taken: HashMap<u64, Waiter<H>> = HashMap::with_capacity(places.len());
+        for key in keys {
+            let Some(queue) = self.queues.get_mut(key) else {
+                continue;
+            };
+            for id in &wanted {
+                if let Some(w) = queue.remove(*id) {
+                    taken.entry(w.id).or_insert(w);
+                }
+            }
+            if queue.is_empty() {
+                if let Some(q) = self.queues.remove(key) {
+                    self.stale_timers.extend(q.timers);
+                }
+            }
+        }
+        places
+            .into_iter()
+            .filter_map(|(id, place)| Some((taken.remove(&id)?, place.keys().to_vec())))
+            .collect()
+    }
+
+    /// Whether anyone queued on `resource` can still be granted at `now_ms`.
+    pub fn has_live_waiter(&self, resource: &K, now_ms: u64) -> bool {
+        self.queues.get(resource).is_some_and(|q| {
+            q.giving_up.len() < q.entries.len()
+                || q.giving_up.latest().is_some_and(|at| at >= now_ms)
+        })
+    }
+
+    /// Removes the waiters of `resource` whose deadline has passed (a set
+    /// request leaves every member's queue).
+    pub fn take_given_up(&mut self, resource: &K, now_ms: u64) -> Vec<Waiter<H>> {
+        let Some(queue) = self.queues.get_mut(resource) else {
+            return Vec::new();
+        };
+        let entries = &queue.entries;
+        let gone = queue.giving_up.due(now_ms, |id| entries.contains(id));
+        // In queue order, as they waited.
+        let mut gone = gone;
+        gone.sort_unstable();
+        gone.into_iter().filter_map(|id| self.remove(id)).collect()
+    }
+
+    /// Drops an empty queue; its timers are stale now.
+    fn retire(&mut self, resource: &K) {
+        if let Some(q) = self.queues.remove(resource) {
+            self.stale_timers.extend(q.timers);
+        }
+    }
+
+    /// Timers of queues that emptied since the last call.
+    pub fn take_stale_timers(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.stale_timers)
+    }
+
+    /// Removes one waiter (timeout, disconnect, unblock) from every queue
+    /// it waits in. `None` if it was already gone: removal is idempotent,
+    /// so a handle is released once.
+    pub fn remove(&mut self, id: u64) -> Option<Waiter<H>> {
+        let place = self.index.remove(&id)?;
+        let mut waiter = None;
+        for key in place.keys() {
+            if let Some(w) = self.remove_entry(key, id) {
+                waiter.get_or_insert(w);
+            }
+        }
+        waiter
+    }
+
+    /// Removes entry `id` from `resource`'s queue only.
+    fn remove_entry(&mut self, resource: &K, id: u64) -> Option<Waiter<H>> {
+        // Looked up by reference (`entry` would take a copy of the key).
+        let queue = self.queues.get_mut(resource)?;
+        let waiter = queue.remove(id);
+        if queue.is_empty() {
+            self.retire(resource);
+            self.emptied.push(resource.clone());
+        } else if queue.not_plain > 0 || waiter.as_ref().is_some_and(|w| w.in_set) {
+            // A set that leaves may have reserved a free resource: the
+            // plain waiters behind it may be granted now.
+            self.thinned.push(resource.clone());
+        }
+        waiter
+    }
+
+    /// Queues `remove` thinned since the last call.
+    pub fn take_thinned(&mut self) -> Vec<K> {
+        std::mem::take(&mut self.thinned)
+    }
+
+    /// Queues that emptied without a grant since the last call.
+    pub fn take_emptied(&mut self) -> Vec<K> {
+        std::mem::take(&mut self.emptied)
+    }
+
+    /// Takes the head waiter and every entry sharing its token.
+    pub fn pop_grantee(&mut self, resource: &K) -> Option<Grantee<H>> {
+        let queue = self.queues.get_mut(resource)?;
+        // The planted bug (test-only, docs/history.md): the newest waiter.
+        let head_id = if cfg!(feature = "planted-fifo-newest") {
+            queue.entries.last()?.id
+        } else {
+            queue.entries.first()?.id
+        };
+        let head = queue.remove(head_id)?;
+        self.index.remove(&head.id);
+        let mut handles = vec![head.handle];
+        let mut ids = vec![head.id];
+        if queue.tokens.contains_key(&queue.token_key(&head.token)) {
+            // The same token queued again: rare, and only then a walk.
+            let same: Vec<u64> = queue
+                .entries
+                .values()
+                .filter(|w| w.token == head.token)
+                .map(|w| w.id)
+                .collect();
+            for id in same {
+                if let Some(w) = queue.remove(id) {
+                    self.index.remove(&w.id);
+                    handles.push(w.handle);
+                    ids.push(w.id);
+                }
+            }
+        }
+        if queue.is_empty() {
+            self.retire(resource);
+        }
+        Some(Grantee {
+            token: head.token,
+            ttl_ms: head.ttl_ms,
+            handles,
+            ids,
+        })
+    }
+
+    /// Removes every waiter of one resource (they get an error instead); a
+    /// set request leaves its other members' queues too.
+    pub fn drain(&mut self, resource: &K) -> Vec<Waiter<H>> {
+        let Some(queue) = self.queues.remove(resource) else {
+            return Vec::new();
+        };
+        self.stale_timers.extend(queue.timers);
+        self.emptied.push(resource.clone());
+        let mut gone = Vec::with_capacity(queue.entries.len());
+        for w in queue.entries.into_values() {
+            if let Some(Place::Set(members)) = self.index.remove(&w.id) {
+                for m in members.iter().filter(|m| *m != resource) {
+                    self.remove_entry(m, w.id);
+                }
+            }
+            gone.push(w);
+        }
+        gone
+    }
+
+    /// Removes every waiter everywhere (e.g. the server became a replica):
+    /// one entry per request.
+    pub fn drain_all(&mut self) -> Vec<Waiter<H>> {
+        self.index.clear();
+        let mut all = Vec::new();
+        let mut seen = HashSet::new();
+        for (k, q) in self.queues.drain() {
+            self.emptied.push(k);
+            self.stale_timers.extend(q.timers);
+            all.extend(
+                q.entries
+                    .into_values()
+                    .into_iter()
+                    .filter(|w| seen.insert(w.id)),
+            );
+        }
+        all
+    }
+
+    /// Resources that have waiters, optionally filtered.
+    pub fn resources(&self, mut keep: impl FnMut(&K) -> bool) -> Vec<K> {
+        self.queues.keys().filter(|k| keep(k)).cloned().collect()
+    }
+}
+
+mod fifo;
+mod frontier;
+mod give_ups;
+mod sets;
+mod timers;
+pub use frontier::Frontier;
+pub use sets::{Component, Request};
+
+#[cfg(test)]
+mod tests;

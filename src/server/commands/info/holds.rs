@@ -1,0 +1,86 @@
+//! `DLOCK.INFO` replies. A plain lock answers a map of its lease
+//! (`reply_plain`); a resource that is not a plain lock one form for every
+//! kind, a map (a flat array in RESP2):
+//!
+//! ```text
+//! kind     "rwlock" (limit 1: shared and exclusive holds) or "semaphore"
+//! limit    the number of holds that may coexist
+//! waiters  requests queued
+//! holds    an array of maps: token, owner, fence, ttl (ms, -1: none), mode
+//! ```
+//!
+//! Holds past their deadline are left out: a replica keeps them until its
+//! master drops them, but they are gone for every client.
+
+use crate::server::edge::api::Ctx;
+use dlock_core::resource::changes::mode_name;
+use dlock_core::resource::holds::{Holds, NEVER};
+use dlock_core::Error;
+
+pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(), Error> {
+    let live = Holds::from_holds(holds.limit, holds.live(now_ms).map(|h| h.to_hold()));
+    if let Some(h) = live.as_plain() {
+        // What a plain lock answers (its dead holds' drop is pending).
+        let ttl = ttl(h.deadline_ms, now_ms);
+        return reply_plain(ctx, Some(h.token), h.fence, ttl, waiters);
+    }
+    ctx.reply_map(4)?;
+    ctx.reply_bytes(b"kind")?;
+    ctx.reply_bytes(if holds.limit > 1 {
+        b"semaphore"
+    } else {
+        b"rwlock"
+    })?;
+    ctx.reply_bytes(b"limit")?;
+    ctx.reply_integer(i64::from(holds.limit))?;
+    ctx.reply_bytes(b"waiters")?;
+    ctx.reply_integer(waiters as i64)?;
+    ctx.reply_bytes(b"holds")?;
+    ctx.reply_array(holds.live(now_ms).count())?;
+    for h in holds.live(now_ms) {
+        ctx.reply_map(5)?;
+        ctx.reply_bytes(b"token")?;
+        ctx.reply_bytes(h.token)?;
+        ctx.reply_bytes(b"owner")?;
+        ctx.reply_bytes(h.owner)?;
+        ctx.reply_bytes(b"fence")?;
+        ctx.reply_integer(h.fence as i64)?;
+        ctx.reply_bytes(b"ttl")?;
+        ctx.reply_integer(ttl(h.deadline_ms, now_ms))?;
+        ctx.reply_bytes(b"mode")?;
+        ctx.reply_bytes(mode_name(h.mode))?;
+    }
+    Ok(())
+}
+
+/// The plain lock's map: token (nil when reserved for the queue), fence,
+/// ttl, waiters.
+pub fn reply_plain(
+    ctx: Ctx,
+    token: Option<&[u8]>,
+    fence: u64,
+    ttl: i64,
+    waiters: usize,
+) -> Result<(), Error> {
+    ctx.reply_map(4)?;
+    ctx.reply_bytes(b"token")?;
+    match token {
+        Some(t) => ctx.reply_bytes(t)?,
+        None => ctx.reply_null()?,
+    }
+    ctx.reply_bytes(b"fence")?;
+    ctx.reply_integer(fence as i64)?;
+    ctx.reply_bytes(b"ttl")?;
+    ctx.reply_integer(ttl)?;
+    ctx.reply_bytes(b"waiters")?;
+    ctx.reply_integer(waiters as i64)
+}
+
+/// Milliseconds left, like `PTTL`: -1 for a hold without a deadline.
+fn ttl(deadline_ms: u64, now_ms: u64) -> i64 {
+    if deadline_ms >= NEVER {
+        -1
+    } else {
+        deadline_ms.saturating_sub(now_ms) as i64
+    }
+}

@@ -1,0 +1,220 @@
+//! A resource's holds while one command or timer changes them: loaded
+//! with the dead ones pruned, changed, and written back with their effects.
+//! Every `step` carries out its plan on these, one per resource.
+
+use redis_module::raw;
+
+use crate::server::edge::api::{now_us, Ctx};
+use crate::server::keyspace::keys::LockKey;
+use crate::server::quarantine;
+use crate::server::{keyspace::hold_guards, persistence::hold_effects};
+use dlock_core::resource::changes::Change;
+use dlock_core::resource::holds::{Hold, Holds};
+use dlock_core::Error;
+
+/// A resource's holds being changed by one command: the holds as they will
+/// be, and the changes that lead there, in order.
+///
+/// A multi-hold value's holds are moved out of the key while the step
+/// decides and changes them (nothing is copied: the key keeps an empty
+/// placeholder), and moved back when the work finishes. Every change is
+/// recorded with what undoes it, so a step that ends without finishing (an
+/// error, a refusal) puts the holds back exactly as they were, in their
+/// grant order (`Opened` in group.rs; `finish` itself on its errors).
+pub struct Work {
+    pub holds: Holds,
+    /// The key held a plain lock or nothing (plain effects may apply).
+    was_plain: bool,
+    /// The holds were moved out of the key's multi-hold value.
+    taken: bool,
+    changes: Vec<Change>,
+    undo: Vec<Undo>,
+    /// A hold ended (pruned, released, revoked) or there is none: the
+    /// queue may fit now. Otherwise nothing a queued request waits for
+    /// changed, and re-planning the queue would find nothing.
+    pub freed: bool,
+    /// A hold ended by its deadline or an admin's expiry when loaded.
+    pub pruned: bool,
+    pub now_us: u64,
+}
+
+/// What undoes one change.
+enum Undo {
+    /// A hold was added.
+    Remove(Box<[u8]>),
+    /// A hold was removed: back in its place in grant order.
+    Restore(Hold, u64),
+    /// A hold's deadline moved from this one.
+    Deadline(Box<[u8]>, u64),
+}
+
+impl Work {
+    /// The holds of `key`, with those past their deadline dropped.
+    pub fn load(key: &mut LockKey) -> Result<Work, Error> {
+        Self::load_at(key, now_us())
+    }
+
+    /// As `load`, at `now_us`: the members of a set share one clock read,
+    /// so their holds get one absolute deadline.
+    pub fn load_at(key: &mut LockKey, now_us: u64) -> Result<Work, Error> {
+        let was_plain = !key.is_multi()?;
+        let (holds, taken) = match key.holds_in_place()? {
+            Some(stored) => (std::mem::take(stored), true),
+            None => (key.holds()?.unwrap_or_else(|| Holds::new(1)), false),
+        };
+        let mut work = Work {
+            holds,
+            was_plain,
+            taken,
+            changes: Vec::new(),
+            undo: Vec::new(),
+            freed: false,
+            pruned: false,
+            now_us,
+        };
+        if !was_plain {
+            // The module keeps a multi-hold key's expiry at its latest hold
+            // deadline, so an earlier one is an admin's `PEXPIRE`: it ends
+            // every hold there, and writing the holds back must not give
+            // the key the later deadline again.
+            let until = match key.deadline() {
+                Ok(until) => until,
+                Err(e) => {
+                    work.put_back(key);
+                    return Err(e);
+                }
+            };
+            if let Some(until) = until {
+                for (token, old) in work.holds.later_than(until) {
+                    work.holds.set_deadline(&token, until);
+                    work.undo.push(Undo::Deadline(token.clone(), old));
+                    work.changes.push(Change::Move {
+                        token,
+                        deadline_ms: until,
+                    });
+                }
+            }
+        }
+        while let Some(token) = work.holds.first_dead(now_us / 1000) {
+            if let Some((hold, seq)) = work.holds.take(&token) {
+                work.undo.push(Undo::Restore(hold, seq));
+                work.changes.push(Change::Drop { token });
+                work.pruned = true;
+            }
+        }
+        work.freed = work.pruned || work.holds.is_empty();
+        Ok(work)
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.now_us / 1000
+    }
+
+    pub fn add(&mut self, ask: &dlock_core::ask::Ask<'_>, fence: u64) {
+        let deadline = self.now_ms() + ask.ttl_ms;
+        if self.holds.hold_of(ask.token).is_some() {
+            return;
+        }
+        self.holds.add(ask, fence, deadline);
+        quarantine::note_ttl(ask.ttl_ms);
+        if let Some(hold) = self.holds.hold_of(ask.token) {
+            self.changes.push(Change::Add {
+                hold: hold.to_hold(),
+                limit: self.holds.limit,
+            });
+            self.undo.push(Undo::Remove(ask.token.into()));
+        }
+    }
+
+    pub fn move_deadline(&mut self, token: &[u8], ttl_ms: u64) {
+        let deadline_ms = self.now_ms() + ttl_ms;
+        let Some(old) = self.holds.hold_of(token).map(|h| h.deadline_ms) else {
+            return;
+        };
+        self.holds.set_deadline(token, deadline_ms);
+        quarantine::note_ttl(ttl_ms);
+        self.undo.push(Undo::Deadline(token.into(), old));
+        self.changes.push(Change::Move {
+            token: token.into(),
+            deadline_ms,
+        });
+    }
+
+    pub fn drop_hold(&mut self, token: &[u8]) -> bool {
+        let Some((hold, seq)) = self.holds.take(token) else {
+            return false;
+        };
+        self.freed = true;
+        self.undo.push(Undo::Restore(hold, seq));
+        self.changes.push(Change::Drop {
+            token: token.into(),
+        });
+        true
+    }
+
+    /// Writes the holds back with their effects, if anything changed;
+    /// returns when the queue must next look at them. On an error nothing
+    /// changed: the holds are back as they were.
+    pub fn finish(
+        &mut self,
+        ctx: Ctx,
+        key: &mut LockKey,
+        name: *mut raw::RedisModuleString,
+    ) -> Result<Deadlines, Error> {
+        let deadlines = Deadlines {
+            earliest: self.holds.earliest_deadline_ms(),
+            latest: self.holds.deadline_ms(),
+        };
+        if self.changes.is_empty() {
+            self.put_back(key);
+            return Ok(deadlines);
+        }
+        if let Err(e) =
+            hold_effects::propagate(ctx, name, self.was_plain, &self.holds, &self.changes)
+        {
+            self.abandon(key);
+            return Err(e);
+        }
+        self.changes.clear();
+        self.undo.clear();
+        self.taken = false;
+        hold_guards::put_holds(ctx, key, name, std::mem::take(&mut self.holds))?;
+        key.signal_modified()?;
+        Ok(deadlines)
+    }
+
+    /// Ends the work without finishing it: every change undone, the holds
+    /// back in the key as they were.
+    pub fn abandon(&mut self, key: &mut LockKey) {
+        while let Some(u) = self.undo.pop() {
+            match u {
+                Undo::Remove(token) => {
+                    self.holds.take(&token);
+                }
+                Undo::Restore(hold, seq) => self.holds.restore(hold, seq),
+                Undo::Deadline(token, old) => {
+                    self.holds.set_deadline(&token, old);
+                }
+            }
+        }
+        self.changes.clear();
+        self.put_back(key);
+    }
+
+    /// Moves the holds back into the key they were taken from.
+    fn put_back(&mut self, key: &mut LockKey) {
+        if !std::mem::take(&mut self.taken) {
+            return;
+        }
+        if let Ok(Some(stored)) = key.holds_in_place() {
+            *stored = std::mem::take(&mut self.holds);
+        }
+    }
+}
+
+/// The earliest and latest hold deadlines after a command.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadlines {
+    pub earliest: Option<u64>,
+    pub latest: Option<u64>,
+}

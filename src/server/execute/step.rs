@@ -1,0 +1,414 @@
+//! One step on a group of resources, carried out: every request that is not
+//! the plain lock's fast path (shared holds, semaphores, owners, sets, and
+//! every queue that holds such a request) and every event that serves such
+//! a queue. The keys are opened once and their dead holds pruned
+//! (`group`), `lock::plan` decides the whole step, and this file carries
+//! the plan out in order: the fence clock, the holds and their effects (in
+//! one command or timer callback, so replicas and the AOF get one
+//! transaction), the keyspace events and counters, the answers to the
+//! queue, the command's own wait, and the wake-up timers.
+//!
+//! A step's part of a component grows round by round (`Group::widen`), and
+//! a chain of grants (each uncovering the next request in another queue)
+//! grows it by one request a round, deciding it all again each time: a
+//! step stops growing once its rounds have decided `DECIDED_PER_STEP`
+//! requests and resources, carries out what it decided (the whole
+//! component's decision with the requests it uncovered kept waiting, see
+//! `lock::queue::Frontier`), and queues a `Settle` job where those wait,
+//! which goes on in a later event-loop turn. So no command or timer
+//! serves more than a bounded part of a cascade.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::server::edge::api::{now_us, Ctx};
+use crate::server::execute::group::{self, Group};
+use crate::server::execute::hold_work::{Deadlines, Work};
+use crate::server::jobs::{self, Job};
+use crate::server::keyspace::keys::LockKey;
+use crate::server::keyspace::value::Stored;
+use crate::server::waiting::blocking::{self, Resource};
+use crate::server::{notify::stats, quarantine, state};
+use dlock_core::ask::Ask;
+use dlock_core::plan::{self, Command, Event, Member, Op, Outcome, Plan, Step, Waiting, Who};
+use dlock_core::queue::Wants;
+use dlock_core::resource::holds::NEVER;
+use dlock_core::Error;
+
+/// Requests and resources a step decides, summed over its rounds, before
+/// it stops growing its part: a few ms of server time on a loaded 2-core
+/// machine (a decision cost 2 to 5 µs there), so that a command and the
+/// timer that may follow it in one event-loop turn stay well under 10 ms.
+pub const DECIDED_PER_STEP: u64 = 600;
+
+/// What carrying out one grant costs against `DECIDED_PER_STEP`: its reply
+/// (with the `CLIENT LIST ID` that checks its client, see
+/// `clients::marked_for_closing`), its effects and events, 20 to 40 µs.
+const GRANT_WEIGHT: u64 = 16;
+
+/// Owners looked at (`Group::scanned`) that count as one decision.
+const OWNERS_PER_DECISION: u64 = 32;
+
+/// Requests and resources decided by every step so far: the job runner
+/// stops serving queues in one timer callback once its steps decided
+/// `DECIDED_PER_STEP`.
+static DECIDED: AtomicU64 = AtomicU64::new(0);
+
+/// Requests and resources decided by every step so far.
+pub fn decided() -> u64 {
+    DECIDED.load(Ordering::Relaxed)
+}
+
+/// What a step does for the command that runs it.
+#[derive(Debug, Clone)]
+pub enum Request<'a> {
+    /// Serve the queues only (a timer, a revocation, `DLOCK.INFO`).
+    Settle,
+    /// `wait_ms`: `WAIT` of a client that may block; `new_token`: whether
+    /// the token may start a new hold or wait.
+    Acquire {
+        ask: Ask<'a>,
+        wait_ms: Option<u64>,
+        new_token: Result<(), Error>,
+    },
+    Release {
+        token: &'a [u8],
+    },
+    Extend {
+        token: &'a [u8],
+        ttl_ms: u64,
+    },
+    Revoke {
+        token: &'a [u8],
+        fence: u64,
+    },
+}
+
+impl Request<'_> {
+    /// Whether the step serves the queue of a start whose holds are
+    /// `work`: an event that asks for nothing else, a revocation, a hold
+    /// that ended (pruned, or released by its holder), or an acquire on a
+    /// resource where nothing holds (a handoff may be due). A release or
+    /// extend that holds nothing changes nothing.
+    fn serves(&self, work: &Work) -> bool {
+        match self {
+            Request::Settle | Request::Revoke { .. } => true,
+            Request::Acquire { .. } => work.freed,
+            Request::Release { token } => work.pruned || work.holds.hold_of(token).is_some(),
+            Request::Extend { .. } => work.pruned,
+        }
+    }
+
+    /// Whether a start of another type refuses the command (else its
+    /// waiters are answered with the error and the step goes on).
+    pub fn strict(&self) -> bool {
+        !matches!(self, Request::Settle | Request::Revoke { .. })
+    }
+
+    fn command(&self, members: usize) -> Command<'_> {
+        match self {
+            Request::Settle => Command::Settle,
+            Request::Acquire {
+                ask,
+                wait_ms,
+                new_token,
+            } => Command::Acquire {
+                ask: *ask,
+                members,
+                blocks: wait_ms.is_some(),
+                new_token: new_token.clone(),
+            },
+            Request::Release { token } => Command::Release { token, members },
+            Request::Extend { token, ttl_ms } => Command::Extend {
+                token,
+                ttl_ms: *ttl_ms,
+                members,
+            },
+            Request::Revoke { token, fence } => Command::Revoke {
+                token,
+                fence: *fence,
+                members,
+            },
+        }
+    }
+
+    fn token(&self) -> &[u8] {
+        match self {
+            Request::Settle => b"",
+            Request::Acquire { ask, .. } => ask.token,
+            Request::Release { token }
+            | Request::Extend { token, .. }
+            | Request::Revoke { token, .. } => token,
+        }
+    }
+}
+
+/// Runs one step of `req` on `starts` (distinct, in the caller's
+/// database) at `now_us`. On `Err` nothing a client can see changed
+/// (waiters whose `WAIT` ran out may have been answered nil).
+pub fn run(
+    ctx: Ctx,
+    starts: &[Resource],
+    req: &Request<'_>,
+    now_us: u64,
+) -> Result<Outcome, Error> {
+    'open: loop {
+        let serves = |work: &Work| req.serves(work);
+        let Some(mut group) = group::open(ctx, starts, serves, req.strict(), now_us)? else {
+            return Ok(Outcome::Count(0));
+        };
+        let n = group.starts;
+        let mut spent = 0;
+        let mut left_over = Vec::new();
+        let plan = loop {
+            let plan = decide(&group, n, req, now_us)?;
+            let size = group.component.requests.len() + group.component.resources.len();
+            spent += size as u64;
+            DECIDED.fetch_add(size as u64, Ordering::Relaxed);
+            let granted = plan.granted.iter().map(|(i, _)| *i);
+            let decided: Vec<usize> = granted
+                .chain(plan.refused.iter().map(|(i, _)| *i))
+                .collect();
+            // Its grants, and the owners looked at to find the requests of
+            // owners that hold (once per step, as many as hold or wait; a
+            // look costs a hash, some 30 times less than a decision).
+            let besides = plan.granted.len() as u64 * GRANT_WEIGHT
+                + group.scanned() as u64 / OWNERS_PER_DECISION;
+            // A step that decided nothing goes on whatever it spent (only
+            // requests of owners it left out can still be decided):
+            // stopping there would start over, never done.
+            if spent + besides >= DECIDED_PER_STEP && !decided.is_empty() {
+                left_over = group.left_over(&decided);
+                DECIDED.fetch_add(besides, Ordering::Relaxed);
+                break plan;
+            }
+            match group.widen(ctx, &decided)? {
+                group::Widened::Done => {
+                    DECIDED.fetch_add(besides, Ordering::Relaxed);
+                    break plan;
+                }
+                group::Widened::Grew => continue,
+                group::Widened::Reopen => continue 'open,
+            }
+        };
+        if !plan.granted.is_empty() && !group::may_grant(ctx, &group.component)? {
+            // A grant here would split ownership with the slot's next node.
+            group::send_away(group.component.resources.get(..n).unwrap_or_default());
+            continue;
+        }
+        let outcome = execute(ctx, &mut group, n, req, plan)?;
+        // The rest of the cascade: each of these is at the head of its
+        // queue now (or of an owner that holds there).
+        for res in left_over {
+            jobs::push(Job::Settle(res));
+        }
+        return Ok(outcome);
+    }
+}
+
+/// Whether a step, rather than the plain lock's fast path, decides what
+/// happens to `key` (of `res`, if anyone waits on it): the key holds
+/// several holds, or readers, permits, owners or sets wait on it. The one
+/// place that tells the two apart.
+pub fn decides(key: &LockKey, res: Option<&Resource>) -> Result<bool, Error> {
+    Ok(decides_on(key.stored()?, res))
+}
+
+/// As `decides`, on the value already read from the key.
+pub fn decides_on(stored: Option<Stored<'_>>, res: Option<&Resource>) -> bool {
+    matches!(stored, Some(Stored::Multi(_))) || res.is_some_and(|r| !blocking::queue_is_plain(r))
+}
+
+/// Serves the queues of `res` (its component): from a timer, a
+/// revocation, a hold guard, or before `DLOCK.INFO` reads.
+pub fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
+    run(ctx, std::slice::from_ref(res), &Request::Settle, now_us()).map(|_| ())
+}
+
+fn decide(group: &Group, n: usize, req: &Request<'_>, now_us: u64) -> Result<Plan, Error> {
+    let comp = &group.component;
+    let mut has_waiters = vec![false; comp.resources.len()];
+    for r in &comp.requests {
+        for m in &r.members {
+            if let Some(w) = has_waiters.get_mut(*m) {
+                *w = true;
+            }
+        }
+    }
+    let now_ms = now_us / 1000;
+    let members: Vec<Member<'_>> = group
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let res = comp.resources.get(i);
+            let reserved_from = if group.served {
+                comp.reserved_from.get(i).copied().flatten()
+            } else {
+                res.is_some_and(|r| blocking::waiters_on(r) > 0)
+                    .then_some(0)
+            };
+            let queued = has_waiters.get(i).copied().unwrap_or(false);
+            Member {
+                holds: &m.work.holds,
+                has_waiters: reserved_from.is_some() || queued,
+                reserved_from,
+                held_elsewhere: res
+                    .and_then(blocking::held_until)
+                    .is_some_and(|u| u >= now_ms),
+            }
+        })
+        .collect();
+    let waiting: Vec<Waiting<'_>> = comp
+        .requests
+        .iter()
+        .map(|r| Waiting {
+            members: r.members.clone(),
+            ask: ask_of(&r.token, &r.wants, r.ttl_ms),
+        })
+        .collect();
+    let step = Step {
+        members: &members,
+        waiting: &waiting,
+        command: req.command(n),
+        quarantined_ms: quarantine::ms_left(),
+        now_us,
+    };
+    state::with_clock(|clock| plan::plan(&step, clock))
+}
+
+/// Carries `plan` out on the opened `group`.
+fn execute(
+    ctx: Ctx,
+    group: &mut Group,
+    n: usize,
+    req: &Request<'_>,
+    plan: Plan,
+) -> Result<Outcome, Error> {
+    state::with_clock(|clock| *clock = plan.clock.clone());
+    let comp = &group.component;
+    let token_of = |who: Who| -> &[u8] {
+        match who {
+            Who::Command => req.token(),
+            Who::Queued(i) => comp.requests.get(i).map_or(&[][..], |r| &r.token),
+        }
+    };
+    for (m, op) in &plan.ops {
+        let Some(member) = group.members.get_mut(*m) else {
+            continue;
+        };
+        match *op {
+            Op::Drop => {
+                member.work.drop_hold(req.token());
+            }
+            Op::Move { who, ttl_ms } => member.work.move_deadline(token_of(who), ttl_ms),
+            Op::Add { who, fence } => {
+                let ask = match (who, req) {
+                    (Who::Command, Request::Acquire { ask, .. }) => *ask,
+                    (Who::Queued(i), _) => match comp.requests.get(i) {
+                        Some(r) => ask_of(&r.token, &r.wants, r.ttl_ms),
+                        None => continue,
+                    },
+                    _ => continue,
+                };
+                member.work.add(&ask, fence);
+            }
+        }
+    }
+    let mut deadlines: Vec<Deadlines> = Vec::with_capacity(group.members.len());
+    for member in group.members.iter_mut() {
+        deadlines.push(member.finish(ctx)?);
+    }
+    for (m, event) in &plan.events {
+        if let Some(member) = group.members.get(*m) {
+            stats::notify(ctx, event_name(*event), member.name.ptr);
+        }
+    }
+    count(&plan);
+    let mut retried: Vec<&[u8]> = Vec::new();
+    for who in &plan.confirmed {
+        retried.push(token_of(*who));
+        if *who == Who::Command {
+            // The owner knows its fence now: a grant of this token still
+            // in flight stands.
+            for res in comp.resources.iter().take(n) {
+                blocking::confirm(|| Ok(res.clone()), req.token())?;
+            }
+        }
+    }
+    let ids = |i: usize| comp.requests.get(i).map(|r| r.id);
+    let granted: Vec<(u64, u64)> = plan
+        .granted
+        .iter()
+        .filter_map(|(i, f)| Some((ids(*i)?, *f)))
+        .collect();
+    let refused: Vec<(u64, Error)> = plan
+        .refused
+        .iter()
+        .filter_map(|(i, e)| Some((ids(*i)?, e.clone())))
+        .collect();
+    if !granted.is_empty() || !refused.is_empty() {
+        blocking::grant_entries(&granted, &retried, refused);
+    }
+    if let (Outcome::Wait, Request::Acquire { ask, wait_ms, .. }) = (plan.outcome, req) {
+        let members: Vec<Resource> = comp.resources.iter().take(n).cloned().collect();
+        let timeout = wait_ms.unwrap_or(0);
+        blocking::block_on(ctx, members, ask.token, Wants::of(ask), ask.ttl_ms, timeout)?;
+    }
+    let now_ms = group.now_us / 1000;
+    for (i, res) in comp.resources.iter().enumerate() {
+        if blocking::waiters_on(res) == 0 {
+            continue;
+        }
+        if let Some(until) = blocking::held_until(res).filter(|u| *u >= now_ms) {
+            blocking::arm_expiry(res, until)?;
+        }
+        if let Some(d) = deadlines.get(i) {
+            arm_for_queue(res, *d)?;
+        }
+    }
+    Ok(plan.outcome)
+}
+
+fn count(plan: &Plan) {
+    let c = &plan.counts;
+    stats::RELEASES.add_n(c.releases);
+    stats::EXTENDS.add_n(c.extends);
+    stats::GRANTS.add_n(c.grants);
+    stats::HANDOFFS.add_n(c.handoffs);
+    stats::REFRESHES.add_n(c.refreshes);
+    stats::CONTENDED.add_n(c.contended);
+}
+
+fn event_name(event: Event) -> &'static std::ffi::CStr {
+    match event {
+        Event::Released => c"dlock.released",
+        Event::Revoked => c"dlock.revoked",
+        Event::Extended => c"dlock.extended",
+        Event::Acquired => c"dlock.acquired",
+        Event::Handoff => c"dlock.handoff",
+    }
+}
+
+/// Wakes the queue of `res` when the earliest hold ends, so a waiter that
+/// fits then is granted within milliseconds of that deadline.
+pub fn arm_for_queue(res: &Resource, deadlines: Deadlines) -> Result<(), Error> {
+    if let Some(at) = deadlines.earliest.filter(|d| *d < NEVER) {
+        blocking::arm_expiry(res, at)?;
+    }
+    // Were the value evicted, its holders would believe they hold it until
+    // the latest deadline: the queue waits that long (`hold_after_eviction`).
+    if let Some(last) = deadlines.latest {
+        blocking::note_deadline(res, last);
+    }
+    Ok(())
+}
+
+fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> Ask<'a> {
+    Ask {
+        token,
+        owner: wants.owner.as_deref(),
+        mode: wants.mode,
+        limit: wants.limit,
+        ttl_ms,
+    }
+}
