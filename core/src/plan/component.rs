@@ -38,10 +38,10 @@ pub enum Granted {
     Owner { fence: u64 },
     /// Its owner is granted earlier in this step (request `n`): that
     /// fence, for a hold of its own.
-    SameAs(usize),
+    SameOwnerAs(usize),
     /// Its token is granted earlier in this step (request `n`), asking the
     /// same: that grant answers it too, nothing is added.
-    Duplicate(usize),
+    AnsweredBy(usize),
 }
 
 /// Decides the component's queued requests against its resources' holds:
@@ -98,14 +98,14 @@ pub fn admit_reserved<'x>(
         let grant = match decided {
             Err(e) => Err(e),
             Ok(Admission::Retry { fence }) => Ok(match drawn_by(fence) {
-                Some(first) => Granted::Duplicate(first),
+                Some(first) => Granted::AnsweredBy(first),
                 None => Granted::Retry { fence },
             }),
             Ok(Admission::New { owner_fence: None }) => Ok(Granted::Fresh),
             Ok(Admission::New {
                 owner_fence: Some(f),
             }) => Ok(match drawn_by(f) {
-                Some(first) => Granted::SameAs(first),
+                Some(first) => Granted::SameOwnerAs(first),
                 None => Granted::Owner { fence: f },
             }),
             Ok(Admission::Busy) => continue,
@@ -113,10 +113,10 @@ pub fn admit_reserved<'x>(
         if let Ok(g) = grant {
             let fence = match g {
                 Granted::Fresh => stand_in(i),
-                Granted::SameAs(first) | Granted::Duplicate(first) => stand_in(first),
+                Granted::SameOwnerAs(first) | Granted::AnsweredBy(first) => stand_in(first),
                 Granted::Retry { fence } | Granted::Owner { fence } => fence,
             };
-            if !matches!(g, Granted::Retry { .. } | Granted::Duplicate(_)) {
+            if !matches!(g, Granted::Retry { .. } | Granted::AnsweredBy(_)) {
                 for m in &q.members {
                     if let Some(s) = after.get_mut(*m) {
                         let a = &q.ask;
@@ -260,7 +260,7 @@ mod tests {
         let out = admit_component(&refs(&res), &queue);
         assert_eq!(
             out,
-            vec![(0, Ok(Granted::Fresh)), (1, Ok(Granted::Duplicate(0)))]
+            vec![(0, Ok(Granted::Fresh)), (1, Ok(Granted::AnsweredBy(0)))]
         );
     }
 
@@ -288,7 +288,7 @@ mod tests {
         let out = admit_component(&refs(&res), &[owned("t1"), owned("t2")]);
         assert_eq!(
             out,
-            vec![(0, Ok(Granted::Fresh)), (1, Ok(Granted::SameAs(0)))]
+            vec![(0, Ok(Granted::Fresh)), (1, Ok(Granted::SameOwnerAs(0)))]
         );
     }
 }

@@ -131,8 +131,8 @@ fn same_grant(q: &QueueGrant, c: &Granted) -> bool {
         (QueueGrant::Fresh, Granted::Fresh) => true,
         (QueueGrant::Retry { fence: a }, Granted::Retry { fence: b })
         | (QueueGrant::Owner { fence: a }, Granted::Owner { fence: b }) => a == b,
-        (QueueGrant::SameAs(a), Granted::SameAs(b))
-        | (QueueGrant::Duplicate(a), Granted::Duplicate(b)) => a == b,
+        (QueueGrant::SameOwnerAs(a), Granted::SameOwnerAs(b))
+        | (QueueGrant::AnsweredBy(a), Granted::AnsweredBy(b)) => a == b,
         _ => false,
     }
 }

@@ -39,6 +39,42 @@ pub struct Member<'h> {
     pub held_elsewhere: bool,
 }
 
+/// How a step finds one resource's queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueSeen {
+    /// The step serves the queues: `requests`, whether any of its
+    /// `Step::waiting` waits here; `left_from`, where the requests it leaves
+    /// waiting start (`Member::reserved_from`).
+    Served {
+        requests: bool,
+        left_from: Option<usize>,
+    },
+    /// The step leaves the queue as it is: `waiters`, whether anyone waits
+    /// (the resource is then reserved for them, before any request).
+    Left { waiters: bool },
+}
+
+impl<'h> Member<'h> {
+    /// A resource with its live `holds` and its queue as the step finds it;
+    /// `held_until`: the deadline (unix ms) an evicted lease's owner still
+    /// believes it holds the resource until, if any, at `now_ms`.
+    pub fn found(holds: &'h Holds, queue: QueueSeen, held_until: Option<u64>, now_ms: u64) -> Self {
+        let (requests, reserved_from) = match queue {
+            QueueSeen::Served {
+                requests,
+                left_from,
+            } => (requests, left_from),
+            QueueSeen::Left { waiters } => (false, waiters.then_some(0)),
+        };
+        Member {
+            holds,
+            has_waiters: reserved_from.is_some() || requests,
+            reserved_from,
+            held_elsewhere: held_until.is_some_and(|u| u >= now_ms),
+        }
+    }
+}
+
 /// A request queued on the group, in enqueue order.
 #[derive(Debug, Clone)]
 pub struct Waiting<'a> {
@@ -80,7 +116,64 @@ pub enum Command<'a> {
     },
 }
 
-impl Command<'_> {
+/// What a step finds on one of its own resources when it opens it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Found {
+    /// Nothing holds it.
+    pub freed: bool,
+    /// Holds that ended were pruned.
+    pub pruned: bool,
+    /// The command's token holds it.
+    pub held_by_token: bool,
+}
+
+impl<'a> Command<'a> {
+    /// The token the command names (none when it only serves the queues).
+    pub fn token(&self) -> &'a [u8] {
+        match self {
+            Command::Settle => b"",
+            Command::Acquire { ask, .. } => ask.token,
+            Command::Release { token, .. }
+            | Command::Extend { token, .. }
+            | Command::Revoke { token, .. } => token,
+        }
+    }
+
+    /// The same command on its first `n` resources (those that are locks,
+    /// when a resource of another type left the step).
+    pub fn on(&self, n: usize) -> Command<'a> {
+        let mut command = self.clone();
+        match &mut command {
+            Command::Settle => {}
+            Command::Acquire { members, .. }
+            | Command::Release { members, .. }
+            | Command::Extend { members, .. }
+            | Command::Revoke { members, .. } => *members = n,
+        }
+        command
+    }
+
+    /// Whether a resource of another type among its own refuses the
+    /// command; otherwise (serving the queues, a revocation) its waiters
+    /// are answered with the error and the step goes on without it.
+    pub fn refuses_other_types(&self) -> bool {
+        !matches!(self, Command::Settle | Command::Revoke { .. })
+    }
+
+    /// Whether the step serves the queue of one of its resources, `found`
+    /// so: serving the queues, a revocation, a hold that ended (pruned, or
+    /// released by its holder), or an acquire where nothing holds (a
+    /// handoff may be due). A release or an extend of nothing held changes
+    /// nothing.
+    pub fn serves_queue(&self, found: Found) -> bool {
+        match self {
+            Command::Settle | Command::Revoke { .. } => true,
+            Command::Acquire { .. } => found.freed,
+            Command::Release { .. } => found.pruned || found.held_by_token,
+            Command::Extend { .. } => found.pruned,
+        }
+    }
+
     fn members(&self) -> usize {
         match self {
             Command::Settle => 0,
@@ -148,6 +241,12 @@ pub enum Outcome {
     Busy,
     /// How many members were released, extended or revoked.
     Count(usize),
+    /// Nothing is carried out: the step would grant queued requests on a
+    /// slot this node may not grant (`owns_slot`), and a grant here
+    /// would split ownership with the slot's next node. Every waiter of the
+    /// component is sent away (`TRYAGAIN`: they retry and follow the
+    /// redirect), and the step is decided again without them.
+    SendAway,
 }
 
 /// Counters to add once the plan is carried out.
@@ -197,8 +296,24 @@ impl Plan {
     }
 }
 
-/// Decides `step`, drawing fences from a copy of `clock`.
-pub fn plan(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
+/// Decides `step`, drawing fences from a copy of `clock`. `owns_slot`:
+/// whether this node may grant the group's slot now (Redis Cluster: not
+/// while it migrates or after it moved), asked only when the step would
+/// grant a queued request.
+pub fn plan(
+    step: &Step<'_, '_>,
+    clock: &FenceClock,
+    owns_slot: impl FnOnce() -> Result<bool, Error>,
+) -> Result<Plan, Error> {
+    let plan = plan_served(step, clock)?;
+    if !plan.granted.is_empty() && !owns_slot()? {
+        return Ok(Plan::new(Outcome::SendAway, clock));
+    }
+    Ok(plan)
+}
+
+/// `plan`, on a slot this node may grant.
+fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
     let n = step.command.members().min(step.members.len());
     let mut plan = Plan::new(Outcome::Settled, clock);
     if let Command::Acquire {
@@ -255,24 +370,24 @@ pub fn plan(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
         match grant {
             // A queued request of a token granted earlier in this step: that
             // grant answers it too.
-            Granted::Duplicate(_) if !is_new => {}
+            Granted::AnsweredBy(_) if !is_new => {}
             // Its token's own holds, or (a new request asking again what its
             // token was granted earlier in this step) a retry of that grant:
             // new deadlines, and its client now knows the fence.
-            Granted::Retry { .. } | Granted::Duplicate(_) => {
+            Granted::Retry { .. } | Granted::AnsweredBy(_) => {
                 let ttl_ms = q.ask.ttl_ms;
                 plan.ops
                     .extend(q.members.iter().map(|m| (*m, Op::Move { who, ttl_ms })));
                 plan.confirmed.push(who);
             }
-            Granted::Fresh | Granted::SameAs(_) | Granted::Owner { .. } => {
+            Granted::Fresh | Granted::SameOwnerAs(_) | Granted::Owner { .. } => {
                 for m in &q.members {
                     plan.ops.push((*m, Op::Add { who, fence }));
                 }
             }
         }
         if is_new {
-            let refresh = matches!(grant, Granted::Retry { .. } | Granted::Duplicate(_));
+            let refresh = matches!(grant, Granted::Retry { .. } | Granted::AnsweredBy(_));
             if refresh {
                 plan.counts.refreshes += 1;
             } else {
@@ -439,7 +554,7 @@ fn draw_fences(
             }
             Ok(Granted::Fresh) => plan.clock.next(step.now_us)?,
             Ok(Granted::Retry { fence } | Granted::Owner { fence }) => *fence,
-            Ok(Granted::SameAs(j) | Granted::Duplicate(j)) => match fences.get(*j) {
+            Ok(Granted::SameOwnerAs(j) | Granted::AnsweredBy(j)) => match fences.get(*j) {
                 Some(Some(f)) => *f,
                 _ => continue,
             },

@@ -1,11 +1,13 @@
 //! The plain lock's fast path, decided: a plain request (no `SHARED`,
 //! `LIMIT` or `OWNER`) on a plain lock, or a free resource, whose queue
-//! holds only plain requests. The lock is read in place through a borrowed
+//! holds only plain requests. `route` tells it from a step of `plan`, for
+//! every entry point alike. The lock is read in place through a borrowed
 //! view of its one-allocation value (`LeaseRef`), decided by the one
-//! admission rule (`Summary::of_plain`), and the answer is a small plan the
-//! server carries out. Nothing is allocated, and the clock and the
-//! quarantine are read only when the decision needs them. Every other
-//! request is a step of `plan`.
+//! admission rule (`Summary::of_plain`), and the answer is a small `Copy`
+//! plan the server carries out: the handoff that goes first, then the
+//! command's own outcome. Nothing is allocated, and what the decision reads
+//! of the server (`Reads`: the clock, the quarantine, Redis Cluster, whether
+//! the client may wait) is read only when the decision depends on it.
 
 use crate::ask::Ask;
 use crate::fence::FenceClock;
@@ -13,13 +15,113 @@ use crate::resource::admission::{Admission, Decision, Summary};
 use crate::resource::lease::LeaseRef;
 use crate::Error;
 
-/// A plain lock as a request finds it.
+/// What a key holds, as `route` reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Nothing: the resource is free.
+    Free,
+    /// A plain lock.
+    Plain,
+    /// Several holds (`SHARED`, `LIMIT`, `OWNER`).
+    Multi,
+}
+
+/// Which path decides a request on a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The plain lock's fast path (this file).
+    Plain,
+    /// A step: `plan::plan`, carried out whole.
+    Step,
+}
+
+/// The one place that tells the two paths apart. `plain_request`: the
+/// request asks for a plain exclusive hold (a release, an extend and a
+/// timer's visit always do); `plain_queue`: nobody waits, or only plain
+/// requests do (no reader, permit, owner or set).
+pub fn route(shape: Shape, plain_queue: bool, plain_request: bool) -> Route {
+    if plain_request && plain_queue && shape != Shape::Multi {
+        Route::Plain
+    } else {
+        Route::Step
+    }
+}
+
+/// What a plain decision reads of the server besides the lock and its
+/// queue. Each is asked only when the decision depends on it, so the fast
+/// path reads no clock for a refusal and no quarantine for a held lock.
+pub trait Reads {
+    /// Whether the request may wait (`WAIT`, outside a transaction, a
+    /// script or a replayed command).
+    fn blocks(&self) -> bool;
+    /// Whether the token may start a new lease or wait
+    /// (`dlock.max-token-length`).
+    fn new_token(&self) -> Result<(), Error>;
+    /// Milliseconds left of the restart quarantine.
+    fn quarantined_ms(&self) -> u64;
+    /// Until when (unix ms) the owner of an evicted lease still believes
+    /// it holds the lock.
+    fn held_until(&self) -> Option<u64>;
+    /// Whether this node may grant the resource's slot now (Redis
+    /// Cluster: not while it migrates or after it moved).
+    fn owns_slot(&self) -> Result<bool, Error>;
+    /// The time, unix µs, the same at every call.
+    fn now_us(&self) -> u64;
+}
+
+/// A plain lock as a request finds it, once the waiters whose `WAIT` ran
+/// out have left.
 #[derive(Debug, Clone, Copy)]
 pub struct View<'a> {
     /// The lease, read in place (`None`: free).
     pub lease: Option<LeaseRef<'a>>,
-    /// Someone waits in its queue (after any handoff that was due).
-    pub queued: bool,
+    /// The head of its queue (`None`: nobody waits).
+    pub queue: Option<Head<'a>>,
+}
+
+/// The head of a plain queue.
+#[derive(Debug, Clone, Copy)]
+pub struct Head<'a> {
+    /// The head waiter's token: a handoff grants it (and every entry of
+    /// the same token).
+    pub token: &'a [u8],
+    /// Whether a waiter with another token stands behind it.
+    pub others: bool,
+}
+
+/// Whether a free plain lock with waiters goes to its head waiter now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handoff {
+    /// Yes, under this fresh fence.
+    Grant { fence: u64 },
+    /// Not yet: the owner of an evicted lease still believes it holds it
+    /// until this unix ms; wake the queue then.
+    HeldUntil(u64),
+    /// Not yet: the quarantine holds the waiters; its end grants them in
+    /// order.
+    Quarantined,
+    /// No: this node may not grant the slot (it migrates, or moved). A
+    /// grant here would split ownership with the slot's next node: the
+    /// waiters are answered `TRYAGAIN`, retry and follow the redirect.
+    SlotMoved,
+}
+
+/// Decides the handoff of a free plain lock that someone waits for. A
+/// fence is drawn from `clock` only for a grant.
+pub fn handoff(reads: &impl Reads, clock: &mut FenceClock) -> Result<Handoff, Error> {
+    if reads.quarantined_ms() > 0 {
+        return Ok(Handoff::Quarantined);
+    }
+    let now_us = reads.now_us();
+    if let Some(until) = reads.held_until().filter(|u| *u >= now_us / 1000) {
+        return Ok(Handoff::HeldUntil(until));
+    }
+    if !reads.owns_slot()? {
+        return Ok(Handoff::SlotMoved);
+    }
+    Ok(Handoff::Grant {
+        fence: clock.next(now_us)?,
+    })
 }
 
 /// What `DLOCK.ACQUIRE` does on a plain lock.
@@ -35,30 +137,66 @@ pub enum Acquire {
     Busy,
 }
 
-/// Decides `DLOCK.ACQUIRE` of `ask` on `view`. `blocks`: whether it may
-/// wait (`WAIT`, outside a transaction), asked only when it cannot be
-/// granted; `new_token`: whether the token may
-/// start a new lease or wait (`dlock.max-token-length`); `quarantined`: the
-/// milliseconds left of the restart quarantine. A fence is drawn from
-/// `clock` only for a grant, at `now_us()`.
+/// A plain `DLOCK.ACQUIRE`, decided whole: the handoff that goes first (a
+/// free lock that someone waits for goes to them before any newcomer), then
+/// the command's own outcome on the lock as the handoff leaves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquirePlan {
+    pub handoff: Option<Handoff>,
+    pub outcome: Acquire,
+}
+
+/// Decides `DLOCK.ACQUIRE` of `ask` on `view`. Fences are drawn from
+/// `clock`: the handoff's, or the grant's. On `Err` nothing is to be done
+/// (and no fence was drawn).
 #[inline]
 pub fn acquire(
     view: &View<'_>,
     ask: &Ask<'_>,
-    blocks: impl FnOnce() -> bool,
-    new_token: impl Fn() -> Result<(), Error>,
-    quarantined: impl Fn() -> u64,
+    reads: &impl Reads,
     clock: &mut FenceClock,
-    now_us: impl FnOnce() -> u64,
+) -> Result<AcquirePlan, Error> {
+    let (lease, queued, handoff) = match (view.lease, view.queue) {
+        (None, Some(head)) => {
+            // This request would queue behind the head: refused before a
+            // handoff draws a fence if it may not.
+            if reads.blocks() {
+                reads.new_token()?;
+            }
+            match handoff(reads, clock)? {
+                h @ Handoff::Grant { fence } => {
+                    (Some(LeaseRef::new(head.token, fence)), head.others, Some(h))
+                }
+                // Every waiter is sent away.
+                h @ Handoff::SlotMoved => (None, false, Some(h)),
+                h => (None, true, Some(h)),
+            }
+        }
+        (lease, queue) => (lease, queue.is_some(), None),
+    };
+    let outcome = acquire_after(lease, queued, ask, reads, clock)?;
+    Ok(AcquirePlan { handoff, outcome })
+}
+
+/// `acquire` on the lock as any handoff left it: `queued`, someone still
+/// waits.
+#[inline]
+fn acquire_after(
+    lease: Option<LeaseRef<'_>>,
+    queued: bool,
+    ask: &Ask<'_>,
+    reads: &impl Reads,
+    clock: &mut FenceClock,
 ) -> Result<Acquire, Error> {
-    if view.lease.is_none() && (view.queued || quarantined() > 0) {
+    if lease.is_none() && (queued || reads.quarantined_ms() > 0) {
         // A free lock that may not be granted now: the queue still holds it
         // (a quarantine delays its handoff), or grants are quarantined.
-        return wait_or_refuse(view, blocks, new_token, quarantined, true);
+        return wait_or_refuse(queued, reads, true);
     }
-    let summary = Summary::of_plain(view.lease);
-    match summary.decide(ask, false, None, &new_token, clock, now_us)? {
-        Decision::Busy => wait_or_refuse(view, blocks, new_token, quarantined, false),
+    let summary = Summary::of_plain(lease);
+    let new_token = || reads.new_token();
+    match summary.decide(ask, false, None, new_token, clock, || reads.now_us())? {
+        Decision::Busy => wait_or_refuse(queued, reads, false),
         Decision::Grant { fence } => Ok(Acquire::Grant { fence }),
         Decision::Refresh { fence } => Ok(Acquire::Refresh { fence }),
     }
@@ -68,19 +206,13 @@ pub fn acquire(
 /// error when only the quarantine stands in the way (`free`: nobody holds
 /// it and nobody waits).
 #[inline]
-fn wait_or_refuse(
-    view: &View<'_>,
-    blocks: impl FnOnce() -> bool,
-    new_token: impl Fn() -> Result<(), Error>,
-    quarantined: impl Fn() -> u64,
-    free: bool,
-) -> Result<Acquire, Error> {
-    if blocks() {
-        new_token()?;
+fn wait_or_refuse(queued: bool, reads: &impl Reads, free: bool) -> Result<Acquire, Error> {
+    if reads.blocks() {
+        reads.new_token()?;
         return Ok(Acquire::Wait);
     }
-    if free && !view.queued {
-        let ms_left = quarantined();
+    if free && !queued {
+        let ms_left = reads.quarantined_ms();
         if ms_left > 0 {
             return Err(Error::Quarantine { ms_left });
         }
@@ -99,42 +231,31 @@ pub fn releases(lease: Option<LeaseRef<'_>>, token: &[u8]) -> bool {
     held_by(lease, token) || (cfg!(feature = "planted-release-any") && lease.is_some())
 }
 
-/// Whether a free plain lock with waiters goes to its head waiter now.
+/// What a plain `DLOCK.RELEASE` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handoff {
-    /// Yes, under a fresh fence.
-    Now,
-    /// Not yet: the owner of an evicted lease still believes it holds it
-    /// until this unix ms; wake the queue then.
-    HeldUntil(u64),
-    /// Not yet: the quarantine holds the waiters; its end grants them in
-    /// order.
-    Quarantined,
-    /// No: every waiter has given up (their `WAIT` ran out).
-    GivenUp,
+pub enum Release {
+    /// The token holds nothing here: 0, nothing changes.
+    NotHeld,
+    /// The lock is freed; `handoff`: what its queue gets (`None`: nobody
+    /// waits).
+    Freed { handoff: Option<Handoff> },
 }
 
-/// Whether a free plain lock is handed to its queue at `now_ms`:
-/// `quarantined` ms of restart quarantine left, `held_until` the deadline
-/// of an evicted lease, `live_waiter` whether a waiter has not given up
-/// (each asked only when the answer depends on it).
-pub fn handoff(
-    quarantined: u64,
-    held_until: impl FnOnce() -> Option<u64>,
-    live_waiter: impl FnOnce() -> bool,
-    now_ms: u64,
-) -> Handoff {
-    if quarantined > 0 {
-        return Handoff::Quarantined;
+/// Decides a plain `DLOCK.RELEASE` by `token` of `view`'s lease.
+pub fn release(
+    view: &View<'_>,
+    token: &[u8],
+    reads: &impl Reads,
+    clock: &mut FenceClock,
+) -> Result<Release, Error> {
+    if !releases(view.lease, token) {
+        return Ok(Release::NotHeld);
     }
-    if let Some(until) = held_until().filter(|u| *u >= now_ms) {
-        return Handoff::HeldUntil(until);
-    }
-    if live_waiter() {
-        Handoff::Now
-    } else {
-        Handoff::GivenUp
-    }
+    let handoff = match view.queue {
+        Some(_) => Some(handoff(reads, clock)?),
+        None => None,
+    };
+    Ok(Release::Freed { handoff })
 }
 
 /// A member of `DLOCK.MACQUIRE`'s common case, as read in place.
@@ -214,6 +335,49 @@ mod tests {
 
     const NOW_US: u64 = 1_000_000_000;
 
+    /// The server as a table row.
+    #[derive(Clone, Copy)]
+    struct Fixed {
+        blocks: bool,
+        token_ok: bool,
+        quarantined_ms: u64,
+        held_until: Option<u64>,
+        owns_slot: bool,
+    }
+
+    const SERVER: Fixed = Fixed {
+        blocks: false,
+        token_ok: true,
+        quarantined_ms: 0,
+        held_until: None,
+        owns_slot: true,
+    };
+
+    impl Reads for Fixed {
+        fn blocks(&self) -> bool {
+            self.blocks
+        }
+        fn new_token(&self) -> Result<(), Error> {
+            if self.token_ok {
+                Ok(())
+            } else {
+                Err(Error::TokenTooLong { max: 1 })
+            }
+        }
+        fn quarantined_ms(&self) -> u64 {
+            self.quarantined_ms
+        }
+        fn held_until(&self) -> Option<u64> {
+            self.held_until
+        }
+        fn owns_slot(&self) -> Result<bool, Error> {
+            Ok(self.owns_slot)
+        }
+        fn now_us(&self) -> u64 {
+            NOW_US
+        }
+    }
+
     fn ask(token: &'static str) -> Ask<'static> {
         Ask {
             token: token.as_bytes(),
@@ -224,96 +388,208 @@ mod tests {
         }
     }
 
-    fn decide(view: View<'_>, token: &'static str, blocks: bool, q: u64) -> Result<Acquire, Error> {
-        let mut clock = FenceClock::starting_at(7);
-        acquire(
-            &view,
-            &ask(token),
-            || blocks,
-            || Ok(()),
-            || q,
-            &mut clock,
-            || NOW_US,
-        )
+    fn view(lease: Option<LeaseRef<'static>>, queue: Option<Head<'static>>) -> View<'static> {
+        View { lease, queue }
+    }
+
+    fn head(token: &'static str, others: bool) -> Option<Head<'static>> {
+        Some(Head {
+            token: token.as_bytes(),
+            others,
+        })
+    }
+
+    fn plan(v: View<'_>, token: &'static str, server: Fixed) -> Result<AcquirePlan, Error> {
+        acquire(&v, &ask(token), &server, &mut FenceClock::starting_at(7))
+    }
+
+    fn outcome(v: View<'_>, token: &'static str, server: Fixed) -> Result<Acquire, Error> {
+        plan(v, token, server).map(|p| p.outcome)
+    }
+
+    #[test]
+    fn routes_a_plain_request_on_a_plain_lock_and_queue_to_the_fast_path() {
+        use Shape::*;
+        for (shape, plain_queue, plain_request, expected) in [
+            (Free, true, true, Route::Plain),
+            (Plain, true, true, Route::Plain),
+            (Multi, true, true, Route::Step),
+            (Plain, false, true, Route::Step),
+            (Free, true, false, Route::Step),
+        ] {
+            assert_eq!(route(shape, plain_queue, plain_request), expected);
+        }
     }
 
     #[test]
     fn a_free_lock_is_granted_and_a_held_one_refreshed_or_busy() {
-        let free = View {
-            lease: None,
-            queued: false,
+        let blocks = Fixed {
+            blocks: true,
+            ..SERVER
         };
+        let free = view(None, None);
         assert_eq!(
-            decide(free, "a", false, 0),
+            outcome(free, "a", SERVER),
             Ok(Acquire::Grant { fence: NOW_US })
         );
-        let held = View {
-            lease: Some(LeaseRef::new(b"a", 9)),
-            queued: false,
-        };
+        let held = view(Some(LeaseRef::new(b"a", 9)), None);
         assert_eq!(
-            decide(held, "a", false, 0),
+            outcome(held, "a", SERVER),
             Ok(Acquire::Refresh { fence: 9 })
         );
-        assert_eq!(decide(held, "b", false, 0), Ok(Acquire::Busy));
-        assert_eq!(decide(held, "b", true, 0), Ok(Acquire::Wait));
+        assert_eq!(outcome(held, "b", SERVER), Ok(Acquire::Busy));
+        assert_eq!(outcome(held, "b", blocks), Ok(Acquire::Wait));
+        assert_eq!(plan(held, "b", SERVER).map(|p| p.handoff), Ok(None));
     }
 
     #[test]
-    fn a_free_lock_with_waiters_or_quarantined_is_not_granted() {
-        let queued = View {
-            lease: None,
-            queued: true,
+    fn a_free_lock_goes_to_its_head_waiter_before_the_newcomer() {
+        let blocks = Fixed {
+            blocks: true,
+            ..SERVER
         };
-        assert_eq!(decide(queued, "a", false, 0), Ok(Acquire::Busy));
-        assert_eq!(decide(queued, "a", true, 0), Ok(Acquire::Wait));
-        let free = View {
-            lease: None,
-            queued: false,
+        let handoff = Some(Handoff::Grant { fence: NOW_US });
+        // The newcomer finds the head's lease: busy, or a wait behind it.
+        let p = plan(view(None, head("h", false)), "n", SERVER);
+        assert_eq!(
+            p,
+            Ok(AcquirePlan {
+                handoff,
+                outcome: Acquire::Busy
+            })
+        );
+        let p = plan(view(None, head("h", true)), "n", blocks);
+        assert_eq!(
+            p,
+            Ok(AcquirePlan {
+                handoff,
+                outcome: Acquire::Wait
+            })
+        );
+        // The head's own token, asking again, refreshes what it was handed.
+        let p = plan(view(None, head("h", true)), "h", SERVER);
+        let refresh = Acquire::Refresh { fence: NOW_US };
+        assert_eq!(
+            p,
+            Ok(AcquirePlan {
+                handoff,
+                outcome: refresh
+            })
+        );
+    }
+
+    #[test]
+    fn a_handoff_that_may_not_happen_keeps_the_newcomer_out() {
+        let quarantined = Fixed {
+            quarantined_ms: 5,
+            ..SERVER
         };
-        let q = Err(Error::Quarantine { ms_left: 5 });
-        assert_eq!(decide(free, "a", false, 5), q);
-        assert_eq!(decide(free, "a", true, 5), Ok(Acquire::Wait));
+        let evicted = Fixed {
+            held_until: Some(NOW_US / 1000 + 2),
+            ..SERVER
+        };
+        let moved = Fixed {
+            owns_slot: false,
+            ..SERVER
+        };
+        let queued = view(None, head("h", false));
+        let p = plan(queued, "n", quarantined);
+        let busy = Acquire::Busy;
+        assert_eq!(
+            p,
+            Ok(AcquirePlan {
+                handoff: Some(Handoff::Quarantined),
+                outcome: busy
+            })
+        );
+        let p = plan(queued, "n", evicted);
+        let until = Handoff::HeldUntil(NOW_US / 1000 + 2);
+        assert_eq!(
+            p,
+            Ok(AcquirePlan {
+                handoff: Some(until),
+                outcome: busy
+            })
+        );
+        // Its waiters sent away, the lock is free for the newcomer.
+        let p = plan(queued, "n", moved);
+        let grant = Acquire::Grant { fence: NOW_US };
+        assert_eq!(
+            p,
+            Ok(AcquirePlan {
+                handoff: Some(Handoff::SlotMoved),
+                outcome: grant
+            })
+        );
+        // An eviction whose lease has ended holds nothing back.
+        let ended = Fixed {
+            held_until: Some(NOW_US / 1000 - 1),
+            ..SERVER
+        };
+        let p = plan(queued, "n", ended).map(|p| p.handoff);
+        assert_eq!(p, Ok(Some(Handoff::Grant { fence: NOW_US })));
+    }
+
+    #[test]
+    fn a_free_lock_quarantined_is_not_granted() {
+        let q = Fixed {
+            quarantined_ms: 5,
+            ..SERVER
+        };
+        let q_blocks = Fixed { blocks: true, ..q };
+        let free = view(None, None);
+        assert_eq!(outcome(free, "a", q), Err(Error::Quarantine { ms_left: 5 }));
+        assert_eq!(outcome(free, "a", q_blocks), Ok(Acquire::Wait));
         // Behind waiters the answer is nil, not the quarantine.
-        assert_eq!(decide(queued, "a", false, 5), Ok(Acquire::Busy));
+        assert_eq!(
+            outcome(view(None, head("h", false)), "a", q),
+            Ok(Acquire::Busy)
+        );
     }
 
     #[test]
     fn a_long_token_may_refresh_but_not_hold_anew_or_wait() {
-        let long = || Err(Error::TokenTooLong { max: 1 });
-        let mut clock = FenceClock::new();
-        let held = View {
-            lease: Some(LeaseRef::new(b"a", 9)),
-            queued: false,
+        let long = Fixed {
+            token_ok: false,
+            ..SERVER
         };
-        let refresh = acquire(&held, &ask("a"), || true, long, || 0, &mut clock, || NOW_US);
-        assert_eq!(refresh, Ok(Acquire::Refresh { fence: 9 }));
-        let wait = acquire(&held, &ask("b"), || true, long, || 0, &mut clock, || NOW_US);
-        assert!(wait.is_err());
-        let nil = acquire(
-            &held,
-            &ask("b"),
-            || false,
-            long,
-            || 0,
-            &mut clock,
-            || NOW_US,
-        );
-        assert_eq!(nil, Ok(Acquire::Busy));
-        let free = View {
-            lease: None,
-            queued: false,
+        let long_blocks = Fixed {
+            blocks: true,
+            ..long
         };
-        let grant = acquire(
-            &free,
-            &ask("b"),
-            || false,
-            long,
-            || 0,
-            &mut clock,
-            || NOW_US,
+        let held = view(Some(LeaseRef::new(b"a", 9)), None);
+        assert_eq!(
+            outcome(held, "a", long_blocks),
+            Ok(Acquire::Refresh { fence: 9 })
         );
-        assert!(grant.is_err());
+        assert!(outcome(held, "b", long_blocks).is_err());
+        assert_eq!(outcome(held, "b", long), Ok(Acquire::Busy));
+        assert!(outcome(view(None, None), "b", long).is_err());
+        // Refused before the handoff draws its fence: nothing is to be done.
+        let mut clock = FenceClock::starting_at(7);
+        let queued = view(None, head("h", false));
+        assert!(acquire(&queued, &ask("n"), &long_blocks, &mut clock).is_err());
+        assert_eq!(clock, FenceClock::starting_at(7));
+    }
+
+    #[test]
+    fn a_release_frees_the_holders_lock_and_hands_it_to_the_queue() {
+        let mut clock = FenceClock::starting_at(7);
+        let held = view(Some(LeaseRef::new(b"a", 9)), None);
+        assert_eq!(
+            release(&held, b"b", &SERVER, &mut clock),
+            Ok(Release::NotHeld)
+        );
+        assert_eq!(
+            release(&held, b"a", &SERVER, &mut clock),
+            Ok(Release::Freed { handoff: None })
+        );
+        let queued = view(Some(LeaseRef::new(b"a", 9)), head("h", false));
+        let handoff = Some(Handoff::Grant { fence: NOW_US });
+        assert_eq!(
+            release(&queued, b"a", &SERVER, &mut clock),
+            Ok(Release::Freed { handoff })
+        );
     }
 
     #[test]
@@ -328,15 +604,5 @@ mod tests {
         assert_eq!(set(&[p(None), p(Some(other))], b"t"), Ok(Set::Busy));
         assert_eq!(set(&[p(None), Member::Multi], b"t"), Ok(Set::Other));
         assert_eq!(set(&[], b"t"), Ok(Set::Other));
-    }
-
-    #[test]
-    fn a_handoff_waits_for_the_quarantine_and_an_evicted_lease() {
-        let due = |q, held: Option<u64>, live| handoff(q, || held, || live, 10);
-        assert_eq!(due(0, None, true), Handoff::Now);
-        assert_eq!(due(0, None, false), Handoff::GivenUp);
-        assert_eq!(due(3, None, true), Handoff::Quarantined);
-        assert_eq!(due(0, Some(12), true), Handoff::HeldUntil(12));
-        assert_eq!(due(0, Some(9), true), Handoff::Now);
     }
 }

@@ -51,7 +51,7 @@ fn run(
         quarantined_ms: 0,
         now_us: NOW_US,
     };
-    plan(&step, &FenceClock::starting_at(10))
+    plan(&step, &FenceClock::starting_at(10), || Ok(true))
 }
 
 #[test]
@@ -161,7 +161,7 @@ fn a_release_whose_handoff_has_no_fence_left_fails_whole() {
         quarantined_ms: 0,
         now_us: NOW_US,
     };
-    let out = plan(&step, &FenceClock::starting_at(MAX_FENCE));
+    let out = plan(&step, &FenceClock::starting_at(MAX_FENCE), || Ok(true));
     assert_eq!(out.unwrap_err(), Error::FenceExhausted);
 }
 
@@ -236,7 +236,7 @@ fn a_quarantine_refuses_new_owners_and_lets_retries_pass() {
             quarantined_ms: 700,
             now_us: NOW_US,
         };
-        plan(&step, &FenceClock::new()).map(|p| p.outcome)
+        plan(&step, &FenceClock::new(), || Ok(true)).map(|p| p.outcome)
     };
     assert_eq!(
         quarantined(&free, false),
@@ -268,10 +268,69 @@ fn a_long_token_is_refused_before_it_could_hold_or_wait() {
             quarantined_ms: 0,
             now_us: NOW_US,
         };
-        plan(&step, &FenceClock::new()).map(|p| p.outcome)
+        plan(&step, &FenceClock::new(), || Ok(true)).map(|p| p.outcome)
     };
     assert!(too_long(&free, false).is_err());
     assert!(too_long(&busy, true).is_err());
     // Nil without WAIT: it neither holds nor waits.
     assert_eq!(too_long(&busy, false), Ok(Outcome::Busy));
+}
+
+#[test]
+fn a_slot_this_node_may_not_grant_sends_the_waiters_away_instead_of_granting_them() {
+    let held_by_a = held("a", Mode::Exclusive, 5);
+    let waiting = [Waiting {
+        members: vec![0],
+        ask: ask("w", Mode::Exclusive),
+    }];
+    let mut m = member(&held_by_a);
+    m.has_waiters = true;
+    let step = |command| Step {
+        members: std::slice::from_ref(&m),
+        waiting: &waiting,
+        command,
+        quarantined_ms: 0,
+        now_us: NOW_US,
+    };
+    let release = step(Command::Release {
+        token: b"a",
+        members: 1,
+    });
+    let clock = FenceClock::starting_at(10);
+    let owned = plan(&release, &clock, || Ok(true)).unwrap();
+    assert_eq!(owned.granted, [(0, NOW_US)]);
+    let moving = plan(&release, &clock, || Ok(false)).unwrap();
+    assert_eq!(moving.outcome, Outcome::SendAway);
+    assert!(moving.ops.is_empty() && moving.granted.is_empty());
+    assert_eq!(moving.clock, clock);
+    // Nothing to grant: the step goes ahead, and the slot is not asked.
+    let extend = step(Command::Extend {
+        token: b"a",
+        ttl_ms: 100,
+        members: 1,
+    });
+    let asked = |_| -> Result<bool, Error> { panic!("the slot was asked") };
+    let p = plan(&extend, &clock, || asked(())).unwrap();
+    assert_eq!(p.outcome, Outcome::Count(1));
+}
+
+#[test]
+fn a_member_is_reserved_where_requests_left_waiting_start_or_for_a_queue_left_alone() {
+    let free = Holds::new(1);
+    let found = |queue, held_until| Member::found(&free, queue, held_until, NOW_MS);
+    let served = |requests, left_from| QueueSeen::Served {
+        requests,
+        left_from,
+    };
+    let m = found(served(true, None), None);
+    assert_eq!((m.has_waiters, m.reserved_from), (true, None));
+    let m = found(served(false, Some(2)), None);
+    assert_eq!((m.has_waiters, m.reserved_from), (true, Some(2)));
+    let m = found(served(false, None), None);
+    assert_eq!((m.has_waiters, m.reserved_from), (false, None));
+    let m = found(QueueSeen::Left { waiters: true }, None);
+    assert_eq!((m.has_waiters, m.reserved_from), (true, Some(0)));
+    let m = found(QueueSeen::Left { waiters: false }, Some(NOW_MS));
+    assert_eq!((m.has_waiters, m.held_elsewhere), (false, true));
+    assert!(!found(QueueSeen::Left { waiters: false }, Some(NOW_MS - 1)).held_elsewhere);
 }

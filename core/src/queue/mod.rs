@@ -283,7 +283,7 @@ pub struct WaitQueues<K, H> {
     /// Queues that lost a waiter (timeout, disconnect) while requests that
     /// are not plain stay queued: the ones behind it may fit now (readers
     /// behind a writer that gave up), for the server to re-check.
-    thinned: Vec<K>,
+    to_settle: Vec<K>,
     /// Queues that emptied because their waiters left or were sent away,
     /// not by a grant: a resource nobody holds stops being reserved then,
     /// with no write to tell of it, for the server to tell its observers.
@@ -297,7 +297,7 @@ impl<K: Hash + Eq + Clone, H> Default for WaitQueues<K, H> {
             index: HashMap::new(),
             next_id: 1,
             stale_timers: Vec::new(),
-            thinned: Vec::new(),
+            to_settle: Vec::new(),
             emptied: Vec::new(),
         }
     }
@@ -448,19 +448,43 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         } else if queue.not_plain > 0 || waiter.as_ref().is_some_and(|w| w.in_set) {
             // A set that leaves may have reserved a free resource: the
             // plain waiters behind it may be granted now.
-            self.thinned.push(resource.clone());
+            self.to_settle.push(resource.clone());
         }
         waiter
     }
 
-    /// Queues `remove` thinned since the last call.
-    pub fn take_thinned(&mut self) -> Vec<K> {
-        std::mem::take(&mut self.thinned)
+    /// Queues a request that was not plain left since the last call: the
+    /// plain waiters behind it may be granted now, so they are settled again.
+    pub fn take_to_settle(&mut self) -> Vec<K> {
+        std::mem::take(&mut self.to_settle)
     }
 
     /// Queues that emptied without a grant since the last call.
     pub fn take_emptied(&mut self) -> Vec<K> {
         std::mem::take(&mut self.emptied)
+    }
+
+    /// The head waiter's token (the one `pop_grantee` takes), and whether a
+    /// waiter with another token stands behind it: what a plain lock's
+    /// handoff leaves for a request that comes in the same turn.
+    pub fn head(&self, resource: &K) -> Option<(&[u8], bool)> {
+        let queue = self.queues.get(resource)?;
+        let head = if cfg!(feature = "planted-fifo-newest") {
+            queue.entries.last()?
+        } else {
+            queue.entries.first()?
+        };
+        let same_hash = queue
+            .tokens
+            .get(&queue.token_key(&head.token))
+            .copied()
+            .unwrap_or(1);
+        // Fewer entries under the head token's hash than in the queue: some
+        // other token waits. Otherwise (the head alone, or its token queued
+        // again: rare) the tokens themselves say.
+        let others = same_hash < queue.entries.len()
+            || queue.entries.values().any(|w| w.token != head.token);
+        Some((&head.token, others))
     }
 
     /// Takes the head waiter and every entry sharing its token.

@@ -147,9 +147,25 @@ fn queues_know_whether_they_hold_only_plain_requests() {
     assert_eq!(taken[0].1, ["r"]);
     assert!(q.is_plain(&"r"));
     assert_eq!(q.waiters(&"r").map(|w| w.handle).collect::<Vec<_>>(), [1]);
-    assert_eq!(q.take_thinned(), ["r"], "s left while t still waited");
-    assert!(q.take_thinned().is_empty());
+    assert_eq!(q.take_to_settle(), ["r"], "s left while t still waited");
+    assert!(q.take_to_settle().is_empty());
     assert_eq!(q.total(), 1);
+}
+
+#[test]
+fn the_head_is_the_one_a_handoff_grants_and_says_who_stands_behind() {
+    let mut q = Q::default();
+    assert_eq!(q.head(&"r"), None);
+    q.push("r", b"a", Wants::default(), 10, None, 1);
+    assert_eq!(q.head(&"r"), Some((&b"a"[..], false)));
+    // The same token queued again is granted with the head: nobody else.
+    q.push("r", b"a", Wants::default(), 10, None, 2);
+    assert_eq!(q.head(&"r"), Some((&b"a"[..], false)));
+    q.push("r", b"b", Wants::default(), 10, None, 3);
+    assert_eq!(q.head(&"r"), Some((&b"a"[..], true)));
+    let granted = q.pop_grantee(&"r").map(|g| g.token);
+    assert_eq!(granted.as_deref(), Some(&b"a"[..]));
+    assert_eq!(q.head(&"r"), Some((&b"b"[..], false)));
 }
 
 #[test]
@@ -240,5 +256,5 @@ fn a_set_leaving_a_plain_queue_thins_it() {
     q.push("b", b"y", Wants::default(), 10, None, 2);
     q.remove(s);
     assert!(q.is_plain(&"b"));
-    assert_eq!(q.take_thinned(), ["b"]);
+    assert_eq!(q.take_to_settle(), ["b"]);
 }

@@ -84,10 +84,10 @@ pub enum QueueGrant {
     /// A new owner: a fresh fence.
     Fresh,
     /// Its owner is granted earlier in the same step (entry `n`): that fence.
-    SameAs(usize),
+    SameOwnerAs(usize),
     /// Its token is granted earlier in the same step (entry `n`), asking
     /// the same: that grant answers it too, nothing is added.
-    Duplicate(usize),
+    AnsweredBy(usize),
 }
 
 /// Token and owner bytes, shared by the indexes that name them.
@@ -589,7 +589,7 @@ impl Holds {
                 }
                 Ok(Admission::Retry { fence }) => {
                     let grant = match drawn_by(fence).filter(|_| fence > crate::fence::MAX_FENCE) {
-                        Some(first) => QueueGrant::Duplicate(first),
+                        Some(first) => QueueGrant::AnsweredBy(first),
                         None => QueueGrant::Retry { fence },
                     };
                     out.push((i, Ok(grant)));
@@ -599,7 +599,7 @@ impl Holds {
                 Ok(Admission::New {
                     owner_fence: Some(f),
                 }) if f > crate::fence::MAX_FENCE => match drawn_by(f) {
-                    Some(first) => (QueueGrant::SameAs(first), f),
+                    Some(first) => (QueueGrant::SameOwnerAs(first), f),
                     None => (QueueGrant::Fresh, stand_in(i)),
                 },
                 Ok(Admission::New {

@@ -8,12 +8,14 @@ use redis_module::raw;
 
 use crate::server::edge::api::{self, Ctx};
 use crate::server::edge::ffi::Argv;
+use crate::server::execute::inputs;
 use crate::server::keyspace::keys::LockKey;
 use crate::server::keyspace::value::Stored;
 use crate::server::waiting::blocking::{self, Resource};
 use crate::server::{execute::handoff, execute::revoke, execute::step, jobs};
 use dlock_core::ask::Mode;
 use dlock_core::observe::{hold_mark, Seen};
+use dlock_core::plan::plain::Route;
 use dlock_core::resource::holds::{Holds, NEVER};
 use dlock_core::{request::args, Error};
 
@@ -215,7 +217,7 @@ fn settle_before_reading(
         return Ok(());
     }
     let mut key = LockKey::open_write(ctx, name)?;
-    if step::decides(&key, Some(res)).unwrap_or(false) {
+    if inputs::route_key(&key, Some(res), true) == Route::Step {
         // Readers, permits, owners or sets: one step serves the queue.
         drop(key);
         if let Err(e) = step::settle(ctx, res) {
@@ -226,7 +228,7 @@ fn settle_before_reading(
     if matches!(key.lease(), Ok(None)) {
         // If the handoff cannot happen (no fence left), INFO still answers:
         // the resource shows as reserved for its queue.
-        if let Err(e) = handoff::grant_next(ctx, &mut key, name, res) {
+        if let Err(e) = handoff::serve_queue(ctx, &mut key, name, res) {
             ctx.log_warning(&format!("handoff before DLOCK.INFO failed: {e}"));
         }
     }

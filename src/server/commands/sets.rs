@@ -10,17 +10,18 @@
 
 use redis_module::raw;
 
-use crate::server::commands::lock::{can_block, extend_key, refuse_on_replica, release_key};
+use crate::server::commands::lock::{extend_key, refuse_on_replica, release_key};
 use crate::server::edge::api::{now_us, rm, Ctx};
 use crate::server::edge::ffi::Argv;
+use crate::server::execute::inputs::can_block;
 use crate::server::execute::revoke;
 use crate::server::execute::sets_plain;
-use crate::server::execute::step::{self, Request};
+use crate::server::execute::step;
 use crate::server::keyspace::keys::LockKey;
 use crate::server::keyspace::value::Stored;
 use crate::server::state;
 use crate::server::waiting::blocking::{self, Resource};
-use dlock_core::plan::Outcome;
+use dlock_core::plan::{Command, Outcome};
 use dlock_core::request::set_args::{self, Members};
 use dlock_core::Error;
 
@@ -49,12 +50,13 @@ pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         };
     }
     let members = resources(ctx, argv, &req.members)?;
-    let acquire = Request::Acquire {
+    let acquire = Command::Acquire {
         ask: req.ask(),
-        wait_ms,
+        members: members.len(),
+        blocks: wait_ms.is_some(),
         new_token: req.check_new_token(),
     };
-    match step::run(ctx, &members, &acquire, now_us())? {
+    match step::run(ctx, &members, &acquire, wait_ms, now_us())? {
         Outcome::Granted { fence, .. } => ctx.reply_integer(fence as i64),
         // Blocked: the parking lot answers.
         Outcome::Wait => Ok(()),
@@ -80,8 +82,11 @@ pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         // Every handoff the releases cause is planned with them: the
         // command fails before any member changes, or releases them all.
         let members = resources(ctx, argv, &req.members)?;
-        let release = Request::Release { token: req.token };
-        let released = match step::run(ctx, &members, &release, now_us())? {
+        let release = Command::Release {
+            token: req.token,
+            members: members.len(),
+        };
+        let released = match step::run(ctx, &members, &release, None, now_us())? {
             Outcome::Count(n) => n,
             _ => 0,
         };
@@ -119,11 +124,12 @@ pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         // handoffs are planned with the extensions, so the command fails
         // before any member changes, or extends them all.
         let members = resources(ctx, argv, &req.members)?;
-        let extend = Request::Extend {
+        let extend = Command::Extend {
             token: req.token,
             ttl_ms: req.ttl_ms,
+            members: members.len(),
         };
-        step::run(ctx, &members, &extend, now)?;
+        step::run(ctx, &members, &extend, None, now)?;
         return ctx.reply_integer(1);
     }
     // Nobody waits: nothing is handed over, no extension can fail.

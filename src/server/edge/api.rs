@@ -189,23 +189,6 @@ pub fn key_of_io(rdb: *mut raw::RedisModuleIO) -> Option<(i32, Box<[u8]>)> {
     Some((unsafe { db_of(rdb) }, key.into()))
 }
 
-/// The wall clock read at most once per command, and only if needed.
-#[derive(Default)]
-pub struct LazyNow(std::cell::Cell<Option<u64>>);
-
-impl LazyNow {
-    pub fn us(&self) -> u64 {
-        match self.0.get() {
-            Some(t) => t,
-            None => {
-                let t = now_us();
-                self.0.set(Some(t));
-                t
-            }
-        }
-    }
-}
-
 /// Wall-clock microseconds: leases are wall-clock based, like Redis TTLs.
 pub fn now_us() -> u64 {
     // CLOCK_REALTIME cannot fail with a valid pointer; a zero reading would

@@ -64,16 +64,17 @@ impl Opened {
 
 /// The resources of one step with every key open.
 pub struct Group {
-    /// How many of the resources are the step's own (the first ones).
-    pub starts: usize,
-    /// The resources (the starts first) and the requests this step serves
+    /// How many of the resources are the step's own: the command's, or the
+    /// ones a timer or an event serves (the first ones).
+    pub own: usize,
+    /// The resources (its own first) and the requests this step serves
     /// (none when it leaves the queues as they are): the part of their
     /// component that `frontier` decides.
     pub component: Component<Resource>,
     /// One per resource of `component`, in its order.
     pub members: Vec<Opened>,
     /// Whether the step serves the queues.
-    pub served: bool,
+    pub serves_queues: bool,
     pub now_us: u64,
     frontier: Frontier<Resource>,
 }
@@ -86,7 +87,7 @@ pub enum Widened {
     Grew,
     /// A resource found is of another type: its waiters were answered with
     /// the error; open the group again.
-    Reopen,
+    FoundOtherType,
 }
 
 impl Group {
@@ -100,7 +101,7 @@ impl Group {
     /// leaves requests it uncovered (see `Frontier::grown`): none when
     /// nothing left out could be decided differently.
     pub fn left_over(&self, decided: &[usize]) -> Vec<Resource> {
-        if !self.served || decided.is_empty() {
+        if !self.serves_queues || decided.is_empty() {
             return Vec::new();
         }
         let mut frontier = self.frontier.clone();
@@ -114,7 +115,7 @@ impl Group {
     /// requests at `decided` (see `WaitQueues::widen`), opening the
     /// resources found.
     pub fn widen(&mut self, ctx: Ctx, decided: &[usize]) -> Result<Widened, Error> {
-        if !self.served {
+        if !self.serves_queues {
             return Ok(Widened::Done);
         }
         if !blocking::widen(&mut self.frontier, &self.component, decided) {
@@ -134,20 +135,21 @@ impl Group {
         for res in &wrong {
             blocking::fail(Some(res), Error::WrongType);
         }
-        Ok(Widened::Reopen)
+        Ok(Widened::FoundOtherType)
     }
 }
 
 /// Opens `starts` and, if the step serves the queues (`serves` says so of
 /// a start's holds, or a set waits on a start), their component, at
-/// `now_us`. A start of another type is an error when `strict`; otherwise
+/// `now_us`. A start of another type is an error when
+/// `refuses_other_types`; otherwise
 /// (and for every other resource) its waiters are answered with the error
 /// and the group is opened again without it. `None`: no start is left.
 pub fn open(
     ctx: Ctx,
     starts: &[Resource],
     serves: impl Fn(&Work) -> bool,
-    strict: bool,
+    refuses_other_types: bool,
     now_us: u64,
 ) -> Result<Option<Group>, Error> {
     let mut starts = starts.to_vec();
@@ -160,7 +162,7 @@ pub fn open(
         for res in &starts {
             match open_one(ctx, res, now_us)? {
                 Some(m) => members.push(m),
-                None if strict => return Err(Error::WrongType),
+                None if refuses_other_types => return Err(Error::WrongType),
                 None => wrong.push(res.clone()),
             }
         }
@@ -176,9 +178,9 @@ pub fn open(
             continue;
         }
         let waited = starts.iter().any(|r| blocking::waiters_on(r) > 0);
-        let served = waited
+        let serves_queues = waited
             && (members.iter().any(|m| serves(&m.work)) || starts.iter().any(blocking::has_sets));
-        let (frontier, component) = if served {
+        let (frontier, component) = if serves_queues {
             gather(ctx, &starts, &members)?
         } else {
             let component = Component {
@@ -196,10 +198,10 @@ pub fn open(
         }
         if wrong.is_empty() {
             return Ok(Some(Group {
-                starts: starts.len(),
+                own: starts.len(),
                 component,
                 members,
-                served,
+                serves_queues,
                 now_us,
                 frontier,
             }));

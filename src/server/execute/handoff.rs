@@ -11,99 +11,65 @@ use std::ffi::c_char;
 
 use redis_module::raw;
 
-use crate::server::edge::api::{now_us, rm, Ctx};
+use crate::server::edge::api::{rm, Ctx};
+use crate::server::execute::inputs::{self, Inputs};
 use crate::server::execute::step;
 use crate::server::jobs::{self, Job, PAUSED_RETRY_MS};
 use crate::server::keyspace::keys::LockKey;
 use crate::server::persistence::effects;
 use crate::server::waiting::blocking::{self, Resource};
 use crate::server::{notify::stats, quarantine, state};
-use dlock_core::plan::plain::{self, Handoff};
+use dlock_core::plan::plain::{Handoff, Reads, Route};
 use dlock_core::resource::lease::LeaseRef;
 use dlock_core::Error;
 
-/// Grants `res`, a plain lock with a plain queue, to its head waiter (and
-/// every queued entry with the same token), storing the lease in `key`,
-/// which is free or holds the lease being released. Returns whether anyone
-/// got it. Any other resource is served by `step`.
-pub fn grant_next(
+/// Serves the queue of `res`, a plain lock with a plain queue, whose `key`
+/// is free or holds a lease being released: opens the queue, decides the
+/// handoff (`dlock_core::plan::plain::handoff`) and carries it out. Returns
+/// whether anyone got the lock. Any other resource is served by `step`.
+pub fn serve_queue(
     ctx: Ctx,
     key: &mut LockKey,
     name: *mut raw::RedisModuleString,
     res: &Resource,
 ) -> Result<bool, Error> {
-    match prepare_grant(ctx, res)? {
-        Some(next) => commit_grant(ctx, key, name, res, next),
-        None => Ok(false),
+    if blocking::plain_head(res).is_none() {
+        return Ok(false);
     }
+    let inputs = Inputs::serving(ctx, Some(res));
+    let handoff = state::with_clock(|clock| dlock_core::plan::plain::handoff(&inputs, clock))?;
+    carry_out(ctx, key, name, res, handoff, inputs.now_us())
 }
 
-/// A handoff that may go ahead: its fence is already drawn.
-pub struct NextGrant {
-    fence: u64,
+/// Carries out a decided handoff of `res` at `now_us`: the grant to its
+/// head waiter (and every queued entry with the same token), stored in
+/// `key`, which is free or holds the lease being released; or the wake-up
+/// at an evicted lease's end; or the waiters sent away from a slot this
+/// node may not grant. Returns whether anyone got the lock.
+pub fn carry_out(
+    ctx: Ctx,
+    key: &mut LockKey,
+    name: *mut raw::RedisModuleString,
+    res: &Resource,
+    handoff: Handoff,
     now_us: u64,
-}
-
-/// Whether `res` may be handed to a waiter now, and under which fence. The
-/// only thing it changes on success is the fence clock, so a caller that
-/// fails before `commit_grant` has changed nothing a client can see; on
-/// `Err` nothing at all has changed.
-pub fn prepare_grant(ctx: Ctx, res: &Resource) -> Result<Option<NextGrant>, Error> {
-    let now = now_us();
-    if !grant_due(ctx, res, now)? {
-        return Ok(None);
-    }
-    let fence = state::with_clock(|clock| clock.next(now))?;
-    Ok(Some(NextGrant { fence, now_us: now }))
-}
-
-/// Whether `res`, free, is to be handed to a waiter at `now` (then with a
-/// fresh fence). Draws nothing.
-pub fn grant_due(ctx: Ctx, res: &Resource, now: u64) -> Result<bool, Error> {
-    let now_ms = now / 1000;
-    let due = plain::handoff(
-        quarantine::ms_left(),
-        || blocking::held_until(res),
-        || blocking::has_live_waiter(res),
-        now_ms,
-    );
-    match due {
-        Handoff::Now => {}
+) -> Result<bool, Error> {
+    let fence = match handoff {
+        Handoff::Grant { fence } => fence,
         Handoff::Quarantined => return Ok(false),
         Handoff::HeldUntil(until) => {
             blocking::arm_expiry(res, until)?;
             return Ok(false);
         }
-        Handoff::GivenUp => {
-            blocking::time_out_given_up(res);
+        Handoff::SlotMoved => {
+            blocking::fail(Some(res), Error::SlotMoved);
             return Ok(false);
         }
-    }
-    if !crate::server::edge::cluster::may_grant(ctx, &res.key)? {
-        // The slot is moving or gone: a grant here would split ownership.
-        // The waiters retry and follow the redirect.
-        blocking::fail(Some(res), Error::SlotMoved);
-        return Ok(false);
-    }
-    Ok(true)
-}
-
-/// Hands `res` to its head waiter under the fence `prepare_grant` drew.
-pub fn commit_grant(
-    ctx: Ctx,
-    key: &mut LockKey,
-    name: *mut raw::RedisModuleString,
-    res: &Resource,
-    next: NextGrant,
-) -> Result<bool, Error> {
-    // A waiter whose WAIT ran out is never chosen: its reply could not be
-    // told apart from its timeout.
-    blocking::time_out_given_up(res);
-    let Some((token, ttl_ms)) = blocking::grant_head(res, next.fence) else {
+    };
+    let Some((token, ttl_ms)) = blocking::grant_head(res, fence) else {
         return Ok(false);
     };
-    let fence = next.fence;
-    let deadline = next.now_us / 1000 + ttl_ms;
+    let deadline = now_us / 1000 + ttl_ms;
     let lease = LeaseRef::new(&token, fence);
     match key.lease()? {
         Some(_) => key.replace(lease)?,
@@ -153,7 +119,7 @@ fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
 
 fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Result<(), Error> {
     let mut key = LockKey::open_write(ctx, name)?;
-    if step::decides(&key, Some(res)).unwrap_or(false) {
+    if inputs::route_key(&key, Some(res), true) == Route::Step {
         drop(key);
         return step::settle(ctx, res);
     }
@@ -163,9 +129,9 @@ fn settle_key(ctx: Ctx, name: *mut raw::RedisModuleString, res: &Resource) -> Re
             // No TTL (an admin's PERSIST): wait for a release or a DEL.
             None => Ok(()),
         },
-        // A MIGRATE may have taken the key: `grant_next` refuses a slot this
+        // A MIGRATE may have taken the key: the handoff refuses a slot this
         // node no longer serves stably, and the waiters follow the redirect.
-        Ok(None) => grant_next(ctx, &mut key, name, res).map(|_| ()),
+        Ok(None) => serve_queue(ctx, &mut key, name, res).map(|_| ()),
         Err(Error::WrongType) => {
             blocking::fail(Some(res), Error::WrongType);
             Ok(())

@@ -6,6 +6,8 @@ pub mod group;
 pub mod handoff;
 pub mod hold_checks;
 pub mod hold_work;
+pub mod inputs;
+pub mod plain;
 pub mod revoke;
 pub mod sets_plain;
 pub mod step;

@@ -8,15 +8,17 @@ use std::ffi::c_char;
 use redis_module::raw;
 
 use crate::server::edge::api::{now_us, rm, Ctx};
-use crate::server::execute::handoff::grant_next;
-use crate::server::execute::step::{self, Request};
+use crate::server::execute::handoff::serve_queue;
+use crate::server::execute::inputs;
+use crate::server::execute::step;
 use crate::server::jobs::{self, Job, PAUSED_RETRY_MS};
 use crate::server::keyspace::keys::LockKey;
 use crate::server::persistence::effects;
 use crate::server::waiting::blocking::{self, Resource};
 use crate::server::{notify::stats, state};
 use dlock_core::parking::Revoke;
-use dlock_core::plan::Outcome;
+use dlock_core::plan::plain::Route;
+use dlock_core::plan::{Command, Outcome};
 use dlock_core::Error;
 
 /// A grant that never reached its waiter is released as if its owner had
@@ -99,15 +101,16 @@ fn revoke_set(ctx: Ctx, set: &[Revoke<Resource>]) {
     };
     select(ctx, first.resource.db);
     let members: Vec<Resource> = set.iter().map(|rv| rv.resource.clone()).collect();
-    let revoke = Request::Revoke {
+    let revoke = Command::Revoke {
         token: &first.token,
         fence: first.fence,
+        members: members.len(),
     };
     let names: Vec<String> = members
         .iter()
         .map(|r| String::from_utf8_lossy(&r.key).into_owned())
         .collect();
-    match step::run(ctx, &members, &revoke, now_us()) {
+    match step::run(ctx, &members, &revoke, None, now_us()) {
         Ok(Outcome::Count(n)) if n > 0 => ctx.log_warning(&format!(
             "grant of {names:?} (fence {}) revoked on {n} of them: its waiter left \
              before the reply (timeout, CLIENT UNBLOCK or disconnect)",
@@ -156,20 +159,27 @@ fn revoke_key(
     rv: &Revoke<Resource>,
 ) -> Result<bool, Error> {
     let mut key = LockKey::open_write(ctx, name)?;
-    let stepped = match step::decides(&key, Some(&rv.resource)) {
-        Ok(stepped) => stepped,
+    let route = match key.stored() {
+        Ok(stored) => inputs::route(stored, Some(&rv.resource), true),
         Err(Error::WrongType) => return Ok(false),
         Err(e) => return Err(e),
     };
-    if stepped {
+    if route == Route::Step {
         // One step revokes and serves the queue (its component, with the
         // sets waiting there).
         drop(key);
-        let revoke = Request::Revoke {
+        let revoke = Command::Revoke {
             token: &rv.token,
             fence: rv.fence,
+            members: 1,
         };
-        let outcome = step::run(ctx, std::slice::from_ref(&rv.resource), &revoke, now_us())?;
+        let outcome = step::run(
+            ctx,
+            std::slice::from_ref(&rv.resource),
+            &revoke,
+            None,
+            now_us(),
+        )?;
         return Ok(outcome != Outcome::Count(0));
     }
     let held = match key.lease() {
@@ -182,7 +192,7 @@ fn revoke_key(
     }
     stats::notify(ctx, c"dlock.revoked", name);
     let handed_over =
-        blocking::waiters_on(&rv.resource) > 0 && grant_next(ctx, &mut key, name, &rv.resource)?;
+        blocking::waiters_on(&rv.resource) > 0 && serve_queue(ctx, &mut key, name, &rv.resource)?;
     if !handed_over {
         key.delete()?;
         effects::released(ctx, name)?;

@@ -18,18 +18,19 @@
 //! which goes on in a later event-loop turn. So no command or timer
 //! serves more than a bounded part of a cascade.
 
+use std::cell::OnceCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::server::edge::api::{now_us, Ctx};
 use crate::server::execute::group::{self, Group};
 use crate::server::execute::hold_work::{Deadlines, Work};
 use crate::server::jobs::{self, Job};
-use crate::server::keyspace::keys::LockKey;
-use crate::server::keyspace::value::Stored;
 use crate::server::waiting::blocking::{self, Resource};
 use crate::server::{notify::stats, quarantine, state};
 use dlock_core::ask::Ask;
-use dlock_core::plan::{self, Command, Event, Member, Op, Outcome, Plan, Step, Waiting, Who};
+use dlock_core::plan::{
+    self, Command, Event, Found, Member, Op, Outcome, Plan, QueueSeen, Step, Waiting, Who,
+};
 use dlock_core::queue::Wants;
 use dlock_core::resource::holds::NEVER;
 use dlock_core::Error;
@@ -58,109 +59,38 @@ pub fn decided() -> u64 {
     DECIDED.load(Ordering::Relaxed)
 }
 
-/// What a step does for the command that runs it.
-#[derive(Debug, Clone)]
-pub enum Request<'a> {
-    /// Serve the queues only (a timer, a revocation, `DLOCK.INFO`).
-    Settle,
-    /// `wait_ms`: `WAIT` of a client that may block; `new_token`: whether
-    /// the token may start a new hold or wait.
-    Acquire {
-        ask: Ask<'a>,
-        wait_ms: Option<u64>,
-        new_token: Result<(), Error>,
-    },
-    Release {
-        token: &'a [u8],
-    },
-    Extend {
-        token: &'a [u8],
-        ttl_ms: u64,
-    },
-    Revoke {
-        token: &'a [u8],
-        fence: u64,
-    },
-}
-
-impl Request<'_> {
-    /// Whether the step serves the queue of a start whose holds are
-    /// `work`: an event that asks for nothing else, a revocation, a hold
-    /// that ended (pruned, or released by its holder), or an acquire on a
-    /// resource where nothing holds (a handoff may be due). A release or
-    /// extend that holds nothing changes nothing.
-    fn serves(&self, work: &Work) -> bool {
-        match self {
-            Request::Settle | Request::Revoke { .. } => true,
-            Request::Acquire { .. } => work.freed,
-            Request::Release { token } => work.pruned || work.holds.hold_of(token).is_some(),
-            Request::Extend { .. } => work.pruned,
-        }
-    }
-
-    /// Whether a start of another type refuses the command (else its
-    /// waiters are answered with the error and the step goes on).
-    pub fn strict(&self) -> bool {
-        !matches!(self, Request::Settle | Request::Revoke { .. })
-    }
-
-    fn command(&self, members: usize) -> Command<'_> {
-        match self {
-            Request::Settle => Command::Settle,
-            Request::Acquire {
-                ask,
-                wait_ms,
-                new_token,
-            } => Command::Acquire {
-                ask: *ask,
-                members,
-                blocks: wait_ms.is_some(),
-                new_token: new_token.clone(),
-            },
-            Request::Release { token } => Command::Release { token, members },
-            Request::Extend { token, ttl_ms } => Command::Extend {
-                token,
-                ttl_ms: *ttl_ms,
-                members,
-            },
-            Request::Revoke { token, fence } => Command::Revoke {
-                token,
-                fence: *fence,
-                members,
-            },
-        }
-    }
-
-    fn token(&self) -> &[u8] {
-        match self {
-            Request::Settle => b"",
-            Request::Acquire { ask, .. } => ask.token,
-            Request::Release { token }
-            | Request::Extend { token, .. }
-            | Request::Revoke { token, .. } => token,
-        }
-    }
-}
-
-/// Runs one step of `req` on `starts` (distinct, in the caller's
-/// database) at `now_us`. On `Err` nothing a client can see changed
-/// (waiters whose `WAIT` ran out may have been answered nil).
+/// Runs one step of `command` on `starts` (distinct, in the caller's
+/// database) at `now_us`; `wait_ms`, the `WAIT` of an acquire that may
+/// block. On `Err` nothing a client can see changed (waiters whose `WAIT`
+/// ran out may have been answered nil).
 pub fn run(
     ctx: Ctx,
     starts: &[Resource],
-    req: &Request<'_>,
+    command: &Command<'_>,
+    wait_ms: Option<u64>,
     now_us: u64,
 ) -> Result<Outcome, Error> {
+    // Asked at most once a step: in Redis Cluster it reads `CLUSTER NODES`.
+    let owns_slot = OnceCell::new();
+    let token = command.token();
     'open: loop {
-        let serves = |work: &Work| req.serves(work);
-        let Some(mut group) = group::open(ctx, starts, serves, req.strict(), now_us)? else {
+        let serves = |work: &Work| {
+            command.serves_queue(Found {
+                freed: work.freed,
+                pruned: work.pruned,
+                held_by_token: work.holds.hold_of(token).is_some(),
+            })
+        };
+        let refuses = command.refuses_other_types();
+        let Some(mut group) = group::open(ctx, starts, serves, refuses, now_us)? else {
             return Ok(Outcome::Count(0));
         };
-        let n = group.starts;
+        let n = group.own;
+        let command = command.on(n);
         let mut spent = 0;
         let mut left_over = Vec::new();
         let plan = loop {
-            let plan = decide(&group, n, req, now_us)?;
+            let plan = decide(ctx, &group, &command, now_us, &owns_slot)?;
             let size = group.component.requests.len() + group.component.resources.len();
             spent += size as u64;
             DECIDED.fetch_add(size as u64, Ordering::Relaxed);
@@ -187,15 +117,16 @@ pub fn run(
                     break plan;
                 }
                 group::Widened::Grew => continue,
-                group::Widened::Reopen => continue 'open,
+                group::Widened::FoundOtherType => continue 'open,
             }
         };
-        if !plan.granted.is_empty() && !group::may_grant(ctx, &group.component)? {
-            // A grant here would split ownership with the slot's next node.
+        if plan.outcome == Outcome::SendAway {
+            // The waiters follow the redirect; the step is decided again
+            // without them.
             group::send_away(group.component.resources.get(..n).unwrap_or_default());
             continue;
         }
-        let outcome = execute(ctx, &mut group, n, req, plan)?;
+        let outcome = execute(ctx, &mut group, &command, wait_ms, plan)?;
         // The rest of the cascade: each of these is at the head of its
         // queue now (or of an owner that holds there).
         for res in left_over {
@@ -205,26 +136,26 @@ pub fn run(
     }
 }
 
-/// Whether a step, rather than the plain lock's fast path, decides what
-/// happens to `key` (of `res`, if anyone waits on it): the key holds
-/// several holds, or readers, permits, owners or sets wait on it. The one
-/// place that tells the two apart.
-pub fn decides(key: &LockKey, res: Option<&Resource>) -> Result<bool, Error> {
-    Ok(decides_on(key.stored()?, res))
-}
-
-/// As `decides`, on the value already read from the key.
-pub fn decides_on(stored: Option<Stored<'_>>, res: Option<&Resource>) -> bool {
-    matches!(stored, Some(Stored::Multi(_))) || res.is_some_and(|r| !blocking::queue_is_plain(r))
-}
-
 /// Serves the queues of `res` (its component): from a timer, a
 /// revocation, a hold guard, or before `DLOCK.INFO` reads.
 pub fn settle(ctx: Ctx, res: &Resource) -> Result<(), Error> {
-    run(ctx, std::slice::from_ref(res), &Request::Settle, now_us()).map(|_| ())
+    run(
+        ctx,
+        std::slice::from_ref(res),
+        &Command::Settle,
+        None,
+        now_us(),
+    )
+    .map(|_| ())
 }
 
-fn decide(group: &Group, n: usize, req: &Request<'_>, now_us: u64) -> Result<Plan, Error> {
+fn decide(
+    ctx: Ctx,
+    group: &Group,
+    command: &Command<'_>,
+    now_us: u64,
+    owns_slot: &OnceCell<bool>,
+) -> Result<Plan, Error> {
     let comp = &group.component;
     let mut has_waiters = vec![false; comp.resources.len()];
     for r in &comp.requests {
@@ -241,21 +172,22 @@ fn decide(group: &Group, n: usize, req: &Request<'_>, now_us: u64) -> Result<Pla
         .enumerate()
         .map(|(i, m)| {
             let res = comp.resources.get(i);
-            let reserved_from = if group.served {
-                comp.reserved_from.get(i).copied().flatten()
+            let queue = if group.serves_queues {
+                QueueSeen::Served {
+                    requests: has_waiters.get(i).copied().unwrap_or(false),
+                    left_from: comp.reserved_from.get(i).copied().flatten(),
+                }
             } else {
-                res.is_some_and(|r| blocking::waiters_on(r) > 0)
-                    .then_some(0)
+                QueueSeen::Left {
+                    waiters: res.is_some_and(|r| blocking::waiters_on(r) > 0),
+                }
             };
-            let queued = has_waiters.get(i).copied().unwrap_or(false);
-            Member {
-                holds: &m.work.holds,
-                has_waiters: reserved_from.is_some() || queued,
-                reserved_from,
-                held_elsewhere: res
-                    .and_then(blocking::held_until)
-                    .is_some_and(|u| u >= now_ms),
-            }
+            Member::found(
+                &m.work.holds,
+                queue,
+                res.and_then(blocking::held_until),
+                now_ms,
+            )
         })
         .collect();
     let waiting: Vec<Waiting<'_>> = comp
@@ -269,26 +201,34 @@ fn decide(group: &Group, n: usize, req: &Request<'_>, now_us: u64) -> Result<Pla
     let step = Step {
         members: &members,
         waiting: &waiting,
-        command: req.command(n),
+        command: command.clone(),
         quarantined_ms: quarantine::ms_left(),
         now_us,
     };
-    state::with_clock(|clock| plan::plan(&step, clock))
+    let owns_slot = || match owns_slot.get() {
+        Some(owns) => Ok(*owns),
+        None => {
+            let owns = group::may_grant(ctx, comp)?;
+            Ok(*owns_slot.get_or_init(|| owns))
+        }
+    };
+    state::with_clock(|clock| plan::plan(&step, clock, owns_slot))
 }
 
 /// Carries `plan` out on the opened `group`.
 fn execute(
     ctx: Ctx,
     group: &mut Group,
-    n: usize,
-    req: &Request<'_>,
+    command: &Command<'_>,
+    wait_ms: Option<u64>,
     plan: Plan,
 ) -> Result<Outcome, Error> {
+    let n = group.own;
     state::with_clock(|clock| *clock = plan.clock.clone());
     let comp = &group.component;
     let token_of = |who: Who| -> &[u8] {
         match who {
-            Who::Command => req.token(),
+            Who::Command => command.token(),
             Who::Queued(i) => comp.requests.get(i).map_or(&[][..], |r| &r.token),
         }
     };
@@ -298,12 +238,12 @@ fn execute(
         };
         match *op {
             Op::Drop => {
-                member.work.drop_hold(req.token());
+                member.work.drop_hold(command.token());
             }
             Op::Move { who, ttl_ms } => member.work.move_deadline(token_of(who), ttl_ms),
             Op::Add { who, fence } => {
-                let ask = match (who, req) {
-                    (Who::Command, Request::Acquire { ask, .. }) => *ask,
+                let ask = match (who, command) {
+                    (Who::Command, Command::Acquire { ask, .. }) => *ask,
                     (Who::Queued(i), _) => match comp.requests.get(i) {
                         Some(r) => ask_of(&r.token, &r.wants, r.ttl_ms),
                         None => continue,
@@ -331,7 +271,7 @@ fn execute(
             // The owner knows its fence now: a grant of this token still
             // in flight stands.
             for res in comp.resources.iter().take(n) {
-                blocking::confirm(|| Ok(res.clone()), req.token())?;
+                blocking::confirm(|| Ok(res.clone()), command.token())?;
             }
         }
     }
@@ -349,7 +289,7 @@ fn execute(
     if !granted.is_empty() || !refused.is_empty() {
         blocking::grant_entries(&granted, &retried, refused);
     }
-    if let (Outcome::Wait, Request::Acquire { ask, wait_ms, .. }) = (plan.outcome, req) {
+    if let (Outcome::Wait, Command::Acquire { ask, .. }) = (plan.outcome, command) {
         let members: Vec<Resource> = comp.resources.iter().take(n).cloned().collect();
         let timeout = wait_ms.unwrap_or(0);
         blocking::block_on(ctx, members, ask.token, Wants::of(ask), ask.ttl_ms, timeout)?;

@@ -71,7 +71,7 @@ fn with_parking<R>(f: impl FnOnce(&mut Parking<Resource, Blocked>) -> R) -> R {
     TOTAL.store(p.queues().total(), Ordering::Relaxed);
     GRANTS_IN_FLIGHT.store(p.has_grants_in_flight(), Ordering::Relaxed);
     let stale = p.queues_mut().take_stale_timers();
-    let thinned = p.queues_mut().take_thinned();
+    let to_settle = p.queues_mut().take_to_settle();
     let emptied = p.queues_mut().take_emptied();
     drop(p);
     if !stale.is_empty() {
@@ -83,7 +83,7 @@ fn with_parking<R>(f: impl FnOnce(&mut Parking<Resource, Blocked>) -> R) -> R {
     }
     // Who is behind a waiter that left may fit now: look again from a
     // timer (we may be inside a callback that cannot write).
-    for res in thinned {
+    for res in to_settle {
         jobs::push(Job::Settle(res));
     }
     r
@@ -155,11 +155,6 @@ pub fn widen(
     decided: &[usize],
 ) -> bool {
     parking().queues().widen(frontier, part, decided)
-}
-
-/// Whether a waiter of `res` can still be granted now.
-pub fn has_live_waiter(res: &Resource) -> bool {
-    anyone_waiting() && parking().queues().has_live_waiter(res, wait_clock_ms())
 }
 
 /// The clock `WAIT`s are reckoned on: monotonic, as the timer that ends
@@ -321,6 +316,20 @@ pub fn time_out_given_up(res: &Resource) {
         stats::WAIT_TIMEOUTS.add();
     }
     answers_ready();
+}
+
+/// The head of the plain queue of `res` (its token, and whether another
+/// token waits behind it), once the waiters whose `WAIT` ran out have left
+/// (their timeout is due whatever the caller does): the head a handoff now
+/// grants. `None`: nobody waits.
+pub fn plain_head(res: &Resource) -> Option<(Box<[u8]>, bool)> {
+    if waiters_on(res) == 0 {
+        return None;
+    }
+    time_out_given_up(res);
+    let parking = parking();
+    let (token, others) = parking.queues().head(res)?;
+    Some((token.into(), others))
 }
 
 /// Grants `res` to its head waiter (and every queued entry with the same

@@ -179,7 +179,7 @@ impl World {
             quarantined_ms: 0,
             now_us: NOW_US,
         };
-        plan(&step, &self.clock)
+        plan(&step, &self.clock, || Ok(true))
     }
 
     /// Carries a whole-component plan out.

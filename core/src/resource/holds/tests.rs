@@ -303,7 +303,10 @@ fn an_owner_queued_behind_others_is_granted_once_it_holds() {
     let queue = [owned(excl("b1"), "B"), excl("X"), owned(excl("b2"), "B")];
     assert_eq!(
         h.admit_queue(&queue),
-        vec![(0, Ok(QueueGrant::Fresh)), (2, Ok(QueueGrant::SameAs(0)))]
+        vec![
+            (0, Ok(QueueGrant::Fresh)),
+            (2, Ok(QueueGrant::SameOwnerAs(0)))
+        ]
     );
 }
 
@@ -315,7 +318,7 @@ fn a_token_queued_twice_is_one_grant() {
         h.admit_queue(&queue),
         vec![
             (0, Ok(QueueGrant::Fresh)),
-            (1, Ok(QueueGrant::Duplicate(0)))
+            (1, Ok(QueueGrant::AnsweredBy(0)))
         ]
     );
 }
