@@ -1,6 +1,6 @@
 //! Restart quarantine in the server: what the last run left behind, the
 //! durability of this run, and the window during which new grants wait.
-//! The rules themselves are in `lock::quarantine`.
+//! The rules themselves are in `dlock_core::rules::quarantine`.
 //!
 //! How the previous run ended is kept in a small state file in the data
 //! directory (Redis runs with its working directory there): "running" is

@@ -13,7 +13,7 @@ use dlock_core::FenceClock;
 /// The lock data type, registered once at load.
 static LOCK_TYPE: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(std::ptr::null_mut());
 
-/// The fence clock's high-water mark (see `lock::fence`).
+/// The fence clock's high-water mark (see `dlock_core::fence`).
 static LAST_FENCE: AtomicU64 = AtomicU64::new(0);
 
 /// Whether this server is a replica (kept current by role-change events).

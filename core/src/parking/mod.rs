@@ -438,7 +438,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
 
 impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
     /// The queued `handle`'s `WAIT` ends at `at_us` (µs, on the clock the
-    /// server reckons `WAIT`s on: monotonic, see `server::waiting::blocking`);
+    /// server reckons `WAIT`s on: monotonic, see the module's `server/waiting/blocking.rs`);
     /// the server makes sure its timer fires by then.
     pub fn ends_wait_at(&mut self, handle: H, at_us: u64) {
         let Some(State::Queued(id)) = self.slots.get(&handle).map(|s| &s.state) else {

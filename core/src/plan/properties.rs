@@ -5,7 +5,7 @@
 //! giving up, the quarantine, an evicted lease, time passing). The test
 //! keeps what the server keeps: each resource's holds (pruned before every
 //! step), the queue in enqueue order and the fence clock; it carries every
-//! plan out as `server::step` does and checks after every step:
+//! plan out as the module's `server/execute/step.rs` does and checks after every step:
 //!
 //! 1. every resource's holds are consistent (`Holds::is_consistent`),
 //!    within their limit, an exclusive hold of a lock beside holds of its
@@ -408,7 +408,7 @@ fn decide(model: &Model, input: &Input) -> Result<Plan, Error> {
     plan(&step, &model.clock, || Ok(true))
 }
 
-/// `plan` carried out on a copy of `before` as `server::step` does: the
+/// `plan` carried out on a copy of `before` as the module's `server/execute/step.rs` does: the
 /// clock, the operations in order, the queue's answers, the command's wait.
 fn apply(before: &Model, input: &Input, plan: &Plan) -> Model {
     let mut after = before.clone();

@@ -1,6 +1,7 @@
 use super::*;
 use crate::ask::Mode;
 use crate::fence::MAX_FENCE;
+use crate::resource::holds::Holds;
 
 const NOW_US: u64 = 1_000_000_000;
 const NOW_MS: u64 = NOW_US / 1000;

@@ -118,7 +118,7 @@ struct WaitQueue<H> {
     /// plain handoff (head waiter and its token's duplicates) is exact.
     not_plain: usize,
     /// Entries of set requests: while there are any, the queue is decided
-    /// together with its members' queues (`lock::component`).
+    /// together with its members' queues (`crate::plan::component`).
     in_sets: usize,
     /// Earliest deadline (unix ms) a wake-up timer is already armed for.
     timer_at: Option<u64>,

@@ -1,6 +1,6 @@
 //! Set requests in the wait queues: one `DLOCK.MACQUIRE ...
 //! WAIT` waits, under one id, in the queue of every member, and the queues
-//! that share set requests are decided together (`lock::component`).
+//! that share set requests are decided together (`crate::plan::component`).
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;

@@ -7,7 +7,7 @@
 //! `Holds::decide`, so persistence, effects, handoff and INFO can have one
 //! path each.
 //!
-//! This is the rule book, unit-tested without a server; `server::holds`
+//! This is the rule book, unit-tested without a server; `server/execute/hold_work.rs`
 //! maps the commands onto it. Time is always passed in.
 
 use std::collections::{BTreeMap, HashMap};

@@ -10,13 +10,12 @@ use redis_module::raw;
 use crate::server::edge::api::{now_us, Ctx};
 use crate::server::edge::ffi::Argv;
 use crate::server::execute::inputs;
-use crate::server::execute::plain;
+use crate::server::execute::plain::{self, Routed};
 use crate::server::execute::revoke;
 use crate::server::execute::step;
 use crate::server::keyspace::keys::LockKey;
 use crate::server::state;
 use crate::server::waiting::blocking::{self, Resource};
-use dlock_core::plan::plain::Route;
 use dlock_core::plan::{Command, Outcome};
 use dlock_core::{request::args, Error};
 
@@ -37,10 +36,9 @@ fn acquire_key(
 ) -> Result<(), Error> {
     let key = LockKey::open_write(ctx, name)?;
     let waiting = blocking::waiting_resource(ctx, name)?;
-    if inputs::route(key.stored()?, waiting.as_ref(), req.is_plain()) == Route::Plain {
-        return plain::acquire(ctx, key, name, req, waiting);
+    if let Routed::Plain(()) = plain::acquire(ctx, key, name, req, waiting)? {
+        return Ok(());
     }
-    drop(key);
     let wait_ms = match req.wait_ms {
         Some(t) if inputs::can_block(ctx.flags()?) => Some(t),
         _ => None,
@@ -79,10 +77,9 @@ pub fn release_key(
 ) -> Result<bool, Error> {
     let key = LockKey::open_write(ctx, name)?;
     let waiting = blocking::waiting_resource(ctx, name)?;
-    if inputs::route(key.stored()?, waiting.as_ref(), true) == Route::Plain {
-        return plain::release(ctx, key, name, token, waiting);
+    if let Routed::Plain(released) = plain::release(ctx, key, name, token, waiting)? {
+        return Ok(released);
     }
-    drop(key);
     let release = Command::Release { token, members: 1 };
     let released = run_step(ctx, name, &release, None, now_us())?;
     Ok(released != Outcome::Count(0))
@@ -111,10 +108,9 @@ pub fn extend_key(
 ) -> Result<bool, Error> {
     let key = LockKey::open_write(ctx, name)?;
     let waiting = blocking::waiting_resource(ctx, name)?;
-    if inputs::route(key.stored()?, waiting.as_ref(), true) == Route::Plain {
-        return plain::extend(ctx, key, name, token, ttl_ms, now_us, waiting);
+    if let Routed::Plain(held) = plain::extend(ctx, key, name, token, ttl_ms, now_us, waiting)? {
+        return Ok(held);
     }
-    drop(key);
     let extend = Command::Extend {
         token,
         ttl_ms,

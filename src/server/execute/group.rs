@@ -226,7 +226,7 @@ fn open_one(ctx: Ctx, res: &Resource, now_us: u64) -> Result<Option<Opened>, Err
 }
 
 /// The part of the component of `starts` this step decides (see
-/// `lock::queue::Frontier`), after its given-up waiters left and, when it
+/// `dlock_core::queue::Frontier`), after its given-up waiters left and, when it
 /// holds a set request and this node may not grant the slot (one slot: a
 /// set's members share it), the component's waiters were sent away: a set
 /// must not be granted in part by two nodes, so they retry and follow the

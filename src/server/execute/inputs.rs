@@ -41,21 +41,19 @@ pub fn route_key(key: &LockKey, res: Option<&Resource>, plain_request: bool) -> 
 pub struct Inputs<'a> {
     ctx: Ctx,
     res: Option<&'a Resource>,
-    /// The request's `WAIT`, if any.
-    wait: bool,
-    new_token: Result<(), Error>,
+    /// The command's acquire (none for a release, a revocation or a timer).
+    acquire: Option<&'a args::Acquire<'a>>,
     now_us: OnceCell<u64>,
     flags: OnceCell<Option<Flags>>,
 }
 
 impl<'a> Inputs<'a> {
     /// For a command's request on `res` (if anyone waits on it).
-    pub fn of(ctx: Ctx, res: Option<&'a Resource>, req: &args::Acquire<'_>) -> Self {
+    pub fn of(ctx: Ctx, res: Option<&'a Resource>, req: &'a args::Acquire<'a>) -> Self {
         Inputs {
             ctx,
             res,
-            wait: req.wait_ms.is_some(),
-            new_token: req.check_new_token(),
+            acquire: Some(req),
             now_us: OnceCell::new(),
             flags: OnceCell::new(),
         }
@@ -67,8 +65,7 @@ impl<'a> Inputs<'a> {
         Inputs {
             ctx,
             res,
-            wait: false,
-            new_token: Ok(()),
+            acquire: None,
             now_us: OnceCell::new(),
             flags: OnceCell::new(),
         }
@@ -77,7 +74,7 @@ impl<'a> Inputs<'a> {
 
 impl Reads for Inputs<'_> {
     fn blocks(&self) -> bool {
-        self.wait
+        self.acquire.is_some_and(|req| req.wait_ms.is_some())
             && self
                 .flags
                 .get_or_init(|| self.ctx.flags().ok())
@@ -85,7 +82,7 @@ impl Reads for Inputs<'_> {
     }
 
     fn new_token(&self) -> Result<(), Error> {
-        self.new_token.clone()
+        self.acquire.map_or(Ok(()), |req| req.check_new_token())
     }
 
     fn quarantined_ms(&self) -> u64 {

@@ -7,18 +7,26 @@ use redis_module::raw;
 
 use crate::server::edge::api::{now_us, Ctx};
 use crate::server::execute::handoff;
-use crate::server::execute::inputs::Inputs;
+use crate::server::execute::inputs::{route, Inputs};
 use crate::server::keyspace::keys::LockKey;
 use crate::server::keyspace::value::Stored;
 use crate::server::persistence::effects;
 use crate::server::waiting::blocking::{self, Resource};
 use crate::server::{notify::stats, quarantine, state};
-use dlock_core::plan::plain::{self, Acquire, Head, Reads, Release, View};
+use dlock_core::plan::plain::{self, Acquire, Head, Reads, Release, Route, View};
 use dlock_core::queue::Wants;
 use dlock_core::resource::lease::LeaseRef;
 use dlock_core::{request::args, Error};
 
-/// `DLOCK.ACQUIRE` on the plain path: `key` open for writing, `res` the
+/// Which path took a command: the plain one (with its answer), or a step's
+/// (the key as the caller found it, nothing changed).
+pub enum Routed<T> {
+    Plain(T),
+    Step,
+}
+
+/// `DLOCK.ACQUIRE` on the plain path, if it is the plain path's
+/// (`inputs::route`): `key` open for writing, `res` the
 /// resource if anyone waits on it. Replies.
 pub fn acquire(
     ctx: Ctx,
@@ -26,10 +34,14 @@ pub fn acquire(
     name: *mut raw::RedisModuleString,
     req: &args::Acquire<'_>,
     res: Option<Resource>,
-) -> Result<(), Error> {
+) -> Result<Routed<()>, Error> {
     let inputs = Inputs::of(ctx, res.as_ref(), req);
     let plan = {
-        let lease = plain_lease(key.stored()?);
+        let stored = key.stored()?;
+        if route(stored, res.as_ref(), req.is_plain()) == Route::Step {
+            return Ok(Routed::Step);
+        }
+        let lease = plain_lease(stored);
         // Only a free lock looks at its queue: a held one is not handed over.
         let head = match (lease, &res) {
             (None, Some(res)) => blocking::plain_head(res),
@@ -51,9 +63,9 @@ pub fn acquire(
     let (fence, deadline) = match plan.outcome {
         Acquire::Busy => {
             stats::CONTENDED.add();
-            return ctx.reply_null();
+            return ctx.reply_null().map(Routed::Plain);
         }
-        Acquire::Wait => return wait(ctx, &key, name, req, res),
+        Acquire::Wait => return wait(ctx, &key, name, req, res).map(Routed::Plain),
         Acquire::Grant { fence } => {
             let deadline = deadline();
             key.store(LeaseRef::new(req.token, fence))?;
@@ -81,7 +93,7 @@ pub fn acquire(
         // A refresh may shorten the lease: wake the queue at the new end.
         blocking::arm_expiry(res, deadline)?;
     }
-    ctx.reply_integer(fence as i64)
+    ctx.reply_integer(fence as i64).map(Routed::Plain)
 }
 
 /// Parks the client (its `WAIT` decided by `plain::acquire`), and wakes the
@@ -107,16 +119,21 @@ fn wait(
     }
 }
 
-/// `DLOCK.RELEASE` by `token` on the plain path; whether it held the lock.
+/// `DLOCK.RELEASE` by `token` on the plain path, if it is the plain
+/// path's; whether it held the lock.
 pub fn release(
     ctx: Ctx,
     mut key: LockKey,
     name: *mut raw::RedisModuleString,
     token: &[u8],
     res: Option<Resource>,
-) -> Result<bool, Error> {
+) -> Result<Routed<bool>, Error> {
     let plan = {
-        let lease = plain_lease(key.stored()?);
+        let stored = key.stored()?;
+        if route(stored, res.as_ref(), true) == Route::Step {
+            return Ok(Routed::Step);
+        }
+        let lease = plain_lease(stored);
         // Only a release that frees the lock looks at its queue.
         let head = match &res {
             Some(res) if plain::releases(lease, token) => blocking::plain_head(res),
@@ -133,7 +150,7 @@ pub fn release(
         state::with_clock(|clock| plain::release(&view, token, &inputs, clock))?
     };
     let Release::Freed { handoff } = plan else {
-        return Ok(false);
+        return Ok(Routed::Plain(false));
     };
     // Subscribers see the release before the handoff it causes.
     stats::RELEASES.add();
@@ -147,11 +164,12 @@ pub fn release(
         effects::released(ctx, name)?;
         key.signal_modified()?;
     }
-    Ok(true)
+    Ok(Routed::Plain(true))
 }
 
-/// `DLOCK.EXTEND` by `token` on the plain path: its lease now ends
-/// `ttl_ms` after `now_us`; whether it held the lock.
+/// `DLOCK.EXTEND` by `token` on the plain path, if it is the plain
+/// path's: its lease now ends `ttl_ms` after `now_us`; whether it held the
+/// lock.
 pub fn extend(
     ctx: Ctx,
     mut key: LockKey,
@@ -160,9 +178,13 @@ pub fn extend(
     ttl_ms: u64,
     now_us: u64,
     res: Option<Resource>,
-) -> Result<bool, Error> {
-    if !plain::held_by(plain_lease(key.stored()?), token) {
-        return Ok(false);
+) -> Result<Routed<bool>, Error> {
+    let stored = key.stored()?;
+    if route(stored, res.as_ref(), true) == Route::Step {
+        return Ok(Routed::Step);
+    }
+    if !plain::held_by(plain_lease(stored), token) {
+        return Ok(Routed::Plain(false));
     }
     let deadline = now_us / 1000 + ttl_ms;
     key.set_deadline(deadline)?;
@@ -175,7 +197,7 @@ pub fn extend(
         // A shorter lease must still be handed over on time.
         blocking::arm_expiry(&res, deadline)?;
     }
-    Ok(true)
+    Ok(Routed::Plain(true))
 }
 
 /// The plain lease of a value read once (`None`: free).

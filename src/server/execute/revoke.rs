@@ -1,6 +1,6 @@
 //! Revocation: a grant whose reply never reached its waiter (the waiter
 //! left in the grant's event-loop turn, or the server dropped the reply) is
-//! released again as if its owner had released it. See `lock::parking` for
+//! released again as if its owner had released it. See `dlock_core::parking` for
 //! when a grant counts as undelivered.
 
 use std::ffi::c_char;

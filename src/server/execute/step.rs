@@ -2,7 +2,7 @@
 //! the plain lock's fast path (shared holds, semaphores, owners, sets, and
 //! every queue that holds such a request) and every event that serves such
 //! a queue. The keys are opened once and their dead holds pruned
-//! (`group`), `lock::plan` decides the whole step, and this file carries
+//! (`group`), `dlock_core::plan` decides the whole step, and this file carries
 //! the plan out in order: the fence clock, the holds and their effects (in
 //! one command or timer callback, so replicas and the AOF get one
 //! transaction), the keyspace events and counters, the answers to the
@@ -14,7 +14,7 @@
 //! step stops growing once its rounds have decided `DECIDED_PER_STEP`
 //! requests and resources, carries out what it decided (the whole
 //! component's decision with the requests it uncovered kept waiting, see
-//! `lock::queue::Frontier`), and queues a `Settle` job where those wait,
+//! `dlock_core::queue::Frontier`), and queues a `Settle` job where those wait,
 //! which goes on in a later event-loop turn. So no command or timer
 //! serves more than a bounded part of a cascade.
 

@@ -27,7 +27,7 @@ pub enum Job {
     /// known to hold that lock (see `restored`).
     ConfirmRestored { db: i32, key: Box<[u8]>, fence: u64 },
     /// Write the `DLOCK.META` facts, if they changed, into the AOF and to
-    /// replicas (see `persistence::write_meta`).
+    /// replicas (see `data_type::write_meta`).
     WriteMeta,
     /// Look at a multi-hold key whose guard fired, or that was loaded
     /// (see `hold_guards`).

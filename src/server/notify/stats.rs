@@ -59,7 +59,7 @@ pub fn lock_created() {
     LOCKS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Also called from the server's background free thread (`persistence::free`).
+/// Also called from the server's background free thread (`data_type::free`).
 pub fn lock_freed() {
     LOCKS.fetch_sub(1, Ordering::Relaxed);
 }

@@ -358,7 +358,7 @@ extern "C" fn copy(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) ->
 }
 
 /// The fence clock's high-water mark and the restart quarantine's facts
-/// (`lock::aux` has the layout of every version).
+/// (`dlock_core::rules::aux` has the layout of every version).
 extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
     guard("aux_save", (), || {
         let aux = Aux {

@@ -29,7 +29,7 @@ pub const APPLY: &CStr = c"DLOCK.APPLY";
 /// quarantine needs to know about the run that wrote the data, and the end
 /// (unix ms) of the quarantine running there, if one runs. Sent before a grant
 /// whenever it changed, and from the deferred jobs when an AOF rewrite or a
-/// quarantine starts or a quarantine is lifted (`persistence::write_meta`):
+/// quarantine starts or a quarantine is lifted (`data_type::write_meta`):
 /// with two arguments, followed by the three-argument form while a
 /// quarantine runs (`meta_args` says why).
 pub const META: &CStr = c"DLOCK.META";

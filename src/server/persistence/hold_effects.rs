@@ -1,5 +1,5 @@
 //! The effects of resources with several holds (the formats are
-//! in `lock::changes`): emitted by the master for each hold it adds, moves
+//! in `dlock_core::resource::changes`): emitted by the master for each hold it adds, moves
 //! or drops, and applied by replicas and the AOF loader. A change between
 //! plain locks (or to and from a free key) keeps the plain effects, so a
 //! deployment that uses only plain locks sends only plain effects.

@@ -1,5 +1,5 @@
 //! Parked clients of `DLOCK.ACQUIRE ... WAIT`: the blocked-client plumbing
-//! around `lock::parking` (queues, answers, and the rule that a grant is
+//! around `dlock_core::parking` (queues, answers, and the rule that a grant is
 //! delivered or revoked).
 //!
 //! The server's rules that shape this file (Redis 7.0 to 8.0, Valkey 8):
@@ -121,7 +121,7 @@ pub fn waiting_resource(
 }
 
 /// Whether a set request waits on `res`: its queue is then decided only
-/// with its component (`server::sets`).
+/// with its component (`server/commands/sets.rs`).
 pub fn has_sets(res: &Resource) -> bool {
     anyone_waiting() && parking().queues().has_sets(res)
 }
