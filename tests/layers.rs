@@ -19,161 +19,14 @@
 //! re-exports (`pub use error::Error`) resolves to the module that defines
 //! it. Code under `#[cfg(test)]` (test modules, inline or in their own files)
 //! makes no edges: tests may reach across the layering. Comments and string
-//! literals are skipped by the tokenizer. `#[path]` is refused: a module with
-//! parts is a folder.
+//! literals are never paths (the sources are parsed with `syn`). `#[path]` is
+//! refused: a module with parts is a folder.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 // ---------------------------------------------------------------------------
-// Tokens
-
-#[derive(Clone, Debug, PartialEq)]
-enum Tok {
-    Ident(String),
-    PathSep,
-    Punct(char),
-    /// Number, string, char literal or lifetime: never part of a path.
-    Lit,
-}
-
-#[derive(Clone, Debug)]
-struct Token {
-    tok: Tok,
-    line: usize,
-}
-
-fn is_ident_start(c: char) -> bool {
-    c == '_' || c.is_alphabetic()
-}
-
-fn is_ident_char(c: char) -> bool {
-    c == '_' || c.is_alphanumeric()
-}
-
-/// Skips a quoted literal starting at `i` (the opening `"`), with escapes
-/// unless `raw`, closing on `"` followed by `hashes` `#`s.
-fn skip_quoted(s: &[char], mut i: usize, raw: bool, hashes: usize, line: &mut usize) -> usize {
-    i += 1;
-    while i < s.len() {
-        match s[i] {
-            '\\' if !raw => {
-                if s.get(i + 1) == Some(&'\n') {
-                    *line += 1;
-                }
-                i += 2;
-                continue;
-            }
-            '\n' => *line += 1,
-            '"' if (1..=hashes).all(|k| s.get(i + k) == Some(&'#')) => return i + 1 + hashes,
-            _ => {}
-        }
-        i += 1;
-    }
-    i
-}
-
-fn tokenize(src: &str) -> Vec<Token> {
-    let s: Vec<char> = src.chars().collect();
-    let mut out = Vec::new();
-    let mut line = 1;
-    let mut i = 0;
-    let push = |out: &mut Vec<Token>, tok, line| out.push(Token { tok, line });
-    while i < s.len() {
-        let c = s[i];
-        let next = s.get(i + 1).copied();
-        if c == '\n' {
-            line += 1;
-            i += 1;
-        } else if c.is_whitespace() {
-            i += 1;
-        } else if c == '/' && next == Some('/') {
-            while i < s.len() && s[i] != '\n' {
-                i += 1;
-            }
-        } else if c == '/' && next == Some('*') {
-            let mut depth = 0;
-            while i < s.len() {
-                if s[i] == '/' && s.get(i + 1) == Some(&'*') {
-                    depth += 1;
-                    i += 2;
-                } else if s[i] == '*' && s.get(i + 1) == Some(&'/') {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    if s[i] == '\n' {
-                        line += 1;
-                    }
-                    i += 1;
-                }
-            }
-        } else if c == '"' {
-            let start = line;
-            i = skip_quoted(&s, i, false, 0, &mut line);
-            push(&mut out, Tok::Lit, start);
-        } else if c == '\'' {
-            // A char literal ('x', '\n', '\u{..}') or a lifetime ('a).
-            if next == Some('\\') {
-                // Past the quote, the backslash and the escaped char.
-                i += 3;
-                while i < s.len() && s[i] != '\'' {
-                    i += 1;
-                }
-                i += 1;
-            } else if s.get(i + 2) == Some(&'\'') {
-                i += 3;
-            } else {
-                i += 1;
-                while i < s.len() && is_ident_char(s[i]) {
-                    i += 1;
-                }
-            }
-            push(&mut out, Tok::Lit, line);
-        } else if c.is_ascii_digit() {
-            while i < s.len() && is_ident_char(s[i]) {
-                i += 1;
-            }
-            push(&mut out, Tok::Lit, line);
-        } else if is_ident_start(c) {
-            let start = i;
-            while i < s.len() && is_ident_char(s[i]) {
-                i += 1;
-            }
-            let word: String = s[start..i].iter().collect();
-            // String prefixes: b"", c"", r"", r#""#, br"", cr#""#; b'x'.
-            let raw = word == "r" || word == "br" || word == "cr";
-            let plain = word == "b" || word == "c";
-            let mut hashes = 0;
-            while raw && s.get(i + hashes) == Some(&'#') {
-                hashes += 1;
-            }
-            if (raw || plain) && s.get(i + hashes) == Some(&'"') {
-                let start = line;
-                i = skip_quoted(&s, i + hashes, raw, hashes, &mut line);
-                push(&mut out, Tok::Lit, start);
-            } else if word == "r" && hashes == 1 && s.get(i + 1).is_some_and(|c| is_ident_start(*c))
-            {
-                // A raw identifier (r#type) is just an identifier.
-                i += 1;
-            } else {
-                push(&mut out, Tok::Ident(word), line);
-            }
-        } else if c == ':' && next == Some(':') {
-            push(&mut out, Tok::PathSep, line);
-            i += 2;
-        } else {
-            push(&mut out, Tok::Punct(c), line);
-            i += 1;
-        }
-    }
-    out
-}
-
-// ---------------------------------------------------------------------------
-// Paths in one file
+// Paths in one file, read with `syn` (comments and literals never are paths)
 
 /// A path found in a file, before resolution.
 #[derive(Clone, Debug)]
@@ -193,7 +46,8 @@ struct RawPath {
 #[derive(Clone, Debug)]
 struct ModDecl {
     name: String,
-    path_attr: Option<String>,
+    /// It has a `#[path]` attribute.
+    path_attr: bool,
     test: bool,
 }
 
@@ -205,293 +59,203 @@ struct FileScan {
     test_file: bool,
 }
 
-fn ident(t: Option<&Token>) -> Option<&str> {
-    match t.map(|t| &t.tok) {
-        Some(Tok::Ident(s)) => Some(s),
-        _ => None,
+fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
+    })
+}
+
+/// The attributes of an item, whatever its kind.
+fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
+    use syn::Item::*;
+    match item {
+        Const(i) => &i.attrs,
+        Enum(i) => &i.attrs,
+        ExternCrate(i) => &i.attrs,
+        Fn(i) => &i.attrs,
+        ForeignMod(i) => &i.attrs,
+        Impl(i) => &i.attrs,
+        Macro(i) => &i.attrs,
+        Mod(i) => &i.attrs,
+        Static(i) => &i.attrs,
+        Struct(i) => &i.attrs,
+        Trait(i) => &i.attrs,
+        TraitAlias(i) => &i.attrs,
+        Type(i) => &i.attrs,
+        Union(i) => &i.attrs,
+        Use(i) => &i.attrs,
+        _ => &[],
     }
 }
 
-fn punct(t: Option<&Token>, c: char) -> bool {
-    matches!(t.map(|t| &t.tok), Some(Tok::Punct(p)) if *p == c)
+struct Scanner {
+    scan: FileScan,
+    /// The file's module, then the inline modules around the current item.
+    scope: Vec<String>,
+    /// Depth of inline modules: only the file's own `mod x;` name files.
+    inline: usize,
+    in_test: bool,
 }
 
-fn path_sep(t: Option<&Token>) -> bool {
-    matches!(t.map(|t| &t.tok), Some(Tok::PathSep))
-}
+impl Scanner {
+    fn push(&mut self, segs: Vec<String>, line: usize, binds: Option<String>, reexport: bool) {
+        self.scan.paths.push(RawPath {
+            segs,
+            line,
+            scope: self.scope.clone(),
+            in_test: self.in_test,
+            binds,
+            reexport,
+        });
+    }
 
-/// The index after the bracket group opening at `i`.
-fn skip_group(toks: &[Token], i: usize) -> usize {
-    let mut depth = 0i32;
-    let mut j = i;
-    while j < toks.len() {
-        match toks[j].tok {
-            Tok::Punct('(' | '[' | '{') => depth += 1,
-            Tok::Punct(')' | ']' | '}') => {
-                depth -= 1;
-                if depth == 0 {
-                    return j + 1;
-                }
+    /// Flattens a use tree into paths, each with the name it binds.
+    fn use_tree(&mut self, tree: &syn::UseTree, prefix: &mut Vec<String>, reexport: bool) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(&p.tree, prefix, reexport);
+                prefix.pop();
             }
-            _ => {}
-        }
-        j += 1;
-    }
-    j
-}
-
-/// An attribute at `i`, `#[...]` or (`inner`) `#![...]`: its end and its
-/// text (tokens joined).
-fn attribute(toks: &[Token], i: usize, inner: bool) -> Option<(usize, String)> {
-    let open = if inner { i + 2 } else { i + 1 };
-    if !punct(toks.get(i), '#')
-        || (inner && !punct(toks.get(i + 1), '!'))
-        || !punct(toks.get(open), '[')
-    {
-        return None;
-    }
-    let end = skip_group(toks, open);
-    let text = toks[open + 1..end.saturating_sub(1).max(open + 1)]
-        .iter()
-        .map(|t| match &t.tok {
-            Tok::Ident(s) => s.clone(),
-            Tok::PathSep => "::".into(),
-            Tok::Punct(c) => c.to_string(),
-            Tok::Lit => "<lit>".into(),
-        })
-        .collect::<String>();
-    Some((end, text))
-}
-
-/// The index after the item starting at `i`: its `;` or its closing `}`.
-fn item_end(toks: &[Token], i: usize) -> usize {
-    let mut j = i;
-    let mut semicolon_only = false;
-    while j < toks.len() {
-        match &toks[j].tok {
-            Tok::Ident(w) if matches!(w.as_str(), "use" | "const" | "static" | "type" | "let") => {
-                semicolon_only = true;
-                j += 1;
-            }
-            Tok::Punct(';') => return j + 1,
-            Tok::Punct('{') if !semicolon_only => return skip_group(toks, j),
-            Tok::Punct('(' | '[' | '{') => j = skip_group(toks, j),
-            _ => j += 1,
-        }
-    }
-    j
-}
-
-/// The string of `#[path = "..."]`, read from the source text.
-fn path_attr_value(src_line: &str) -> Option<String> {
-    let start = src_line.find("path")?;
-    let rest = &src_line[start..];
-    let open = rest.find('"')?;
-    let close = rest[open + 1..].find('"')?;
-    Some(rest[open + 1..open + 1 + close].to_string())
-}
-
-/// Flattens the use tree at `i` (after `use`) into paths; returns the index
-/// after the `;`.
-fn use_tree(
-    toks: &[Token],
-    mut i: usize,
-    prefix: &[String],
-    out: &mut Vec<(Vec<String>, String, usize)>,
-) -> usize {
-    let mut segs = prefix.to_vec();
-    let line = toks.get(i).map_or(0, |t| t.line);
-    loop {
-        if punct(toks.get(i), '{') {
-            i += 1;
-            loop {
-                if punct(toks.get(i), '}') {
-                    return i + 1;
-                }
-                i = use_tree(toks, i, &segs, out);
-                if punct(toks.get(i), ',') {
-                    i += 1;
-                } else if punct(toks.get(i), '}') {
-                    return i + 1;
+            syn::UseTree::Name(n) => {
+                let line = n.ident.span().start().line;
+                // `use a::{self}` binds `a`.
+                let (segs, binds) = if n.ident == "self" {
+                    (prefix.clone(), prefix.last().cloned().unwrap_or_default())
                 } else {
-                    return i;
+                    let mut segs = prefix.clone();
+                    segs.push(n.ident.to_string());
+                    (segs, n.ident.to_string())
+                };
+                self.push(segs, line, Some(binds), reexport);
+            }
+            syn::UseTree::Rename(r) => {
+                let mut segs = prefix.clone();
+                segs.push(r.ident.to_string());
+                let line = r.ident.span().start().line;
+                self.push(segs, line, Some(r.rename.to_string()), reexport);
+            }
+            syn::UseTree::Glob(g) => {
+                let mut segs = prefix.clone();
+                segs.push("*".into());
+                self.push(
+                    segs,
+                    g.star_token.span.start().line,
+                    Some("*".into()),
+                    reexport,
+                );
+            }
+            syn::UseTree::Group(g) => {
+                for t in &g.items {
+                    self.use_tree(t, prefix, reexport);
                 }
             }
         }
-        if punct(toks.get(i), '*') {
-            segs.push("*".into());
-            out.push((segs, "*".into(), line));
-            return i + 1;
-        }
-        if punct(toks.get(i), '$') {
+    }
+
+    /// Paths in a macro's tokens (`ident (:: ident)+`, `$crate` as `crate`),
+    /// which `syn` leaves unparsed.
+    fn tokens(&mut self, tokens: proc_macro2::TokenStream) {
+        use proc_macro2::TokenTree;
+        let flat: Vec<TokenTree> = tokens.into_iter().collect();
+        let mut i = 0;
+        while i < flat.len() {
+            match &flat[i] {
+                TokenTree::Group(g) => self.tokens(g.stream()),
+                TokenTree::Ident(first) => {
+                    let mut segs = vec![first.to_string()];
+                    let mut j = i;
+                    while let (
+                        Some(TokenTree::Punct(a)),
+                        Some(TokenTree::Punct(b)),
+                        Some(TokenTree::Ident(next)),
+                    ) = (flat.get(j + 1), flat.get(j + 2), flat.get(j + 3))
+                    {
+                        if a.as_char() != ':' || b.as_char() != ':' {
+                            break;
+                        }
+                        segs.push(next.to_string());
+                        j += 3;
+                    }
+                    if segs.len() > 1 {
+                        self.push(segs, first.span().start().line, None, false);
+                    }
+                    i = j;
+                }
+                _ => {}
+            }
             i += 1;
-            continue;
         }
-        let Some(word) = ident(toks.get(i)) else {
-            return i;
-        };
-        i += 1;
-        if word == "self" && !segs.is_empty() && !path_sep(toks.get(i)) {
-            // `use a::{self}` binds `a`.
-        } else {
-            segs.push(word.to_string());
+    }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for Scanner {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        let was = self.in_test;
+        self.in_test |= is_cfg_test(item_attrs(item));
+        syn::visit::visit_item(self, item);
+        self.in_test = was;
+    }
+
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        match &m.content {
+            None => {
+                if self.inline == 0 {
+                    self.scan.mods.push(ModDecl {
+                        name: m.ident.to_string(),
+                        path_attr: m.attrs.iter().any(|a| a.path().is_ident("path")),
+                        test: self.in_test,
+                    });
+                }
+            }
+            Some((_, items)) => {
+                self.scope.push(m.ident.to_string());
+                self.inline += 1;
+                for item in items {
+                    self.visit_item(item);
+                }
+                self.inline -= 1;
+                self.scope.pop();
+            }
         }
-        if path_sep(toks.get(i)) {
-            i += 1;
-            continue;
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        let reexport = !matches!(u.vis, syn::Visibility::Inherited);
+        self.use_tree(&u.tree, &mut Vec::new(), reexport);
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        if p.segments.len() > 1 {
+            let segs = p.segments.iter().map(|s| s.ident.to_string()).collect();
+            let line = p.segments[0].ident.span().start().line;
+            self.push(segs, line, None, false);
         }
-        let mut binds = segs.last().cloned().unwrap_or_default();
-        if ident(toks.get(i)) == Some("as") {
-            binds = ident(toks.get(i + 1)).unwrap_or("_").to_string();
-            i += 2;
-        }
-        out.push((segs, binds, line));
-        return i;
+        syn::visit::visit_path(self, p);
+    }
+
+    // `pub(in crate::x)` names a visibility, not a dependency.
+    fn visit_visibility(&mut self, _: &'ast syn::Visibility) {}
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        self.visit_path(&m.path);
+        self.tokens(m.tokens.clone());
     }
 }
 
 fn scan_file(src: &str, module: &[String]) -> FileScan {
-    let toks = tokenize(src);
-    let lines: Vec<&str> = src.lines().collect();
-    let mut scan = FileScan::default();
-
-    // Ranges of tokens under #[cfg(test)].
-    let mut test_ranges: Vec<(usize, usize)> = Vec::new();
-    // Inline modules: (name, brace depth inside them).
-    let mut inline: Vec<(String, i32)> = Vec::new();
-    let mut depth = 0i32;
-    let mut pending_path_attr: Option<String> = None;
-    let mut pending_test = false;
-    let in_test =
-        |ranges: &[(usize, usize)], i: usize| ranges.iter().any(|(a, b)| (*a..*b).contains(&i));
-
-    let mut i = 0;
-    while i < toks.len() {
-        if let Some((end, text)) = attribute(&toks, i, true) {
-            if text == "cfg(test)" && inline.is_empty() {
-                scan.test_file = true;
-            }
-            i = end;
-            continue;
-        }
-        if let Some((end, text)) = attribute(&toks, i, false) {
-            if text == "cfg(test)" {
-                pending_test = true;
-            } else if text.starts_with("path=") {
-                let line = toks[i].line;
-                pending_path_attr = lines.get(line - 1).and_then(|l| path_attr_value(l));
-            }
-            i = end;
-            // The attributes apply to the item that follows them.
-            if pending_test && attribute(&toks, i, false).is_none() {
-                test_ranges.push((i, item_end(&toks, i)));
-                pending_test = false;
-            }
-            continue;
-        }
-        let scope: Vec<String> = module
-            .iter()
-            .cloned()
-            .chain(inline.iter().map(|(n, _)| n.clone()))
-            .collect();
-        let tok = &toks[i];
-        match &tok.tok {
-            Tok::Punct('{') => {
-                pending_path_attr = None;
-                depth += 1;
-                i += 1;
-                continue;
-            }
-            Tok::Punct('}') => {
-                if inline.last().is_some_and(|(_, d)| *d == depth) {
-                    inline.pop();
-                }
-                depth -= 1;
-                i += 1;
-                continue;
-            }
-            Tok::Ident(w) if w == "mod" => {
-                let path_attr = pending_path_attr.take();
-                if let Some(name) = ident(toks.get(i + 1)) {
-                    if punct(toks.get(i + 2), ';') {
-                        if inline.is_empty() {
-                            scan.mods.push(ModDecl {
-                                name: name.to_string(),
-                                path_attr,
-                                test: in_test(&test_ranges, i),
-                            });
-                        }
-                        i += 3;
-                        continue;
-                    }
-                    if punct(toks.get(i + 2), '{') {
-                        depth += 1;
-                        inline.push((name.to_string(), depth));
-                        i += 3;
-                        continue;
-                    }
-                }
-                i += 1;
-                continue;
-            }
-            Tok::Ident(w) if w == "use" && !path_sep(toks.get(i + 1)) => {
-                let reexport = i > 0
-                    && (ident(toks.get(i - 1)) == Some("pub")
-                        || (punct(toks.get(i - 1), ')')
-                            && (1..=4)
-                                .any(|k| i > k && ident(toks.get(i - 1 - k)) == Some("pub"))));
-                let mut found = Vec::new();
-                let end = use_tree(&toks, i + 1, &[], &mut found);
-                let test = in_test(&test_ranges, i);
-                for (segs, binds, line) in found {
-                    scan.paths.push(RawPath {
-                        segs,
-                        line,
-                        scope: scope.clone(),
-                        in_test: test,
-                        binds: Some(binds),
-                        reexport,
-                    });
-                }
-                i = end.max(i + 1);
-                continue;
-            }
-            Tok::Ident(_) if !path_sep(i.checked_sub(1).and_then(|p| toks.get(p))) => {
-                // A path in code: ident (:: ident)+, `$crate` included.
-                let mut segs = Vec::new();
-                let mut j = i;
-                while let Some(word) = ident(toks.get(j)) {
-                    segs.push(word.to_string());
-                    if path_sep(toks.get(j + 1)) && ident(toks.get(j + 2)).is_some() {
-                        j += 2;
-                    } else {
-                        break;
-                    }
-                }
-                // `pub(in crate::x)` names a visibility, not a dependency.
-                let visibility =
-                    i >= 2 && ident(toks.get(i - 1)) == Some("in") && punct(toks.get(i - 2), '(');
-                if segs.len() > 1 && !visibility {
-                    scan.paths.push(RawPath {
-                        segs,
-                        line: tok.line,
-                        scope,
-                        in_test: in_test(&test_ranges, i),
-                        binds: None,
-                        reexport: false,
-                    });
-                }
-                i = j + 1;
-                continue;
-            }
-            _ => {}
-        }
-        if matches!(tok.tok, Tok::Punct(';')) {
-            pending_path_attr = None;
-        }
-        i += 1;
-    }
-    scan
+    let file = syn::parse_file(src).unwrap_or_else(|e| panic!("{}: {e}", module.join("::")));
+    let mut scanner = Scanner {
+        scan: FileScan {
+            test_file: is_cfg_test(&file.attrs),
+            ..FileScan::default()
+        },
+        scope: module.to_vec(),
+        inline: 0,
+        in_test: false,
+    };
+    syn::visit::Visit::visit_file(&mut scanner, &file);
+    scanner.scan
 }
 
 // ---------------------------------------------------------------------------
@@ -550,7 +314,7 @@ fn build_tree(files: &BTreeMap<String, String>) -> Result<Tree, String> {
         let scan = scan_file(src, &path);
         let test = test || scan.test_file;
         for m in &scan.mods {
-            if m.path_attr.is_some() {
+            if m.path_attr {
                 return Err(format!(
                     "{file}: mod {} has #[path]: a module with parts is a folder",
                     m.name
