@@ -7,7 +7,7 @@
 //! [`Guard`]: crate::Guard
 
 use crate::error::{Error, Result};
-use crate::guard::{Lease, Renewal};
+use crate::lease::{Lease, Renewal};
 use crate::request::Spec;
 use std::time::{Duration, Instant};
 

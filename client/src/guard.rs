@@ -1,142 +1,17 @@
 //! A held lock: its token, fence and lease budget; extend, release, and
 //! release on drop. The same guard serves a lock on one server and a
-//! Redlock over several: what differs is the [`Lease`] behind it.
+//! Redlock over several: what differs is the [`Lease`] behind it; the
+//! budget rules are the lease core's ([`Budget`]).
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::held::{Callback, Held};
+use crate::lease::{Budget, Lease};
 use crate::limits::after;
 use crate::watchdog;
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// The outcome of one renewal attempt.
-pub(crate) enum Renewal {
-    /// Extended; the lease lasts at least until this instant (the send time
-    /// of the extend plus its ttl, less the clock drift for Redlock).
-    Extended(Instant),
-    /// The server answered 0 (or Redlock lost its quorum): the lease is gone.
-    Lost,
-    /// No answer, or too few replicas acknowledged: the budget stays as it
-    /// was, and the attempt may be retried while it lasts.
-    Failed(Error),
-}
-
-/// How a guard's lease is renewed and released on its server(s).
-pub(crate) trait Lease: Send + Sync + 'static {
-    fn extend(&self, ttl: Duration) -> Renewal;
-    /// True if the lease was still held and is now released. `valid_until`
-    /// is the guard's budget: when a lost reply makes a retried `RELEASE`
-    /// find nothing, the first one was sent before the budget ended (the
-    /// lease was still held, so it released it) or after.
-    fn release(&self, valid_until: Instant) -> Result<bool>;
-}
-
-pub(crate) struct State {
-    /// The ttl of the grant or of the last renewal: the watchdog renews
-    /// with it, a third of it after that renewal was sent.
-    pub ttl: Duration,
-    pub valid_until: Instant,
-    pub lost: bool,
-    pub released: bool,
-}
-
-impl State {
-    /// True once the lease is lost or its budget has passed.
-    pub(crate) fn is_over(&self, now: Instant) -> bool {
-        self.lost || now >= self.valid_until
-    }
-
-    /// When the watchdog renews next: a third of the ttl after the last
-    /// grant or renewal was sent (its budget less two thirds of the ttl).
-    pub(crate) fn renewal_due(&self) -> Instant {
-        let two_thirds = self.ttl - self.ttl / 3;
-        self.valid_until
-            .checked_sub(two_thirds)
-            .unwrap_or(self.valid_until)
-    }
-}
-
-type Callback = Box<dyn FnOnce() + Send>;
-
-/// What the guard and its watchdog share.
-pub(crate) struct Shared {
-    pub lease: Box<dyn Lease>,
-    pub state: Mutex<State>,
-    /// Wakes the watchdog on release, and loss waiters on loss.
-    pub changed: Condvar,
-    listeners: Mutex<(Vec<mpsc::Sender<()>>, Vec<Callback>)>,
-    /// Held by a renewal (a manual extend or the watchdog's) from sending
-    /// its `EXTEND` until its outcome is applied. Two renewals in flight at
-    /// once on two connections could be run by the server in one order and
-    /// applied by the client in the other: the budget of a long ttl over a
-    /// server deadline set by a short one.
-    renewing: Mutex<()>,
-}
-
-impl Shared {
-    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// One renewal at a time (see `renewing`).
-    pub(crate) fn renewing(&self) -> MutexGuard<'_, ()> {
-        self.renewing.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Marks the lease lost for good and tells everyone listening, once.
-    pub(crate) fn mark_lost(&self) {
-        {
-            let mut s = self.state();
-            if s.lost {
-                return;
-            }
-            s.lost = true;
-        }
-        self.changed.notify_all();
-        let (senders, callbacks) = {
-            let mut l = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
-            (std::mem::take(&mut l.0), std::mem::take(&mut l.1))
-        };
-        // Callbacks first: whoever hears the channel may count on them
-        // having run.
-        for cb in callbacks {
-            cb();
-        }
-        for s in senders {
-            let _ = s.send(());
-        }
-    }
-
-    /// Applies a renewal's outcome to the budget; true if extended. Every
-    /// change of deadline wakes the watchdog (which reschedules renewal
-    /// and the loss) and `wait_lost` callers. A renewal that comes back
-    /// after the budget passed (the guard was already reported lost) is a
-    /// loss: a passed budget is never revived.
-    pub(crate) fn apply(&self, r: Renewal, ttl: Duration) -> Result<bool> {
-        match r {
-            Renewal::Extended(until) => {
-                {
-                    let mut s = self.state();
-                    if s.is_over(Instant::now()) {
-                        drop(s);
-                        self.mark_lost();
-                        return Ok(false);
-                    }
-                    s.valid_until = until;
-                    s.ttl = ttl;
-                }
-                self.changed.notify_all();
-                Ok(true)
-            }
-            Renewal::Lost => {
-                self.mark_lost();
-                Ok(false)
-            }
-            Renewal::Failed(e) => Err(e),
-        }
-    }
-}
 
 /// What the acquire learned, to build a guard from.
 pub(crate) struct Granted {
@@ -158,7 +33,7 @@ pub struct Guard {
     resources: Vec<String>,
     token: String,
     fences: Vec<Option<u64>>,
-    shared: Arc<Shared>,
+    shared: Arc<Held>,
     /// Renews the lease (when asked for), and in any case marks the guard
     /// lost when its budget passes: started at once for a watchdog or an
     /// `on_lost` callback, else by the first `lost_signal`.
@@ -169,18 +44,11 @@ pub struct Guard {
 impl Guard {
     pub(crate) fn new(lease: Box<dyn Lease>, g: Granted) -> Guard {
         let listening = g.on_lost.is_some();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Held::new(
             lease,
-            state: Mutex::new(State {
-                ttl: g.ttl,
-                valid_until: g.valid_until,
-                lost: false,
-                released: false,
-            }),
-            changed: Condvar::new(),
-            listeners: Mutex::new((Vec::new(), g.on_lost.into_iter().collect())),
-            renewing: Mutex::new(()),
-        });
+            Budget::new(g.ttl, g.valid_until),
+            g.on_lost,
+        ));
         let guard = Guard {
             resources: g.resources,
             token: g.token,
@@ -237,7 +105,7 @@ impl Guard {
     /// the servers' deadline, since it is counted from when the grant or the
     /// last renewal was *sent*.
     pub fn valid_until(&self) -> Instant {
-        self.shared.state().valid_until
+        self.shared.state().budget.valid_until()
     }
 
     /// Time left on the lease budget (zero once it has passed).
@@ -250,7 +118,7 @@ impl Guard {
     /// renewal did not come back in time: a renewal still under way does
     /// not stretch the budget).
     pub fn is_lost(&self) -> bool {
-        self.shared.state().is_over(Instant::now())
+        self.shared.state().budget.is_over(Instant::now())
     }
 
     /// A channel that receives `()` when the lease is lost: an `EXTEND` or
@@ -259,21 +127,14 @@ impl Guard {
     /// first, then the channels are signalled, on the same thread.
     pub fn lost_signal(&self) -> mpsc::Receiver<()> {
         let (tx, rx) = mpsc::channel();
-        let mut l = self
-            .shared
-            .listeners
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let (lost, expired, released) = {
-            let s = self.shared.state();
-            (s.lost, Instant::now() >= s.valid_until, s.released)
-        };
-        if lost {
+        if let Some(tx) = self.shared.listen(tx) {
             let _ = tx.send(());
             return rx;
         }
-        l.0.push(tx);
-        drop(l);
+        let (expired, released) = {
+            let s = self.shared.state();
+            (s.budget.has_passed(Instant::now()), s.released)
+        };
         if expired {
             self.shared.mark_lost();
         } else if !released {
@@ -290,13 +151,13 @@ impl Guard {
         let mut s = self.shared.state();
         loop {
             let now = Instant::now();
-            if s.is_over(now) {
+            if s.budget.is_over(now) {
                 return true;
             }
             if s.released || now >= deadline {
                 return false;
             }
-            let left = deadline.min(s.valid_until) - now;
+            let left = deadline.min(s.budget.valid_until()) - now;
             s = self
                 .shared
                 .changed
@@ -313,7 +174,7 @@ impl Guard {
     pub fn extend(&self, ttl: Duration) -> Result<bool> {
         crate::limits::check_ttl(ttl)?;
         let _one = self.shared.renewing();
-        let over = self.shared.state().is_over(Instant::now());
+        let over = self.shared.state().budget.is_over(Instant::now());
         if over {
             self.shared.mark_lost();
             return Ok(false);
@@ -351,7 +212,7 @@ impl Guard {
         }
         let (valid_until, over) = {
             let s = self.shared.state();
-            (s.valid_until, s.is_over(Instant::now()))
+            (s.budget.valid_until(), s.budget.is_over(Instant::now()))
         };
         // A guard whose budget had passed was already reported lost: the
         // `RELEASE` still frees what the server may hold, but the answer
@@ -383,6 +244,7 @@ impl std::fmt::Debug for Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease::Renewal;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     /// A lease whose server still holds it (answers 1 to everything).

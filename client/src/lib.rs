@@ -49,6 +49,8 @@ mod by_token;
 mod election;
 mod error;
 mod guard;
+mod held;
+mod lease;
 mod limits;
 mod locker;
 mod node;

@@ -1,6 +1,6 @@
 //! `Locker` and `LockRequest`: where locks are taken (one server or a Redis
-//! Cluster), the settings, and the request builder. The acquire itself is
-//! in `single.rs`.
+//! Cluster) and the request builder. The acquire itself and the settings
+//! are in `single.rs`.
 
 use crate::error::{Error, Failure, Result};
 use crate::guard::{Granted, Guard};
@@ -8,35 +8,11 @@ use crate::limits::clamp;
 use crate::node::Node;
 use crate::request::{lock_options, new_token, Spec};
 use crate::route::{ClusterMap, Topology};
-use crate::single::{with_asking, OnRetry, SingleLease};
+use crate::single::{with_asking, OnRetry, Settings, SingleLease};
 use crate::tls::TlsSettings;
 use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Settings shared by every request of a [`Locker`] (each can be changed
-/// per request on [`LockRequest`]).
-#[derive(Clone, Debug)]
-pub(crate) struct Settings {
-    /// Longest wait for one reply (beyond a blocking acquire's own wait).
-    pub io_timeout: Duration,
-    /// How long a non-waiting acquire, an extend or a release keeps retrying
-    /// (same token) through connection errors.
-    pub retry_for: Duration,
-    pub min_replicas: Option<(u32, Duration)>,
-    pub watchdog: bool,
-}
-
-impl Default for Settings {
-    fn default() -> Settings {
-        Settings {
-            io_timeout: Duration::from_secs(2),
-            retry_for: Duration::from_secs(2),
-            min_replicas: None,
-            watchdog: false,
-        }
-    }
-}
 
 /// Takes locks on one Redis server, or on a Redis Cluster (each resource on
 /// the master of its slot). Cheap to clone; share one per process.
@@ -324,15 +300,15 @@ impl LockRequest<'_> {
             token: self.token.unwrap_or_else(new_token),
             settings: self.settings,
         };
-        let Some((fence, valid_until)) = lease.acquire(self.on_retry)? else {
+        let Some(grant) = lease.acquire(self.on_retry)? else {
             return Ok(None);
         };
         let granted = Granted {
             resources: lease.spec.resources.clone(),
             token: lease.token.clone(),
-            fences: vec![Some(fence)],
+            fences: vec![Some(grant.fence)],
             ttl: lease.spec.ttl,
-            valid_until,
+            valid_until: grant.valid_until,
             watchdog: self.watchdog,
             on_lost: self.on_lost,
         };

@@ -6,7 +6,7 @@
 
 use super::math::{valid_until, RenewalKind, Tally};
 use crate::error::{Error, Failure};
-use crate::guard::{Lease, Renewal};
+use crate::lease::{Lease, Renewal};
 use crate::node::Node;
 use crate::request::Spec;
 use redis::{RedisError, Value};

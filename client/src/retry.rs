@@ -25,15 +25,15 @@ impl Outage {
         }
     }
 
-    /// After a failure: the pause before the next try, or None once the
-    /// outage has lasted `retry_for` or the pause would end at or past
-    /// `deadline`.
+    /// After a failure at `now`: the pause before the next try, or None
+    /// once the outage has lasted `retry_for` or the pause would end at or
+    /// past `deadline`.
     pub(crate) fn next_pause(
         &mut self,
         retry_for: Duration,
         deadline: Instant,
+        now: Instant,
     ) -> Option<Duration> {
-        let now = Instant::now();
         let since = *self.since.get_or_insert(now);
         let pause = backoff(self.attempt);
         self.attempt += 1;
@@ -48,13 +48,19 @@ mod tests {
 
     #[test]
     fn an_outage_ends_at_the_deadline_or_after_retry_for() {
-        let far = after(Instant::now(), Duration::MAX);
+        let now = Instant::now();
+        let far = after(now, Duration::MAX);
         let mut o = Outage::new();
-        assert!(o.next_pause(Duration::MAX, far).is_some());
+        assert!(o.next_pause(Duration::MAX, far, now).is_some());
         let mut o = Outage::new();
-        assert!(o.next_pause(Duration::ZERO, far).is_none());
+        assert!(o.next_pause(Duration::ZERO, far, now).is_none());
         let mut o = Outage::new();
-        assert!(o.next_pause(Duration::MAX, Instant::now()).is_none());
+        assert!(o.next_pause(Duration::MAX, now, now).is_none());
+        // The outage counts from its first failure, not from each one.
+        let mut o = Outage::new();
+        assert!(o.next_pause(Duration::from_secs(1), far, now).is_some());
+        let later = now + Duration::from_secs(1);
+        assert!(o.next_pause(Duration::from_secs(1), far, later).is_none());
         for a in 0..10 {
             let p = backoff(a);
             assert!(p >= Duration::from_millis(20) && p <= Duration::from_millis(200));

@@ -4,15 +4,38 @@
 //! [`Locker`](crate::Locker).
 
 use crate::error::{millis, Error, Failure, Result};
-use crate::guard::{Lease, Renewal};
+use crate::lease::{io_within, too_few, AcquireLoop, Grant, Lease, Renewal, Reply, Step, Terms};
 use crate::limits::{after, lease, LONGEST};
-use crate::locker::Settings;
 use crate::request::Spec;
 use crate::retry::Outage;
 use crate::route::Topology;
 use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Settings shared by every request of a [`Locker`](crate::Locker) (each
+/// can be changed per request on [`LockRequest`](crate::LockRequest)).
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    /// Longest wait for one reply (beyond a blocking acquire's own wait).
+    pub io_timeout: Duration,
+    /// How long a non-waiting acquire, an extend or a release keeps retrying
+    /// (same token) through connection errors.
+    pub retry_for: Duration,
+    pub min_replicas: Option<(u32, Duration)>,
+    pub watchdog: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            io_timeout: Duration::from_secs(2),
+            retry_for: Duration::from_secs(2),
+            min_replicas: None,
+            watchdog: false,
+        }
+    }
+}
 
 /// `ASKING` (when redirected) + the command + `WAIT n timeout` (when
 /// durability is asked for), as one pipeline on one connection.
@@ -33,27 +56,10 @@ pub(crate) fn with_asking(
     p
 }
 
-/// The time a reply may take beyond the call's own deadline: the answer
-/// to the last attempt, sent at the deadline, is on its way back.
-const REPLY_MARGIN: Duration = Duration::from_millis(250);
-
-/// The longest one acquire may take, from `start`: its `wait`, or for a
-/// request that does not wait, `retry_for`.
-pub(crate) fn call_deadline(
-    start: Instant,
-    wait: Option<Duration>,
-    retry_for: Duration,
-) -> Instant {
-    match wait.filter(|w| millis(*w) > 0) {
-        Some(w) => after(start, w),
-        None => after(start, retry_for),
-    }
-}
-
 /// Called before each same-token retry of an acquire, with what failed.
 pub(crate) type OnRetry = Box<dyn FnMut(&Error) + Send>;
 
-/// A lease on one server: what a [`Guard`] from a [`Locker`] renews and
+/// A lease on one server: what a [`crate::Guard`] from a [`crate::Locker`] renews and
 /// releases.
 pub(crate) struct SingleLease {
     pub topology: Arc<Topology>,
@@ -63,21 +69,10 @@ pub(crate) struct SingleLease {
 }
 
 impl SingleLease {
-    /// The longest one call may take, from `start`: the wait, or for a
-    /// request that does not wait, `retry_for`.
-    fn call_deadline(&self, start: Instant) -> Instant {
-        call_deadline(start, self.spec.wait, self.settings.retry_for)
-    }
-
-    /// The io timeout, beyond the server-side `waiting`, of a command sent
-    /// now for a call that ends at `deadline`: its reply is due by then,
-    /// plus [`REPLY_MARGIN`].
+    /// The io timeout of a command sent now for a call that ends at
+    /// `deadline`, beyond the server-side `waiting`.
     fn io_until(&self, deadline: Instant, waiting: Duration) -> Duration {
-        let left = deadline.saturating_duration_since(Instant::now()) + REPLY_MARGIN;
-        self.settings
-            .io_timeout
-            .min(left.saturating_sub(waiting))
-            .max(Duration::from_millis(1))
+        io_within(self.settings.io_timeout, deadline, waiting, Instant::now())
     }
 
     /// Runs `cmd` (+ `WAIT n` when `durable` and asked for) on the
@@ -109,94 +104,51 @@ impl SingleLease {
             })
     }
 
-    /// Acquire with same-token retries. `Some((fence, valid_until))`. The
-    /// whole call, retries and the undo of a possibly granted attempt
-    /// included, ends by its deadline (see [`SingleLease::call_deadline`])
-    /// plus a reply's margin.
-    pub(crate) fn acquire(&self, mut on_retry: Option<OnRetry>) -> Result<Option<(u64, Instant)>> {
-        let start = Instant::now();
-        let wait_deadline = self.spec.wait.map(|w| after(start, w));
-        let deadline = self.call_deadline(start);
-        // Once an attempt may have been granted without our hearing, a
-        // failure must release with the token before giving up.
-        let mut maybe_granted = false;
-        let mut outage = Outage::new();
-        let (fence, sent, waited) = loop {
-            let sent = Instant::now();
-            // A wait used up (or under 1 ms) is a plain try: WAIT 0 would
-            // wait forever.
-            let wait_ms = wait_deadline
-                .map(|d| millis(d.saturating_duration_since(sent)))
-                .filter(|&w| w > 0);
-            let cmd = self.spec.acquire_cmd(&self.token, wait_ms);
-            let waiting = Duration::from_millis(wait_ms.unwrap_or(0));
-            // The reply of a waiting attempt is due when its wait ends.
-            let io = self.io_until(deadline, waiting);
-            // Whether the attempt got a connection: a failure after that
-            // (a server that died while we waited in its queue) starts a
-            // new outage.
-            let connected = std::cell::Cell::new(false);
-            // A waiting grant's durability is confirmed by the refresh below.
-            let durable = wait_ms.is_none();
-            let outcome = self.call(&cmd, durable, io, waiting, Some(&connected));
-            match outcome {
-                Ok((Value::Int(fence), acked)) => {
-                    if let Err(e) = self.check_replicas(acked) {
-                        self.abandon(deadline);
-                        return Err(e);
-                    }
-                    break (fence as u64, sent, wait_ms.is_some());
+    /// Acquire with same-token retries: the lease core's acquire loop,
+    /// driven with blocking I/O. The whole call, retries and the undo of a
+    /// possibly granted attempt included, ends by its deadline plus a
+    /// reply's margin.
+    pub(crate) fn acquire(&self, mut on_retry: Option<OnRetry>) -> Result<Option<Grant>> {
+        let terms = Terms {
+            ttl: self.spec.ttl,
+            wait: self.spec.wait,
+            io_timeout: self.settings.io_timeout,
+            retry_for: self.settings.retry_for,
+            min_replicas: self.settings.min_replicas.map(|(n, _)| n),
+        };
+        let (mut machine, mut step) = AcquireLoop::start(terms, Instant::now());
+        loop {
+            step = match step {
+                Step::Send(a) => {
+                    let cmd = self.spec.acquire_cmd(&self.token, a.wait_ms);
+                    let connected = std::cell::Cell::new(false);
+                    let got = self.call(&cmd, a.durable, a.io, a.waiting, Some(&connected));
+                    machine.replied(Reply::of(got, connected.get()), Instant::now())
                 }
-                Ok((Value::Nil, _)) => return Ok(None),
-                Ok((other, _)) => {
-                    return Err(Error::Server(format!("unexpected reply {other:?}")));
-                }
-                Err(Failure::Retry(e)) => {
-                    maybe_granted = true;
-                    if connected.get() {
-                        outage = Outage::new();
-                    }
-                    let Some(pause) = outage.next_pause(self.settings.retry_for, deadline) else {
-                        self.abandon(deadline);
-                        return Err(e);
-                    };
+                Step::Pause { pause, retrying } => {
                     if let Some(f) = on_retry.as_mut() {
-                        f(&e);
+                        f(&retrying);
                     }
                     std::thread::sleep(pause);
+                    machine.resumed(Instant::now())
                 }
-                Err(f) => {
-                    if maybe_granted {
-                        self.abandon(deadline);
-                    }
-                    return Err(f.into_error());
+                Step::Refresh { by } => {
+                    let r = self.extend_by(self.spec.ttl, by);
+                    machine.refreshed(r, Instant::now())
                 }
-            }
-        };
-        if !waited {
-            return Ok(Some((fence, sent + lease(self.spec.ttl))));
-        }
-        // A grant handed over while waiting started its lease at the
-        // handoff, before the reply arrived: refresh with the same token
-        // and count from when the refresh was sent. The refresh gets what
-        // is left of the call, and at least a reply's margin.
-        let refresh_by = deadline.max(Instant::now() + REPLY_MARGIN);
-        match self.extend_by(self.spec.ttl, refresh_by) {
-            Renewal::Extended(until) => Ok(Some((fence, until))),
-            Renewal::Lost => Err(Error::Lost),
-            Renewal::Failed(e) => {
-                self.abandon(deadline);
-                Err(e)
+                Step::Abandon { by } => {
+                    self.abandon(by);
+                    machine.abandoned()
+                }
+                Step::Done(outcome) => return outcome,
             }
         }
     }
 
     /// Best-effort release of a grant the caller will not get (too few
-    /// replicas, or given up after a possibly granted attempt), within the
-    /// call's deadline and a reply's margin from now: a grant left behind
-    /// ends with its ttl.
+    /// replicas, or given up after a possibly granted attempt), by
+    /// `deadline`: a grant left behind ends with its ttl.
     fn abandon(&self, deadline: Instant) {
-        let deadline = deadline.min(Instant::now() + REPLY_MARGIN);
         let cmd = self.spec.release_cmd(&self.token);
         let _ = self.retrying(deadline, || {
             self.call(
@@ -209,15 +161,6 @@ impl SingleLease {
         });
     }
 
-    fn check_replicas(&self, acked: Option<i64>) -> Result<()> {
-        match (self.settings.min_replicas, acked) {
-            (Some((wanted, _)), Some(acked)) if acked < wanted as i64 => {
-                Err(Error::TooFewReplicas { acked, wanted })
-            }
-            _ => Ok(()),
-        }
-    }
-
     /// Retries `f` through connection errors until `deadline`.
     fn retrying<T>(
         &self,
@@ -228,10 +171,12 @@ impl SingleLease {
         loop {
             match f() {
                 Ok(v) => return Ok(v),
-                Err(Failure::Retry(e)) => match outage.next_pause(LONGEST, deadline) {
-                    Some(pause) => std::thread::sleep(pause),
-                    None => return Err(e),
-                },
+                Err(Failure::Retry(e)) => {
+                    match outage.next_pause(LONGEST, deadline, Instant::now()) {
+                        Some(pause) => std::thread::sleep(pause),
+                        None => return Err(e),
+                    }
+                }
                 Err(f) => return Err(f.into_error()),
             }
         }
@@ -300,7 +245,7 @@ pub(crate) fn reached(e: &redis::RedisError) -> bool {
 
 impl SingleLease {
     /// `EXTEND`, retried through connection errors until `deadline`, each
-    /// reply due by then plus [`REPLY_MARGIN`].
+    /// reply due by then plus a reply's margin.
     fn extend_by(&self, ttl: Duration, deadline: Instant) -> Renewal {
         let cmd = self.spec.extend_cmd(&self.token, ttl);
         let mut sent = Instant::now();
@@ -310,10 +255,12 @@ impl SingleLease {
             self.call(&cmd, true, io, Duration::ZERO, None)
         });
         match reply {
-            Ok((Value::Int(1), acked)) => match self.check_replicas(acked) {
-                Ok(()) => Renewal::Extended(sent + lease(ttl)),
-                Err(e) => Renewal::Failed(e),
-            },
+            Ok((Value::Int(1), acked)) => {
+                match too_few(self.settings.min_replicas.map(|(n, _)| n), acked) {
+                    None => Renewal::Extended(sent + lease(ttl)),
+                    Some(e) => Renewal::Failed(e),
+                }
+            }
             Ok((Value::Int(0), _)) => Renewal::Lost,
             Ok((other, _)) => Renewal::Failed(Error::Server(format!("unexpected reply {other:?}"))),
             Err(e) => Renewal::Failed(e),

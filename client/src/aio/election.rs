@@ -86,6 +86,7 @@ impl Election {
         // A waiting observation blocks its connection: a dedicated one.
         let (reply, _) = self
             .locker
+            .inner
             .call(
                 &cmd,
                 false,

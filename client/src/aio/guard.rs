@@ -1,9 +1,11 @@
 //! The async [`Guard`] and the task behind it: the watchdog (renewal a
 //! third of the ttl after each grant or renewal was sent) and the loss at
-//! the budget's end, both following every change of deadline.
+//! the budget's end, both following every change of deadline: the lease
+//! core's [`Budget`] and [`Schedule`], driven on tokio.
 
 use super::AsyncLease;
 use crate::error::Result;
+use crate::lease::{Budget, Grant, Renewal, Schedule, Wake};
 use crate::limits::check_ttl;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,25 +17,8 @@ type Callback = Box<dyn FnOnce() + Send>;
 /// task and to `lost()` futures.
 #[derive(Clone, Copy)]
 struct Status {
-    /// The ttl of the grant or of the last renewal.
-    ttl: Duration,
-    valid_until: Instant,
-    lost: bool,
+    budget: Budget,
     released: bool,
-}
-
-impl Status {
-    fn is_over(&self, now: Instant) -> bool {
-        self.lost || now >= self.valid_until
-    }
-
-    /// A third of the ttl after the last grant or renewal was sent.
-    fn renewal_due(&self) -> Instant {
-        let two_thirds = self.ttl - self.ttl / 3;
-        self.valid_until
-            .checked_sub(two_thirds)
-            .unwrap_or(self.valid_until)
-    }
 }
 
 /// What the guard, its task and its `lost()` futures share.
@@ -51,7 +36,7 @@ impl Shared {
     /// loss is published (whoever sees it may count on the callback having
     /// run).
     fn mark_lost(&self) {
-        if self.status.borrow().lost {
+        if self.status.borrow().budget.is_lost() {
             return;
         }
         let cb = self
@@ -62,27 +47,30 @@ impl Shared {
         if let Some(cb) = cb {
             cb();
         }
-        self.status
-            .send_if_modified(|s| !std::mem::replace(&mut s.lost, true));
+        self.status.send_if_modified(|s| s.budget.lose());
     }
 
-    /// A renewal's new budget; false if the budget had already passed (the
-    /// guard is then lost: a passed budget is never revived).
-    fn extended(&self, until: Instant, ttl: Duration) -> bool {
-        let mut expired = false;
-        self.status.send_if_modified(|s| {
-            if s.is_over(Instant::now()) {
-                expired = true;
-                return false;
+    /// Applies a renewal's outcome; true if extended. A renewal that comes
+    /// back after the budget passed is a loss (see [`Budget::renewed`]).
+    fn apply(&self, r: Renewal, ttl: Duration) -> Result<bool> {
+        match r {
+            Renewal::Extended(until) => {
+                let mut renewed = false;
+                self.status.send_if_modified(|s| {
+                    renewed = s.budget.renewed(until, ttl, Instant::now());
+                    renewed
+                });
+                if !renewed {
+                    self.mark_lost();
+                }
+                Ok(renewed)
             }
-            s.valid_until = until;
-            s.ttl = ttl;
-            true
-        });
-        if expired {
-            self.mark_lost();
+            Renewal::Lost => {
+                self.mark_lost();
+                Ok(false)
+            }
+            Renewal::Failed(e) => Err(e),
         }
-        !expired
     }
 }
 
@@ -97,16 +85,13 @@ pub struct Guard {
 impl Guard {
     pub(super) fn new(
         lease: Arc<AsyncLease>,
-        fence: u64,
-        valid_until: Instant,
+        grant: Grant,
         watchdog: bool,
         on_lost: Option<Callback>,
     ) -> Guard {
         let listening = on_lost.is_some();
         let (status, _) = watch::channel(Status {
-            ttl: lease.spec.ttl,
-            valid_until,
-            lost: false,
+            budget: Budget::new(lease.spec.ttl, grant.valid_until),
             released: false,
         });
         let shared = Arc::new(Shared {
@@ -117,7 +102,7 @@ impl Guard {
             .then(|| tokio::spawn(watch_lease(lease.clone(), shared.clone(), watchdog)));
         Guard {
             lease,
-            fence,
+            fence: grant.fence,
             shared,
             task,
         }
@@ -134,7 +119,7 @@ impl Guard {
     }
     /// Until when the lease surely lasts (counted from send times).
     pub fn valid_until(&self) -> Instant {
-        self.shared.status().valid_until
+        self.shared.status().budget.valid_until()
     }
     /// Time left on the lease budget (zero once it has passed).
     pub fn remaining(&self) -> Duration {
@@ -143,7 +128,7 @@ impl Guard {
     /// True once an `EXTEND` or `RELEASE` was answered 0, or the budget
     /// ran out (with a watchdog: it could not renew in time).
     pub fn is_lost(&self) -> bool {
-        self.shared.status().is_over(Instant::now())
+        self.shared.status().budget.is_over(Instant::now())
     }
 
     /// Resolves when the lease is lost: answered 0, or its budget passed
@@ -153,7 +138,7 @@ impl Guard {
         let mut rx = self.shared.status.subscribe();
         loop {
             let s = *rx.borrow_and_update();
-            if s.is_over(Instant::now()) {
+            if s.budget.is_over(Instant::now()) {
                 self.shared.mark_lost();
                 return;
             }
@@ -166,7 +151,7 @@ impl Guard {
                         std::future::pending::<()>().await;
                     }
                 }
-                _ = tokio::time::sleep_until(s.valid_until.into()) => {}
+                _ = tokio::time::sleep_until(s.budget.valid_until().into()) => {}
             }
         }
     }
@@ -181,13 +166,8 @@ impl Guard {
             self.shared.mark_lost();
             return Ok(false);
         }
-        match self.lease.extend(ttl).await? {
-            Some(until) => Ok(self.shared.extended(until, ttl)),
-            None => {
-                self.shared.mark_lost();
-                Ok(false)
-            }
-        }
+        let r = self.lease.extend(ttl).await;
+        self.shared.apply(r, ttl)
     }
 
     /// Stops the watchdog, then releases. `Ok(true)`: the lock was still
@@ -198,8 +178,8 @@ impl Guard {
         let mut over = false;
         self.shared.status.send_modify(|s| {
             s.released = true;
-            valid_until = s.valid_until;
-            over = s.is_over(Instant::now());
+            valid_until = s.budget.valid_until();
+            over = s.budget.is_over(Instant::now());
         });
         if let Some(t) = self.task.take() {
             t.abort();
@@ -247,69 +227,42 @@ impl std::fmt::Debug for Guard {
     }
 }
 
-/// Pause between attempts after a failed renewal.
-fn retry_pause(ttl: Duration) -> Duration {
-    (ttl / 20).clamp(Duration::from_millis(10), Duration::from_millis(250))
-}
-
-/// The guard's task: renews when `renew` (a third of the ttl after each
-/// grant or renewal was sent; failures retried while the budget lasts),
-/// and marks the guard lost when the budget passes or an `EXTEND` is
-/// answered 0. Wakes on every change of the guard's status.
+/// The guard's task: carries out the lease core's [`Schedule`] (renewal
+/// when `renew`, and the loss when the budget passes or an `EXTEND` is
+/// answered 0). Wakes on every change of the guard's status.
 async fn watch_lease(lease: Arc<AsyncLease>, shared: Arc<Shared>, renew: bool) {
     let mut rx = shared.status.subscribe();
-    // A failed renewal is retried at `.1` unless the deadline it was made
-    // under (`.0`) has changed meanwhile.
-    let mut retry: Option<(Instant, Instant)> = None;
-    let due = |s: &Status, retry: &Option<(Instant, Instant)>| match retry {
-        Some((under, at)) if *under == s.valid_until => *at,
-        _ => s.renewal_due(),
-    };
+    let mut schedule = Schedule::new(renew);
     loop {
         let s = *rx.borrow_and_update();
-        if s.released || s.lost {
-            return;
-        }
-        let now = Instant::now();
-        if now >= s.valid_until {
-            shared.mark_lost();
-            return;
-        }
-        let wake = if renew {
-            due(&s, &retry).min(s.valid_until)
-        } else {
-            s.valid_until
-        };
-        if now < wake {
-            tokio::select! {
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        return;
+        match schedule.next(&s.budget, s.released, Instant::now()) {
+            Wake::Stop => return,
+            Wake::Lost => return shared.mark_lost(),
+            Wake::Sleep(wake) => {
+                tokio::select! {
+                    changed = rx.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
                     }
+                    _ = tokio::time::sleep_until(wake.into()) => {}
                 }
-                _ = tokio::time::sleep_until(wake.into()) => {}
+                continue;
             }
-            continue;
+            Wake::Renew { .. } => {}
         }
         // One renewal at a time per guard (a manual extend may run too);
         // once it is ours, look again: the deadline may have moved.
         let _one = lease.renewing.lock().await;
         let s = shared.status();
-        if s.released || s.lost || Instant::now() < due(&s, &retry) {
+        let Wake::Renew { ttl, under } = schedule.next(&s.budget, s.released, Instant::now())
+        else {
             continue;
-        }
-        match lease.extend(s.ttl).await {
-            Ok(Some(until)) => {
-                if !shared.extended(until, s.ttl) {
-                    return;
-                }
-                retry = None;
-            }
-            Ok(None) => {
-                shared.mark_lost();
-                return;
-            }
-            Err(_) => retry = Some((s.valid_until, Instant::now() + retry_pause(s.ttl))),
+        };
+        match shared.apply(lease.extend(ttl).await, ttl) {
+            Ok(true) => schedule.renewed(),
+            Ok(false) => return,
+            Err(_) => schedule.failed(under, ttl, Instant::now()),
         }
     }
 }
