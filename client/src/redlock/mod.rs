@@ -1,11 +1,8 @@
 //! Redlock: one lock over N independent servers (masters, each with the
 //! dlock module), granted when a majority grants it. See [`Redlock`].
 
-#[path = "redlock_math.rs"]
 mod math;
-#[path = "redlock_node.rs"]
 mod node;
-#[path = "redlock_round.rs"]
 mod round;
 
 use crate::error::{Error, Result};
