@@ -109,7 +109,7 @@ impl From<redis::RedisError> for Failure {
                 },
             };
         }
-        if crate::tls::is_refused_handshake(&e) {
+        if is_refused_handshake(&e) {
             return Failure::Fatal(Error::Unavailable(format!("TLS handshake refused: {e}")));
         }
         if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() {
@@ -231,4 +231,48 @@ fn detail(e: &redis::RedisError) -> String {
 /// Whole milliseconds of a duration, for a command argument.
 pub(crate) fn millis(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
+}
+
+/// How rustls words the handshake failures that retrying will not change:
+/// the server's certificate failed verification, or the server ended the
+/// handshake with an alert (it refused this client's certificate, or its
+/// lack of one). `RedisError` shows its io error only through the
+/// deprecated `cause`, whose lifetime forbids a downcast: the text is
+/// matched, and the test below pins it to rustls's own errors.
+const REFUSED_HANDSHAKE: [&str; 3] = [
+    "invalid peer certificate",
+    "received fatal alert",
+    "peer sent no certificates",
+];
+
+/// A refused handshake (see [`REFUSED_HANDSHAKE`]).
+pub(crate) fn is_refused_handshake(e: &redis::RedisError) -> bool {
+    e.is_io_error() && {
+        let text = e.to_string();
+        REFUSED_HANDSHAKE.iter().any(|r| text.contains(r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rustls_handshake_refusals_are_recognised() {
+        use rustls::{AlertDescription, CertificateError, Error as Tls};
+        let io = |t: Tls| {
+            redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::InvalidData, t))
+        };
+        for t in [
+            Tls::InvalidCertificate(CertificateError::UnknownIssuer),
+            Tls::InvalidCertificate(CertificateError::NotValidForName),
+            Tls::AlertReceived(AlertDescription::CertificateRequired),
+            Tls::AlertReceived(AlertDescription::UnknownCA),
+            Tls::NoCertificatesPresented,
+        ] {
+            assert!(is_refused_handshake(&io(t.clone())), "{t}");
+        }
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(!is_refused_handshake(&redis::RedisError::from(refused)));
+    }
 }

@@ -53,6 +53,8 @@ mod held;
 mod lease;
 mod limits;
 mod locker;
+#[cfg(test)]
+mod module_cycles;
 mod node;
 mod redlock;
 mod request;

@@ -24,11 +24,7 @@ pub const SENTINEL_URL_FORM: &str =
 /// The port a sentinel listens on when the URL names none.
 const SENTINEL_PORT: u16 = 26379;
 
-/// Whether `url` names a server through Redis Sentinel.
-pub fn is_sentinel_url(url: &str) -> bool {
-    let lower = url.get(..17).unwrap_or("").to_ascii_lowercase();
-    lower == "redis+sentinel://" || lower == "redis-sentinel://"
-}
+pub use crate::url::is_sentinel_url;
 
 /// The address and login of the master the sentinels of `url` name now
 /// (checked with `ROLE`), found within `timeout`: for a tool that makes

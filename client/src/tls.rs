@@ -226,26 +226,6 @@ fn invalid(pem: &Pem, why: &str) -> Error {
     Error::Invalid(format!("TLS: {}: {why}", pem.source))
 }
 
-/// How rustls words the handshake failures that retrying will not change:
-/// the server's certificate failed verification, or the server ended the
-/// handshake with an alert (it refused this client's certificate, or its
-/// lack of one). `RedisError` shows its io error only through the
-/// deprecated `cause`, whose lifetime forbids a downcast: the text is
-/// matched, and the test below pins it to rustls's own errors.
-const REFUSED_HANDSHAKE: [&str; 3] = [
-    "invalid peer certificate",
-    "received fatal alert",
-    "peer sent no certificates",
-];
-
-/// A refused handshake (see [`REFUSED_HANDSHAKE`]).
-pub(crate) fn is_refused_handshake(e: &redis::RedisError) -> bool {
-    e.is_io_error() && {
-        let text = e.to_string();
-        REFUSED_HANDSHAKE.iter().any(|r| text.contains(r))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,24 +271,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("encrypted private key"), "{e}");
-    }
-
-    #[test]
-    fn rustls_handshake_refusals_are_recognised() {
-        use rustls::{AlertDescription, CertificateError, Error as Tls};
-        let io = |t: Tls| {
-            redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::InvalidData, t))
-        };
-        for t in [
-            Tls::InvalidCertificate(CertificateError::UnknownIssuer),
-            Tls::InvalidCertificate(CertificateError::NotValidForName),
-            Tls::AlertReceived(AlertDescription::CertificateRequired),
-            Tls::AlertReceived(AlertDescription::UnknownCA),
-            Tls::NoCertificatesPresented,
-        ] {
-            assert!(is_refused_handshake(&io(t.clone())), "{t}");
-        }
-        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
-        assert!(!is_refused_handshake(&redis::RedisError::from(refused)));
     }
 }

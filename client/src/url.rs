@@ -11,11 +11,17 @@ pub const URL_FORMS: &str = "redis://[user:password@]host[:port][/db], \
      or, for one server found through Redis Sentinel, \
      redis+sentinel://[user:password@]host[:port][,host[:port]...]/master-name[/db]";
 
+/// Whether `url` names a server through Redis Sentinel.
+pub fn is_sentinel_url(url: &str) -> bool {
+    let lower = url.get(..17).unwrap_or("").to_ascii_lowercase();
+    lower == "redis+sentinel://" || lower == "redis-sentinel://"
+}
+
 /// `url` parsed; [`Error::Invalid`] naming the (masked) URL and the
 /// accepted forms otherwise.
 pub(crate) fn parse(url: &str) -> Result<ConnectionInfo> {
     let info = url.into_connection_info().map_err(|_| {
-        let why = if crate::sentinel::is_sentinel_url(url) {
+        let why = if is_sentinel_url(url) {
             "a Sentinel URL names one server: give it alone (a Locker), not to Redlock or a cluster"
         } else {
             "not a server URL"

@@ -2,7 +2,8 @@
 //! [`Election`](crate::Election), with `async` calls and an async stream of
 //! leader changes ([`Observe::next_leader`]).
 
-use super::{Guard, Locker};
+use super::guard::Guard;
+use super::locker::Locker;
 use crate::election::{candidate_token, observe_cmd, observed, Leader, OBSERVE_CHUNK};
 use crate::error::Result;
 use std::sync::atomic::AtomicBool;

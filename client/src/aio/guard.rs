@@ -3,7 +3,7 @@
 //! the budget's end, both following every change of deadline: the lease
 //! core's [`Budget`] and [`Schedule`], driven on tokio.
 
-use super::AsyncLease;
+use super::lease::AsyncLease;
 use crate::error::Result;
 use crate::lease::{Budget, Grant, Renewal, Schedule, Wake};
 use crate::limits::check_ttl;

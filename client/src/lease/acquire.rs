@@ -13,7 +13,7 @@
 //! token and budgeted from the refresh's send; too few replicas on a grant
 //! undo it.
 
-use super::Renewal;
+use super::renewal::Renewal;
 use crate::error::{millis, Error, Failure, Result};
 use crate::limits::{after, lease};
 use crate::retry::Outage;

@@ -9,7 +9,7 @@
 //! retried after a pause while the budget lasts; an `EXTEND` answered 0,
 //! or the budget passing, ends renewal for good.
 
-use super::Budget;
+use super::budget::Budget;
 use crate::error::Error;
 use std::time::{Duration, Instant};
 

@@ -7,6 +7,9 @@ use dlock_client::{Error, Guard, Locker, Redlock, Result, TlsSettings};
 use redis::{IntoConnectionInfo, Value};
 use std::time::Duration;
 
+/// The server when neither `--url` nor `DLOCK_URL` names one.
+pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
+
 /// How long to wait for the lock.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Wait {
@@ -100,7 +103,7 @@ impl UrlSource {
             UrlSource::Default => format!(
                 "no --url or DLOCK_URL was given, so dlock tried the default {}; \
                  name the server with --url redis://host:port/ or DLOCK_URL",
-                crate::DEFAULT_URL
+                DEFAULT_URL
             ),
         }
     }
@@ -134,7 +137,7 @@ impl Backend {
             } else {
                 UrlSource::Default
             };
-            default = [env.unwrap_or_else(|| crate::DEFAULT_URL.to_string())];
+            default = [env.unwrap_or_else(|| DEFAULT_URL.to_string())];
             &default[..]
         } else {
             urls
@@ -230,7 +233,7 @@ impl Backend {
                     build!(s.locker.request(spec.resource.as_str()), spec).on_retry(move |e| {
                         let what = e.to_string();
                         if what != said {
-                            crate::waitline::say(&format!(
+                            crate::status_line::say(&format!(
                                 "{what}; retrying for up to {} (--retry-for)",
                                 crate::args::show(retry_for)
                             ));

@@ -1,10 +1,11 @@
-//! Exit codes. dlock's own codes follow sysexits(3) where one fits; the
+//! Exit codes, and the messages that go with them. dlock's own codes follow sysexits(3) where one fits; the
 //! lease-lost code is just past that range, so it claims no sysexits
 //! meaning and stays clear of the codes children use most (1, 2, 3), of
 //! 126/127 (the shell's "cannot execute"/"not found") and of 128+N (died
 //! of signal N). A child may exit with any of these codes itself: dlock
 //! says on stderr when the code is its own.
 
+use crate::args::Usage;
 use dlock_client::Error;
 
 pub const OK: i32 = 0;
@@ -73,3 +74,20 @@ EXIT STATUS
     A command may exit with any of these codes itself; dlock says on stderr
     when the code is its own.
 ";
+
+/// Prints a usage error with a hint; returns 64.
+pub fn usage_error(u: Usage, command: &str) -> i32 {
+    let hint = if command.is_empty() {
+        "dlock --help".to_string()
+    } else {
+        format!("dlock {command} --help")
+    };
+    eprintln!("dlock: {}\nTry '{hint}'.", u.0);
+    USAGE
+}
+
+/// Prints `dlock: msg`; returns `code`.
+pub fn fail(msg: &str, code: i32) -> i32 {
+    eprintln!("dlock: {msg}");
+    code
+}

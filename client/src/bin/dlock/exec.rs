@@ -133,23 +133,23 @@ pub fn main(a: Args, urls: Vec<String>, mode: Mode) -> i32 {
     let opts = match parse(a, urls, mode) {
         Ok(Some(o)) => o,
         Ok(None) => return crate::help::print(cmd),
-        Err(u) => return crate::usage_error(u, cmd),
+        Err(u) => return crate::codes::usage_error(u, cmd),
     };
     let grace = match grace(opts.lock.ttl, opts.grace) {
         Ok(g) => g,
-        Err(u) => return crate::usage_error(u, cmd),
+        Err(u) => return crate::codes::usage_error(u, cmd),
     };
     let backend = match Backend::from_urls(&opts.lock.urls) {
         Ok(b) => b,
-        Err(e) => return crate::fail(&e.0, e.1),
+        Err(e) => return crate::codes::fail(&e.0, e.1),
     };
     if mode == Mode::Elect && !matches!(backend, Backend::Single(_)) {
         let u = crate::args::Usage("elect: one --url (a term is one server's fence)".into());
-        return crate::usage_error(u, cmd);
+        return crate::codes::usage_error(u, cmd);
     }
     let signals = match signals::install() {
         Ok(s) => s,
-        Err(e) => return crate::fail(&format!("cannot set up signals: {e}"), codes::OSERR),
+        Err(e) => return crate::codes::fail(&format!("cannot set up signals: {e}"), codes::OSERR),
     };
     child::become_subreaper();
     run(opts, grace, backend, signals)
@@ -177,11 +177,11 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
                 Wait::For(d) => format!("still busy after {}", args::show(d)),
                 Wait::Forever => "busy".to_string(),
             };
-            return crate::fail(&format!("{res} is {why}"), opts.conflict);
+            return crate::codes::fail(&format!("{res} is {why}"), opts.conflict);
         }
         Err(e) => {
             let msg = format!("cannot lock {res}: {}", backend.explain(&e));
-            return crate::fail(&msg, codes::of(&e));
+            return crate::codes::fail(&msg, codes::of(&e));
         }
     };
     signals.forward();
@@ -204,7 +204,7 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
         Ok(r) => r,
         Err(e) => {
             let _ = release_within(guard, RELEASE);
-            return crate::fail(&format!("cannot start the reaper: {e}"), codes::OSERR);
+            return crate::codes::fail(&format!("cannot start the reaper: {e}"), codes::OSERR);
         }
     };
     let child: Child = match child::spawn(&opts.command, &env, signals.original, reaper.end()) {
@@ -216,7 +216,7 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
                 codes::NOT_FOUND => "command not found".to_string(),
                 _ => e.to_string(),
             };
-            return crate::fail(
+            return crate::codes::fail(
                 &format!("{}: {what}", opts.command[0].to_string_lossy()),
                 code,
             );

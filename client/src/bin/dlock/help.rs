@@ -352,7 +352,7 @@ pub fn print(topic: &str) -> i32 {
             }
             codes::OK
         }
-        None => crate::usage_error(
+        None => crate::codes::usage_error(
             crate::args::Usage(format!("no help on {topic:?}: not a command")),
             "",
         ),

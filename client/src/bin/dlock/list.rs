@@ -93,11 +93,11 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
     let o = match parse(a, urls) {
         Ok(Some(o)) => o,
         Ok(None) => return crate::help::print("list"),
-        Err(u) => return crate::usage_error(u, "list"),
+        Err(u) => return crate::codes::usage_error(u, "list"),
     };
     let backend = match Backend::from_urls(&o.urls) {
         Ok(b) => b,
-        Err(e) => return crate::fail(&e.0, e.1),
+        Err(e) => return crate::codes::fail(&e.0, e.1),
     };
     let mut listing = scan::list(&backend.urls(), backend.tls(), o.pattern.as_deref());
     sort(&mut listing.locks, o.sort);

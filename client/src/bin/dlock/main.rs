@@ -15,29 +15,12 @@ mod scan;
 mod scripts;
 mod signals;
 mod status;
+mod status_line;
 mod tlsopts;
 mod waitline;
 
 use args::{Args, Item, Usage};
-
-pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
-
-/// Prints a usage error with a hint; returns 64.
-pub fn usage_error(u: Usage, command: &str) -> i32 {
-    let hint = if command.is_empty() {
-        "dlock --help".to_string()
-    } else {
-        format!("dlock {command} --help")
-    };
-    eprintln!("dlock: {}\nTry '{hint}'.", u.0);
-    codes::USAGE
-}
-
-/// Prints `dlock: msg`; returns `code`.
-pub fn fail(msg: &str, code: i32) -> i32 {
-    eprintln!("dlock: {msg}");
-    code
-}
+use codes::usage_error;
 
 fn run() -> i32 {
     let mut a = Args::new(std::env::args_os().skip(1));

@@ -81,15 +81,15 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
     let o = match parse(a, urls) {
         Ok(Some(o)) => o,
         Ok(None) => return crate::help::print("observe"),
-        Err(u) => return crate::usage_error(u, "observe"),
+        Err(u) => return crate::codes::usage_error(u, "observe"),
     };
     let backend = match Backend::from_urls(&o.urls) {
         Ok(b) => b,
-        Err(e) => return crate::fail(&e.0, e.1),
+        Err(e) => return crate::codes::fail(&e.0, e.1),
     };
     let Some(locker) = backend.locker() else {
         let u = args::Usage("observe: one --url (each server has its own holders)".into());
-        return crate::usage_error(u, "observe");
+        return crate::codes::usage_error(u, "observe");
     };
     let mut changes = locker.election(o.name.clone()).observe();
     let mut shown = 0u32;
@@ -124,7 +124,7 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
                         dlock_client::Error::Unavailable(_) => backend.explain(&e),
                         e => e.to_string(),
                     };
-                    return crate::fail(
+                    return crate::codes::fail(
                         &format!("cannot observe {}: {why}", o.name),
                         codes::of(&e),
                     );

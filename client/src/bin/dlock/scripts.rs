@@ -46,11 +46,11 @@ pub fn acquire(a: Args, urls: Vec<String>) -> i32 {
     let (lock, conflict, res) = match parse_acquire(a, urls) {
         Ok(Some(p)) => p,
         Ok(None) => return crate::help::print("acquire"),
-        Err(u) => return crate::usage_error(u, "acquire"),
+        Err(u) => return crate::codes::usage_error(u, "acquire"),
     };
     let backend = match Backend::from_urls(&lock.urls) {
         Ok(b) => b,
-        Err(e) => return crate::fail(&e.0, e.1),
+        Err(e) => return crate::codes::fail(&e.0, e.1),
     };
     let spec = lock.spec(&res);
     match backend.acquire(&spec) {
@@ -67,9 +67,9 @@ pub fn acquire(a: Args, urls: Vec<String>) -> i32 {
                 Wait::For(d) => format!("still busy after {}", args::show(d)),
                 _ => "busy".to_string(),
             };
-            crate::fail(&format!("{res} is {why}"), conflict)
+            crate::codes::fail(&format!("{res} is {why}"), conflict)
         }
-        Err(e) => crate::fail(
+        Err(e) => crate::codes::fail(
             &format!("cannot lock {res}: {}", backend.explain(&e)),
             codes::of(&e),
         ),
@@ -129,11 +129,11 @@ pub fn by_token(a: Args, urls: Vec<String>, cmd: &'static str) -> i32 {
     let o = match parse_by_token(a, urls, cmd) {
         Ok(Some(o)) => o,
         Ok(None) => return crate::help::print(cmd),
-        Err(u) => return crate::usage_error(u, cmd),
+        Err(u) => return crate::codes::usage_error(u, cmd),
     };
     let backend = match Backend::from_urls(&o.urls) {
         Ok(b) => b,
-        Err(e) => return crate::fail(&e.0, e.1),
+        Err(e) => return crate::codes::fail(&e.0, e.1),
     };
     let (res, token) = (&o.resource, &o.token);
     let done = if cmd == "extend" {
@@ -143,11 +143,11 @@ pub fn by_token(a: Args, urls: Vec<String>, cmd: &'static str) -> i32 {
     };
     match done {
         Ok(true) => codes::OK,
-        Ok(false) => crate::fail(
+        Ok(false) => crate::codes::fail(
             &format!("{res} is not held by token {token} (expired, released or taken over)"),
             codes::LOST,
         ),
-        Err(e) => crate::fail(
+        Err(e) => crate::codes::fail(
             &format!("{cmd} {res}: {}", backend.explain(&e)),
             codes::of(&e),
         ),

@@ -71,7 +71,7 @@ pub fn install() -> std::io::Result<Signals> {
             }
             let phase = p.lock().unwrap_or_else(|e| e.into_inner());
             if *phase == Phase::Acquiring {
-                crate::waitline::clear_now();
+                crate::status_line::clear_now();
                 die_of(sig);
             }
             let _ = tx.send(sig);

@@ -49,11 +49,11 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
     let o = match parse(a, urls) {
         Ok(Some(o)) => o,
         Ok(None) => return crate::help::print("status"),
-        Err(u) => return crate::usage_error(u, "status"),
+        Err(u) => return crate::codes::usage_error(u, "status"),
     };
     let backend = match Backend::from_urls(&o.urls) {
         Ok(b) => b,
-        Err(e) => return crate::fail(&e.0, e.1),
+        Err(e) => return crate::codes::fail(&e.0, e.1),
     };
     let resource = &o.resource;
     if let Some(per_server) = backend.info_by_server(resource) {
@@ -63,7 +63,7 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
         Ok(i) => i,
         Err(e) => {
             let msg = format!("status of {resource}: {}", backend.explain(&e));
-            return crate::fail(&msg, codes::of(&e));
+            return crate::codes::fail(&msg, codes::of(&e));
         }
     };
     // One report from the single server (Redlock returned above).

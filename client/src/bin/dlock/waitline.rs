@@ -6,38 +6,16 @@
 
 use crate::args::show;
 use crate::backend::{Backend, Info};
-use std::io::Write;
+use crate::status_line::{self, stderr_is_tty};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Shown only after this long: most waits are short.
 const AFTER: Duration = Duration::from_secs(1);
 const EVERY: Duration = Duration::from_millis(500);
 
-struct Line {
-    shown: bool,
-    stopped: bool,
-}
-
-/// Held while the line is written or erased, so it is never written after
-/// [`WaitLine::finish`].
-static LINE: Mutex<Line> = Mutex::new(Line {
-    shown: false,
-    stopped: false,
-});
-
-fn line() -> std::sync::MutexGuard<'static, Line> {
-    LINE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 pub struct WaitLine {
     _stop: mpsc::Sender<()>,
-}
-
-pub fn stderr_is_tty() -> bool {
-    // SAFETY: isatty only inspects the descriptor.
-    unsafe { libc::isatty(2) == 1 }
 }
 
 impl WaitLine {
@@ -59,18 +37,13 @@ impl WaitLine {
                     }
                     pause = EVERY;
                     let what = describe(backend.info(&resource));
-                    let mut l = line();
-                    if l.stopped {
-                        return;
-                    }
                     let text = format!(
                         "dlock: waiting for {resource} ({}): {what}",
                         show(Duration::from_secs(started.elapsed().as_secs()))
                     );
-                    let mut err = std::io::stderr().lock();
-                    let _ = write!(err, "\r\x1b[2K{text}");
-                    let _ = err.flush();
-                    l.shown = true;
+                    if !status_line::draw(&text) {
+                        return;
+                    }
                 }
             })
             .ok()?;
@@ -79,31 +52,7 @@ impl WaitLine {
 
     /// Stops the line and erases it if it was shown.
     pub fn finish(self) {
-        clear_now();
-    }
-}
-
-/// Writes `dlock: msg` on a line of its own, above the status line if
-/// one is shown (it is drawn again on its next update).
-pub fn say(msg: &str) {
-    let mut l = line();
-    let mut err = std::io::stderr().lock();
-    if l.shown {
-        let _ = write!(err, "\r\x1b[2K");
-        l.shown = false;
-    }
-    let _ = writeln!(err, "dlock: {msg}");
-}
-
-/// Erases the line (if shown) and stops it for good.
-pub fn clear_now() {
-    let mut l = line();
-    l.stopped = true;
-    if l.shown {
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r\x1b[2K");
-        let _ = err.flush();
-        l.shown = false;
+        status_line::clear_now();
     }
 }
 
