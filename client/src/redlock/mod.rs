@@ -1,6 +1,7 @@
 //! Redlock: one lock over N independent servers (masters, each with the
 //! dlock module), granted when a majority grants it. See [`Redlock`].
 
+mod attempts;
 mod math;
 mod node;
 mod round;
@@ -9,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::guard::{Granted, Guard};
 use crate::node::Node;
 use crate::request::{lock_options, new_token, Spec};
-use math::Miss;
+use attempts::Attempts;
 use node::{fan_out, RNode, RedlockLease, SLACK};
 use redis::Value;
 use std::sync::Arc;
@@ -337,16 +338,11 @@ impl RedlockRequest<'_> {
         }
         let timeout = self.redlock.node_timeout;
         let spec = Arc::new(self.spec);
-        let start = Instant::now();
-        let deadline = spec.wait.map(|w| crate::limits::after(start, w));
-        let mut tries = 0;
-        let mut unreachable_since: Option<Instant> = None;
+        let mut attempts =
+            Attempts::new(spec.ttl, spec.wait, timeout, self.retry_for, Instant::now());
         let missed = loop {
             let token: Arc<str> = new_token().into();
-            let wait = deadline.map(|d| {
-                let left = d.saturating_duration_since(Instant::now());
-                math::attempt_wait(left, spec.ttl, timeout)
-            });
+            let wait = attempts.wait(Instant::now());
             let missed = match round::attempt(&nodes, &spec, token.clone(), wait, timeout) {
                 Ok(won) => {
                     let granted = Granted {
@@ -368,60 +364,15 @@ impl RedlockRequest<'_> {
                 }
                 Err(missed) => missed,
             };
-            let Some(deadline) = deadline else {
-                break missed;
-            };
-            // The servers' own refusals alone rule out a quorum (a refused
-            // TLS handshake, a denied login): as from one server, at once.
-            if missed.errors > missed.tally.nodes - missed.tally.quorum() {
-                break missed;
+            let random = uuid::Uuid::new_v4().as_u128() as u64;
+            match attempts.missed(&missed, Instant::now(), random) {
+                Some(pause) => std::thread::sleep(pause),
+                None => break missed,
             }
-            if missed.tally.miss() == Miss::Unreachable {
-                let since = *unreachable_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= self.retry_for {
-                    break missed;
-                }
-            } else {
-                unreachable_since = None;
-            }
-            // A pause, then a new attempt; the last one, at the deadline,
-            // does not wait at all.
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break missed;
-            }
-            std::thread::sleep(backoff(tries).min(left));
-            tries += 1;
         };
-        let t = missed.tally;
-        match t.miss() {
-            Miss::Busy => Ok(None),
-            // The servers' own answer, when it alone rules out a quorum.
-            Miss::Unreachable if missed.errors > t.nodes - t.quorum() => {
-                Err(missed.first_error.unwrap_or(Error::NoQuorum {
-                    granted: t.yes,
-                    reached: t.answered(),
-                    nodes: t.nodes,
-                }))
-            }
-            Miss::Unreachable => Err(Error::NoQuorum {
-                granted: t.yes,
-                reached: t.answered(),
-                nodes: t.nodes,
-            }),
-            Miss::TooSlow => Err(Error::Unavailable(format!(
-                "{} of {} servers granted, but only after the validity of the {:?} ttl had \
-                 run out: raise the ttl or lower the node timeout",
-                t.yes, t.nodes, spec.ttl
-            ))),
+        match attempts.why(missed) {
+            None => Ok(None),
+            Some(e) => Err(e),
         }
     }
-}
-
-/// Pause between attempts: full jitter, 1 ms up to 10, 20, 40, 80, then
-/// 160 ms, so that clients that failed together do not retry together.
-fn backoff(tries: u32) -> Duration {
-    let cap = 10u64 << tries.min(4);
-    let r = uuid::Uuid::new_v4().as_u128() as u64;
-    Duration::from_millis(1 + r % cap)
 }

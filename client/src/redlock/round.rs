@@ -21,6 +21,7 @@
 //!   revoke a grant it could not deliver).
 //! - Not sent by the reply deadline (a slow handshake): never sent.
 
+use super::attempts::Missed;
 use super::math::{valid_until, Tally};
 use super::node::{broken, time_left, RNode, MAX_TRIES, SLACK};
 use crate::error::{millis, Error, Failure};
@@ -36,14 +37,6 @@ pub(crate) struct Won {
     /// Per server: the fence of each grant that counts.
     pub fences: Vec<Option<u64>>,
     pub valid_until: Instant,
-}
-
-/// An attempt that did not produce a lock.
-pub(crate) struct Missed {
-    pub tally: Tally,
-    /// Error replies (not connection failures), and the first of them.
-    pub errors: usize,
-    pub first_error: Option<Error>,
 }
 
 enum Got {
