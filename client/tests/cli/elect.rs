@@ -1,7 +1,7 @@
 //! `dlock elect` (run a command while leading) and `dlock observe` (who
 //! leads, one line per change).
 
-use crate::{alive, dlock, run, wait_until, Dir, Dlock, Server, SEC};
+use crate::cli::{alive, dlock, run, wait_until, Dir, Dlock, Server, SEC};
 
 #[test]
 fn the_leader_runs_its_command_and_the_standby_takes_over_with_a_higher_term() {
@@ -108,7 +108,7 @@ fn observe_prints_json_and_refuses_bad_usage() {
         let (code, _, err) = run(dlock(&server.url()).args(args), &dir, 10 * SEC);
         assert_eq!(code, 64, "{args:?}: {err}");
     }
-    let two = ["--url", &server.url(), "--url", &crate::dead_url()];
+    let two = ["--url", &server.url(), "--url", &crate::cli::dead_url()];
     let (code, _, err) = run(
         dlock(&server.url()).args(two).args(["observe", "x"]),
         &dir,
@@ -119,12 +119,15 @@ fn observe_prints_json_and_refuses_bad_usage() {
 
 #[test]
 fn a_leadership_whose_server_is_killed_exits_79() {
-    crate::lease::renewals_stop_and_dlock_exits_79("elect", crate::lease::Outage::Killed);
+    crate::cli::lease::renewals_stop_and_dlock_exits_79("elect", crate::cli::lease::Outage::Killed);
 }
 
 #[test]
 fn a_leadership_whose_server_is_stopped_exits_79() {
-    crate::lease::renewals_stop_and_dlock_exits_79("elect", crate::lease::Outage::Stopped);
+    crate::cli::lease::renewals_stop_and_dlock_exits_79(
+        "elect",
+        crate::cli::lease::Outage::Stopped,
+    );
 }
 
 /// `observe` follows one holder: on a semaphore held once it shows that

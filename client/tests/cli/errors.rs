@@ -3,8 +3,8 @@
 //! a limit beyond the server's, an unreachable server. Each message names
 //! the URL or server at fault, and none echoes a token or a password.
 
+use crate::cli::{dead_url, dlock, run, Dir, SEC};
 use crate::common::Server;
-use crate::{dead_url, dlock, run, Dir, SEC};
 
 /// The forms `--url` takes, as the usage error lists them.
 const FORMS: &str = "redis://[user:password@]host[:port][/db]";

@@ -1,7 +1,7 @@
 //! `dlock exec`: mutual exclusion, exit codes, the environment, process
 //! groups, setup errors.
 
-use crate::{
+use crate::cli::{
     dead_url, dlock, holder, now_ns, run, spans, timed_script, wait_until, Dir, Dlock, Server, SEC,
 };
 use dlock_client::Locker;

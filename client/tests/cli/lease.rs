@@ -1,7 +1,7 @@
 //! `dlock exec` when the lease ends under the command: lost (the server
 //! answers 0), or running out while renewals fail.
 
-use crate::{alive, dlock, wait_until, Dir, Dlock, Server, SEC};
+use crate::cli::{alive, dlock, wait_until, Dir, Dlock, Server, SEC};
 use std::time::Instant;
 
 /// A command that ignores SIGTERM and whose background job (a grandchild)
@@ -162,7 +162,7 @@ pub fn renewals_stop_and_dlock_exits_79(cmd: &str, outage: Outage) {
             server.kill9();
             None
         }
-        Outage::Stopped => Some(crate::Paused::new(&server)),
+        Outage::Stopped => Some(crate::cli::Paused::new(&server)),
     };
     // The lease ends within a ttl of the outage; dlock's release gets no
     // answer and gives up (slack for a loaded machine).

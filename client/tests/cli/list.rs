@@ -4,9 +4,9 @@
 //! text and JSON, sorted, filtered by a pattern; and what it says when a
 //! server, a command or a key is out of its reach.
 
+use crate::cli::{dead_url, dlock, run, wait_until, Dir, Paused, SEC};
 use crate::common::server::cluster::Cluster;
 use crate::common::{waiters, Server};
-use crate::{dead_url, dlock, run, wait_until, Dir, Paused, SEC};
 use dlock_client::Locker;
 use std::collections::BTreeMap;
 use std::time::Instant;

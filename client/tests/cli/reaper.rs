@@ -3,8 +3,8 @@
 //! pass to the next holder; and the helper that sees to it (the reaper)
 //! holds none of dlock's descriptors and never outlives a normal run.
 
+use crate::cli::{alive, dlock, kill, wait_until, Dir, Dlock, Server, SEC};
 use crate::common::ms;
-use crate::{alive, dlock, kill, wait_until, Dir, Dlock, Server, SEC};
 use dlock_client::Locker;
 use std::io::Read;
 use std::os::unix::process::CommandExt;

@@ -1,6 +1,6 @@
 //! Several `--url`s: Redlock mode over 3 independent servers.
 
-use crate::{dlock, holder, run, spans, timed_script, Dir, Dlock, Server, SEC};
+use crate::cli::{dlock, holder, run, spans, timed_script, Dir, Dlock, Server, SEC};
 
 fn urls(servers: &[Server]) -> Vec<String> {
     servers
@@ -128,15 +128,15 @@ fn exec_over_three_servers_survives_one_down_not_two() {
 /// password in it.
 #[test]
 fn redlock_status_never_shows_a_password() {
-    let dir = crate::Dir::new();
+    let dir = crate::cli::Dir::new();
     let urls: Vec<String> = (0..3)
-        .map(|_| crate::dead_url().replace("redis://", "redis://:s3cret@"))
+        .map(|_| crate::cli::dead_url().replace("redis://", "redis://:s3cret@"))
         .collect();
-    let mut cmd = crate::dlock(&urls[0]);
+    let mut cmd = crate::cli::dlock(&urls[0]);
     for u in &urls {
         cmd.args(["--url", u]);
     }
-    let (code, out, err) = crate::run(cmd.args(["status", "r"]), &dir, 30 * crate::SEC);
+    let (code, out, err) = crate::cli::run(cmd.args(["status", "r"]), &dir, 30 * crate::cli::SEC);
     assert_eq!(code, 69, "{out}{err}");
     assert!(out.contains(":***@"), "{out}");
     assert!(

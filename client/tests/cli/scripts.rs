@@ -1,7 +1,7 @@
 //! `dlock acquire`, `extend`, `release`, `status` and the help texts.
 
+use crate::cli::{dead_url, dlock, holder, run, Dir, Paused, SEC};
 use crate::common::{pttl, Server};
-use crate::{dead_url, dlock, holder, run, Dir, Paused, SEC};
 use dlock_client::Locker;
 use std::time::Instant;
 
@@ -118,7 +118,7 @@ fn status_shows_holds_fences_ttls_and_waiters() {
             .map(|g| g.fence())
     });
     let mut c = server.conn();
-    crate::wait_until(20 * SEC, "the waiter queued", || {
+    crate::cli::wait_until(20 * SEC, "the waiter queued", || {
         crate::common::waiters(&mut c, "res") == 1
     });
     let text = status(&["res"]);

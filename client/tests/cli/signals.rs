@@ -2,8 +2,8 @@
 //! dlock while it waits), `kill -9` of dlock, and the terminal: the status
 //! line while waiting, the command's foreground group.
 
+use crate::cli::{alive, dlock, holder, kill, wait_until, Dir, Dlock, Server, SEC};
 use crate::common::ms;
-use crate::{alive, dlock, holder, kill, wait_until, Dir, Dlock, Server, SEC};
 use dlock_client::Locker;
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! `dlock --version`: the release and the commit it was built from.
 
+use crate::cli::{dead_url, dlock, run, Dir, SEC};
 use crate::common::server::checked_out_commit;
-use crate::{dead_url, dlock, run, Dir, SEC};
 
 #[test]
 fn version_prints_the_release_and_the_commit() {

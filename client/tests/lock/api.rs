@@ -162,7 +162,7 @@ fn the_refresh_after_a_waiting_grant_stays_within_the_call() {
             .is_some_and(|a| a.eq_ignore_ascii_case(b"DLOCK.EXTEND"))
     }
     let server = Server::start();
-    let proxy = crate::proxy::Proxy::start(server.port(), 7, 1000, extend);
+    let proxy = crate::lock::proxy::Proxy::start(server.port(), 7, 1000, extend);
     let held = Locker::new(&server.url())
         .unwrap()
         .try_lock("res", 30 * SEC)

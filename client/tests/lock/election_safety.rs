@@ -314,10 +314,13 @@ impl ChildCandidate {
         let output =
             std::env::temp_dir().join(format!("dlock-election-child-{}.log", std::process::id()));
         let log = std::fs::File::create(&output).unwrap();
+        // The child test's name: this module's path less the crate's name.
+        let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+        let name = format!("{module}::candidate_process");
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.args([
             "--exact",
-            "election_safety::candidate_process",
+            &name,
             "--ignored",
             "--nocapture",
             "--test-threads=1",

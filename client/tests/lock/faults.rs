@@ -1,5 +1,5 @@
 use crate::common::{holder, ms, Server, SEC};
-use crate::proxy::{Frame, Proxy};
+use crate::lock::proxy::{Frame, Proxy};
 use dlock_client::{Error, Locker};
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! several wait on the same servers.
 
 use crate::common::{ms, SEC};
-use crate::{start, urls};
+use crate::redlock::{start, urls};
 use dlock_client::Redlock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -3,8 +3,8 @@
 //! own connection, and a quorum that comes after the ttl is no lock.
 
 use crate::common::{holder, ms, Server, SEC};
-use crate::delay::DelayProxy;
-use crate::{start, urls, wait_free};
+use crate::redlock::delay::DelayProxy;
+use crate::redlock::{start, urls, wait_free};
 use dlock_client::{Error, Redlock};
 use std::time::{Duration, Instant};
 

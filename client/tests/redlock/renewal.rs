@@ -3,7 +3,7 @@
 //! servers make a renewal fail without losing the guard.
 
 use crate::common::{holder, ms, pttl, SEC};
-use crate::{holders, start, urls};
+use crate::redlock::{holders, start, urls};
 use dlock_client::{Error, Redlock};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};

@@ -3,10 +3,10 @@
 //! the seed (by `CLUSTER SLOTS` and `CLUSTER SHARDS`, which name the TLS
 //! port to a TLS client) are reached with the seed's TLS settings.
 
-use crate::certs::Certs;
 use crate::common::server::wait_until;
 use crate::common::{holder, SEC};
-use crate::{settings, TlsServer};
+use crate::tls::certs::Certs;
+use crate::tls::{settings, TlsServer};
 use dlock_client::Locker;
 
 /// A cluster of one node, its slots all assigned and its state `ok`.
@@ -50,9 +50,9 @@ fn a_cluster_over_tls() {
     );
 
     let url = s.url("localhost");
-    let (code, out, err) = crate::tool::dlock(
+    let (code, out, err) = crate::tls::tool::dlock(
         &certs,
-        &crate::tool::with_mutual_tls(&certs, &["list", "--url", &url]),
+        &crate::tls::tool::with_mutual_tls(&certs, &["list", "--url", &url]),
         &[],
         10 * SEC,
     );

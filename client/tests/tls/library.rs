@@ -1,9 +1,9 @@
 //! The library over TLS: `Locker::new_tls`, `Redlock::new_tls`, the async
 //! `Locker::new_tls`, and what each refuses.
 
-use crate::certs::Certs;
 use crate::common::{holder, SEC};
-use crate::{settings, TlsServer};
+use crate::tls::certs::Certs;
+use crate::tls::{settings, TlsServer};
 use dlock_client::{Error, Locker, Redlock, TlsSettings};
 use std::time::Duration;
 

@@ -1,9 +1,9 @@
 //! The `dlock` tool over TLS: `--tls-ca`, `--tls-cert`, `--tls-key` and
 //! their `DLOCK_TLS_*` variables, its exit codes for the refusals.
 
-use crate::certs::Certs;
 use crate::common::{holder, SEC};
-use crate::TlsServer;
+use crate::tls::certs::Certs;
+use crate::tls::TlsServer;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

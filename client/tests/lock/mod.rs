@@ -1,9 +1,6 @@
 //! `Locker` and `Guard` against a real server: grants, busy, release,
 //! release on drop, extend, the lease budget, sets, holds.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 #[path = "../../../tests/proxy/mod.rs"]
 mod proxy;
 

@@ -3,8 +3,7 @@
 //! commands for scripts. Every wait has a deadline, and every process a test
 //! starts is killed when the test ends, even when it fails.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod elect;
 mod errors;

@@ -1,7 +1,6 @@
 //! The async API (feature `tokio`) against a real server.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 use common::{holder, ms, pttl, Server, SEC};
 use dlock_client::aio::Locker;

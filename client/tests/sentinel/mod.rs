@@ -3,8 +3,7 @@
 //! checked with `ROLE`, a wrong name explained), and failovers, forced and
 //! after a kill, that the locker, its watchdog and the `dlock` tool follow.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod group;
 
 use common::{dead_url, holder, pttl, SEC};

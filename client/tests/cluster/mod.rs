@@ -2,8 +2,7 @@
 //! its `WAIT n` go to the master of the resource's slot; `MOVED` and `ASK`
 //! are followed.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 use common::server::cluster::{setslot, Cluster};
 use common::{holder, ms, SEC};

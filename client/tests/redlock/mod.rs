@@ -3,8 +3,7 @@
 //! refused requests. Faults (dead, paused and slow nodes), contention and
 //! renewal have files of their own.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod contention;
 mod delay;

@@ -11,8 +11,7 @@
 
 mod certs;
 mod cluster;
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod library;
 mod tool;
 
