@@ -13,9 +13,9 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 mapfile -t all_suites < <(ls tests/*.rs tests/*/main.rs | sed -E 's#^tests/([^/.]+)(/main)?\.rs$#\1#' | sort -u)
-# The client's suites (client/tests/<name>/, modules of the one test binary
-# client/tests/suites.rs), named client:<name>.
-mapfile -t -O "${#all_suites[@]}" all_suites < <(ls client/tests/*/mod.rs | grep -v '/common/' | sed -E 's#^client/tests/([^/]+)/mod\.rs$#client:\1#' | sort -u)
+# The client's suites (clients/rust/tests/<name>/, modules of the one test
+# binary clients/rust/tests/suites.rs), named client:<name>.
+mapfile -t -O "${#all_suites[@]}" all_suites < <(ls clients/rust/tests/*/mod.rs | grep -v '/common/' | sed -E 's#^clients/rust/tests/([^/]+)/mod\.rs$#client:\1#' | sort -u)
 specs=("$@")
 if [ ${#specs[@]} -eq 0 ]; then
 	specs=(redis valkey)

@@ -3,7 +3,7 @@
 //! drop.
 #![allow(dead_code, unused_imports)]
 
-#[path = "../../../tests/common/mod.rs"]
+#[path = "../../../../tests/common/mod.rs"]
 pub mod server;
 
 pub use server::Server;

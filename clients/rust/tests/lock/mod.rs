@@ -1,7 +1,7 @@
 //! `Locker` and `Guard` against a real server: grants, busy, release,
 //! release on drop, extend, the lease budget, sets, holds.
 
-#[path = "../../../tests/proxy/mod.rs"]
+#[path = "../../../../tests/proxy/mod.rs"]
 mod proxy;
 
 mod api;
