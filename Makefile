@@ -68,7 +68,7 @@ run-clean:
 
 # Integration tests load target/release/libdlock.so, hence the release build
 # before `cargo test --release`.
-# The workspace's default members are the module and the client (client/),
+# The workspace's default members are the module and the client (clients/rust/),
 # so build, clippy and test cover both; the client's async API (feature
 # tokio) is linted and tested too.
 CLIENT_FEATURES := --features dlock-client/tokio

@@ -63,7 +63,7 @@ pkgs=""
 dpkg -s libclang-dev >/dev/null 2>&1 || pkgs="$pkgs libclang-dev"
 # libfaketime: tests/clock_steps.rs steps a running server's wall clock.
 dpkg -s libfaketime >/dev/null 2>&1 || pkgs="$pkgs libfaketime"
-# openssl: the client's TLS tests (client/tests/tls/) make their certificates.
+# openssl: the client's TLS tests (clients/rust/tests/tls/) make their certificates.
 command -v openssl >/dev/null 2>&1 || pkgs="$pkgs openssl"
 case "$kind" in
 redis)

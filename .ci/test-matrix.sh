@@ -13,8 +13,9 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 mapfile -t all_suites < <(ls tests/*.rs tests/*/main.rs | sed -E 's#^tests/([^/.]+)(/main)?\.rs$#\1#' | sort -u)
-# The client's suites (client/tests/<name>/main.rs), named client:<name>.
-mapfile -t -O "${#all_suites[@]}" all_suites < <(ls client/tests/*/main.rs | sed -E 's#^client/tests/([^/]+)/main\.rs$#client:\1#' | sort -u)
+# The client's suites (clients/rust/tests/<name>/, modules of the one test
+# binary clients/rust/tests/suites.rs), named client:<name>.
+mapfile -t -O "${#all_suites[@]}" all_suites < <(ls clients/rust/tests/*/mod.rs | grep -v '/common/' | sed -E 's#^clients/rust/tests/([^/]+)/mod\.rs$#client:\1#' | sort -u)
 specs=("$@")
 if [ ${#specs[@]} -eq 0 ]; then
 	specs=(redis valkey)
@@ -73,7 +74,17 @@ for spec in "${specs[@]}"; do
 		echo "== $name: $suite"
 		started=$SECONDS
 		case "$suite" in
-		client:*) cargo test --release -p dlock-client --features tokio --test "${suite#client:}" >"$log" 2>&1 ;;
+		client:*)
+			# A suite's tests by their exact names: a filter is a substring
+			# (`lock::` would also run `redlock::`).
+			mapfile -t tests < <(cargo test -q --release -p dlock-client --features tokio --test suites -- --list 2>/dev/null |
+				sed -n "s/^\(${suite#client:}::.*\): test\$/\1/p")
+			if [ ${#tests[@]} -gt 0 ]; then
+				cargo test --release -p dlock-client --features tokio --test suites -- --exact "${tests[@]}" >"$log" 2>&1
+			else
+				echo "no test in client suite ${suite#client:}" >"$log"
+				false
+			fi ;;
 		*) cargo test --release --test "$suite" >"$log" 2>&1 ;;
 		esac
 		rc=$?

@@ -95,12 +95,13 @@ fn an_old_rustc_stops_it_too() {
 #[test]
 fn the_minimum_rust_version_is_in_every_manifest() {
     assert!(!env!("CARGO_PKG_RUST_VERSION").is_empty());
-    let client =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("client/Cargo.toml"))
-            .unwrap();
+    let client = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/rust/Cargo.toml"),
+    )
+    .unwrap();
     let line = format!("rust-version = \"{}\"", env!("CARGO_PKG_RUST_VERSION"));
     assert!(
         client.lines().any(|l| l == line),
-        "client/Cargo.toml lacks {line}"
+        "clients/rust/Cargo.toml lacks {line}"
     );
 }

@@ -75,11 +75,11 @@ fn the_module_the_rust_client_and_the_python_package_are_one_release() {
         std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
     };
     let module = quoted_value(&read("Cargo.toml"), "version");
-    let client = quoted_value(&read("client/Cargo.toml"), "version");
+    let client = quoted_value(&read("clients/rust/Cargo.toml"), "version");
     let core = quoted_value(&read("core/Cargo.toml"), "version");
     let python = quoted_value(&read("clients/python/src/dlock/_version.py"), "__version__");
     assert_eq!(module.as_deref(), Some(env!("CARGO_PKG_VERSION")));
-    assert_eq!(client, module, "client/Cargo.toml");
+    assert_eq!(client, module, "clients/rust/Cargo.toml");
     assert_eq!(core, module, "core/Cargo.toml");
     assert_eq!(python, module, "clients/python/src/dlock/_version.py");
     let heading = format!("## [{}]", env!("CARGO_PKG_VERSION"));

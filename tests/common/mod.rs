@@ -69,14 +69,15 @@ pub fn module_path() -> PathBuf {
 }
 
 /// The repository root: this harness also serves the client crate's tests
-/// (`client/tests/`) and the history checker (`history/`), whose manifest
-/// directories are one level down.
+/// (`clients/rust/tests/`) and the history checker (`history/`), whose
+/// manifest directories are below it: the nearest folder up with the
+/// workspace's `Cargo.lock`.
 pub fn workspace_root() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    match dir.file_name() {
-        Some(n) if n == "client" || n == "history" => dir.parent().unwrap_or(dir).to_path_buf(),
-        _ => dir.to_path_buf(),
-    }
+    dir.ancestors()
+        .find(|d| d.join("Cargo.lock").is_file())
+        .unwrap_or(dir)
+        .to_path_buf()
 }
 
 /// The commit checked out now, when this is a git checkout of the project

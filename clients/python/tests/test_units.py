@@ -10,10 +10,19 @@ import redis
 
 import dlock
 from dlock import _resp
+from dlock._lease import budget_over
 from dlock._spec import Outage, Spec, backoff, now, to_ms, ttl_ms
 from dlock.errors import ASK, FATAL, MOVED, RETRY, classify
 from dlock.locker import _redact
 from dlock.redlock import Tally, attempt_wait, quorum, valid_until
+
+
+def test_a_passed_budget_is_never_revived():
+    # A renewal may move the deadline only while the budget lasts.
+    assert budget_over(False, 10.0, 9.999) is False
+    assert budget_over(False, 10.0, 10.0) is True, "at the deadline the budget has passed"
+    assert budget_over(False, 10.0, 11.0) is True
+    assert budget_over(True, 10.0, 0.0) is True, "a lost lease stays lost"
 
 
 def test_commands_for_single_resources_and_sets():

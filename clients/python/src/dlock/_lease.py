@@ -56,6 +56,15 @@ class Renewal:
 EXTENDED, LOST, FAILED = "extended", "lost", "failed"
 
 
+def budget_over(lost: bool, valid_until: float, t: float) -> bool:
+    """True once a lease is lost or its budget (``valid_until``) has passed
+    at ``t``. A renewal that comes back when this is true moves nothing:
+    the lease was (or could have been) reported lost, and a passed budget
+    is never revived. Every renewal, blocking or asyncio, manual or the
+    watchdog's, asks this before it moves a deadline."""
+    return lost or t >= valid_until
+
+
 def retry_pause(ttl_ms: int) -> float:
     """Pause between attempts after a failed renewal."""
     return min(max(ttl_ms / 20000, 0.010), 0.250)
@@ -119,7 +128,7 @@ class _Shared:
         return ev
 
     def is_over(self, t: float) -> bool:
-        return self.lost or t >= self.valid_until
+        return budget_over(self.lost, self.valid_until, t)
 
     def renewal_due(self) -> float:
         """A third of the ttl after the last grant or renewal was sent."""
@@ -178,15 +187,14 @@ class _Shared:
                 r = Renewal(FAILED, error=DlockError(str(e)))
             if r.kind == EXTENDED:
                 with self.lock:
-                    ok = now() < self.valid_until and not self.lost
+                    ok = not self.is_over(now())
                     if ok:
                         self.valid_until = r.until
                         self.retry_under = None
                         self.notify()
                 if not ok:
-                    # The budget ran out before the renewal came back: the
-                    # lease was already reported lost (``lost``), and a
-                    # budget passing ends renewal for good.
+                    # The budget ran out before the renewal came back:
+                    # ``budget_over``; a budget passing ends renewal for good.
                     self.mark_lost()
                     return
             elif r.kind == LOST:
@@ -220,8 +228,8 @@ class _Shared:
 
     def apply(self, r: Renewal, ttl_ms: int) -> bool:
         """Applies a renewal's outcome to the budget; True if extended. A
-        renewal that comes back after the budget passed is a loss: a passed
-        budget is never revived."""
+        renewal that comes back after the budget passed is a loss (see
+        ``budget_over``)."""
         if r.kind == EXTENDED:
             with self.lock:
                 ok = not self.is_over(now())

@@ -33,7 +33,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 from redis.crc import key_slot
 
-from ._lease import EXTENDED, FAILED, LOST, Renewal, retry_pause
+from ._lease import EXTENDED, FAILED, LOST, Renewal, budget_over, retry_pause
 from ._node import _conn_settings, parse_slots, sentinel_of, split_addr
 from ._single import OnRetry, Settings, commands, split_replies
 from ._spec import (
@@ -686,7 +686,7 @@ class Lease:
     # --- state -----------------------------------------------------------------
 
     def _over(self, t: float) -> bool:
-        return self._lost or t >= self._valid_until
+        return budget_over(self._lost, self._valid_until, t)
 
     def _mark_lost(self) -> None:
         if self._lost:
@@ -904,7 +904,7 @@ async def _watch(ref: "weakref.ref[Lease]", changed: asyncio.Event, renew: bool)
             except Exception as e:
                 r = Renewal(FAILED, error=DlockError(str(e)))
             if r.kind == EXTENDED:
-                if now() < lease._valid_until and not lease._lost:
+                if not lease._over(now()):
                     lease._valid_until = r.until
                     retry_under = None
                     lease._changed.set()

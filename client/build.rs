@@ -1,2 +1,0 @@
-// The git commit stamp (DLOCK_GIT_SHA), shared with the module's build.
-include!("../build.rs");

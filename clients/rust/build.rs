@@ -1,0 +1,2 @@
+// The git commit stamp (DLOCK_GIT_SHA), shared with the module's build.
+include!("../../build.rs");

@@ -1,0 +1,268 @@
+//! The async [`Guard`] and the task behind it: the watchdog (renewal a
+//! third of the ttl after each grant or renewal was sent) and the loss at
+//! the budget's end, both following every change of deadline: the lease
+//! core's [`Budget`] and [`Schedule`], driven on tokio.
+
+use super::lease::AsyncLease;
+use crate::error::Result;
+use crate::lease::{Budget, Grant, Renewal, Schedule, Wake};
+use crate::limits::check_ttl;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+type Callback = Box<dyn FnOnce() + Send>;
+
+/// The lease as the guard knows it; every change is published to the
+/// task and to `lost()` futures.
+#[derive(Clone, Copy)]
+struct Status {
+    budget: Budget,
+    released: bool,
+}
+
+/// What the guard, its task and its `lost()` futures share.
+struct Shared {
+    status: watch::Sender<Status>,
+    on_lost: Mutex<Option<Callback>>,
+}
+
+impl Shared {
+    fn status(&self) -> Status {
+        *self.status.borrow()
+    }
+
+    /// Marks the lease lost for good: the callback runs once, before the
+    /// loss is published (whoever sees it may count on the callback having
+    /// run).
+    fn mark_lost(&self) {
+        if self.status.borrow().budget.is_lost() {
+            return;
+        }
+        let cb = self
+            .on_lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(cb) = cb {
+            cb();
+        }
+        self.status.send_if_modified(|s| s.budget.lose());
+    }
+
+    /// Applies a renewal's outcome; true if extended. A renewal that comes
+    /// back after the budget passed is a loss (see [`Budget::renewed`]).
+    fn apply(&self, r: Renewal, ttl: Duration) -> Result<bool> {
+        match r {
+            Renewal::Extended(until) => {
+                let mut renewed = false;
+                self.status.send_if_modified(|s| {
+                    renewed = s.budget.renewed(until, ttl, Instant::now());
+                    renewed
+                });
+                if !renewed {
+                    self.mark_lost();
+                }
+                Ok(renewed)
+            }
+            Renewal::Lost => {
+                self.mark_lost();
+                Ok(false)
+            }
+            Renewal::Failed(e) => Err(e),
+        }
+    }
+}
+
+/// A lock held through the async API.
+pub struct Guard {
+    lease: Arc<AsyncLease>,
+    fence: u64,
+    shared: Arc<Shared>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Guard {
+    pub(super) fn new(
+        lease: Arc<AsyncLease>,
+        grant: Grant,
+        watchdog: bool,
+        on_lost: Option<Callback>,
+    ) -> Guard {
+        let listening = on_lost.is_some();
+        let (status, _) = watch::channel(Status {
+            budget: Budget::new(lease.spec.ttl, grant.valid_until),
+            released: false,
+        });
+        let shared = Arc::new(Shared {
+            status,
+            on_lost: Mutex::new(on_lost),
+        });
+        let task = (watchdog || listening)
+            .then(|| tokio::spawn(watch_lease(lease.clone(), shared.clone(), watchdog)));
+        Guard {
+            lease,
+            fence: grant.fence,
+            shared,
+            task,
+        }
+    }
+
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+    pub fn token(&self) -> &str {
+        &self.lease.token
+    }
+    pub fn resource(&self) -> &str {
+        &self.lease.spec.resources[0]
+    }
+    /// Until when the lease surely lasts (counted from send times).
+    pub fn valid_until(&self) -> Instant {
+        self.shared.status().budget.valid_until()
+    }
+    /// Time left on the lease budget (zero once it has passed).
+    pub fn remaining(&self) -> Duration {
+        self.valid_until().saturating_duration_since(Instant::now())
+    }
+    /// True once an `EXTEND` or `RELEASE` was answered 0, or the budget
+    /// ran out (with a watchdog: it could not renew in time).
+    pub fn is_lost(&self) -> bool {
+        self.shared.status().budget.is_over(Instant::now())
+    }
+
+    /// Resolves when the lease is lost: answered 0, or its budget passed
+    /// (with or without a watchdog, following every change of deadline);
+    /// never, if the guard is released first.
+    pub async fn lost(&self) {
+        let mut rx = self.shared.status.subscribe();
+        loop {
+            let s = *rx.borrow_and_update();
+            if s.budget.is_over(Instant::now()) {
+                self.shared.mark_lost();
+                return;
+            }
+            if s.released {
+                std::future::pending::<()>().await;
+            }
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                _ = tokio::time::sleep_until(s.budget.valid_until().into()) => {}
+            }
+        }
+    }
+
+    /// Extends to `ttl` from the send time; `Ok(false)`: already ended
+    /// (or its budget had passed). The watchdog, if any, renews with this
+    /// ttl from now on.
+    pub async fn extend(&self, ttl: Duration) -> Result<bool> {
+        check_ttl(ttl)?;
+        let _one = self.lease.renewing.lock().await;
+        if self.is_lost() {
+            self.shared.mark_lost();
+            return Ok(false);
+        }
+        let r = self.lease.extend(ttl).await;
+        self.shared.apply(r, ttl)
+    }
+
+    /// Stops the watchdog, then releases. `Ok(true)`: the lock was still
+    /// held and is now free; `Ok(false)`: it had already ended, or its
+    /// budget had passed.
+    pub async fn release(mut self) -> Result<bool> {
+        let mut valid_until = Instant::now();
+        let mut over = false;
+        self.shared.status.send_modify(|s| {
+            s.released = true;
+            valid_until = s.budget.valid_until();
+            over = s.budget.is_over(Instant::now());
+        });
+        if let Some(t) = self.task.take() {
+            t.abort();
+            let _ = t.await;
+        }
+        // A passed budget was already a loss: the `RELEASE` still frees
+        // what the server may hold, but the answer stays "lost".
+        let released = self.lease.release(valid_until).await? && !over;
+        if !released {
+            self.shared.mark_lost();
+        }
+        Ok(released)
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let mut already = false;
+        self.shared
+            .status
+            .send_modify(|s| already = std::mem::replace(&mut s.released, true));
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+        if already {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let lease = self.lease.clone();
+            let valid_until = self.valid_until();
+            rt.spawn(async move {
+                let _ = lease.release(valid_until).await;
+            });
+        }
+    }
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("resource", &self.resource())
+            .field("token", &self.token())
+            .field("fence", &self.fence)
+            .finish()
+    }
+}
+
+/// The guard's task: carries out the lease core's [`Schedule`] (renewal
+/// when `renew`, and the loss when the budget passes or an `EXTEND` is
+/// answered 0). Wakes on every change of the guard's status.
+async fn watch_lease(lease: Arc<AsyncLease>, shared: Arc<Shared>, renew: bool) {
+    let mut rx = shared.status.subscribe();
+    let mut schedule = Schedule::new(renew);
+    loop {
+        let s = *rx.borrow_and_update();
+        match schedule.next(&s.budget, s.released, Instant::now()) {
+            Wake::Stop => return,
+            Wake::Lost => return shared.mark_lost(),
+            Wake::Sleep(wake) => {
+                tokio::select! {
+                    changed = rx.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                    }
+                    _ = tokio::time::sleep_until(wake.into()) => {}
+                }
+                continue;
+            }
+            Wake::Renew { .. } => {}
+        }
+        // One renewal at a time per guard (a manual extend may run too);
+        // once it is ours, look again: the deadline may have moved.
+        let _one = lease.renewing.lock().await;
+        let s = shared.status();
+        let Wake::Renew { ttl, under } = schedule.next(&s.budget, s.released, Instant::now())
+        else {
+            continue;
+        };
+        match shared.apply(lease.extend(ttl).await, ttl) {
+            Ok(true) => schedule.renewed(),
+            Ok(false) => return,
+            Err(_) => schedule.failed(under, ttl, Instant::now()),
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! The lease core: what every way of holding a lock shares, written once,
+//! without I/O and with the time passed in. The blocking guard and its
+//! watchdog thread, the async guard and its task, the single-server and
+//! Redlock back ends are shells around it that do the I/O.
+//!
+//! - [`Budget`]: until when a held lease surely lasts; a passed budget is
+//!   never revived.
+//! - [`Renewal`] and [`Schedule`]: what a renewal came back with, and when
+//!   the thread or task behind a guard renews or reports the loss.
+//! - [`AcquireLoop`]: the acquire on one server (same-token retries, the
+//!   call's deadline, the refresh of a waiting grant, the undo of a grant
+//!   the caller will not get) as a state machine.
+//! - [`Lease`]: what a blocking back end does for a guard.
+
+mod acquire;
+mod budget;
+mod renewal;
+
+pub(crate) use acquire::{io_within, too_few, AcquireLoop, Grant, Reply, Step, Terms};
+pub(crate) use budget::Budget;
+pub(crate) use renewal::{Renewal, Schedule, Wake};
+
+use crate::error::Result;
+use std::time::{Duration, Instant};
+
+/// How a blocking guard's lease is renewed and released on its server(s).
+pub(crate) trait Lease: Send + Sync + 'static {
+    fn extend(&self, ttl: Duration) -> Renewal;
+    /// True if the lease was still held and is now released. `valid_until`
+    /// is the guard's budget: when a lost reply makes a retried `RELEASE`
+    /// find nothing, the first one was sent before the budget ended (the
+    /// lease was still held, so it released it) or after.
+    fn release(&self, valid_until: Instant) -> Result<bool>;
+}

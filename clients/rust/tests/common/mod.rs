@@ -1,0 +1,86 @@
+//! The client's tests run against real servers started by the module's own
+//! harness (`tests/common/`): free port, temp dir, `--loadmodule`, killed on
+//! drop.
+#![allow(dead_code, unused_imports)]
+
+#[path = "../../../../tests/common/mod.rs"]
+pub mod server;
+
+pub use server::Server;
+use std::time::Duration;
+
+/// `DLOCK.INFO`'s token and fence of a plain lock (None when free).
+pub fn holder(c: &mut redis::Connection, resource: &str) -> Option<(String, u64)> {
+    let v: redis::Value = redis::cmd("DLOCK.INFO").arg(resource).query(c).unwrap();
+    let redis::Value::Array(f) = v else {
+        return None;
+    };
+    let mut token = None;
+    let mut fence = None;
+    for kv in f.chunks(2) {
+        match (&kv[0], &kv[1]) {
+            (redis::Value::BulkString(k), redis::Value::BulkString(t)) if k == b"token" => {
+                token = Some(String::from_utf8_lossy(t).into_owned())
+            }
+            (redis::Value::BulkString(k), redis::Value::Int(n)) if k == b"fence" => {
+                fence = Some(*n as u64)
+            }
+            _ => {}
+        }
+    }
+    Some((token?, fence?))
+}
+
+/// `DLOCK.INFO`'s `waiters` field (0 when free).
+pub fn waiters(c: &mut redis::Connection, resource: &str) -> i64 {
+    let v: redis::Value = redis::cmd("DLOCK.INFO").arg(resource).query(c).unwrap();
+    let redis::Value::Array(f) = v else {
+        return 0;
+    };
+    f.chunks(2)
+        .find_map(|kv| match (&kv[0], &kv[1]) {
+            (redis::Value::BulkString(k), redis::Value::Int(n)) if k == b"waiters" => Some(*n),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
+/// The key's remaining TTL in ms (`PTTL`).
+pub fn pttl(c: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(c).unwrap()
+}
+
+pub const SEC: Duration = Duration::from_secs(1);
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A URL where nothing listens.
+pub fn dead_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    format!("redis://127.0.0.1:{port}/")
+}
+
+/// Demotes `server` to a replica of `other` (its data, locks included,
+/// replaced by `other`'s, and every write answered `READONLY`), and returns
+/// a thread that promotes it back `after` from now.
+pub fn demote_then_promote(
+    server: &Server,
+    other: &Server,
+    after: Duration,
+) -> std::thread::JoinHandle<()> {
+    server.replica_of(other);
+    server.wait_for_sync(10 * SEC);
+    let mut c = server.conn();
+    std::thread::spawn(move || {
+        std::thread::sleep(after);
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query(&mut c)
+            .unwrap();
+    })
+}

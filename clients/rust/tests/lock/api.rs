@@ -1,0 +1,209 @@
+//! The API's promises about its arguments and its time: every `Duration`
+//! is valid (no panic), a call ends by its wait, the budget counts the
+//! whole milliseconds the server got, the scoped `run`, `on_retry`, and
+//! errors that name the server.
+
+use crate::common::{dead_url, holder, ms, pttl, Server, SEC};
+use dlock_client::{Error, Locker, Redlock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `Duration::MAX` ("forever") anywhere the API takes a duration: no
+/// panic; a ttl the server cannot take is refused before connecting.
+#[test]
+fn forever_is_a_valid_duration_everywhere() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url())
+        .unwrap()
+        .with_io_timeout(Duration::MAX)
+        .with_retry_for(Duration::MAX)
+        .with_min_replicas(0, Duration::MAX);
+    let g = locker
+        .request("res")
+        .ttl(5 * SEC)
+        .wait(Duration::MAX)
+        .retry_for(Duration::MAX)
+        .min_replicas(0, Duration::MAX)
+        .acquire()
+        .unwrap()
+        .expect("free: granted at once");
+    assert!(!g.wait_lost(ms(1)));
+    let e = g.extend(Duration::MAX).unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "{e}");
+    let e = locker.try_lock("other", Duration::MAX).unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "{e}");
+    // A lease that ends: wait_lost(forever) returns when it does.
+    assert!(g.extend(ms(300)).unwrap());
+    assert!(g.wait_lost(Duration::MAX));
+    let rl = Redlock::new(&[server.url()])
+        .unwrap()
+        .with_node_timeout(Duration::MAX);
+    let r = rl
+        .request("red")
+        .ttl(5 * SEC)
+        .wait(Duration::MAX)
+        .acquire()
+        .unwrap()
+        .expect("granted");
+    assert!(r.release().unwrap());
+}
+
+/// The wait bounds the whole call: against a server that is down, a
+/// request that may wait 3 s (and retry as long) returns within the wait
+/// and a reply's margin, not seconds later.
+#[test]
+fn the_wait_bounds_the_whole_call_against_a_down_server() {
+    let locker = Locker::new(&dead_url()).unwrap();
+    let t = Instant::now();
+    let r = locker
+        .request("res")
+        .ttl(30 * SEC)
+        .wait(3 * SEC)
+        .retry_for(60 * SEC)
+        .acquire();
+    let took = t.elapsed();
+    assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
+    assert!(took < ms(3400), "{took:?}");
+    assert!(took >= ms(2500), "retried while the wait lasted: {took:?}");
+}
+
+/// `retry_for` bounds a run of connection errors, waiting or not, and
+/// `on_retry` is told about each retry; the error names the server.
+#[test]
+fn retry_for_bounds_an_outage_and_on_retry_tells_of_it() {
+    let url = dead_url();
+    let locker = Locker::new(&url).unwrap();
+    let retries = Arc::new(AtomicUsize::new(0));
+    let seen = retries.clone();
+    let t = Instant::now();
+    let e = locker
+        .request("res")
+        .wait(60 * SEC)
+        .retry_for(ms(800))
+        .on_retry(move |e| {
+            assert!(matches!(e, Error::Unavailable(_)), "{e}");
+            seen.fetch_add(1, Ordering::SeqCst);
+        })
+        .acquire()
+        .unwrap_err();
+    let took = t.elapsed();
+    assert!(took < ms(1500), "{took:?}");
+    assert!(retries.load(Ordering::SeqCst) >= 2);
+    let port = url.trim_end_matches('/').rsplit(':').next().unwrap();
+    assert!(
+        e.to_string().contains(&format!("127.0.0.1:{port}")),
+        "names the server: {e}"
+    );
+}
+
+/// The budget counts only the whole milliseconds the server got: a ttl of
+/// 1000.9 ms is a 1000 ms lease on the server.
+#[test]
+fn the_budget_counts_whole_milliseconds() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url()).unwrap();
+    let mut c = server.conn();
+    let before = Instant::now();
+    let g = locker
+        .try_lock("res", Duration::from_micros(1_000_900))
+        .unwrap()
+        .unwrap();
+    let after = Instant::now();
+    assert!(pttl(&mut c, "res") <= 1000);
+    assert!(g.valid_until() >= before + ms(1000));
+    assert!(
+        g.valid_until() <= after + ms(1000),
+        "budget beyond the server's ms"
+    );
+}
+
+/// `run`: the closure runs under the lock (renewed by a watchdog past the
+/// ttl), the lock is released after it, and busy means it does not run.
+#[test]
+fn run_holds_the_lock_for_the_closure() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url()).unwrap();
+    let mut c = server.conn();
+    let out = locker
+        .request("res")
+        .ttl(ms(600))
+        .run(|g| {
+            std::thread::sleep(ms(1500));
+            assert_eq!(
+                holder(&mut server.conn(), "res"),
+                Some((g.token().to_string(), g.fence()))
+            );
+            7
+        })
+        .unwrap();
+    assert_eq!(out, Some(7));
+    assert_eq!(holder(&mut c, "res"), None, "released after the closure");
+    let _held = locker.try_lock("res", 30 * SEC).unwrap().unwrap();
+    let ran = locker.request("res").run(|_| ()).unwrap();
+    assert_eq!(ran, None, "busy: the closure did not run");
+    // Lost while the closure ran: an error, whatever it returned.
+    drop(_held);
+    let r = locker.request("res").ttl(ms(600)).run(|_| {
+        let _: i64 = redis::cmd("DEL").arg("res").query(&mut c).unwrap();
+        std::thread::sleep(ms(600));
+        1
+    });
+    assert!(matches!(r, Err(Error::Lost)), "{r:?}");
+}
+
+/// The refresh after a grant handed over while waiting stays within the
+/// call's bound: a server whose `EXTEND` replies never come (every one is
+/// lost) costs the wait and a reply's margin, not `retry_for` on top.
+#[test]
+fn the_refresh_after_a_waiting_grant_stays_within_the_call() {
+    fn extend(args: &[Vec<u8>]) -> bool {
+        args.first()
+            .is_some_and(|a| a.eq_ignore_ascii_case(b"DLOCK.EXTEND"))
+    }
+    let server = Server::start();
+    let proxy = crate::lock::proxy::Proxy::start(server.port(), 7, 1000, extend);
+    let held = Locker::new(&server.url())
+        .unwrap()
+        .try_lock("res", 30 * SEC)
+        .unwrap()
+        .unwrap();
+    // A long retry budget: the bound must come from the call, not from it.
+    let locker = Locker::new(&proxy.url()).unwrap().with_retry_for(6 * SEC);
+    let waiter = std::thread::spawn(move || {
+        let t = Instant::now();
+        let r = locker.request("res").ttl(30 * SEC).wait(ms(1500)).acquire();
+        // Before a guard, if any, is dropped (its release is not the call).
+        let took = t.elapsed();
+        (r.map(|g| g.is_some()), took)
+    });
+    let mut c = server.conn();
+    crate::common::server::wait_until(10 * SEC, "the waiter queued", || {
+        crate::common::waiters(&mut c, "res") == 1
+    });
+    assert!(held.release().unwrap());
+    let (r, took) = waiter.join().unwrap();
+    // The wait, the refresh's margin, the undo's margin, and slack (far
+    // below the 6 s of retries the refresh alone took when it had the
+    // retry budget to itself).
+    assert!(took < ms(1500 + 250 + 250 + 1200), "{took:?}: {r:?}");
+    assert!(r.is_err(), "no refresh, no lease: {r:?}");
+    assert!(proxy.drop_count() >= 1, "the refresh's reply was lost");
+}
+
+/// A URL that names no server is refused with the accepted forms and the
+/// password masked, by every constructor.
+#[test]
+fn bad_urls_are_explained_without_the_password() {
+    let bad = "redis://u:pw@h:notaport/";
+    let errors = [
+        Locker::new(bad).err(),
+        Locker::cluster(&[bad]).err(),
+        Redlock::new(&[bad]).err(),
+    ];
+    for e in errors {
+        let e = e.expect("refused").to_string();
+        assert!(e.contains(dlock_client::URL_FORMS), "{e}");
+        assert!(e.contains("u:***@h") && !e.contains("pw"), "{e}");
+    }
+}
