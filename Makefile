@@ -83,6 +83,7 @@ test: test-intro deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets $(CLIENT_FEATURES) -- -D warnings
+	$(CARGO) clippy -p dlock-floor -- -D warnings
 	$(CARGO) check --quiet --manifest-path fuzz/Cargo.toml
 	$(CARGO) build --release $(CLIENT_FEATURES)
 	previous="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(or $(DLOCK_PREVIOUS_MODULE),$(PREVIOUS_RELEASE))')" && \
@@ -195,8 +196,13 @@ check-deb: build
 #       reused). BASELINE=HEAD is an A/A run: its ratios show the noise.
 # Only that comparison, e.g. before and after a change:
 #   make bench BASELINE=main DLOCK_BENCH_SECTIONS=baseline
+# The `floor` section measures ACQUIRE, RELEASE and EXTEND against
+# FLOOR.CHECK, the least a module command on a lock does, from a bench-only
+# module (benches/floor/, target/release/libdlock_floor.so, built here):
+#   make bench DLOCK_BENCH_SECTIONS=floor
 BASELINE ?=
 bench: build
+	$(CARGO) build --release -p dlock-floor
 	baseline="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(BASELINE)')" && \
 		BASELINE="$$baseline" $(CARGO) bench --bench dlock
 
@@ -213,6 +219,7 @@ fmt:
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets $(CLIENT_FEATURES) -- -D warnings
+	$(CARGO) clippy -p dlock-floor -- -D warnings
 
 clean:
 	$(CARGO) clean
