@@ -32,7 +32,7 @@ PREFIX ?= /usr/local
 MODULE_DIR = $(DESTDIR)$(PREFIX)/lib/redis/modules
 BIN_DIR = $(DESTDIR)$(PREFIX)/bin
 
-.PHONY: deps build run run-clean test test-intro deb check-deb test-python bench-python test-matrix install uninstall check-install bench bench-instructions fmt clippy clean \
+.PHONY: deps build run run-clean test test-intro deb check-deb test-python bench-python test-matrix install uninstall check-install bench bench-instructions bench-floor-instructions fmt clippy clean \
 	check-memory check-memory-canary fuzz check-history check-history-can-fail history-module
 
 # Installs only what is missing (see .ci/deps.sh): the build's needs and the
@@ -212,6 +212,15 @@ bench-instructions: build
 	@command -v valgrind >/dev/null || apt-get install -y valgrind
 	baseline="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(or $(BASELINE),HEAD)')" && \
 		.ci/instructions.sh $(MODULE) "$$baseline"
+
+# Instructions per plain-lock command against the floor (FLOOR.CHECK,
+# benches/floor/) and the native primitives, counted by callgrind
+# (.ci/floor-instructions.sh), with where the difference goes: what the
+# `floor` section's throughput cannot tell on a loaded machine.
+bench-floor-instructions: build
+	@command -v valgrind >/dev/null || apt-get install -y valgrind
+	$(CARGO) build --release -p dlock-floor
+	.ci/floor-instructions.sh $(MODULE) $(CURDIR)/target/release/libdlock_floor.so
 
 fmt:
 	$(CARGO) fmt --all
