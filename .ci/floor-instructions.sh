@@ -17,6 +17,7 @@
 # functions whose own (exclusive) instructions per command differ most
 # from the floor's.
 #   .ci/floor-instructions.sh DLOCK_MODULE FLOOR_MODULE [N] [TOP]
+# (KEEP=1 keeps the dumps, one per workload, and names their folder.)
 set -euo pipefail
 
 dlock=$(realpath "${1:?the dlock module}")
