@@ -25,7 +25,7 @@
 //! `DLOCK_BENCH_FLOOR_CONFIGS` (main.rs). It needs the floor module
 //! (`target/release/libdlock_floor.so`, built by `make bench`, or
 //! `DLOCK_BENCH_FLOOR_MODULE`); without it the section is skipped with a
-//! note. docs/performance.md#the-floor has figures and what dlock adds.
+//! note. docs/performance.md#the-floor-floor has figures and what dlock adds.
 
 use std::path::PathBuf;
 use std::time::Instant;

@@ -2,7 +2,7 @@
 //! what any command on a lock must do, through the same raw module API
 //! dlock uses (src/server/keys.rs), so that `make bench` can show how close
 //! dlock's plain-lock commands come to the least a module command costs on
-//! this server (benches/dlock/floor.rs, docs/performance.md#the-floor).
+//! this server (benches/dlock/floor.rs, docs/performance.md#the-floor-floor).
 //!
 //! `FLOOR.CHECK key token`: reads the token argument, opens the key for
 //! reading and writing (dlock's plain-lock commands all open it so), checks
