@@ -33,7 +33,7 @@ use std::time::Instant;
 use crate::cases::{check, name, owner, Config, Sizes};
 use crate::common::{workspace_root, Server};
 use crate::interleave::{self, block_ratios, Cmd};
-use crate::load::{self, Shape};
+use crate::load::{self, Outcome, Shape};
 use crate::native::{self, primitives};
 use crate::throughput::{median, wanted};
 use crate::{pass, progress, Goal, Verdict};
@@ -118,8 +118,10 @@ enum Native {
 struct Row {
     title: String,
     floor: f64,
-    dlock: (f64, f64),
-    native: Option<(String, f64, f64)>,
+    /// ops/s, ratio to the floor, share of positive replies.
+    dlock: (f64, f64, f64),
+    /// Its name (or why there is none), ops/s, ratio, positive replies.
+    native: Option<(String, f64, f64, f64)>,
 }
 
 pub fn run(config: &Config, sizes: &Sizes, verdicts: &mut Vec<Verdict>) {
@@ -198,6 +200,7 @@ fn run_on(config: &Config, floor: &std::path::Path, sizes: &Sizes, v: &mut Vec<V
         }
         let (mut rates, mut ratios) =
             (vec![Vec::new(); sides.len()], vec![Vec::new(); sides.len()]);
+        let mut pooled: Vec<Outcome> = sides.iter().map(|_| Outcome::default()).collect();
         for rep in 1..=sizes.repeat {
             let t = Instant::now();
             let m = interleave::run_sides(
@@ -216,6 +219,9 @@ fn run_on(config: &Config, floor: &std::path::Path, sizes: &Sizes, v: &mut Vec<V
                 .iter()
                 .map(|s| format!("{:.0}", s.out.ops_per_sec()))
                 .collect();
+            for (all, side) in pooled.iter_mut().zip(m) {
+                all.absorb(side.out);
+            }
             progress(
                 &format!(
                     "{}: floor on {on}: {title} (pair {rep}): {} ops/s",
@@ -226,14 +232,19 @@ fn run_on(config: &Config, floor: &std::path::Path, sizes: &Sizes, v: &mut Vec<V
             );
         }
         let native = match native {
-            Native::Cmd(_, name) => Some((name.to_string(), median(&rates[2]), median(&ratios[2]))),
+            Native::Cmd(_, name) => Some((
+                name.to_string(),
+                median(&rates[2]),
+                median(&ratios[2]),
+                pooled[2].hit_rate(),
+            )),
             Native::Nothing => None,
-            Native::Lacking(why) => Some((why, f64::NAN, f64::NAN)),
+            Native::Lacking(why) => Some((why, f64::NAN, f64::NAN, f64::NAN)),
         };
         out.push(Row {
             title: title.to_string(),
             floor: median(&rates[0]),
-            dlock: (median(&rates[1]), median(&ratios[1])),
+            dlock: (median(&rates[1]), median(&ratios[1]), pooled[1].hit_rate()),
             native,
         });
     }
@@ -251,7 +262,8 @@ fn print(config: &Config, sizes: &Sizes, on: &str, rows: &[Row], v: &mut Vec<Ver
          take turns; ops/s is the median run, a ratio the median over all blocks of the \
          side's rate over the floor's in the same block. Floor and dlock run on servers with \
          both modules loaded, the native primitive on one without modules. The A/A row is \
-         the floor against itself on a second server: this run's noise.\n",
+         the floor against itself on a second server: this run's noise. In brackets: the \
+         share of positive replies (ACQUIRE granted, RELEASE or EXTEND by the owner).\n",
         sizes.clients,
         sizes.keys,
         sizes.repeat,
@@ -263,10 +275,10 @@ fn print(config: &Config, sizes: &Sizes, on: &str, rows: &[Row], v: &mut Vec<Ver
     );
     println!("| --- | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |");
     for r in rows {
-        let (ops, ratio) = r.dlock;
+        let (ops, ratio, hits) = r.dlock;
         let native = match &r.native {
-            Some((name, ops, ratio)) if ops.is_finite() => {
-                format!("`{name}` | {ops:.0} | {ratio:.2}x")
+            Some((name, ops, ratio, hits)) if ops.is_finite() => {
+                format!("`{name}` | {ops:.0} ({:.0}%) | {ratio:.2}x", hits * 100.0)
             }
             Some((why, ..)) => format!("{why} | - | -"),
             None => "- | - | -".into(),
@@ -280,9 +292,10 @@ fn print(config: &Config, sizes: &Sizes, on: &str, rows: &[Row], v: &mut Vec<Ver
             continue;
         }
         println!(
-            "| {} | {:.0} | {ops:.0} | {ratio:.2}x | {} | {} | {native} |",
+            "| {} | {:.0} | {ops:.0} ({:.0}%) | {ratio:.2}x | {} | {} | {native} |",
             r.title,
             r.floor,
+            hits * 100.0,
             GOAL.text(),
             pass(GOAL.met(ratio))
         );
