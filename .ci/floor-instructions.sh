@@ -171,13 +171,14 @@ print()
 # command (split into the module API calls it makes and the module's own
 # code), what the server does after the command (`afterCommand`: the
 # propagation that feeds the AOF), and the rest (reading, parsing, dispatching, the event loop).
-# Timer work (RM_GetServerInfo, RM_CreateTimer) is left out of the command.
+# Timer work (RM_GetServerInfo, RM_CreateTimer) is left out of the command;
+# Valkey names the API functions VM_ instead of RM_.
 groups = [
-    ("key open, type, value, close", r"RM_(OpenKey|CloseKey|KeyType|ModuleTypeGetType|ModuleTypeGetValue|StringPtrLen)$"),
-    ("reply", r"RM_Reply"),
-    ("keyspace write, expiry, signal, event", r"RM_(ModuleTypeSetValue|ModuleTypeReplaceValue|DeleteKey|SetAbsExpire|SetExpire|SignalModifiedKey|NotifyKeyspaceEvent)$"),
-    ("`RM_Replicate`", r"RM_Replicate$"),
-    ("other module API (alloc, strings, flags)", r"RM_(?!GetServerInfo|FreeServerInfo|ServerInfo|CreateTimer)"),
+    ("key open, type, value, close", r"[RV]M_(OpenKey|CloseKey|KeyType|ModuleTypeGetType|ModuleTypeGetValue|StringPtrLen)$"),
+    ("reply", r"[RV]M_Reply"),
+    ("keyspace write, expiry, signal, event", r"[RV]M_(ModuleTypeSetValue|ModuleTypeReplaceValue|DeleteKey|SetAbsExpire|SetExpire|SignalModifiedKey|NotifyKeyspaceEvent)$"),
+    ("`RM_Replicate`", r"[RV]M_Replicate$"),
+    ("other module API (alloc, strings, flags)", r"[RV]M_(?!GetServerInfo|FreeServerInfo|ServerInfo|CreateTimer)"),
 ]
 print("Where the instructions go, per command (inclusive counts; the module's own code is its entry point less the module API calls it makes; after the command: `afterCommand`, the propagation of what the command replicated, which feeds the AOF):")
 print()
