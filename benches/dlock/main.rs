@@ -53,7 +53,7 @@
 //! | `DLOCK_BENCH_OBSERVE_SECS` | `2` (quick: `0.5`) - seconds per run |
 //! | `DLOCK_BENCH_OBSERVE_REPEAT` | `5` (quick: `2`) - runs per side (without, with observers), the sides taking turns; the ratio is the median of the pairs' |
 //! | `DLOCK_BENCH_OBSERVE_ROUNDS` | `2000` (quick: `200`) - releases timed for each listener (an observer's reply, a keyspace notification), alternating |
-//! | `DLOCK_BENCH_ONLY` | all - throughput, native, holds, sets and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `handoff` and `memory` for the baseline's handoff and memory rows) |
+//! | `DLOCK_BENCH_ONLY` | all - throughput, native, floor, holds, sets and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `handoff` and `memory` for the baseline's handoff and memory rows) |
 //! | `BASELINE` | unset - another build of the module, as a path (`BASELINE=/path/to/libdlock.so`): the `baseline` section compares this build with it (ACQUIRE, owner RELEASE and EXTEND throughput at pipeline 1 and 16, `ACQUIRE ... WAIT` handoff latency, memory per lock); unset, the section is skipped with a note. `make bench BASELINE=<git commit-ish>` builds that commit's module first (.ci/baseline-module.sh, into `target/baseline/`, reused by later runs) and passes its path here |
 //! | `DLOCK_BENCH_BASELINE_CONFIGS` | `aof` - configurations that run the `baseline` section |
 //! | `DLOCK_BENCH_PIN` | `1` - server and client on separate cores (see pin.rs); `0` leaves placement to the scheduler |
