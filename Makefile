@@ -32,7 +32,7 @@ PREFIX ?= /usr/local
 MODULE_DIR = $(DESTDIR)$(PREFIX)/lib/redis/modules
 BIN_DIR = $(DESTDIR)$(PREFIX)/bin
 
-.PHONY: deps build run run-clean test test-intro deb check-deb test-python bench-python test-matrix install uninstall check-install bench bench-instructions fmt clippy clean \
+.PHONY: deps build run run-clean test test-intro deb check-deb test-python bench-python test-matrix install uninstall check-install bench bench-instructions bench-floor-instructions fmt clippy clean \
 	check-memory check-memory-canary fuzz check-history check-history-can-fail history-module
 
 # Installs only what is missing (see .ci/deps.sh): the build's needs and the
@@ -83,6 +83,7 @@ test: test-intro deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets $(CLIENT_FEATURES) -- -D warnings
+	$(CARGO) clippy -p dlock-floor -- -D warnings
 	$(CARGO) check --quiet --manifest-path fuzz/Cargo.toml
 	$(CARGO) build --release $(CLIENT_FEATURES)
 	previous="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(or $(DLOCK_PREVIOUS_MODULE),$(PREVIOUS_RELEASE))')" && \
@@ -195,8 +196,13 @@ check-deb: build
 #       reused). BASELINE=HEAD is an A/A run: its ratios show the noise.
 # Only that comparison, e.g. before and after a change:
 #   make bench BASELINE=main DLOCK_BENCH_SECTIONS=baseline
+# The `floor` section measures ACQUIRE, RELEASE and EXTEND against
+# FLOOR.CHECK, the least a module command on a lock does, from a bench-only
+# module (benches/floor/, target/release/libdlock_floor.so, built here):
+#   make bench DLOCK_BENCH_SECTIONS=floor
 BASELINE ?=
 bench: build
+	$(CARGO) build --release -p dlock-floor
 	baseline="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(BASELINE)')" && \
 		BASELINE="$$baseline" $(CARGO) bench --bench dlock
 
@@ -207,12 +213,22 @@ bench-instructions: build
 	baseline="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(or $(BASELINE),HEAD)')" && \
 		.ci/instructions.sh $(MODULE) "$$baseline"
 
+# Instructions per plain-lock command against the floor (FLOOR.CHECK,
+# benches/floor/) and the native primitives, counted by callgrind
+# (.ci/floor-instructions.sh), with where the difference goes: what the
+# `floor` section's throughput cannot tell on a loaded machine.
+bench-floor-instructions: build
+	@command -v valgrind >/dev/null || apt-get install -y valgrind
+	$(CARGO) build --release -p dlock-floor
+	.ci/floor-instructions.sh $(MODULE) $(CURDIR)/target/release/libdlock_floor.so
+
 fmt:
 	$(CARGO) fmt --all
 
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets $(CLIENT_FEATURES) -- -D warnings
+	$(CARGO) clippy -p dlock-floor -- -D warnings
 
 clean:
 	$(CARGO) clean

@@ -627,7 +627,11 @@ fn read_crate(dir: &str) -> BTreeMap<String, String> {
         }
     }
     let mut files = BTreeMap::new();
-    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join(dir), "", &mut files);
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join(dir),
+        "",
+        &mut files,
+    );
     if files.contains_key("lib.rs") {
         files.retain(|f, _| !f.starts_with("bin/") && f != "main.rs");
     }

@@ -1,6 +1,7 @@
-//! Throughput of two sides, both servers up at once, in short blocks that
-//! alternate between them (ABBA): two builds of the module (baseline.rs),
-//! or dlock against the server's own compare-and-set commands (native.rs).
+//! Throughput of two or more sides, all servers up at once, in short blocks
+//! that alternate between them (ABBA): two builds of the module
+//! (baseline.rs), dlock against the server's own compare-and-set commands
+//! (native.rs), or dlock and those commands against the floor (floor.rs).
 //! A whole run per side back to back compares whatever else the machine did
 //! during each run: on a shared 2-core box one run of a second catches a
 //! burst of another job and the next does not, and the same build swings
@@ -41,6 +42,9 @@ pub enum Cmd {
     /// `SET lock:<rand> <owner> IFEQ <owner> PX 30000` on populated strings:
     /// a lease renewed by its holder.
     SetIfeq,
+    /// `FLOOR.CHECK lock:<rand> <owner>` on populated floor values: the
+    /// least a module command on a lock does (floor.rs).
+    Floor,
 }
 
 impl Cmd {
@@ -49,7 +53,7 @@ impl Cmd {
     pub fn module(self) -> bool {
         matches!(
             self,
-            Cmd::Acquire | Cmd::Release | Cmd::ReleaseMiss | Cmd::Extend
+            Cmd::Acquire | Cmd::Release | Cmd::ReleaseMiss | Cmd::Extend | Cmd::Floor
         )
     }
 
@@ -75,6 +79,7 @@ impl Cmd {
             Cmd::Delifeq => "`DELIFEQ` (owner)",
             Cmd::DelifeqMiss => "`DELIFEQ` (wrong value)",
             Cmd::SetIfeq => "`SET IFEQ PX` (owner)",
+            Cmd::Floor => "`FLOOR.CHECK` (owner)",
         }
     }
 
@@ -106,6 +111,7 @@ impl Cmd {
             Cmd::Delex => load::command(buf, &[b"DELEX", k, b"IFEQ", own]),
             Cmd::Delifeq => load::command(buf, &[b"DELIFEQ", k, own]),
             Cmd::SetIfeq => load::command(buf, &[b"SET", k, own, b"IFEQ", own, b"PX", TTL]),
+            Cmd::Floor => load::command(buf, &[b"FLOOR.CHECK", k, own]),
         }
     }
 }
@@ -127,7 +133,9 @@ struct Side {
 impl Side {
     fn new(config: &Config, cmd: Cmd, pipeline: usize, keys: u64) -> Side {
         let server = config.server(cmd.module());
-        if cmd.populated() {
+        if cmd == Cmd::Floor {
+            crate::floor::populate(&server, keys);
+        } else if cmd.populated() {
             populate(&server, cmd.module(), b"lock:", 0, keys);
         }
         let mut rng = Rng::new(0x5eed ^ pipeline as u64);
@@ -201,40 +209,85 @@ pub fn run(
     keys: u64,
     rep: usize,
 ) -> Blocks {
-    // The side started first alternates too: a server started earlier has
-    // its memory laid out and its AOF grown in another order.
-    let mut sides = if rep.is_multiple_of(2) {
-        [
-            Side::new(this.0, this.1, pipeline, keys),
-            Side::new(other.0, other.1, pipeline, keys),
-        ]
-    } else {
-        let second = Side::new(other.0, other.1, pipeline, keys);
-        [Side::new(this.0, this.1, pipeline, keys), second]
-    };
-    let blocks = BLOCKS.min(total.max(1) as usize);
-    let consumes = this.1.consumes() || other.1.consumes();
-    for block in 0..blocks {
-        let mut n =
-            total * (block as u64 + 1) / blocks as u64 - total * block as u64 / blocks as u64;
-        if consumes {
-            n = n.min(keys);
-        }
-        let first = (rep + block / 2 + block) % 2;
-        for side in [first, 1 - first] {
-            sides[side].block(pipeline, clients, keys, n);
-        }
-    }
-    let ratios = sides[0]
-        .rates
-        .iter()
-        .zip(&sides[1].rates)
-        .map(|(d, b)| d / b.max(1e-9))
-        .collect();
-    let [this, other] = sides.map(|s| s.out);
+    let [this, other] = run_sides(&[this, other], pipeline, total, clients, keys, rep)
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("two sides in, two out"));
+    let ratios = block_ratios(&this, &other);
     Blocks {
-        this,
-        other,
+        this: this.out,
+        other: other.out,
         ratios,
     }
+}
+
+/// One side's share of an interleaved run.
+pub struct Measured {
+    /// Its blocks, pooled.
+    pub out: Outcome,
+    /// Each block's rate, ops/s.
+    pub rates: Vec<f64>,
+}
+
+/// `a`'s rate over `b`'s, block by block: a burst of another job lands in
+/// one block of one side, and the median of the blocks' ratios leaves it
+/// out where a ratio of the totals would not.
+pub fn block_ratios(a: &Measured, b: &Measured) -> Vec<f64> {
+    a.rates
+        .iter()
+        .zip(&b.rates)
+        .map(|(a, b)| a / b.max(1e-9))
+        .collect()
+}
+
+/// Any number of sides (floor.rs runs three), `total` commands each on a
+/// fresh server each, in `BLOCKS` blocks: each block runs every side once,
+/// in an order that rotates with the block pair and reverses within it
+/// (ABC CBA BCA ACB ...; for two sides ABBA), starting at side `rep`, which
+/// also starts its server first.
+pub fn run_sides(
+    sides: &[(&Config, Cmd)],
+    pipeline: usize,
+    total: u64,
+    clients: usize,
+    keys: u64,
+    rep: usize,
+) -> Vec<Measured> {
+    let n = sides.len().max(1);
+    // The side started first rotates too: a server started earlier has
+    // its memory laid out and its AOF grown in another order.
+    let mut started: Vec<(usize, Side)> = (0..sides.len())
+        .map(|i| (rep + i) % n)
+        .filter_map(|i| {
+            let (config, cmd) = sides.get(i)?;
+            Some((i, Side::new(config, *cmd, pipeline, keys)))
+        })
+        .collect();
+    started.sort_by_key(|(i, _)| *i);
+    let mut sides: Vec<Side> = started.into_iter().map(|(_, s)| s).collect();
+    let blocks = BLOCKS.min(total.max(1) as usize);
+    let consumes = sides.iter().any(|s| s.cmd.consumes());
+    for block in 0..blocks {
+        let mut count =
+            total * (block as u64 + 1) / blocks as u64 - total * block as u64 / blocks as u64;
+        if consumes {
+            count = count.min(keys);
+        }
+        let first = rep + block / 2;
+        let mut order: Vec<usize> = (0..n).map(|i| (first + i) % n).collect();
+        if block % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            if let Some(side) = sides.get_mut(i) {
+                side.block(pipeline, clients, keys, count);
+            }
+        }
+    }
+    sides
+        .into_iter()
+        .map(|s| Measured {
+            out: s.out,
+            rates: s.rates,
+        })
+        .collect()
 }

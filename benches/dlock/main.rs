@@ -15,8 +15,10 @@
 //! | --- | --- |
 //! | `DLOCK_BENCH_QUICK=1` | small sizes everywhere (a smoke run of ~1 min); explicit variables still win |
 //! | `DLOCK_BENCH_CONFIGS` | `aof,none` - which configurations, in order |
-//! | `DLOCK_BENCH_SECTIONS` | `throughput,native,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe` - which sections (`native`: ACQUIRE, RELEASE, EXTEND vs the server's `SET NX PX`, `DELEX IFEQ`/`DELIFEQ`, `SET IFEQ PX`, on servers that have them, native.rs; `holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `scale-kinds`: one command's cost against the size of its resource, scale_kinds.rs; `contention`: lock schemes under contention, contention.rs; `observe`: a contended resource's critical sections per second with and without observers following it, and the delay from a change to an observer vs to a keyspace notification, observe.rs) |
+//! | `DLOCK_BENCH_SECTIONS` | `throughput,native,floor,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe` - which sections (`native`: ACQUIRE, RELEASE, EXTEND vs the server's `SET NX PX`, `DELEX IFEQ`/`DELIFEQ`, `SET IFEQ PX`, on servers that have them, native.rs; `floor`: ACQUIRE, RELEASE, EXTEND and those primitives vs `FLOOR.CHECK`, the least a module command on a lock does, floor.rs; `holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `scale-kinds`: one command's cost against the size of its resource, scale_kinds.rs; `contention`: lock schemes under contention, contention.rs; `observe`: a contended resource's critical sections per second with and without observers following it, and the delay from a change to an observer vs to a keyspace notification, observe.rs) |
 //! | `DLOCK_BENCH_NATIVE_SERVERS` | every folder in `../shared/servers/` - server builds (folders as for `make SERVER=...`) the `native` section runs on when the configured server lacks `DELEX`/`DELIFEQ` or `SET IFEQ`; those without them are passed over |
+//! | `DLOCK_BENCH_FLOOR_CONFIGS` | `aof,none` - configurations that run the `floor` section (on the configured server and, when it lacks the primitives, on the `DLOCK_BENCH_NATIVE_SERVERS` builds that have them) |
+//! | `DLOCK_BENCH_FLOOR_MODULE` | `target/release/libdlock_floor.so` (built by `make bench`) - the floor module (benches/floor/); missing, the `floor` section is skipped with a note |
 //! | `DLOCK_BENCH_CLIENTS` | `50` - connections per throughput run |
 //! | `DLOCK_BENCH_KEYS` | `100000` - resources the random keys are drawn from |
 //! | `DLOCK_BENCH_OPS_P1` | `150000` - commands per throughput run at pipeline 1 |
@@ -51,7 +53,7 @@
 //! | `DLOCK_BENCH_OBSERVE_SECS` | `2` (quick: `0.5`) - seconds per run |
 //! | `DLOCK_BENCH_OBSERVE_REPEAT` | `5` (quick: `2`) - runs per side (without, with observers), the sides taking turns; the ratio is the median of the pairs' |
 //! | `DLOCK_BENCH_OBSERVE_ROUNDS` | `2000` (quick: `200`) - releases timed for each listener (an observer's reply, a keyspace notification), alternating |
-//! | `DLOCK_BENCH_ONLY` | all - throughput, native, holds, sets and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `handoff` and `memory` for the baseline's handoff and memory rows) |
+//! | `DLOCK_BENCH_ONLY` | all - throughput, native, floor, holds, sets and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `handoff` and `memory` for the baseline's handoff and memory rows) |
 //! | `BASELINE` | unset - another build of the module, as a path (`BASELINE=/path/to/libdlock.so`): the `baseline` section compares this build with it (ACQUIRE, owner RELEASE and EXTEND throughput at pipeline 1 and 16, `ACQUIRE ... WAIT` handoff latency, memory per lock); unset, the section is skipped with a note. `make bench BASELINE=<git commit-ish>` builds that commit's module first (.ci/baseline-module.sh, into `target/baseline/`, reused by later runs) and passes its path here |
 //! | `DLOCK_BENCH_BASELINE_CONFIGS` | `aof` - configurations that run the `baseline` section |
 //! | `DLOCK_BENCH_PIN` | `1` - server and client on separate cores (see pin.rs); `0` leaves placement to the scheduler |
@@ -66,6 +68,7 @@ mod contention;
 mod contention_chart;
 mod contention_goals;
 mod contention_schemes;
+mod floor;
 mod handoff;
 mod holds;
 mod holds_lua;
@@ -175,7 +178,7 @@ fn main() {
     let polling_rounds = env_u64("DLOCK_BENCH_POLL_ROUNDS", q(100, 10)) as usize;
     let sections = env_list(
         "DLOCK_BENCH_SECTIONS",
-        "throughput,native,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe",
+        "throughput,native,floor,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe",
     );
     let scale_kinds_set = scale_kinds::Settings::from_env(quick);
     let contention_set = contention::Settings::from_env(quick);
@@ -185,6 +188,7 @@ fn main() {
     let scale_kinds_configs = env_list("DLOCK_BENCH_SCALE_KINDS_CONFIGS", "aof");
     let baseline_configs = env_list("DLOCK_BENCH_BASELINE_CONFIGS", "aof");
     let observe_configs = env_list("DLOCK_BENCH_OBSERVE_CONFIGS", "aof");
+    let floor_configs = env_list("DLOCK_BENCH_FLOOR_CONFIGS", "aof,none");
     let configs: Vec<Config> = env_list("DLOCK_BENCH_CONFIGS", "aof,none")
         .iter()
         .filter_map(|c| match c.as_str() {
@@ -252,6 +256,9 @@ fn main() {
         }
         if on("native") {
             native::run(config, &sizes, &mut verdicts);
+        }
+        if on("floor") && floor_configs.iter().any(|c| c == config.short) {
+            floor::run(config, &sizes, &mut verdicts);
         }
         if on("holds") {
             holds::run(config, &sizes, &mut verdicts);

@@ -28,6 +28,23 @@ const GOAL: Goal = Goal::AtLeast(0.95);
 /// The server's compare-and-delete: (owner, wrong value) commands and its
 /// name for the titles; `None` when it has neither (or no `SET IFEQ`).
 fn flavour(config: &Config) -> Option<(Cmd, Cmd, &'static str)> {
+    let found = primitives(config);
+    if !found.set_ifeq {
+        return None;
+    }
+    found.delete
+}
+
+/// The lease primitives a server build has besides `SET NX PX`.
+pub struct Primitives {
+    /// Its compare-and-delete: (owner, wrong value) commands and its name.
+    pub delete: Option<(Cmd, Cmd, &'static str)>,
+    /// Whether `SET ... IFEQ` works.
+    pub set_ifeq: bool,
+}
+
+/// Asks a fresh server (`DLOCK_SERVER`, without the module) what it has.
+pub fn primitives(config: &Config) -> Primitives {
     let server = config.server(false);
     let mut c = server.conn();
     let known = |c: &mut redis::Connection, name: &str| {
@@ -45,16 +62,14 @@ fn flavour(config: &Config) -> Option<(Cmd, Cmd, &'static str)> {
         .arg("v")
         .query::<Option<String>>(&mut c)
         .is_ok();
-    if !set_ifeq {
-        return None;
-    }
-    if known(&mut c, "DELEX") {
+    let delete = if known(&mut c, "DELEX") {
         Some((Cmd::Delex, Cmd::DelexMiss, "DELEX IFEQ"))
     } else if known(&mut c, "DELIFEQ") {
         Some((Cmd::Delifeq, Cmd::DelifeqMiss, "DELIFEQ"))
     } else {
         None
-    }
+    };
+    Primitives { delete, set_ifeq }
 }
 
 /// One comparison: the pairs' blocks' ratios and each side's pooled rate.
@@ -74,6 +89,21 @@ pub fn run(config: &Config, sizes: &Sizes, verdicts: &mut Vec<Verdict>) {
     if flavour(config).is_some() {
         return run_on(config, sizes, verdicts, None);
     }
+    let ran = on_builds(config, |name| run_on(config, sizes, verdicts, Some(name)));
+    if !ran {
+        println!(
+            "### dlock against the server's own primitives\n\nSkipped: this server has no \
+             `DELEX ... IFEQ` (Redis 8.4+) or `DELIFEQ` (Valkey 9), or no `SET ... IFEQ`, and \
+             no build in `DLOCK_BENCH_NATIVE_SERVERS` (default ../shared/servers/) has them.\n"
+        );
+    }
+}
+
+/// Calls `each` with the name of every build among
+/// `DLOCK_BENCH_NATIVE_SERVERS` that has the primitives, `DLOCK_SERVER`
+/// (and its cli and benchmark) pointing at it meanwhile; whether there
+/// was any.
+pub fn on_builds(config: &Config, mut each: impl FnMut(String)) -> bool {
     let folders: Vec<std::path::PathBuf> = match std::env::var("DLOCK_BENCH_NATIVE_SERVERS") {
         Ok(list) => list
             .split(',')
@@ -114,7 +144,7 @@ pub fn run(config: &Config, sizes: &Sizes, verdicts: &mut Vec<Verdict>) {
         }
         if flavour(config).is_some() {
             let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
-            run_on(config, sizes, verdicts, name);
+            each(name.unwrap_or_default());
             ran = true;
         }
     }
@@ -124,13 +154,7 @@ pub fn run(config: &Config, sizes: &Sizes, verdicts: &mut Vec<Verdict>) {
             None => std::env::remove_var(k),
         }
     }
-    if !ran {
-        println!(
-            "### dlock against the server's own primitives\n\nSkipped: this server has no \
-             `DELEX ... IFEQ` (Redis 8.4+) or `DELIFEQ` (Valkey 9), or no `SET ... IFEQ`, and \
-             no build in `DLOCK_BENCH_NATIVE_SERVERS` (default ../shared/servers/) has them.\n"
-        );
-    }
+    ran
 }
 
 /// The section on the server `DLOCK_SERVER` names (`on`: its name for the
