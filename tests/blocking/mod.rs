@@ -175,8 +175,3 @@ fn swapdb(c: &mut Connection) {
 fn exec_values(c: &mut Connection, pipe: &redis::Pipeline) -> Vec<Value> {
     pipe.query(c).expect("MULTI/EXEC")
 }
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
