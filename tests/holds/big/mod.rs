@@ -13,7 +13,7 @@
 //!
 //! Every hold is compared, not a count: the stored value decoded from its
 //! `DUMP` (token, owner, fence, mode and absolute deadline of each hold,
-//! `holds_durable/value.rs`), against what the fill granted and against the
+//! `holds/durable/value.rs`), against what the fill granted and against the
 //! value before the move; its `DEBUG DIGEST-VALUE`; the key's expiry (the
 //! latest hold deadline); and `DLOCK.INFO`, which lists every live hold.
 //! Afterwards each resource must still decide against the whole set: a full
