@@ -72,7 +72,7 @@ run-clean:
 # so build, clippy and test cover both; the client's async API (feature
 # tokio) is linted and tested too.
 CLIENT_FEATURES := --features dlock-client/tokio
-# The previous release's module, for tests/rollback/ (rollbacks and mixed
+# The previous release's module, for tests/durability/rollback/ (rollbacks and mixed
 # versions): the commit in .ci/previous-release, built by
 # .ci/baseline-module.sh into target/baseline/ (the first build compiles the
 # dependencies, ~2 min; later runs reuse it). Needs the git history.
@@ -95,7 +95,7 @@ test-intro:
 	@echo "make test: about 13 minutes on 2 cores, more with a cold target/. It installs what is missing" \
 		"(apt-get: libclang-dev, libfaketime, redis-server, and valkey-server from backports for the Python suite;" \
 		"a Python venv in $(PY_VENV)) and builds the previous release's module ($(PREVIOUS_RELEASE), .ci/previous-release)" \
-		"into target/baseline/ for tests/rollback/ (about 2 minutes the first time)."
+		"into target/baseline/ for tests/durability/rollback/ (about 2 minutes the first time)."
 
 # The Python client (clients/python/, docs/python.md): pytest against real
 # servers loading target/release/libdlock.so, in a virtual environment made
@@ -131,8 +131,9 @@ bench-python: $(PY_VENV)/.installed
 	DLOCK_SERVER=$(DLOCK_SERVER) DLOCK_MODULE=$(MODULE) $(PY_VENV)/bin/python $(PY_DIR)/bench/bench.py
 
 # The integration suites on every server (Redis 7.0, Valkey 8 and the builds
-# in ../shared/servers/), as a table. MATRIX picks servers and suites, e.g.
-#   make test-matrix MATRIX="valkey ../shared/servers/redis-7.2.6=contract,blocking"
+# in ../shared/servers/), as a table. MATRIX picks servers and suites (module
+# paths of tests/main.rs, `layers`, `client:<suite>`), e.g.
+#   make test-matrix MATRIX="valkey ../shared/servers/redis-7.2.6=locks::contract,blocking"
 MATRIX ?=
 test-matrix: deps
 	.ci/test-matrix.sh $(MATRIX)
@@ -244,18 +245,20 @@ clean:
 #   make check-memory CANARY=1             module leaks 4 KiB at load: must fail
 #   make check-memory-canary               asserts that the CANARY=1 run fails
 #                                          because of that leak
-#   make check-memory MEMCHECK_SUITES="contract"  MEMCHECK_FILTER=acquire
+#   make check-memory MEMCHECK_SUITES="locks::contract"
+#   make check-memory MEMCHECK_FILTER=locks::contract::acquire::
 MEMCHECK_DIR := $(CURDIR)/target/memcheck
 MEMCHECK_MODULE := $(MEMCHECK_DIR)/release/libdlock.so
 MEMCHECK_REPORT := $(MEMCHECK_DIR)/valgrind-report.txt
 MEMCHECK_FEATURES = system-alloc$(if $(CANARY),$(COMMA)leak-canary)
 COMMA := ,
-# Suites and tests run under valgrind. replication, concurrency and harness
-# are left out for time (their server-side paths are also covered by the
-# contract suite's replica tests and persistence's restarts).
-MEMCHECK_SUITES ?= contract persistence effects blocking holds_durable sets_durable
+# Suites run under valgrind: module paths in the test binary tests/main.rs
+# (`--test dlock`). replication, concurrency and harness are left out for
+# time (their server-side paths are also covered by the contract suite's
+# replica tests and persistence's restarts).
+MEMCHECK_SUITES ?= locks::contract durability::persistence durability::effects blocking holds::durable sets::durable
 MEMCHECK_THREADS ?= 2
-# Optional substring filter on test names (cargo test's filter).
+# Test-name filters (cargo test's, substrings) run instead of the suites.
 MEMCHECK_FILTER ?=
 # Tests skipped under valgrind's 10-50x slowdown (name substrings), because
 # their assertions depend on wall-clock margins, not on memory behaviour:
@@ -263,7 +266,7 @@ MEMCHECK_FILTER ?=
 #   when the waiter has queued; under valgrind it expires first.
 # - a_waiter_whose_connection_closes_in_the_grant_turn_is_revoked: the close
 #   must be read while a 2.5 s script runs; under valgrind it may come after.
-# - leave_no_server_memory (holds_durable, sets_durable): thousands of cycles
+# - leave_no_server_memory (holds::durable, sets::durable): thousands of cycles
 #   measure the server's heap, which valgrind does not see; too slow under it.
 MEMCHECK_SKIP ?= paused_writes_hold_back_expiry_handoff \
 	a_waiter_whose_connection_closes_in_the_grant_turn_is_revoked \
@@ -276,11 +279,11 @@ check-memory:
 	@start=$$(date +%s); \
 	DLOCK_VALGRIND=1 DLOCK_MODULE=$(MEMCHECK_MODULE) DLOCK_VALGRIND_REPORT=$(MEMCHECK_REPORT) \
 	CARGO_TARGET_DIR=$(MEMCHECK_DIR) $(CARGO) test --release --features $(MEMCHECK_FEATURES) \
-		$(foreach s,$(MEMCHECK_SUITES),--test $(s)) --no-fail-fast -- \
-		--test-threads=$(MEMCHECK_THREADS) $(MEMCHECK_FILTER) \
+		--test dlock --no-fail-fast -- \
+		--test-threads=$(MEMCHECK_THREADS) $(or $(MEMCHECK_FILTER),$(addsuffix ::,$(MEMCHECK_SUITES))) \
 		$(foreach t,$(MEMCHECK_SKIP),--skip $(t)); \
 	rc=$$?; \
-	echo "check-memory: suites [$(MEMCHECK_SUITES)], features $(MEMCHECK_FEATURES), $$(( $$(date +%s) - start )) s"; \
+	echo "check-memory: tests [$(or $(MEMCHECK_FILTER),$(MEMCHECK_SUITES))], features $(MEMCHECK_FEATURES), $$(( $$(date +%s) - start )) s"; \
 	if [ -s $(MEMCHECK_REPORT) ]; then \
 		echo "check-memory: FAILED, valgrind findings ($(MEMCHECK_REPORT)):"; \
 		cat $(MEMCHECK_REPORT); exit 1; \
@@ -292,8 +295,8 @@ check-memory:
 # and because of a definitely-lost block from module frames. One suite is
 # enough (every server start loads the module and leaks).
 check-memory-canary:
-	@if $(MAKE) --no-print-directory check-memory CANARY=1 MEMCHECK_SUITES=contract \
-		MEMCHECK_FILTER=acquire_ > $(MEMCHECK_DIR)-canary.log 2>&1; then \
+	@if $(MAKE) --no-print-directory check-memory CANARY=1 \
+		MEMCHECK_FILTER=locks::contract::acquire:: > $(MEMCHECK_DIR)-canary.log 2>&1; then \
 		cat $(MEMCHECK_DIR)-canary.log; \
 		echo "check-memory-canary: FAILED, check-memory passed although the module leaks"; exit 1; \
 	fi; \

@@ -15,7 +15,7 @@ set -euo pipefail
 # Rust first, and before any apt-get: Debian's rustc is older than the
 # dependencies need, so a missing or old toolchain stops the run at once
 # with one line saying what to install. Bash builtins only (the test runs
-# this with a PATH holding nothing but bash: tests/fresh_machine.rs).
+# this with a PATH holding nothing but bash: tests/ops/fresh_machine.rs).
 manifest=${BASH_SOURCE[0]%/*}/../Cargo.toml
 need=""
 while IFS= read -r line; do
@@ -61,7 +61,7 @@ apt_install() { # [apt-get install options...] packages...
 
 pkgs=""
 dpkg -s libclang-dev >/dev/null 2>&1 || pkgs="$pkgs libclang-dev"
-# libfaketime: tests/clock_steps.rs steps a running server's wall clock.
+# libfaketime: tests/faults/clock_steps.rs steps a running server's wall clock.
 dpkg -s libfaketime >/dev/null 2>&1 || pkgs="$pkgs libfaketime"
 # openssl: the client's TLS tests (clients/rust/tests/tls/) make their certificates.
 command -v openssl >/dev/null 2>&1 || pkgs="$pkgs openssl"

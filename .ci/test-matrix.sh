@@ -8,14 +8,22 @@
 # holding redis-server, redis-cli and redis-benchmark (or the valkey-
 # ones). Without arguments:
 # redis, valkey and every build in ../shared/servers/, every suite.
+# A suite is a module path of the root crate's one test binary (tests/main.rs:
+# `holds`, or a part of it, `holds::durable`), run as `cargo test --release
+# --test dlock -- <path>::`; `layers` (tests/layers.rs); or client:<name>, a
+# suite of the client (clients/rust/tests/<name>/, a module of its one test
+# binary, clients/rust/tests/suites.rs). Every suite: the top-level
+# modules of tests/main.rs, `layers` and the client's suites.
 # Logs of each run: target/test-matrix/<server>-<suite>.log.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-mapfile -t all_suites < <(ls tests/*.rs tests/*/main.rs | sed -E 's#^tests/([^/.]+)(/main)?\.rs$#\1#' | sort -u)
-# The client's suites (clients/rust/tests/<name>/, modules of the one test
-# binary clients/rust/tests/suites.rs), named client:<name>.
-mapfile -t -O "${#all_suites[@]}" all_suites < <(ls clients/rust/tests/*/mod.rs | grep -v '/common/' | sed -E 's#^clients/rust/tests/([^/]+)/mod\.rs$#client:\1#' | sort -u)
+case "${1:-}" in
+-h | --help)
+	sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+	exit 0
+	;;
+esac
 specs=("$@")
 if [ ${#specs[@]} -eq 0 ]; then
 	specs=(redis valkey)
@@ -30,15 +38,24 @@ cargo build --release || exit 1
 # The rollback suite runs the previous release's module (.ci/previous-release)
 # next to this build: built once here, as `make test` does, when a spec runs
 # that suite (or every suite).
-if [ -z "${DLOCK_PREVIOUS_MODULE:-}" ] && printf '%s\n' "${specs[@]}" | grep -qE '^[^=]*$|=all$|[=,]rollback(,|$)'; then
+if [ -z "${DLOCK_PREVIOUS_MODULE:-}" ] && printf '%s\n' "${specs[@]}" | grep -qE '^[^=]*$|=all$|[=,]durability(::rollback)?(,|$)'; then
 	DLOCK_PREVIOUS_MODULE=$(.ci/baseline-module.sh "$(sed -n '/^[^#]/{p;q}' .ci/previous-release)") || exit 1
 	export DLOCK_PREVIOUS_MODULE
 fi
 cargo test --release --features dlock-client/tokio --no-run -q >/dev/null 2>&1 ||
 	cargo test --release --features dlock-client/tokio --no-run || exit 1
+# Every suite: the top-level modules of the one test binary, as it lists its
+# tests; the layering check; the client's suites, named client:<name>.
+mapfile -t all_suites < <(cargo test --release --features dlock-client/tokio --test dlock -q -- --list 2>/dev/null |
+	sed -n 's/::.*: test$//p' | sort -u)
+[ ${#all_suites[@]} -gt 0 ] || { echo "test-matrix: the test binary lists no tests" >&2; exit 1; }
+all_suites+=(layers)
+mapfile -t -O "${#all_suites[@]}" all_suites < <(ls clients/rust/tests/*/mod.rs | grep -v '/common/' | sed -E 's#^clients/rust/tests/([^/]+)/mod\.rs$#client:\1#' | sort -u)
 
 declare -A cell total_secs
 servers=()
+# The table's rows: every suite run, in the order first asked for.
+rows=()
 total_passed=0
 total_failed=0
 any_failed=0
@@ -70,7 +87,9 @@ for spec in "${specs[@]}"; do
 	esac
 	servers+=("$name")
 	for suite in "${suites[@]}"; do
-		log="$logs/$(basename "$server")-${suite/:/-}.log"
+		printf '%s\n' "${rows[@]}" | grep -qxF -- "$suite" || rows+=("$suite")
+		logname=${suite//::/.}
+		log="$logs/$(basename "$server")-${logname//:/-}.log"
 		echo "== $name: $suite"
 		started=$SECONDS
 		case "$suite" in
@@ -85,7 +104,8 @@ for spec in "${specs[@]}"; do
 				echo "no test in client suite ${suite#client:}" >"$log"
 				false
 			fi ;;
-		*) cargo test --release --test "$suite" >"$log" 2>&1 ;;
+		layers) cargo test --release --features dlock-client/tokio --test layers >"$log" 2>&1 ;;
+		*) cargo test --release --features dlock-client/tokio --test dlock -- "$suite::" >"$log" 2>&1 ;;
 		esac
 		rc=$?
 		took=$((SECONDS - started))
@@ -115,7 +135,7 @@ for s in "${servers[@]}"; do
 done
 echo "$header"
 echo "$rule"
-for suite in "${all_suites[@]}"; do
+for suite in "${rows[@]}"; do
 	row="| $suite |"
 	for s in "${servers[@]}"; do
 		row+=" ${cell["$s|$suite"]:--} |"

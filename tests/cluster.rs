@@ -4,7 +4,7 @@
 //!
 //! Each test builds its own cluster (a few seconds); the steps that can share
 //! one do, to keep the file well under its time budget.
-mod common;
+use crate::common;
 
 use common::cluster::{setslot, Cluster};
 use common::lock::*;

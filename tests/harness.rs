@@ -2,7 +2,7 @@
 //! By default the servers load the module (so this also proves it loads next
 //! to RDB save/restore and replication); set DLOCK_HARNESS_NO_MODULE=1 to
 //! check the harness alone with a plain redis-server.
-mod common;
+use crate::common;
 
 use common::{connect_within, info_field, wait_until, Server, ServerBuilder};
 use redis::Commands;

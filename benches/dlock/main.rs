@@ -90,6 +90,7 @@ mod sets;
 mod sets_lua;
 mod stats;
 mod throughput;
+mod timing_goals;
 
 use std::time::{Duration, Instant};
 
@@ -287,6 +288,7 @@ fn main() {
             let r = handoff::run(&server, rounds, polling_rounds);
             progress(&format!("{}: handoff", config.short), t.elapsed());
             handoff::print(&r);
+            timing_goals::print(&timing_goals::handoff(&r));
             if judged || aof_handoff.is_none() {
                 aof_handoff = Some((config.label, r));
             }

@@ -11,48 +11,35 @@ fn release_hands_off_to_waiter() {
     let url = s.url();
     const ROUNDS: usize = 20;
     // One persistent waiter thread: per round it waits for "go", blocks,
-    // stamps the reply, releases, then reports.
+    // releases what it was granted, then reports. How fast the handoff is
+    // is a goal of the bench (`make bench`, handoff section), not a check
+    // here: each round's grant must come within the deadline on the wait.
     let (go_tx, go_rx) = channel::<usize>();
-    let (tx, rx) = channel::<(usize, RedisResult<Option<i64>>, Instant)>();
+    let (tx, rx) = channel::<(usize, RedisResult<Option<i64>>)>();
     let waiter = thread::spawn(move || {
         let mut c = connect_within(&url, Duration::from_secs(10)).unwrap();
         while let Ok(round) = go_rx.recv() {
             let tok = format!("waiter{round}");
             let r = acquire_wait(&mut c, "res", &tok, 10_000, 10_000);
-            let at = Instant::now();
             if let Ok(Some(_)) = r {
                 assert_eq!(release(&mut c, "res", &tok), 1);
             }
-            tx.send((round, r, at)).unwrap();
+            tx.send((round, r)).unwrap();
         }
     });
-    let mut lat = Vec::with_capacity(ROUNDS);
     for round in 0..ROUNDS {
         let htok = format!("holder{round}");
         let hf = hold(&mut holder, "res", &htok);
         go_tx.send(round).unwrap();
         wait_waiters(&mut obs, "res", 1);
-        let t0 = Instant::now();
         assert_eq!(release(&mut holder, "res", &htok), 1);
-        let (r_round, r, at) = rx.recv_timeout(SOON).expect("waiter reply");
+        let (r_round, r) = rx.recv_timeout(SOON).expect("waiter reply");
         assert_eq!(r_round, round);
         let f = r.expect("waiter reply").expect("waiter must be granted");
         assert!(f > hf, "round {round}: fence {f} must exceed holder's {hf}");
-        lat.push(at - t0);
     }
     drop(go_tx);
     waiter.join().unwrap();
-    let mut sorted = lat.clone();
-    let med = median(&mut sorted);
-    eprintln!(
-        "handoff latency over {ROUNDS} rounds: median {med:?}, min {:?}, max {:?}",
-        sorted[0],
-        sorted[ROUNDS - 1]
-    );
-    assert!(
-        med < Duration::from_millis(10),
-        "median handoff latency {med:?} (all: {lat:?})"
-    );
 }
 
 #[test]

@@ -5,6 +5,7 @@ use super::*;
 
 #[test]
 fn stress_twenty_clients_hundred_rounds() {
+    let _quiet = crate::quiet();
     const CLIENTS: usize = 20;
     const ROUNDS: usize = 100;
     let s = Server::start();

@@ -1,7 +1,7 @@
 //! Integration-test harness: throwaway `redis-server` processes with the
-//! dlock module loaded. Every test file does `mod common;` (a directory
-//! target, `tests/<name>/main.rs`, does `#[path = "../common/mod.rs"] mod
-//! common;`). Shared helpers: `lock` (lock commands, DLOCK.INFO, errors,
+//! dlock module loaded. The root crate's test binary (`tests/main.rs`)
+//! declares it once for every suite; the client's tests, the history
+//! checker and the bench include it by `#[path]`. Shared helpers: `lock` (lock commands, DLOCK.INFO, errors,
 //! waiting) and `dump` (DUMP payloads, CRC-64).
 //!
 //! Design notes:
@@ -249,7 +249,7 @@ impl ServerBuilder {
         self
     }
     /// Load the module at `path` instead of the build under test: for
-    /// servers of another release next to this build's (tests/rollback/).
+    /// servers of another release next to this build's (tests/durability/rollback/).
     pub fn module(mut self, path: impl Into<PathBuf>) -> Self {
         self.module = Some(path.into());
         self

@@ -140,6 +140,7 @@ const MK_QUARANTINE: Duration = Duration::from_millis(500);
 
 #[test]
 fn master_kill_loses_no_acknowledged_lock_and_fences_keep_rising() {
+    let _quiet = crate::quiet();
     let mut m = Server::builder().arg("--appendonly").arg("yes").start();
     let r = Server::builder()
         .arg("--appendonly")

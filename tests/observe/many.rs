@@ -5,6 +5,7 @@ use super::*;
 
 #[test]
 fn one_change_answers_a_thousand_observers() {
+    let _quiet = crate::quiet();
     const N: usize = 1000;
     let s = Server::start();
     let mut c = s.conn();
