@@ -38,34 +38,18 @@ cleanup() {
 trap cleanup EXIT
 [ -n "${KEEP:-}" ] && trap - EXIT && echo "keeping $work" >&2
 
-python3 - "$work" "$n" <<'EOF'
-import sys
-work, n = sys.argv[1], int(sys.argv[2])
-def resp(*a):
-    out = f"*{len(a)}\r\n"
-    for x in a:
-        out += f"${len(str(x).encode())}\r\n{x}\r\n"
-    return out
-loads = {
-    "populate": [("FLOOR.SET", f"res:{i}", "tok", "600000") for i in range(n)],
-    "floor": [("FLOOR.CHECK", f"res:{i}", "tok") for i in range(n)],
-    "acquire": [("DLOCK.ACQUIRE", f"lock:{i}", "tok", "600000") for i in range(n)],
-    "busy": [("DLOCK.ACQUIRE", f"lock:{i}", "other", "600000") for i in range(n)],
-    "extend": [("DLOCK.EXTEND", f"lock:{i}", "tok", "600000") for i in range(n)],
-    "release": [("DLOCK.RELEASE", f"lock:{i}", "tok") for i in range(n)],
-    "setnx": [("SET", f"lock:{i}", "tok", "NX", "PX", "600000") for i in range(n)],
-    "setifeq": [("SET", f"lock:{i}", "tok", "IFEQ", "tok", "PX", "600000") for i in range(n)],
-    "delex": [("DELEX", f"lock:{i}", "IFEQ", "tok") for i in range(n)],
-    "delifeq": [("DELIFEQ", f"lock:{i}", "tok") for i in range(n)],
-}
-for name, cmds in loads.items():
-    with open(f"{work}/{name}.resp", "w") as f:
-        f.write("".join(resp(*c) for c in cmds))
-EOF
-
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+. "$(dirname "${BASH_SOURCE[0]}")/callgrind-loads.sh"
+write_loads "$work" "$n" \
+	'populate=FLOOR.SET res:{i} tok 600000' \
+	'floor=FLOOR.CHECK res:{i} tok' \
+	'acquire=DLOCK.ACQUIRE lock:{i} tok 600000' \
+	'busy=DLOCK.ACQUIRE lock:{i} other 600000' \
+	'extend=DLOCK.EXTEND lock:{i} tok 600000' \
+	'release=DLOCK.RELEASE lock:{i} tok' \
+	'setnx=SET lock:{i} tok NX PX 600000' \
+	'setifeq=SET lock:{i} tok IFEQ tok PX 600000' \
+	'delex=DELEX lock:{i} IFEQ tok' \
+	'delifeq=DELIFEQ lock:{i} tok'
 
 # Starts a server under callgrind in $work/$1 with the remaining arguments;
 # sets port and pid.

@@ -33,29 +33,12 @@ cleanup() {
 trap cleanup EXIT
 
 # The workloads, as RESP, identical for both builds.
-python3 - "$work" "$n" <<'EOF'
-import sys
-work, n = sys.argv[1], int(sys.argv[2])
-def resp(*a):
-    out = f"*{len(a)}\r\n"
-    for x in a:
-        b = str(x).encode()
-        out += f"${len(b)}\r\n{x}\r\n"
-    return out
-loads = {
-    "acquire": [("DLOCK.ACQUIRE", f"res:{i}", "tok", "600000") for i in range(n)],
-    "busy": [("DLOCK.ACQUIRE", f"res:{i}", "other", "600000") for i in range(n)],
-    "extend": [("DLOCK.EXTEND", f"res:{i}", "tok", "600000") for i in range(n)],
-    "release": [("DLOCK.RELEASE", f"res:{i}", "tok") for i in range(n)],
-}
-for name, cmds in loads.items():
-    with open(f"{work}/{name}.resp", "w") as f:
-        f.write("".join(resp(*c) for c in cmds))
-EOF
-
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+. "$(dirname "${BASH_SOURCE[0]}")/callgrind-loads.sh"
+write_loads "$work" "$n" \
+	'acquire=DLOCK.ACQUIRE res:{i} tok 600000' \
+	'busy=DLOCK.ACQUIRE res:{i} other 600000' \
+	'extend=DLOCK.EXTEND res:{i} tok 600000' \
+	'release=DLOCK.RELEASE res:{i} tok'
 
 # Runs the workloads on one build; prints "acquire extend release" counts
 # (inclusive instructions of each entry point).

@@ -1,6 +1,6 @@
 //! The floor under every dlock command: a module command that does only
 //! what any command on a lock must do, through the same raw module API
-//! dlock uses (src/server/keys.rs), so that `make bench` can show how close
+//! dlock uses (src/server/keyspace/keys.rs), so that `make bench` can show how close
 //! dlock's plain-lock commands come to the least a module command costs on
 //! this server (benches/dlock/floor.rs, docs/performance.md#the-floor-floor).
 //!

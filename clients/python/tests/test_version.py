@@ -20,7 +20,8 @@ def cargo_version(manifest: pathlib.Path) -> str:
 
 def test_version_is_the_module_and_the_rust_clients():
     assert dlock.__version__ == cargo_version(ROOT / "Cargo.toml")
-    assert dlock.__version__ == cargo_version(ROOT / "client" / "Cargo.toml")
+    assert dlock.__version__ == cargo_version(ROOT / "core" / "Cargo.toml")
+    assert dlock.__version__ == cargo_version(ROOT / "clients" / "rust" / "Cargo.toml")
 
 
 def test_installed_metadata_has_the_same_version():
