@@ -338,6 +338,61 @@ fn release_on_a_migrating_slot_hands_over_nothing() {
     }
 }
 
+/// e. As d, with a SHARED waiter: its queue is not a plain one, so a step
+/// decides the RELEASE, and the planner (asked whether this node may grant
+/// the slot) sends the waiter away instead of granting it on a slot that
+/// is leaving.
+#[test]
+fn release_on_a_migrating_slot_grants_no_shared_waiter() {
+    let cl = Cluster::start(3, 0);
+    let res = "{s}:res";
+    let slot = cl.key_slot(res);
+    let src = cl.node_for_slot(slot);
+    let dst = *cl.masters().iter().find(|&&m| m != src).unwrap();
+    let mut sc = cl.node(src).conn();
+    grant(&mut sc, res, "holder", 60_000);
+    let (tx, rx) = mpsc::channel();
+    let url = cl.node(src).url();
+    std::thread::spawn(move || {
+        let mut c = connect_within(&url, Duration::from_secs(15)).expect("waiter connection");
+        let r = redis::cmd("DLOCK.ACQUIRE")
+            .arg(res)
+            .arg("reader")
+            .arg(30_000)
+            .arg("SHARED")
+            .arg("WAIT")
+            .arg(10_000)
+            .query(&mut c);
+        let _ = tx.send(r);
+    });
+    wait_until(Duration::from_secs(10), "the waiter to queue", || {
+        blocked_clients(&mut sc) == 1
+    });
+    setslot(&mut cl.node(dst).conn(), slot, "IMPORTING", cl.id(src));
+    setslot(&mut sc, slot, "MIGRATING", cl.id(dst));
+    let grants = info_field(&mut sc, "dlock", "dlock_grants");
+
+    assert_eq!(release(&mut sc, res, "holder"), 1);
+    expect_tryagain(&rx);
+    assert_eq!(
+        info_field(&mut sc, "dlock", "dlock_grants"),
+        grants,
+        "no grant on a migrating slot"
+    );
+    let n: i64 = redis::cmd("CLUSTER")
+        .arg("COUNTKEYSINSLOT")
+        .arg(slot)
+        .query(&mut sc)
+        .unwrap();
+    assert_eq!(
+        n, 0,
+        "the lock is released, and nothing granted in its place"
+    );
+    for i in [src, dst] {
+        setslot(&mut cl.node(i).conn(), slot, "STABLE", "");
+    }
+}
+
 struct Held {
     key: String,
     token: String,

@@ -173,3 +173,56 @@ fn no_barging_at_natural_expiry() {
     }
     assert!(checked >= 2, "only {checked} rounds could be checked");
 }
+
+/// The lock is freed where no handoff runs (DEL) with "w1" at the head and
+/// "w2" behind; in the same MULTI "w1" asks again with a shorter lease. Its
+/// ACQUIRE first hands the lock to the head ("w1": the waiter is granted)
+/// and then finds its own lease: a refresh under the same fence, the new
+/// lease's end. "w2" asking again finds the lock held: nil. The decision
+/// is taken on the head it expects the handoff to grant, so a wrong guess
+/// would answer "w1" nil, or answer "w2" a fence it does not hold.
+#[test]
+fn the_heads_own_acquire_where_its_handoff_is_due_refreshes_it() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let hf = hold(&mut c, "res", "holder");
+    let w1 = Waiter::queue(&mut c, &s.url(), "res", "w1", 1);
+    let w2 = Waiter::queue(&mut c, &s.url(), "res", "w2", 2);
+    let v = exec_values(
+        &mut c,
+        redis::pipe()
+            .atomic()
+            .cmd("DEL")
+            .arg("res")
+            .cmd("DLOCK.ACQUIRE")
+            .arg("res")
+            .arg("w1")
+            .arg(2000)
+            .cmd("DLOCK.ACQUIRE")
+            .arg("res")
+            .arg("w2")
+            .arg(1000),
+    );
+    assert_eq!(v.len(), 3, "MULTI replies {v:?}");
+    assert_eq!(v[0], Value::Int(1));
+    let Value::Int(f) = v[1] else {
+        panic!("the head's own ACQUIRE must refresh its handoff: {v:?}");
+    };
+    assert_eq!(v[2], Value::Nil, "w2 must not be granted: {v:?}");
+    assert!(f > hf);
+    assert_eq!(
+        w1.granted().fence(),
+        f,
+        "the waiter and the refresh: one fence"
+    );
+    let i = assert_owner(&mut c, "res", "w1", f);
+    assert!(
+        i.ttl > 0 && i.ttl <= 2000,
+        "the refresh's lease: ttl {}",
+        i.ttl
+    );
+    assert_eq!(i.waiters, 1);
+    w2.assert_pending();
+    assert_eq!(release(&mut c, "res", "w1"), 1);
+    assert!(w2.granted().fence() > f);
+}

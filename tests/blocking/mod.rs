@@ -11,6 +11,7 @@ use crate::common;
 mod barging;
 mod expiry;
 mod flush_swap;
+mod given_up;
 mod handoff;
 mod held_back;
 mod leaving;

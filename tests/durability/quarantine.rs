@@ -266,6 +266,53 @@ fn handoff_is_refused_during_quarantine() {
     assert_eq!(ms_left(&mut c), 0);
 }
 
+/// A waiter whose `WAIT` ran out while the quarantine held its handoff is
+/// answered nil by the ACQUIRE that finds it, before that ACQUIRE decides:
+/// with nobody else waiting the lock is free, and a newcomer gets the
+/// quarantine's error, not nil (CHANGELOG 0.4.0). The `WAIT` runs out inside
+/// a MULTI (`DEBUG SLEEP` longer than it), where no timer can answer the
+/// waiter first.
+#[test]
+fn a_given_up_waiter_leaves_a_quarantined_lock_to_the_quarantine_error() {
+    let mut s = everysec().start();
+    crash_after_grant(&mut s, 30_000);
+    let mut c = s.conn();
+    assert!(ms_left(&mut c) > 10_000, "the quarantine lasts the test");
+    let url = s.url();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut w = connect_within(&url, Duration::from_secs(5)).unwrap();
+        let r = acquire_wait(&mut w, "held", "waiter", 1000, 500);
+        tx.send(r).unwrap();
+    });
+    wait_until(Duration::from_secs(5), "waiter queued", || {
+        info(&mut c, "held").is_some_and(|i| i.waiters == 1)
+    });
+    let queued = |c: &mut redis::Connection, cmd: &mut redis::Cmd| {
+        let q: String = cmd.query(c).unwrap();
+        assert_eq!(q, "QUEUED");
+    };
+    let _: () = redis::cmd("MULTI").query(&mut c).unwrap();
+    queued(&mut c, redis::cmd("DLOCK.RELEASE").arg("held").arg("owner"));
+    queued(&mut c, redis::cmd("DEBUG").arg("SLEEP").arg("0.7"));
+    queued(
+        &mut c,
+        redis::cmd("DLOCK.ACQUIRE")
+            .arg("held")
+            .arg("barger")
+            .arg(1000),
+    );
+    let e = redis::cmd("EXEC")
+        .query::<redis::Value>(&mut c)
+        .expect_err("the barger must be refused by the quarantine, not answered nil");
+    assert_eq!(e.code(), Some("QUARANTINE"), "{e:?}");
+    let r = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("waiter reply");
+    assert_eq!(r.unwrap(), None, "the given-up waiter is answered nil");
+    assert_eq!(info(&mut c, "held"), None, "nobody holds it, nobody waits");
+}
+
 #[test]
 fn unplanned_promotion_quarantines_coordinated_does_not() {
     let quiet = |b: ServerBuilder| b.arg("--shutdown-timeout").arg("0");

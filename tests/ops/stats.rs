@@ -154,6 +154,59 @@ fn lock_events_reach_a_keyspace_subscriber() {
     );
 }
 
+/// An ACQUIRE that finds a lock freed where no handoff ran (DEL, inside a
+/// MULTI so no timer runs first) completes the handoff before its own
+/// outcome: the handoff is counted and published first, then the command's
+/// own refresh (the head's token) or its refusal (another token).
+#[test]
+fn an_acquire_completing_a_handoff_counts_and_publishes_it_first() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut sub = subscribe_key(&s, "res");
+    assert!(acquire(&mut c, "res", "holder", 60_000).is_some());
+    assert_eq!(next_event(&mut sub), "dlock.acquired");
+    let rx = waiter(&s, "res", "head", 10_000);
+    wait_queued(&mut c, 1);
+    let names = ["grants", "handoffs", "refreshes", "contended"];
+    let before: Vec<u64> = names.iter().map(|n| stat(&mut c, n)).collect();
+    let v: Vec<redis::Value> = redis::pipe()
+        .atomic()
+        .cmd("DEL")
+        .arg("res")
+        .cmd("DLOCK.ACQUIRE")
+        .arg("res")
+        .arg("head")
+        .arg(5000)
+        .cmd("DLOCK.ACQUIRE")
+        .arg("res")
+        .arg("other")
+        .arg(5000)
+        .query(&mut c)
+        .unwrap();
+    let fence = rx
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap()
+        .expect("head granted");
+    assert_eq!(
+        v,
+        [
+            redis::Value::Int(1),
+            redis::Value::Int(fence),
+            redis::Value::Nil
+        ],
+        "MULTI replies"
+    );
+    let after: Vec<u64> = names.iter().map(|n| stat(&mut c, n)).collect();
+    let delta: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(
+        delta,
+        [1, 1, 1, 1],
+        "{names:?}: one handoff, its refresh, one refusal"
+    );
+    let got: Vec<String> = (0..2).map(|_| next_event(&mut sub)).collect();
+    assert_eq!(got, ["dlock.handoff", "dlock.acquired"]);
+}
+
 /// Subscribes to `__keyspace@0__:<key>` with lock events (class `d`) on.
 fn subscribe_key(s: &Server, key: &str) -> redis::Connection {
     s.lock_events(key, Duration::from_secs(5))
