@@ -22,16 +22,19 @@ impl FenceClock {
     }
 
     /// A clock restored from a persisted or observed high-water mark.
+    #[inline]
     pub const fn starting_at(last: u64) -> Self {
         FenceClock { last }
     }
 
     /// The highest fence issued or seen: what RDB aux data persists.
+    #[inline]
     pub fn last(&self) -> u64 {
         self.last
     }
 
     /// The fence for a grant to a new owner at `now_us`.
+    #[inline]
     pub fn next(&mut self, now_us: u64) -> Result<u64, crate::Error> {
         #[cfg(feature = "planted-fence-reuse")]
         if self.last > 0 {
@@ -66,6 +69,7 @@ impl FenceClock {
     /// Raise the clock to a fence that exists elsewhere (loaded from RDB or
     /// AOF, received from the master, restored from a DUMP) so that no later
     /// grant here can reuse or undercut it.
+    #[inline]
     pub fn observe(&mut self, fence: u64) {
         self.last = self.last.max(fence.min(MAX_FENCE));
     }

@@ -39,6 +39,7 @@ pub enum Route {
 /// request asks for a plain exclusive hold (a release, an extend and a
 /// timer's visit always do); `plain_queue`: nobody waits, or only plain
 /// requests do (no reader, permit, owner or set).
+#[inline]
 pub fn route(shape: Shape, plain_queue: bool, plain_request: bool) -> Route {
     if plain_request && plain_queue && shape != Shape::Multi {
         Route::Plain
@@ -108,6 +109,7 @@ pub enum Handoff {
 
 /// Decides the handoff of a free plain lock that someone waits for. A
 /// fence is drawn from `clock` only for a grant.
+#[inline]
 pub fn handoff(reads: &impl Reads, clock: &mut FenceClock) -> Result<Handoff, Error> {
     if reads.quarantined_ms() > 0 {
         return Ok(Handoff::Quarantined);
@@ -222,11 +224,13 @@ fn wait_or_refuse(queued: bool, reads: &impl Reads, free: bool) -> Result<Acquir
 
 /// Whether `token` holds the plain lock `lease`: its `RELEASE` frees it,
 /// its `EXTEND` moves its deadline.
+#[inline]
 pub fn held_by(lease: Option<LeaseRef<'_>>, token: &[u8]) -> bool {
     lease.is_some_and(|l| l.is_owned_by(token))
 }
 
 /// Whether a `RELEASE` by `token` frees the plain lock `lease`.
+#[inline]
 pub fn releases(lease: Option<LeaseRef<'_>>, token: &[u8]) -> bool {
     held_by(lease, token) || (cfg!(feature = "planted-release-any") && lease.is_some())
 }
@@ -242,6 +246,7 @@ pub enum Release {
 }
 
 /// Decides a plain `DLOCK.RELEASE` by `token` of `view`'s lease.
+#[inline]
 pub fn release(
     view: &View<'_>,
     token: &[u8],

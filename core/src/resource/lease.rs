@@ -37,19 +37,23 @@ pub struct LeaseRef<'a> {
 }
 
 impl<'a> LeaseRef<'a> {
+    #[inline]
     pub fn new(token: &'a [u8], fence: u64) -> Self {
         LeaseRef { fence, token }
     }
 
+    #[inline]
     pub fn fence(&self) -> u64 {
         self.fence
     }
 
+    #[inline]
     pub fn token(&self) -> &'a [u8] {
         self.token
     }
 
     /// Byte-for-byte: tokens are opaque and binary-safe.
+    #[inline]
     pub fn is_owned_by(&self, token: &[u8]) -> bool {
         self.token == token
     }
