@@ -263,6 +263,71 @@ pub fn release(
     Ok(Release::Freed { handoff })
 }
 
+/// Whether a revocation (a grant whose waiter left) releases `lease`: the
+/// key still holds exactly that grant, the token's under its fence.
+#[inline]
+pub fn revokes(lease: Option<LeaseRef<'_>>, token: &[u8], fence: u64) -> bool {
+    lease.is_some_and(|l| l.is_owned_by(token) && l.fence() == fence)
+}
+
+/// Which path decides a `DLOCK.MACQUIRE`: its common case here (nobody waits
+/// anywhere, exclusive holds), or a step.
+#[inline]
+pub fn set_route(anyone_waiting: bool, exclusive: bool) -> Route {
+    // The planted bug (test-only) takes this path whoever waits.
+    let waiting = anyone_waiting && !cfg!(feature = "planted-set-partial");
+    if waiting || !exclusive {
+        Route::Step
+    } else {
+        Route::Plain
+    }
+}
+
+/// What `DLOCK.MACQUIRE`'s common case does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetPlan {
+    /// Every member, one fresh fence and one deadline.
+    Grant { fence: u64 },
+    /// Every member held by the token under this fence: new deadlines.
+    Retry { fence: u64 },
+    /// A member held by another, and the set may not wait: nil.
+    Busy,
+    /// The general path decides (a step): the members are not all free or
+    /// a plain lock, the set would wait, or the quarantine is running.
+    Step,
+}
+
+/// Decides `DLOCK.MACQUIRE`'s common case on `members` as read in place
+/// (`set_route` said it applies). A fence is drawn from `clock` only for a
+/// grant, after the token was checked.
+pub fn macquire(
+    members: &[Member<'_>],
+    token: &[u8],
+    reads: &impl Reads,
+    clock: &mut FenceClock,
+) -> Result<SetPlan, Error> {
+    Ok(match set(members, token)? {
+        Set::Other => SetPlan::Step,
+        // A queued set is the general path's.
+        Set::Busy if reads.blocks() => SetPlan::Step,
+        // The planted bug (test-only) grants a busy set's free members.
+        Set::Busy if cfg!(feature = "planted-set-partial") && reads.quarantined_ms() == 0 => {
+            SetPlan::Grant {
+                fence: clock.next(reads.now_us())?,
+            }
+        }
+        Set::Busy => SetPlan::Busy,
+        Set::Free if reads.quarantined_ms() > 0 => SetPlan::Step,
+        Set::Free => {
+            reads.new_token()?;
+            SetPlan::Grant {
+                fence: clock.next(reads.now_us())?,
+            }
+        }
+        Set::Retry(fence) => SetPlan::Retry { fence },
+    })
+}
+
 /// A member of `DLOCK.MACQUIRE`'s common case, as read in place.
 #[derive(Debug, Clone, Copy)]
 pub enum Member<'a> {

@@ -43,7 +43,7 @@ pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         .map(|i| argv.raw(i))
         .collect::<Result<Vec<_>, _>>()?;
     revoke::before_command(ctx, names.iter().copied())?;
-    if let Some(reply) = sets_plain::try_acquire(ctx, &names, &req, wait_ms.is_some())? {
+    if let Some(reply) = sets_plain::try_acquire(ctx, &names, &req)? {
         return match reply {
             Some(fence) => ctx.reply_integer(fence as i64),
             None => ctx.reply_null(),

@@ -17,7 +17,7 @@ use crate::server::persistence::effects;
 use crate::server::waiting::blocking::{self, Resource};
 use crate::server::{notify::stats, state};
 use dlock_core::parking::Revoke;
-use dlock_core::plan::plain::Route;
+use dlock_core::plan::plain::{self, Route};
 use dlock_core::plan::{Command, Outcome};
 use dlock_core::Error;
 
@@ -182,12 +182,12 @@ fn revoke_key(
         )?;
         return Ok(outcome != Outcome::Count(0));
     }
-    let held = match key.lease() {
-        Ok(Some(l)) => l.is_owned_by(&rv.token) && l.fence() == rv.fence,
-        Ok(None) | Err(Error::WrongType) => false,
+    let revokes = match key.lease() {
+        Ok(lease) => plain::revokes(lease, &rv.token, rv.fence),
+        Err(Error::WrongType) => false,
         Err(e) => return Err(e),
     };
-    if !held {
+    if !revokes {
         return Ok(false);
     }
     stats::notify(ctx, c"dlock.revoked", name);

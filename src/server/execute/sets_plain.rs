@@ -1,4 +1,5 @@
-//! `DLOCK.MACQUIRE`'s common case, decided without the component machinery:
+//! `DLOCK.MACQUIRE`'s common case, decided by `dlock_core::plan::plain::macquire`
+//! without the component machinery and carried out here:
 //! nobody waits anywhere, the set is exclusive, and every member is free or
 //! a plain lock. Then the rules are those of `DLOCK.ACQUIRE` on each member
 //! at once: all free -> one fence for all; all held by the token under one
@@ -10,7 +11,8 @@
 
 use redis_module::raw;
 
-use crate::server::edge::api::{now_us, Ctx};
+use crate::server::edge::api::Ctx;
+use crate::server::execute::inputs::Inputs;
 use crate::server::keyspace::keys::LockKey;
 use crate::server::keyspace::value::Stored;
 use crate::server::persistence::effects;
@@ -18,51 +20,46 @@ use crate::server::resource::Resource;
 use crate::server::waiting::blocking;
 use crate::server::{notify::stats, quarantine, state};
 use dlock_core::ask::Mode;
-use dlock_core::plan::plain::{self, Set};
+use dlock_core::plan::plain::{self, Reads, Route, SetPlan};
 use dlock_core::request::args::Acquire;
 use dlock_core::resource::lease::LeaseRef;
 use dlock_core::Error;
 
-/// Decides `req` if it is the common case: `Some(reply)` (the fence or
-/// nil), or `None` for `step`. On `Err` nothing changed.
+/// `req` if it is the common case (`dlock_core::plan::plain::set_route`):
+/// opened, decided (`plain::macquire`) and carried out: `Some(reply)` (the
+/// fence or nil), or `None` for `step`. On `Err` nothing changed.
 pub fn try_acquire(
     ctx: Ctx,
     names: &[*mut raw::RedisModuleString],
     req: &Acquire<'_>,
-    blocks: bool,
 ) -> Result<Option<Option<u64>>, Error> {
-    // The planted bug (test-only) takes this path whoever waits.
-    let waiting = blocking::anyone_waiting() && !cfg!(feature = "planted-set-partial");
-    if waiting || req.mode != Mode::Exclusive {
+    let exclusive = req.mode == Mode::Exclusive;
+    if plain::set_route(blocking::anyone_waiting(), exclusive) == Route::Step {
         return Ok(None);
     }
     let mut keys = Vec::with_capacity(names.len());
     for name in names {
         keys.push(LockKey::open_write(ctx, *name)?);
     }
-    let seen = seen(&keys, req.token)?;
-    let now = now_us();
-    match seen {
-        Set::Other => Ok(None),
-        // A queued set is the general path's.
-        Set::Busy if blocks => Ok(None),
-        #[cfg(feature = "planted-set-partial")]
-        Set::Busy if quarantine::ms_left() == 0 => {
-            Ok(Some(Some(grant(ctx, &mut keys, names, req, now)?)))
-        }
-        Set::Busy => {
+    let inputs = Inputs::of(ctx, None, req);
+    let plan = {
+        let members = members(&keys)?;
+        state::with_clock(|clock| plain::macquire(&members, req.token, &inputs, clock))?
+    };
+    let now = inputs.now_us();
+    match plan {
+        SetPlan::Step => Ok(None),
+        SetPlan::Busy => {
             stats::CONTENDED.add();
             Ok(Some(None))
         }
-        Set::Free if quarantine::ms_left() > 0 => Ok(None),
-        Set::Free => {
-            req.check_new_token()?;
-            let fence = grant(ctx, &mut keys, names, req, now)?;
+        SetPlan::Grant { fence } => {
+            grant(ctx, &mut keys, names, req, fence, now)?;
             stats::GRANTS.add();
             notify_acquired(ctx, names);
             Ok(Some(Some(fence)))
         }
-        Set::Retry(fence) => {
+        SetPlan::Retry { fence } => {
             let deadline = now / 1000 + req.ttl_ms;
             quarantine::note_ttl(req.ttl_ms);
             for (key, name) in keys.iter_mut().zip(names) {
@@ -79,15 +76,15 @@ pub fn try_acquire(
     }
 }
 
-/// One fresh fence and one deadline for every member (all free).
+/// `fence` and one deadline for every member (all free).
 fn grant(
     ctx: Ctx,
     keys: &mut [LockKey],
     names: &[*mut raw::RedisModuleString],
     req: &Acquire<'_>,
+    fence: u64,
     now: u64,
-) -> Result<u64, Error> {
-    let fence = state::with_clock(|c| c.next(now))?;
+) -> Result<(), Error> {
     let deadline = now / 1000 + req.ttl_ms;
     quarantine::note_ttl(req.ttl_ms);
     for (key, name) in keys.iter_mut().zip(names) {
@@ -100,12 +97,12 @@ fn grant(
         effects::granted(ctx, *name, req.token, fence, deadline)?;
         key.signal_modified()?;
     }
-    Ok(fence)
+    Ok(())
 }
 
-/// The members as `plain::set` reads them; `WRONGTYPE` for a member of
+/// The members as `plain::macquire` reads them; `WRONGTYPE` for a member of
 /// another type, whatever the others hold.
-fn seen(keys: &[LockKey], token: &[u8]) -> Result<Set, Error> {
+fn members(keys: &[LockKey]) -> Result<Vec<plain::Member<'_>>, Error> {
     let mut members = Vec::with_capacity(keys.len());
     for key in keys {
         members.push(match key.stored()? {
@@ -114,7 +111,7 @@ fn seen(keys: &[LockKey], token: &[u8]) -> Result<Set, Error> {
             None => plain::Member::Plain(None),
         });
     }
-    plain::set(&members, token)
+    Ok(members)
 }
 
 fn notify_acquired(ctx: Ctx, names: &[*mut raw::RedisModuleString]) {

@@ -276,3 +276,52 @@ fn a_set_is_free_a_retry_busy_or_the_general_paths() {
     assert_eq!(set(&[p(None), Member::Multi], b"t"), Ok(Set::Other));
     assert_eq!(set(&[], b"t"), Ok(Set::Other));
 }
+
+#[test]
+fn a_set_of_free_members_is_granted_one_fence_unless_it_must_go_the_long_way() {
+    let free = [Member::Plain(None), Member::Plain(None)];
+    let a = LeaseRef::new(b"t", 4);
+    let held_by_t = [Member::Plain(Some(a)), Member::Plain(Some(a))];
+    let other = [
+        Member::Plain(None),
+        Member::Plain(Some(LeaseRef::new(b"x", 6))),
+    ];
+    let blocks = Fixed {
+        blocks: true,
+        ..SERVER
+    };
+    let quarantined = Fixed {
+        quarantined_ms: 5,
+        ..SERVER
+    };
+    let long = Fixed {
+        token_ok: false,
+        ..SERVER
+    };
+    let decide = |m: &[Member<'_>], server: Fixed| {
+        let mut clock = FenceClock::starting_at(7);
+        macquire(m, b"t", &server, &mut clock)
+    };
+    assert_eq!(decide(&free, SERVER), Ok(SetPlan::Grant { fence: NOW_US }));
+    assert_eq!(decide(&held_by_t, SERVER), Ok(SetPlan::Retry { fence: 4 }));
+    assert_eq!(decide(&other, SERVER), Ok(SetPlan::Busy));
+    assert_eq!(decide(&other, blocks), Ok(SetPlan::Step));
+    assert_eq!(decide(&free, quarantined), Ok(SetPlan::Step));
+    assert_eq!(decide(&[Member::Multi], SERVER), Ok(SetPlan::Step));
+    // Refused before a fence is drawn.
+    let mut clock = FenceClock::starting_at(7);
+    assert!(macquire(&free, b"t", &long, &mut clock).is_err());
+    assert_eq!(clock, FenceClock::starting_at(7));
+    assert_eq!(set_route(false, true), Route::Plain);
+    assert_eq!(set_route(true, true), Route::Step);
+    assert_eq!(set_route(false, false), Route::Step);
+}
+
+#[test]
+fn a_revocation_releases_exactly_the_grant_it_names() {
+    let lease = Some(LeaseRef::new(b"t", 4));
+    assert!(revokes(lease, b"t", 4));
+    assert!(!revokes(lease, b"t", 5));
+    assert!(!revokes(lease, b"u", 4));
+    assert!(!revokes(None, b"t", 4));
+}
