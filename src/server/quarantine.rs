@@ -1,16 +1,10 @@
 //! Restart quarantine in the server: what the last run left behind, the
 //! durability of this run, and the window during which new grants wait.
 //! The rules themselves are in `dlock_core::rules::quarantine`.
-//!
-//! How the previous run ended is kept in a small state file in the data
-//! directory (Redis runs with its working directory there): "running" is
-//! written at load, "clean" by the `Shutdown` event. On Redis 7.0 that event
-//! fires after the final RDB save and AOF flush, so a marker inside the data
-//! could not record a clean end; a crash leaves "running" behind.
-//!
-//! Longer than 400 lines because the quarantine's state, its state file
-//! and its timers change together; split, a restart could read one half
-//! updated and the other not.
+
+mod master_link;
+mod metadata;
+mod state_file;
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -18,14 +12,22 @@ use std::sync::Mutex;
 
 use redis_module::raw;
 
-use crate::server::edge::api::{self, now_us, rm, Ctx};
+use crate::server::edge::api::{now_us, rm, Ctx};
 use crate::server::edge::ffi::guard;
 use crate::server::jobs::{self, Job};
 use crate::server::{state, waiting::blocking};
 use dlock_core::rules::quarantine::{self, Persisted, PreviousRun, Setting, Verdict};
 use dlock_core::Error;
+use master_link::LINK_UP;
+use metadata::{write_meta_now, CARRIED_UNTIL, LOADED_LOSSY};
+use state_file::{previous, write_state, PREVIOUS, STATE_FILE};
 
-const STATE_FILE: &str = "dlock.state";
+pub use master_link::on_master_link;
+pub use metadata::{
+    longest_ttl, lower_longest_ttl, mark_meta_dirty, note_ttl, observe, refresh_durability,
+    take_meta_dirty, this_run_lossy,
+};
+pub use state_file::on_shutdown;
 
 static SETTING: Mutex<Setting> = Mutex::new(Setting::Auto);
 /// Unix ms at which the current quarantine ends; 0 = none; `UNDECIDED`
@@ -39,25 +41,8 @@ const REASON_PROMOTION: u8 = 2;
 /// A quarantine that was running when the data was written (persisted with
 /// it), outlasting what this restart or promotion decided.
 const REASON_RESUMED: u8 = 3;
-/// The end (unix ms, 0 = none) of the quarantine the data carries: read from
-/// this node's RDB aux data or AOF (`DLOCK.META`) while loading, or the
-/// master's running quarantine as its last `DLOCK.META` said. The latest
-/// value wins (a lifted quarantine is written as 0). A replica never runs a
-/// quarantine from it: it is applied when the startup load is judged and
-/// at a promotion (`resume`).
-static CARRIED_UNTIL: AtomicU64 = AtomicU64::new(0);
+
 static UNBOUNDED: AtomicBool = AtomicBool::new(false);
-static PREVIOUS: AtomicU8 = AtomicU8::new(0);
-/// Longest TTL granted here or seen in loaded data and effects.
-static LONGEST_TTL: AtomicU64 = AtomicU64::new(0);
-/// What loaded data says of the run that wrote it: 0 unknown, 1 lossless, 2 lossy.
-static LOADED_LOSSY: AtomicU8 = AtomicU8::new(0);
-static THIS_RUN_LOSSY: AtomicBool = AtomicBool::new(true);
-/// This run's durability and longest TTL still have to reach the AOF and
-/// replicas (set at load, on config changes and when the longest TTL grows).
-static META_DIRTY: AtomicBool = AtomicBool::new(true);
-static LINK_UP: AtomicBool = AtomicBool::new(false);
-static LINK_GENERATION: AtomicU64 = AtomicU64::new(0);
 
 pub fn setting() -> Setting {
     *SETTING.lock().unwrap_or_else(|p| p.into_inner())
@@ -123,68 +108,6 @@ fn server_loading() -> bool {
     (unsafe { flags(std::ptr::null_mut()) } as u32) & loading != 0
 }
 
-/// Records a granted TTL; a new longest one must reach replicas and the AOF.
-pub fn note_ttl(ttl_ms: u64) {
-    if LONGEST_TTL.fetch_max(ttl_ms, Ordering::Relaxed) < ttl_ms {
-        META_DIRTY.store(true, Ordering::Relaxed);
-    }
-}
-
-pub fn longest_ttl() -> u64 {
-    LONGEST_TTL.load(Ordering::Relaxed)
-}
-
-/// `CONFIG SET dlock.longest-ttl`: lowers the longest TTL to `asked`, but
-/// never below what this node's live locks still have (the rule and why it
-/// is safe: `quarantine::lowered_longest_ttl`). A replica refuses: its
-/// longest TTL stands for its master's grants, which it may not have
-/// received yet. While the module loads (a config-file value) there is
-/// nothing to lower: the data brings its own. The lower value reaches an
-/// RDB at its next save and the AOF at its next rewrite; a running
-/// quarantine keeps its end.
-pub fn lower_longest_ttl(asked: u64) -> Result<(), Error> {
-    let ctx = jobs::timer_ctx();
-    if ctx.is_null() || state::lock_type().is_null() {
-        return Ok(());
-    }
-    if state::is_replica() {
-        return Err(Error::BadConfig(
-            "the longest TTL is lowered on a master: a replica's stands for its master's grants",
-        ));
-    }
-    let live = crate::server::keyspace::live_ttl::longest_left_ms(ctx);
-    let to = quarantine::lowered_longest_ttl(longest_ttl(), asked, live);
-    if LONGEST_TTL.swap(to, Ordering::Relaxed) != to {
-        write_meta_now();
-    }
-    Ok(())
-}
-
-pub fn this_run_lossy() -> bool {
-    THIS_RUN_LOSSY.load(Ordering::Relaxed)
-}
-
-/// The metadata must go out again (with the next effect, or sooner).
-pub fn mark_meta_dirty() {
-    META_DIRTY.store(true, Ordering::Relaxed);
-}
-
-pub fn take_meta_dirty() -> bool {
-    META_DIRTY.swap(false, Ordering::Relaxed)
-}
-
-/// Metadata loaded from RDB aux data or the AOF (`lossy` only from disk:
-/// a master's durability says nothing about this node's files), or sent by
-/// the master. `quarantine_until` is the writer's running quarantine's end
-/// (0 = none).
-pub fn observe(longest_ttl: u64, lossy: Option<bool>, quarantine_until: u64) {
-    LONGEST_TTL.fetch_max(longest_ttl, Ordering::Relaxed);
-    if let Some(l) = lossy {
-        LOADED_LOSSY.store(if l { 2 } else { 1 }, Ordering::Relaxed);
-    }
-    CARRIED_UNTIL.store(quarantine_until, Ordering::Relaxed);
-}
-
 /// The end (unix ms) of the quarantine to persist with the data: the one
 /// running here, or the one the data carries (a replica's master's), if
 /// still ahead; 0 for none.
@@ -200,19 +123,6 @@ pub fn persisted_until() -> u64 {
     } else {
         0
     }
-}
-
-/// A quarantine just started (or was lifted): its end must be in the AOF
-/// and at the replicas before anything else is, and without waiting for a
-/// grant (none comes during a quarantine). Written from the deferred jobs,
-/// like the metadata of an AOF rewrite: the events that start a quarantine run
-/// inside commands (`REPLICAOF NO ONE`, `CONFIG SET`) where a propagation
-/// would make the server propagate the command too. Until the job runs
-/// no grant can happen (the quarantine is in force in memory), and a
-/// refresh or extension of a surviving lock sends the dirty metadata first.
-fn write_meta_now() {
-    META_DIRTY.store(true, Ordering::Relaxed);
-    jobs::push(Job::WriteMeta);
 }
 
 /// At module load: remember how the last run ended and mark this one
@@ -235,25 +145,6 @@ pub fn init(ctx: Ctx) -> Result<(), Error> {
 /// `DEBUG RELOAD`) finds the decision made.
 pub fn on_loading_ended(ctx: Ctx) {
     decide(ctx);
-}
-
-fn previous() -> PreviousRun {
-    match PREVIOUS.load(Ordering::Relaxed) {
-        x if x == PreviousRun::Clean as u8 => PreviousRun::Clean,
-        x if x == PreviousRun::Crashed as u8 => PreviousRun::Crashed,
-        x if x == PreviousRun::Unsaved as u8 => PreviousRun::Unsaved,
-        _ => PreviousRun::None,
-    }
-}
-
-fn write_state(what: &str) {
-    if let Err(e) = std::fs::write(STATE_FILE, what) {
-        api::log(
-            std::ptr::null_mut(),
-            c"warning",
-            &format!("dlock: cannot write {STATE_FILE} in the data directory: {e}"),
-        );
-    }
 }
 
 extern "C" fn on_first_tick(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
@@ -369,161 +260,6 @@ fn release_waiters() {
     blocking::resources(None)
         .into_iter()
         .for_each(|res| jobs::push(Job::Settle(res)));
-}
-
-/// Reads this run's durability from the server's own configuration.
-pub fn refresh_durability(ctx: Ctx) {
-    let (Some(aof), Some(fsync), Some(no_fsync)) = (
-        config_get(ctx, c"appendonly"),
-        config_get(ctx, c"appendfsync"),
-        config_get(ctx, c"no-appendfsync-on-rewrite"),
-    ) else {
-        return;
-    };
-    let lossy = !quarantine::lossless(aof == "yes", &fsync, no_fsync == "yes");
-    if THIS_RUN_LOSSY.swap(lossy, Ordering::Relaxed) != lossy {
-        META_DIRTY.store(true, Ordering::Relaxed);
-    }
-}
-
-fn config_get(ctx: Ctx, name: &std::ffi::CStr) -> Option<String> {
-    let (call, elem, text, free) = unsafe {
-        (
-            raw::RedisModule_Call?,
-            raw::RedisModule_CallReplyArrayElement?,
-            raw::RedisModule_CallReplyStringPtr?,
-            raw::RedisModule_FreeCallReply?,
-        )
-    };
-    let reply = unsafe {
-        call(
-            ctx.0,
-            c"CONFIG".as_ptr(),
-            c"cc".as_ptr(),
-            c"GET".as_ptr(),
-            name.as_ptr(),
-        )
-    };
-    if reply.is_null() {
-        return None;
-    }
-    let value = unsafe { elem(reply, 1) };
-    let out = (!value.is_null()).then(|| {
-        let mut len = 0usize;
-        let ptr = unsafe { text(value, &mut len) };
-        if ptr.is_null() {
-            return String::new();
-        }
-        String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
-            .into_owned()
-    });
-    unsafe { free(reply) };
-    out
-}
-
-/// The server is shutting down (after its last save and AOF fsync). Only a
-/// shutdown that persisted every write is clean: with nothing saved (no AOF,
-/// and changes since the last RDB save, as with `save ""` or `SHUTDOWN
-/// NOSAVE`) grants this run acknowledged are lost as in a crash, and their
-/// holders still believe they hold them.
-pub fn on_shutdown() {
-    let [aof, rewriting, unsaved] = api::server_info_numbers(
-        c"persistence",
-        [
-            c"aof_enabled",
-            c"aof_rewrite_in_progress",
-            c"rdb_changes_since_last_save",
-        ],
-    );
-    let persisted = (aof == Some(1) && rewriting == Some(0)) || unsaved == Some(0);
-    write_state(if persisted { "clean" } else { "unsaved" });
-}
-
-/// A promotion with the link up (`REPLICAOF NO ONE`, `CLUSTER FAILOVER`)
-/// also reports the link going down, just before the role change and in the
-/// same call. So a lost link only counts once the event loop has moved on:
-/// at the server's next before-sleep, which comes before it reads any
-/// further command. (A zero-delay module timer is not enough: with other
-/// module timers pending, the server may run them a millisecond later,
-/// after a `REPLICAOF NO ONE` that a fast client sent on seeing the link
-/// down, and the promotion would pass for a coordinated one.)
-pub fn on_master_link(ctx: Ctx, up: bool) {
-    let generation = LINK_GENERATION.fetch_add(1, Ordering::Relaxed) + 1;
-    if up {
-        LINK_UP.store(true, Ordering::Relaxed);
-        return;
-    }
-    LOST_GENERATION.store(generation, Ordering::Relaxed);
-    LOSS_PENDING.store(true, Ordering::Relaxed);
-    if watch_before_sleep(ctx, Some(on_before_sleep)) {
-        return;
-    }
-    // A server without the event-loop event: a zero-delay timer.
-    LOSS_PENDING.store(false, Ordering::Relaxed);
-    if let Some(create) = unsafe { raw::RedisModule_CreateTimer } {
-        let data = generation as usize as *mut c_void;
-        unsafe { create(ctx.0, 0, Some(on_link_lost), data) };
-    }
-}
-
-/// The generation of the last link-down report, and whether it still waits
-/// for a before-sleep.
-static LOST_GENERATION: AtomicU64 = AtomicU64::new(0);
-static LOSS_PENDING: AtomicBool = AtomicBool::new(false);
-
-/// Subscribes `callback` to the server's event-loop event (`None`:
-/// unsubscribes); whether the server has it.
-fn watch_before_sleep(ctx: Ctx, callback: raw::RedisModuleEventCallback) -> bool {
-    let Some(subscribe) = (unsafe { raw::RedisModule_SubscribeToServerEvent }) else {
-        return false;
-    };
-    let event = raw::RedisModuleEvent {
-        id: raw::REDISMODULE_EVENT_EVENTLOOP,
-        dataver: 1,
-    };
-    unsafe { subscribe(ctx.0, event, callback) == api::OK }
-}
-
-extern "C" fn on_before_sleep(
-    ctx: *mut raw::RedisModuleCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    _data: *mut c_void,
-) {
-    guard("master link", (), || {
-        if subevent != raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP
-            || !LOSS_PENDING.swap(false, Ordering::Relaxed)
-        {
-            return;
-        }
-        lost(LOST_GENERATION.load(Ordering::Relaxed));
-        // Every event-loop turn calls us while subscribed. The server is
-        // walking its listeners now, so the unsubscription waits for a
-        // timer.
-        if let Some(create) = unsafe { raw::RedisModule_CreateTimer } {
-            unsafe { create(ctx, 0, Some(on_unwatch), std::ptr::null_mut()) };
-        }
-    })
-}
-
-extern "C" fn on_unwatch(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    guard("master link", (), || {
-        // A newer loss waiting for its before-sleep keeps the subscription.
-        if !LOSS_PENDING.load(Ordering::Relaxed) {
-            watch_before_sleep(Ctx(ctx), None);
-        }
-    })
-}
-
-/// The link loss of `generation` counts, unless the link changed since.
-fn lost(generation: u64) {
-    if LINK_GENERATION.load(Ordering::Relaxed) == generation {
-        LINK_UP.store(false, Ordering::Relaxed);
-    }
-}
-
-extern "C" fn on_link_lost(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
-    guard("master link", (), || lost(data as usize as u64))
 }
 
 /// This replica became a master: an unplanned promotion (the link to the old

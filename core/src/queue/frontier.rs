@@ -26,7 +26,8 @@ use std::hash::Hash;
 
 use crate::resource::holds::Holds;
 
-use super::{owner_hash, Component, Ids, Request, WaitQueue, WaitQueues};
+use super::wait_queue::{owner_hash, Ids, WaitQueue};
+use super::{Component, Request, WaitQueues};
 
 /// Which requests of a component one step decides.
 #[derive(Debug, Clone)]

@@ -5,7 +5,8 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
-use super::{Place, WaitQueue, WaitQueues, Waiter, Wants};
+use super::wait_queue::WaitQueue;
+use super::{Place, WaitQueues, Waiter, Wants};
 
 /// A queued request as the component sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]

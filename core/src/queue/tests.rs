@@ -1,5 +1,6 @@
 //! Unit tests of `queue`.
 use super::*;
+use crate::ask::Mode;
 
 type Q = WaitQueues<&'static str, u32>;
 

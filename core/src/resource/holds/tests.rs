@@ -2,6 +2,10 @@
 //!
 //! Longer than 400 lines because it is a table of cases, one per rule.
 use super::*;
+use crate::ask::Ask;
+use crate::fence::FenceClock;
+use crate::resource::admission::Admission;
+use crate::Error;
 
 const NOW: u64 = 1_000_000;
 

@@ -1,0 +1,170 @@
+//! One resource's queue with its indexes (tokens, give-up times, owners)
+//! and the counts that keep the plain handoff exact.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use super::fifo::Fifo;
+use super::give_ups::GiveUps;
+use super::waiter::Waiter;
+
+/// One resource's queue, indexed so that joining, leaving, timing out and
+/// the plain handoff cost O(log n) in its length.
+#[derive(Debug)]
+pub(super) struct WaitQueue<H> {
+    /// The entries in enqueue order (ids rise with it), found by id.
+    pub(super) entries: Fifo<Waiter<H>>,
+    /// Entries per token, by the token's hash under this map's own random
+    /// keys: a token queued more than once (a client that reconnected and
+    /// retried) is granted once for all of them. Counting hashes rather
+    /// than tokens spares a copy of the token per entry; a hash shared by
+    /// two tokens only makes the grant compare the tokens themselves.
+    pub(super) tokens: HashMap<u64, usize>,
+    /// When the entries whose `WAIT` ends give up.
+    pub(super) giving_up: GiveUps,
+    /// Ids of the entries by a hash of their owner (the token when no
+    /// owner is named): an owner that holds passes the queue, so a step
+    /// decides its requests wherever they wait. A collision only adds
+    /// requests to a step, which decides them as they are.
+    pub(super) by_owner: HashMap<u64, Ids>,
+    /// Entries that are not plain requests: while there are none, the
+    /// plain handoff (head waiter and its token's duplicates) is exact.
+    pub(super) not_plain: usize,
+    /// Entries of set requests: while there are any, the queue is decided
+    /// together with its members' queues (`crate::plan::component`).
+    pub(super) in_sets: usize,
+    /// Earliest deadline (unix ms) a wake-up timer is already armed for.
+    pub(super) timer_at: Option<u64>,
+    /// The wake-up timers armed for this queue and not fired yet: stopped
+    /// when the queue empties, so a long lease whose waiters keep leaving
+    /// does not pile up timers until its deadline.
+    pub(super) timers: Vec<u64>,
+    /// The current lease's deadline as last seen by the module.
+    pub(super) lease_deadline: Option<u64>,
+    /// No grant before this time: the lease was evicted, and its holder still
+    /// believes it holds the lock until its deadline.
+    pub(super) held_until: Option<u64>,
+}
+
+impl<H> WaitQueue<H> {
+    pub(super) fn new() -> Self {
+        WaitQueue {
+            entries: Fifo::default(),
+            tokens: HashMap::new(),
+            giving_up: GiveUps::default(),
+            by_owner: HashMap::new(),
+            not_plain: 0,
+            in_sets: 0,
+            timer_at: None,
+            timers: Vec::new(),
+            lease_deadline: None,
+            held_until: None,
+        }
+    }
+
+    pub(super) fn token_key(&self, token: &[u8]) -> u64 {
+        self.tokens.hasher().hash_one(token)
+    }
+
+    pub(super) fn push_back(&mut self, waiter: Waiter<H>) {
+        let id = waiter.id;
+        let not_plain = !waiter.is_plain();
+        let in_set = waiter.in_set;
+        let key = self.token_key(&waiter.token);
+        let gives_up_at = waiter.gives_up_at;
+        let owner = owner_hash(waiter.ask().owner());
+        // Ids are never reused, so this is never refused; if it were, the
+        // counts below would stay as they are.
+        if self.entries.push_back(id, waiter).is_err() {
+            return;
+        }
+        self.not_plain += usize::from(not_plain);
+        self.in_sets += usize::from(in_set);
+        *self.tokens.entry(key).or_insert(0) += 1;
+        if let Some(at) = gives_up_at {
+            self.giving_up.insert(at, id);
+        }
+        match self.by_owner.entry(owner) {
+            Entry::Occupied(mut ids) => ids.get_mut().push(id),
+            Entry::Vacant(v) => {
+                v.insert(Ids::One(id));
+            }
+        }
+    }
+
+    /// Takes entry `id` out, keeping the counts and indexes right.
+    pub(super) fn remove(&mut self, id: u64) -> Option<Waiter<H>> {
+        let waiter = self.entries.remove(id)?;
+        self.not_plain -= usize::from(!waiter.is_plain());
+        self.in_sets -= usize::from(waiter.in_set);
+        if let Entry::Occupied(mut n) = self.tokens.entry(self.token_key(&waiter.token)) {
+            *n.get_mut() -= 1;
+            if *n.get() == 0 {
+                n.remove();
+            }
+        }
+        if waiter.gives_up_at.is_some() {
+            let entries = &self.entries;
+            self.giving_up.remove(
+                |id| entries.contains(id),
+                || {
+                    entries
+                        .values_unordered()
+                        .filter_map(|w| Some((w.gives_up_at?, w.id)))
+                },
+            );
+        }
+        if let Entry::Occupied(mut ids) = self.by_owner.entry(owner_hash(waiter.ask().owner())) {
+            if ids.get_mut().remove(id) {
+                ids.remove();
+            }
+        }
+        Some(waiter)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// The ids of one owner's entries in a queue, in enqueue order: nearly
+/// always one, held inline so that joining a queue allocates nothing here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Ids {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Ids {
+    pub(super) fn push(&mut self, id: u64) {
+        match self {
+            Ids::One(first) => *self = Ids::Many(vec![*first, id]),
+            Ids::Many(ids) => ids.push(id),
+        }
+    }
+
+    /// Takes `id` out; whether none is left.
+    pub(super) fn remove(&mut self, id: u64) -> bool {
+        match self {
+            Ids::One(only) => *only == id,
+            Ids::Many(ids) => {
+                ids.retain(|i| *i != id);
+                ids.is_empty()
+            }
+        }
+    }
+
+    pub(super) fn as_slice(&self) -> &[u64] {
+        match self {
+            Ids::One(id) => std::slice::from_ref(id),
+            Ids::Many(ids) => ids,
+        }
+    }
+}
+
+/// The key of `WaitQueue::by_owner`.
+pub(super) fn owner_hash(owner: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(owner)
+}
