@@ -30,6 +30,15 @@ fn expect_tryagain(rx: &mpsc::Receiver<redis::RedisResult<Value>>) {
 /// A waiter on `url`: `DLOCK.ACQUIRE res waiter 30000 WAIT 10000` on its own
 /// connection and thread; its reply comes over the channel.
 fn spawn_waiter(url: String, res: &str) -> mpsc::Receiver<redis::RedisResult<Value>> {
+    spawn_waiter_with(url, res, &[])
+}
+
+/// `spawn_waiter` with `options` (`SHARED`, ...) before its `WAIT`.
+fn spawn_waiter_with(
+    url: String,
+    res: &str,
+    options: &'static [&'static str],
+) -> mpsc::Receiver<redis::RedisResult<Value>> {
     let (tx, rx) = mpsc::channel();
     let res = res.to_string();
     std::thread::spawn(move || {
@@ -38,6 +47,7 @@ fn spawn_waiter(url: String, res: &str) -> mpsc::Receiver<redis::RedisResult<Val
             .arg(&res)
             .arg("waiter")
             .arg(30_000)
+            .arg(options)
             .arg("WAIT")
             .arg(10_000)
             .query(&mut c);
@@ -302,40 +312,7 @@ fn migration_with_a_queued_waiter_is_not_a_release() {
 /// leaving. The waiter gets TRYAGAIN and retries where the slot goes.
 #[test]
 fn release_on_a_migrating_slot_hands_over_nothing() {
-    let cl = Cluster::start(3, 0);
-    let res = "{m}:res";
-    let slot = cl.key_slot(res);
-    let src = cl.node_for_slot(slot);
-    let dst = *cl.masters().iter().find(|&&m| m != src).unwrap();
-    let mut sc = cl.node(src).conn();
-    grant(&mut sc, res, "holder", 60_000);
-    let rx = spawn_waiter(cl.node(src).url(), res);
-    wait_until(Duration::from_secs(10), "the waiter to queue", || {
-        info(&mut sc, res).is_some_and(|i| i.waiters == 1)
-    });
-    setslot(&mut cl.node(dst).conn(), slot, "IMPORTING", cl.id(src));
-    setslot(&mut sc, slot, "MIGRATING", cl.id(dst));
-    let grants = info_field(&mut sc, "dlock", "dlock_grants");
-
-    assert_eq!(release(&mut sc, res, "holder"), 1);
-    expect_tryagain(&rx);
-    assert_eq!(
-        info_field(&mut sc, "dlock", "dlock_grants"),
-        grants,
-        "no grant on a migrating slot"
-    );
-    let n: i64 = redis::cmd("CLUSTER")
-        .arg("COUNTKEYSINSLOT")
-        .arg(slot)
-        .query(&mut sc)
-        .unwrap();
-    assert_eq!(
-        n, 0,
-        "the lock is released, and nothing granted in its place"
-    );
-    for i in [src, dst] {
-        setslot(&mut cl.node(i).conn(), slot, "STABLE", "");
-    }
+    release_on_a_migrating_slot("{m}:res", &[]);
 }
 
 /// e. As d, with a SHARED waiter: its queue is not a plain one, so a step
@@ -344,27 +321,20 @@ fn release_on_a_migrating_slot_hands_over_nothing() {
 /// is leaving.
 #[test]
 fn release_on_a_migrating_slot_grants_no_shared_waiter() {
+    release_on_a_migrating_slot("{s}:res", &["SHARED"]);
+}
+
+/// A holder releases `res` while a waiter (its ACQUIRE with `options`)
+/// queues and the slot migrates: released, nothing granted, the waiter
+/// sent away.
+fn release_on_a_migrating_slot(res: &str, options: &'static [&'static str]) {
     let cl = Cluster::start(3, 0);
-    let res = "{s}:res";
     let slot = cl.key_slot(res);
     let src = cl.node_for_slot(slot);
     let dst = *cl.masters().iter().find(|&&m| m != src).unwrap();
     let mut sc = cl.node(src).conn();
     grant(&mut sc, res, "holder", 60_000);
-    let (tx, rx) = mpsc::channel();
-    let url = cl.node(src).url();
-    std::thread::spawn(move || {
-        let mut c = connect_within(&url, Duration::from_secs(15)).expect("waiter connection");
-        let r = redis::cmd("DLOCK.ACQUIRE")
-            .arg(res)
-            .arg("reader")
-            .arg(30_000)
-            .arg("SHARED")
-            .arg("WAIT")
-            .arg(10_000)
-            .query(&mut c);
-        let _ = tx.send(r);
-    });
+    let rx = spawn_waiter_with(cl.node(src).url(), res, options);
     wait_until(Duration::from_secs(10), "the waiter to queue", || {
         blocked_clients(&mut sc) == 1
     });

@@ -76,18 +76,9 @@ pub trait Reads {
 pub struct View<'a> {
     /// The lease, read in place (`None`: free).
     pub lease: Option<LeaseRef<'a>>,
-    /// The head of its queue (`None`: nobody waits).
-    pub queue: Option<Head<'a>>,
-}
-
-/// The head of a plain queue.
-#[derive(Debug, Clone, Copy)]
-pub struct Head<'a> {
-    /// The head waiter's token: a handoff grants it (and every entry of
-    /// the same token).
-    pub token: &'a [u8],
-    /// Whether a waiter with another token stands behind it.
-    pub others: bool,
+    /// The token of its queue's head (`None`: nobody waits): a handoff
+    /// grants it (and every entry of the same token).
+    pub head: Option<&'a [u8]>,
 }
 
 /// Whether a free plain lock with waiters goes to its head waiter now.
@@ -158,7 +149,7 @@ pub fn acquire(
     reads: &impl Reads,
     clock: &mut FenceClock,
 ) -> Result<AcquirePlan, Error> {
-    let (lease, queued, handoff) = match (view.lease, view.queue) {
+    let (lease, queued, handoff) = match (view.lease, view.head) {
         (None, Some(head)) => {
             // This request would queue behind the head: refused before a
             // handoff draws a fence if it may not.
@@ -167,14 +158,16 @@ pub fn acquire(
             }
             match handoff(reads, clock)? {
                 h @ Handoff::Grant { fence } => {
-                    (Some(LeaseRef::new(head.token, fence)), head.others, Some(h))
+                    // Held now: whoever still waits no longer matters to
+                    // the newcomer, only the lease does.
+                    (Some(LeaseRef::new(head, fence)), false, Some(h))
                 }
                 // Every waiter is sent away.
                 h @ Handoff::SlotMoved => (None, false, Some(h)),
                 h => (None, true, Some(h)),
             }
         }
-        (lease, queue) => (lease, queue.is_some(), None),
+        (lease, head) => (lease, head.is_some(), None),
     };
     let outcome = acquire_after(lease, queued, ask, reads, clock)?;
     Ok(AcquirePlan { handoff, outcome })
@@ -256,7 +249,7 @@ pub fn release(
     if !releases(view.lease, token) {
         return Ok(Release::NotHeld);
     }
-    let handoff = match view.queue {
+    let handoff = match view.head {
         Some(_) => Some(handoff(reads, clock)?),
         None => None,
     };

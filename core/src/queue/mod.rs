@@ -221,27 +221,15 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         std::mem::take(&mut self.emptied)
     }
 
-    /// The head waiter's token (the one `pop_grantee` takes), and whether a
-    /// waiter with another token stands behind it: what a plain lock's
-    /// handoff leaves for a request that comes in the same turn.
-    pub fn head(&self, resource: &K) -> Option<(&[u8], bool)> {
+    /// The head waiter's token: the one `pop_grantee` takes.
+    pub fn head(&self, resource: &K) -> Option<&[u8]> {
         let queue = self.queues.get(resource)?;
         let head = if cfg!(feature = "planted-fifo-newest") {
             queue.entries.last()?
         } else {
             queue.entries.first()?
         };
-        let same_hash = queue
-            .tokens
-            .get(&queue.token_key(&head.token))
-            .copied()
-            .unwrap_or(1);
-        // Fewer entries under the head token's hash than in the queue: some
-        // other token waits. Otherwise (the head alone, or its token queued
-        // again: rare) the tokens themselves say.
-        let others = same_hash < queue.entries.len()
-            || queue.entries.values().any(|w| w.token != head.token);
-        Some((&head.token, others))
+        Some(&head.token)
     }
 
     /// Takes the head waiter and every entry sharing its token.

@@ -154,19 +154,19 @@ fn queues_know_whether_they_hold_only_plain_requests() {
 }
 
 #[test]
-fn the_head_is_the_one_a_handoff_grants_and_says_who_stands_behind() {
+fn the_head_is_the_one_a_handoff_grants() {
     let mut q = Q::default();
     assert_eq!(q.head(&"r"), None);
     q.push("r", b"a", Wants::default(), 10, None, 1);
-    assert_eq!(q.head(&"r"), Some((&b"a"[..], false)));
+    assert_eq!(q.head(&"r"), Some(&b"a"[..]));
     // The same token queued again is granted with the head: nobody else.
     q.push("r", b"a", Wants::default(), 10, None, 2);
-    assert_eq!(q.head(&"r"), Some((&b"a"[..], false)));
+    assert_eq!(q.head(&"r"), Some(&b"a"[..]));
     q.push("r", b"b", Wants::default(), 10, None, 3);
-    assert_eq!(q.head(&"r"), Some((&b"a"[..], true)));
+    assert_eq!(q.head(&"r"), Some(&b"a"[..]));
     let granted = q.pop_grantee(&"r").map(|g| g.token);
     assert_eq!(granted.as_deref(), Some(&b"a"[..]));
-    assert_eq!(q.head(&"r"), Some((&b"b"[..], false)));
+    assert_eq!(q.head(&"r"), Some(&b"b"[..]));
 }
 
 #[test]

@@ -13,7 +13,7 @@ use crate::server::keyspace::value::Stored;
 use crate::server::persistence::effects;
 use crate::server::waiting::blocking::{self, Resource};
 use crate::server::{notify::stats, quarantine, state};
-use dlock_core::plan::plain::{self, Acquire, Head, Reads, Release, Route, View};
+use dlock_core::plan::plain::{self, Acquire, Reads, Release, Route, View};
 use dlock_core::queue::Wants;
 use dlock_core::resource::lease::LeaseRef;
 use dlock_core::{request::args, Error};
@@ -49,10 +49,7 @@ pub fn acquire(
         };
         let view = View {
             lease,
-            queue: head.as_ref().map(|(token, others)| Head {
-                token,
-                others: *others,
-            }),
+            head: head.as_deref(),
         };
         state::with_clock(|clock| plain::acquire(&view, &req.ask(), &inputs, clock))?
     };
@@ -141,10 +138,7 @@ pub fn release(
         };
         let view = View {
             lease,
-            queue: head.as_ref().map(|(token, others)| Head {
-                token,
-                others: *others,
-            }),
+            head: head.as_deref(),
         };
         let inputs = Inputs::serving(ctx, res.as_ref());
         state::with_clock(|clock| plain::release(&view, token, &inputs, clock))?

@@ -59,15 +59,12 @@ fn ask(token: &'static str) -> Ask<'static> {
     }
 }
 
-fn view(lease: Option<LeaseRef<'static>>, queue: Option<Head<'static>>) -> View<'static> {
-    View { lease, queue }
+fn view(lease: Option<LeaseRef<'static>>, head: Option<&'static [u8]>) -> View<'static> {
+    View { lease, head }
 }
 
-fn head(token: &'static str, others: bool) -> Option<Head<'static>> {
-    Some(Head {
-        token: token.as_bytes(),
-        others,
-    })
+fn head(token: &'static str) -> Option<&'static [u8]> {
+    Some(token.as_bytes())
 }
 
 fn plan(v: View<'_>, token: &'static str, server: Fixed) -> Result<AcquirePlan, Error> {
@@ -121,7 +118,7 @@ fn a_free_lock_goes_to_its_head_waiter_before_the_newcomer() {
     };
     let handoff = Some(Handoff::Grant { fence: NOW_US });
     // The newcomer finds the head's lease: busy, or a wait behind it.
-    let p = plan(view(None, head("h", false)), "n", SERVER);
+    let p = plan(view(None, head("h")), "n", SERVER);
     assert_eq!(
         p,
         Ok(AcquirePlan {
@@ -129,7 +126,7 @@ fn a_free_lock_goes_to_its_head_waiter_before_the_newcomer() {
             outcome: Acquire::Busy
         })
     );
-    let p = plan(view(None, head("h", true)), "n", blocks);
+    let p = plan(view(None, head("h")), "n", blocks);
     assert_eq!(
         p,
         Ok(AcquirePlan {
@@ -138,7 +135,7 @@ fn a_free_lock_goes_to_its_head_waiter_before_the_newcomer() {
         })
     );
     // The head's own token, asking again, refreshes what it was handed.
-    let p = plan(view(None, head("h", true)), "h", SERVER);
+    let p = plan(view(None, head("h")), "h", SERVER);
     let refresh = Acquire::Refresh { fence: NOW_US };
     assert_eq!(
         p,
@@ -163,7 +160,7 @@ fn a_handoff_that_may_not_happen_keeps_the_newcomer_out() {
         owns_slot: false,
         ..SERVER
     };
-    let queued = view(None, head("h", false));
+    let queued = view(None, head("h"));
     let p = plan(queued, "n", quarantined);
     let busy = Acquire::Busy;
     assert_eq!(
@@ -212,10 +209,7 @@ fn a_free_lock_quarantined_is_not_granted() {
     assert_eq!(outcome(free, "a", q), Err(Error::Quarantine { ms_left: 5 }));
     assert_eq!(outcome(free, "a", q_blocks), Ok(Acquire::Wait));
     // Behind waiters the answer is nil, not the quarantine.
-    assert_eq!(
-        outcome(view(None, head("h", false)), "a", q),
-        Ok(Acquire::Busy)
-    );
+    assert_eq!(outcome(view(None, head("h")), "a", q), Ok(Acquire::Busy));
 }
 
 #[test]
@@ -238,7 +232,7 @@ fn a_long_token_may_refresh_but_not_hold_anew_or_wait() {
     assert!(outcome(view(None, None), "b", long).is_err());
     // Refused before the handoff draws its fence: nothing is to be done.
     let mut clock = FenceClock::starting_at(7);
-    let queued = view(None, head("h", false));
+    let queued = view(None, head("h"));
     assert!(acquire(&queued, &ask("n"), &long_blocks, &mut clock).is_err());
     assert_eq!(clock, FenceClock::starting_at(7));
 }
@@ -255,7 +249,7 @@ fn a_release_frees_the_holders_lock_and_hands_it_to_the_queue() {
         release(&held, b"a", &SERVER, &mut clock),
         Ok(Release::Freed { handoff: None })
     );
-    let queued = view(Some(LeaseRef::new(b"a", 9)), head("h", false));
+    let queued = view(Some(LeaseRef::new(b"a", 9)), head("h"));
     let handoff = Some(Handoff::Grant { fence: NOW_US });
     assert_eq!(
         release(&queued, b"a", &SERVER, &mut clock),

@@ -10,18 +10,17 @@ use crate::server::jobs;
 use crate::server::resource::Resource;
 use dlock_core::Error;
 
-/// The head of the plain queue of `res` (its token, and whether another
-/// token waits behind it), once the waiters whose `WAIT` ran out have left
+/// The token of the head of the plain queue of `res`, once the waiters whose `WAIT` ran out have left
 /// (their timeout is due whatever the caller does): the head a handoff now
 /// grants. `None`: nobody waits.
-pub fn plain_head(res: &Resource) -> Option<(Box<[u8]>, bool)> {
+pub fn plain_head(res: &Resource) -> Option<Box<[u8]>> {
     if waiters_on(res) == 0 {
         return None;
     }
     time_out_given_up(res);
     let parking = parking();
-    let (token, others) = parking.queues().head(res)?;
-    Some((token.into(), others))
+    let token = parking.queues().head(res)?;
+    Some(token.into())
 }
 
 /// Grants `res` to its head waiter (and every queued entry with the same
