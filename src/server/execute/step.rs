@@ -350,5 +350,6 @@ fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> Ask<'a> {
         mode: wants.mode,
         limit: wants.limit,
         ttl_ms,
+        session: wants.session.as_deref(),
     }
 }
