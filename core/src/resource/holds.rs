@@ -252,8 +252,7 @@ impl Holds {
         let session = hold.session.map(Bytes::from);
         self.insert_at(
             token,
-            owner,
-            session,
+            (owner, session),
             hold.fence,
             hold.mode,
             hold.deadline_ms,
@@ -265,8 +264,7 @@ impl Holds {
     fn insert_at(
         &mut self,
         token: Bytes,
-        owner: Option<Bytes>,
-        session: Option<Bytes>,
+        (owner, session): (Option<Bytes>, Option<Bytes>),
         fence: u64,
         mode: Mode,
         deadline_ms: u64,
@@ -370,8 +368,7 @@ impl Holds {
         let session = hold.session.map(Bytes::from);
         self.insert_at(
             token,
-            owner,
-            session,
+            (owner, session),
             hold.fence,
             hold.mode,
             hold.deadline_ms,

@@ -482,12 +482,11 @@ impl Sessions {
         };
         let mut out = Vec::new();
         let mut last = None;
-        let mut seen = 0;
-        for id in self.ids.range::<Id, _>((start, std::ops::Bound::Unbounded)) {
+        let ids = self.ids.range::<Id, _>((start, std::ops::Bound::Unbounded));
+        for (seen, id) in ids.enumerate() {
             if out.len() >= count || seen >= examine {
                 return (out, last);
             }
-            seen += 1;
             last = Some(id.clone());
             if self.live.contains_key(id) && matches(id) {
                 out.push(id.clone());

@@ -113,8 +113,7 @@ impl Holds {
         let session = ask.session.map(Bytes::from);
         self.insert_at(
             token,
-            owner,
-            session,
+            (owner, session),
             fence,
             ask.mode,
             deadline_ms,

@@ -36,8 +36,7 @@ impl Holds {
         let mut h = Holds::new(1);
         h.insert_at(
             Bytes::from(lease.token()),
-            None,
-            None,
+            (None, None),
             lease.fence(),
             Mode::Exclusive,
             deadline_ms.unwrap_or(NEVER),
