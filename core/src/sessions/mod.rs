@@ -377,6 +377,11 @@ impl Sessions {
         self.by_deadline.first().map(|(d, _)| *d)
     }
 
+    /// Whether a live session is bound to connection `client`.
+    pub fn has_client(&self, client: u64) -> bool {
+        self.by_client.contains_key(&client)
+    }
+
     /// The sessions bound to a connection that closed.
     pub fn bound_to(&self, client: u64) -> Vec<Id> {
         self.by_client
@@ -396,6 +401,41 @@ impl Sessions {
     pub fn unbind(&mut self, id: &[u8], place: &Place) {
         if let Some(s) = self.live.get_mut(id) {
             s.holds.remove(place);
+        }
+    }
+
+    /// Every bound hold of `db` (all databases: `None`) is gone (a flush).
+    pub fn unbind_db(&mut self, db: Option<i32>) {
+        let gone = |p: &Place| db.is_none_or(|d| p.db == d);
+        for s in self.live.values_mut() {
+            let places: Vec<Place> = s.holds.seq_of.keys().filter(|p| gone(p)).cloned().collect();
+            for p in &places {
+                s.holds.remove(p);
+            }
+        }
+        for e in self.ending.values_mut() {
+            e.places.retain(|p| !gone(p));
+        }
+    }
+
+    /// Databases `a` and `b` swapped (`SWAPDB`): the places follow.
+    pub fn swap_dbs(&mut self, a: i32, b: i32) {
+        let swap = |p: &mut Place| {
+            if p.db == a {
+                p.db = b;
+            } else if p.db == b {
+                p.db = a;
+            }
+        };
+        for s in self.live.values_mut() {
+            let old = std::mem::take(&mut s.holds);
+            for mut p in old.by_seq.into_values() {
+                swap(&mut p);
+                s.holds.insert(p);
+            }
+        }
+        for e in self.ending.values_mut() {
+            e.places.iter_mut().for_each(swap);
         }
     }
 

@@ -298,6 +298,10 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
             arg(c"limit", Kind::Integer),
             arg(c"deadline_ms", Kind::UnixTime),
             arg(c"last_fence", Kind::Integer),
+            Arg {
+                optional: true,
+                ..arg(c"session", Kind::String)
+            },
         ],
     },
     Doc {
@@ -361,7 +365,7 @@ pub fn describe(ctx: Ctx) -> Result<(), Error> {
         );
         return Ok(());
     };
-    for doc in &DOCS {
+    for doc in DOCS.iter().chain(&sessions::DOCS) {
         let name = doc.name.to_string_lossy();
         // SAFETY: a valid context during OnLoad and a NUL-terminated name.
         let command = unsafe { get(ctx.0, doc.name.as_ptr()) };
@@ -496,3 +500,5 @@ fn numbered_spec(flags: u32) -> raw::RedisModuleCommandKeySpec {
     };
     spec
 }
+
+mod sessions;

@@ -12,13 +12,13 @@ use std::ffi::c_void;
 
 use redis_module::raw;
 
-use crate::server::edge::api::{rm, Ctx};
+use crate::server::edge::api::{now_us, rm, Ctx};
 use crate::server::edge::ffi::guard;
 use crate::server::jobs::{self, Job};
 use crate::server::waiting::blocking;
 use crate::server::{
     execute::revoke, keyspace::hold_guards, keyspace::restored, notify::watchers,
-    persistence::data_type, quarantine, state,
+    persistence::data_type, quarantine, sessions, state,
 };
 use dlock_core::Error;
 
@@ -34,6 +34,7 @@ pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
         raw::REDISMODULE_EVENT_LOADING,
         raw::REDISMODULE_EVENT_FORK_CHILD,
         raw::REDISMODULE_EVENT_CRON_LOOP,
+        raw::REDISMODULE_EVENT_CLIENT_CHANGE,
     ] {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         if unsafe { subscribe(ctx.0, event, Some(on_event)) } != crate::server::edge::api::OK {
@@ -62,6 +63,7 @@ extern "C" fn on_event(
             };
             let db = (info.dbnum >= 0).then_some(info.dbnum);
             hold_guards::after_flush(db);
+            sessions::flushed(db);
             watchers::changed_db(db);
             for res in blocking::resources(db) {
                 jobs::push(Job::Settle(res));
@@ -73,6 +75,7 @@ extern "C" fn on_event(
             };
             restored::after_swap(info.dbnum_first, info.dbnum_second);
             hold_guards::after_swap(info.dbnum_first, info.dbnum_second);
+            sessions::swapped(info.dbnum_first, info.dbnum_second);
             revoke::after_swap(info.dbnum_first, info.dbnum_second);
             for db in [info.dbnum_first, info.dbnum_second] {
                 watchers::changed_db(Some(db));
@@ -83,7 +86,23 @@ extern "C" fn on_event(
         }
         raw::REDISMODULE_EVENT_SHUTDOWN => quarantine::on_shutdown(),
         raw::REDISMODULE_EVENT_LOADING if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
-            quarantine::on_loading_ended(Ctx(ctx))
+            quarantine::on_loading_ended(Ctx(ctx));
+            sessions::arm_expiry(now_us() / 1000);
+            sessions::arm_ending();
+        }
+        // What is loaded (an RDB's aux data, an AOF's effects, a master's
+        // data) replaces the sessions.
+        raw::REDISMODULE_EVENT_LOADING => sessions::clear(),
+        raw::REDISMODULE_EVENT_CLIENT_CHANGE
+            if subevent == raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED =>
+        {
+            let Some(info) = (unsafe { data.cast::<raw::RedisModuleClientInfo>().as_ref() }) else {
+                return;
+            };
+            if sessions::any() && sessions::with(|s| s.has_client(info.id)) {
+                // Inside CLIENT KILL or a closing connection: ended by a job.
+                jobs::push(Job::ClientGone(info.id));
+            }
         }
         raw::REDISMODULE_EVENT_FORK_CHILD
             if subevent == raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN =>
@@ -106,6 +125,8 @@ extern "C" fn on_event(
             state::set_replica(!now_master);
             if now_master {
                 quarantine::on_promotion(Ctx(ctx));
+                sessions::arm_expiry(now_us() / 1000);
+                sessions::arm_ending();
             }
         }
         _ => {}

@@ -9,5 +9,6 @@ pub mod hold_work;
 pub mod inputs;
 pub mod plain;
 pub mod revoke;
+pub mod sessions;
 pub mod sets_plain;
 pub mod step;
