@@ -7,13 +7,16 @@
 //! Commands and callbacks run on the main thread; the mutex is for the
 //! fork a `BGSAVE` writes from, which reads its own copy.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use crate::server::jobs::{self, Job};
 use dlock_core::resource::holds::Holds;
 use dlock_core::sessions::{Fate, Place, Sessions};
+
+/// A bound hold as the hooks name it: its token and its session.
+pub type Binding = (Box<[u8]>, Box<[u8]>);
 
 static REGISTRY: Mutex<Option<Sessions>> = Mutex::new(None);
 
@@ -22,7 +25,10 @@ static REGISTRY: Mutex<Option<Sessions>> = Mutex::new(None);
 static ANY: AtomicBool = AtomicBool::new(false);
 
 /// The waiters (their request ids) of each live session.
-static WAITS: Mutex<Option<std::collections::HashMap<Box<[u8]>, HashSet<u64>>>> = Mutex::new(None);
+/// Request ids by session.
+type Waits = HashMap<Box<[u8]>, HashSet<u64>>;
+
+static WAITS: Mutex<Option<Waits>> = Mutex::new(None);
 
 pub fn with<R>(f: impl FnOnce(&mut Sessions) -> R) -> R {
     let mut guard = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
@@ -60,12 +66,7 @@ pub fn require_live(id: Option<&[u8]>, now_ms: u64) -> Result<(), dlock_core::Er
 
 /// Holds bound (`added`) and unbound or gone (`removed`) on `key` in `db`:
 /// (token, session).
-pub fn note_holds(
-    db: i32,
-    key: &[u8],
-    added: &[(Box<[u8]>, Box<[u8]>)],
-    removed: &[(Box<[u8]>, Box<[u8]>)],
-) {
+pub fn note_holds(db: i32, key: &[u8], added: &[Binding], removed: &[Binding]) {
     if added.is_empty() && removed.is_empty() {
         return;
     }
@@ -84,7 +85,7 @@ pub fn value_gone(db: i32, key: &[u8], holds: &Holds) {
     if !any() {
         return;
     }
-    let bound: Vec<(Box<[u8]>, Box<[u8]>)> = holds
+    let bound: Vec<Binding> = holds
         .bound()
         .map(|(t, s)| (Box::from(t), Box::from(s)))
         .collect();
@@ -113,7 +114,7 @@ fn place(db: i32, key: &[u8], token: &[u8]) -> Place {
     }
 }
 
-fn waits<R>(f: impl FnOnce(&mut std::collections::HashMap<Box<[u8]>, HashSet<u64>>) -> R) -> R {
+fn waits<R>(f: impl FnOnce(&mut Waits) -> R) -> R {
     let mut guard = WAITS.lock().unwrap_or_else(|p| p.into_inner());
     f(guard.get_or_insert_with(Default::default))
 }
@@ -151,7 +152,7 @@ pub fn waits_of(session: &[u8], still_queued: impl Fn(u64) -> bool) -> usize {
 /// Forgets every session (a full resync or load replaces them).
 pub fn clear() {
     with(Sessions::clear);
-    waits(std::collections::HashMap::clear);
+    waits(HashMap::clear);
 }
 
 /// The expiry job is queued for the earliest session deadline.

@@ -14,8 +14,8 @@ use crate::server::execute::plain::{self, Routed};
 use crate::server::execute::revoke;
 use crate::server::execute::step;
 use crate::server::keyspace::keys::LockKey;
-use crate::server::{sessions, state};
 use crate::server::waiting::blocking::{self, Resource};
+use crate::server::{sessions, state};
 use dlock_core::plan::{Command, Outcome};
 use dlock_core::{request::args, Error};
 

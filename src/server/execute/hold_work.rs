@@ -6,8 +6,9 @@ use redis_module::raw;
 
 use crate::server::edge::api::{self, now_us, Ctx};
 use crate::server::keyspace::keys::LockKey;
+use crate::server::quarantine;
+use crate::server::sessions::{self, Binding};
 use crate::server::{keyspace::hold_guards, persistence::hold_effects};
-use crate::server::{quarantine, sessions};
 use dlock_core::resource::changes::Change;
 use dlock_core::resource::holds::{Hold, Holds};
 use dlock_core::sessions::Fate;
@@ -40,8 +41,8 @@ pub struct Work {
     /// Holds bound to a session (token, session) by this work, and bound
     /// holds it dropped or unbound: the registry learns them once the work
     /// is written back.
-    bound: Vec<(Box<[u8]>, Box<[u8]>)>,
-    unbound: Vec<(Box<[u8]>, Box<[u8]>)>,
+    bound: Vec<Binding>,
+    unbound: Vec<Binding>,
 }
 
 /// What undoes one change.
@@ -129,13 +130,13 @@ impl Work {
             return;
         }
         let now_ms = self.now_ms();
-        let fates: Vec<(Box<[u8]>, Box<[u8]>, Fate)> = self
+        let fates: Vec<(Binding, Fate)> = self
             .holds
             .bound()
-            .map(|(t, s)| (Box::from(t), Box::from(s), sessions::fate(s, now_ms)))
-            .filter(|(_, _, f)| *f != Fate::Live)
+            .map(|(t, s)| ((Box::from(t), Box::from(s)), sessions::fate(s, now_ms)))
+            .filter(|(_, f)| *f != Fate::Live)
             .collect();
-        for (token, session, fate) in fates {
+        for ((token, session), fate) in fates {
             let Some((hold, seq)) = self.holds.take(&token) else {
                 continue;
             };

@@ -143,7 +143,11 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
             crate::server::jobs::queued() as u64,
         );
         let (live, bound, ending) = crate::server::sessions::with(|s| {
-            (s.len() as u64, s.holds_bound() as u64, s.holds_ending() as u64)
+            (
+                s.len() as u64,
+                s.holds_bound() as u64,
+                s.holds_ending() as u64,
+            )
         });
         add_u(ictx, c"sessions".as_ptr(), live);
         for (name, counter) in [

@@ -12,6 +12,7 @@
 //! Whether a session is bound to a connection stays on the master.
 
 use std::ffi::{c_char, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::raw;
 
@@ -123,19 +124,29 @@ pub fn apply_end(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     ctx.reply_ok()
 }
 
-/// What an AOF rewrite writes for the sessions of a key's bound holds,
-/// before the key: each live session as it is now. Replaying it more than
-/// once (a session with holds on many keys) changes nothing.
-pub fn rewrite(aof: *mut raw::RedisModuleIO, ids: &[Box<[u8]>]) {
+/// Whether this AOF rewrite wrote the sessions yet. A rewrite runs in a
+/// forked child, which starts with the server's `false` (the server itself
+/// never rewrites), so each rewrite writes them once.
+static WRITTEN: AtomicBool = AtomicBool::new(false);
+
+/// What an AOF rewrite writes of the sessions, once, before the first lock
+/// it writes: each live session as it is now, so the bound holds that
+/// follow find theirs. A rewrite with no lock at all writes none (and a
+/// session without holds is then lost, like the fence clock's mark:
+/// docs/sessions.md#persistence).
+pub fn rewrite_once(aof: *mut raw::RedisModuleIO) {
+    if WRITTEN.swap(true, Ordering::Relaxed) || !sessions::any() {
+        return;
+    }
     let Some(emit) = (unsafe { raw::RedisModule_EmitAOF }) else {
         return;
     };
-    for id in ids {
-        let Some((deadline, settings)) =
-            sessions::with(|s| s.get(id).map(|s| (s.deadline_ms, s.settings)))
-        else {
-            continue;
-        };
+    let live: Vec<(Box<[u8]>, u64, Settings)> = sessions::with(|s| {
+        s.live_sessions()
+            .map(|(id, s)| (Box::from(&**id), s.deadline_ms, s.settings))
+            .collect()
+    });
+    for (id, deadline, settings) in live {
         let d = Decimal::new(deadline);
         let t = Decimal::new(settings.ttl_ms);
         let l = Decimal::new(settings.lock_delay_ms);
