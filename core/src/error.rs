@@ -84,6 +84,9 @@ pub enum Error {
     SessionEnding,
     /// `LOCKDELAY` out of range.
     LockDelay,
+    /// A bound `WAIT` that would close a cycle of sessions waiting for each
+    /// other: the cycle's resources, in wait order.
+    Deadlock(Vec<Box<[u8]>>),
     /// Something the server should have provided was missing.
     Internal(&'static str),
 }
@@ -197,6 +200,17 @@ impl fmt::Display for Error {
                 "ERR LOCKDELAY must be an integer from 0 to {}",
                 crate::limits::MAX_LOCK_DELAY_MS
             ),
+            Error::Deadlock(resources) => {
+                write!(
+                    f,
+                    "DEADLOCK waiting would close a cycle of sessions waiting for each other, \
+                     through"
+                )?;
+                for r in resources {
+                    write!(f, " '{}'", String::from_utf8_lossy(r).escape_debug())?;
+                }
+                Ok(())
+            }
             Error::Internal(what) => write!(f, "ERR dlock internal error: {what}"),
         }
     }

@@ -132,6 +132,15 @@ pub fn note_wait(session: &[u8], id: u64, still_queued: impl Fn(u64) -> bool) {
     });
 }
 
+/// The request ids of `session`'s waiters (some may have left).
+pub fn wait_ids(session: &[u8]) -> Vec<u64> {
+    waits(|w| {
+        w.get(session)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
+    })
+}
+
 /// The waiters of a session that ended, to answer.
 pub fn take_waits(session: &[u8]) -> Vec<u64> {
     waits(|w| {

@@ -124,6 +124,11 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         &mut self.queues
     }
 
+    /// The resources request `id` waits for, while it waits.
+    pub fn resources_of(&self, id: u64) -> Option<Vec<K>> {
+        self.queues.resources_of(id).map(<[K]>::to_vec)
+    }
+
     /// Whether request `id` still waits in a queue.
     pub fn is_queued(&self, id: u64) -> bool {
         self.queues.is_queued(id)

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use crate::limits::{MAX_LOCK_DELAY_MS, MAX_SESSION_ID, MAX_TTL_MS};
 use crate::Error;
 
+pub mod deadlock;
 pub mod encoding;
 #[cfg(test)]
 mod tests;

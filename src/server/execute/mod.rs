@@ -2,6 +2,7 @@
 //! opened once, the plain lock's handoff, `MACQUIRE`'s common case, and the
 //! revocation of grants that never reached their waiter.
 
+pub mod deadlock;
 pub mod group;
 pub mod handoff;
 pub mod hold_checks;

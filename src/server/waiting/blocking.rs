@@ -44,6 +44,11 @@ pub use parked::{anyone_waiting, total_waiters, waiters_on};
 pub use wait_timer::{rearm_late, time_out_given_up};
 pub use wake_ups::{arm_expiry, hold_after_eviction, note_deadline, timer_fired};
 
+/// The resources request `id` waits for, while it waits.
+pub fn resources_of(id: u64) -> Option<Vec<Resource>> {
+    with_parking(|p| p.resources_of(id))
+}
+
 /// Whether request `id` still waits.
 pub fn is_queued(id: u64) -> bool {
     with_parking(|p| p.is_queued(id))
