@@ -33,7 +33,7 @@ pub fn encode(sessions: &Sessions) -> Vec<u8> {
     for (id, e) in endings {
         put_bytes(&mut out, id);
         out.extend_from_slice(&e.until_ms.to_le_bytes());
-        put_places(&mut out, e.places.iter());
+        put_places(&mut out, e.places.by_seq.values());
     }
     out
 }

@@ -118,12 +118,14 @@ pub struct Ending {
     /// Unix ms until which its holds are kept from everyone (its end plus
     /// the lock-delay; the end itself when there is none).
     pub until_ms: u64,
-    places: VecDeque<Place>,
+    /// Its holds still to settle, in the order they were bound: moved
+    /// from the session whole, so ending one costs O(1) whatever its holds.
+    places: Bindings,
 }
 
 impl Ending {
     pub fn left(&self) -> usize {
-        self.places.len()
+        self.places.seq_of.len()
     }
 }
 
@@ -348,8 +350,8 @@ impl Sessions {
         if let Some(c) = s.client {
             self.unbind_client(c, &id);
         }
-        let places: VecDeque<Place> = s.holds.by_seq.into_values().collect();
-        let holds = places.len();
+        let places = s.holds;
+        let holds = places.seq_of.len();
         if holds == 0 {
             self.ids.remove(&id);
         } else {
@@ -415,7 +417,16 @@ impl Sessions {
             }
         }
         for e in self.ending.values_mut() {
-            e.places.retain(|p| !gone(p));
+            let places: Vec<Place> = e
+                .places
+                .seq_of
+                .keys()
+                .filter(|p| gone(p))
+                .cloned()
+                .collect();
+            for p in &places {
+                e.places.remove(p);
+            }
         }
     }
 
@@ -436,7 +447,11 @@ impl Sessions {
             }
         }
         for e in self.ending.values_mut() {
-            e.places.iter_mut().for_each(swap);
+            let old = std::mem::take(&mut e.places);
+            for mut p in old.by_seq.into_values() {
+                swap(&mut p);
+                e.places.insert(p);
+            }
         }
     }
 
@@ -458,7 +473,7 @@ impl Sessions {
     pub fn next_batch(&mut self, max: usize) -> Batch {
         let mut batch = Batch::default();
         while let Some(id) = self.ending_order.front().cloned() {
-            if self.ending.get(&id).is_some_and(|e| !e.places.is_empty()) {
+            if self.ending.get(&id).is_some_and(|e| e.left() > 0) {
                 break;
             }
             self.ending.remove(&id);
@@ -473,9 +488,10 @@ impl Sessions {
                 continue;
             };
             while batch.places.len() < max {
-                let Some(place) = e.places.pop_front() else {
+                let Some((_, place)) = e.places.by_seq.pop_first() else {
                     break;
                 };
+                e.places.seq_of.remove(&place);
                 batch.places.push((place, id.clone()));
             }
             if batch.places.len() >= max {
@@ -575,11 +591,15 @@ impl Sessions {
         }
         let id: Id = Arc::from(id);
         self.ids.insert(id.clone());
+        let mut bindings = Bindings::default();
+        for p in places {
+            bindings.insert(p);
+        }
         self.ending.insert(
             id.clone(),
             Ending {
                 until_ms,
-                places: places.into(),
+                places: bindings,
             },
         );
         self.ending_order.push_back(id);
