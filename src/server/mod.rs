@@ -63,6 +63,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     persistence::data_type::register_type(ctx)?;
     events::job_runner::init(ctx)?;
     edge::clients::init(ctx)?;
+    edge::clients::on_disconnect(sessions::connection_closed);
     events::server::subscribe(ctx)?;
     events::notifications::subscribe(ctx)?;
     quarantine::init(ctx)?;
