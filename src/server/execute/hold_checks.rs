@@ -87,6 +87,22 @@ pub fn end_at_logged(ctx: Ctx, db: i32, key: &[u8], token: &[u8], at_ms: u64) {
 }
 
 fn end_at(ctx: Ctx, db: i32, key: &[u8], token: &[u8], at_ms: u64) -> Result<(), Error> {
+    if ctx.flags()?.is_replica() {
+        // The master gives its copy the same deadline, as an effect.
+        return Ok(());
+    }
+    if jobs::writes_paused() {
+        jobs::push_after(
+            jobs::Job::EndRestoredAt {
+                db,
+                key: key.into(),
+                token: token.into(),
+                at_ms,
+            },
+            PAUSED_RETRY_MS,
+        );
+        return Ok(());
+    }
     unsafe { rm!(RedisModule_SelectDb)(ctx.0, db) };
     let name =
         unsafe { rm!(RedisModule_CreateString)(ctx.0, key.as_ptr().cast::<c_char>(), key.len()) };
