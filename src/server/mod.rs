@@ -47,6 +47,7 @@ command_entry!(session_info_entry => commands::session::info);
 command_entry!(session_list_entry => commands::session::list);
 command_entry!(session_holds_entry => commands::session::holds);
 command_entry!(session_help_entry => commands::session::help);
+command_entry!(session_waits_entry => commands::session::waits);
 command_entry!(session_set_entry => persistence::session_effects::apply_set);
 command_entry!(session_end_entry => persistence::session_effects::apply_end);
 
@@ -176,6 +177,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
             (c"info", Some(session_info_entry), c"readonly fast"),
             (c"list", Some(session_list_entry), c"readonly"),
             (c"holds", Some(session_holds_entry), c"readonly"),
+            (c"waits", Some(session_waits_entry), c"readonly"),
             (c"help", Some(session_help_entry), c"readonly fast"),
         ],
     )?;

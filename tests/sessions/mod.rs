@@ -2,3 +2,4 @@
 
 mod deadlock;
 mod moved;
+mod waits;

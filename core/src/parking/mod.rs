@@ -129,6 +129,12 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         self.queues.resources_of(id).map(<[K]>::to_vec)
     }
 
+    /// Request `id`'s token and resources, while it waits.
+    pub fn waiting(&self, id: u64) -> Option<(Box<[u8]>, Vec<K>)> {
+        let token = self.queues.token_of(id)?;
+        Some((token.into(), self.resources_of(id)?))
+    }
+
     /// Whether request `id` still waits in a queue.
     pub fn is_queued(&self, id: u64) -> bool {
         self.queues.is_queued(id)

@@ -75,6 +75,13 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         self.index.get(&id).map(Place::keys)
     }
 
+    /// The token of request `id`, while it waits.
+    pub fn token_of(&self, id: u64) -> Option<&[u8]> {
+        let first = self.index.get(&id)?.keys().first()?;
+        let w = self.queues.get(first)?.entries.get(id)?;
+        Some(&w.token)
+    }
+
     /// Whether every request queued on `resource` is a plain one.
     pub fn is_plain(&self, resource: &K) -> bool {
         self.queues.get(resource).is_none_or(|q| q.not_plain == 0)

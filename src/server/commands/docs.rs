@@ -147,7 +147,7 @@ const RESOURCES: Arg = Arg {
 
 const TOKEN: Arg = arg(c"token", Kind::String);
 
-static DOCS: [Doc; 26] = [
+static DOCS: [Doc; 27] = [
     Doc {
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
@@ -282,6 +282,19 @@ lease for the holds and waits bound to it.",
         arity: -2,
         keys: Keys::None,
         args: &[],
+    },
+    Doc {
+        name: c"dlock.session|waits",
+        summary: c"Returns a page of a session's waiting requests (token, and the database \
+and resource of each member), oldest first, and the cursor to continue after.",
+        complexity: c"O(W log W) with W the session's waiting requests",
+        arity: -3,
+        keys: Keys::None,
+        args: &[
+            ID,
+            option(c"cursor", Kind::Integer, c"AFTER"),
+            option(c"n", Kind::Integer, c"COUNT"),
+        ],
     },
     Doc {
         name: c"dlock.session|help",

@@ -147,6 +147,45 @@ pub fn holds(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     Ok(())
 }
 
+/// `WAITS id [AFTER cursor] [COUNT n]`: a page of the session's waiting
+/// requests, oldest first: `[next, [[token, [db, resource, ...]], ...]]`.
+pub fn waits(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    let req = session_args::holds(argv.bytes())?;
+    if sessions::with(|s| s.get(req.id).is_none()) {
+        return ctx.reply_null();
+    }
+    let mut ids = sessions::wait_ids(req.id);
+    ids.sort_unstable();
+    let mut page = Vec::new();
+    let mut next = None;
+    for id in ids.into_iter().filter(|id| *id > req.after) {
+        let Some(w) = blocking::waiting(id) else {
+            continue;
+        };
+        if page.len() >= req.count {
+            next = page.last().map(|(last, _)| *last);
+            break;
+        }
+        page.push((id, w));
+    }
+    ctx.reply_array(2)?;
+    match next {
+        Some(n) => ctx.reply_integer(int(n))?,
+        None => ctx.reply_null()?,
+    }
+    ctx.reply_array(page.len())?;
+    for (_, (token, resources)) in &page {
+        ctx.reply_array(2)?;
+        ctx.reply_bytes(token)?;
+        ctx.reply_array(resources.len() * 2)?;
+        for r in resources {
+            ctx.reply_integer(i64::from(r.db))?;
+            ctx.reply_bytes(&r.key)?;
+        }
+    }
+    Ok(())
+}
+
 /// What `HELP` lists, a line each.
 const HELP: &[&str] = &[
     "DLOCK.SESSION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -164,6 +203,8 @@ const HELP: &[&str] = &[
     "    A page of the ids of live sessions, and the id to continue after.",
     "HOLDS <id> [AFTER <cursor>] [COUNT <n>]",
     "    A page of a session's holds (db, resource, token), and the cursor to continue after.",
+    "WAITS <id> [AFTER <cursor>] [COUNT <n>]",
+    "    A page of a session's waiting requests (token, db and resource of each member).",
     "HELP",
     "    This text.",
 ];

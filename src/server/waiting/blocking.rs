@@ -49,6 +49,11 @@ pub fn resources_of(id: u64) -> Option<Vec<Resource>> {
     with_parking(|p| p.resources_of(id))
 }
 
+/// Request `id`'s token and resources, while it waits.
+pub fn waiting(id: u64) -> Option<(Box<[u8]>, Vec<Resource>)> {
+    with_parking(|p| p.waiting(id))
+}
+
 /// Whether request `id` still waits.
 pub fn is_queued(id: u64) -> bool {
     with_parking(|p| p.is_queued(id))
