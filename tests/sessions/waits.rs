@@ -75,3 +75,29 @@ fn a_sessions_waits_are_listed_with_their_members() {
         .unwrap();
     assert_eq!(none, None);
 }
+
+#[test]
+fn a_reader_behind_a_bound_writer_whose_session_ends_is_granted() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let f: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
+        .arg(&["rs", "r1", "10000", "SHARED"])
+        .query(&mut c)
+        .unwrap();
+    assert!(f.is_some());
+    open(&mut c, "W");
+    let writer = Waiter::send(&s, bound_wait("rs", "writer", "W", 0));
+    queued(&mut c, "rs", 1);
+    let mut read = redis::cmd("DLOCK.ACQUIRE");
+    read.arg(&["rs", "r2", "5000", "SHARED", "WAIT", "0"]);
+    let reader = Waiter::send(&s, read);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(reader.pending(), "the reader waits behind the writer");
+    let _: i64 = redis::cmd("DLOCK.SESSION")
+        .arg(&["CLOSE", "W"])
+        .query(&mut c)
+        .unwrap();
+    let (reply, _) = writer.reply();
+    assert!(format!("{:?}", reply.unwrap_err()).contains("NOSESSION"));
+    reader.granted();
+}

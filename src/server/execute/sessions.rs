@@ -79,12 +79,22 @@ pub fn end(ctx: Ctx, id: &[u8], reason: EndReason) -> Result<bool, Error> {
     };
     counter.add();
     stats::notify_session(ctx, event, id);
-    let refused: Vec<(u64, Error)> = sessions::take_waits(id)
-        .into_iter()
-        .map(|w| (w, Error::NoSession))
+    let waits = sessions::take_waits(id);
+    // The queues they leave are served again: whoever waited behind them
+    // (a reader behind a writer, a set's reserved member) may fit now.
+    let mut left: Vec<_> = waits
+        .iter()
+        .filter_map(|w| blocking::resources_of(*w))
+        .flatten()
         .collect();
+    let refused: Vec<(u64, Error)> = waits.into_iter().map(|w| (w, Error::NoSession)).collect();
     if !refused.is_empty() {
         blocking::grant_entries(&[], &[], refused);
+        left.sort_by(|a, b| (a.db, &a.key).cmp(&(b.db, &b.key)));
+        left.dedup();
+        for res in left {
+            jobs::push(Job::Settle(res));
+        }
     }
     sessions::arm_ending();
     Ok(true)
