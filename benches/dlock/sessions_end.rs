@@ -11,6 +11,15 @@
 //! pinger's own scheduling). The same pinger's longest round trip over an
 //! equal stretch just before the CLOSE is the reference: what a round trip
 //! costs on the machine with nothing to settle.
+//!
+//! The server's main thread and the pinger run `SCHED_FIFO` for these
+//! rounds (when the system allows it; the report says whether it did): on
+//! a shared, loaded machine other processes would otherwise preempt either
+//! for milliseconds, which is the machine's stall, not the server's. The
+//! main thread's CPU time (`used_cpu_*_main_thread`) from the CLOSE to the
+//! holds settled is the server-side cross-check: per settled hold, it is
+//! what a batch of 128 costs on average (it includes the PINGs and the
+//! `INFO` polls).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -37,6 +46,27 @@ pub struct Ending {
     pub settled: Duration,
     /// From sending CLOSE to `DBSIZE` 0.
     pub gone: Duration,
+    /// The main thread's CPU from the CLOSE to the holds settled, s.
+    pub main_cpu_s: f64,
+    /// Whether the server's main thread and the pinger ran `SCHED_FIFO`.
+    pub realtime: bool,
+}
+
+/// Moves thread `tid` (0: the calling thread) to `SCHED_FIFO`, priority 1;
+/// whether it could.
+fn realtime(tid: i32) -> bool {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: a valid sched_param; tid is 0 or a thread id of ours or our
+    // child's.
+    unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) == 0 }
+}
+
+fn main_thread_cpu(c: &mut redis::Connection) -> f64 {
+    ["used_cpu_sys_main_thread", "used_cpu_user_main_thread"]
+        .iter()
+        .filter_map(|f| common::info_field(c, "cpu", f))
+        .filter_map(|v| v.parse::<f64>().ok())
+        .sum()
 }
 
 pub fn run(config: &Config, set: &Settings) -> Vec<Ending> {
@@ -59,12 +89,15 @@ fn one(config: &Config, holds: u64, round: usize) -> Ending {
     crate::sessions::bind(&server, b"end:", &id, holds);
     assert_eq!(info_u64(&mut c, "dlock", "dlock_session_holds"), holds);
     crate::cases::settle(&mut c);
+    // The main thread's id is the process id.
+    let server_rt = realtime(server.pid());
 
     let stop = Arc::new(AtomicBool::new(false));
     let base = Instant::now();
     let pinger = {
         let (mut p, stop) = (server.conn(), stop.clone());
         thread::spawn(move || {
+            let rt = realtime(0);
             // (sent, round trip) of every PING.
             let mut rtts: Vec<(Duration, Duration)> = Vec::with_capacity(1 << 16);
             while !stop.load(Ordering::Relaxed) {
@@ -72,12 +105,13 @@ fn one(config: &Config, holds: u64, round: usize) -> Ending {
                 let _: String = redis::cmd("PING").query(&mut p).expect("PING");
                 rtts.push((sent - base, sent.elapsed()));
             }
-            rtts
+            (rtts, rt)
         })
     };
     let reference = Duration::from_millis(500);
     thread::sleep(reference);
     let mut closer = server.conn();
+    let cpu0 = main_thread_cpu(&mut c);
     let t0 = Instant::now();
     let closed: i64 = redis::cmd("DLOCK.SESSION")
         .arg("CLOSE")
@@ -92,13 +126,14 @@ fn one(config: &Config, holds: u64, round: usize) -> Ending {
         thread::sleep(Duration::from_millis(1));
     }
     let settled = t0.elapsed();
+    let main_cpu_s = main_thread_cpu(&mut c) - cpu0;
     while common::dbsize(&mut c) > 0 {
         assert!(Instant::now() < deadline, "keys left after 600 s");
         thread::sleep(Duration::from_millis(1));
     }
     let gone = t0.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let rtts = pinger.join().expect("pinger");
+    let (rtts, pinger_rt) = pinger.join().expect("pinger");
     let (from, to) = (t0 - base, t0 - base + gone);
     let longest = |lo: Duration, hi: Duration| {
         rtts.iter()
@@ -119,6 +154,8 @@ fn one(config: &Config, holds: u64, round: usize) -> Ending {
         close,
         settled,
         gone,
+        main_cpu_s,
+        realtime: server_rt && pinger_rt,
     }
 }
 
@@ -135,21 +172,32 @@ pub fn print(set: &Settings, r: &[Ending]) -> Vec<TimingGoal> {
          `dlock_session_holds_ending` is 0, then `DBSIZE` until 0. Stall bound: the longest \
          PING round trip from the CLOSE to the keys gone (it includes the pinger's own \
          scheduling); reference: the same pinger's longest over an equal stretch (at most \
-         0.5 s) just before.\n",
-        128
+         0.5 s) just before. The server's main thread and the pinger run `SCHED_FIFO` ({}), \
+         so that other work on the machine does not preempt them. Main-thread CPU: \
+         `used_cpu_*_main_thread` from the CLOSE to `holds_ending` 0 (with the PINGs and \
+         polls), and per batch of 128 holds.\n",
+        128,
+        if r.iter().all(|e| e.realtime) {
+            "it was allowed in every round"
+        } else {
+            "NOT allowed in some rounds: their round trips include preemption by other work"
+        }
     );
-    println!("| round | longest PING ms (stall bound) | reference ms | PINGs during | CLOSE ms | to `holds_ending` 0, ms | to keys gone, ms |");
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| round | longest PING ms (stall bound) | reference ms | PINGs during | CLOSE ms | to `holds_ending` 0, ms | to keys gone, ms | main-thread CPU ms | per batch of 128, ms |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (i, e) in r.iter().enumerate() {
+        let batches = set.end_holds.div_ceil(128).max(1) as f64;
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.3} |",
             i + 1,
             ms(e.stall),
             ms(e.idle),
             e.pings,
             ms(e.close),
             ms(e.settled),
-            ms(e.gone)
+            ms(e.gone),
+            e.main_cpu_s * 1e3,
+            e.main_cpu_s * 1e3 / batches,
         );
     }
     println!();
