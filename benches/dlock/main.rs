@@ -61,6 +61,7 @@
 //! | `DLOCK_BENCH_SESSIONS_KILL_TTL_MS` | `1000` - ttl of the ttl-bound session and of the lease in the `kill -9` rounds |
 //! | `DLOCK_BENCH_SESSIONS_END_HOLDS` | `100000` (quick: `20000`) - holds of the session ended in the stall rounds |
 //! | `DLOCK_BENCH_SESSIONS_END_ROUNDS` | `3` (quick: `1`) - sessions ended, a fresh server each; the stall goal takes the median round |
+//! | `DLOCK_BENCH_SESSIONS_FIFO` | `1` - the stall rounds run the server's main thread and the pinger `SCHED_FIFO` (if allowed), so that other work on the machine does not preempt them; `0`: normal scheduling |
 //! | `DLOCK_BENCH_ONLY` | all - throughput, native, floor, holds, sets and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `handoff` and `memory` for the baseline's handoff and memory rows) |
 //! | `BASELINE` | unset - another build of the module, as a path (`BASELINE=/path/to/libdlock.so`): the `baseline` section compares this build with it (ACQUIRE, owner RELEASE and EXTEND throughput at pipeline 1 and 16, `ACQUIRE ... WAIT` handoff latency, memory per lock); unset, the section is skipped with a note. `make bench BASELINE=<git commit-ish>` builds that commit's module first (.ci/baseline-module.sh, into `target/baseline/`, reused by later runs) and passes its path here |
 //! | `DLOCK_BENCH_BASELINE_CONFIGS` | `aof` - configurations that run the `baseline` section |

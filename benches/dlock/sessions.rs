@@ -34,6 +34,9 @@ pub struct Settings {
     pub kill_ttl_ms: u64,
     pub end_holds: u64,
     pub end_rounds: usize,
+    /// Whether the stall rounds run the server's main thread and the
+    /// pinger `SCHED_FIFO` (sessions_end.rs).
+    pub end_fifo: bool,
 }
 
 impl Settings {
@@ -58,6 +61,7 @@ impl Settings {
             kill_ttl_ms: crate::env_u64("DLOCK_BENCH_SESSIONS_KILL_TTL_MS", 1000).max(10),
             end_holds: crate::env_u64("DLOCK_BENCH_SESSIONS_END_HOLDS", q(100_000, 20_000)).max(1),
             end_rounds: crate::env_u64("DLOCK_BENCH_SESSIONS_END_ROUNDS", q(3, 1)).max(1) as usize,
+            end_fifo: crate::env_u64("DLOCK_BENCH_SESSIONS_FIFO", 1) == 1,
         }
     }
 }
