@@ -149,7 +149,7 @@ pub fn dlock_wait_on(server: &Server, key: &str, rounds: usize) -> Vec<Duration>
     samples
 }
 
-fn wait_for_waiters(c: &mut redis::Connection, key: &str) {
+pub fn wait_for_waiters(c: &mut redis::Connection, key: &str) {
     let end = Instant::now() + Duration::from_secs(10);
     loop {
         let info: Vec<redis::Value> = redis::cmd("DLOCK.INFO")

@@ -15,7 +15,7 @@
 //! | --- | --- |
 //! | `DLOCK_BENCH_QUICK=1` | small sizes everywhere (a smoke run of ~1 min); explicit variables still win |
 //! | `DLOCK_BENCH_CONFIGS` | `aof,none` - which configurations, in order |
-//! | `DLOCK_BENCH_SECTIONS` | `throughput,native,floor,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe` - which sections (`native`: ACQUIRE, RELEASE, EXTEND vs the server's `SET NX PX`, `DELEX IFEQ`/`DELIFEQ`, `SET IFEQ PX`, on servers that have them, native.rs; `floor`: ACQUIRE, RELEASE, EXTEND and those primitives vs `FLOOR.CHECK`, the least a module command on a lock does, floor.rs; `holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `scale-kinds`: one command's cost against the size of its resource, scale_kinds.rs; `contention`: lock schemes under contention, contention.rs; `observe`: a contended resource's critical sections per second with and without observers following it, and the delay from a change to an observer vs to a keyspace notification, observe.rs) |
+//! | `DLOCK_BENCH_SECTIONS` | `throughput,native,floor,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe,sessions` - which sections (`native`: ACQUIRE, RELEASE, EXTEND vs the server's `SET NX PX`, `DELEX IFEQ`/`DELIFEQ`, `SET IFEQ PX`, on servers that have them, native.rs; `floor`: ACQUIRE, RELEASE, EXTEND and those primitives vs `FLOOR.CHECK`, the least a module command on a lock does, floor.rs; `holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `scale-kinds`: one command's cost against the size of its resource, scale_kinds.rs; `contention`: lock schemes under contention, contention.rs; `observe`: a contended resource's critical sections per second with and without observers following it, and the delay from a change to an observer vs to a keyspace notification, observe.rs; `sessions`: a session's renewal cost against a per-lock watchdog, `kill -9` of a holder to the next grant, ending a session of 100,000 holds, `ACQUIRE ... SESSION` vs plain `ACQUIRE`, sessions.rs) |
 //! | `DLOCK_BENCH_NATIVE_SERVERS` | every folder in `../shared/servers/` - server builds (folders as for `make SERVER=...`) the `native` section runs on when the configured server lacks `DELEX`/`DELIFEQ` or `SET IFEQ`; those without them are passed over |
 //! | `DLOCK_BENCH_FLOOR_CONFIGS` | `aof,none` - configurations that run the `floor` section (on the configured server and, when it lacks the primitives, on the `DLOCK_BENCH_NATIVE_SERVERS` builds that have them) |
 //! | `DLOCK_BENCH_FLOOR_MODULE` | `target/release/libdlock_floor.so` (built by `make bench`) - the floor module (benches/floor/); missing, the `floor` section is skipped with a note |
@@ -53,6 +53,15 @@
 //! | `DLOCK_BENCH_OBSERVE_SECS` | `2` (quick: `0.5`) - seconds per run |
 //! | `DLOCK_BENCH_OBSERVE_REPEAT` | `5` (quick: `2`) - runs per side (without, with observers), the sides taking turns; the ratio is the median of the pairs' |
 //! | `DLOCK_BENCH_OBSERVE_ROUNDS` | `2000` (quick: `200`) - releases timed for each listener (an observer's reply, a keyspace notification), alternating |
+//! | `DLOCK_BENCH_SESSIONS_CONFIGS` | `aof` - configurations that run the sessions section |
+//! | `DLOCK_BENCH_SESSIONS_LOCKS` | `1,100,10000` - locks one client keeps, per renewal run; the goal compares the last size with the first |
+//! | `DLOCK_BENCH_SESSIONS_RENEW_SECS` | `0.5` (quick: `0.2`) - seconds of renewal rounds per run (at least 3 rounds) |
+//! | `DLOCK_BENCH_SESSIONS_REPEAT` | `5` (quick: `2`) - renewal runs per size and scheme, taking turns; medians count |
+//! | `DLOCK_BENCH_SESSIONS_KILL_ROUNDS` | `5` (quick: `2`) - `kill -9` rounds per way to hold (connection-bound session, ttl-bound session, lease) |
+//! | `DLOCK_BENCH_SESSIONS_KILL_TTL_MS` | `1000` - ttl of the ttl-bound session and of the lease in the `kill -9` rounds |
+//! | `DLOCK_BENCH_SESSIONS_END_HOLDS` | `100000` (quick: `20000`) - holds of the session ended in the stall rounds |
+//! | `DLOCK_BENCH_SESSIONS_END_ROUNDS` | `3` (quick: `1`) - sessions ended, a fresh server each; the stall goal takes the median round |
+//! | `DLOCK_BENCH_SESSIONS_FIFO` | `1` - the stall rounds run the server's main thread and the pinger `SCHED_FIFO` (if allowed), so that other work on the machine does not preempt them; `0`: normal scheduling |
 //! | `DLOCK_BENCH_ONLY` | all - throughput, native, floor, holds, sets and baseline comparisons whose title contains one of these comma-separated words (e.g. `ACQUIRE,EXTEND`; `handoff` and `memory` for the baseline's handoff and memory rows) |
 //! | `BASELINE` | unset - another build of the module, as a path (`BASELINE=/path/to/libdlock.so`): the `baseline` section compares this build with it (ACQUIRE, owner RELEASE and EXTEND throughput at pipeline 1 and 16, `ACQUIRE ... WAIT` handoff latency, memory per lock); unset, the section is skipped with a note. `make bench BASELINE=<git commit-ish>` builds that commit's module first (.ci/baseline-module.sh, into `target/baseline/`, reused by later runs) and passes its path here |
 //! | `DLOCK_BENCH_BASELINE_CONFIGS` | `aof` - configurations that run the `baseline` section |
@@ -86,6 +95,10 @@ mod scale_kinds_holds;
 mod scale_kinds_pool;
 mod scale_kinds_queue;
 mod scale_kinds_waiters;
+mod sessions;
+mod sessions_acquire;
+mod sessions_crash;
+mod sessions_end;
 mod sets;
 mod sets_lua;
 mod stats;
@@ -150,6 +163,12 @@ pub struct Verdict {
 }
 
 fn main() {
+    // The `sessions` section's holder child (sessions_crash.rs): hold a
+    // lock until killed, nothing else.
+    if let Ok(spec) = std::env::var(sessions_crash::HOLDER_ENV) {
+        sessions_crash::hold(&spec);
+        return;
+    }
     let started = Instant::now();
     let quick = std::env::var("DLOCK_BENCH_QUICK").is_ok_and(|v| v == "1");
     let q = |full: u64, small: u64| if quick { small } else { full };
@@ -179,16 +198,18 @@ fn main() {
     let polling_rounds = env_u64("DLOCK_BENCH_POLL_ROUNDS", q(100, 10)) as usize;
     let sections = env_list(
         "DLOCK_BENCH_SECTIONS",
-        "throughput,native,floor,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe",
+        "throughput,native,floor,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe,sessions",
     );
     let scale_kinds_set = scale_kinds::Settings::from_env(quick);
     let contention_set = contention::Settings::from_env(quick);
     let observe_set = observe::Settings::from_env(quick);
+    let sessions_set = sessions::Settings::from_env(quick);
     let on = |s: &str| sections.iter().any(|x| x == s);
     let scale_configs = env_list("DLOCK_BENCH_SCALE_CONFIGS", "aof");
     let scale_kinds_configs = env_list("DLOCK_BENCH_SCALE_KINDS_CONFIGS", "aof");
     let baseline_configs = env_list("DLOCK_BENCH_BASELINE_CONFIGS", "aof");
     let observe_configs = env_list("DLOCK_BENCH_OBSERVE_CONFIGS", "aof");
+    let sessions_configs = env_list("DLOCK_BENCH_SESSIONS_CONFIGS", "aof");
     let floor_configs = env_list("DLOCK_BENCH_FLOOR_CONFIGS", "aof,none");
     let configs: Vec<Config> = env_list("DLOCK_BENCH_CONFIGS", "aof,none")
         .iter()
@@ -302,6 +323,9 @@ fn main() {
         }
         if on("observe") && observe_configs.iter().any(|c| c == config.short) {
             observe::run(config, &observe_set, &mut verdicts);
+        }
+        if on("sessions") && sessions_configs.iter().any(|c| c == config.short) {
+            sessions::run(config, &sessions_set, &sizes, &mut verdicts);
         }
     }
 
