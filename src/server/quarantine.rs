@@ -221,9 +221,11 @@ fn apply(ctx: Ctx, verdict: Verdict, reason: u8, why: &str) {
             ));
             arm_end(ctx, ms);
             write_meta_now();
+            crate::server::sessions::lost();
         }
         Verdict::Unbounded => {
             UNBOUNDED.store(true, Ordering::Relaxed);
+            crate::server::sessions::lost();
             ctx.log_warning(&format!(
                 "restart quarantine cannot be bounded after {why}: no longest TTL was \
                  persisted and dlock.max-ttl is unlimited. Set dlock.max-ttl."

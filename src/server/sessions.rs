@@ -172,6 +172,15 @@ pub fn connection_closed(client: u64) {
     }
 }
 
+/// The data loaded (or a promotion) may lack acknowledged writes: a
+/// session's holds can no longer be vouched for, so every session ends
+/// and its client learns it at its next keep-alive (`NOSESSION`).
+pub fn lost() {
+    if any() {
+        jobs::push(Job::SessionsLost);
+    }
+}
+
 /// The expiry job is queued for the earliest session deadline.
 pub fn arm_expiry(now_ms: u64) {
     if let Some(at) = with(|s| s.next_deadline()) {

@@ -157,12 +157,12 @@ fn waits_not_bound_to_sessions_are_not_judged() {
 }
 
 #[test]
-fn a_cycle_through_a_semaphore_and_a_read_lock_is_found() {
+fn a_cycle_through_a_lock_and_a_read_lock_is_found() {
     let s = Server::start();
     let mut c = s.conn();
     open(&mut c, "A");
     open(&mut c, "B");
-    // A holds a full semaphore's only permit; B holds a read lock.
+    // A holds a lock (`LIMIT 1` is the plain lock); B holds a read lock.
     let f: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
         .arg(&["pool", "a1", "0", "LIMIT", "1", "SESSION", "A"])
         .query(&mut c)
@@ -184,4 +184,55 @@ fn a_cycle_through_a_semaphore_and_a_read_lock_is_found() {
         .query::<Option<i64>>(&mut c)
         .unwrap_err();
     assert!(format!("{err}").starts_with("DEADLOCK"), "{err}");
+}
+
+#[test]
+fn waiting_for_what_the_session_holds_under_another_token_is_refused() {
+    let s = Server::start();
+    let mut c = s.conn();
+    open(&mut c, "A");
+    hold(&mut c, "x", "a1", "A");
+    let err = bound_wait("x", "a2", "A", 20_000)
+        .query::<Option<i64>>(&mut c)
+        .unwrap_err();
+    assert!(format!("{err}").starts_with("DEADLOCK"), "{err}");
+    assert_eq!(waiters(&mut c, "x"), 0);
+}
+
+#[test]
+fn a_semaphore_with_a_holder_that_waits_for_nothing_is_no_deadlock() {
+    // X has two permits, held by B and C; A holds Y and waits for X. B's
+    // wait for Y is no deadlock: C may give its permit back, and then A
+    // gets X and lets Y go.
+    let s = Server::start();
+    let mut c = s.conn();
+    for id in ["A", "B", "C"] {
+        open(&mut c, id);
+    }
+    for (token, session) in [("b", "B"), ("c", "C")] {
+        let f: Option<i64> = redis::cmd("DLOCK.ACQUIRE")
+            .arg(&["x", token, "0", "LIMIT", "2", "SESSION", session])
+            .query(&mut c)
+            .unwrap();
+        assert!(f.is_some());
+    }
+    hold(&mut c, "y", "a", "A");
+    let mut w = redis::cmd("DLOCK.ACQUIRE");
+    w.arg(&[
+        "x", "a2", "0", "LIMIT", "2", "SESSION", "A", "WAIT", "20000",
+    ]);
+    let a = Waiter::send(&s, w);
+    queued(&mut c, "x", 1);
+    let b = Waiter::send(&s, bound_wait("y", "b2", "B", 20_000));
+    queued(&mut c, "y", 1);
+    let _: i64 = redis::cmd("DLOCK.RELEASE")
+        .arg(&["x", "c"])
+        .query(&mut c)
+        .unwrap();
+    a.granted();
+    let _: i64 = redis::cmd("DLOCK.RELEASE")
+        .arg(&["y", "a"])
+        .query(&mut c)
+        .unwrap();
+    b.granted();
 }

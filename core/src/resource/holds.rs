@@ -29,11 +29,13 @@ pub struct Hold {
     pub fence: u64,
     pub mode: Mode,
     /// Unix ms; the hold is gone once this has passed. `NEVER` for a
-    /// session's hold.
+    /// session's hold while its session has not been settled.
     pub deadline_ms: u64,
     /// The session the hold is bound to (`SESSION id`): it lives as long as
-    /// that session. A bound hold has no deadline of its own (`NEVER`);
-    /// giving it one unbinds it.
+    /// that session, with no deadline of its own (`NEVER`). Once its session
+    /// ended with a lock-delay the hold keeps the session's id and gets the
+    /// delay's end as its deadline: held by nobody until then (its token
+    /// may release it, never extend or retry it).
     pub session: Option<Box<[u8]>>,
 }
 
@@ -268,12 +270,6 @@ impl Holds {
         deadline_ms: u64,
         seq: u64,
     ) {
-        // A bound hold has no deadline of its own.
-        let deadline_ms = if session.is_some() {
-            NEVER
-        } else {
-            deadline_ms
-        };
         let exclusive = usize::from(mode == Mode::Exclusive);
         let owner_key: &[u8] = owner.as_deref().unwrap_or(&token);
         let was_exclusive = self.owner(owner_key).is_some_and(|o| o.exclusive > 0);

@@ -9,14 +9,15 @@
 //! u32 limit               u32 count of holds
 //! count x { u64 fence, u64 deadline_ms, u8 mode (0 exclusive, 1 shared),
 //!           u32 token length, token, u32 owner length (0: the token), owner
-//!           [layout 2: u32 session length (0: none), session] }
+//!           [layout 2: u32 session length (0: none), session,
+//!                      u64 ends_by] }
 //! ```
 //! Little-endian throughout. Layout 2 is written only when a hold is bound
 //! to a session, so a value without one stays readable by a release that
-//! knows only layout 1. A bound hold's deadline on disk is its session's
-//! deadline when the value was written (`encode_with`): where the session
-//! does not exist when the value is read (`MIGRATE`, `RESTORE` elsewhere),
-//! the hold becomes an ordinary one ending then.
+//! knows only layout 1. `ends_by` is when a bound hold ends at the latest
+//! as the writer saw it: its session's deadline, or its own (`encode_with`).
+//! Where the session does not exist when the value is read (`MIGRATE`,
+//! `RESTORE` elsewhere) the hold becomes an ordinary one ending then.
 
 use crate::ask::Mode;
 use crate::fence::MAX_FENCE;
@@ -39,8 +40,8 @@ pub fn encode(holds: &Holds) -> Vec<u8> {
     encode_with(holds, |_| None)
 }
 
-/// As `encode`, a bound hold's deadline written as `session_deadline` of
-/// its session says (`None`: no deadline).
+/// As `encode`, a bound hold's `ends_by` being what `session_deadline` says
+/// of its session (`None`: its own deadline).
 pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64>) -> Vec<u8> {
     let bound = holds.iter().any(|h| h.session.is_some());
     let size: usize = holds
@@ -50,7 +51,7 @@ pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64
                 + h.token.len()
                 + owner_bytes(&h).len()
                 + if bound {
-                    4 + h.session.map_or(0, <[u8]>::len)
+                    4 + h.session.map_or(0, <[u8]>::len) + 8
                 } else {
                     0
                 }
@@ -67,11 +68,7 @@ pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64
     out.extend_from_slice(&(holds.len() as u32).to_le_bytes());
     for h in holds.iter() {
         out.extend_from_slice(&h.fence.to_le_bytes());
-        let deadline = match h.session {
-            Some(s) => session_deadline(s).unwrap_or(h.deadline_ms),
-            None => h.deadline_ms,
-        };
-        out.extend_from_slice(&deadline.to_le_bytes());
+        out.extend_from_slice(&h.deadline_ms.to_le_bytes());
         out.push(match h.mode {
             Mode::Exclusive => 0,
             Mode::Shared => 1,
@@ -85,6 +82,13 @@ pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64
             let session = h.session.unwrap_or_default();
             out.extend_from_slice(&(session.len() as u32).to_le_bytes());
             out.extend_from_slice(session);
+            let ends_by = match h.session {
+                Some(s) if h.deadline_ms >= crate::limits::NEVER => {
+                    session_deadline(s).unwrap_or(h.deadline_ms)
+                }
+                _ => h.deadline_ms,
+            };
+            out.extend_from_slice(&ends_by.to_le_bytes());
         }
     }
     out
@@ -106,7 +110,8 @@ pub fn decode(bytes: &[u8]) -> Result<Holds, DecodeError> {
 }
 
 /// As `decode`; a hold stored with a session stays bound only if `exists`
-/// says the session does, and otherwise keeps the deadline stored with it.
+/// says the session does (live or ending), and otherwise becomes an
+/// ordinary hold ending by its `ends_by`.
 pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds, DecodeError> {
     let mut r = Reader(bytes);
     if r.take(8)? != MARKER {
@@ -151,7 +156,15 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
         if session.len() > MAX_SESSION_ID {
             return Err(DecodeError::Layout("session id too long"));
         }
-        let session = (!session.is_empty() && exists(session)).then(|| session.into());
+        let ends_by = if with_sessions { r.u64()? } else { deadline_ms };
+        if ends_by > i64::MAX as u64 {
+            return Err(DecodeError::Layout("deadline out of range"));
+        }
+        let (session, deadline_ms) = match session {
+            [] => (None, deadline_ms),
+            s if exists(s) => (Some(s.into()), deadline_ms),
+            _ => (None, deadline_ms.min(ends_by)),
+        };
         let fresh = holds.push(Hold {
             token: token.into(),
             owner: owner.into(),

@@ -43,7 +43,12 @@ pub fn find_cycle<R: Clone + Eq + Hash>(
         steps.push((r.clone(), None));
         let at = steps.len() - 1;
         for holder in graph.holders(r) {
-            if *holder != *me && seen_sessions.insert(holder.clone()) {
+            if *holder == *me {
+                // Waiting for what it holds itself (under another token):
+                // a cycle of one, nobody else can end it.
+                return Some(vec![r.clone()]);
+            }
+            if seen_sessions.insert(holder.clone()) {
                 queue.push_back((holder, at));
             }
         }
@@ -151,13 +156,18 @@ mod tests {
 
     #[test]
     fn no_cycle_without_a_path_back() {
-        // A chain that ends (C waits for nothing), a holder that is the
-        // asker itself (an upgrade is no wait for another), shared holders.
+        // A chain that ends (C waits for nothing), shared holders.
         let mut g = graph(
-            &[("X", "A"), ("Y", "B"), ("Y", "A"), ("Z", "C")],
+            &[("X", "A"), ("Y", "B"), ("Z", "C")],
             &[("B", "Z"), ("D", "X")],
         );
         assert_eq!(find_cycle(b"A", &["Y"], &mut g, 100), None);
+    }
+
+    #[test]
+    fn waiting_for_what_the_session_holds_itself_is_a_cycle_of_one() {
+        let mut g = graph(&[("X", "A"), ("X", "B")], &[]);
+        assert_eq!(find_cycle(b"A", &["X"], &mut g, 100), Some(vec!["X"]));
     }
 
     #[test]

@@ -50,6 +50,10 @@ pub enum EndReason {
     Killed,
     /// The connection it was bound to closed.
     Disconnected,
+    /// The server may have lost some of what the session did (a restart or
+    /// promotion after which acknowledged writes may be missing): its
+    /// holds can no longer be vouched for.
+    Lost,
 }
 
 impl EndReason {
@@ -372,6 +376,16 @@ impl Sessions {
             .range(..(now_ms, Arc::from(&[][..])))
             .take(max)
             .map(|(_, id)| id.clone())
+            .collect()
+    }
+
+    /// Up to `max` live sessions, in id order.
+    pub fn some_live(&self, max: usize) -> Vec<Id> {
+        self.ids
+            .iter()
+            .filter(|id| self.live.contains_key(*id))
+            .take(max)
+            .cloned()
             .collect()
     }
 

@@ -115,6 +115,7 @@ fn run_jobs(ctx: Ctx, list: Vec<Job>, spent: &dyn Fn() -> bool) {
             Job::PaceSweep => watchers::sweep(),
             Job::SessionsDue => sessions::expire_due(ctx),
             Job::SessionsEnd => sessions::settle_ending(ctx),
+            Job::SessionsLost => sessions::end_all_lost(ctx),
             Job::ClientGone(client) => sessions::client_gone(ctx, client),
             Job::EndRestoredAt {
                 db,

@@ -44,7 +44,7 @@ impl Server<'_> {
 impl WaitsFor<Resource> for Server<'_> {
     fn holders(&mut self, res: &Resource) -> Vec<Box<[u8]>> {
         if let Some((_, holds)) = self.opened.iter().find(|(r, _)| r == res) {
-            return holds.bound().map(|(_, s)| Box::from(s)).collect();
+            return bound_holders(holds);
         }
         self.select(res.db);
         let (Some(create), Some(free)) = (unsafe { raw::RedisModule_CreateString }, unsafe {
@@ -55,9 +55,7 @@ impl WaitsFor<Resource> for Server<'_> {
         let name = unsafe { create(self.ctx.0, res.key.as_ptr().cast::<c_char>(), res.key.len()) };
         let holders = match LockKey::open_read(self.ctx, name) {
             Ok(key) => match key.stored() {
-                Ok(Some(Stored::Multi(holds))) => {
-                    holds.bound().map(|(_, s)| Box::from(s)).collect()
-                }
+                Ok(Some(Stored::Multi(holds))) => bound_holders(holds),
                 _ => Vec::new(),
             },
             Err(_) => Vec::new(),
@@ -73,6 +71,18 @@ impl WaitsFor<Resource> for Server<'_> {
             .flatten()
             .collect()
     }
+}
+
+/// The sessions a waiter for `holds` waits on: every bound holder, since
+/// it needs all of them gone (an exclusive hold, or readers a writer waits
+/// out). A semaphore's waiter needs only one permit back, from whichever
+/// holder lets go first: waiting for it closes no cycle the graph can
+/// judge, so its holders are left out (no refusal without a deadlock).
+fn bound_holders(holds: &Holds) -> Vec<Box<[u8]>> {
+    if holds.limit > 1 {
+        return Vec::new();
+    }
+    holds.bound().map(|(_, s)| Box::from(s)).collect()
 }
 
 /// `Err(Deadlock)` if session `me` waiting for `targets` would close a

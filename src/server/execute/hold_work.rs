@@ -10,7 +10,7 @@ use crate::server::sessions::{self, Binding};
 use crate::server::{keyspace::hold_guards, persistence::hold_effects};
 use crate::server::{notify::stats, quarantine};
 use dlock_core::resource::changes::Change;
-use dlock_core::resource::holds::{Hold, Holds};
+use dlock_core::resource::holds::{Hold, Holds, NEVER};
 use dlock_core::sessions::Fate;
 use dlock_core::Error;
 
@@ -56,9 +56,6 @@ enum Undo {
     Restore(Hold, u64),
     /// A hold's deadline moved from this one.
     Deadline(Box<[u8]>, u64),
-    /// A hold was replaced (a session's hold given a deadline): this one
-    /// goes back in its place.
-    Replace(Hold, u64),
 }
 
 impl Work {
@@ -144,29 +141,25 @@ impl Work {
             .filter(|(_, f)| *f != Fate::Live)
             .collect();
         for ((token, session), fate) in fates {
-            let Some((hold, seq)) = self.holds.take(&token) else {
-                continue;
-            };
             self.unbound.push((token.clone(), session));
             self.pruned = true;
             self.ended_with_session = true;
             match fate {
                 Fate::DelayedUntil(until) => {
-                    let delayed = Hold {
-                        deadline_ms: until,
-                        session: None,
-                        ..hold.clone()
-                    };
-                    self.holds.restore(delayed, seq);
-                    self.undo.push(Undo::Replace(hold, seq));
+                    // Kept, under its session's id, until the delay ends:
+                    // its deadline now says when.
+                    self.holds.set_deadline(&token, until);
+                    self.undo.push(Undo::Deadline(token.clone(), NEVER));
                     self.changes.push(Change::Move {
                         token,
                         deadline_ms: until,
                     });
                 }
                 _ => {
-                    self.undo.push(Undo::Restore(hold, seq));
-                    self.changes.push(Change::Drop { token });
+                    if let Some((hold, seq)) = self.holds.take(&token) {
+                        self.undo.push(Undo::Restore(hold, seq));
+                        self.changes.push(Change::Drop { token });
+                    }
                 }
             }
         }
@@ -290,10 +283,6 @@ impl Work {
                 Undo::Restore(hold, seq) => self.holds.restore(hold, seq),
                 Undo::Deadline(token, old) => {
                     self.holds.set_deadline(&token, old);
-                }
-                Undo::Replace(hold, seq) => {
-                    self.holds.take(&hold.token);
-                    self.holds.restore(hold, seq);
                 }
             }
         }

@@ -32,6 +32,12 @@ const EXPIRED_PER_TURN: usize = 256;
 /// `OPEN id ttl [BIND] [LOCKDELAY ms]` from `client` (`BIND`).
 pub fn open(ctx: Ctx, id: &[u8], settings: Settings, client: Option<u64>) -> Result<Opened, Error> {
     let now_ms = now_us() / 1000;
+    let expired = sessions::with(|s| s.get(id).is_some_and(|s| s.deadline_ms < now_ms));
+    if expired {
+        // Past its deadline it has ended, whether or not its timer ran:
+        // a retry must not revive it (its holds go, after its lock-delay).
+        end(ctx, id, EndReason::Expired)?;
+    }
     let exists = sessions::with(|s| s.get(id).is_some());
     let ms_left = quarantine::ms_left();
     if !exists && ms_left > 0 {
@@ -76,6 +82,7 @@ pub fn end(ctx: Ctx, id: &[u8], reason: EndReason) -> Result<bool, Error> {
         EndReason::Closed => (&stats::SESSIONS_CLOSED, c"dlock.session.closed"),
         EndReason::Killed => (&stats::SESSIONS_KILLED, c"dlock.session.killed"),
         EndReason::Disconnected => (&stats::SESSIONS_DISCONNECTED, c"dlock.session.disconnected"),
+        EndReason::Lost => (&stats::SESSIONS_LOST, c"dlock.session.lost"),
     };
     counter.add();
     stats::notify_session(ctx, event, id);
@@ -150,6 +157,22 @@ pub fn settle_ending(ctx: Ctx) {
     if sessions::with(|s| s.has_ending()) {
         // The next batch in a later event-loop turn.
         jobs::push_after(Job::SessionsEnd, 1);
+    }
+}
+
+/// `Job::SessionsLost`: every session ends, a bounded number a turn.
+pub fn end_all_lost(ctx: Ctx) {
+    if !may_write(ctx, Job::SessionsLost) {
+        return;
+    }
+    let ids = sessions::with(|s| s.some_live(EXPIRED_PER_TURN));
+    for id in &ids {
+        if let Err(e) = end(ctx, id, EndReason::Lost) {
+            ctx.log_warning(&format!("session end: {e}"));
+        }
+    }
+    if ids.len() == EXPIRED_PER_TURN {
+        jobs::push_after(Job::SessionsLost, 1);
     }
 }
 

@@ -56,6 +56,9 @@ pub enum Job {
     SessionsEnd,
     /// A connection closed: the sessions bound to it end.
     ClientGone(u64),
+    /// What the sessions did may have been lost (a restart or promotion
+    /// that quarantines): every session ends.
+    SessionsLost,
     /// A restored lock whose session is not here ends when the session
     /// would have (see `restored`).
     EndRestoredAt {
@@ -80,6 +83,7 @@ impl Job {
             Job::PaceSweep => Once::PaceSweep,
             Job::SessionsDue => Once::SessionsDue,
             Job::SessionsEnd => Once::SessionsEnd,
+            Job::SessionsLost => Once::SessionsLost,
             Job::Observed(res) => Once::Observed(res.clone()),
             _ => return None,
         })
@@ -104,6 +108,7 @@ enum Once {
     PaceSweep,
     SessionsDue,
     SessionsEnd,
+    SessionsLost,
     Observed(Resource),
 }
 

@@ -59,6 +59,7 @@ pub static SESSIONS_CLOSED: Counter = Counter::new();
 pub static SESSIONS_EXPIRED: Counter = Counter::new();
 pub static SESSIONS_KILLED: Counter = Counter::new();
 pub static SESSIONS_DISCONNECTED: Counter = Counter::new();
+pub static SESSIONS_LOST: Counter = Counter::new();
 
 /// Lock values alive in the keyspace (created minus freed).
 static LOCKS: AtomicI64 = AtomicI64::new(0);

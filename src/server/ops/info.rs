@@ -156,6 +156,7 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
             (c"sessions_expired", &stats::SESSIONS_EXPIRED),
             (c"sessions_killed", &stats::SESSIONS_KILLED),
             (c"sessions_disconnected", &stats::SESSIONS_DISCONNECTED),
+            (c"sessions_lost", &stats::SESSIONS_LOST),
         ] {
             add_u(ictx, name.as_ptr(), counter.get());
         }

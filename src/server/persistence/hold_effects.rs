@@ -326,11 +326,11 @@ fn settled_for_rewrite(holds: &Holds) -> (Holds, bool) {
     let now_ms = crate::server::edge::api::now_us() / 1000;
     for h in holds.iter() {
         let mut hold = h.to_hold();
-        if let Some(s) = h.session {
+        // A hold whose delay runs already says when it ends.
+        if let Some(s) = h.session.filter(|_| h.deadline_ms >= NEVER) {
             match sessions::fate(s, now_ms) {
                 Fate::Live => {}
                 Fate::DelayedUntil(until) => {
-                    hold.session = None;
                     hold.deadline_ms = until;
                     changed = true;
                 }

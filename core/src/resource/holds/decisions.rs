@@ -3,7 +3,7 @@
 
 #[cfg(test)]
 use super::QueueGrant;
-use super::{Bytes, Hold, Holds, BOUND_BIT, NEVER};
+use super::{Bytes, Hold, Holds, NEVER};
 use crate::ask::Ask;
 use crate::fence::FenceClock;
 use crate::resource::admission::{
@@ -128,19 +128,12 @@ impl Holds {
     }
 
     /// Moves the deadline of `token`'s hold, live or not (a queued retry);
-    /// whether it exists. A deadline unbinds a session's hold: it then
-    /// outlives the session until that deadline (a lock-delay).
+    /// whether it exists. A session's hold keeps its session: a deadline
+    /// is its lock-delay's end.
     pub fn set_deadline(&mut self, token: &[u8], deadline_ms: u64) -> bool {
         let Some(h) = self.by_token.get_mut(token) else {
             return false;
         };
-        if h.is_bound() {
-            if deadline_ms >= NEVER {
-                return true;
-            }
-            h.bits &= !BOUND_BIT;
-            self.session_of.remove(token);
-        }
         if let Some(t) = self.by_deadline.remove(&(h.deadline_ms, h.seq())) {
             self.by_deadline.insert((deadline_ms, h.seq()), t);
         }
@@ -180,6 +173,12 @@ impl Indexed for Holds {
         Holds::owner(self, owner)
     }
     fn session_of(&self, token: &[u8]) -> Option<&[u8]> {
-        self.hold_of(token).and_then(|h| h.session)
+        let h = self.hold_of(token)?;
+        match h.session {
+            // Its session ended (a lock-delay runs): no request's session
+            // is its own any more, so no retry takes it back.
+            Some(_) if h.deadline_ms < NEVER => Some(&[]),
+            s => s,
+        }
     }
 }

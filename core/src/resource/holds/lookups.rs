@@ -45,9 +45,17 @@ impl Holds {
         h
     }
 
-    /// The holds bound to a session: (token, session). O(1) per bound hold.
+    /// The holds bound to a session that has not been settled (no
+    /// deadline of their own): (token, session). O(1) per bound hold.
     pub fn bound(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        self.session_of.iter().map(|(t, s)| (&**t, &**s))
+        self.session_of
+            .iter()
+            .filter(|(t, _)| {
+                self.by_token
+                    .get(*t)
+                    .is_some_and(|h| h.deadline_ms >= NEVER)
+            })
+            .map(|(t, s)| (&**t, &**s))
     }
 
     /// The one hold, if these holds are exactly what a plain lock stores

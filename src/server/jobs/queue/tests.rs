@@ -251,6 +251,7 @@ fn random_twin(job: &Job) -> Job {
         Job::ObservedSlots => Job::ObservedSlots,
         Job::SessionsDue => Job::SessionsDue,
         Job::SessionsEnd => Job::SessionsEnd,
+        Job::SessionsLost => Job::SessionsLost,
         Job::ClientGone(c) => Job::ClientGone(*c),
         Job::EndRestoredAt {
             db,
