@@ -48,7 +48,28 @@ fn a_session_with_100000_holds_is_released_by_close_while_others_are_served() {
         })
         .collect();
 
-    assert_eq!(close(&mut c, "big"), 1);
+    // The command ends the session; its holds wait for later turns.
+    let v = transaction(
+        &mut c,
+        &[session_cmd("CLOSE", &["big"]), {
+            let mut info = redis::cmd("INFO");
+            info.arg("dlock");
+            info
+        }],
+    );
+    assert_eq!(v[0], Value::Int(1));
+    let info = text(&v[1]);
+    let field = |name: &str| -> i64 {
+        let prefix = format!("dlock_{name}:");
+        let line = info.lines().find_map(|l| l.strip_prefix(&prefix));
+        line.unwrap_or_else(|| panic!("no {prefix}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(field("sessions"), 0);
+    assert_eq!(field("session_holds"), 0);
+    assert_eq!(field("session_holds_ending"), HOLDS as i64);
     assert_eq!(session_info(&mut c, "big"), None, "ended in the command");
 
     // While the holds are released, other clients are served and the

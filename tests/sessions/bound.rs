@@ -265,3 +265,20 @@ fn a_bound_waiter_is_counted_and_its_grant_is_bound() {
     assert_eq!((i.holds, i.waits), (1, 0));
     assert_eq!(holds_all(&mut c, "w", None), [bound(0, "res", "tw")]);
 }
+
+#[test]
+fn a_bound_waiter_that_times_out_leaves_the_session() {
+    let s = Server::start();
+    let mut c = s.conn();
+    open(&mut c, "w", 60_000);
+    req("res", "holder").ttl("60000").grant(&mut c);
+    let waiter = req("res", "tw").wait(100).session("w").spawn(&s);
+    match waiter.outcome(RELEASED).0 {
+        Ok(None) => {}
+        other => panic!("a bound wait times out with nil, got {other:?}"),
+    }
+    let i = live(&mut c, "w");
+    assert_eq!((i.holds, i.waits), (0, 0));
+    assert_eq!(queued(&mut c, "res"), 0);
+    assert_eq!(shown(&mut c, "res").tokens(), ["holder"]);
+}

@@ -330,3 +330,75 @@ fn each_subcommand_can_be_allowed_alone_and_names_no_key() {
     assert!(session_info(&mut admin, "w").is_some());
     assert_eq!(session_info(&mut admin, "x"), None);
 }
+
+#[test]
+fn command_info_gives_each_subcommand_its_flags_and_no_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let v: Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("dlock.session")
+        .query(&mut c)
+        .unwrap();
+    let array = |v: &Value| match v {
+        Value::Array(a) => a.clone(),
+        other => panic!("expected an array, got {other:?}"),
+    };
+    let entry = array(&array(&v)[0]);
+    let mut got: Vec<(String, Vec<String>)> = array(&entry[9])
+        .iter()
+        .map(|sub| {
+            let e = array(sub);
+            let name = text(&e[0]).to_lowercase();
+            assert_eq!(
+                [as_int(&e[3]), as_int(&e[4]), as_int(&e[5])],
+                [0, 0, 0],
+                "{name} names no key"
+            );
+            assert!(array(&e[8]).is_empty(), "{name}: no key specs");
+            let mut flags: Vec<String> = array(&e[2])
+                .iter()
+                .map(text)
+                .filter(|f| f != "module")
+                .collect();
+            flags.sort();
+            (name, flags)
+        })
+        .collect();
+    got.sort();
+    let want: Vec<(String, Vec<String>)> = [
+        ("close", &["fast", "write"][..]),
+        ("holds", &["readonly"]),
+        ("info", &["fast", "readonly"]),
+        ("keepalive", &["fast", "write"]),
+        ("kill", &["fast", "write"]),
+        ("list", &["readonly"]),
+        ("open", &["denyoom", "fast", "write"]),
+    ]
+    .iter()
+    .map(|(n, f)| {
+        let flags = f.iter().map(|s| s.to_string()).collect();
+        (format!("dlock.session|{n}"), flags)
+    })
+    .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_session_opened_in_a_transaction_binds_the_holds_after_it() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let v = transaction(
+        &mut c,
+        &[
+            session_cmd("OPEN", &["w", "60000"]),
+            req("r", "t").session("w").cmd(),
+            session_cmd("KEEPALIVE", &["w"]),
+        ],
+    );
+    assert_eq!(v[0], Value::Int(1), "{v:?}");
+    let fence = as_int(&v[1]);
+    assert_eq!(v[2], Value::Int(60_000));
+    assert_eq!(assert_bound(&mut c, "r", "t", "w").fence, fence);
+    assert_eq!(live(&mut c, "w").holds, 1);
+}

@@ -100,14 +100,17 @@ fn ends_releasing_every_hold(how: End) {
         .collect();
     let bound_waiter = req("bw", "wb").wait(0).session("w").spawn(&s);
     wait_queued(&mut c, "bw", 1);
+    let bound_set_waiter = mreq(&["bw", "bx"], "wb2").wait(0).session("w").spawn(&s);
+    wait_queued(&mut c, "bw", 2);
     let i = live(&mut c, "w");
-    assert_eq!((i.holds, i.waits), (6, 1));
+    assert_eq!((i.holds, i.waits), (6, 2));
     let mut sub = events(&s, &["w", "p", "sh"]);
     let before = end_counters(&mut c);
 
     end(&mut c, how, owner);
 
     assert_eq!(bound_waiter.error(), NOSESSION);
+    assert_eq!(bound_set_waiter.error(), NOSESSION);
     for (res, tok, w) in &waiters {
         let fence = w.granted();
         assert_eq!(shown(&mut c, res).hold(tok).fence, fence, "{res}");
@@ -115,7 +118,8 @@ fn ends_releasing_every_hold(how: End) {
     assert_eq!(shown(&mut c, "sem").tokens(), ["x3", "wsem"]);
     assert_eq!(shown(&mut c, "m2").tokens(), ["wm"]);
     assert_eq!(shown(&mut c, "bw").tokens(), ["other"]);
-    assert_eq!(queued(&mut c, "bw"), 0, "the bound waiter left the queue");
+    assert_eq!(queued(&mut c, "bw"), 0, "the bound waiters left the queue");
+    assert_eq!(shown(&mut c, "bx"), Shown::Free);
     wait_ended(&mut c, "w");
     wait_until(RELEASED, "w's holds released", || {
         stat(&mut c, "session_holds") == 1 && stat(&mut c, "session_holds_ending") == 0
@@ -302,4 +306,21 @@ fn counters_and_gauges_follow_sessions_and_holds() {
     for res in ["b1", "b2", "b3"] {
         assert!(!exists(&mut c, res), "{res}");
     }
+}
+
+#[test]
+fn the_end_of_a_session_is_published_in_db_0_whatever_the_db() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut sub = events(&s, &["w"]);
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut c).unwrap();
+    open(&mut c, "w", 60_000);
+    req("r", "t").session("w").grant(&mut c);
+    assert_eq!(close(&mut c, "w"), 1);
+    let got = next_event(&mut sub);
+    assert_eq!(
+        (got.0.as_str(), got.1.as_str()),
+        ("w", "dlock.session.closed")
+    );
+    wait_until(RELEASED, "r released in db 3", || !exists(&mut c, "r"));
 }
