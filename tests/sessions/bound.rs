@@ -282,3 +282,34 @@ fn a_bound_waiter_that_times_out_leaves_the_session() {
     assert_eq!(queued(&mut c, "res"), 0);
     assert_eq!(shown(&mut c, "res").tokens(), ["holder"]);
 }
+
+#[test]
+fn a_bound_hold_deleted_by_an_admin_leaves_the_session_and_its_end_spares_the_new_holder() {
+    let s = Server::start();
+    let mut c = s.conn();
+    open(&mut c, "w", 60_000);
+    req("d", "t1").session("w").grant(&mut c);
+    req("f", "t2").shared().session("w").grant(&mut c);
+    req("kept", "t3").session("w").grant(&mut c);
+    let n: i64 = redis::cmd("DEL").arg("d").query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    let n: i64 = redis::cmd("UNLINK").arg("f").query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    wait_until(SOON, "the deleted holds to leave the session", || {
+        live(&mut c, "w").holds == 1
+    });
+    assert_eq!(holds_all(&mut c, "w", None), [bound(0, "kept", "t3")]);
+    assert_eq!(stat(&mut c, "session_holds"), 1);
+    // Others take the names; the session's end must not touch them.
+    let fd = req("d", "x").ttl("60000").grant(&mut c);
+    let ff = req("f", "t2").ttl("60000").shared().grant(&mut c);
+    assert_eq!(close(&mut c, "w"), 1);
+    wait_until(RELEASED, "kept released", || !exists(&mut c, "kept"));
+    wait_no_session_holds(&mut c);
+    assert_eq!(shown(&mut c, "d").hold("x").fence, fd);
+    assert_eq!(
+        shown(&mut c, "f").hold("t2").fence,
+        ff,
+        "same token, not bound"
+    );
+}

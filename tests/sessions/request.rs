@@ -191,6 +191,8 @@ pub(super) struct HoldShown {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Shown {
     Free,
+    /// Nobody holds it; its handoff to the queue (of this many) waits.
+    Reserved(i64),
     Plain(LockInfo),
     List {
         kind: String,
@@ -204,7 +206,7 @@ impl Shown {
     /// The holds, whatever the form (a plain lock is one exclusive hold).
     pub(super) fn holds(&self) -> Vec<HoldShown> {
         match self {
-            Shown::Free => vec![],
+            Shown::Free | Shown::Reserved(_) => vec![],
             Shown::Plain(i) => vec![HoldShown {
                 token: String::from_utf8_lossy(&i.token).into_owned(),
                 owner: String::from_utf8_lossy(&i.token).into_owned(),
@@ -251,6 +253,10 @@ pub(super) fn parse_shown(v: Value) -> Shown {
         return Shown::Free;
     }
     let p = pairs(&v);
+    if keys_of(&p).first().map(String::as_str) == Some("token") && p[0].1 == Value::Nil {
+        assert_eq!(keys_of(&p), ["token", "fence", "ttl", "waiters"]);
+        return Shown::Reserved(as_int(&p[3].1));
+    }
     if keys_of(&p).first().map(String::as_str) == Some("token") {
         return Shown::Plain(parse_pairs(&p));
     }
@@ -299,6 +305,7 @@ pub(super) fn assert_bound(
 pub(super) fn queued(c: &mut impl ConnectionLike, res: &str) -> i64 {
     match shown(c, res) {
         Shown::Free => 0,
+        Shown::Reserved(n) => n,
         Shown::Plain(i) => i.waiters,
         Shown::List { waiters, .. } => waiters,
     }
