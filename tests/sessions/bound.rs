@@ -82,7 +82,7 @@ fn a_keepalive_leaves_every_hold_as_it_was() {
         .map(|r| shown(&mut c, r))
         .collect();
     assert_eq!(keepalive(&mut c, "w", Some(90_000)), 90_000);
-    assert!(keepalive(&mut c, "w", None) > 0);
+    assert_eq!(keepalive(&mut c, "w", None), 90_000);
     for (res, was) in ["plain", "sh", "sem", "own", "m1"].iter().zip(before) {
         assert_eq!(
             shown(&mut c, res),
@@ -312,4 +312,31 @@ fn a_bound_hold_deleted_by_an_admin_leaves_the_session_and_its_end_spares_the_ne
         ff,
         "same token, not bound"
     );
+}
+
+#[test]
+fn flushall_removes_bound_holds_and_keeps_the_session_swapdb_moves_them() {
+    let s = Server::start();
+    let mut c = s.conn();
+    open(&mut c, "w", 60_000);
+    req("a", "t1").session("w").grant(&mut c);
+    let _: () = redis::cmd("SELECT").arg(1).query(&mut c).unwrap();
+    req("b", "t2").shared().session("w").grant(&mut c);
+    let _: () = redis::cmd("SWAPDB").arg(0).arg(1).query(&mut c).unwrap();
+    assert_eq!(
+        holds_all(&mut c, "w", None),
+        [bound(1, "a", "t1"), bound(0, "b", "t2")],
+        "the holds moved with their databases"
+    );
+    assert_bound(&mut c, "a", "t1", "w");
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    wait_until(SOON, "the flushed holds to leave the session", || {
+        live(&mut c, "w").holds == 0
+    });
+    assert_eq!(holds_all(&mut c, "w", None), []);
+    assert_eq!(stat(&mut c, "session_holds"), 0);
+    // The session lives on and binds new holds.
+    assert_eq!(keepalive(&mut c, "w", None), 60_000);
+    req("a", "t3").session("w").grant(&mut c);
+    assert_eq!(live(&mut c, "w").holds, 1);
 }

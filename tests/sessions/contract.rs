@@ -50,6 +50,9 @@ fn keepalive_answers_the_time_left() {
     assert_eq!(keepalive(&mut c, "w", Some(30_000)), 30_000);
     let i = live(&mut c, "w");
     assert!(i.ttl > 20_000 && i.ttl <= 30_000, "{i:?}");
+    // The ttl given becomes the session's own.
+    assert_eq!(i.session_ttl, 30_000);
+    assert_eq!(keepalive(&mut c, "w", None), 30_000);
     let e = err_text(&try_keepalive(&mut c, "never", None).unwrap_err());
     assert_eq!(e, NOSESSION);
     assert_eq!(close(&mut c, "w"), 1);
@@ -64,12 +67,16 @@ fn close_and_kill_answer_whether_the_session_existed() {
     let mut c = s.conn();
     assert_eq!(close(&mut c, "none"), 0);
     assert_eq!(kill(&mut c, "none"), 0);
+    let holds: Value = session_cmd("HOLDS", &["none"]).query(&mut c).unwrap();
+    assert_eq!(holds, Value::Nil, "HOLDS of no session");
     open(&mut c, "a", 60_000);
     open(&mut c, "b", 60_000);
     assert_eq!(close(&mut c, "a"), 1);
     assert_eq!(kill(&mut c, "b"), 1);
     for id in ["a", "b"] {
         assert_eq!(session_info(&mut c, id), None);
+        let holds: Value = session_cmd("HOLDS", &[id]).query(&mut c).unwrap();
+        assert_eq!(holds, Value::Nil, "HOLDS of an ended session");
         assert_eq!(close(&mut c, id), 0, "{id} ended");
         assert_eq!(kill(&mut c, id), 0, "{id} ended");
     }
@@ -246,6 +253,21 @@ fn a_retry_of_open_takes_the_bind_given() {
     });
     assert_eq!(live(&mut c, "b").bound, 0);
     assert_eq!(stat(&mut c, "sessions_disconnected"), 0);
+    // A retry with BIND binds it to the connection that sent it.
+    let mut first = s.conn();
+    let mut second = s.conn();
+    let first_id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut first).unwrap();
+    assert_eq!(open_with(&mut first, "b", 60_000, &["BIND"]), 0);
+    assert_eq!(open_with(&mut second, "b", 60_000, &["BIND"]), 0);
+    drop(first);
+    wait_until(SOON, "the first connection to close", || {
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
+        !list.contains(&format!("id={first_id} "))
+    });
+    assert_eq!(live(&mut c, "b").bound, 1, "bound to the second");
+    drop(second);
+    wait_ended(&mut c, "b");
+    assert_eq!(stat(&mut c, "sessions_disconnected"), 1);
 }
 
 #[test]
@@ -401,4 +423,40 @@ fn a_session_opened_in_a_transaction_binds_the_holds_after_it() {
     assert_eq!(v[2], Value::Int(60_000));
     assert_eq!(assert_bound(&mut c, "r", "t", "w").fence, fence);
     assert_eq!(live(&mut c, "w").holds, 1);
+}
+
+#[test]
+fn an_id_whose_holds_are_still_being_released_cannot_be_opened() {
+    let s = Server::start();
+    let mut c = s.conn();
+    open(&mut c, "w", 60_000);
+    req("r", "t").session("w").grant(&mut c);
+    // In the CLOSE's turn the hold is not settled yet.
+    let v = transaction(
+        &mut c,
+        &[
+            session_cmd("CLOSE", &["w"]),
+            session_cmd("OPEN", &["w", "60000"]),
+            session_cmd("KEEPALIVE", &["w"]),
+        ],
+    );
+    assert_eq!(v[0], Value::Int(1));
+    assert_eq!(value_err(&v[1]), ENDING);
+    assert_eq!(value_err(&v[2]), NOSESSION);
+    // Once settled, the id is free again (the moment is the server's:
+    // every answer until then is this refusal).
+    wait_until(RELEASED, "the id to open again", || {
+        match session_cmd("OPEN", &["w", "60000"]).query::<i64>(&mut c) {
+            Ok(n) => {
+                assert_eq!(n, 1, "a new session");
+                true
+            }
+            Err(e) => {
+                assert_eq!(err_text(&e), ENDING);
+                false
+            }
+        }
+    });
+    assert!(!exists(&mut c, "r"));
+    assert_eq!(live(&mut c, "w").holds, 0);
 }

@@ -266,6 +266,12 @@ fn a_bound_hold_restored_elsewhere_is_a_lease_ending_at_the_sessions_deadline() 
         assert_eq!(at, deadline, "{res}: the session's deadline");
     }
     assert_eq!(shown(&mut bc, "sh").hold("t2").mode, "shared");
+    // Where a session of that id exists, the hold stays bound to it.
+    open(&mut bc, "w", 60_000);
+    let payload = common::dump::dump(&mut ac, "p");
+    common::dump::restore(&mut bc, "p2", 0, &payload).unwrap();
+    assert_eq!(assert_bound(&mut bc, "p2", "t1", "w").fence, fp);
+    assert_eq!(holds_all(&mut bc, "w", None), [bound(0, "p2", "t1")]);
     // An ordinary lease: EXTEND works there; the source is unchanged.
     assert_eq!(extend(&mut bc, "p", "t1", 60_000), 1);
     assert!(pttl(&mut bc, "p") > 30_000);
@@ -313,8 +319,10 @@ fn the_aof_receives_session_effects_with_absolute_deadlines() {
         "effects only, never the command: {cmds:?}"
     );
 
-    // CLOSE: the end, then each hold's release.
+    // CLOSE: the end (until now: no delay), each hold's release, DONE.
+    let before = now_ms();
     assert_eq!(close(&mut c, "w"), 1);
+    let after = now_ms();
     wait_until(RELEASED, "the releases in the AOF", || {
         let cmds = aof(&s);
         let Some(end) = find(&cmds, kept, "DLOCK.SESSIONEND", &["w"]) else {
@@ -323,15 +331,24 @@ fn the_aof_receives_session_effects_with_absolute_deadlines() {
         ["p", "sh"].iter().all(|r| {
             find(&cmds, end, "DEL", &[r]).is_some()
                 || find(&cmds, end, "DLOCK.DROPHOLD", &[r]).is_some()
-        })
+        }) && find(&cmds, end, "DLOCK.SESSIONEND", &["w", "DONE"]).is_some()
     });
+    let cmds = aof(&s);
+    let end = find(&cmds, kept, "DLOCK.SESSIONEND", &["w"]).unwrap();
+    let until: i64 = cmds[end][2].parse().unwrap();
+    assert!(
+        (before..=after).contains(&until),
+        "until {until} not in {before}..={after}"
+    );
 
     // KILL with a lock-delay: the end, then each hold's new deadline.
     open_with(&mut c, "k", 60_000, &["LOCKDELAY", "5000"]);
     req("q", "t3").session("k").grant(&mut c);
     req("qs", "t4").shared().session("k").grant(&mut c);
     let from = aof(&s).len();
+    let before = now_ms();
     assert_eq!(kill(&mut c, "k"), 1);
+    let after = now_ms();
     wait_until(RELEASED, "the lock-delay in the AOF", || {
         let cmds = aof(&s);
         let Some(end) = find(&cmds, from, "DLOCK.SESSIONEND", &["k"]) else {
@@ -342,4 +359,9 @@ fn the_aof_receives_session_effects_with_absolute_deadlines() {
                 || find(&cmds, end, "DLOCK.MOVEHOLD", &[r]).is_some()
         })
     });
+    let cmds = aof(&s);
+    let end = find(&cmds, from, "DLOCK.SESSIONEND", &["k"]).unwrap();
+    let until: i64 = cmds[end][2].parse().unwrap();
+    let delayed = before + 5000..=after + 5000;
+    assert!(delayed.contains(&until), "until {until} not in {delayed:?}");
 }

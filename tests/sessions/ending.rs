@@ -134,14 +134,24 @@ fn ends_releasing_every_hold(how: End) {
     assert_eq!(delta, want, "{END_COUNTERS:?}");
     wait_blocked_clients(&mut c, 0);
 
-    let got = events_until(&mut sub, 1, "w");
-    let mut got = got;
-    while of(&got, "p").len() < 2 || of(&got, "sh").len() < 2 {
+    let mut got = events_until(&mut sub, 1, "w");
+    let handed =
+        |got: &[(String, String)], key: &str| of(got, key).iter().any(|e| e == "dlock.handoff");
+    while !handed(&got, "p") || !handed(&got, "sh") {
         got.push(next_event(&mut sub));
+        assert!(got.len() < 100, "{got:?}");
     }
     assert_eq!(of(&got, "w"), [how.event()]);
-    assert_eq!(of(&got, "p"), ["dlock.released", "dlock.handoff"]);
-    assert_eq!(of(&got, "sh"), ["dlock.released", "dlock.handoff"]);
+    // Each queue served is published as a handoff; whether the session's
+    // release also publishes `dlock.released` first is left open (the
+    // brief and docs/sessions.md disagree), nothing else may appear.
+    for key in ["p", "sh"] {
+        let events = of(&got, key);
+        assert!(
+            events == ["dlock.handoff"] || events == ["dlock.released", "dlock.handoff"],
+            "{key}: {events:?}"
+        );
+    }
 }
 
 #[test]
@@ -317,10 +327,9 @@ fn the_end_of_a_session_is_published_in_db_0_whatever_the_db() {
     open(&mut c, "w", 60_000);
     req("r", "t").session("w").grant(&mut c);
     assert_eq!(close(&mut c, "w"), 1);
-    let got = next_event(&mut sub);
-    assert_eq!(
-        (got.0.as_str(), got.1.as_str()),
-        ("w", "dlock.session.closed")
-    );
+    for want in ["dlock.session.opened", "dlock.session.closed"] {
+        let got = next_event(&mut sub);
+        assert_eq!((got.0.as_str(), got.1.as_str()), ("w", want));
+    }
     wait_until(RELEASED, "r released in db 3", || !exists(&mut c, "r"));
 }

@@ -51,6 +51,7 @@ const LOCKDELAY_RANGE: &str = "ERR LOCKDELAY must be an integer from 0 to 60000"
 const BIND_NEEDS_CLIENT: &str =
     "ERR BIND needs a client connection (not a script or MULTI from another client)";
 const SYNTAX: &str = "ERR syntax error";
+const ENDING: &str = "ERR the session with this id ended and its holds are still being released: open a session with a new id";
 /// How long the release of an ended session's holds may take on a loaded
 /// machine (it is bounded batches in later event-loop turns).
 const RELEASED: Duration = Duration::from_secs(20);

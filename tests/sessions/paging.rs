@@ -98,26 +98,32 @@ fn list_options_are_checked() {
     let s = Server::start();
     let mut c = s.conn();
     open(&mut c, "a", 60_000);
+    let count = "ERR COUNT must be an integer from 1 to 1000";
+    for args in [&["COUNT", "0"][..], &["COUNT", "1001"], &["COUNT", "x"]] {
+        let e = err_of(session_cmd("LIST", args).query(&mut c));
+        assert_eq!(e, count, "LIST {args:?}");
+    }
     for args in [
-        &["COUNT", "0"][..],
-        &["COUNT", "1001"],
-        &["COUNT", "x"],
-        &["COUNT"],
+        &["COUNT"][..],
         &["AFTER"],
         &["MATCH"],
         &["NOPE"],
+        &["COUNT", "1", "COUNT", "1"],
     ] {
         let e = err_of(session_cmd("LIST", args).query(&mut c));
-        assert!(e.starts_with("ERR"), "LIST {args:?}: {e}");
+        assert_eq!(e, SYNTAX, "LIST {args:?}");
     }
-    for args in [
-        &["a", "COUNT", "0"][..],
-        &["a", "COUNT", "1001"],
-        &["a", "NOPE"],
-    ] {
+    for args in [&["a", "COUNT", "0"][..], &["a", "COUNT", "1001"]] {
         let e = err_of(session_cmd("HOLDS", args).query(&mut c));
-        assert!(e.starts_with("ERR"), "HOLDS {args:?}: {e}");
+        assert_eq!(e, count, "HOLDS {args:?}");
     }
+    let after = "ERR AFTER must be an integer from 0 to 18446744073709551615";
+    for cursor in ["-1", "x", "1.5", "18446744073709551616"] {
+        let e = err_of(session_cmd("HOLDS", &["a", "AFTER", cursor]).query(&mut c));
+        assert_eq!(e, after, "HOLDS AFTER {cursor}");
+    }
+    let e = err_of(session_cmd("HOLDS", &["a", "NOPE"]).query(&mut c));
+    assert_eq!(e, SYNTAX);
 }
 
 /// Session `w` with 250 bound holds `r000`.. (token `t<i>`), granted in
