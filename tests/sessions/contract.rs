@@ -390,6 +390,7 @@ fn command_info_gives_each_subcommand_its_flags_and_no_key() {
     got.sort();
     let want: Vec<(String, Vec<String>)> = [
         ("close", &["fast", "write"][..]),
+        ("help", &["fast", "readonly"]),
         ("holds", &["readonly"]),
         ("info", &["fast", "readonly"]),
         ("keepalive", &["fast", "write"]),
