@@ -461,3 +461,25 @@ fn an_id_whose_holds_are_still_being_released_cannot_be_opened() {
     assert!(!exists(&mut c, "r"));
     assert_eq!(live(&mut c, "w").holds, 0);
 }
+
+#[test]
+fn help_names_every_subcommand_a_line_each() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let lines: Vec<String> = session_cmd("HELP", &[]).query(&mut c).unwrap();
+    for sub in [
+        "OPEN",
+        "KEEPALIVE",
+        "CLOSE",
+        "KILL",
+        "INFO",
+        "LIST",
+        "HOLDS",
+        "HELP",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.trim_start().starts_with(sub)),
+            "HELP has no line for {sub}: {lines:?}"
+        );
+    }
+}

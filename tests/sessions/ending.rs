@@ -142,15 +142,9 @@ fn ends_releasing_every_hold(how: End) {
         assert!(got.len() < 100, "{got:?}");
     }
     assert_eq!(of(&got, "w"), [how.event()]);
-    // Each queue served is published as a handoff; whether the session's
-    // release also publishes `dlock.released` first is left open (the
-    // brief and docs/sessions.md disagree), nothing else may appear.
+    // As a release: `dlock.released`, then the handoff to the queue.
     for key in ["p", "sh"] {
-        let events = of(&got, key);
-        assert!(
-            events == ["dlock.handoff"] || events == ["dlock.released", "dlock.handoff"],
-            "{key}: {events:?}"
-        );
+        assert_eq!(of(&got, key), ["dlock.released", "dlock.handoff"], "{key}");
     }
 }
 
