@@ -31,7 +31,7 @@ mod locks;
 mod observe;
 /// What an operator sees and sets: ACL, configuration, memory, stats, version.
 mod ops;
-/// `DLOCK.SESSION`: one liveness lease for many holds and waits.
+/// Sessions: one liveness lease for many holds and waits.
 mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.
 mod sets;

@@ -20,6 +20,9 @@ pub struct Ask<'a> {
     /// `LIMIT n`; `None` is a plain lock (limit 1) or a read-write lock.
     pub limit: Option<u32>,
     pub ttl_ms: u64,
+    /// `SESSION id`: the hold lives as long as that session, with no
+    /// deadline of its own (`ttl_ms` is not used).
+    pub session: Option<&'a [u8]>,
 }
 
 impl<'a> Ask<'a> {
@@ -28,5 +31,14 @@ impl<'a> Ask<'a> {
     }
     pub fn limit(&self) -> u32 {
         self.limit.unwrap_or(1)
+    }
+    /// When a hold granted at `now_ms` ends: a session's hold never ends
+    /// by time (its session's end releases it).
+    #[inline]
+    pub fn deadline_ms(&self, now_ms: u64) -> u64 {
+        match self.session {
+            Some(_) => crate::limits::NEVER,
+            None => now_ms.saturating_add(self.ttl_ms),
+        }
     }
 }

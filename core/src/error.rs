@@ -68,6 +68,25 @@ pub enum Error {
     UpgradeRefused,
     /// `SINCE` with something no `DLOCK.OBSERVE` reply gives.
     BadVersion,
+    /// A session that does not exist (never opened, or ended).
+    NoSession,
+    /// The token holds the resource under another session, or without
+    /// one, or the other way round.
+    SessionMismatch,
+    /// `EXTEND` of a hold bound to a session: its session's keep-alive
+    /// keeps it.
+    BoundHold,
+    /// A session id empty or over `MAX_SESSION_ID` bytes.
+    SessionIdLength,
+    /// `BIND` where no client connection sent the command.
+    BindNeedsClient,
+    /// `OPEN` of an id whose ended session's holds are still being released.
+    SessionEnding,
+    /// `LOCKDELAY` out of range.
+    LockDelay,
+    /// A bound `WAIT` that would close a cycle of sessions waiting for each
+    /// other: the cycle's resources, in wait order.
+    Deadlock(Vec<Box<[u8]>>),
     /// Something the server should have provided was missing.
     Internal(&'static str),
 }
@@ -149,6 +168,49 @@ impl fmt::Display for Error {
                 f,
                 "ERR upgrade refused: other owners hold the resource (an upgrade never waits)"
             ),
+            Error::NoSession => write!(
+                f,
+                "NOSESSION no such session (it ended or was never opened): its holds are released"
+            ),
+            Error::SessionMismatch => write!(
+                f,
+                "ERR the token holds this resource under another session (or none)"
+            ),
+            Error::BoundHold => write!(
+                f,
+                "ERR the hold is bound to a session: keep the session alive \
+                 (DLOCK.SESSION KEEPALIVE)"
+            ),
+            Error::SessionIdLength => write!(
+                f,
+                "ERR session id must be 1 to {} bytes",
+                crate::limits::MAX_SESSION_ID
+            ),
+            Error::BindNeedsClient => write!(
+                f,
+                "ERR BIND needs a client connection (not a script or MULTI from another client)"
+            ),
+            Error::SessionEnding => write!(
+                f,
+                "ERR the session with this id ended and its holds are still being released: \
+                 open a session with a new id"
+            ),
+            Error::LockDelay => write!(
+                f,
+                "ERR LOCKDELAY must be an integer from 0 to {}",
+                crate::limits::MAX_LOCK_DELAY_MS
+            ),
+            Error::Deadlock(resources) => {
+                write!(
+                    f,
+                    "DEADLOCK waiting would close a cycle of sessions waiting for each other, \
+                     through"
+                )?;
+                for r in resources {
+                    write!(f, " '{}'", String::from_utf8_lossy(r).escape_debug())?;
+                }
+                Ok(())
+            }
             Error::Internal(what) => write!(f, "ERR dlock internal error: {what}"),
         }
     }

@@ -39,6 +39,7 @@ pub mod queue;
 pub mod request;
 pub mod resource;
 pub mod rules;
+pub mod sessions;
 
 pub use error::Error;
 pub use fence::FenceClock;

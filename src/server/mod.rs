@@ -12,6 +12,7 @@ pub mod ops;
 pub mod persistence;
 pub mod quarantine;
 pub mod resource;
+pub mod sessions;
 pub mod state;
 pub mod waiting;
 
@@ -21,7 +22,7 @@ use redis_module::raw;
 
 use dlock_core::Error;
 use edge::api::{rm, Ctx};
-use edge::ffi::{command_entry, register};
+use edge::ffi::{command_entry, register, register_container};
 
 command_entry!(acquire_entry => commands::lock::acquire);
 command_entry!(release_entry => commands::lock::release);
@@ -38,6 +39,16 @@ command_entry!(add_hold_entry => persistence::hold_effects::apply_add);
 command_entry!(move_hold_entry => persistence::hold_effects::apply_move);
 command_entry!(drop_hold_entry => persistence::hold_effects::apply_drop);
 command_entry!(set_holds_entry => persistence::hold_effects::apply_set);
+command_entry!(session_open_entry => commands::session::open);
+command_entry!(session_keep_alive_entry => commands::session::keep_alive);
+command_entry!(session_close_entry => commands::session::close);
+command_entry!(session_kill_entry => commands::session::kill);
+command_entry!(session_info_entry => commands::session::info);
+command_entry!(session_list_entry => commands::session::list);
+command_entry!(session_holds_entry => commands::session::holds);
+command_entry!(session_help_entry => commands::session::help);
+command_entry!(session_set_entry => persistence::session_effects::apply_set);
+command_entry!(session_end_entry => persistence::session_effects::apply_end);
 
 /// Everything `RedisModule_OnLoad` does once the API is initialised.
 pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Result<(), Error> {
@@ -53,6 +64,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     persistence::data_type::register_type(ctx)?;
     events::job_runner::init(ctx)?;
     edge::clients::init(ctx)?;
+    edge::clients::on_disconnect(sessions::connection_closed);
     events::server::subscribe(ctx)?;
     events::notifications::subscribe(ctx)?;
     quarantine::init(ctx)?;
@@ -150,6 +162,34 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         ctx,
         persistence::effects::META,
         Some(meta_entry),
+        c"write deny-script",
+        false,
+    )?;
+    register_container(
+        ctx,
+        c"dlock.session",
+        &[
+            (c"open", Some(session_open_entry), c"write deny-oom fast"),
+            (c"keepalive", Some(session_keep_alive_entry), c"write fast"),
+            (c"close", Some(session_close_entry), c"write fast"),
+            (c"kill", Some(session_kill_entry), c"write fast"),
+            (c"info", Some(session_info_entry), c"readonly fast"),
+            (c"list", Some(session_list_entry), c"readonly"),
+            (c"holds", Some(session_holds_entry), c"readonly"),
+            (c"help", Some(session_help_entry), c"readonly fast"),
+        ],
+    )?;
+    register(
+        ctx,
+        persistence::session_effects::SESSIONSET,
+        Some(session_set_entry),
+        c"write deny-script",
+        false,
+    )?;
+    register(
+        ctx,
+        persistence::session_effects::SESSIONEND,
+        Some(session_end_entry),
         c"write deny-script",
         false,
     )?;

@@ -13,6 +13,8 @@
 //! - `durability.rs` — RDB, AOF, replicas, promotion, `DUMP`/`RESTORE`.
 //! - `memory.rs` — thousands of sessions ended each way: `used_memory` flat.
 //! - `big.rs` — one session with 100,000 holds ended by `CLOSE`.
+//! - `deadlock.rs` — a bound `WAIT` closing a cycle of sessions is refused;
+//!   `moved.rs` — a bound hold restored where its session is not, renamed.
 //!
 //! A session ends in one command but its holds are released by later
 //! event-loop turns, so every check of a release polls, with a deadline.
@@ -22,9 +24,11 @@ use crate::quiet;
 mod big;
 mod bound;
 mod contract;
+mod deadlock;
 mod durability;
 mod ending;
 mod memory;
+mod moved;
 mod paging;
 mod races;
 mod request;

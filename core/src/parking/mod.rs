@@ -124,6 +124,16 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         &mut self.queues
     }
 
+    /// The resources request `id` waits for, while it waits.
+    pub fn resources_of(&self, id: u64) -> Option<Vec<K>> {
+        self.queues.resources_of(id).map(<[K]>::to_vec)
+    }
+
+    /// Whether request `id` still waits in a queue.
+    pub fn is_queued(&self, id: u64) -> bool {
+        self.queues.is_queued(id)
+    }
+
     /// Handles the server has not freed yet (queued, answered or handed over).
     pub fn handles(&self) -> usize {
         self.slots.len()
@@ -137,11 +147,12 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         ttl_ms: u64,
         gives_up_at: Option<u64>,
         handle: H,
-    ) {
+    ) -> u64 {
         let id = self
             .queues
             .push(resource, token, wants, ttl_ms, gives_up_at, handle);
         self.queued(handle, id);
+        id
     }
 
     /// Parks a set request (`DLOCK.MACQUIRE ... WAIT`): one handle queued
@@ -154,11 +165,12 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         ttl_ms: u64,
         gives_up_at: Option<u64>,
         handle: H,
-    ) {
+    ) -> u64 {
         let id = self
             .queues
             .push_set(members, token, wants, ttl_ms, gives_up_at, handle);
         self.queued(handle, id);
+        id
     }
 
     fn queued(&mut self, handle: H, id: u64) {

@@ -183,6 +183,7 @@ mod tests {
             mode,
             limit: None,
             ttl_ms: 10,
+            session: None,
         }
     }
 

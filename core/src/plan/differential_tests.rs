@@ -30,6 +30,7 @@ fn alphabet() -> Vec<Ask<'static>> {
                         mode,
                         limit,
                         ttl_ms: 1000,
+                        session: None,
                     });
                 }
             }
@@ -89,6 +90,7 @@ fn a_plain_lock_is_decided_alike_inline_and_indexed() {
             mode: Mode::Exclusive,
             limit: None,
             ttl_ms: 1000,
+            session: None,
         }]) {
             for queued in [false, true] {
                 let decide = |s: Summary<'_>| {

@@ -54,6 +54,13 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
     {
         precheck(step.members, n, ask, *blocks, new_token)?;
     }
+    if let Command::Extend { token, .. } = &step.command {
+        // A session's keep-alive keeps its holds: no member moves.
+        let bound = |m: &Member<'_>| m.holds.hold_of(token).is_some_and(|h| h.session.is_some());
+        if step.members.iter().take(n).any(bound) {
+            return Err(Error::BoundHold);
+        }
+    }
     // The holds as the command's own change leaves them: the stored
     // indexes, read in place, without the holds that ended.
     let mut after: Vec<Summary<'_>> = step.members.iter().map(|m| m.holds.summary()).collect();

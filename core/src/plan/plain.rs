@@ -355,6 +355,7 @@ pub fn set(members: &[Member<'_>], token: &[u8]) -> Result<Set, Error> {
         mode: crate::ask::Mode::Exclusive,
         limit: None,
         ttl_ms: 0,
+        session: None,
     };
     // Every member first: one the fast path cannot read is the general
     // path's, wherever it is.

@@ -1060,6 +1060,7 @@ fn draw(rng: &mut Rng, model: &Model) -> Spec {
                 mode: Mode::Exclusive,
                 limit: None,
                 ttl_ms: rng.pick(&TTLS),
+                session: None,
             };
             if rng.one_in(3) {
                 ask.mode = Mode::Shared;
@@ -1342,6 +1343,7 @@ fn handoff() -> (Model, Input, Plan) {
         mode: Mode::Exclusive,
         limit: None,
         ttl_ms: 1_000,
+        session: None,
     };
     model.holds[0].add(&x, 5, START_US / 1000 + 1_000);
     model.owner_of_fence.insert(5, b"x");
@@ -1469,6 +1471,7 @@ fn the_checker_catches_a_nil_answer_that_holds() {
         mode: Mode::Exclusive,
         limit: None,
         ttl_ms: 1_000,
+        session: None,
     };
     model.holds[2].add(&x, 5, START_US / 1000 + 1_000);
     let spec = Spec {

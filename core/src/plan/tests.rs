@@ -13,6 +13,7 @@ fn ask(token: &'static str, mode: Mode) -> Ask<'static> {
         mode,
         limit: None,
         ttl_ms: 100,
+        session: None,
     }
 }
 

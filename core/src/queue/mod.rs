@@ -70,6 +70,11 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         self.queues.get(resource).map_or(0, |q| q.entries.len())
     }
 
+    /// The resources request `id` waits for, while it waits.
+    pub fn resources_of(&self, id: u64) -> Option<&[K]> {
+        self.index.get(&id).map(Place::keys)
+    }
+
     /// Whether every request queued on `resource` is a plain one.
     pub fn is_plain(&self, resource: &K) -> bool {
         self.queues.get(resource).is_none_or(|q| q.not_plain == 0)

@@ -10,6 +10,9 @@ pub struct Wants {
     pub mode: Mode,
     pub limit: Option<u32>,
     pub owner: Option<Box<[u8]>>,
+    /// `SESSION id`: the waiter leaves when the session ends, and its
+    /// grant is bound to the session.
+    pub session: Option<Box<[u8]>>,
 }
 
 impl Wants {
@@ -18,6 +21,7 @@ impl Wants {
             mode: ask.mode,
             limit: ask.limit,
             owner: ask.owner.map(Into::into),
+            session: ask.session.map(Into::into),
         }
     }
 
@@ -56,6 +60,7 @@ impl<H> Waiter<H> {
             mode: self.wants.mode,
             limit: self.wants.limit,
             ttl_ms: self.ttl_ms,
+            session: self.wants.session.as_deref(),
         }
     }
 

@@ -68,6 +68,8 @@ pub struct Acquire<'a> {
     pub limit: Option<u32>,
     /// `OWNER owner`: holds of one owner never exclude each other.
     pub owner: Option<&'a [u8]>,
+    /// `SESSION id`: the hold (and the wait) bound to that session.
+    pub session: Option<&'a [u8]>,
 }
 
 impl<'a> Acquire<'a> {
@@ -86,7 +88,10 @@ impl<'a> Acquire<'a> {
     /// No `SHARED`, `LIMIT` above 1 or `OWNER`: the plain lock, with its own
     /// replies, effects and encoding.
     pub fn is_plain(&self) -> bool {
-        self.mode == Mode::Exclusive && self.limit.is_none() && self.owner.is_none()
+        self.mode == Mode::Exclusive
+            && self.limit.is_none()
+            && self.owner.is_none()
+            && self.session.is_none()
     }
 
     /// What the request asks of the resource's holds.
@@ -97,6 +102,7 @@ impl<'a> Acquire<'a> {
             mode: self.mode,
             limit: self.limit,
             ttl_ms: self.ttl_ms,
+            session: self.session,
         }
     }
 }
@@ -138,16 +144,16 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
     // Checked against `max_token` only where a new grant or waiter would
     // result (`check_new_token`).
     let token = parse_token(token, MAX_STORED_TOKEN)?;
-    let ttl_ms = limits.ttl(ttl)?;
     let mut req = Acquire {
         members: Members::ONE,
         token,
-        ttl_ms,
+        ttl_ms: 0,
         wait_ms: None,
         max_new_token: limits.max_token,
         mode: Mode::Exclusive,
         limit: None,
         owner: None,
+        session: None,
     };
     let (mut shared, mut limit) = (false, None);
     let mut rest = options;
@@ -172,9 +178,14 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
                 req.owner = Some(parse_owner(value)?);
                 tail
             }
+            [value, tail @ ..] if is(b"SESSION") && req.session.is_none() => {
+                req.session = Some(parse_session_id(value)?);
+                tail
+            }
             _ => return Err(Error::Syntax),
         };
     }
+    req.ttl_ms = hold_ttl(ttl, req.session.is_some(), limits)?;
     if shared {
         req.mode = Mode::Shared;
     }
@@ -187,6 +198,25 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
         return Err(Error::OwnerSemaphore);
     }
     Ok(req)
+}
+
+/// A session's hold has no ttl of its own: its `ttl_ms` may be 0 and is
+/// not held to `dlock.max-ttl`, but must still be a number in range.
+pub(crate) fn hold_ttl(raw: &[u8], bound: bool, limits: &Limits) -> Result<u64, Error> {
+    if !bound {
+        return limits.ttl(raw);
+    }
+    parse_u64(raw)
+        .filter(|t| *t <= crate::limits::MAX_TTL_MS)
+        .ok_or(Error::ttl())
+}
+
+/// A session id: opaque bytes, 1 to `MAX_SESSION_ID`.
+pub fn parse_session_id(raw: &[u8]) -> Result<&[u8], Error> {
+    if raw.is_empty() || raw.len() > crate::limits::MAX_SESSION_ID {
+        return Err(Error::SessionIdLength);
+    }
+    Ok(raw)
 }
 
 fn parse_limit(raw: &[u8]) -> Result<u32, Error> {

@@ -4,4 +4,5 @@
 
 pub mod args;
 pub mod glob;
+pub mod session_args;
 pub mod set_args;

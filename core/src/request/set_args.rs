@@ -9,7 +9,7 @@
 use crate::ask::Mode;
 use crate::error::Error;
 use crate::limits::MAX_STORED_TOKEN;
-use crate::request::args::{parse_u64, Limits, MAX_WAIT_MS};
+use crate::request::args::{self, parse_u64, Limits, MAX_WAIT_MS};
 
 /// Most resources one set may name: a set is granted in one step, inside
 /// one event-loop turn, so it stays small.
@@ -92,12 +92,13 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
     let mut req = Acquire {
         members,
         token: token(tok)?,
-        ttl_ms: limits.ttl(ttl)?,
+        ttl_ms: 0,
         mode: Mode::Exclusive,
         wait_ms: None,
         max_new_token: limits.max_token,
         limit: None,
         owner: None,
+        session: None,
     };
     let mut rest = options;
     while let [name, tail @ ..] = rest {
@@ -117,9 +118,14 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
                 )?);
                 tail
             }
+            [value, tail @ ..] if is(b"SESSION") && req.session.is_none() => {
+                req.session = Some(args::parse_session_id(value)?);
+                tail
+            }
             _ => return Err(Error::Syntax),
         };
     }
+    req.ttl_ms = args::hold_ttl(ttl, req.session.is_some(), limits)?;
     Ok(req)
 }
 

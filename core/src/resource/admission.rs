@@ -62,6 +62,10 @@ pub trait Indexed: std::fmt::Debug {
     fn exclusive_owners(&self) -> usize;
     fn token(&self, token: &[u8]) -> Option<Held<'_>>;
     fn owner(&self, owner: &[u8]) -> Option<OwnerHolds>;
+    /// The session `token`'s hold is bound to.
+    fn session_of(&self, _token: &[u8]) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// One owner's holds.
@@ -232,6 +236,20 @@ impl<'x> Summary<'x> {
 
     /// `token`'s hold: its mode, owner and fence.
     #[inline]
+    /// Whether `token`'s hold is bound to another session than `session`
+    /// (or to one where `session` is none, or the other way round). A hold
+    /// granted in this step was granted to a request with the same token,
+    /// which the planner answers as one.
+    fn session_differs(&self, token: &[u8], session: Option<&[u8]>) -> bool {
+        if self.one.is_some() {
+            return session.is_some();
+        }
+        if self.tokens.contains_key(token) {
+            return false;
+        }
+        self.base.and_then(|b| b.session_of(token)) != session
+    }
+
     fn token(&self, token: &[u8]) -> Option<Held<'x>> {
         if let Some(e) = &self.one {
             return (e.token == token).then_some((e.mode, e.owner, e.fence));
@@ -302,7 +320,11 @@ impl<'x> Summary<'x> {
     /// (`differential_tests` compares the two on every small state).
     #[inline]
     fn admit_plain(&self, ask: &Ask<'_>, queued: bool) -> Option<Result<Admission, Error>> {
-        if ask.limit.is_some() || ask.owner.is_some() || ask.mode != Mode::Exclusive {
+        if ask.limit.is_some()
+            || ask.owner.is_some()
+            || ask.mode != Mode::Exclusive
+            || ask.session.is_some()
+        {
             return None;
         }
         match (&self.one, self.len) {
@@ -333,10 +355,12 @@ impl<'x> Summary<'x> {
         if let Some((mode, held_by, fence)) = self.token(ask.token) {
             // The same token: a retry only if everything matches.
             let same = mode == ask.mode && held_by == owner && self.limit == limit;
-            return if same {
-                Ok(Admission::Retry { fence })
-            } else {
+            return if !same {
                 Err(Error::TokenInUse)
+            } else if self.session_differs(ask.token, ask.session) {
+                Err(Error::SessionMismatch)
+            } else {
+                Ok(Admission::Retry { fence })
             };
         }
         if limit > 1 && ask.mode == Mode::Shared {

@@ -3,9 +3,10 @@
 //! dropped, and how a replica applies it. Plain locks keep their own
 //! effects (`DLOCK.APPLY`, `PEXPIREAT`, `DEL`).
 //!
-//! - `DLOCK.ADDHOLD key token owner fence mode limit deadline_ms last_fence`
-//!   (`mode` is `exclusive` or `shared`; `owner` equal to `token` when the
-//!   request named none)
+//! - `DLOCK.ADDHOLD key token owner fence mode limit deadline_ms last_fence
+//!   [session]` (`mode` is `exclusive` or `shared`; `owner` equal to `token`
+//!   when the request named none; `session` for a hold bound to one, whose
+//!   deadline is then ignored)
 //! - `DLOCK.MOVEHOLD key token deadline_ms`
 //! - `DLOCK.DROPHOLD key token`
 //! - `DLOCK.SETHOLDS key value last_fence`: a whole value in the multi-hold
@@ -59,9 +60,16 @@ pub fn mode_name(mode: Mode) -> &'static [u8] {
 /// An added hold: `key token owner fence mode limit deadline_ms last_fence`.
 /// Returns the change and the sender's fence high-water mark.
 pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
+    let (argv, session) = match argv {
+        [head @ .., session] if argv.len() == 10 => (head, Some(bytes(session, "session")?)),
+        _ => (argv, None),
+    };
     let [_, _, token, owner, fence, mode, limit, deadline, last] = argv else {
         return Err(Error::WrongArity);
     };
+    if session.is_some_and(|s| s.len() > crate::limits::MAX_SESSION_ID) {
+        return Err(Error::BadEffect("session"));
+    }
     let hold = Hold {
         token: bytes(token, "token")?.into(),
         owner: bytes(owner, "owner")?.into(),
@@ -72,6 +80,7 @@ pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
             _ => return Err(Error::BadEffect("mode")),
         },
         deadline_ms: parse_deadline(deadline)?,
+        session: session.map(Into::into),
     };
     let limit = parse_u64(limit)
         .filter(|n| (1..=u64::from(MAX_LIMIT)).contains(n))
@@ -175,6 +184,7 @@ mod tests {
             fence: 5,
             mode: Mode::Exclusive,
             deadline_ms: 1000,
+            session: None,
         });
         let bytes = crate::resource::layout::encode(&h);
         let argv: Vec<&[u8]> = vec![b"X", b"k", &bytes, b"3"];

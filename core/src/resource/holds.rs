@@ -17,9 +17,7 @@ use crate::ask::Mode;
 use crate::observe::hold_mark;
 use crate::resource::admission::OwnerHolds;
 
-/// The deadline of a hold that has none: a plain lock whose key an admin
-/// made persistent (`PERSIST`) keeps no deadline when it gains holds.
-pub const NEVER: u64 = i64::MAX as u64;
+pub use crate::limits::NEVER;
 
 /// One hold as plain data: what the layout stores, the effects carry and
 /// the rules are tested with.
@@ -30,8 +28,13 @@ pub struct Hold {
     pub owner: Box<[u8]>,
     pub fence: u64,
     pub mode: Mode,
-    /// Unix ms; the hold is gone once this has passed.
+    /// Unix ms; the hold is gone once this has passed. `NEVER` for a
+    /// session's hold.
     pub deadline_ms: u64,
+    /// The session the hold is bound to (`SESSION id`): it lives as long as
+    /// that session. A bound hold has no deadline of its own (`NEVER`);
+    /// giving it one unbinds it.
+    pub session: Option<Box<[u8]>>,
 }
 
 impl Hold {
@@ -49,6 +52,7 @@ pub struct HoldRef<'h> {
     pub fence: u64,
     pub mode: Mode,
     pub deadline_ms: u64,
+    pub session: Option<&'h [u8]>,
 }
 
 impl HoldRef<'_> {
@@ -64,6 +68,7 @@ impl HoldRef<'_> {
             fence: self.fence,
             mode: self.mode,
             deadline_ms: self.deadline_ms,
+            session: self.session.map(Into::into),
         }
     }
 }
@@ -104,11 +109,15 @@ struct Held {
 
 const SHARED_BIT: u64 = 1 << 63;
 const NAMED_BIT: u64 = 1 << 62;
-const SEQ_BITS: u64 = NAMED_BIT - 1;
+const BOUND_BIT: u64 = 1 << 61;
+const SEQ_BITS: u64 = BOUND_BIT - 1;
 
 impl Held {
-    fn new(fence: u64, mode: Mode, deadline_ms: u64, seq: u64, named: bool) -> Self {
+    fn new(fence: u64, mode: Mode, deadline_ms: u64, seq: u64, named: bool, bound: bool) -> Self {
         let mut bits = seq & SEQ_BITS;
+        if bound {
+            bits |= BOUND_BIT;
+        }
         if mode == Mode::Shared {
             bits |= SHARED_BIT;
         }
@@ -134,6 +143,9 @@ impl Held {
     fn is_named(&self) -> bool {
         self.bits & NAMED_BIT != 0
     }
+    fn is_bound(&self) -> bool {
+        self.bits & BOUND_BIT != 0
+    }
 }
 
 /// The holds of one resource, indexed so that every operation on one hold
@@ -149,6 +161,8 @@ pub struct Holds {
     by_token: HashMap<Bytes, Held>,
     /// token -> its named owner, for the holds that have one.
     owner_of: HashMap<Bytes, Bytes>,
+    /// token -> its session, for the holds bound to one (rare too).
+    session_of: HashMap<Bytes, Bytes>,
     /// (deadline, grant order) -> token: ordered by integers alone, so a
     /// search among holds ending in the same millisecond never reads a
     /// token.
@@ -233,9 +247,10 @@ impl Holds {
             return false;
         }
         let owner = (*hold.owner != *token).then(|| Bytes::from(hold.owner));
+        let session = hold.session.map(Bytes::from);
         self.insert_at(
             token,
-            owner,
+            (owner, session),
             hold.fence,
             hold.mode,
             hold.deadline_ms,
@@ -247,12 +262,18 @@ impl Holds {
     fn insert_at(
         &mut self,
         token: Bytes,
-        owner: Option<Bytes>,
+        (owner, session): (Option<Bytes>, Option<Bytes>),
         fence: u64,
         mode: Mode,
         deadline_ms: u64,
         seq: u64,
     ) {
+        // A bound hold has no deadline of its own.
+        let deadline_ms = if session.is_some() {
+            NEVER
+        } else {
+            deadline_ms
+        };
         let exclusive = usize::from(mode == Mode::Exclusive);
         let owner_key: &[u8] = owner.as_deref().unwrap_or(&token);
         let was_exclusive = self.owner(owner_key).is_some_and(|o| o.exclusive > 0);
@@ -272,9 +293,19 @@ impl Holds {
         self.next_seq = self.next_seq.max(seq + 1);
         self.top_fence = self.top_fence.max(fence);
         self.marks ^= hold_mark(&token, fence, mode);
-        let held = Held::new(fence, mode, deadline_ms, seq, owner.is_some());
+        let held = Held::new(
+            fence,
+            mode,
+            deadline_ms,
+            seq,
+            owner.is_some(),
+            session.is_some(),
+        );
         if let Some(o) = owner {
             self.owner_of.insert(token.clone(), o);
+        }
+        if let Some(s) = session {
+            self.session_of.insert(token.clone(), s);
         }
         self.by_token.insert(token, held);
     }
@@ -293,6 +324,11 @@ impl Holds {
         let exclusive = usize::from(held.mode() == Mode::Exclusive);
         let owner = if held.is_named() {
             self.owner_of.remove(&token)
+        } else {
+            None
+        };
+        let session = if held.is_bound() {
+            self.session_of.remove(&token)
         } else {
             None
         };
@@ -315,6 +351,7 @@ impl Holds {
             fence: held.fence,
             mode: held.mode(),
             deadline_ms: held.deadline_ms,
+            session: session.map(|s| Box::from(&*s)),
         };
         Some((hold, held.seq()))
     }
@@ -326,7 +363,15 @@ impl Holds {
             return;
         }
         let owner = (*hold.owner != *token).then(|| Bytes::from(hold.owner));
-        self.insert_at(token, owner, hold.fence, hold.mode, hold.deadline_ms, seq);
+        let session = hold.session.map(Bytes::from);
+        self.insert_at(
+            token,
+            (owner, session),
+            hold.fence,
+            hold.mode,
+            hold.deadline_ms,
+            seq,
+        );
     }
 }
 
@@ -337,12 +382,18 @@ impl Holds {
         } else {
             token
         };
+        let session = if h.is_bound() {
+            self.session_of.get(token).map(|s| &**s)
+        } else {
+            None
+        };
         HoldRef {
             token,
             owner,
             fence: h.fence,
             mode: h.mode(),
             deadline_ms: h.deadline_ms,
+            session,
         }
     }
 }

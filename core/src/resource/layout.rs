@@ -8,18 +8,25 @@
 //! [0; 8]  marker          u8 layout version (1)
 //! u32 limit               u32 count of holds
 //! count x { u64 fence, u64 deadline_ms, u8 mode (0 exclusive, 1 shared),
-//!           u32 token length, token, u32 owner length (0: the token), owner }
+//!           u32 token length, token, u32 owner length (0: the token), owner
+//!           [layout 2: u32 session length (0: none), session] }
 //! ```
-//! Little-endian throughout.
+//! Little-endian throughout. Layout 2 is written only when a hold is bound
+//! to a session, so a value without one stays readable by a release that
+//! knows only layout 1. A bound hold's deadline on disk is its session's
+//! deadline when the value was written (`encode_with`): where the session
+//! does not exist when the value is read (`MIGRATE`, `RESTORE` elsewhere),
+//! the hold becomes an ordinary one ending then.
 
 use crate::ask::Mode;
 use crate::fence::MAX_FENCE;
-use crate::limits::{MAX_LIMIT, MAX_STORED_TOKEN};
+use crate::limits::{MAX_LIMIT, MAX_SESSION_ID, MAX_STORED_TOKEN};
 use crate::resource::holds::{Hold, HoldRef, Holds};
 use crate::resource::lease::DecodeError;
 
 const MARKER: [u8; 8] = [0; 8];
 const LAYOUT_VERSION: u8 = 1;
+const LAYOUT_WITH_SESSIONS: u8 = 2;
 /// The smallest hold on disk: fence, deadline, mode, two lengths, one token byte.
 const MIN_HOLD: usize = 8 + 8 + 1 + 4 + 1 + 4;
 
@@ -29,18 +36,42 @@ pub fn is_multi(bytes: &[u8]) -> bool {
 }
 
 pub fn encode(holds: &Holds) -> Vec<u8> {
+    encode_with(holds, |_| None)
+}
+
+/// As `encode`, a bound hold's deadline written as `session_deadline` of
+/// its session says (`None`: no deadline).
+pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64>) -> Vec<u8> {
+    let bound = holds.iter().any(|h| h.session.is_some());
     let size: usize = holds
         .iter()
-        .map(|h| MIN_HOLD - 1 + h.token.len() + owner_bytes(&h).len())
+        .map(|h| {
+            MIN_HOLD - 1
+                + h.token.len()
+                + owner_bytes(&h).len()
+                + if bound {
+                    4 + h.session.map_or(0, <[u8]>::len)
+                } else {
+                    0
+                }
+        })
         .sum();
     let mut out = Vec::with_capacity(8 + 1 + 4 + 4 + size);
     out.extend_from_slice(&MARKER);
-    out.push(LAYOUT_VERSION);
+    out.push(if bound {
+        LAYOUT_WITH_SESSIONS
+    } else {
+        LAYOUT_VERSION
+    });
     out.extend_from_slice(&holds.limit.to_le_bytes());
     out.extend_from_slice(&(holds.len() as u32).to_le_bytes());
     for h in holds.iter() {
         out.extend_from_slice(&h.fence.to_le_bytes());
-        out.extend_from_slice(&h.deadline_ms.to_le_bytes());
+        let deadline = match h.session {
+            Some(s) => session_deadline(s).unwrap_or(h.deadline_ms),
+            None => h.deadline_ms,
+        };
+        out.extend_from_slice(&deadline.to_le_bytes());
         out.push(match h.mode {
             Mode::Exclusive => 0,
             Mode::Shared => 1,
@@ -50,6 +81,11 @@ pub fn encode(holds: &Holds) -> Vec<u8> {
         let owner = owner_bytes(&h);
         out.extend_from_slice(&(owner.len() as u32).to_le_bytes());
         out.extend_from_slice(owner);
+        if bound {
+            let session = h.session.unwrap_or_default();
+            out.extend_from_slice(&(session.len() as u32).to_le_bytes());
+            out.extend_from_slice(session);
+        }
     }
     out
 }
@@ -64,14 +100,23 @@ fn owner_bytes<'h>(h: &HoldRef<'h>) -> &'h [u8] {
 }
 
 /// Reads bytes written by `encode`; refuses anything else, never panics.
+/// Every hold stored with a session stays bound to it.
 pub fn decode(bytes: &[u8]) -> Result<Holds, DecodeError> {
+    decode_with(bytes, |_| true)
+}
+
+/// As `decode`; a hold stored with a session stays bound only if `exists`
+/// says the session does, and otherwise keeps the deadline stored with it.
+pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds, DecodeError> {
     let mut r = Reader(bytes);
     if r.take(8)? != MARKER {
         return Err(DecodeError::Layout("no multi-hold marker"));
     }
-    if r.u8()? != LAYOUT_VERSION {
-        return Err(DecodeError::Layout("unknown multi-hold layout version"));
-    }
+    let with_sessions = match r.u8()? {
+        LAYOUT_VERSION => false,
+        LAYOUT_WITH_SESSIONS => true,
+        _ => return Err(DecodeError::Layout("unknown multi-hold layout version")),
+    };
     let limit = r.u32()?;
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(DecodeError::Layout("limit out of range"));
@@ -102,12 +147,18 @@ pub fn decode(bytes: &[u8]) -> Result<Holds, DecodeError> {
         }
         let owner = r.bytes()?;
         let owner = if owner.is_empty() { token } else { owner };
+        let session = if with_sessions { r.bytes()? } else { &[] };
+        if session.len() > MAX_SESSION_ID {
+            return Err(DecodeError::Layout("session id too long"));
+        }
+        let session = (!session.is_empty() && exists(session)).then(|| session.into());
         let fresh = holds.push(Hold {
             token: token.into(),
             owner: owner.into(),
             fence,
             mode,
             deadline_ms,
+            session,
         });
         if !fresh {
             return Err(DecodeError::Layout("holds that exclude each other"));
@@ -176,6 +227,7 @@ mod tests {
             fence,
             mode,
             deadline_ms: 1_700_000_000_000,
+            session: None,
         }
     }
 

@@ -156,6 +156,7 @@ mod tests {
             mode: crate::ask::Mode::Exclusive,
             limit: None,
             owner: None,
+            session: None,
         }
     }
 

@@ -7,7 +7,9 @@
 //! 1: last_fence
 //! 2: last_fence, longest_ttl_ms, flags [, quarantine_until_ms]
 //!    flags: bit 0 = the writer could lose acknowledged writes (lossy),
-//!           bit 1 = a quarantine's end (unix ms) follows
+//!           bit 1 = a quarantine's end (unix ms) follows,
+//!           bit 2 = the sessions follow, after the words, as one string
+//!                   (`sessions::encoding`)
 //! 3: last_fence, longest_ttl_ms, lossy (0 | 1), quarantine_until_ms
 //! ```
 //!
@@ -24,6 +26,7 @@ use crate::limits::MAX_TTL_MS;
 
 const LOSSY: u64 = 1;
 const UNTIL_FOLLOWS: u64 = 2;
+const SESSIONS_FOLLOW: u64 = 4;
 
 /// The aux data of one RDB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +34,9 @@ pub struct Aux {
     pub last_fence: u64,
     /// `None` in version 1, which carried only the mark.
     pub quarantine: Option<QuarantineFacts>,
+    /// The sessions follow the words (a release that knows no sessions
+    /// refuses the flag rather than load holds that nothing would end).
+    pub sessions: bool,
 }
 
 /// What the restart quarantine learns from the data.
@@ -73,6 +79,9 @@ pub fn encode(aux: &Aux) -> Vec<u64> {
     if q.until != 0 {
         flags |= UNTIL_FOLLOWS;
     }
+    if aux.sessions {
+        flags |= SESSIONS_FOLLOW;
+    }
     let mut out = vec![aux.last_fence, q.longest_ttl, flags];
     if q.until != 0 {
         out.push(q.until);
@@ -88,6 +97,7 @@ pub fn decode(version: i32, mut next: impl FnMut() -> Option<u64>) -> Result<Aux
     if last_fence > MAX_FENCE {
         return Err(AuxError::OutOfRange("fence high-water mark", last_fence));
     }
+    let mut sessions = false;
     let quarantine = match version {
         1 => None,
         2 | 3 => {
@@ -97,7 +107,8 @@ pub fn decode(version: i32, mut next: impl FnMut() -> Option<u64>) -> Result<Aux
             }
             let flags = word()?;
             let (lossy, follows) = match version {
-                2 if flags <= (LOSSY | UNTIL_FOLLOWS) => {
+                2 if flags <= (LOSSY | UNTIL_FOLLOWS | SESSIONS_FOLLOW) => {
+                    sessions = flags & SESSIONS_FOLLOW != 0;
                     (flags & LOSSY != 0, flags & UNTIL_FOLLOWS != 0)
                 }
                 3 if flags <= LOSSY => (flags == LOSSY, true),
@@ -118,6 +129,7 @@ pub fn decode(version: i32, mut next: impl FnMut() -> Option<u64>) -> Result<Aux
     Ok(Aux {
         last_fence,
         quarantine,
+        sessions,
     })
 }
 
@@ -152,7 +164,8 @@ mod tests {
             read(1, &[42]),
             Ok(Aux {
                 last_fence: 42,
-                quarantine: None
+                quarantine: None,
+                sessions: false,
             })
         );
         // Version 2 as releases without a persisted quarantine wrote it.
@@ -173,6 +186,7 @@ mod tests {
         let aux = Aux {
             last_fence: 7,
             quarantine: facts(60_000, true, 0),
+            sessions: false,
         };
         assert_eq!(encode(&aux), [7, 60_000, 1], "what every release reads");
         assert_eq!(read(2, &encode(&aux)), Ok(aux));
@@ -184,6 +198,7 @@ mod tests {
             let aux = Aux {
                 last_fence: 7,
                 quarantine: facts(60_000, lossy, 1_800_000_000_000),
+                sessions: false,
             };
             let words = encode(&aux);
             assert_eq!(words.len(), 4);
@@ -193,13 +208,25 @@ mod tests {
     }
 
     #[test]
+    fn sessions_follow_a_flag_an_old_release_refuses() {
+        let aux = Aux {
+            last_fence: 7,
+            quarantine: facts(60_000, false, 0),
+            sessions: true,
+        };
+        let words = encode(&aux);
+        assert_eq!(words, [7, 60_000, 4]);
+        assert_eq!(read(2, &words), Ok(aux));
+    }
+
+    #[test]
     fn nonsense_is_refused() {
         assert_eq!(read(4, &[1]), Err(AuxError::UnknownVersion(4)));
         assert_eq!(read(0, &[1]), Err(AuxError::UnknownVersion(0)));
         assert_eq!(read(2, &[1, 2]), Err(AuxError::Short));
         assert_eq!(read(2, &[1, 2, 2]), Err(AuxError::Short));
         assert_eq!(read(3, &[1, 2, 0]), Err(AuxError::Short));
-        assert!(matches!(read(2, &[1, 2, 4]), Err(AuxError::OutOfRange(..))));
+        assert!(matches!(read(2, &[1, 2, 8]), Err(AuxError::OutOfRange(..))));
         assert!(matches!(
             read(3, &[1, 2, 2, 0]),
             Err(AuxError::OutOfRange(..))

@@ -14,8 +14,8 @@ use crate::server::execute::plain::{self, Routed};
 use crate::server::execute::revoke;
 use crate::server::execute::step;
 use crate::server::keyspace::keys::LockKey;
-use crate::server::state;
 use crate::server::waiting::blocking::{self, Resource};
+use crate::server::{sessions, state};
 use dlock_core::plan::{Command, Outcome};
 use dlock_core::{request::args, Error};
 
@@ -24,6 +24,7 @@ use dlock_core::{request::args, Error};
 pub fn acquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::acquire(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
+    sessions::require_live(req.session, now_us() / 1000)?;
     let name = argv.key()?;
     revoke::before_command(ctx, [name])?;
     acquire_key(ctx, name, &req)

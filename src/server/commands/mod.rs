@@ -7,4 +7,5 @@ pub mod info;
 pub mod lock;
 pub mod observe;
 pub mod queued;
+pub mod session;
 pub mod sets;

@@ -19,8 +19,8 @@ use crate::server::execute::sets_plain;
 use crate::server::execute::step;
 use crate::server::keyspace::keys::LockKey;
 use crate::server::keyspace::value::Stored;
-use crate::server::state;
 use crate::server::waiting::blocking::{self, Resource};
+use crate::server::{sessions, state};
 use dlock_core::plan::{Command, Outcome};
 use dlock_core::request::set_args::{self, Members};
 use dlock_core::Error;
@@ -33,6 +33,7 @@ pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     let req = set_args::acquire(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
+    sessions::require_live(req.session, now_us() / 1000)?;
     let wait_ms = match req.wait_ms {
         Some(t) if can_block(ctx.flags()?) => Some(t),
         _ => None,

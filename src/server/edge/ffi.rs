@@ -143,6 +143,31 @@ fn panic_text(payload: &(dyn Any + Send)) -> &str {
 /// Registers a command whose only key is argument 1 (`keyed`), so cluster
 /// routing, `COMMAND GETKEYS` and ACL key patterns all see it, or one with
 /// no key at all.
+/// Registers container `parent` (no handler of its own) and each of its
+/// `subcommands` (name, handler, flags); none names a key.
+pub fn register_container(
+    ctx: Ctx,
+    parent: &CStr,
+    subcommands: &[(&CStr, raw::RedisModuleCmdFunc, &CStr)],
+) -> Result<(), Error> {
+    register(ctx, parent, None, c"", false)?;
+    let (get, create) = (
+        rm!(RedisModule_GetCommand),
+        rm!(RedisModule_CreateSubcommand),
+    );
+    let container = unsafe { get(ctx.0, parent.as_ptr()) };
+    if container.is_null() {
+        return Err(Error::Internal("container command not found"));
+    }
+    for (name, entry, flags) in subcommands {
+        let status = unsafe { create(container, name.as_ptr(), *entry, flags.as_ptr(), 0, 0, 0) };
+        if status != api::OK {
+            return Err(Error::Internal("subcommand registration failed"));
+        }
+    }
+    Ok(())
+}
+
 pub fn register(
     ctx: Ctx,
     name: &CStr,

@@ -10,8 +10,8 @@ use crate::server::edge::api::Ctx;
 use crate::server::jobs::{self, Job, PAUSED_RETRY_MS};
 use crate::server::waiting::blocking::{self, Resource};
 use crate::server::{
-    commands::observe, execute::handoff, execute::hold_checks, execute::revoke, execute::step,
-    keyspace::restored, notify::watchers, persistence::data_type,
+    commands::observe, execute::handoff, execute::hold_checks, execute::revoke, execute::sessions,
+    execute::step, keyspace::restored, notify::watchers, persistence::data_type,
 };
 use dlock_core::Error;
 
@@ -113,6 +113,15 @@ fn run_jobs(ctx: Ctx, list: Vec<Job>, spent: &dyn Fn() -> bool) {
             Job::ObserversGiveUp => observe::give_up(ctx),
             Job::ObservedSlots => observe::check_slots_logged(ctx),
             Job::PaceSweep => watchers::sweep(),
+            Job::SessionsDue => sessions::expire_due(ctx),
+            Job::SessionsEnd => sessions::settle_ending(ctx),
+            Job::ClientGone(client) => sessions::client_gone(ctx, client),
+            Job::EndRestoredAt {
+                db,
+                key,
+                token,
+                at_ms,
+            } => hold_checks::end_at_logged(ctx, db, &key, &token, at_ms),
             // Every run ends with the hand-over.
             Job::HandOver => {}
         }

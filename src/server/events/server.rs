@@ -12,13 +12,13 @@ use std::ffi::c_void;
 
 use redis_module::raw;
 
-use crate::server::edge::api::{rm, Ctx};
+use crate::server::edge::api::{now_us, rm, Ctx};
 use crate::server::edge::ffi::guard;
 use crate::server::jobs::{self, Job};
 use crate::server::waiting::blocking;
 use crate::server::{
     execute::revoke, keyspace::hold_guards, keyspace::restored, notify::watchers,
-    persistence::data_type, quarantine, state,
+    persistence::data_type, quarantine, sessions, state,
 };
 use dlock_core::Error;
 
@@ -62,6 +62,7 @@ extern "C" fn on_event(
             };
             let db = (info.dbnum >= 0).then_some(info.dbnum);
             hold_guards::after_flush(db);
+            sessions::flushed(db);
             watchers::changed_db(db);
             for res in blocking::resources(db) {
                 jobs::push(Job::Settle(res));
@@ -73,6 +74,7 @@ extern "C" fn on_event(
             };
             restored::after_swap(info.dbnum_first, info.dbnum_second);
             hold_guards::after_swap(info.dbnum_first, info.dbnum_second);
+            sessions::swapped(info.dbnum_first, info.dbnum_second);
             revoke::after_swap(info.dbnum_first, info.dbnum_second);
             for db in [info.dbnum_first, info.dbnum_second] {
                 watchers::changed_db(Some(db));
@@ -83,8 +85,13 @@ extern "C" fn on_event(
         }
         raw::REDISMODULE_EVENT_SHUTDOWN => quarantine::on_shutdown(),
         raw::REDISMODULE_EVENT_LOADING if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
-            quarantine::on_loading_ended(Ctx(ctx))
+            quarantine::on_loading_ended(Ctx(ctx));
+            sessions::arm_expiry(now_us() / 1000);
+            sessions::arm_ending();
         }
+        // What is loaded (an RDB's aux data, an AOF's effects, a master's
+        // data) replaces the sessions.
+        raw::REDISMODULE_EVENT_LOADING => sessions::clear(),
         raw::REDISMODULE_EVENT_FORK_CHILD
             if subevent == raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN =>
         {
@@ -106,6 +113,8 @@ extern "C" fn on_event(
             state::set_replica(!now_master);
             if now_master {
                 quarantine::on_promotion(Ctx(ctx));
+                sessions::arm_expiry(now_us() / 1000);
+                sessions::arm_ending();
             }
         }
         _ => {}

@@ -4,12 +4,14 @@
 
 use redis_module::raw;
 
-use crate::server::edge::api::{now_us, Ctx};
+use crate::server::edge::api::{self, now_us, Ctx};
 use crate::server::keyspace::keys::LockKey;
-use crate::server::quarantine;
+use crate::server::sessions::{self, Binding};
 use crate::server::{keyspace::hold_guards, persistence::hold_effects};
+use crate::server::{notify::stats, quarantine};
 use dlock_core::resource::changes::Change;
 use dlock_core::resource::holds::{Hold, Holds};
+use dlock_core::sessions::Fate;
 use dlock_core::Error;
 
 /// A resource's holds being changed by one command: the holds as they will
@@ -36,6 +38,14 @@ pub struct Work {
     /// A hold ended by its deadline or an admin's expiry when loaded.
     pub pruned: bool,
     pub now_us: u64,
+    /// Holds bound to a session (token, session) by this work, and bound
+    /// holds it dropped or unbound: the registry learns them once the work
+    /// is written back.
+    bound: Vec<Binding>,
+    unbound: Vec<Binding>,
+    /// A hold ended (or began its lock-delay) with its session: told as a
+    /// release once written.
+    ended_with_session: bool,
 }
 
 /// What undoes one change.
@@ -46,6 +56,9 @@ enum Undo {
     Restore(Hold, u64),
     /// A hold's deadline moved from this one.
     Deadline(Box<[u8]>, u64),
+    /// A hold was replaced (a session's hold given a deadline): this one
+    /// goes back in its place.
+    Replace(Hold, u64),
 }
 
 impl Work {
@@ -71,6 +84,9 @@ impl Work {
             freed: false,
             pruned: false,
             now_us,
+            bound: Vec::new(),
+            unbound: Vec::new(),
+            ended_with_session: false,
         };
         if !was_plain {
             // The module keeps a multi-hold key's expiry at its latest hold
@@ -102,6 +118,7 @@ impl Work {
                 work.pruned = true;
             }
         }
+        work.settle_sessions();
         work.freed = work.pruned || work.holds.is_empty();
         Ok(work)
     }
@@ -110,13 +127,61 @@ impl Work {
         self.now_us / 1000
     }
 
+    /// Holds bound to a session that is no longer live: gone, or kept
+    /// until its lock-delay passes (unbound, with that deadline).
+    fn settle_sessions(&mut self) {
+        // Not skipped while no session exists: a hold of a session that
+        // ended, under a name the registry never saw (a renamed key), is
+        // judged all the same (gone).
+        if self.holds.bound().next().is_none() {
+            return;
+        }
+        let now_ms = self.now_ms();
+        let fates: Vec<(Binding, Fate)> = self
+            .holds
+            .bound()
+            .map(|(t, s)| ((Box::from(t), Box::from(s)), sessions::fate(s, now_ms)))
+            .filter(|(_, f)| *f != Fate::Live)
+            .collect();
+        for ((token, session), fate) in fates {
+            let Some((hold, seq)) = self.holds.take(&token) else {
+                continue;
+            };
+            self.unbound.push((token.clone(), session));
+            self.pruned = true;
+            self.ended_with_session = true;
+            match fate {
+                Fate::DelayedUntil(until) => {
+                    let delayed = Hold {
+                        deadline_ms: until,
+                        session: None,
+                        ..hold.clone()
+                    };
+                    self.holds.restore(delayed, seq);
+                    self.undo.push(Undo::Replace(hold, seq));
+                    self.changes.push(Change::Move {
+                        token,
+                        deadline_ms: until,
+                    });
+                }
+                _ => {
+                    self.undo.push(Undo::Restore(hold, seq));
+                    self.changes.push(Change::Drop { token });
+                }
+            }
+        }
+    }
+
     pub fn add(&mut self, ask: &dlock_core::ask::Ask<'_>, fence: u64) {
-        let deadline = self.now_ms() + ask.ttl_ms;
+        let deadline = ask.deadline_ms(self.now_ms());
         if self.holds.hold_of(ask.token).is_some() {
             return;
         }
         self.holds.add(ask, fence, deadline);
-        quarantine::note_ttl(ask.ttl_ms);
+        match ask.session {
+            Some(s) => self.bound.push((ask.token.into(), s.into())),
+            None => quarantine::note_ttl(ask.ttl_ms),
+        }
         if let Some(hold) = self.holds.hold_of(ask.token) {
             self.changes.push(Change::Add {
                 hold: hold.to_hold(),
@@ -131,6 +196,14 @@ impl Work {
         let Some(old) = self.holds.hold_of(token).map(|h| h.deadline_ms) else {
             return;
         };
+        if self
+            .holds
+            .hold_of(token)
+            .is_some_and(|h| h.session.is_some())
+        {
+            // A session's hold: its session keeps it (a same-session retry).
+            return;
+        }
         self.holds.set_deadline(token, deadline_ms);
         quarantine::note_ttl(ttl_ms);
         self.undo.push(Undo::Deadline(token.into(), old));
@@ -144,6 +217,9 @@ impl Work {
         let Some((hold, seq)) = self.holds.take(token) else {
             return false;
         };
+        if let Some(s) = &hold.session {
+            self.unbound.push((token.into(), s.clone()));
+        }
         self.freed = true;
         self.undo.push(Undo::Restore(hold, seq));
         self.changes.push(Change::Drop {
@@ -180,7 +256,27 @@ impl Work {
         self.taken = false;
         hold_guards::put_holds(ctx, key, name, std::mem::take(&mut self.holds))?;
         key.signal_modified()?;
+        self.tell_sessions(ctx, name);
+        if std::mem::take(&mut self.ended_with_session) {
+            stats::notify(ctx, c"dlock.released", name);
+        }
         Ok(deadlines)
+    }
+
+    fn tell_sessions(&mut self, ctx: Ctx, name: *mut raw::RedisModuleString) {
+        let (bound, unbound) = (
+            std::mem::take(&mut self.bound),
+            std::mem::take(&mut self.unbound),
+        );
+        if bound.is_empty() && unbound.is_empty() {
+            return;
+        }
+        let (Ok(key), Some(db_of)) = (api::bytes(name), unsafe { raw::RedisModule_GetSelectedDb })
+        else {
+            return;
+        };
+        let db = unsafe { db_of(ctx.0) };
+        sessions::note_holds(db, key, &bound, &unbound);
     }
 
     /// Ends the work without finishing it: every change undone, the holds
@@ -195,9 +291,16 @@ impl Work {
                 Undo::Deadline(token, old) => {
                     self.holds.set_deadline(&token, old);
                 }
+                Undo::Replace(hold, seq) => {
+                    self.holds.take(&hold.token);
+                    self.holds.restore(hold, seq);
+                }
             }
         }
         self.changes.clear();
+        self.bound.clear();
+        self.unbound.clear();
+        self.ended_with_session = false;
         self.put_back(key);
     }
 

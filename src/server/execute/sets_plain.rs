@@ -33,7 +33,8 @@ pub fn try_acquire(
     names: &[*mut raw::RedisModuleString],
     req: &Acquire<'_>,
 ) -> Result<Option<Option<u64>>, Error> {
-    let exclusive = req.mode == Mode::Exclusive;
+    // A session's holds are stored as holds, never as plain leases.
+    let exclusive = req.mode == Mode::Exclusive && req.session.is_none();
     if plain::set_route(blocking::anyone_waiting(), exclusive) == Route::Step {
         return Ok(None);
     }

@@ -22,11 +22,12 @@ use std::cell::OnceCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::server::edge::api::{now_us, Ctx};
+use crate::server::execute::deadlock;
 use crate::server::execute::group::{self, Group};
 use crate::server::execute::hold_work::{Deadlines, Work};
 use crate::server::jobs::{self, Job};
 use crate::server::waiting::blocking::{self, Resource};
-use crate::server::{notify::stats, quarantine, state};
+use crate::server::{notify::stats, quarantine, sessions, state};
 use dlock_core::ask::Ask;
 use dlock_core::plan::{
     self, Command, Event, Found, Member, Op, Outcome, Plan, QueueSeen, Step, Waiting, Who,
@@ -120,6 +121,19 @@ pub fn run(
                 group::Widened::FoundOtherType => continue 'open,
             }
         };
+        if let (Outcome::Wait, Command::Acquire { ask, .. }) = (plan.outcome, &command) {
+            if let Some(me) = ask.session.filter(|_| sessions::any()) {
+                // Refused before anything of the plan is carried out.
+                let resources = &group.component.resources;
+                let opened: Vec<_> = resources
+                    .iter()
+                    .cloned()
+                    .zip(group.members.iter().map(|m| &m.work.holds))
+                    .collect();
+                let targets = resources.get(..n).unwrap_or_default();
+                deadlock::refuse_cycle(ctx, me, targets, &opened)?;
+            }
+        }
         if plan.outcome == Outcome::SendAway {
             // The waiters follow the redirect; the step is decided again
             // without them.
@@ -350,5 +364,6 @@ fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> Ask<'a> {
         mode: wants.mode,
         limit: wants.limit,
         ttl_ms,
+        session: wants.session.as_deref(),
     }
 }

@@ -50,6 +50,20 @@ pub enum Job {
         at_ms: u64,
         timer: u64,
     },
+    /// Sessions whose ttl passed end (see `sessions`).
+    SessionsDue,
+    /// Holds of ended sessions are settled, a bounded batch a turn.
+    SessionsEnd,
+    /// A connection closed: the sessions bound to it end.
+    ClientGone(u64),
+    /// A restored lock whose session is not here ends when the session
+    /// would have (see `restored`).
+    EndRestoredAt {
+        db: i32,
+        key: Box<[u8]>,
+        token: Box<[u8]>,
+        at_ms: u64,
+    },
 }
 
 impl Job {
@@ -64,6 +78,8 @@ impl Job {
             Job::ObserversGiveUp => Once::ObserversGiveUp,
             Job::ObservedSlots => Once::ObservedSlots,
             Job::PaceSweep => Once::PaceSweep,
+            Job::SessionsDue => Once::SessionsDue,
+            Job::SessionsEnd => Once::SessionsEnd,
             Job::Observed(res) => Once::Observed(res.clone()),
             _ => return None,
         })
@@ -86,6 +102,8 @@ enum Once {
     ObserversGiveUp,
     ObservedSlots,
     PaceSweep,
+    SessionsDue,
+    SessionsEnd,
     Observed(Resource),
 }
 

@@ -18,7 +18,7 @@ use crate::server::edge::api::{self, now_us, rm, Ctx};
 use crate::server::edge::ffi::guard;
 use crate::server::jobs::{self, Job};
 use crate::server::waiting::blocking::{self, Resource};
-use crate::server::{keyspace::hold_guards, keyspace::value, notify::watchers, state};
+use crate::server::{keyspace::hold_guards, keyspace::value, notify::watchers, sessions, state};
 use dlock_core::Error;
 
 static LAST_UNLINKED: AtomicU64 = AtomicU64::new(0);
@@ -70,8 +70,9 @@ fn unlinked(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
     };
     note_unlinked(db, key);
     watchers::changed_key(db, key);
-    if matches!(stored, Some(value::Stored::Multi(_))) {
+    if let Some(value::Stored::Multi(holds)) = stored {
         hold_guards::forget(db, key);
+        sessions::value_gone(db, key, holds);
     }
     if !blocking::anyone_waiting() {
         return;

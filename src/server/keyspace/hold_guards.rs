@@ -44,7 +44,9 @@ use crate::server::edge::ffi::guard;
 use crate::server::jobs::{self, Job};
 use crate::server::keyspace::keys::LockKey;
 use crate::server::keyspace::value::Stored;
+use crate::server::sessions;
 use dlock_core::resource::holds::{Holds, NEVER};
+use dlock_core::sessions::Fate;
 use dlock_core::Error;
 
 /// The armed guard of each key, by database and name (looked up by a
@@ -274,6 +276,13 @@ pub fn find(key: &LockKey, now_ms: u64) -> Result<Found, Error> {
         Ok(_) | Err(Error::WrongType) => return Ok(Found::Nothing),
         Err(e) => return Err(e),
     };
+    // A hold of a session that ended: its release (or lock-delay) is due.
+    if holds
+        .bound()
+        .any(|(_, s)| sessions::fate(s, now_ms) != Fate::Live)
+    {
+        return Ok(Found::Dead);
+    }
     let Some(latest) = latest_finite(holds) else {
         return Ok(Found::Nothing);
     };

@@ -52,6 +52,14 @@ pub static REVOKED: Counter = Counter::new();
 /// (`dlock.observe-rate`).
 pub static OBSERVERS_PACED: Counter = Counter::new();
 
+/// Sessions opened (a retry of a live one is not counted again), and
+/// sessions ended, by how.
+pub static SESSIONS_OPENED: Counter = Counter::new();
+pub static SESSIONS_CLOSED: Counter = Counter::new();
+pub static SESSIONS_EXPIRED: Counter = Counter::new();
+pub static SESSIONS_KILLED: Counter = Counter::new();
+pub static SESSIONS_DISCONNECTED: Counter = Counter::new();
+
 /// Lock values alive in the keyspace (created minus freed).
 static LOCKS: AtomicI64 = AtomicI64::new(0);
 
@@ -77,5 +85,27 @@ pub fn notify(ctx: Ctx, event: &CStr, key: *mut raw::RedisModuleString) {
     // Every event but an extension changes who holds the resource.
     if event != c"dlock.extended" {
         watchers::changed_name(ctx, key);
+    }
+}
+
+/// Publishes a session event (`dlock.session.*`) with the session's id as
+/// the key name, in database 0 whichever database the caller has selected.
+pub fn notify_session(ctx: Ctx, event: &CStr, id: &[u8]) {
+    let (Some(notify), Some(create), Some(free), Some(get_db), Some(select)) = (
+        unsafe { raw::RedisModule_NotifyKeyspaceEvent },
+        unsafe { raw::RedisModule_CreateString },
+        unsafe { raw::RedisModule_FreeString },
+        unsafe { raw::RedisModule_GetSelectedDb },
+        unsafe { raw::RedisModule_SelectDb },
+    ) else {
+        return;
+    };
+    unsafe {
+        let db = get_db(ctx.0);
+        let name = create(ctx.0, id.as_ptr().cast(), id.len());
+        select(ctx.0, 0);
+        notify(ctx.0, raw::REDISMODULE_NOTIFY_MODULE, event.as_ptr(), name);
+        select(ctx.0, db);
+        free(ctx.0, name);
     }
 }

@@ -142,6 +142,25 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
             c"deferred_jobs".as_ptr(),
             crate::server::jobs::queued() as u64,
         );
+        let (live, bound, ending) = crate::server::sessions::with(|s| {
+            (
+                s.len() as u64,
+                s.holds_bound() as u64,
+                s.holds_ending() as u64,
+            )
+        });
+        add_u(ictx, c"sessions".as_ptr(), live);
+        for (name, counter) in [
+            (c"sessions_opened", &stats::SESSIONS_OPENED),
+            (c"sessions_closed", &stats::SESSIONS_CLOSED),
+            (c"sessions_expired", &stats::SESSIONS_EXPIRED),
+            (c"sessions_killed", &stats::SESSIONS_KILLED),
+            (c"sessions_disconnected", &stats::SESSIONS_DISCONNECTED),
+        ] {
+            add_u(ictx, name.as_ptr(), counter.get());
+        }
+        add_u(ictx, c"session_holds".as_ptr(), bound);
+        add_u(ictx, c"session_holds_ending".as_ptr(), ending);
         add_u(ictx, c"observe_rate".as_ptr(), state::observe_rate());
         add_u(ictx, c"last_fence".as_ptr(), state::last_fence());
         add_u(

@@ -11,11 +11,14 @@ use redis_module::raw;
 use crate::server::edge::api::{rm, Ctx, OK};
 use crate::server::edge::ffi::Argv;
 use crate::server::keyspace::keys::LockKey;
+use crate::server::keyspace::value::Stored;
 use crate::server::persistence::effects;
+use crate::server::sessions::{self, Binding};
 use crate::server::{keyspace::hold_guards, notify::watchers, state};
 use dlock_core::decimal::Decimal;
 use dlock_core::resource::changes::{self, mode_name, Change};
 use dlock_core::resource::holds::{Holds, NEVER};
+use dlock_core::sessions::Fate;
 use dlock_core::Error;
 
 pub const ADDHOLD: &CStr = c"DLOCK.ADDHOLD";
@@ -69,11 +72,19 @@ fn emit(ctx: Ctx, name: *mut raw::RedisModuleString, change: &Change) -> Result<
             let d = Decimal::new(hold.deadline_ms);
             let m = Decimal::new(state::last_fence().max(hold.fence));
             let mode = mode_name(hold.mode);
+            // A bound hold's session goes last; without one the format
+            // stops before it (C ignores the unread variadic pair).
+            let session: &[u8] = hold.session.as_deref().unwrap_or_default();
+            let format = if hold.session.is_some() {
+                c"sbbbbbbbb"
+            } else {
+                c"sbbbbbbb"
+            };
             unsafe {
                 replicate(
                     ctx.0,
                     ADDHOLD.as_ptr(),
-                    c"sbbbbbbb".as_ptr(),
+                    format.as_ptr(),
                     name,
                     ptr(&hold.token),
                     hold.token.len(),
@@ -89,6 +100,8 @@ fn emit(ctx: Ctx, name: *mut raw::RedisModuleString, change: &Change) -> Result<
                     d.as_bytes().len(),
                     ptr(m.as_bytes()),
                     m.as_bytes().len(),
+                    ptr(session),
+                    session.len(),
                 )
             }
         }
@@ -160,6 +173,7 @@ fn refuse_forged(ctx: Ctx, command: &'static str) -> Result<(), Error> {
 
 fn apply(ctx: Ctx, argv: &Argv, change: &Change) -> Result<(), Error> {
     let mut key = LockKey::open_write(ctx, argv.key()?)?;
+    let sessions_before = bound_of(&key);
     // A multi-hold value changes in place: a replica or an AOF replay pays
     // no copy of the holds per effect.
     let mut applied = false;
@@ -195,10 +209,50 @@ fn apply(ctx: Ctx, argv: &Argv, change: &Change) -> Result<(), Error> {
             hold_guards::put_holds(ctx, &mut key, argv.key()?, holds)?;
         }
     }
+    tell_sessions(ctx, argv, sessions_before, bound_of(&key));
     unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };
     key.signal_modified()?;
     watchers::changed_name(ctx, argv.key()?);
     ctx.reply_ok()
+}
+
+/// The bound holds of a key: (token, session).
+fn bound_of(key: &LockKey) -> Vec<Binding> {
+    if !sessions::any() {
+        return Vec::new();
+    }
+    match key.stored() {
+        Ok(Some(Stored::Multi(holds))) => holds
+            .bound()
+            .map(|(t, s)| (Box::from(t), Box::from(s)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The registry learns what an applied effect bound and unbound.
+fn tell_sessions(ctx: Ctx, argv: &Argv, before: Vec<Binding>, after: Vec<Binding>) {
+    if before == after {
+        return;
+    }
+    let (Ok(name), Some(db_of)) = (argv.key(), unsafe { raw::RedisModule_GetSelectedDb }) else {
+        return;
+    };
+    let Ok(key) = crate::server::edge::api::bytes(name) else {
+        return;
+    };
+    let db = unsafe { db_of(ctx.0) };
+    let gone: Vec<_> = before
+        .iter()
+        .filter(|b| !after.contains(b))
+        .cloned()
+        .collect();
+    let new: Vec<_> = after
+        .iter()
+        .filter(|a| !before.contains(a))
+        .cloned()
+        .collect();
+    sessions::note_holds(db, key, &new, &gone);
 }
 
 /// `DLOCK.SETHOLDS key value last_fence`: a whole multi-hold value, from an
@@ -208,7 +262,9 @@ pub fn apply_set(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let (holds, mark) = changes::parse_set(argv.bytes())?;
     state::observe_fence(mark);
     let mut key = LockKey::open_write(ctx, argv.key()?)?;
+    let sessions_before = bound_of(&key);
     hold_guards::put_holds(ctx, &mut key, argv.key()?, holds)?;
+    tell_sessions(ctx, argv, sessions_before, bound_of(&key));
     unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.0) };
     key.signal_modified()?;
     watchers::changed_name(ctx, argv.key()?);
@@ -226,6 +282,24 @@ pub fn rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, h
     let Some(emit) = (unsafe { raw::RedisModule_EmitAOF }) else {
         return;
     };
+    let settled;
+    let mut persist = true;
+    let holds = if holds.bound().next().is_some() {
+        // A hold of an ended session is written as what its ending makes
+        // of it, and the key then keeps the deadline that gives it (no
+        // `PERSIST`: a key with a bound hold has no TTL of its own). The
+        // live sessions were written before the first lock.
+        let changed;
+        (settled, changed) = settled_for_rewrite(holds);
+        persist = !changed;
+        &settled
+    } else {
+        holds
+    };
+    if holds.is_empty() {
+        // Every hold ended with its session: the key is not written.
+        return;
+    }
     let bytes = dlock_core::resource::layout::encode(holds);
     let last = state::last_fence().max(holds.max_fence());
     unsafe {
@@ -238,6 +312,35 @@ pub fn rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, h
             bytes.len(),
             last as c_longlong,
         );
-        emit(aof, c"PERSIST".as_ptr(), c"s".as_ptr(), key);
+        if persist {
+            emit(aof, c"PERSIST".as_ptr(), c"s".as_ptr(), key);
+        }
     }
+}
+
+/// A copy of `holds` with the holds of sessions that are no longer live as
+/// their ending leaves them: gone, or kept until the lock-delay ends.
+fn settled_for_rewrite(holds: &Holds) -> (Holds, bool) {
+    let mut out = Holds::new(holds.limit);
+    let mut changed = false;
+    let now_ms = crate::server::edge::api::now_us() / 1000;
+    for h in holds.iter() {
+        let mut hold = h.to_hold();
+        if let Some(s) = h.session {
+            match sessions::fate(s, now_ms) {
+                Fate::Live => {}
+                Fate::DelayedUntil(until) => {
+                    hold.session = None;
+                    hold.deadline_ms = until;
+                    changed = true;
+                }
+                Fate::Gone => {
+                    changed = true;
+                    continue;
+                }
+            }
+        }
+        out.push(hold);
+    }
+    (out, changed)
 }

@@ -5,3 +5,4 @@
 pub mod data_type;
 pub mod effects;
 pub mod hold_effects;
+pub mod session_effects;

@@ -26,6 +26,7 @@ use std::ffi::c_longlong;
 
 use crate::server::edge::api::{rm, Ctx};
 use crate::server::notify::watchers;
+use crate::server::sessions;
 use answers::{free_answer, on_disconnected, on_reply, on_timeout};
 use dlock_core::queue::Wants;
 use dlock_core::Error;
@@ -42,6 +43,16 @@ pub use lookups::{
 pub use parked::{anyone_waiting, total_waiters, waiters_on};
 pub use wait_timer::{rearm_late, time_out_given_up};
 pub use wake_ups::{arm_expiry, hold_after_eviction, note_deadline, timer_fired};
+
+/// The resources request `id` waits for, while it waits.
+pub fn resources_of(id: u64) -> Option<Vec<Resource>> {
+    with_parking(|p| p.resources_of(id))
+}
+
+/// Whether request `id` still waits.
+pub fn is_queued(id: u64) -> bool {
+    with_parking(|p| p.is_queued(id))
+}
 
 /// Parks the calling client at the tail of `res`'s queue; `timeout_ms` 0
 /// waits forever.
@@ -98,15 +109,20 @@ pub fn block_on(
     } else {
         Vec::new()
     };
-    with_parking(|p| {
-        match <[Resource; 1]>::try_from(members) {
+    let session = wants.session.clone();
+    let id = with_parking(|p| {
+        let id = match <[Resource; 1]>::try_from(members) {
             Ok([res]) => p.park(res, token, wants, ttl_ms, gives_up_at, handle),
             Err(members) => p.park_set(members, token, wants, ttl_ms, gives_up_at, handle),
-        }
+        };
         if let Some(at) = ends_at {
             p.ends_wait_at(handle, at);
         }
+        id
     });
+    if let Some(s) = session {
+        sessions::note_wait(&s, id, is_queued);
+    }
     if let Some(at) = ends_at {
         arm_wait_timer(at);
     }

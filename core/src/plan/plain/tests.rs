@@ -56,6 +56,7 @@ fn ask(token: &'static str) -> Ask<'static> {
         mode: Mode::Exclusive,
         limit: None,
         ttl_ms: 100,
+        session: None,
     }
 }
 

@@ -56,7 +56,12 @@ fn wants(rng: &mut Rng) -> Wants {
     let owner = rng
         .one_in(4)
         .then(|| format!("o{}", rng.below(2)).into_bytes().into());
-    Wants { mode, limit, owner }
+    Wants {
+        mode,
+        limit,
+        owner,
+        session: None,
+    }
 }
 
 fn members(rng: &mut Rng) -> Vec<u8> {
@@ -312,6 +317,7 @@ fn ask_of<'a>(token: &'a [u8], wants: &'a Wants) -> Ask<'a> {
         mode: wants.mode,
         limit: wants.limit,
         ttl_ms: TTL_MS,
+        session: None,
     }
 }
 

@@ -3,7 +3,7 @@
 
 #[cfg(test)]
 use super::QueueGrant;
-use super::{Bytes, Hold, Holds};
+use super::{Bytes, Hold, Holds, BOUND_BIT, NEVER};
 use crate::ask::Ask;
 use crate::fence::FenceClock;
 use crate::resource::admission::{
@@ -110,7 +110,15 @@ impl Holds {
             return;
         }
         let owner = ask.owner.filter(|o| *o != ask.token).map(Bytes::from);
-        self.insert_at(token, owner, fence, ask.mode, deadline_ms, self.next_seq);
+        let session = ask.session.map(Bytes::from);
+        self.insert_at(
+            token,
+            (owner, session),
+            fence,
+            ask.mode,
+            deadline_ms,
+            self.next_seq,
+        );
     }
 
     /// Adds or replaces `hold` (a replayed effect): the master's hold wins.
@@ -120,11 +128,19 @@ impl Holds {
     }
 
     /// Moves the deadline of `token`'s hold, live or not (a queued retry);
-    /// whether it exists.
+    /// whether it exists. A deadline unbinds a session's hold: it then
+    /// outlives the session until that deadline (a lock-delay).
     pub fn set_deadline(&mut self, token: &[u8], deadline_ms: u64) -> bool {
         let Some(h) = self.by_token.get_mut(token) else {
             return false;
         };
+        if h.is_bound() {
+            if deadline_ms >= NEVER {
+                return true;
+            }
+            h.bits &= !BOUND_BIT;
+            self.session_of.remove(token);
+        }
         if let Some(t) = self.by_deadline.remove(&(h.deadline_ms, h.seq())) {
             self.by_deadline.insert((deadline_ms, h.seq()), t);
         }
@@ -162,5 +178,8 @@ impl Indexed for Holds {
     }
     fn owner(&self, owner: &[u8]) -> Option<OwnerHolds> {
         Holds::owner(self, owner)
+    }
+    fn session_of(&self, token: &[u8]) -> Option<&[u8]> {
+        self.hold_of(token).and_then(|h| h.session)
     }
 }

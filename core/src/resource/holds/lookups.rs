@@ -36,13 +36,18 @@ impl Holds {
         let mut h = Holds::new(1);
         h.insert_at(
             Bytes::from(lease.token()),
-            None,
+            (None, None),
             lease.fence(),
             Mode::Exclusive,
             deadline_ms.unwrap_or(NEVER),
             0,
         );
         h
+    }
+
+    /// The holds bound to a session: (token, session). O(1) per bound hold.
+    pub fn bound(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.session_of.iter().map(|(t, s)| (&**t, &**s))
     }
 
     /// The one hold, if these holds are exactly what a plain lock stores
@@ -53,7 +58,7 @@ impl Holds {
             return None;
         }
         let (t, h) = self.by_token.iter().next()?;
-        (h.mode() == Mode::Exclusive && !h.is_named()).then(|| self.view(t, h))
+        (h.mode() == Mode::Exclusive && !h.is_named() && !h.is_bound()).then(|| self.view(t, h))
     }
 
     /// Whether these holds could have come from the rules: a semaphore's

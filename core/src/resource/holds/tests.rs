@@ -16,6 +16,7 @@ fn ask(token: &'static str, mode: Mode) -> Ask<'static> {
         mode,
         limit: None,
         ttl_ms: 1000,
+        session: None,
     }
 }
 
@@ -459,6 +460,7 @@ fn the_indexed_rules_decide_as_the_reference() {
                 },
                 limit,
                 ttl_ms: 10,
+                session: None,
             });
         }
         for (i, ask) in asks.iter().enumerate() {

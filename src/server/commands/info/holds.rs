@@ -6,7 +6,8 @@
 //! kind     "rwlock" (limit 1: shared and exclusive holds) or "semaphore"
 //! limit    the number of holds that may coexist
 //! waiters  requests queued
-//! holds    an array of maps: token, owner, fence, ttl (ms, -1: none), mode
+//! holds    an array of maps: token, owner, fence, ttl (ms, -1: none), mode,
+//!          and session for a hold bound to one
 //! ```
 //!
 //! Holds past their deadline are left out: a replica keeps them until its
@@ -38,7 +39,7 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(),
     ctx.reply_bytes(b"holds")?;
     ctx.reply_array(holds.live(now_ms).count())?;
     for h in holds.live(now_ms) {
-        ctx.reply_map(5)?;
+        ctx.reply_map(if h.session.is_some() { 6 } else { 5 })?;
         ctx.reply_bytes(b"token")?;
         ctx.reply_bytes(h.token)?;
         ctx.reply_bytes(b"owner")?;
@@ -49,6 +50,10 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(),
         ctx.reply_integer(ttl(h.deadline_ms, now_ms))?;
         ctx.reply_bytes(b"mode")?;
         ctx.reply_bytes(mode_name(h.mode))?;
+        if let Some(session) = h.session {
+            ctx.reply_bytes(b"session")?;
+            ctx.reply_bytes(session)?;
+        }
     }
     Ok(())
 }

@@ -28,6 +28,7 @@ pub(super) extern "C" fn aof_rewrite(
         }) else {
             return;
         };
+        crate::server::persistence::session_effects::rewrite_once(aof);
         // In the forms `effects::meta_args` describes.
         let (longest, lossy, until) = effects::meta_args();
         unsafe { emit(aof, META.as_ptr(), c"ll".as_ptr(), longest, lossy) };

@@ -12,10 +12,12 @@ use redis_module::raw;
 use crate::server::edge::api::{self, rm};
 use crate::server::edge::ffi::guard;
 use crate::server::keyspace::value::{self, Stored};
-use crate::server::{notify::stats, quarantine, state};
-use dlock_core::resource::holds::Holds;
+use crate::server::sessions::Binding;
+use crate::server::{notify::stats, quarantine, sessions, state};
+use dlock_core::resource::holds::{Holds, NEVER};
 use dlock_core::resource::lease::NEWEST_READ_VERSION;
 use dlock_core::rules::aux::{self, Aux, QuarantineFacts};
+use dlock_core::sessions::{encoding, Fate};
 use dlock_core::{resource::layout, Error, Lease};
 
 /// # Safety
@@ -27,7 +29,7 @@ pub(super) unsafe fn stored<'a>(value: *const c_void) -> Option<Stored<'a>> {
 /// A decoded value: a plain lease or the holds of any other resource.
 enum Loaded {
     Plain(Lease),
-    Multi(Holds),
+    Multi(Box<Holds>),
 }
 
 pub(super) extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -53,7 +55,17 @@ pub(super) extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -
                     Loaded::Plain(lease) => value::into_raw(lease.as_ref()),
                     Loaded::Multi(holds) => {
                         crate::server::keyspace::hold_guards::watch_loaded(rdb, &holds);
-                        value::holds_into_raw(holds)
+                        bind_loaded(rdb, &holds);
+                        if let Some(h) = holds.as_plain().filter(|h| h.deadline_ms < NEVER) {
+                            // Only a hold whose session is not here turns
+                            // a stored multi-hold value into a plain lease.
+                            crate::server::keyspace::restored::note_end(
+                                rdb,
+                                h.token,
+                                h.deadline_ms,
+                            );
+                        }
+                        value::holds_into_raw(*holds)
                     }
                 };
                 if !block.is_null() {
@@ -91,9 +103,29 @@ fn load_value(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Loaded, Str
     if !(1..=NEWEST_READ_VERSION).contains(&encver) {
         return Err(format!("unknown encoding version {encver}"));
     }
-    layout::decode(&bytes)
-        .map(Loaded::Multi)
-        .map_err(|e| e.to_string())
+    // A hold stays bound to its session where the session exists here (a
+    // dataset load: the aux data came first); elsewhere (`RESTORE`,
+    // `MIGRATE`) it ends when its session would have when it was saved.
+    layout::decode_with(&bytes, |id| {
+        sessions::any() && sessions::with(|s| s.get(id).is_some() || s.fate(id, 0) != Fate::Gone)
+    })
+    .map(|h| Loaded::Multi(Box::new(h)))
+    .map_err(|e| e.to_string())
+}
+
+/// The bound holds of a loaded value join their sessions' holds.
+fn bind_loaded(rdb: *mut raw::RedisModuleIO, holds: &Holds) {
+    if holds.bound().next().is_none() {
+        return;
+    }
+    let Some((db, key)) = api::key_of_io(rdb) else {
+        return;
+    };
+    let bound: Vec<Binding> = holds
+        .bound()
+        .map(|(t, s)| (Box::from(t), Box::from(s)))
+        .collect();
+    sessions::note_holds(db, &key, &bound, &[]);
 }
 
 /// The longest value the loader copies: a multi-hold value of many permits
@@ -132,7 +164,7 @@ pub(super) extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_vo
         state::observe_fence(stored.max_fence());
         let bytes = match stored {
             Stored::Plain(lease) => lease.encode(),
-            Stored::Multi(holds) => layout::encode(holds),
+            Stored::Multi(holds) => layout::encode_with(holds, session_deadline),
         };
         if let Some(save) = unsafe { raw::RedisModule_SaveStringBuffer } {
             unsafe { save(rdb, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
@@ -140,10 +172,25 @@ pub(super) extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_vo
     })
 }
 
-/// The fence clock's high-water mark and the restart quarantine's facts
-/// (`dlock_core::rules::aux` has the layout of every version).
+/// What a bound hold's deadline is written as: when its session ends (a
+/// live one's deadline, an ended one's delay), so that where the session
+/// does not exist the hold ends then.
+fn session_deadline(id: &[u8]) -> Option<u64> {
+    sessions::with(|s| match s.get(id) {
+        Some(session) => Some(session.deadline_ms),
+        None => match s.fate(id, 0) {
+            Fate::DelayedUntil(until) => Some(until),
+            _ => Some(0),
+        },
+    })
+}
+
+/// The fence clock's high-water mark, the restart quarantine's facts
+/// (`dlock_core::rules::aux` has the layout of every version) and the
+/// sessions, if any.
 pub(super) extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
     guard("aux_save", (), || {
+        let sessions = sessions::any().then(|| sessions::with(|s| encoding::encode(s)));
         let aux = Aux {
             last_fence: state::last_fence(),
             quarantine: Some(QuarantineFacts {
@@ -151,11 +198,16 @@ pub(super) extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
                 lossy: quarantine::this_run_lossy(),
                 until: quarantine::persisted_until(),
             }),
+            sessions: sessions.is_some(),
         };
         if let Some(save) = unsafe { raw::RedisModule_SaveUnsigned } {
             for word in aux::encode(&aux) {
                 unsafe { save(rdb, word) };
             }
+        }
+        if let (Some(bytes), Some(save)) = (sessions, unsafe { raw::RedisModule_SaveStringBuffer })
+        {
+            unsafe { save(rdb, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
         }
     })
 }
@@ -181,6 +233,11 @@ fn load_aux(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<(), String> {
         matches!(io_error(rdb), Ok(false)).then_some(v)
     };
     let aux = aux::decode(encver, next).map_err(|e| e.to_string())?;
+    if aux.sessions {
+        let bytes = load_buffer(rdb).map_err(|e| e.to_string())?;
+        let loaded = encoding::decode(&bytes).map_err(|e| format!("sessions: {e}"))?;
+        sessions::with(|s| *s = loaded);
+    }
     state::observe_fence(aux.last_fence);
     if let Some(q) = aux.quarantine {
         quarantine::observe(q.longest_ttl, Some(q.lossy), q.until);
