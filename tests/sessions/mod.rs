@@ -2,15 +2,17 @@
 //! holds and waits bound to a session with `SESSION id`
 //! (docs/commands/dlock.session.md is the contract).
 //!
-//! - `contract.rs` — every subcommand, its replies and errors, replicas,
-//!   ACL; `bound.rs` — `SESSION id` on `ACQUIRE`/`MACQUIRE` of every kind,
-//!   retries, `EXTEND`, `RELEASE`; `paging.rs` — `LIST`/`HOLDS` pages.
+//! - `contract.rs` — every subcommand, its replies and errors; `access.rs`
+//!   — replicas, ACL, `COMMAND INFO`, `HELP`; `bound.rs` — `SESSION id` on
+//!   `ACQUIRE`/`MACQUIRE` of every kind, retries, `EXTEND`, `RELEASE`;
+//!   `paging.rs` — `LIST`/`HOLDS` pages.
 //! - `ending.rs` — a session ends (ttl, `CLOSE`, `KILL`, its `BIND`
 //!   connection): every hold released and handed on, bound waiters answered
 //!   `NOSESSION`, the lock-delay, counters and events.
 //! - `races.rs` — an end in the same event-loop turn as a grant, an
 //!   `ACQUIRE`, a keep-alive or a connection's close.
-//! - `durability.rs` — RDB, AOF, replicas, promotion, `DUMP`/`RESTORE`.
+//! - `durability.rs` — RDB, AOF, replicas, promotion, `DUMP`/`RESTORE`;
+//!   `effects.rs` — the session effects written to the AOF.
 //! - `memory.rs` — thousands of sessions ended each way: `used_memory` flat.
 //! - `big.rs` — one session with 100,000 holds ended by `CLOSE`.
 //! - `deadlock.rs` — a bound `WAIT` closing a cycle of sessions is refused;
@@ -21,11 +23,13 @@
 use crate::common;
 use crate::quiet;
 
+mod access;
 mod big;
 mod bound;
 mod contract;
 mod deadlock;
 mod durability;
+mod effects;
 mod ending;
 mod memory;
 mod moved;
