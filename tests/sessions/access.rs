@@ -124,7 +124,7 @@ fn command_info_gives_each_subcommand_its_flags_categories_and_no_key() {
     // Module ACL categories exist on Redis 7.4+ and Valkey 8 only.
     let categories: Vec<String> = redis::cmd("ACL").arg("CAT").query(&mut c).unwrap();
     let with_categories = categories.iter().any(|c| c == "dlock");
-    let table: [(&str, &[&str], &[&str]); 8] = [
+    let table: [(&str, &[&str], &[&str]); 9] = [
         ("close", &["fast", "write"], &["@dlock", "@fast", "@write"]),
         ("help", &["fast", "readonly"], &["@dlock", "@slow"]),
         ("holds", &["readonly"], &["@dlock", "@read", "@slow"]),
@@ -141,6 +141,7 @@ fn command_info_gives_each_subcommand_its_flags_categories_and_no_key() {
             &["denyoom", "fast", "write"],
             &["@dlock", "@fast", "@write"],
         ),
+        ("waits", &["readonly"], &["@dlock", "@read", "@slow"]),
     ];
     let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let want: Vec<(String, Vec<String>, Vec<String>)> = table

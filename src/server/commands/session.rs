@@ -16,6 +16,8 @@ use dlock_core::Error;
 /// A page of `LIST` examines at most this many ids per id it may return,
 /// so a `MATCH` that matches little still costs a bounded page.
 const EXAMINED_PER_ID: usize = 10;
+/// And at most this many in all: a pattern can cost a few µs per id.
+const MAX_EXAMINED: usize = 1000;
 
 pub fn open(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = session_args::open(argv.bytes(), &state::limits())?;
@@ -70,8 +72,10 @@ fn end(ctx: Ctx, argv: &Argv, reason: EndReason) -> Result<(), Error> {
 pub fn info(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let id = session_args::id(argv.bytes())?;
     let now_ms = now_us() / 1000;
+    // Past its deadline a session has ended, whether or not its timer ran.
     let Some((deadline, settings, bound, holds)) = sessions::with(|s| {
         s.get(id)
+            .filter(|s| s.deadline_ms >= now_ms)
             .map(|s| (s.deadline_ms, s.settings, s.client.is_some(), s.holds()))
     }) else {
         return ctx.reply_null();
@@ -103,10 +107,12 @@ fn int(n: u64) -> i64 {
 pub fn list(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = session_args::list(argv.bytes())?;
     let pattern = req.pattern.map(glob::Pattern::new).transpose()?;
-    let examine = req.count.saturating_mul(EXAMINED_PER_ID);
+    let examine = req.count.saturating_mul(EXAMINED_PER_ID).min(MAX_EXAMINED);
+    let now_ms = now_us() / 1000;
     let (ids, next) = sessions::with(|s| {
         s.page(req.after, req.count, examine, |id| {
-            pattern.as_ref().is_none_or(|p| p.matches(id))
+            s.get(id).is_some_and(|s| s.deadline_ms >= now_ms)
+                && pattern.as_ref().is_none_or(|p| p.matches(id))
         })
     });
     ctx.reply_array(2)?;
