@@ -119,6 +119,11 @@ pub fn command_name(c: Command) -> &'static str {
         Command::Mrelease => "mrelease",
         Command::Mextend => "mextend",
         Command::Observe => "observe",
+        Command::SessionOpen => "session open",
+        Command::SessionKeepalive => "session keepalive",
+        Command::SessionClose => "session close",
+        Command::SessionKill => "session kill",
+        Command::Disconnect => "disconnect",
     }
 }
 
