@@ -21,6 +21,7 @@ mod lost;
 mod mutex;
 mod prep;
 mod print;
+mod sessions;
 mod shown;
 mod sink;
 #[cfg(test)]
@@ -64,6 +65,8 @@ pub struct Report {
     pub fifo_judged: BTreeMap<String, u64>,
     /// What the election's checks saw, when the election ran.
     pub election: Option<election::Stats>,
+    /// What the sessions' rules saw, when the sessions workload ran.
+    pub sessions: Option<sessions::Stats>,
 }
 
 pub fn check(events: &[Event]) -> Report {
@@ -93,6 +96,14 @@ pub fn check(events: &[Event]) -> Report {
         v.extend(found);
         report.gaps.extend(election::gaps(&stats));
         report.election = Some(stats);
+    }
+    if p.ran("sessions") || !p.session_recs.is_empty() {
+        let (found, stats) = sessions::check(&p, &mut limits);
+        v.extend(found);
+        if p.ran("sessions") {
+            report.gaps.extend(sessions::gaps(&stats));
+        }
+        report.sessions = Some(stats);
     }
     let (linearizability, stats) = linear::check_with_stats(events);
     v.extend(linearizability);
