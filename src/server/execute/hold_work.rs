@@ -135,6 +135,9 @@ impl Work {
             .bound()
             .map(|(t, s)| ((Box::from(t), Box::from(s)), sessions::fate(s, now_ms)))
             .filter(|(_, f)| *f != Fate::Live)
+            .filter(|((t, _), _)| {
+                !(cfg!(feature = "planted-session-leaves-hold") && sessions::planted_leaked(t))
+            })
             .collect();
         for ((token, session), fate) in fates {
             let Some((hold, seq)) = self.holds.take(&token) else {
