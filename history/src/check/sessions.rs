@@ -398,7 +398,7 @@ fn violation(o: &super::prep::OpRec, what: String) -> Violation {
 }
 
 /// No cycle left standing: two bound single-resource exclusive waits of two
-/// sessions, each for a plain lock the other session surely held
+/// sessions, each for a lock (plain or read-write) the other session surely held
 /// (exclusive, bound) all the while, both told nil after their `WAIT`,
 /// and surely queued at once. Whichever the server queued second closed
 /// the cycle and had to be refused.
@@ -418,8 +418,10 @@ fn cycles(p: &Prepared, stats: &mut Stats, out: &mut Vec<Violation>) {
             continue;
         };
         let single = o.op.command == Command::Acquire && o.op.mode == Mode::Exclusive;
-        let plain = o.res.first().is_some_and(|&r| p.resources[r as usize].kind == Kind::Plain);
-        if !single || !plain || !matches!(o.value(), Some(Value::Nil)) {
+        let lock = o.res.first().is_some_and(|&r| {
+            !matches!(p.resources[r as usize].kind, Kind::Semaphore { .. })
+        });
+        if !single || !lock || !matches!(o.value(), Some(Value::Nil)) {
             continue;
         }
         let unblocked = p.fault_overlaps(o.invoke, done, |f| {
