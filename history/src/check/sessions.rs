@@ -129,7 +129,8 @@ impl<'a> Prepared<'a> {
                 Command::SessionOpen | Command::SessionKeepalive if !refused => {
                     if o.op.command == Command::SessionOpen {
                         s.bind |= o.op.bind;
-                        s.lock_delay_us = s.lock_delay_us.max(o.op.lock_delay_ms.unwrap_or(0) * 1000);
+                        s.lock_delay_us =
+                            s.lock_delay_us.max(o.op.lock_delay_ms.unwrap_or(0) * 1000);
                     }
                     let ttl = o.op.ttl_ms.unwrap_or(0) * 1000;
                     s.min_ttl_us = s.min_ttl_us.min(ttl);
@@ -160,13 +161,19 @@ impl<'a> Prepared<'a> {
             if s.bind {
                 // Any connection of the owner lost after the open may be
                 // the bound one.
-                for o in ops.iter().filter(|o| o.client == s.owner && o.invoke >= s.opened) {
+                for o in ops
+                    .iter()
+                    .filter(|o| o.client == s.owner && o.invoke >= s.opened)
+                {
                     if o.info_reason().is_some() {
                         s.cut.push(o.invoke);
                     }
                 }
                 for f in &self.faults {
-                    if f.kind == FaultKind::ClientKill && f.client == Some(s.owner) && f.end >= s.opened {
+                    if f.kind == FaultKind::ClientKill
+                        && f.client == Some(s.owner)
+                        && f.end >= s.opened
+                    {
                         s.cut.push(f.start);
                     }
                 }
@@ -269,7 +276,12 @@ pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> (Vec<Vio
 /// No hold outlives its session: a probe `RELEASE` of a token granted under
 /// a session, sent after a `CLOSE` or `KILL` of it was answered and its
 /// lock-delay passed, answers 0.
-fn probes(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>, stats: &mut Stats, out: &mut Vec<Violation>) {
+fn probes(
+    p: &Prepared,
+    limits: &mut BTreeMap<&'static str, u64>,
+    stats: &mut Stats,
+    out: &mut Vec<Violation>,
+) {
     for o in &p.ops {
         if !o.op.probe || !matches!(o.op.command, Command::Release | Command::Mrelease) {
             continue;
@@ -347,14 +359,19 @@ fn deadlocks(p: &Prepared, stats: &mut Stats, out: &mut Vec<Violation>) {
             .min()
     };
     for (i, o) in p.ops.iter().enumerate() {
-        let Some(error) = is_deadlock(o) else { continue };
+        let Some(error) = is_deadlock(o) else {
+            continue;
+        };
         let Some(session) = o.op.session.as_deref() else {
             continue;
         };
         stats.deadlocks_judged += 1;
         let names = named(error);
         let (Some(first), Some(last)) = (names.first(), names.last()) else {
-            out.push(violation(o, format!("a DEADLOCK refusal names no cycle: {error}")));
+            out.push(violation(
+                o,
+                format!("a DEADLOCK refusal names no cycle: {error}"),
+            ));
             continue;
         };
         if !o.op.resources.iter().any(|r| r == first) {
@@ -414,13 +431,15 @@ fn cycles(p: &Prepared, stats: &mut Stats, out: &mut Vec<Violation>) {
     // Waits told nil after their timeout: (op, earliest and latest queueing).
     let mut waits = Vec::new();
     for (i, o) in p.ops.iter().enumerate() {
-        let (Some(w), Some(_), Some(done)) = (o.op.wait_ms, o.op.session.as_ref(), o.complete) else {
+        let (Some(w), Some(_), Some(done)) = (o.op.wait_ms, o.op.session.as_ref(), o.complete)
+        else {
             continue;
         };
         let single = o.op.command == Command::Acquire && o.op.mode == Mode::Exclusive;
-        let lock = o.res.first().is_some_and(|&r| {
-            !matches!(p.resources[r as usize].kind, Kind::Semaphore { .. })
-        });
+        let lock = o
+            .res
+            .first()
+            .is_some_and(|&r| !matches!(p.resources[r as usize].kind, Kind::Semaphore { .. }));
         if !single || !lock || !matches!(o.value(), Some(Value::Nil)) {
             continue;
         }
@@ -447,7 +466,9 @@ fn cycles(p: &Prepared, stats: &mut Stats, out: &mut Vec<Violation>) {
             }
             let (a, b) = (&p.ops[i], &p.ops[j]);
             let (sa, sb) = (a.op.session.as_deref(), b.op.session.as_deref());
-            let (Some(sa), Some(sb)) = (sa, sb) else { continue };
+            let (Some(sa), Some(sb)) = (sa, sb) else {
+                continue;
+            };
             if sa == sb || a.res[0] == b.res[0] {
                 continue;
             }
@@ -484,8 +505,17 @@ pub fn gaps(s: &Stats) -> Vec<String> {
         }
     };
     gap(s.bound_holds == 0, "no hold was bound to a session");
-    gap(s.delayed_holds == 0, "no bound hold was believed through a lock-delay");
-    gap(s.probes_judged == 0, "no probe after a session's end was judged");
-    gap(s.deadlocks_judged == 0, "no bound wait was refused DEADLOCK");
+    gap(
+        s.delayed_holds == 0,
+        "no bound hold was believed through a lock-delay",
+    );
+    gap(
+        s.probes_judged == 0,
+        "no probe after a session's end was judged",
+    );
+    gap(
+        s.deadlocks_judged == 0,
+        "no bound wait was refused DEADLOCK",
+    );
     out
 }

@@ -168,9 +168,10 @@ fn acquire(x: &mut Client, s: &mut Session) -> Result<(), String> {
             ..Op::new(Command::Acquire, vec![SEMAPHORE.into()], token)
         },
     };
-    if s.holds.iter().any(|h| {
-        !h.released && h.resources.iter().any(|r| op.resources.contains(r))
-    }) {
+    if s.holds
+        .iter()
+        .any(|h| !h.released && h.resources.iter().any(|r| op.resources.contains(r)))
+    {
         return Ok(());
     }
     op.ttl_ms = Some(0);
@@ -228,7 +229,12 @@ fn contend(y: &mut Client, r: &str, wait: u64) -> Result<(), String> {
         op.limit = Some(LIMIT);
     }
     let done = y.run(MAIN, &op)?;
-    if matches!(done.outcome, Outcome::Ok { value: Value::Fence(_) }) {
+    if matches!(
+        done.outcome,
+        Outcome::Ok {
+            value: Value::Fence(_)
+        }
+    ) {
         y.run(MAIN, &Op::new(Command::Release, vec![r.into()], token))?;
     }
     Ok(())
@@ -340,7 +346,12 @@ fn cycle<'a>(a: &mut Client<'a>, b: &mut Client<'a>) -> Result<(), String> {
                 ..Op::new(Command::Acquire, vec![CYCLE[i].into()], token.clone())
             };
             let done = x.run(MAIN, &op)?;
-            if !matches!(done.outcome, Outcome::Ok { value: Value::Fence(_) }) {
+            if !matches!(
+                done.outcome,
+                Outcome::Ok {
+                    value: Value::Fence(_)
+                }
+            ) {
                 break;
             }
             tokens.push(token);

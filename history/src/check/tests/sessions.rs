@@ -32,8 +32,20 @@ fn bound(res: &str, token: &str, id: &str, wait_ms: Option<u64>) -> Op {
 fn killed_with_delay(granted_ms: u64) -> H {
     let mut h = H::new();
     h.op(1, 0, ms(1), open("A", 1000, 500), ok(Value::Int(1)));
-    h.op(1, ms(2), ms(3), bound("m0", "c1-1", "A", None), ok(Value::Fence(10)));
-    h.op(2, ms(100), ms(101), session(Command::SessionKill, "A"), ok(Value::Int(1)));
+    h.op(
+        1,
+        ms(2),
+        ms(3),
+        bound("m0", "c1-1", "A", None),
+        ok(Value::Fence(10)),
+    );
+    h.op(
+        2,
+        ms(100),
+        ms(101),
+        session(Command::SessionKill, "A"),
+        ok(Value::Int(1)),
+    );
     let wait = Op {
         wait_ms: Some(2000),
         ..acq("m0", "c2-1", 300)
@@ -59,8 +71,20 @@ fn a_grant_inside_the_lock_delay_is_caught() {
 fn probed(probe: i64) -> H {
     let mut h = H::new();
     h.op(1, 0, ms(1), open("A", 1000, 0), ok(Value::Int(1)));
-    h.op(1, ms(2), ms(3), bound("m0", "c1-1", "A", None), ok(Value::Fence(10)));
-    h.op(1, ms(100), ms(101), session(Command::SessionClose, "A"), ok(Value::Int(1)));
+    h.op(
+        1,
+        ms(2),
+        ms(3),
+        bound("m0", "c1-1", "A", None),
+        ok(Value::Fence(10)),
+    );
+    h.op(
+        1,
+        ms(100),
+        ms(101),
+        session(Command::SessionClose, "A"),
+        ok(Value::Int(1)),
+    );
     let p = Op {
         probe: true,
         session: Some("A".into()),
@@ -85,13 +109,49 @@ fn crossed(b_outcome: Option<Outcome>, a_holds: bool) -> H {
     h.op(1, 0, ms(1), open("A", 5000, 0), ok(Value::Int(1)));
     h.op(2, 0, ms(1), open("B", 5000, 0), ok(Value::Int(1)));
     if a_holds {
-        h.op(1, ms(2), ms(3), bound("m0", "c1-1", "A", None), ok(Value::Fence(10)));
+        h.op(
+            1,
+            ms(2),
+            ms(3),
+            bound("m0", "c1-1", "A", None),
+            ok(Value::Fence(10)),
+        );
     }
-    h.op(2, ms(2), ms(3), bound("m2", "c2-1", "B", None), ok(Value::Fence(11)));
-    h.op(1, ms(10), ms(1011), bound("m2", "c1-2", "A", Some(1000)), ok(Value::Nil));
-    h.op(2, ms(20), ms(521), bound("m0", "c2-2", "B", Some(500)), b_outcome);
-    h.op(1, ms(2000), ms(2001), session(Command::SessionClose, "A"), ok(Value::Int(1)));
-    h.op(2, ms(2000), ms(2001), session(Command::SessionClose, "B"), ok(Value::Int(1)));
+    h.op(
+        2,
+        ms(2),
+        ms(3),
+        bound("m2", "c2-1", "B", None),
+        ok(Value::Fence(11)),
+    );
+    h.op(
+        1,
+        ms(10),
+        ms(1011),
+        bound("m2", "c1-2", "A", Some(1000)),
+        ok(Value::Nil),
+    );
+    h.op(
+        2,
+        ms(20),
+        ms(521),
+        bound("m0", "c2-2", "B", Some(500)),
+        b_outcome,
+    );
+    h.op(
+        1,
+        ms(2000),
+        ms(2001),
+        session(Command::SessionClose, "A"),
+        ok(Value::Int(1)),
+    );
+    h.op(
+        2,
+        ms(2000),
+        ms(2001),
+        session(Command::SessionClose, "B"),
+        ok(Value::Int(1)),
+    );
     h
 }
 
