@@ -12,12 +12,14 @@
 //! - its ttl: E is at least the last successful `OPEN`/`KEEPALIVE`'s
 //!   invocation plus the smallest ttl any of them asked (each keep-alive
 //!   sets the deadline to its own time plus its ttl, and the last one the
-//!   server ran ran after the last one answered was sent), less the margin
-//!   (the server counts in whole ms);
+//!   server ran ran after the last one answered was sent);
 //! - `KILL`: its invocation; `BIND`'s connection: the invocation of a
 //!   `disconnect` of the owner, or of any operation of the owner that lost
 //!   its connection, or the start of a `CLIENT KILL` of the owner;
 //! - `CLOSE`: its invocation, and it ends the hold with no delay.
+//!
+//! less a margin of 5 ms (the server counts the end and the delay in whole
+//! ms).
 //!
 //! A failover or an everysec crash of `main` may lose what made the
 //! session live (asynchronous replication): a hold's belief ends at the
@@ -57,12 +59,13 @@ pub struct SessionRec<'a> {
 }
 
 impl SessionRec<'_> {
-    /// The earliest the server can have ended it involuntarily.
+    /// The earliest the server can have ended it involuntarily, less the
+    /// margin: the server counts the end, and the lock-delay from it, in
+    /// whole ms.
     pub fn end_lower_bound(&self) -> u64 {
-        let ttl = self
-            .alive_ok
-            .map_or(0, |t| (t + self.min_ttl_us).saturating_sub(MARGIN_US));
-        self.cut.iter().copied().fold(ttl, u64::min)
+        let ttl = self.alive_ok.map_or(0, |t| t + self.min_ttl_us);
+        let end = self.cut.iter().copied().fold(ttl, u64::min);
+        end.saturating_sub(MARGIN_US)
     }
 
     /// Until when a hold granted under it is surely held (not counting a
