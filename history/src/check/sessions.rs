@@ -194,7 +194,9 @@ impl<'a> Prepared<'a> {
                 .map(|f| f.start)
                 .min();
         }
-        self.bound_holds(&recs, &of);
+        if !recs.is_empty() {
+            self.bound_holds(&recs, &of);
+        }
         self.session_recs = recs;
         self.session_of = of;
     }
