@@ -5,6 +5,7 @@
 //! - `prep`: events in time order, operations paired, faults as intervals
 //! - `believe`: every grant, and the holds each client believed it had
 //! - `mutex`, `fences`, `sink`, `lost`, `liveness` (+ `fifo`): the checkers
+//! - `session_bounds`, `sessions`: bound holds believed, and the sessions' rules
 //! - `linear`: linearizability of the `lin` group against each kind's model
 //! - `coverage`: counts and coverage gaps; `print`: the report
 use crate::history::{Command, Event, FaultKind, Mode};
@@ -21,6 +22,7 @@ mod lost;
 mod mutex;
 mod prep;
 mod print;
+mod session_bounds;
 mod sessions;
 mod shown;
 mod sink;

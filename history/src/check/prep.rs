@@ -148,8 +148,8 @@ pub struct Prepared<'a> {
     /// `Info` events with reason `timeout`, and ops that never completed,
     /// are found from `ops`.
     pub completes_without_invoke: Vec<u64>,
-    /// Every session the history opened (`sessions.rs`), by id.
-    pub session_recs: Vec<super::sessions::SessionRec<'a>>,
+    /// Every session the history opened (`session_bounds.rs`), by id.
+    pub session_recs: Vec<super::session_bounds::SessionRec<'a>>,
     pub session_of: HashMap<&'a str, usize>,
 }
 
