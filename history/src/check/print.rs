@@ -57,10 +57,11 @@ impl Report {
         if let Some(x) = &self.sessions {
             let _ = writeln!(
                 s,
-                "sessions: {} sessions, {} bound holds ({} believed through a lock-delay, {} cut short by a failover or everysec crash), {} probes after an end judged, {} DEADLOCK refusals judged, {} pairs of bound waits judged",
+                "sessions: {} sessions, {} bound holds ({} believed through a lock-delay, {} other owners' grants asked for inside one and made after it; {} cut short by a failover or everysec crash), {} probes after an end judged, {} DEADLOCK refusals judged, {} pairs of bound waits judged",
                 x.sessions,
                 x.bound_holds,
                 x.delayed_holds,
+                x.delay_waiters,
                 x.cut_by_faults,
                 x.probes_judged,
                 x.deadlocks_judged,

@@ -22,6 +22,9 @@ pub struct Stats {
     pub bound_holds: u64,
     /// Bound holds believed past their session's end by its lock-delay.
     pub delayed_holds: u64,
+    /// Grants to another owner asked for inside such a lock-delay (after
+    /// the session's end) and made after it.
+    pub delay_waiters: u64,
     pub probes_judged: u64,
     pub deadlocks_judged: u64,
     /// Pairs of bound waits of two sessions surely queued at once.
@@ -36,6 +39,7 @@ pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> (Vec<Vio
         sessions: p.session_recs.len() as u64,
         ..Stats::default()
     };
+    let mut delayed = Vec::new();
     for h in &p.holds {
         let o = &p.ops[h.op];
         let Some(&n) = o.op.session.as_deref().and_then(|id| p.session_of.get(id)) else {
@@ -48,6 +52,29 @@ pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> (Vec<Vio
         }
         if s.lock_delay_us > 0 && h.end > s.end_lower_bound() && h.start < h.end {
             stats.delayed_holds += 1;
+            delayed.push(h);
+        }
+    }
+    // Grants to another owner asked for while a lock-delay held the
+    // resource and made after it: the waiters the delay kept out.
+    if !delayed.is_empty() {
+        let mut grants: HashMap<u32, Vec<&super::prep::Grant>> = HashMap::new();
+        for g in &p.grants {
+            if delayed.iter().any(|h| h.res == g.res) {
+                grants.entry(g.res).or_default().push(g);
+            }
+        }
+        for h in &delayed {
+            let s = p.session_recs[p.session_of[p.ops[h.op].op.session.as_deref().unwrap_or("")]]
+                .end_lower_bound();
+            stats.delay_waiters += grants
+                .get(&h.res)
+                .into_iter()
+                .flatten()
+                .filter(|g| {
+                    g.owner != h.owner && g.invoke < h.end && g.invoke >= s && g.complete >= h.end
+                })
+                .count() as u64;
         }
     }
     probes(p, limits, &mut stats, &mut out);
