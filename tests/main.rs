@@ -31,6 +31,8 @@ mod locks;
 mod observe;
 /// What an operator sees and sets: ACL, configuration, memory, stats, version.
 mod ops;
+/// Sessions: one liveness lease for many holds and waits.
+mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.
 mod sets;
 

@@ -37,7 +37,7 @@ impl<'a> Ask<'a> {
     #[inline]
     pub fn deadline_ms(&self, now_ms: u64) -> u64 {
         match self.session {
-            Some(_) => crate::resource::holds::NEVER,
+            Some(_) => crate::limits::NEVER,
             None => now_ms.saturating_add(self.ttl_ms),
         }
     }

@@ -19,3 +19,8 @@ pub const MAX_SESSION_ID: usize = 256;
 /// Longest lock-delay a session may ask for (`LOCKDELAY ms`): a delay that
 /// keeps storage safe from a late writer, not a second lease.
 pub const MAX_LOCK_DELAY_MS: u64 = 60_000;
+
+/// The deadline of a hold that has none: a session's hold, or a plain lock
+/// whose key an admin made persistent (`PERSIST`). As an `i64` of unix ms
+/// it is far past any deadline a ttl can give.
+pub const NEVER: u64 = i64::MAX as u64;

@@ -46,6 +46,7 @@ command_entry!(session_kill_entry => commands::session::kill);
 command_entry!(session_info_entry => commands::session::info);
 command_entry!(session_list_entry => commands::session::list);
 command_entry!(session_holds_entry => commands::session::holds);
+command_entry!(session_help_entry => commands::session::help);
 command_entry!(session_set_entry => persistence::session_effects::apply_set);
 command_entry!(session_end_entry => persistence::session_effects::apply_end);
 
@@ -63,6 +64,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     persistence::data_type::register_type(ctx)?;
     events::job_runner::init(ctx)?;
     edge::clients::init(ctx)?;
+    edge::clients::on_disconnect(sessions::connection_closed);
     events::server::subscribe(ctx)?;
     events::notifications::subscribe(ctx)?;
     quarantine::init(ctx)?;
@@ -174,6 +176,7 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
             (c"info", Some(session_info_entry), c"readonly fast"),
             (c"list", Some(session_list_entry), c"readonly"),
             (c"holds", Some(session_holds_entry), c"readonly"),
+            (c"help", Some(session_help_entry), c"readonly fast"),
         ],
     )?;
     register(

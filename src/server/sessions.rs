@@ -170,6 +170,14 @@ pub fn clear() {
     waits(HashMap::clear);
 }
 
+/// A connection closed (inside `CLIENT KILL`, or as it closes): the
+/// sessions bound to it end, from a job.
+pub fn connection_closed(client: u64) {
+    if any() && with(|s| s.has_client(client)) {
+        jobs::push(Job::ClientGone(client));
+    }
+}
+
 /// The expiry job is queued for the earliest session deadline.
 pub fn arm_expiry(now_ms: u64) {
     if let Some(at) = with(|s| s.next_deadline()) {

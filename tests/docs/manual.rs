@@ -380,17 +380,39 @@ fn page_flags(page: &Page) -> Option<Vec<String>> {
     Some(flags)
 }
 
+/// The flags a container page's subcommand row names (`| \`SUB\` | flags
+/// |`): the code spans of its second cell.
+fn subcommand_flags(page: &Page, sub: &str) -> Option<Vec<String>> {
+    let start = format!("| `{}` |", sub.to_uppercase());
+    let row = page.text.lines().find(|l| l.starts_with(&start))?;
+    let cell = row.trim_start_matches(&start).split('|').next()?;
+    let mut flags = markdown::code_spans(cell);
+    flags.sort();
+    Some(flags)
+}
+
 /// The pages of `docs/commands/` that do not say what the server says.
 pub fn command_page_problems(pages: &[Page], commands: &[Described]) -> Vec<String> {
     let mut out = Vec::new();
     let page_of = |path: &str| pages.iter().find(|p| p.path == path);
     let internal_path = "docs/commands/internal.md";
+    // A container's subcommands are on its page: each one's syntax is a
+    // line of a code block and its summary a `> ` line there; the
+    // container's own syntax is theirs.
+    let is_container = |name: &str| {
+        let prefix = format!("{name}|");
+        commands.iter().any(|c| c.name.starts_with(&prefix))
+    };
     for c in commands {
         let internal = c.summary == INTERNAL_SUMMARY;
+        let (parent, sub) = match c.name.split_once('|') {
+            Some((p, s)) => (p, Some(s)),
+            None => (c.name.as_str(), None),
+        };
         let path = if internal {
             internal_path.to_string()
         } else {
-            format!("docs/commands/{}.md", c.name)
+            format!("docs/commands/{parent}.md")
         };
         let Some(page) = page_of(&path) else {
             out.push(format!("{}: no page ({path})", c.name));
@@ -399,12 +421,29 @@ pub fn command_page_problems(pages: &[Page], commands: &[Described]) -> Vec<Stri
         let syntaxes: Vec<String> = page
             .blocks()
             .iter()
-            .filter_map(|b| b.lines.first().map(|l| l.trim().to_string()))
+            .flat_map(|b| {
+                let lines = if sub.is_some() {
+                    &b.lines[..]
+                } else {
+                    b.lines.get(..1).unwrap_or_default()
+                };
+                lines
+                    .iter()
+                    .map(|l| l.trim().to_string())
+                    .collect::<Vec<_>>()
+            })
             .collect();
-        if !syntaxes.contains(&c.syntax) {
+        let syntax = match sub {
+            Some(sub) => c.syntax.replacen(
+                &c.name.to_uppercase(),
+                &format!("{} {}", parent.to_uppercase(), sub.to_uppercase()),
+                1,
+            ),
+            None => c.syntax.clone(),
+        };
+        if !is_container(&c.name) && !syntaxes.contains(&syntax) {
             out.push(format!(
-                "{path}: no code block starts with the syntax `COMMAND DOCS` gives: {}",
-                c.syntax
+                "{path}: no code block starts with the syntax `COMMAND DOCS` gives: {syntax}"
             ));
         }
         let quoted = format!("> {}", c.summary);
@@ -414,7 +453,17 @@ pub fn command_page_problems(pages: &[Page], commands: &[Described]) -> Vec<Stri
                 c.name, c.summary
             ));
         }
-        if !internal {
+        if let Some(sub) = sub {
+            let mut want = c.flags.clone();
+            want.sort();
+            match subcommand_flags(page, sub) {
+                Some(got) if got == want => {}
+                got => out.push(format!(
+                    "{path}: the flags of its `{}` row say {got:?}, `COMMAND INFO` {want:?}",
+                    sub.to_uppercase()
+                )),
+            }
+        } else if !internal {
             let mut want = c.flags.clone();
             want.sort();
             match page_flags(page) {
@@ -436,7 +485,12 @@ pub fn command_page_problems(pages: &[Page], commands: &[Described]) -> Vec<Stri
     let known: BTreeSet<String> = commands
         .iter()
         .filter(|c| c.summary != INTERNAL_SUMMARY)
-        .map(|c| format!("docs/commands/{}.md", c.name))
+        .map(|c| {
+            format!(
+                "docs/commands/{}.md",
+                c.name.split('|').next().unwrap_or_default()
+            )
+        })
         .chain([internal_path.to_string()])
         .collect();
     for page in pages

@@ -17,9 +17,7 @@ use crate::ask::Mode;
 use crate::observe::hold_mark;
 use crate::resource::admission::OwnerHolds;
 
-/// The deadline of a hold that has none: a plain lock whose key an admin
-/// made persistent (`PERSIST`) keeps no deadline when it gains holds.
-pub const NEVER: u64 = i64::MAX as u64;
+pub use crate::limits::NEVER;
 
 /// One hold as plain data: what the layout stores, the effects carry and
 /// the rules are tested with.

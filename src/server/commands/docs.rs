@@ -19,13 +19,22 @@ use std::ptr;
 use redis_module::raw;
 
 use crate::server::edge::api::{self, Ctx};
-use crate::server::{persistence::effects, persistence::hold_effects};
+use crate::server::persistence::{effects, hold_effects, session_effects};
 use dlock_core::Error;
 
 const SINCE: &CStr = c"0.1.0";
 /// Every command's but `DLOCK.QUEUED`'s.
 const COMPLEXITY: &CStr = c"O(1)";
 const INTERNAL: &CStr = c"Applies a replicated lock effect; refused from clients.";
+/// A session's id, as its subcommands take it.
+const ID: Arg = arg(c"id", Kind::String);
+
+const fn optional(a: Arg) -> Arg {
+    Arg {
+        optional: true,
+        ..a
+    }
+}
 
 /// Version 1 with our bindgen sizes, like C's `REDISMODULE_COMMAND_INFO_VERSION`
 /// (the C header's `RedisModule_CurrentCommandInfoVersion` is a `static` of
@@ -138,7 +147,7 @@ const RESOURCES: Arg = Arg {
 
 const TOKEN: Arg = arg(c"token", Kind::String);
 
-static DOCS: [Doc; 15] = [
+static DOCS: [Doc; 26] = [
     Doc {
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
@@ -157,6 +166,7 @@ in FIFO order until granted or until timeout_ms passes.",
             option(c"n", Kind::Integer, c"LIMIT"),
             option(c"owner", Kind::String, c"OWNER"),
             option(c"timeout_ms", Kind::Integer, c"WAIT"),
+            option(c"id", Kind::String, c"SESSION"),
         ],
     },
     Doc {
@@ -237,6 +247,7 @@ in FIFO order when all of them are free for it.",
             arg(c"ttl_ms", Kind::Integer),
             option(c"shared", Kind::PureToken, c"SHARED"),
             option(c"timeout_ms", Kind::Integer, c"WAIT"),
+            option(c"id", Kind::String, c"SESSION"),
         ],
     },
     Doc {
@@ -262,6 +273,122 @@ returns 1, or returns 0 and changes nothing when token no longer holds all of th
         arity: -2,
         keys: Keys::Numbered(RW | ACCESS | UPDATE),
         args: &[NUMKEYS, RESOURCES, TOKEN, arg(c"ttl_ms", Kind::Integer)],
+    },
+    Doc {
+        name: c"dlock.session",
+        summary: c"Opens, keeps alive, closes, kills, lists and shows sessions: one liveness \
+lease for the holds and waits bound to it.",
+        complexity: c"Depends on the subcommand",
+        arity: -2,
+        keys: Keys::None,
+        args: &[],
+    },
+    Doc {
+        name: c"dlock.session|help",
+        summary: c"Returns the subcommands of DLOCK.SESSION, a line each.",
+        complexity: COMPLEXITY,
+        arity: 2,
+        keys: Keys::None,
+        args: &[],
+    },
+    Doc {
+        name: c"dlock.session|open",
+        summary: c"Opens a session (one liveness lease for the holds and waits bound to \
+it with SESSION id) or keeps a live one alive; returns 1 when new, 0 when it existed.",
+        complexity: c"O(log S) with S the sessions",
+        arity: -4,
+        keys: Keys::None,
+        args: &[
+            ID,
+            arg(c"ttl_ms", Kind::Integer),
+            option(c"bind", Kind::PureToken, c"BIND"),
+            option(c"ms", Kind::Integer, c"LOCKDELAY"),
+        ],
+    },
+    Doc {
+        name: c"dlock.session|keepalive",
+        summary: c"Keeps a session alive for ttl_ms (or its own ttl) whatever the number \
+of its holds; returns the ms it has left.",
+        complexity: c"O(log S) with S the sessions",
+        arity: -3,
+        keys: Keys::None,
+        args: &[ID, optional(arg(c"ttl_ms", Kind::Integer))],
+    },
+    Doc {
+        name: c"dlock.session|close",
+        summary: c"Ends a session: its holds are released (no lock-delay) and its waiters \
+answered; returns 1 if it existed.",
+        complexity: c"O(log S) in the command; the holds are released in later \
+event-loop turns",
+        arity: 3,
+        keys: Keys::None,
+        args: &[ID],
+    },
+    Doc {
+        name: c"dlock.session|kill",
+        summary: c"Ends a session as an operator: its holds are released after its \
+lock-delay and its waiters answered; returns 1 if it existed.",
+        complexity: c"O(log S) in the command; the holds are released in later \
+event-loop turns",
+        arity: 3,
+        keys: Keys::None,
+        args: &[ID],
+    },
+    Doc {
+        name: c"dlock.session|info",
+        summary: c"Returns a session's ttl, deadline, settings and numbers of holds and \
+waits, or nil.",
+        complexity: COMPLEXITY,
+        arity: 3,
+        keys: Keys::None,
+        args: &[ID],
+    },
+    Doc {
+        name: c"dlock.session|list",
+        summary: c"Returns a page of the ids of live sessions, in order, optionally only \
+those matching pattern, and the id to continue after.",
+        complexity: c"O(log S + COUNT)",
+        arity: -2,
+        keys: Keys::None,
+        args: &[
+            option(c"id", Kind::String, c"AFTER"),
+            option(c"pattern", Kind::Pattern, c"MATCH"),
+            option(c"n", Kind::Integer, c"COUNT"),
+        ],
+    },
+    Doc {
+        name: c"dlock.session|holds",
+        summary: c"Returns a page of a session's holds (database, resource, token) in \
+the order they were granted, and the cursor to continue after.",
+        complexity: c"O(log H + COUNT) with H the session's holds",
+        arity: -3,
+        keys: Keys::None,
+        args: &[
+            ID,
+            option(c"cursor", Kind::Integer, c"AFTER"),
+            option(c"n", Kind::Integer, c"COUNT"),
+        ],
+    },
+    Doc {
+        name: session_effects::SESSIONSET,
+        summary: INTERNAL,
+        complexity: COMPLEXITY,
+        arity: 0,
+        keys: Keys::None,
+        args: &[
+            ID,
+            arg(c"deadline_ms", Kind::UnixTime),
+            arg(c"ttl_ms", Kind::Integer),
+            arg(c"lock_delay_ms", Kind::Integer),
+        ],
+    },
+    Doc {
+        name: session_effects::SESSIONEND,
+        summary: INTERNAL,
+        complexity: COMPLEXITY,
+        arity: 0,
+        keys: Keys::None,
+        args: &[ID, arg(c"until_ms", Kind::String)],
     },
     Doc {
         name: effects::APPLY,
@@ -365,7 +492,7 @@ pub fn describe(ctx: Ctx) -> Result<(), Error> {
         );
         return Ok(());
     };
-    for doc in DOCS.iter().chain(&sessions::DOCS) {
+    for doc in &DOCS {
         let name = doc.name.to_string_lossy();
         // SAFETY: a valid context during OnLoad and a NUL-terminated name.
         let command = unsafe { get(ctx.0, doc.name.as_ptr()) };
@@ -500,5 +627,3 @@ fn numbered_spec(flags: u32) -> raw::RedisModuleCommandKeySpec {
     };
     spec
 }
-
-mod sessions;

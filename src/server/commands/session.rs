@@ -146,3 +146,35 @@ pub fn holds(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// What `HELP` lists, a line each.
+const HELP: &[&str] = &[
+    "DLOCK.SESSION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "OPEN <id> <ttl_ms> [BIND] [LOCKDELAY <ms>]",
+    "    Open a session, or keep a live one alive with these settings. 1 if new, else 0.",
+    "KEEPALIVE <id> [<ttl_ms>]",
+    "    Keep a session alive; returns the ms it has left.",
+    "CLOSE <id>",
+    "    End a session; its holds are released (no lock-delay). 1 if it existed.",
+    "KILL <id>",
+    "    End a session as an operator; its holds are released after its lock-delay.",
+    "INFO <id>",
+    "    A session's ttl, deadline, settings and numbers of holds and waits, or nil.",
+    "LIST [AFTER <id>] [MATCH <pattern>] [COUNT <n>]",
+    "    A page of the ids of live sessions, and the id to continue after.",
+    "HOLDS <id> [AFTER <cursor>] [COUNT <n>]",
+    "    A page of a session's holds (db, resource, token), and the cursor to continue after.",
+    "HELP",
+    "    This text.",
+];
+
+pub fn help(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    if argv.bytes().len() != 2 {
+        return Err(Error::WrongArity);
+    }
+    ctx.reply_array(HELP.len())?;
+    for line in HELP {
+        ctx.reply_bytes(line.as_bytes())?;
+    }
+    Ok(())
+}

@@ -5,6 +5,7 @@
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use redis_module::raw;
 
@@ -15,6 +16,15 @@ use dlock_core::Error;
 /// The client the server is disconnecting right now (its `CLIENT_CHANGE`
 /// event comes just before the disconnect callback).
 static CLOSING_CLIENT: AtomicU64 = AtomicU64::new(0);
+
+/// What else a closing connection concerns (the sessions bound to it), set
+/// once at load by a layer above this one.
+static ON_DISCONNECT: OnceLock<fn(u64)> = OnceLock::new();
+
+/// `f` is told the id of every connection that closes.
+pub fn on_disconnect(f: fn(u64)) {
+    let _ = ON_DISCONNECT.set(f);
+}
 
 /// Subscribes to client changes, to tell a disconnect from an unblock.
 pub fn init(ctx: Ctx) -> Result<(), Error> {
@@ -41,6 +51,9 @@ extern "C" fn on_client_change(
         }
         if let Some(info) = unsafe { data.cast::<raw::RedisModuleClientInfoV1>().as_ref() } {
             CLOSING_CLIENT.store(info.id, Ordering::Relaxed);
+            if let Some(f) = ON_DISCONNECT.get() {
+                f(info.id);
+            }
         }
     })
 }

@@ -116,6 +116,12 @@ fn run_jobs(ctx: Ctx, list: Vec<Job>, spent: &dyn Fn() -> bool) {
             Job::SessionsDue => sessions::expire_due(ctx),
             Job::SessionsEnd => sessions::settle_ending(ctx),
             Job::ClientGone(client) => sessions::client_gone(ctx, client),
+            Job::EndRestoredAt {
+                db,
+                key,
+                token,
+                at_ms,
+            } => hold_checks::end_at_logged(ctx, db, &key, &token, at_ms),
             // Every run ends with the hand-over.
             Job::HandOver => {}
         }

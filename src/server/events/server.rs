@@ -34,7 +34,6 @@ pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
         raw::REDISMODULE_EVENT_LOADING,
         raw::REDISMODULE_EVENT_FORK_CHILD,
         raw::REDISMODULE_EVENT_CRON_LOOP,
-        raw::REDISMODULE_EVENT_CLIENT_CHANGE,
     ] {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         if unsafe { subscribe(ctx.0, event, Some(on_event)) } != crate::server::edge::api::OK {
@@ -93,17 +92,6 @@ extern "C" fn on_event(
         // What is loaded (an RDB's aux data, an AOF's effects, a master's
         // data) replaces the sessions.
         raw::REDISMODULE_EVENT_LOADING => sessions::clear(),
-        raw::REDISMODULE_EVENT_CLIENT_CHANGE
-            if subevent == raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED =>
-        {
-            let Some(info) = (unsafe { data.cast::<raw::RedisModuleClientInfo>().as_ref() }) else {
-                return;
-            };
-            if sessions::any() && sessions::with(|s| s.has_client(info.id)) {
-                // Inside CLIENT KILL or a closing connection: ended by a job.
-                jobs::push(Job::ClientGone(info.id));
-            }
-        }
         raw::REDISMODULE_EVENT_FORK_CHILD
             if subevent == raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN =>
         {

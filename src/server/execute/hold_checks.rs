@@ -78,3 +78,44 @@ fn check_key(
     }
     Ok(())
 }
+
+/// `Job::EndRestoredAt` (see `restored::note_end`).
+pub fn end_at_logged(ctx: Ctx, db: i32, key: &[u8], token: &[u8], at_ms: u64) {
+    if let Err(e) = end_at(ctx, db, key, token, at_ms) {
+        ctx.log_warning(&format!("restored lock check failed: {e}"));
+    }
+}
+
+fn end_at(ctx: Ctx, db: i32, key: &[u8], token: &[u8], at_ms: u64) -> Result<(), Error> {
+    if ctx.flags()?.is_replica() {
+        // The master gives its copy the same deadline, as an effect.
+        return Ok(());
+    }
+    if jobs::writes_paused() {
+        jobs::push_after(
+            jobs::Job::EndRestoredAt {
+                db,
+                key: key.into(),
+                token: token.into(),
+                at_ms,
+            },
+            PAUSED_RETRY_MS,
+        );
+        return Ok(());
+    }
+    unsafe { rm!(RedisModule_SelectDb)(ctx.0, db) };
+    let name =
+        unsafe { rm!(RedisModule_CreateString)(ctx.0, key.as_ptr().cast::<c_char>(), key.len()) };
+    let result = (|| {
+        let mut lock = LockKey::open_write(ctx, name)?;
+        let held = lock.lease()?.is_some_and(|l| l.token() == token);
+        let later = lock.deadline()?.is_none_or(|d| d > at_ms);
+        if held && later {
+            lock.set_deadline(at_ms)?;
+            crate::server::persistence::effects::deadline_moved(ctx, name, at_ms)?;
+        }
+        Ok(())
+    })();
+    unsafe { rm!(RedisModule_FreeString)(ctx.0, name) };
+    result
+}

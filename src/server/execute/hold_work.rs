@@ -6,9 +6,9 @@ use redis_module::raw;
 
 use crate::server::edge::api::{self, now_us, Ctx};
 use crate::server::keyspace::keys::LockKey;
-use crate::server::quarantine;
 use crate::server::sessions::{self, Binding};
 use crate::server::{keyspace::hold_guards, persistence::hold_effects};
+use crate::server::{notify::stats, quarantine};
 use dlock_core::resource::changes::Change;
 use dlock_core::resource::holds::{Hold, Holds};
 use dlock_core::sessions::Fate;
@@ -43,6 +43,9 @@ pub struct Work {
     /// is written back.
     bound: Vec<Binding>,
     unbound: Vec<Binding>,
+    /// A hold ended (or began its lock-delay) with its session: told as a
+    /// release once written.
+    ended_with_session: bool,
 }
 
 /// What undoes one change.
@@ -83,6 +86,7 @@ impl Work {
             now_us,
             bound: Vec::new(),
             unbound: Vec::new(),
+            ended_with_session: false,
         };
         if !was_plain {
             // The module keeps a multi-hold key's expiry at its latest hold
@@ -126,7 +130,10 @@ impl Work {
     /// Holds bound to a session that is no longer live: gone, or kept
     /// until its lock-delay passes (unbound, with that deadline).
     fn settle_sessions(&mut self) {
-        if !sessions::any() || self.holds.bound().next().is_none() {
+        // Not skipped while no session exists: a hold of a session that
+        // ended, under a name the registry never saw (a renamed key), is
+        // judged all the same (gone).
+        if self.holds.bound().next().is_none() {
             return;
         }
         let now_ms = self.now_ms();
@@ -145,6 +152,7 @@ impl Work {
             };
             self.unbound.push((token.clone(), session));
             self.pruned = true;
+            self.ended_with_session = true;
             match fate {
                 Fate::DelayedUntil(until) => {
                     let delayed = Hold {
@@ -252,6 +260,9 @@ impl Work {
         hold_guards::put_holds(ctx, key, name, std::mem::take(&mut self.holds))?;
         key.signal_modified()?;
         self.tell_sessions(ctx, name);
+        if std::mem::take(&mut self.ended_with_session) {
+            stats::notify(ctx, c"dlock.released", name);
+        }
         Ok(deadlines)
     }
 
@@ -292,6 +303,7 @@ impl Work {
         self.changes.clear();
         self.bound.clear();
         self.unbound.clear();
+        self.ended_with_session = false;
         self.put_back(key);
     }
 

@@ -56,6 +56,14 @@ pub enum Job {
     SessionsEnd,
     /// A connection closed: the sessions bound to it end.
     ClientGone(u64),
+    /// A restored lock whose session is not here ends when the session
+    /// would have (see `restored`).
+    EndRestoredAt {
+        db: i32,
+        key: Box<[u8]>,
+        token: Box<[u8]>,
+        at_ms: u64,
+    },
 }
 
 impl Job {

@@ -88,3 +88,17 @@ fn confirm(ctx: Ctx, db: i32, key: &[u8], fence: u64) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// A loaded value whose only hold was bound to a session this server does
+/// not have: it became a plain lease, which keeps no deadline of its own,
+/// so the key is given the one its session had (`EndRestoredAt`).
+pub fn note_end(rdb: *mut raw::RedisModuleIO, token: &[u8], at_ms: u64) {
+    if let Some((db, key)) = crate::server::edge::api::key_of_io(rdb) {
+        jobs::push(Job::EndRestoredAt {
+            db,
+            key,
+            token: token.into(),
+            at_ms,
+        });
+    }
+}

@@ -16,7 +16,7 @@ pub const CATEGORY: &CStr = c"dlock";
 /// fit them (a module command has none unless it says so, so `-@write`
 /// would not stop a grant). The internal effect commands are left out: they
 /// are refused from clients whatever the ACL says.
-const COMMANDS: [(&CStr, &CStr); 16] = [
+const COMMANDS: [(&CStr, &CStr); 17] = [
     (c"dlock.acquire", c"write dlock"),
     (c"dlock.release", c"write dlock"),
     (c"dlock.extend", c"write fast dlock"),
@@ -35,6 +35,7 @@ const COMMANDS: [(&CStr, &CStr); 16] = [
     (c"dlock.session|info", c"read fast dlock"),
     (c"dlock.session|list", c"read slow dlock"),
     (c"dlock.session|holds", c"read slow dlock"),
+    (c"dlock.session|help", c"slow dlock"),
 ];
 
 /// Registers the category and puts every lock command in it; does nothing

@@ -252,6 +252,17 @@ fn random_twin(job: &Job) -> Job {
         Job::SessionsDue => Job::SessionsDue,
         Job::SessionsEnd => Job::SessionsEnd,
         Job::ClientGone(c) => Job::ClientGone(*c),
+        Job::EndRestoredAt {
+            db,
+            key,
+            token,
+            at_ms,
+        } => Job::EndRestoredAt {
+            db: *db,
+            key: key.clone(),
+            token: token.clone(),
+            at_ms: *at_ms,
+        },
         Job::LeaseEnded { res, at_ms, timer } => Job::LeaseEnded {
             res: res.clone(),
             at_ms: *at_ms,

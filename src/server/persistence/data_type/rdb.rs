@@ -14,7 +14,7 @@ use crate::server::edge::ffi::guard;
 use crate::server::keyspace::value::{self, Stored};
 use crate::server::sessions::Binding;
 use crate::server::{notify::stats, quarantine, sessions, state};
-use dlock_core::resource::holds::Holds;
+use dlock_core::resource::holds::{Holds, NEVER};
 use dlock_core::resource::lease::NEWEST_READ_VERSION;
 use dlock_core::rules::aux::{self, Aux, QuarantineFacts};
 use dlock_core::sessions::{encoding, Fate};
@@ -56,6 +56,15 @@ pub(super) extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -
                     Loaded::Multi(holds) => {
                         crate::server::keyspace::hold_guards::watch_loaded(rdb, &holds);
                         bind_loaded(rdb, &holds);
+                        if let Some(h) = holds.as_plain().filter(|h| h.deadline_ms < NEVER) {
+                            // Only a hold whose session is not here turns
+                            // a stored multi-hold value into a plain lease.
+                            crate::server::keyspace::restored::note_end(
+                                rdb,
+                                h.token,
+                                h.deadline_ms,
+                            );
+                        }
                         value::holds_into_raw(*holds)
                     }
                 };
