@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: check-history run [--secs N] [--seed S] [--clients C] [--out FILE] [--workload locks,election]\n       check-history check FILE";
+const USAGE: &str = "usage: check-history run [--secs N] [--seed S] [--clients C] [--out FILE] [--workload locks,election,sessions]\n       check-history check FILE";
 
 /// Runs the command line; returns how many violations and coverage gaps
 /// the report counted.
@@ -49,6 +49,7 @@ fn run_config(mut args: impl Iterator<Item = String>) -> Result<workload::Config
         workloads: workload::Workloads {
             locks: true,
             election: true,
+            sessions: true,
         },
     };
     while let Some(flag) = args.next() {
@@ -81,20 +82,22 @@ fn run_config(mut args: impl Iterator<Item = String>) -> Result<workload::Config
     Ok(cfg)
 }
 
-/// `locks`, `election`, or both, comma-separated (`all`: both).
+/// `locks`, `election`, `sessions`, comma-separated (`all`: every one).
 fn workloads(value: &str) -> Result<workload::Workloads, String> {
     let mut w = workload::Workloads {
         locks: false,
         election: false,
+        sessions: false,
     };
     for name in value.split(',') {
         match name {
             "locks" => w.locks = true,
             "election" => w.election = true,
-            "all" => (w.locks, w.election) = (true, true),
+            "sessions" => w.sessions = true,
+            "all" => (w.locks, w.election, w.sessions) = (true, true, true),
             _ => {
                 return Err(format!(
-                    "--workload: locks, election or both (comma-separated), not {value}"
+                    "--workload: locks, election, sessions (comma-separated), not {value}"
                 ))
             }
         }

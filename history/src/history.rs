@@ -125,6 +125,31 @@ pub enum Command {
     Mextend,
     /// `DLOCK.OBSERVE resource [SINCE version WAIT ms]`.
     Observe,
+    /// `DLOCK.SESSION OPEN session ttl [BIND] [LOCKDELAY ms]` (no resources).
+    SessionOpen,
+    /// `DLOCK.SESSION KEEPALIVE session ttl`.
+    SessionKeepalive,
+    /// `DLOCK.SESSION CLOSE session`.
+    SessionClose,
+    /// `DLOCK.SESSION KILL session`, sent by another client.
+    SessionKill,
+    /// The client closed its connection to the group (no command sent):
+    /// a session opened on it with `BIND` ends.
+    Disconnect,
+}
+
+impl Command {
+    /// The commands that name a session and no resource.
+    pub fn is_session(self) -> bool {
+        matches!(
+            self,
+            Command::SessionOpen
+                | Command::SessionKeepalive
+                | Command::SessionClose
+                | Command::SessionKill
+                | Command::Disconnect
+        )
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -170,6 +195,17 @@ pub struct Op {
     /// was shown (with `wait_ms`: it waits for another).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
+    /// The session: `ACQUIRE`/`MACQUIRE ... SESSION id`, the session a
+    /// session command names, the session whose end a probe `RELEASE`
+    /// checks (not sent), the `BIND` session a `disconnect` ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// `OPEN ... BIND`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub bind: bool,
+    /// `OPEN ... LOCKDELAY ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_delay_ms: Option<u64>,
 }
 
 impl Op {
@@ -189,6 +225,9 @@ impl Op {
             leave_after_ms: None,
             probe: false,
             since: None,
+            session: None,
+            bind: false,
+            lock_delay_ms: None,
         }
     }
 }
@@ -362,6 +401,15 @@ impl Shape {
                     Command::Macquire | Command::Mrelease | Command::Mextend
                 );
                 let n = op.resources.len();
+                if op.command.is_session() {
+                    if n != 0 || op.session.is_none() {
+                        return Err(format!(
+                            "operation {id}: {:?} names a session and no resource",
+                            op.command
+                        ));
+                    }
+                    return Ok(());
+                }
                 if n == 0 || (!sets && n != 1) {
                     return Err(format!(
                         "operation {id}: {n} resources for {:?}",

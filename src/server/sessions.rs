@@ -50,6 +50,12 @@ pub fn fate(session: &[u8], now_ms: u64) -> Fate {
     with(|s| s.fate(session, now_ms))
 }
 
+/// The planted bug `planted-session-leaves-hold` (docs/history.md): the
+/// hold of `token` was left behind by its session's end.
+pub fn planted_leaked(token: &[u8]) -> bool {
+    with(|s| s.planted_leaked(token))
+}
+
 /// A request names session `id`: it must be live (a session past its
 /// deadline has ended, whether or not its timer ran yet).
 pub fn require_live(id: Option<&[u8]>, now_ms: u64) -> Result<(), dlock_core::Error> {

@@ -171,6 +171,10 @@ pub struct Sessions {
     ending_order: VecDeque<Id>,
     /// Every id live or ending, in order: `LIST` pages through it.
     ids: BTreeSet<Id>,
+    /// The planted bug `planted-session-leaves-hold` (docs/history.md):
+    /// tokens of holds an ended session left behind.
+    #[cfg(feature = "planted-session-leaves-hold")]
+    leaked: std::collections::HashSet<Box<[u8]>>,
 }
 
 impl Sessions {
@@ -354,7 +358,13 @@ impl Sessions {
         if let Some(c) = s.client {
             self.unbind_client(c, &id);
         }
-        let places = s.holds;
+        #[allow(unused_mut)]
+        let mut places = s.holds;
+        #[cfg(feature = "planted-session-leaves-hold")]
+        if let Some((_, first)) = places.by_seq.pop_first() {
+            places.seq_of.remove(&first);
+            self.leaked.insert(first.token);
+        }
         let holds = places.seq_of.len();
         if holds == 0 {
             self.ids.remove(&id);
@@ -478,6 +488,15 @@ impl Sessions {
             Some(e) if e.until_ms > now_ms => Fate::DelayedUntil(e.until_ms),
             _ => Fate::Gone,
         }
+    }
+
+    /// Whether the planted bug `planted-session-leaves-hold` left the hold
+    /// of `token` behind (its fate stays `Live`); never without it.
+    pub fn planted_leaked(&self, _token: &[u8]) -> bool {
+        #[cfg(feature = "planted-session-leaves-hold")]
+        return self.leaked.contains(_token);
+        #[cfg(not(feature = "planted-session-leaves-hold"))]
+        false
     }
 
     /// Up to `max` holds of ended sessions to settle now, oldest ending

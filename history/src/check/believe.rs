@@ -43,7 +43,11 @@ impl<'a> Prepared<'a> {
         let mut by_key: HashMap<(u32, u32, u32), Vec<usize>> = HashMap::new();
         for (i, o) in self.ops.iter().enumerate() {
             let reads = matches!(o.op.command, Command::Info | Command::Observe);
-            if reads || o.outcome.is_none() && !is_release(o.op) {
+            // A session's holds have no lease of their own (`session_bounds.rs`).
+            if reads || o.op.command.is_session() || o.op.session.is_some() {
+                continue;
+            }
+            if o.outcome.is_none() && !is_release(o.op) {
                 continue;
             }
             for &r in &o.res {
@@ -128,7 +132,7 @@ impl<'a> Prepared<'a> {
                             });
                         }
                     }
-                    Command::Info | Command::Observe => {}
+                    _ => {}
                 }
             }
         }

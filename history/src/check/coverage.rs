@@ -54,6 +54,12 @@ pub fn flavours(o: &OpRec) -> Vec<&'static str> {
         (op.retry_of.is_some(), "retry"),
         (op.probe, "probe"),
         (op.since.is_some(), "since"),
+        (
+            op.session.is_some() && !op.command.is_session() && !op.probe,
+            "session",
+        ),
+        (op.bind, "bind"),
+        (op.lock_delay_ms.is_some(), "lockdelay"),
         (o.info_reason() == Some("left"), "left"),
     ];
     for (on, name) in flags {

@@ -45,7 +45,7 @@ pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> Vec<Viol
             // A probe: `RELEASE`, `MRELEASE`, `EXTEND` or `MEXTEND` of a
             // token whose waiter got no grant must find nothing.
             Command::Release | Command::Mrelease | Command::Extend | Command::Mextend
-                if o.op.probe =>
+                if o.op.probe && o.op.session.is_none() =>
             {
                 if let Some(n) = o.int().filter(|&n| n >= 1) {
                     let w = waiter.get(&(o.client, o.token)).map(|&w| &p.ops[w]);

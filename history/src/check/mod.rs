@@ -5,6 +5,7 @@
 //! - `prep`: events in time order, operations paired, faults as intervals
 //! - `believe`: every grant, and the holds each client believed it had
 //! - `mutex`, `fences`, `sink`, `lost`, `liveness` (+ `fifo`): the checkers
+//! - `session_bounds`, `sessions`: bound holds believed, and the sessions' rules
 //! - `linear`: linearizability of the `lin` group against each kind's model
 //! - `coverage`: counts and coverage gaps; `print`: the report
 use crate::history::{Command, Event, FaultKind, Mode};
@@ -21,6 +22,8 @@ mod lost;
 mod mutex;
 mod prep;
 mod print;
+mod session_bounds;
+mod sessions;
 mod shown;
 mod sink;
 #[cfg(test)]
@@ -64,6 +67,8 @@ pub struct Report {
     pub fifo_judged: BTreeMap<String, u64>,
     /// What the election's checks saw, when the election ran.
     pub election: Option<election::Stats>,
+    /// What the sessions' rules saw, when the sessions workload ran.
+    pub sessions: Option<sessions::Stats>,
 }
 
 pub fn check(events: &[Event]) -> Report {
@@ -94,6 +99,14 @@ pub fn check(events: &[Event]) -> Report {
         report.gaps.extend(election::gaps(&stats));
         report.election = Some(stats);
     }
+    if p.ran("sessions") || !p.session_recs.is_empty() {
+        let (found, stats) = sessions::check(&p, &mut limits);
+        v.extend(found);
+        if p.ran("sessions") {
+            report.gaps.extend(sessions::gaps(&stats));
+        }
+        report.sessions = Some(stats);
+    }
     let (linearizability, stats) = linear::check_with_stats(events);
     v.extend(linearizability);
     report.linear = stats;
@@ -119,6 +132,11 @@ pub fn command_name(c: Command) -> &'static str {
         Command::Mrelease => "mrelease",
         Command::Mextend => "mextend",
         Command::Observe => "observe",
+        Command::SessionOpen => "session open",
+        Command::SessionKeepalive => "session keepalive",
+        Command::SessionClose => "session close",
+        Command::SessionKill => "session kill",
+        Command::Disconnect => "disconnect",
     }
 }
 

@@ -148,6 +148,9 @@ pub struct Prepared<'a> {
     /// `Info` events with reason `timeout`, and ops that never completed,
     /// are found from `ops`.
     pub completes_without_invoke: Vec<u64>,
+    /// Every session the history opened (`session_bounds.rs`), by id.
+    pub session_recs: Vec<super::session_bounds::SessionRec<'a>>,
+    pub session_of: HashMap<&'a str, usize>,
 }
 
 impl<'a> Prepared<'a> {
@@ -169,6 +172,8 @@ impl<'a> Prepared<'a> {
             fault_end_max: Vec::new(),
             writes: Vec::new(),
             completes_without_invoke: Vec::new(),
+            session_recs: Vec::new(),
+            session_of: HashMap::new(),
         };
         let mut res_ix: HashMap<&'a str, u32> = HashMap::new();
         let mut interned: HashMap<&'a str, u32> = HashMap::new();
@@ -284,6 +289,7 @@ impl<'a> Prepared<'a> {
             .collect();
         p.collect_grants(&mut interned);
         p.believe();
+        p.sessions();
         p
     }
 

@@ -54,6 +54,20 @@ impl Report {
             self.fifo_judged.values().sum::<u64>(),
             judged.join(", ")
         );
+        if let Some(x) = &self.sessions {
+            let _ = writeln!(
+                s,
+                "sessions: {} sessions, {} bound holds ({} believed through a lock-delay, {} other owners' grants asked for inside one and made after it; {} cut short by a failover or everysec crash), {} probes after an end judged, {} DEADLOCK refusals judged, {} pairs of bound waits judged",
+                x.sessions,
+                x.bound_holds,
+                x.delayed_holds,
+                x.delay_waiters,
+                x.cut_by_faults,
+                x.probes_judged,
+                x.deadlocks_judged,
+                x.wait_pairs_judged
+            );
+        }
         if let Some(e) = &self.election {
             let _ = writeln!(
                 s,

@@ -39,6 +39,21 @@ impl Hold {
     }
 }
 
+/// An operation sent whose reply is still to read.
+pub struct Pending {
+    g: usize,
+    id: u64,
+    t: u64,
+    process: u64,
+    command: Command,
+    durable: bool,
+    leaves: bool,
+    waits: bool,
+    timeout: Duration,
+    sent_at: Instant,
+    sent: Result<(), Lost>,
+}
+
 /// One operation's record.
 pub struct Done {
     pub id: u64,
@@ -115,6 +130,13 @@ impl<'a> Client<'a> {
 
     /// Sends one operation on group `g` and records it.
     pub fn exec(&mut self, g: usize, op: &Op) -> Result<Done, String> {
+        let pending = self.send(g, op)?;
+        Ok(self.finish(pending))
+    }
+
+    /// Sends one operation and records its invocation; `finish` reads its
+    /// reply (a client may send on another connection meanwhile).
+    pub fn send(&mut self, g: usize, op: &Op) -> Result<Pending, String> {
         self.connect(g)?;
         let mut cmds = vec![ops::args(op)];
         if op.durable {
@@ -131,21 +153,39 @@ impl<'a> Client<'a> {
         let process = self.process;
         let (id, t) = self.ctx.rec.invoke(self.c, process, op);
         let conn = self.conns[g].as_mut().expect("connected");
-        let sent = Instant::now();
-        let reply = conn.send(&cmds).and_then(|()| {
-            let first = conn.read(timeout)?;
-            if !op.durable {
+        let sent = conn.send(&cmds);
+        Ok(Pending {
+            g,
+            id,
+            t,
+            process,
+            command: op.command,
+            durable: op.durable,
+            leaves: op.leave_after_ms.is_some(),
+            waits,
+            timeout,
+            sent_at: Instant::now(),
+            sent,
+        })
+    }
+
+    /// Reads the reply of a sent operation and records its completion.
+    pub fn finish(&mut self, p: Pending) -> Done {
+        let conn = self.conns[p.g].as_mut().expect("connected");
+        let reply = p.sent.and_then(|()| {
+            let first = conn.read(p.timeout)?;
+            if !p.durable {
                 return Ok((first, None));
             }
-            let left = timeout.saturating_sub(sent.elapsed());
+            let left = p.timeout.saturating_sub(p.sent_at.elapsed());
             Ok((first, Some(conn.read(left + Duration::from_millis(500))?)))
         });
         let outcome = match reply {
-            Ok((first, wait)) => durable(ops::decode(op.command, first), wait),
+            Ok((first, wait)) => durable(ops::decode(p.command, first), wait),
             Err(lost) => Outcome::Info {
-                reason: match (lost, op.leave_after_ms) {
-                    (Lost::Timeout, Some(_)) => "left",
-                    (Lost::Timeout, None) => "timeout",
+                reason: match (lost, p.leaves) {
+                    (Lost::Timeout, true) => "left",
+                    (Lost::Timeout, false) => "timeout",
                     (Lost::Closed, _) => "closed",
                 }
                 .into(),
@@ -153,22 +193,39 @@ impl<'a> Client<'a> {
         };
         let info = matches!(outcome, Outcome::Info { .. });
         if info {
-            if let Some(conn) = self.conns[g].take() {
+            if let Some(conn) = self.conns[p.g].take() {
                 conn.close();
             }
         }
-        self.ctx.rec.complete(self.c, process, id, &outcome);
+        self.ctx.rec.complete(self.c, p.process, p.id, &outcome);
         if info {
             self.process = self.ctx.rec.process();
         }
         let killed =
-            waits && info && self.ctx.killed[self.c as usize].swap(false, Ordering::SeqCst);
-        Ok(Done {
-            id,
-            t,
+            p.waits && info && self.ctx.killed[self.c as usize].swap(false, Ordering::SeqCst);
+        Done {
+            id: p.id,
+            t: p.t,
             outcome,
             killed,
-        })
+        }
+    }
+
+    /// Closes the connection to group `g` (recorded as `disconnect` of
+    /// `session`): a session opened on it with `BIND` ends.
+    pub fn disconnect(&mut self, g: usize, session: &str) {
+        let op = Op {
+            session: Some(session.to_string()),
+            ..Op::new(Command::Disconnect, Vec::new(), String::new())
+        };
+        let (id, _) = self.ctx.rec.invoke(self.c, self.process, &op);
+        if let Some(conn) = self.conns[g].take() {
+            conn.close();
+        }
+        let done = Outcome::Ok {
+            value: Value::Int(1),
+        };
+        self.ctx.rec.complete(self.c, self.process, id, &done);
     }
 
     /// `exec`, then same-token retries while the outcome is unknown (at

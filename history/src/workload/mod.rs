@@ -8,6 +8,7 @@
 //! - `client`: sending, recording, retrying and probing one operation.
 //! - `choose`: what a client does next and what it then believes.
 //! - `election`: candidates and observers of an election (`e0`).
+//! - `sessions`: pairs of clients with sessions (`s*`).
 //! - `faults`: the fault thread.
 mod choose;
 mod client;
@@ -17,6 +18,7 @@ mod faults;
 mod ops;
 mod record;
 mod servers;
+mod sessions;
 
 use crate::history::{Event, Kind, Meta, Resource};
 use record::Recorder;
@@ -45,6 +47,9 @@ pub struct Workloads {
     /// Leader election on `e0`: `election::CANDIDATES` candidates and
     /// `election::OBSERVERS` observers, numbered after the locks' clients.
     pub election: bool,
+    /// Sessions on `s*`: `sessions::PAIRS` threads of two clients each,
+    /// numbered after the election's.
+    pub sessions: bool,
 }
 
 impl Workloads {
@@ -55,6 +60,9 @@ impl Workloads {
         }
         if self.election {
             v.push("election".to_string());
+        }
+        if self.sessions {
+            v.push("sessions".to_string());
         }
         v
     }
@@ -96,7 +104,8 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
     }));
     let (servers, groups) = servers::start(cfg.seed)?;
     // Every client, of either workload, has its slot in `killed` and `ids`.
-    let all = cfg.clients + election::CANDIDATES + election::OBSERVERS;
+    let sessions_from = cfg.clients + election::CANDIDATES + election::OBSERVERS;
+    let all = sessions_from + 2 * sessions::PAIRS;
     let ctx = Arc::new(Ctx {
         rec,
         groups,
@@ -134,8 +143,13 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
         for c in first..first + election::CANDIDATES {
             spawn(c, "candidate", election::candidate_loop)?;
         }
-        for c in first + election::CANDIDATES..all {
+        for c in first + election::CANDIDATES..sessions_from {
             spawn(c, "observer", election::observer_loop)?;
+        }
+    }
+    if cfg.workloads.sessions {
+        for pair in 0..sessions::PAIRS {
+            spawn(sessions_from + 2 * pair, "sessions", sessions::pair_loop)?;
         }
     }
     let (servers, fault_result) = faults
@@ -208,6 +222,15 @@ fn resources(workloads: Workloads) -> Vec<Resource> {
         r("l1", "lin", Kind::Rwlock),
         r("l2", "lin", Kind::Semaphore { limit: 2 }),
     ];
+    if workloads.sessions {
+        v.extend([
+            r("s0", "main", Kind::Plain),
+            r("s1", "main", Kind::Plain),
+            r("s2", "main", Kind::Plain),
+            r("s3", "main", Kind::Rwlock),
+            r("s4", "main", Kind::Semaphore { limit: 2 }),
+        ]);
+    }
     if workloads.election {
         v.push(Resource {
             election: true,

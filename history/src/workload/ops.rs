@@ -32,6 +32,7 @@ pub fn args(op: &Op) -> Vec<String> {
             if let Some(w) = op.wait_ms {
                 a.extend(["WAIT".into(), w.to_string()]);
             }
+            session(&mut a, op);
         }
         Command::Release => {
             single(&mut a, "DLOCK.RELEASE");
@@ -52,6 +53,7 @@ pub fn args(op: &Op) -> Vec<String> {
             if let Some(w) = op.wait_ms {
                 a.extend(["WAIT".into(), w.to_string()]);
             }
+            session(&mut a, op);
         }
         Command::Mrelease => set(&mut a, "DLOCK.MRELEASE"),
         Command::Mextend => {
@@ -67,8 +69,39 @@ pub fn args(op: &Op) -> Vec<String> {
                 a.extend(["WAIT".into(), w.to_string()]);
             }
         }
+        Command::SessionOpen => {
+            a.extend(["DLOCK.SESSION".into(), "OPEN".into(), id(op)]);
+            a.push(op.ttl_ms.unwrap_or(1000).to_string());
+            if op.bind {
+                a.push("BIND".into());
+            }
+            if let Some(d) = op.lock_delay_ms {
+                a.extend(["LOCKDELAY".into(), d.to_string()]);
+            }
+        }
+        Command::SessionKeepalive => {
+            a.extend(["DLOCK.SESSION".into(), "KEEPALIVE".into(), id(op)]);
+            if let Some(ttl) = op.ttl_ms {
+                a.push(ttl.to_string());
+            }
+        }
+        Command::SessionClose => a.extend(["DLOCK.SESSION".into(), "CLOSE".into(), id(op)]),
+        Command::SessionKill => a.extend(["DLOCK.SESSION".into(), "KILL".into(), id(op)]),
+        // Nothing is sent: the client closes its connection.
+        Command::Disconnect => {}
     }
     a
+}
+
+fn id(op: &Op) -> String {
+    op.session.clone().unwrap_or_default()
+}
+
+/// `SESSION id` of a bound acquire.
+fn session(a: &mut Vec<String>, op: &Op) {
+    if let Some(s) = &op.session {
+        a.extend(["SESSION".into(), s.clone()]);
+    }
 }
 
 fn text(b: &[u8]) -> String {

@@ -139,6 +139,9 @@ impl Work {
             .bound()
             .map(|(t, s)| ((Box::from(t), Box::from(s)), sessions::fate(s, now_ms)))
             .filter(|(_, f)| *f != Fate::Live)
+            .filter(|((t, _), _)| {
+                !(cfg!(feature = "planted-session-leaves-hold") && sessions::planted_leaked(t))
+            })
             .collect();
         for ((token, session), fate) in fates {
             self.unbound.push((token.clone(), session));

@@ -8,6 +8,7 @@ mod election;
 mod input;
 mod liveness;
 mod safety;
+mod sessions;
 
 /// Milliseconds to the history's microseconds.
 const fn ms(x: u64) -> u64 {
