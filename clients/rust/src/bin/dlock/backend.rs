@@ -33,6 +33,8 @@ pub struct LockSpec {
     pub limit: Option<u32>,
     pub token: Option<String>,
     pub watchdog: bool,
+    /// Bound to a session where the server has them (one server only).
+    pub session: bool,
 }
 
 /// Applies a [`LockSpec`] to a request builder (`Locker::request`, and the
@@ -243,7 +245,7 @@ impl Backend {
                 if let Some(t) = &spec.token {
                     r = r.token(t.clone());
                 }
-                r.acquire()
+                r.session(spec.session).acquire()
             }
             Backend::Redlock { redlock, .. } => {
                 if spec.token.is_some() {

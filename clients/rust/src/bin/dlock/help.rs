@@ -142,6 +142,7 @@ OPTIONS
     --no-wait               lead now or not at all (exit 75)
     --retry-for DURATION    as for exec
     --grace DURATION        as for exec
+    --no-session            as for exec
     --conflict-exit-code N  exit status when another leads when the wait ends
                             (default 75)
     -h, --help
@@ -208,6 +209,8 @@ OPTIONS
     --grace DURATION        time between SIGTERM and SIGKILL when the lease
                             ends (default 5s, or ttl/4 if less); must be below
                             ttl/3
+    --no-session            renew the lease itself (DLOCK.EXTEND) even where
+                            the server has sessions (see SESSIONS below)
     --conflict-exit-code N  exit status when the lock is busy or the wait ran
                             out (default 75)
     -h, --help
@@ -239,6 +242,14 @@ WHEN THE LEASE ENDS
     taken over): SIGTERM at once, SIGKILL --grace later (or at the lease's
     end if sooner). dlock then exits 79, whatever the command's status; so
     it does when the final release finds the lease gone.
+
+SESSIONS
+    Where the server has sessions (DLOCK.SESSION), the lock is held in a
+    session of --ttl, kept alive every ttl/3 instead of renewed (one per
+    dlock process; see dlock sessions). Its loss is the session's end: its
+    ttl passed, or an admin's `dlock sessions kill ID`. A DEL of the lock's
+    key is not seen until the release (exit 79 then); with --no-session the
+    next renewal sees it. A server without sessions: renewed as above.
 
 WAITING ON A TERMINAL
     After a second of waiting, one status line on stderr (time waited, the
