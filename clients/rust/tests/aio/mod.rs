@@ -2,6 +2,8 @@
 
 use crate::common;
 
+mod session;
+
 use common::{holder, ms, pttl, Server, SEC};
 use dlock_client::aio::Locker;
 use std::time::Instant;

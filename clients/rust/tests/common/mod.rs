@@ -50,6 +50,47 @@ pub fn pttl(c: &mut redis::Connection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(c).unwrap()
 }
 
+/// Whether the server has sessions (`DLOCK.SESSION`, issue 38): the
+/// session tests need them and say so when they skip.
+pub fn has_sessions(c: &mut redis::Connection) -> bool {
+    let r: redis::RedisResult<redis::Value> =
+        redis::cmd("DLOCK.SESSION").arg("LIST").arg("COUNT").arg(1).query(c);
+    r.is_ok()
+}
+
+/// `DLOCK.SESSION INFO id` as (field, integer) pairs; None when no such
+/// session.
+pub fn session_info(c: &mut redis::Connection, id: &str) -> Option<Vec<(String, i64)>> {
+    let v: redis::Value = redis::cmd("DLOCK.SESSION")
+        .arg("INFO")
+        .arg(id)
+        .query(c)
+        .unwrap();
+    let pairs = match v {
+        redis::Value::Nil => return None,
+        redis::Value::Array(a) => a,
+        redis::Value::Map(m) => m.into_iter().flat_map(|(k, v)| [k, v]).collect(),
+        other => panic!("unexpected DLOCK.SESSION INFO reply {other:?}"),
+    };
+    let mut out = Vec::new();
+    for kv in pairs.chunks(2) {
+        if let (redis::Value::BulkString(k), redis::Value::Int(n)) = (&kv[0], &kv[1]) {
+            out.push((String::from_utf8_lossy(k).into_owned(), *n));
+        }
+    }
+    Some(out)
+}
+
+/// One integer field of `DLOCK.SESSION INFO id` (None: no such session).
+pub fn session_field(c: &mut redis::Connection, id: &str, field: &str) -> Option<i64> {
+    session_info(c, id).map(|f| {
+        f.into_iter()
+            .find(|(k, _)| k == field)
+            .unwrap_or_else(|| panic!("no {field} in DLOCK.SESSION INFO"))
+            .1
+    })
+}
+
 pub const SEC: Duration = Duration::from_secs(1);
 
 pub fn ms(n: u64) -> Duration {
