@@ -4,10 +4,10 @@
 
 use crate::error::{Error, Failure, Result};
 use crate::guard::{Granted, Guard};
+use crate::lease::is_no_session;
 use crate::limits::clamp;
 use crate::node::Node;
 use crate::request::{lock_options, new_token, Spec};
-use crate::lease::is_no_session;
 use crate::route::{ClusterMap, Topology};
 use crate::session::Sessions;
 use crate::single::{with_asking, OnRetry, Settings, SingleLease};

@@ -10,8 +10,8 @@
 
 use crate::error::{millis, Error, Failure, Result};
 use crate::held::Held;
-use crate::lease::{is_no_session, lacks_sessions, new_session_id, End, Next, Phase, Renewal};
 use crate::lease::SessionCore;
+use crate::lease::{is_no_session, lacks_sessions, new_session_id, End, Next, Phase, Renewal};
 use crate::node::Node;
 use crate::route::Topology;
 use redis::Value;
@@ -356,7 +356,10 @@ impl Shared {
 
     /// Marks every bound guard lost.
     fn tell_lost(&self) {
-        let all: Vec<Arc<Held>> = lock(&self.guards).drain(..).filter_map(|w| w.upgrade()).collect();
+        let all: Vec<Arc<Held>> = lock(&self.guards)
+            .drain(..)
+            .filter_map(|w| w.upgrade())
+            .collect();
         for g in all {
             g.mark_lost();
         }

@@ -6,8 +6,8 @@
 use super::conn::Server;
 use super::guard::Shared as GuardShared;
 use crate::error::{millis, Error, Failure, Result};
-use crate::lease::{is_no_session, lacks_sessions, new_session_id, End, Next, Phase, Renewal};
 use crate::lease::SessionCore;
+use crate::lease::{is_no_session, lacks_sessions, new_session_id, End, Next, Phase, Renewal};
 use crate::session::SessionSettings;
 use redis::aio::MultiplexedConnection;
 use redis::Value;
@@ -208,7 +208,10 @@ impl Shared {
     fn end(&self, how: End) -> Option<Phase> {
         let from = lock(&self.core).end(how);
         if from.is_some() {
-            let all: Vec<_> = lock(&self.guards).drain(..).filter_map(|w| w.upgrade()).collect();
+            let all: Vec<_> = lock(&self.guards)
+                .drain(..)
+                .filter_map(|w| w.upgrade())
+                .collect();
             for g in all {
                 g.mark_lost();
             }

@@ -22,7 +22,9 @@ mod session;
 pub(crate) use acquire::{io_within, too_few, AcquireLoop, Grant, Reply, Step, Terms};
 pub(crate) use budget::Budget;
 pub(crate) use renewal::{Renewal, Schedule, Wake};
-pub(crate) use session::{is_no_session, lacks_sessions, new_session_id, End, Next, Phase, SessionCore};
+pub(crate) use session::{
+    is_no_session, lacks_sessions, new_session_id, End, Next, Phase, SessionCore,
+};
 
 use crate::error::Result;
 use std::time::{Duration, Instant};

@@ -126,7 +126,12 @@ impl SessionCore {
     /// now lasts until then. `None`: it came back after the budget passed
     /// (or after the session ended): the session is over, and the caller
     /// tells the guards (once: see [`SessionCore::end`]).
-    pub(crate) fn kept_alive(&mut self, sent: Instant, left: Duration, now: Instant) -> Option<Instant> {
+    pub(crate) fn kept_alive(
+        &mut self,
+        sent: Instant,
+        left: Duration,
+        now: Instant,
+    ) -> Option<Instant> {
         if self.phase != Phase::Live {
             return None;
         }
@@ -213,7 +218,10 @@ mod tests {
         assert_eq!(s.next(t0 + S), Next::KeepAlive { under: t0 + 3 * S });
         // Answered at 1.2 s for a send at 1 s with 3 s left: until 4 s, the
         // next one due at 2 s (a third after the send).
-        assert_eq!(s.kept_alive(t0 + S, 3 * S, t0 + 1200 * MS), Some(t0 + 4 * S));
+        assert_eq!(
+            s.kept_alive(t0 + S, 3 * S, t0 + 1200 * MS),
+            Some(t0 + 4 * S)
+        );
         assert_eq!(s.bindable(t0 + 3 * S), Some(t0 + 4 * S));
         assert_eq!(s.next(t0 + 1200 * MS), Next::Sleep(t0 + 2 * S));
     }
@@ -285,17 +293,20 @@ mod tests {
         assert!(lacks_sessions(&server(
             "ERR unknown subcommand 'OPEN'. Try DLOCK.SESSION HELP."
         )));
-        assert!(lacks_sessions(&server("ERR unknown command 'DLOCK.SESSION'")));
+        assert!(lacks_sessions(&server(
+            "ERR unknown command 'DLOCK.SESSION'"
+        )));
         assert!(lacks_sessions(&Error::Denied {
             addr: String::new(),
-            detail: "NOPERM User app has no permissions to run the 'dlock.session' command"
-                .into()
+            detail: "NOPERM User app has no permissions to run the 'dlock.session' command".into()
         }));
         assert!(!lacks_sessions(&Error::Denied {
             addr: String::new(),
             detail: "authentication failed".into()
         }));
-        assert!(!lacks_sessions(&server("ERR ttl_ms is above dlock.max-ttl (1000)")));
+        assert!(!lacks_sessions(&server(
+            "ERR ttl_ms is above dlock.max-ttl (1000)"
+        )));
         assert!(!lacks_sessions(&Error::Unavailable("refused".into())));
         assert!(is_no_session(&server(
             "NOSESSION no such session (it ended or was never opened): its holds are released"

@@ -77,7 +77,10 @@ fn session_async_guards_share_a_session_and_a_kill_signals_each() {
         // Past the ttl: kept alive by the session.
         tokio::time::sleep(ttl + SEC).await;
         assert!(!a.is_lost() && !b.is_lost());
-        assert_eq!(holder(&mut c, "a"), Some((a.token().to_string(), a.fence())));
+        assert_eq!(
+            holder(&mut c, "a"),
+            Some((a.token().to_string(), a.fence()))
+        );
         let killed: i64 = redis::cmd("DLOCK.SESSION")
             .arg("KILL")
             .arg(&id)

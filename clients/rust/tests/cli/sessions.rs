@@ -70,9 +70,16 @@ fn session_list_info_and_kill() {
         .query(&mut c)
         .unwrap();
     let dir = Dir::new();
-    let (code, out, err) = run(dlock(&server.url()).args(["sessions", "list"]), &dir, 10 * SEC);
+    let (code, out, err) = run(
+        dlock(&server.url()).args(["sessions", "list"]),
+        &dir,
+        10 * SEC,
+    );
     assert_eq!(code, 0, "{err}");
-    let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    let lines: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
     assert_eq!(lines[0], ["SESSION", "TTL", "HOLDS", "WAITS", "BOUND"]);
     let ids: Vec<&str> = lines[1..].iter().map(|l| l[0]).collect();
     assert_eq!(ids, ["batch-1", "worker-1", "worker-2"]);
@@ -96,7 +103,13 @@ fn session_list_info_and_kill() {
     assert!(out.contains("  session-ttl: 60.000s\n"), "{out}");
     assert!(out.contains("  holds: 1\n"), "{out}");
 
-    let kill = |id: &str| run(dlock(&server.url()).args(["sessions", "kill", id]), &dir, 10 * SEC);
+    let kill = |id: &str| {
+        run(
+            dlock(&server.url()).args(["sessions", "kill", id]),
+            &dir,
+            10 * SEC,
+        )
+    };
     let (code, out, _) = kill("worker-1");
     assert_eq!(code, 0);
     assert!(out.starts_with("killed worker-1 on "), "{out}");
@@ -140,7 +153,11 @@ fn session_exec_holds_its_lock_in_a_session_and_its_kill_ends_the_command() {
     )
     .group_file(dir.path("group"));
     wait_until(20 * SEC, "the command started", || dir.exists("started"));
-    let (code, out, err) = run(dlock(&server.url()).args(["sessions", "list"]), &dir, 10 * SEC);
+    let (code, out, err) = run(
+        dlock(&server.url()).args(["sessions", "list"]),
+        &dir,
+        10 * SEC,
+    );
     assert_eq!(code, 0, "{err}");
     let rows: Vec<Vec<String>> = out
         .lines()

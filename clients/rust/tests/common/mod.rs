@@ -53,8 +53,11 @@ pub fn pttl(c: &mut redis::Connection, key: &str) -> i64 {
 /// Whether the server has sessions (`DLOCK.SESSION`, issue 38): the
 /// session tests need them and say so when they skip.
 pub fn has_sessions(c: &mut redis::Connection) -> bool {
-    let r: redis::RedisResult<redis::Value> =
-        redis::cmd("DLOCK.SESSION").arg("LIST").arg("COUNT").arg(1).query(c);
+    let r: redis::RedisResult<redis::Value> = redis::cmd("DLOCK.SESSION")
+        .arg("LIST")
+        .arg("COUNT")
+        .arg(1)
+        .query(c);
     r.is_ok()
 }
 

@@ -152,7 +152,11 @@ fn session_renewed_guards_share_one_session_kept_alive_without_extend() {
         holder(&mut c, "a"),
         Some((a.token().to_string(), a.fence()))
     );
-    assert_eq!(calls(&mut c, "dlock.extend"), 0, "no EXTEND of a bound hold");
+    assert_eq!(
+        calls(&mut c, "dlock.extend"),
+        0,
+        "no EXTEND of a bound hold"
+    );
     assert!(a.remaining() > ms(0) && a.remaining() <= ms(600));
     assert!(a.release().unwrap());
     assert!(b.release().unwrap());
@@ -259,7 +263,11 @@ fn session_closed_by_close_and_by_dropping_the_locker_and_its_guards() {
     assert!(!g.is_lost());
     drop(g);
     assert_eq!(holder(&mut c, "b"), None);
-    assert_eq!(session_field(&mut c, &id, "ttl"), None, "closed with its guard");
+    assert_eq!(
+        session_field(&mut c, &id, "ttl"),
+        None,
+        "closed with its guard"
+    );
 }
 
 #[test]

@@ -99,12 +99,12 @@ pub fn list(urls: &[&str], tls: Option<&TlsSettings>, pattern: Option<&[u8]>) ->
     }
 }
 
+/// A server to read: its name (`host:port`) and how to reach it.
+pub type Named = (String, ConnectionInfo);
+
 /// The servers to read, named: each URL's server, or every master of its
 /// cluster (see `targets`); and those that could not be found.
-pub fn servers(
-    urls: &[&str],
-    tls: Option<&TlsSettings>,
-) -> (Vec<(String, ConnectionInfo)>, Vec<(String, Error)>) {
+pub fn servers(urls: &[&str], tls: Option<&TlsSettings>) -> (Vec<Named>, Vec<(String, Error)>) {
     let (targets, errors) = targets(urls, tls);
     let named = targets.into_iter().map(|t| (t.name, t.info)).collect();
     (named, errors)

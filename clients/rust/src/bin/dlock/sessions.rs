@@ -64,8 +64,14 @@ fn parse(mut a: Args, mut urls: Vec<String>) -> Parsed<Option<Opts>> {
         (Some("list"), Some(_)) => return usage("sessions list takes no ID (--match PATTERN)"),
         (Some("info"), Some(id)) => Sub::Info(id),
         (Some("kill"), Some(id)) => Sub::Kill(id),
-        (Some(w @ ("info" | "kill")), None) => return usage(format!("sessions {w}: ID is missing")),
-        (Some(w), _) => return usage(format!("sessions: unknown subcommand {w:?} (list, info, kill)")),
+        (Some(w @ ("info" | "kill")), None) => {
+            return usage(format!("sessions {w}: ID is missing"))
+        }
+        (Some(w), _) => {
+            return usage(format!(
+                "sessions: unknown subcommand {w:?} (list, info, kill)"
+            ))
+        }
         (None, _) => return usage("sessions: a subcommand is needed (list, info, kill)"),
     };
     if pattern.is_some() {
@@ -131,7 +137,10 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
         }
     };
     for (server, e) in &errors {
-        eprintln!("dlock: sessions: {}", explain(server, &without_sessions(server, e)));
+        eprintln!(
+            "dlock: sessions: {}",
+            explain(server, &without_sessions(server, e))
+        );
     }
     errors.first().map_or(code, |(_, e)| codes::of(e))
 }
@@ -252,8 +261,12 @@ fn list(name: &str, info: &ConnectionInfo, pattern: Option<&[u8]>) -> Result<Vec
     }
 }
 
+/// One `LIST` page: the id to pass as `AFTER` next (None: the last page),
+/// and the page's ids.
+type Page = (Option<Vec<u8>>, Vec<Vec<u8>>);
+
 /// `[next, [id ...]]`.
-fn parse_page(v: Value) -> Result<(Option<Vec<u8>>, Vec<Vec<u8>>), Error> {
+fn parse_page(v: Value) -> Result<Page, Error> {
     let bad = || Error::Server("unexpected DLOCK.SESSION LIST reply".into());
     let Value::Array(mut parts) = v else {
         return Err(bad());
