@@ -115,7 +115,7 @@ fn session_list_info_and_kill() {
     assert!(out.starts_with("killed worker-1 on "), "{out}");
     assert_eq!(session_field(&mut c, "worker-1", "ttl"), None);
     wait_until(5 * SEC, "the hold released", || {
-        crate::common::holder(&mut c, "job").is_none()
+        crate::common::is_free(&mut c, "job")
     });
     let (code, _, err) = kill("worker-1");
     assert_eq!(code, 79, "{err}");
