@@ -3,7 +3,7 @@
 //! guards keep a watchdog each (the first test); the others need sessions
 //! and say so when they skip (run them with the filter `session`).
 
-use crate::common::{has_sessions, ms, session_field, sole_holder, Server, SEC};
+use crate::common::{has_sessions, holder, ms, session_field, Server, SEC};
 use dlock_client::aio::Locker;
 use std::time::Instant;
 
@@ -36,7 +36,7 @@ fn without_sessions_on_the_server_each_async_guard_keeps_a_watchdog() {
         assert_eq!(g.session(), None);
         tokio::time::sleep(ms(1200)).await;
         assert_eq!(
-            sole_holder(&mut c, "a"),
+            holder(&mut c, "a"),
             Some((g.token().to_string(), g.fence())),
             "renewed by its watchdog"
         );
@@ -78,7 +78,7 @@ fn session_async_guards_share_a_session_and_a_kill_signals_each() {
         tokio::time::sleep(ttl + SEC).await;
         assert!(!a.is_lost() && !b.is_lost());
         assert_eq!(
-            sole_holder(&mut c, "a"),
+            holder(&mut c, "a"),
             Some((a.token().to_string(), a.fence()))
         );
         let killed: i64 = redis::cmd("DLOCK.SESSION")

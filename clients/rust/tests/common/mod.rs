@@ -9,66 +9,58 @@ pub mod server;
 pub use server::Server;
 use std::time::Duration;
 
-/// `DLOCK.INFO`'s token and fence of a plain lock (None when free).
+/// `DLOCK.INFO`'s token and fence of a plain lock (None when free), bound
+/// to a session or not (a bound hold is shown in the list form, with its
+/// `session`).
 pub fn holder(c: &mut redis::Connection, resource: &str) -> Option<(String, u64)> {
     let v: redis::Value = redis::cmd("DLOCK.INFO").arg(resource).query(c).unwrap();
     let redis::Value::Array(f) = v else {
         return None;
     };
+    if let Some(h) = token_and_fence(&f) {
+        return Some(h);
+    }
+    let hold = one_hold(&f)?;
+    let bound = hold
+        .chunks(2)
+        .any(|kv| matches!(&kv[0], redis::Value::BulkString(k) if k == b"session"));
+    bound.then(|| token_and_fence(hold)).flatten()
+}
+
+/// The `token` and `fence` fields of a flat map.
+fn token_and_fence(fields: &[redis::Value]) -> Option<(String, u64)> {
     let mut token = None;
     let mut fence = None;
-    for kv in f.chunks(2) {
-        match (&kv[0], &kv[1]) {
-            (redis::Value::BulkString(k), redis::Value::BulkString(t)) if k == b"token" => {
+    for kv in fields.chunks(2) {
+        match (&kv[0], kv.get(1)) {
+            (redis::Value::BulkString(k), Some(redis::Value::BulkString(t))) if k == b"token" => {
                 token = Some(String::from_utf8_lossy(t).into_owned())
             }
-            (redis::Value::BulkString(k), redis::Value::Int(n)) if k == b"fence" => {
+            (redis::Value::BulkString(k), Some(redis::Value::Int(n))) if k == b"fence" => {
                 fence = Some(*n as u64)
             }
             _ => {}
         }
     }
     Some((token?, fence?))
+}
+
+/// The fields of the one hold of `DLOCK.INFO`'s list form.
+fn one_hold(fields: &[redis::Value]) -> Option<&[redis::Value]> {
+    let holds = fields.chunks(2).find_map(|kv| match (&kv[0], kv.get(1)) {
+        (redis::Value::BulkString(k), Some(redis::Value::Array(h))) if k == b"holds" => Some(h),
+        _ => None,
+    })?;
+    match holds.as_slice() {
+        [redis::Value::Array(hold)] => Some(hold),
+        _ => None,
+    }
 }
 
 /// Nobody holds or waits for `resource`: `DLOCK.INFO` answers nil.
 pub fn is_free(c: &mut redis::Connection, resource: &str) -> bool {
     let v: redis::Value = redis::cmd("DLOCK.INFO").arg(resource).query(c).unwrap();
     v == redis::Value::Nil
-}
-
-/// The token and fence of a resource's one hold, in either form of
-/// `DLOCK.INFO` (a hold bound to a session is shown in the list form, with
-/// its `session`); None when free or held more than once.
-pub fn sole_holder(c: &mut redis::Connection, resource: &str) -> Option<(String, u64)> {
-    if let Some(h) = holder(c, resource) {
-        return Some(h);
-    }
-    let v: redis::Value = redis::cmd("DLOCK.INFO").arg(resource).query(c).unwrap();
-    let redis::Value::Array(f) = v else {
-        return None;
-    };
-    let holds = f.chunks(2).find_map(|kv| match (&kv[0], &kv[1]) {
-        (redis::Value::BulkString(k), redis::Value::Array(h)) if k == b"holds" => Some(h),
-        _ => None,
-    })?;
-    let [redis::Value::Array(hold)] = holds.as_slice() else {
-        return None;
-    };
-    let mut token = None;
-    let mut fence = None;
-    for kv in hold.chunks(2) {
-        match (&kv[0], &kv[1]) {
-            (redis::Value::BulkString(k), redis::Value::BulkString(t)) if k == b"token" => {
-                token = Some(String::from_utf8_lossy(t).into_owned())
-            }
-            (redis::Value::BulkString(k), redis::Value::Int(n)) if k == b"fence" => {
-                fence = Some(*n as u64)
-            }
-            _ => {}
-        }
-    }
-    Some((token?, fence?))
 }
 
 /// `DLOCK.INFO`'s `waiters` field (0 when free).

@@ -5,7 +5,7 @@
 //! it skips (run them with the filter `session`); the first checks the
 //! fallback on a server without them.
 
-use crate::common::{has_sessions, ms, session_field, sole_holder, Server, SEC};
+use crate::common::{has_sessions, holder, ms, session_field, Server, SEC};
 use dlock_client::Locker;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -107,7 +107,7 @@ fn without_sessions_on_the_server_each_guard_keeps_a_watchdog_and_the_server_is_
     std::thread::sleep(ms(1200));
     for g in &guards {
         assert_eq!(
-            sole_holder(&mut c, g.resource()),
+            holder(&mut c, g.resource()),
             Some((g.token().to_string(), g.fence()))
         );
     }
@@ -150,7 +150,7 @@ fn session_renewed_guards_share_one_session_kept_alive_without_extend() {
     std::thread::sleep(ms(3000));
     assert!(!a.is_lost() && !b.is_lost());
     assert_eq!(
-        sole_holder(&mut c, "a"),
+        holder(&mut c, "a"),
         Some((a.token().to_string(), a.fence()))
     );
     assert_eq!(
@@ -335,7 +335,7 @@ fn session_a_waiting_acquire_is_bound_once_granted() {
     let second = waiter.join().unwrap().unwrap().expect("granted");
     assert_eq!(second.session(), Some(id.as_str()));
     assert_eq!(
-        sole_holder(&mut c, "a"),
+        holder(&mut c, "a"),
         Some((second.token().to_string(), second.fence()))
     );
     assert_eq!(session_field(&mut c, &id, "holds"), Some(1));
