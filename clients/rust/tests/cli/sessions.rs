@@ -174,3 +174,25 @@ fn session_exec_holds_its_lock_in_a_session_and_its_kill_ends_the_command() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(d.wait(10 * SEC), 79, "{}", d.stderr());
 }
+
+/// A finished `dlock exec` closes its session rather than leaving it to its
+/// ttl (the process exits without running destructors).
+#[test]
+fn session_exec_closes_its_session_when_done() {
+    let server = Server::start();
+    let mut c = server.conn();
+    if !has_sessions(&mut c) {
+        eprintln!("skipped: the server has no sessions (DLOCK.SESSION)");
+        return;
+    }
+    let dir = Dir::new();
+    let (code, _, err) = run(
+        dlock(&server.url()).args(["exec", "--ttl", "60s", "job", "--", "true"]),
+        &dir,
+        20 * SEC,
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(dlock(&server.url()).args(["sessions", "list"]), &dir, 10 * SEC);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 1, "no session left: {out}");
+}
