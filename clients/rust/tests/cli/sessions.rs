@@ -192,7 +192,11 @@ fn session_exec_closes_its_session_when_done() {
         20 * SEC,
     );
     assert_eq!(code, 0, "{err}");
-    let (code, out, err) = run(dlock(&server.url()).args(["sessions", "list"]), &dir, 10 * SEC);
+    let (code, out, err) = run(
+        dlock(&server.url()).args(["sessions", "list"]),
+        &dir,
+        10 * SEC,
+    );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.lines().count(), 1, "no session left: {out}");
 }
