@@ -215,7 +215,11 @@ impl LockRequest<'_> {
             // Nothing was granted: the session ended (the keep-alive tells
             // its guards); this guard keeps a watchdog of its own, in what
             // is left of the wait.
-            Err(e) if lease.session.is_some() && is_no_session(&e) => {
+            // A waiting grant whose session ended before its refresh (the
+            // keep-alive) is `Lost` the same way.
+            Err(e)
+                if lease.session.is_some() && (is_no_session(&e) || matches!(e, Error::Lost)) =>
+            {
                 if let Some(s) = lease.session.take() {
                     let _ = s.keep_alive().await;
                 }
