@@ -285,11 +285,10 @@ impl Shared {
                 let broken = crate::single::reached(&e) || !redis::ConnectionLike::is_open(c);
                 let e = Failure::from(e).at(&self.node.addr()).into_error();
                 if broken {
+                    // Told to the guards by the caller (`keep_alive`).
                     *conn = None;
                     drop(conn);
-                    if lock(&self.core).end(End::Unbound).is_some() {
-                        self.tell_lost();
-                    }
+                    let _ = lock(&self.core).end(End::Unbound);
                 }
                 Err(e)
             }
@@ -297,10 +296,30 @@ impl Shared {
     }
 
     /// `KEEPALIVE`, sent under the deadline `under`: every guard's budget
-    /// moves to the session's, or (`NOSESSION`, or a reply after the budget
-    /// passed) every guard is lost.
+    /// moves to the session's, or (`NOSESSION`, a reply after the budget
+    /// passed, the `BIND` connection lost) every guard is lost. The guards
+    /// are told after the keep-alive lets go of `renewing`: a loss callback
+    /// may `extend` another guard of the session.
     fn keep_alive(&self, under: Instant) -> Renewal {
-        let _one = lock(&self.renewing);
+        let outcome = {
+            let _one = lock(&self.renewing);
+            self.keep_alive_once(under)
+        };
+        if let Renewal::Extended(until) = outcome {
+            let ttl = lock(&self.core).ttl();
+            for g in self.guards() {
+                let _ = g.apply(Renewal::Extended(until), ttl);
+            }
+        }
+        if matches!(lock(&self.core).phase(), Phase::Ended(_)) {
+            self.tell_lost();
+        }
+        outcome
+    }
+
+    /// One `KEEPALIVE` and its outcome for the core (see
+    /// [`Shared::keep_alive`]).
+    fn keep_alive_once(&self, under: Instant) -> Renewal {
         if lock(&self.core).phase() != Phase::Live {
             return Renewal::Lost;
         }
@@ -309,31 +328,16 @@ impl Shared {
         let sent = Instant::now();
         let reply = self.call(&cmd);
         let now = Instant::now();
-        let ended = |core: &mut SessionCore, how| core.end(how).is_some();
         match reply {
             Ok(Value::Int(left)) if left > 0 => {
                 let left = Duration::from_millis(left as u64);
-                let (until, ttl) = {
-                    let mut c = lock(&self.core);
-                    (c.kept_alive(sent, left, now), c.ttl())
-                };
-                match until {
-                    Some(until) => {
-                        for g in self.guards() {
-                            let _ = g.apply(Renewal::Extended(until), ttl);
-                        }
-                        Renewal::Extended(until)
-                    }
-                    None => {
-                        self.tell_lost();
-                        Renewal::Lost
-                    }
+                match lock(&self.core).kept_alive(sent, left, now) {
+                    Some(until) => Renewal::Extended(until),
+                    None => Renewal::Lost,
                 }
             }
             Err(e) if is_no_session(&e) => {
-                if ended(&mut lock(&self.core), End::Gone) {
-                    self.tell_lost();
-                }
+                let _ = lock(&self.core).end(End::Gone);
                 Renewal::Lost
             }
             Ok(other) => {
@@ -392,9 +396,8 @@ impl Shared {
                     let _ = self.keep_alive(under);
                 }
                 Next::Expired => {
-                    if lock(&self.core).end(End::Expired).is_some() {
-                        self.tell_lost();
-                    }
+                    let _ = lock(&self.core).end(End::Expired);
+                    self.tell_lost();
                     return;
                 }
                 Next::Stop | Next::Sleep(_) | Next::Idle => return,

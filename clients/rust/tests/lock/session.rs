@@ -417,3 +417,51 @@ fn session_off_keeps_a_watchdog_per_guard() {
     assert!(calls(&mut c, "dlock.extend") >= 2);
     assert!(g.release().unwrap() && h.release().unwrap());
 }
+
+/// A loss callback runs with no lock of the session held: it may `extend`
+/// another guard of the same session (which then learns of the end too).
+#[test]
+fn session_a_loss_callback_may_extend_another_guard_of_the_session() {
+    let server = Server::start();
+    let mut c = server.conn();
+    if skip(&mut c) {
+        return;
+    }
+    let locker = Locker::new(&server.url()).unwrap();
+    let other: Arc<std::sync::Mutex<Option<dlock_client::Guard>>> = Arc::default();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let in_callback = other.clone();
+    let a = locker
+        .request("a")
+        .ttl(3 * SEC)
+        .watchdog()
+        .on_lost(move || {
+            let b = in_callback.lock().unwrap();
+            let extended = b.as_ref().map(|b| b.extend(SEC));
+            let _ = tx.send(extended.map(|r| r.ok()));
+        })
+        .acquire()
+        .unwrap()
+        .unwrap();
+    let b = locker
+        .request("b")
+        .ttl(3 * SEC)
+        .watchdog()
+        .acquire()
+        .unwrap()
+        .unwrap();
+    let id = a.session().unwrap().to_string();
+    *other.lock().unwrap() = Some(b);
+    let _: i64 = redis::cmd("DLOCK.SESSION")
+        .arg("KILL")
+        .arg(&id)
+        .query(&mut c)
+        .unwrap();
+    let extended = rx
+        .recv_timeout(3 * SEC)
+        .expect("the callback ran to its end");
+    assert_eq!(extended, Some(Some(false)), "b's extend: the session ended");
+    assert!(a.is_lost());
+    let b = other.lock().unwrap().take().unwrap();
+    assert!(b.is_lost());
+}
