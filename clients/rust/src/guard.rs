@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::held::{Callback, Held};
 use crate::lease::{Budget, Lease};
 use crate::limits::after;
+use crate::session::Session;
 use crate::watchdog;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -24,6 +25,9 @@ pub(crate) struct Granted {
     pub valid_until: Instant,
     pub watchdog: bool,
     pub on_lost: Option<Callback>,
+    /// The session the holds are bound to: it keeps them, and its end
+    /// marks the guard lost (no watchdog of the guard's own then).
+    pub session: Option<Arc<Session>>,
 }
 
 /// A held lock. Dropping it releases the lock (a blocking call: the
@@ -39,6 +43,8 @@ pub struct Guard {
     /// `on_lost` callback, else by the first `lost_signal`.
     watchdog: Mutex<Option<JoinHandle<()>>>,
     renews: bool,
+    /// The id of the session the holds are bound to.
+    session: Option<String>,
 }
 
 impl Guard {
@@ -49,17 +55,22 @@ impl Guard {
             Budget::new(g.ttl, g.valid_until),
             g.on_lost,
         ));
+        if let Some(s) = &g.session {
+            s.bind(&shared);
+        }
+        let renews = g.watchdog && g.session.is_none();
         let guard = Guard {
             resources: g.resources,
             token: g.token,
             fences: g.fences,
             shared,
             watchdog: Mutex::new(None),
-            renews: g.watchdog,
+            renews,
+            session: g.session.map(|s| s.id().to_string()),
         };
-        if Instant::now() >= g.valid_until {
+        if guard.shared.state().budget.is_over(Instant::now()) {
             guard.shared.mark_lost();
-        } else if g.watchdog || listening {
+        } else if renews || listening {
             guard.watch();
         }
         guard
@@ -84,6 +95,14 @@ impl Guard {
     /// were given (`None` where it was not granted). One entry otherwise.
     pub fn fences(&self) -> &[Option<u64>] {
         &self.fences
+    }
+
+    /// The id of the session (`DLOCK.SESSION`) the lock is bound to: kept
+    /// by the session's keep-alive instead of a watchdog of its own, and
+    /// lost when the session ends. None: not bound (sessions off, a server
+    /// without them, a guard without renewal, or Redlock).
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
     }
 
     /// The 128-bit random token of this acquisition (32 hex digits).
@@ -171,6 +190,11 @@ impl Guard {
     /// `EXTEND` was sent). `Ok(false)`: the lease had already ended (or its
     /// budget had passed), and the guard is now lost. The watchdog, if any,
     /// renews with this ttl from now on, a third of it after this renewal.
+    ///
+    /// A guard bound to a session ([`Guard::session`]) is not extended (the
+    /// server refuses it): its session is kept alive now instead, for the
+    /// session's ttl (`ttl` is checked, not used), which renews every
+    /// guard of the session.
     pub fn extend(&self, ttl: Duration) -> Result<bool> {
         crate::limits::check_ttl(ttl)?;
         let _one = self.shared.renewing();
@@ -271,6 +295,7 @@ mod tests {
                 valid_until,
                 watchdog: false,
                 on_lost: None,
+                session: None,
             },
         )
     }

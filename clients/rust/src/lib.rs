@@ -59,6 +59,7 @@ mod request;
 mod retry;
 mod route;
 pub mod sentinel;
+mod session;
 mod single;
 mod tls;
 mod url;

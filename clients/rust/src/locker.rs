@@ -4,15 +4,17 @@
 
 use crate::error::{Error, Failure, Result};
 use crate::guard::{Granted, Guard};
+use crate::lease::is_no_session;
 use crate::limits::clamp;
 use crate::node::Node;
 use crate::request::{lock_options, new_token, Spec};
 use crate::route::{ClusterMap, Topology};
+use crate::session::Sessions;
 use crate::single::{with_asking, OnRetry, Settings, SingleLease};
 use crate::tls::TlsSettings;
 use redis::Value;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Takes locks on one Redis server, or on a Redis Cluster (each resource on
 /// the master of its slot). Cheap to clone; share one per process.
@@ -27,10 +29,18 @@ use std::time::Duration;
 /// }
 /// # Ok::<(), dlock_client::Error>(())
 /// ```
+///
+/// A guard that is renewed ([`LockRequest::watchdog`], [`LockRequest::run`])
+/// is bound to a session where the server has them (`DLOCK.SESSION`): one
+/// per server and ttl, opened by the first such acquire, kept alive by one
+/// thread for all its guards, closed when the locker (all its clones) and
+/// its guards are gone, or by [`Locker::close`]. Where the server has no
+/// sessions (asked once per server), each guard keeps its own watchdog.
 #[derive(Clone)]
 pub struct Locker {
     topology: Arc<Topology>,
     settings: Settings,
+    sessions: Arc<Sessions>,
 }
 
 impl Locker {
@@ -61,6 +71,7 @@ impl Locker {
         Locker {
             topology: Arc::new(Topology::Single(Arc::new(node))),
             settings: Settings::default(),
+            sessions: Arc::default(),
         }
     }
 
@@ -73,6 +84,7 @@ impl Locker {
         Locker {
             topology: Arc::new(Topology::Single(Arc::new(node))),
             settings,
+            sessions: Arc::default(),
         }
     }
 
@@ -106,6 +118,7 @@ impl Locker {
         Ok(Locker {
             topology: Arc::new(Topology::Cluster(map)),
             settings,
+            sessions: Arc::default(),
         })
     }
 
@@ -135,6 +148,48 @@ impl Locker {
     pub fn with_watchdog(mut self, on: bool) -> Locker {
         self.settings.watchdog = on;
         self
+    }
+
+    /// Bind renewed guards to a session where the server has them
+    /// (default on; see [`Locker`]). Off: a watchdog per guard, always.
+    /// Also off while `min_replicas` is set (each renewal of a watchdog
+    /// confirms its replicas; a keep-alive does not).
+    pub fn with_sessions(mut self, on: bool) -> Locker {
+        self.settings.sessions.enabled = on;
+        self
+    }
+
+    /// The ttl of the sessions guards bind to (default: the request's ttl,
+    /// one session per ttl). Every guard bound to a session lasts as long
+    /// as the session: after a crash, until this ttl has passed.
+    pub fn with_session_ttl(mut self, ttl: Duration) -> Locker {
+        self.settings.sessions.ttl = Some(clamp(ttl));
+        self
+    }
+
+    /// Open sessions with `BIND` (default off): a session also ends when
+    /// the connection that opened it closes, which the locker keeps for
+    /// the session's commands; its loss marks every guard of the session
+    /// lost at once.
+    pub fn with_session_bind(mut self, on: bool) -> Locker {
+        self.settings.sessions.bind = on;
+        self
+    }
+
+    /// Open sessions with `LOCKDELAY`: when a session ends involuntarily
+    /// (its ttl passed, `KILL`, its `BIND` connection closed), what it held
+    /// stays locked for `delay` more (at most 60 s). Not after a close.
+    pub fn with_session_lock_delay(mut self, delay: Duration) -> Locker {
+        self.settings.sessions.lock_delay = Some(delay);
+        self
+    }
+
+    /// Closes this locker's sessions now (`DLOCK.SESSION CLOSE`): every
+    /// guard bound to one is released on the server and marked lost here.
+    /// Later acquires open new sessions. Dropping the locker and its
+    /// guards closes them too.
+    pub fn close(&self) {
+        self.sessions.close_all();
     }
 
     /// A request for one resource, to set options on and then
@@ -192,6 +247,7 @@ impl Locker {
             spec: crate::by_token::spec(resource, token, ttl)?,
             token: token.to_string(),
             settings: self.settings.clone(),
+            session: None,
         })
     }
 
@@ -274,6 +330,14 @@ impl LockRequest<'_> {
         self
     }
 
+    /// Bind this request's guard to a session (when it is renewed and the
+    /// server has sessions; the default is the locker's,
+    /// [`Locker::with_sessions`]). Off: a watchdog of its own.
+    pub fn session(mut self, on: bool) -> Self {
+        self.settings.sessions.enabled = on;
+        self
+    }
+
     /// Called before each same-token retry of the acquire, with the
     /// connection error that is retried: to tell someone what is going on
     /// while the server is unreachable.
@@ -294,23 +358,61 @@ impl LockRequest<'_> {
         if self.token.as_deref() == Some("") {
             return Err(Error::Invalid("token must not be empty".into()));
         }
-        let lease = SingleLease {
+        let started = Instant::now();
+        let renewed = self.watchdog;
+        let session = (renewed && self.settings.min_replicas.is_none())
+            .then(|| {
+                self.locker.sessions.for_request(
+                    &self.locker.topology,
+                    self.spec.route_key(),
+                    self.spec.ttl,
+                    self.settings.io_timeout,
+                    &self.settings.sessions,
+                )
+            })
+            .flatten();
+        let mut lease = SingleLease {
             topology: self.locker.topology.clone(),
             spec: self.spec,
             token: self.token.unwrap_or_else(new_token),
             settings: self.settings,
+            session,
         };
-        let Some(grant) = lease.acquire(self.on_retry)? else {
+        let mut on_retry = self.on_retry;
+        let grant = match lease.acquire(on_retry.as_mut()) {
+            // The session ended before the acquire reached it, or the slot
+            // moved to a server where it was never opened (nothing was
+            // granted): this guard keeps a watchdog of its own, in what is
+            // left of the wait. The keep-alive tells the session's guards
+            // if it did end.
+            // A waiting grant whose session ended before its refresh (the
+            // keep-alive) is `Lost` the same way.
+            Err(e)
+                if lease.session.is_some() && (is_no_session(&e) || matches!(e, Error::Lost)) =>
+            {
+                if let Some(s) = lease.session.take() {
+                    let _ = s.keep_alive();
+                }
+                if let Some(w) = lease.spec.wait {
+                    lease.spec.wait = Some(w.saturating_sub(started.elapsed()));
+                }
+                lease.acquire(on_retry.as_mut())?
+            }
+            other => other?,
+        };
+        let Some(grant) = grant else {
             return Ok(None);
         };
+        let ttl = lease.session.as_ref().map_or(lease.spec.ttl, |s| s.ttl());
         let granted = Granted {
             resources: lease.spec.resources.clone(),
             token: lease.token.clone(),
             fences: vec![Some(grant.fence)],
-            ttl: lease.spec.ttl,
+            ttl,
             valid_until: grant.valid_until,
             watchdog: self.watchdog,
             on_lost: self.on_lost,
+            session: lease.session.clone(),
         };
         Ok(Some(Guard::new(Box::new(lease), granted)))
     }

@@ -143,6 +143,17 @@ impl Node {
         Ok(conn)
     }
 
+    /// A new connection kept by its caller (never pooled), its reads and
+    /// writes giving up after `io_timeout`: a session opened with `BIND`
+    /// lives as long as the connection that opened it.
+    pub(crate) fn dedicated(&self, io_timeout: Duration) -> Result<redis::Connection, Failure> {
+        let timeout = Some(io_timeout.max(Duration::from_millis(1)));
+        let c = self.connect(io_timeout).map_err(|f| f.at(&self.addr()))?;
+        c.set_read_timeout(timeout).map_err(|e| self.failure(e))?;
+        c.set_write_timeout(timeout).map_err(|e| self.failure(e))?;
+        Ok(c)
+    }
+
     /// Runs `f` on a connection of its own, whose reads and writes give up
     /// after `io_timeout`. The connection goes back to the pool only if `f`
     /// succeeded or the server answered with an error reply (the

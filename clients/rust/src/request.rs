@@ -88,6 +88,17 @@ impl Spec {
     /// `ACQUIRE`/`MACQUIRE`, with `WAIT wait_ms` when given and above 0
     /// (the server's `WAIT 0` waits forever: a wait used up is a plain try).
     pub(crate) fn acquire_cmd(&self, token: &str, wait_ms: Option<u64>) -> redis::Cmd {
+        self.acquire_cmd_in(token, wait_ms, None)
+    }
+
+    /// [`Spec::acquire_cmd`], the hold bound to `session` when given
+    /// (`SESSION id`; the ttl is still sent, and the server ignores it).
+    pub(crate) fn acquire_cmd_in(
+        &self,
+        token: &str,
+        wait_ms: Option<u64>,
+        session: Option<&str>,
+    ) -> redis::Cmd {
         let mut c = redis::Cmd::new();
         self.keys("ACQUIRE", &mut c);
         c.arg(token).arg(millis(self.ttl));
@@ -102,6 +113,9 @@ impl Spec {
         }
         if let Some(w) = wait_ms.filter(|&w| w > 0) {
             c.arg("WAIT").arg(w);
+        }
+        if let Some(id) = session {
+            c.arg("SESSION").arg(id);
         }
         c
     }
@@ -214,6 +228,8 @@ mod tests {
             ]
         );
         assert_eq!(args(&s.release_cmd("t")), ["DLOCK.RELEASE", "r", "t"]);
+        let bound = args(&s.acquire_cmd_in("t", Some(200), Some("s-1")));
+        assert_eq!(bound[bound.len() - 4..], ["WAIT", "200", "SESSION", "s-1"]);
         // WAIT 0 would wait forever: a wait used up is a plain try.
         assert!(!args(&s.acquire_cmd("t", Some(0))).contains(&"WAIT".to_string()));
         let mut set = Spec::new(vec!["{o}a".into(), "{o}b".into()]);

@@ -45,6 +45,15 @@ impl Topology {
         self.run_with(key, io_timeout, extra, false, op)
     }
 
+    /// The server `key`'s commands go to now: the one server, or the master
+    /// of its slot (sessions are per server).
+    pub(crate) fn node_for(&self, key: &str, io_timeout: Duration) -> Result<Arc<Node>, Failure> {
+        match self {
+            Topology::Single(node) => Ok(node.clone()),
+            Topology::Cluster(map) => map.master_for(key, io_timeout),
+        }
+    }
+
     /// [`Topology::run`] on connections known open when `op` begins (see
     /// [`Node::with_live_conn`]).
     pub(crate) fn run_live<T>(

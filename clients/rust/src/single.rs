@@ -9,6 +9,7 @@ use crate::limits::{after, lease, LONGEST};
 use crate::request::Spec;
 use crate::retry::Outage;
 use crate::route::Topology;
+use crate::session::{Session, SessionSettings};
 use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +25,7 @@ pub(crate) struct Settings {
     pub retry_for: Duration,
     pub min_replicas: Option<(u32, Duration)>,
     pub watchdog: bool,
+    pub sessions: SessionSettings,
 }
 
 impl Default for Settings {
@@ -33,6 +35,7 @@ impl Default for Settings {
             retry_for: Duration::from_secs(2),
             min_replicas: None,
             watchdog: false,
+            sessions: SessionSettings::default(),
         }
     }
 }
@@ -66,6 +69,9 @@ pub(crate) struct SingleLease {
     pub spec: Spec,
     pub token: String,
     pub settings: Settings,
+    /// The session the hold is bound to: no `EXTEND` then (the server
+    /// refuses it), a keep-alive of the session instead.
+    pub session: Option<Arc<Session>>,
 }
 
 impl SingleLease {
@@ -108,7 +114,7 @@ impl SingleLease {
     /// driven with blocking I/O. The whole call, retries and the undo of a
     /// possibly granted attempt included, ends by its deadline plus a
     /// reply's margin.
-    pub(crate) fn acquire(&self, mut on_retry: Option<OnRetry>) -> Result<Option<Grant>> {
+    pub(crate) fn acquire(&self, mut on_retry: Option<&mut OnRetry>) -> Result<Option<Grant>> {
         let terms = Terms {
             ttl: self.spec.ttl,
             wait: self.spec.wait,
@@ -120,7 +126,8 @@ impl SingleLease {
         loop {
             step = match step {
                 Step::Send(a) => {
-                    let cmd = self.spec.acquire_cmd(&self.token, a.wait_ms);
+                    let session = self.session.as_ref().map(|s| s.id());
+                    let cmd = self.spec.acquire_cmd_in(&self.token, a.wait_ms, session);
                     let connected = std::cell::Cell::new(false);
                     let got = self.call(&cmd, a.durable, a.io, a.waiting, Some(&connected));
                     machine.replied(Reply::of(got, connected.get()), Instant::now())
@@ -133,15 +140,34 @@ impl SingleLease {
                     machine.resumed(Instant::now())
                 }
                 Step::Refresh { by } => {
-                    let r = self.extend_by(self.spec.ttl, by);
+                    let r = match &self.session {
+                        // A bound grant lasts as long as the session: a
+                        // keep-alive sent now budgets it from its send.
+                        Some(s) => s.keep_alive(),
+                        None => self.extend_by(self.spec.ttl, by),
+                    };
                     machine.refreshed(r, Instant::now())
                 }
                 Step::Abandon { by } => {
                     self.abandon(by);
                     machine.abandoned()
                 }
+                Step::Done(Ok(Some(grant))) if self.session.is_some() => {
+                    return Ok(Some(self.bound(grant)));
+                }
                 Step::Done(outcome) => return outcome,
             }
+        }
+    }
+
+    /// A grant bound to the session lasts as long as the session surely
+    /// does (a session that can bind nothing more: it is lost at once).
+    pub(crate) fn bound(&self, grant: Grant) -> Grant {
+        let now = Instant::now();
+        let session = self.session.as_ref().and_then(|s| s.bindable(now));
+        Grant {
+            fence: grant.fence,
+            valid_until: session.unwrap_or(now),
         }
     }
 
@@ -270,7 +296,10 @@ impl SingleLease {
 
 impl Lease for SingleLease {
     fn extend(&self, ttl: Duration) -> Renewal {
-        self.extend_by(ttl, after(Instant::now(), self.settings.retry_for))
+        match &self.session {
+            Some(s) => s.keep_alive(),
+            None => self.extend_by(ttl, after(Instant::now(), self.settings.retry_for)),
+        }
     }
 
     fn release(&self, valid_until: Instant) -> Result<bool> {

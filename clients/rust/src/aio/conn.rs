@@ -26,6 +26,7 @@ pub(super) struct Server {
     pub retry_for: Duration,
     pub min_replicas: Option<(u32, Duration)>,
     pub watchdog: bool,
+    pub sessions: crate::session::SessionSettings,
 }
 
 impl Server {
@@ -49,7 +50,7 @@ impl Server {
 
     /// A new connection: to the server, or to the master the sentinels
     /// name now (asked on a blocking thread: see `Sentinels`).
-    async fn open(&self) -> std::result::Result<MultiplexedConnection, Failure> {
+    pub(super) async fn open(&self) -> std::result::Result<MultiplexedConnection, Failure> {
         let Some(sentinels) = self.sentinels.clone() else {
             return Ok(self.client.get_multiplexed_async_connection().await?);
         };
@@ -66,7 +67,7 @@ impl Server {
 
     /// The server's address for messages (the master found last, through
     /// Sentinel).
-    fn addr(&self) -> String {
+    pub(super) fn addr(&self) -> String {
         match &self.sentinels {
             Some(sentinels) => {
                 let found = self.found.lock().unwrap_or_else(|p| p.into_inner());

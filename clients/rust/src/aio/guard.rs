@@ -21,8 +21,8 @@ struct Status {
     released: bool,
 }
 
-/// What the guard, its task and its `lost()` futures share.
-struct Shared {
+/// What the guard, its task, its `lost()` futures and its session share.
+pub(super) struct Shared {
     status: watch::Sender<Status>,
     on_lost: Mutex<Option<Callback>>,
 }
@@ -35,7 +35,7 @@ impl Shared {
     /// Marks the lease lost for good: the callback runs once, before the
     /// loss is published (whoever sees it may count on the callback having
     /// run).
-    fn mark_lost(&self) {
+    pub(super) fn mark_lost(&self) {
         if self.status.borrow().budget.is_lost() {
             return;
         }
@@ -52,7 +52,7 @@ impl Shared {
 
     /// Applies a renewal's outcome; true if extended. A renewal that comes
     /// back after the budget passed is a loss (see [`Budget::renewed`]).
-    fn apply(&self, r: Renewal, ttl: Duration) -> Result<bool> {
+    pub(super) fn apply(&self, r: Renewal, ttl: Duration) -> Result<bool> {
         match r {
             Renewal::Extended(until) => {
                 let mut renewed = false;
@@ -90,14 +90,20 @@ impl Guard {
         on_lost: Option<Callback>,
     ) -> Guard {
         let listening = on_lost.is_some();
+        let ttl = lease.session.as_ref().map_or(lease.spec.ttl, |s| s.ttl());
         let (status, _) = watch::channel(Status {
-            budget: Budget::new(lease.spec.ttl, grant.valid_until),
+            budget: Budget::new(ttl, grant.valid_until),
             released: false,
         });
         let shared = Arc::new(Shared {
             status,
             on_lost: Mutex::new(on_lost),
         });
+        // A bound guard is kept by its session: no renewal of its own.
+        let watchdog = watchdog && lease.session.is_none();
+        if let Some(s) = &lease.session {
+            s.bind(&shared);
+        }
         let task = (watchdog || listening)
             .then(|| tokio::spawn(watch_lease(lease.clone(), shared.clone(), watchdog)));
         Guard {
@@ -116,6 +122,11 @@ impl Guard {
     }
     pub fn resource(&self) -> &str {
         &self.lease.spec.resources[0]
+    }
+    /// The id of the session the lock is bound to (see the blocking
+    /// [`crate::Guard::session`]).
+    pub fn session(&self) -> Option<&str> {
+        self.lease.session.as_ref().map(|s| s.id())
     }
     /// Until when the lease surely lasts (counted from send times).
     pub fn valid_until(&self) -> Instant {
@@ -158,7 +169,8 @@ impl Guard {
 
     /// Extends to `ttl` from the send time; `Ok(false)`: already ended
     /// (or its budget had passed). The watchdog, if any, renews with this
-    /// ttl from now on.
+    /// ttl from now on. A guard bound to a session keeps its session alive
+    /// instead (for the session's ttl; `ttl` is checked, not used).
     pub async fn extend(&self, ttl: Duration) -> Result<bool> {
         check_ttl(ttl)?;
         let _one = self.lease.renewing.lock().await;

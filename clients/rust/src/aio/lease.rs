@@ -3,6 +3,7 @@
 //! [`Guard`](super::Guard).
 
 use super::conn::Server;
+use super::session::Session;
 use crate::error::{Error, Failure, Result};
 use crate::lease::{io_within, too_few, AcquireLoop, Grant, Renewal, Reply, Step, Terms};
 use crate::limits::{after, lease};
@@ -19,6 +20,9 @@ pub(crate) struct AsyncLease {
     pub token: String,
     /// Held from an `EXTEND`'s send until its outcome is applied.
     pub renewing: tokio::sync::Mutex<()>,
+    /// The session the hold is bound to: a keep-alive of it instead of an
+    /// `EXTEND` (which the server refuses for a bound hold).
+    pub session: Option<Arc<Session>>,
 }
 
 impl AsyncLease {
@@ -43,7 +47,8 @@ impl AsyncLease {
         loop {
             step = match step {
                 Step::Send(a) => {
-                    let cmd = self.spec.acquire_cmd(&self.token, a.wait_ms);
+                    let session = self.session.as_ref().map(|s| s.id());
+                    let cmd = self.spec.acquire_cmd_in(&self.token, a.wait_ms, session);
                     let connected = AtomicBool::new(false);
                     // A waiting attempt blocks its connection: one of its own.
                     let dedicated = a.wait_ms.is_some();
@@ -59,15 +64,33 @@ impl AsyncLease {
                     machine.resumed(Instant::now())
                 }
                 Step::Refresh { by } => {
-                    let r = self.extend_by(self.spec.ttl, by).await;
+                    let r = match &self.session {
+                        Some(s) => s.keep_alive().await,
+                        None => self.extend_by(self.spec.ttl, by).await,
+                    };
                     machine.refreshed(r, Instant::now())
                 }
                 Step::Abandon { by } => {
                     self.abandon(by).await;
                     machine.abandoned()
                 }
+                Step::Done(Ok(Some(grant))) => return Ok(Some(self.bound(grant))),
                 Step::Done(outcome) => return outcome,
             }
+        }
+    }
+
+    /// A grant bound to the session lasts as long as the session surely
+    /// does (one that can bind nothing more: lost at once); others as
+    /// granted.
+    fn bound(&self, grant: Grant) -> Grant {
+        let Some(s) = &self.session else {
+            return grant;
+        };
+        let now = Instant::now();
+        Grant {
+            fence: grant.fence,
+            valid_until: s.bindable(now).unwrap_or(now),
         }
     }
 
@@ -95,8 +118,12 @@ impl AsyncLease {
         }
     }
 
-    /// `EXTEND`, retried for `retry_for`.
+    /// `EXTEND`, retried for `retry_for` (a keep-alive of the session, for
+    /// a bound hold).
     pub(super) async fn extend(&self, ttl: Duration) -> Renewal {
+        if let Some(s) = &self.session {
+            return s.keep_alive().await;
+        }
         let deadline = after(Instant::now(), self.server.retry_for);
         self.extend_by(ttl, deadline).await
     }

@@ -5,17 +5,24 @@
 use super::conn::Server;
 use super::guard::Guard;
 use super::lease::AsyncLease;
+use super::session::Sessions;
 use crate::error::{Error, Result};
+use crate::lease::is_no_session;
 use crate::limits::clamp;
 use crate::request::{lock_options, new_token, Spec};
 use crate::sentinel::Sentinels;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Takes locks on one server. Cheap to clone.
+/// Takes locks on one server. Cheap to clone. A renewed guard is bound to
+/// a session where the server has them, as with the blocking
+/// [`crate::Locker`]; the sessions are closed when the locker (all its
+/// clones) and their guards are gone (inside a tokio runtime), or by
+/// [`Locker::close`].
 #[derive(Clone)]
 pub struct Locker {
     pub(super) inner: Arc<Server>,
+    sessions: Arc<Sessions>,
 }
 
 impl Locker {
@@ -60,7 +67,9 @@ impl Locker {
                 retry_for: Duration::from_secs(2),
                 min_replicas: None,
                 watchdog: false,
+                sessions: Default::default(),
             }),
+            sessions: Arc::default(),
         }
     }
 
@@ -77,10 +86,12 @@ impl Locker {
             retry_for: i.retry_for,
             min_replicas: i.min_replicas,
             watchdog: i.watchdog,
+            sessions: i.sessions.clone(),
         };
         change(&mut inner);
         Locker {
             inner: Arc::new(inner),
+            sessions: self.sessions.clone(),
         }
     }
 
@@ -104,6 +115,36 @@ impl Locker {
     /// Renew every guard in the background (see [`LockRequest::watchdog`]).
     pub fn with_watchdog(self, on: bool) -> Locker {
         self.with(|i| i.watchdog = on)
+    }
+
+    /// Bind renewed guards to a session where the server has them (default
+    /// on; off while `min_replicas` is set): see
+    /// [`crate::Locker::with_sessions`].
+    pub fn with_sessions(self, on: bool) -> Locker {
+        self.with(|i| i.sessions.enabled = on)
+    }
+
+    /// The sessions' ttl (default: the request's): see
+    /// [`crate::Locker::with_session_ttl`].
+    pub fn with_session_ttl(self, ttl: Duration) -> Locker {
+        self.with(|i| i.sessions.ttl = Some(clamp(ttl)))
+    }
+
+    /// Open sessions with `BIND`: see [`crate::Locker::with_session_bind`].
+    pub fn with_session_bind(self, on: bool) -> Locker {
+        self.with(|i| i.sessions.bind = on)
+    }
+
+    /// Open sessions with `LOCKDELAY`: see
+    /// [`crate::Locker::with_session_lock_delay`].
+    pub fn with_session_lock_delay(self, delay: Duration) -> Locker {
+        self.with(|i| i.sessions.lock_delay = Some(delay))
+    }
+
+    /// Closes this locker's sessions now: every guard bound to one is
+    /// released on the server and marked lost here.
+    pub async fn close(&self) {
+        self.sessions.close_all().await;
     }
 
     /// A request for one resource, to set options on and then
@@ -154,13 +195,43 @@ impl LockRequest<'_> {
         if self.token.as_deref() == Some("") {
             return Err(Error::Invalid("token must not be empty".into()));
         }
-        let lease = Arc::new(AsyncLease {
-            server: self.locker.inner.clone(),
+        let started = Instant::now();
+        let server = &self.locker.inner;
+        let session = match self.watchdog {
+            true => {
+                let sessions = &self.locker.sessions;
+                sessions.for_request(server, self.spec.ttl).await
+            }
+            false => None,
+        };
+        let mut lease = AsyncLease {
+            server: server.clone(),
             spec: self.spec,
             token: self.token.unwrap_or_else(new_token),
             renewing: tokio::sync::Mutex::new(()),
-        });
-        let Some(grant) = lease.acquire().await? else {
+            session,
+        };
+        let grant = match lease.acquire().await {
+            // Nothing was granted: the session ended (the keep-alive tells
+            // its guards); this guard keeps a watchdog of its own, in what
+            // is left of the wait.
+            // A waiting grant whose session ended before its refresh (the
+            // keep-alive) is `Lost` the same way.
+            Err(e)
+                if lease.session.is_some() && (is_no_session(&e) || matches!(e, Error::Lost)) =>
+            {
+                if let Some(s) = lease.session.take() {
+                    let _ = s.keep_alive().await;
+                }
+                if let Some(w) = lease.spec.wait {
+                    lease.spec.wait = Some(w.saturating_sub(started.elapsed()));
+                }
+                lease.acquire().await?
+            }
+            other => other?,
+        };
+        let lease = Arc::new(lease);
+        let Some(grant) = grant else {
             return Ok(None);
         };
         Ok(Some(Guard::new(lease, grant, self.watchdog, self.on_lost)))

@@ -31,6 +31,7 @@ mod election;
 mod guard;
 mod lease;
 mod locker;
+mod session;
 pub use election::{Election, Leadership, Observe};
 pub use guard::Guard;
 pub use locker::{LockRequest, Locker};

@@ -10,15 +10,21 @@
 //! - [`AcquireLoop`]: the acquire on one server (same-token retries, the
 //!   call's deadline, the refresh of a waiting grant, the undo of a grant
 //!   the caller will not get) as a state machine.
+//! - [`SessionCore`]: a session (`DLOCK.SESSION`), one liveness lease for
+//!   every guard bound to it: its budget and keep-alive schedule.
 //! - [`Lease`]: what a blocking back end does for a guard.
 
 mod acquire;
 mod budget;
 mod renewal;
+mod session;
 
 pub(crate) use acquire::{io_within, too_few, AcquireLoop, Grant, Reply, Step, Terms};
 pub(crate) use budget::Budget;
 pub(crate) use renewal::{Renewal, Schedule, Wake};
+pub(crate) use session::{
+    is_no_session, lacks_sessions, new_session_id, End, Next, Phase, SessionCore,
+};
 
 use crate::error::Result;
 use std::time::{Duration, Instant};

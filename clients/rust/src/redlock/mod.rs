@@ -353,6 +353,8 @@ impl RedlockRequest<'_> {
                         valid_until: won.valid_until,
                         watchdog: self.watchdog,
                         on_lost: self.on_lost,
+                        // Redlock keeps a watchdog per guard.
+                        session: None,
                     };
                     let lease = RedlockLease {
                         nodes,

@@ -2,6 +2,8 @@
 
 use crate::common;
 
+mod session;
+
 use common::{holder, ms, pttl, Server, SEC};
 use dlock_client::aio::Locker;
 use std::time::Instant;
@@ -81,7 +83,8 @@ fn the_watchdog_renews_and_signals_loss() {
     let server = Server::start();
     let mut c = server.conn();
     runtime().block_on(async {
-        let locker = Locker::new(&server.url()).unwrap();
+        // Sessions off: the guard's own watchdog (a DEL, a shorter lease).
+        let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
         let g = locker
             .request("res")
             .ttl(ms(600))
@@ -191,7 +194,8 @@ fn loss_and_renewal_follow_the_deadline() {
     let server = Server::start();
     let mut c = server.conn();
     runtime().block_on(async {
-        let locker = Locker::new(&server.url()).unwrap();
+        // Sessions off: the guard's own watchdog (a DEL, a shorter lease).
+        let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
         let called = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = called.clone();
         let g = locker

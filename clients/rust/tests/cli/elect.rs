@@ -56,7 +56,9 @@ fn a_lost_leadership_ends_the_command_with_79() {
     );
     let mut d = Dlock::spawn(
         dlock(&server.url())
-            .args(["elect", "--ttl", "3s", "--grace", "500ms", "sched", "--"])
+            // --no-session: the DEL below is seen by the next renewal.
+            .args(["elect", "--no-session", "--ttl", "3s", "--grace", "500ms"])
+            .args(["sched", "--"])
             .args(["sh", "-c", &script]),
         &dir,
         "d",

@@ -26,7 +26,9 @@ fn a_lost_lease_kills_the_whole_group_by_the_deadline() {
     let ttl = 3 * SEC;
     let mut d = Dlock::spawn(
         dlock(&server.url())
-            .args(["exec", "--ttl", "3s", "--grace", "500ms", "lost", "--"])
+            // --no-session: the DEL below is seen by the next renewal.
+            .args(["exec", "--no-session", "--ttl", "3s", "--grace", "500ms"])
+            .args(["lost", "--"])
             .args(["sh", "-c", &stubborn(&dir)]),
         &dir,
         "d",

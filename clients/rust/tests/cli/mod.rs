@@ -13,6 +13,7 @@ mod list;
 mod reaper;
 mod redlock;
 mod scripts;
+mod sessions;
 mod signals;
 mod version;
 

@@ -170,3 +170,42 @@ fn a_paused_slot_master_costs_a_waiting_acquire_about_its_wait_not_twice() {
     // The wait, one io timeout, and the abandoning RELEASE's retries.
     assert!(took < ms(3000), "{took:?}");
 }
+
+/// Sessions belong to a server: renewed guards on one master share that
+/// master's session, and each master has its own (needs a server with
+/// sessions; skips, saying so, without).
+#[test]
+fn session_one_per_master() {
+    let cluster = Cluster::start(3, 0);
+    let first = cluster.masters()[0];
+    if !common::has_sessions(&mut cluster.node(first).conn()) {
+        eprintln!("skipped: the server has no sessions (DLOCK.SESSION)");
+        return;
+    }
+    let locker = locker(&cluster);
+    let mut by_master: std::collections::BTreeMap<usize, String> = Default::default();
+    let mut guards = Vec::new();
+    for i in 0..30 {
+        let res = format!("res:{i}");
+        let g = locker
+            .request(res.as_str())
+            .ttl(10 * SEC)
+            .watchdog()
+            .acquire()
+            .unwrap()
+            .expect("free");
+        let owner = cluster.node_for_slot(cluster.key_slot(&res));
+        let id = g.session().expect("bound").to_string();
+        let known = by_master.entry(owner).or_insert_with(|| id.clone());
+        assert_eq!(*known, id, "{res}: one session per master");
+        let mut c = cluster.node(owner).conn();
+        assert!(common::session_field(&mut c, &id, "holds").is_some_and(|h| h >= 1));
+        guards.push(g);
+    }
+    assert_eq!(by_master.len(), 3, "a session on every master");
+    let ids: std::collections::BTreeSet<_> = by_master.values().collect();
+    assert_eq!(ids.len(), 3, "each master's own");
+    for g in guards {
+        assert!(g.release().unwrap());
+    }
+}

@@ -17,7 +17,7 @@ use std::time::Instant;
 fn a_release_over_a_connection_closed_while_idle_reports_the_loss() {
     let server = Server::start();
     let mut c = server.conn();
-    let locker = Locker::new(&server.url()).unwrap();
+    let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
     let g = locker.try_lock("res", 30 * SEC).unwrap().unwrap();
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
@@ -55,14 +55,16 @@ fn a_release_over_a_connection_closed_while_idle_reports_the_loss() {
 #[test]
 fn a_release_after_a_server_restart_reports_the_loss() {
     let mut server = Server::start();
-    let locker = Locker::new(&server.url()).unwrap();
+    let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
     let g = locker.try_lock("res", 30 * SEC).unwrap().unwrap();
     let mut c = server.crash_and_restart();
     assert_eq!(holder(&mut c, "res"), None, "no persistence: gone");
     assert!(!g.release().unwrap());
 }
 
-/// A 30 s lease with a watchdog, running on its schedule (200 ms in).
+/// A 30 s lease with a watchdog, running on its schedule (200 ms in); the
+/// lockers here keep sessions off: a bound guard has no lease of its own to
+/// shorten, and learns of a DEL only when released.
 fn watched(locker: &Locker) -> dlock_client::Guard {
     let g = locker
         .request("res")
@@ -81,7 +83,7 @@ fn watched(locker: &Locker) -> dlock_client::Guard {
 fn a_shortened_lease_is_renewed_on_its_new_schedule() {
     let server = Server::start();
     let mut c = server.conn();
-    let locker = Locker::new(&server.url()).unwrap();
+    let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
     // The watchdog is running on the 30 s schedule when the lease shrinks.
     let g = watched(&locker);
     assert!(g.extend(ms(900)).unwrap());
@@ -104,7 +106,7 @@ fn a_shortened_lease_is_renewed_on_its_new_schedule() {
 fn the_loss_of_a_shortened_lease_is_signalled_on_its_new_schedule() {
     let server = Server::start();
     let mut c = server.conn();
-    let locker = Locker::new(&server.url()).unwrap();
+    let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
     // The watchdog is running on the 30 s schedule when the lease shrinks.
     let g = watched(&locker);
     let lost = g.lost_signal();
@@ -126,7 +128,7 @@ fn the_loss_of_a_shortened_lease_is_signalled_on_its_new_schedule() {
 #[test]
 fn wait_lost_follows_a_shortened_deadline() {
     let server = Server::start();
-    let locker = Locker::new(&server.url()).unwrap();
+    let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
     let g = Arc::new(locker.try_lock("res", 30 * SEC).unwrap().unwrap());
     let g2 = g.clone();
     let start = Instant::now();
@@ -142,7 +144,7 @@ fn wait_lost_follows_a_shortened_deadline() {
 #[test]
 fn without_a_watchdog_the_loss_signal_fires_when_the_lease_runs_out() {
     let server = Server::start();
-    let locker = Locker::new(&server.url()).unwrap();
+    let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
     let called = Arc::new(AtomicBool::new(false));
     let flag = called.clone();
     let g = locker
@@ -188,7 +190,7 @@ fn without_a_watchdog_the_loss_signal_fires_when_the_lease_runs_out() {
 #[test]
 fn a_loss_signal_asked_for_after_the_budget_passed_fires_at_once() {
     let server = Server::start();
-    let locker = Locker::new(&server.url()).unwrap();
+    let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
     let g = locker.try_lock("res", ms(200)).unwrap().unwrap();
     std::thread::sleep(ms(400));
     g.lost_signal()

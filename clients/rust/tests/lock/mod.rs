@@ -10,4 +10,5 @@ mod election_safety;
 mod faults;
 mod guard;
 mod loss;
+mod session;
 mod watchdog;

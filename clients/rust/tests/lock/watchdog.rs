@@ -1,3 +1,6 @@
+//! The watchdog of one guard (sessions off: a guard bound to a session is
+//! kept by the session's keep-alive instead, see `lock::session`).
+
 use crate::common::{holder, ms, Server, SEC};
 use dlock_client::Locker;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,7 +19,7 @@ fn extend_calls(c: &mut redis::Connection) -> i64 {
 #[test]
 fn the_watchdog_renews_across_several_ttls() {
     let server = Server::start();
-    let locker = Locker::new(&server.url()).unwrap();
+    let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
     let mut c = server.conn();
     let g = locker
         .request("res")
@@ -40,7 +43,7 @@ fn the_watchdog_renews_across_several_ttls() {
 #[test]
 fn the_watchdog_signals_loss_within_a_third_of_the_ttl_after_an_admin_del() {
     let server = Server::start();
-    let locker = Locker::new(&server.url()).unwrap();
+    let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
     let mut c = server.conn();
     let called = Arc::new(AtomicBool::new(false));
     let flag = called.clone();
@@ -74,7 +77,7 @@ fn the_watchdog_signals_loss_within_a_third_of_the_ttl_after_an_admin_del() {
 #[test]
 fn the_watchdog_never_renews_after_release() {
     let server = Server::start();
-    let locker = Locker::new(&server.url()).unwrap();
+    let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
     let mut c = server.conn();
     let g = locker
         .request("res")
@@ -95,7 +98,7 @@ fn the_watchdog_never_renews_after_release() {
 #[test]
 fn a_dropped_guard_stops_its_watchdog_and_releases() {
     let server = Server::start();
-    let locker = Locker::new(&server.url()).unwrap();
+    let locker = Locker::new(&server.url()).unwrap().with_sessions(false);
     let mut c = server.conn();
     let g = locker
         .request("res")
@@ -122,6 +125,7 @@ fn a_watchdog_guard_is_lost_once_its_budget_passes_even_while_a_renewal_hangs() 
     let server = Server::start();
     let locker = Locker::new(&server.url())
         .unwrap()
+        .with_sessions(false)
         .with_io_timeout(ms(1500))
         .with_retry_for(2 * SEC);
     let g = locker

@@ -33,6 +33,8 @@ pub struct LockSpec {
     pub limit: Option<u32>,
     pub token: Option<String>,
     pub watchdog: bool,
+    /// Bound to a session where the server has them (one server only).
+    pub session: bool,
 }
 
 /// Applies a [`LockSpec`] to a request builder (`Locker::request`, and the
@@ -61,8 +63,9 @@ macro_rules! build {
 
 #[derive(Clone)]
 pub enum Backend {
-    /// One server: the lock lives there.
-    Single(Single),
+    /// One server: the lock lives there (boxed: a `Locker` is the larger
+    /// by far).
+    Single(Box<Single>),
     /// Several independent servers: granted by a majority. `servers` (in
     /// `--url` order) serve `status`.
     Redlock {
@@ -171,7 +174,9 @@ impl Backend {
             })
             .collect::<std::result::Result<Vec<_>, SetupError>>()?;
         if servers.len() == 1 {
-            return Ok(Backend::Single(servers.into_iter().next().expect("one")));
+            return Ok(Backend::Single(Box::new(
+                servers.into_iter().next().expect("one"),
+            )));
         }
         let redlock = match &tls {
             Some(tls) => Redlock::new_tls(urls, tls),
@@ -243,7 +248,7 @@ impl Backend {
                 if let Some(t) = &spec.token {
                     r = r.token(t.clone());
                 }
-                r.acquire()
+                r.session(spec.session).acquire()
             }
             Backend::Redlock { redlock, .. } => {
                 if spec.token.is_some() {
@@ -253,6 +258,24 @@ impl Backend {
                 }
                 build!(redlock.request(spec.resource.as_str()), spec).acquire()
             }
+        }
+    }
+
+    /// Closes the locker's sessions (`DLOCK.SESSION CLOSE`), waiting at most
+    /// `patience` (a server that does not answer must not hold dlock's
+    /// exit; the session then ends at its ttl). Redlock has none.
+    pub fn close_sessions(&self, patience: Duration) {
+        let Backend::Single(s) = self else { return };
+        let locker = s.locker.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("dlock-close".into())
+            .spawn(move || {
+                locker.close();
+                let _ = tx.send(());
+            });
+        if spawned.is_ok() {
+            let _ = rx.recv_timeout(patience);
         }
     }
 

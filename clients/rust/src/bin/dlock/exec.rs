@@ -152,7 +152,12 @@ pub fn main(a: Args, urls: Vec<String>, mode: Mode) -> i32 {
         Err(e) => return crate::codes::fail(&format!("cannot set up signals: {e}"), codes::OSERR),
     };
     child::become_subreaper();
-    run(opts, grace, backend, signals)
+    let sessions = backend.clone();
+    let code = run(opts, grace, backend, signals);
+    // The session the lock was held in (if any) ends now rather than at its
+    // ttl; `exit` runs no destructor that would close it.
+    sessions.close_sessions(CLOSE);
+    code
 }
 
 fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals) -> i32 {
@@ -275,6 +280,8 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
 /// is known lost.
 const RELEASE: Duration = Duration::from_secs(5);
 const LOST_RELEASE: Duration = Duration::from_secs(2);
+/// The longest wait for the session's `CLOSE` (one reply).
+const CLOSE: Duration = Duration::from_secs(2);
 
 /// Releases on a thread of its own, waiting at most `patience`: a release
 /// (or the watchdog it first stops) can hang on a server that accepts

@@ -21,6 +21,8 @@ COMMANDS
     status RESOURCE             holders, fences, TTLs and waiters
     list [PATTERN]              every lock on the server (or on every master
                                 of its cluster), with holders and waiters
+    sessions list|info|kill     the sessions on the server (or on every master
+                                of its cluster): list them, show one, end one
     acquire RESOURCE            take the lock, print \"TOKEN FENCE\", keep it
     extend RESOURCE TOKEN       extend a lease by its token
     release RESOURCE TOKEN      release a lease by its token
@@ -75,6 +77,11 @@ PERMISSIONS
                      tells a cluster node, whose masters are all listed, from
                      a server); locks outside the user's key patterns are
                      left out, and counted on stderr (exit 77)
+    sessions         dlock.session (list: its list and info, info: info,
+                     kill: kill)
+    On a server with sessions, exec and elect also use dlock.session (open,
+    keepalive, close) instead of dlock.extend; without it they fall back to
+    dlock.extend.
     A refused login or command exits 77.
 
 DURATIONS
@@ -135,6 +142,7 @@ OPTIONS
     --no-wait               lead now or not at all (exit 75)
     --retry-for DURATION    as for exec
     --grace DURATION        as for exec
+    --no-session            as for exec
     --conflict-exit-code N  exit status when another leads when the wait ends
                             (default 75)
     -h, --help
@@ -201,6 +209,8 @@ OPTIONS
     --grace DURATION        time between SIGTERM and SIGKILL when the lease
                             ends (default 5s, or ttl/4 if less); must be below
                             ttl/3
+    --no-session            renew the lease itself (DLOCK.EXTEND) even where
+                            the server has sessions (see SESSIONS below)
     --conflict-exit-code N  exit status when the lock is busy or the wait ran
                             out (default 75)
     -h, --help
@@ -232,6 +242,14 @@ WHEN THE LEASE ENDS
     taken over): SIGTERM at once, SIGKILL --grace later (or at the lease's
     end if sooner). dlock then exits 79, whatever the command's status; so
     it does when the final release finds the lease gone.
+
+SESSIONS
+    Where the server has sessions (DLOCK.SESSION), the lock is held in a
+    session of --ttl, kept alive every ttl/3 instead of renewed (one per
+    dlock process; see dlock sessions). Its loss is the session's end: its
+    ttl passed, or an admin's `dlock sessions kill ID`. A DEL of the lock's
+    key is not seen until the release (exit 79 then); with --no-session the
+    next renewal sees it. A server without sessions: renewed as above.
 
 WAITING ON A TERMINAL
     After a second of waiting, one status line on stderr (time waited, the
@@ -295,6 +313,35 @@ the string's UTF-8.
 
 Exit status 0 listed; 69 a server or master could not be listed (what
 could be is printed); 77 a command or key refused; 64 usage.
+";
+
+const SESSIONS: &str = "\
+dlock sessions list [--url URL]... [--match PATTERN]
+dlock sessions info [--url URL]... ID
+dlock sessions kill [--url URL]... ID
+
+Sessions (DLOCK.SESSION) keep many locks alive with one keep-alive; exec and
+elect hold their lock in one where the server has them. Sessions belong to
+a server: on a node of a Redis Cluster, every master of the cluster is
+read.
+
+    list     one line per session: its id, time left (TTL), holds, waits,
+             and whether it ends with its connection (BOUND); read page by
+             page with DLOCK.SESSION LIST and INFO (a session that ends
+             meanwhile is left out)
+    --match PATTERN
+             only the ids that match this glob (as SCAN MATCH takes it)
+    info     the session's fields as DLOCK.SESSION INFO gives them
+    kill     ends the session as if its ttl had passed: every lock it holds
+             is released (after its LOCKDELAY), every wait is answered
+             NOSESSION, and the client that kept it finds its locks lost
+    --url URL     the server; given several times, each one (SERVER column)
+
+Ids that are not UTF-8 show each such byte as \\xNN, control characters
+too.
+
+Exit status 0 done; 79 info, kill: no such session; 69 a server could not
+be read, or its dlock has no sessions; 77 a command refused; 64 usage.
 ";
 
 const ACQUIRE: &str = "\
@@ -367,6 +414,7 @@ fn text(topic: &str) -> Option<&'static str> {
         "observe" => OBSERVE,
         "status" => STATUS,
         "list" => LIST,
+        "sessions" => SESSIONS,
         "acquire" => ACQUIRE,
         "extend" => EXTEND,
         "release" => RELEASE,

@@ -120,7 +120,7 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
 
 /// An error of one server, named as `dlock status` names it (refusals and
 /// a missing module name it themselves).
-fn explain(server: &str, e: &dlock_client::Error) -> String {
+pub fn explain(server: &str, e: &dlock_client::Error) -> String {
     use dlock_client::Error as E;
     match e {
         E::Unavailable(m) => format!("server {server} unavailable: {m}"),
@@ -161,7 +161,7 @@ fn sort(locks: &mut [Listed], by: Sort) {
 
 /// A cell of the table: control characters escaped (`\n`, `\xNN`), so
 /// that one lock stays on its line.
-fn cell(s: &str) -> String {
+pub fn cell(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -22,6 +22,8 @@ pub struct LockOpts {
     pub shared: bool,
     pub limit: Option<u32>,
     pub token: Option<String>,
+    /// Hold the lock in a session where the server has them (exec, elect).
+    pub session: bool,
 }
 
 impl LockOpts {
@@ -35,6 +37,7 @@ impl LockOpts {
             shared: false,
             limit: None,
             token: None,
+            session: true,
         }
     }
 
@@ -83,6 +86,12 @@ impl LockOpts {
                 }
                 self.limit = Some(n);
             }
+            // exec and elect: the lease renewed on its own (`EXTEND`), not
+            // kept by a session.
+            "no-session" if !token_ok => {
+                args::flag(name, inline)?;
+                self.session = false;
+            }
             "token" if token_ok => {
                 let t = a.value(name, inline)?;
                 if t.is_empty() {
@@ -106,6 +115,7 @@ impl LockOpts {
             limit: self.limit,
             token: self.token.clone(),
             watchdog: false,
+            session: self.session,
         }
     }
 }

@@ -13,6 +13,7 @@ mod observe;
 mod reaper;
 mod scan;
 mod scripts;
+mod sessions;
 mod signals;
 mod status;
 mod status_line;
@@ -66,6 +67,7 @@ fn run() -> i32 {
                     "observe" => observe::main(a, urls),
                     "status" => status::main(a, urls),
                     "list" => list::main(a, urls),
+                    "sessions" => sessions::main(a, urls),
                     "acquire" => scripts::acquire(a, urls),
                     "extend" => scripts::by_token(a, urls, "extend"),
                     "release" => scripts::by_token(a, urls, "release"),

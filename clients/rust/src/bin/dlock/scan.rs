@@ -99,6 +99,17 @@ pub fn list(urls: &[&str], tls: Option<&TlsSettings>, pattern: Option<&[u8]>) ->
     }
 }
 
+/// A server to read: its name (`host:port`) and how to reach it.
+pub type Named = (String, ConnectionInfo);
+
+/// The servers to read, named: each URL's server, or every master of its
+/// cluster (see `targets`); and those that could not be found.
+pub fn servers(urls: &[&str], tls: Option<&TlsSettings>) -> (Vec<Named>, Vec<(String, Error)>) {
+    let (targets, errors) = targets(urls, tls);
+    let named = targets.into_iter().map(|t| (t.name, t.info)).collect();
+    (named, errors)
+}
+
 /// The servers to scan: each URL's server, or, for a cluster node, every
 /// master of its cluster (once, however many of its nodes are named).
 fn targets(urls: &[&str], tls: Option<&TlsSettings>) -> (Vec<Target>, Vec<(String, Error)>) {
@@ -268,7 +279,7 @@ fn parse_shards(v: Value, seed_host: &str, tls: bool) -> Option<Vec<Master>> {
 /// `redis` crate bounds only the TCP connect, so a paused server would hold
 /// the listing until it runs again. The handshake runs on a thread of its
 /// own, abandoned after the timeout.
-fn connect(info: &ConnectionInfo, name: &str) -> Result<redis::Connection, Error> {
+pub fn connect(info: &ConnectionInfo, name: &str) -> Result<redis::Connection, Error> {
     let client = redis::Client::open(info.clone()).map_err(|e| error(e, name))?;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -290,7 +301,7 @@ fn connect(info: &ConnectionInfo, name: &str) -> Result<redis::Connection, Error
 /// A `redis` error as the library reports one from server `name` (the
 /// refusals name it; the caller names it for the others), for the exit
 /// code (`codes::of`).
-fn error(e: redis::RedisError, name: &str) -> Error {
+pub fn error(e: redis::RedisError, name: &str) -> Error {
     if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
         return Error::Unavailable(e.to_string());
     }
