@@ -195,7 +195,10 @@ fn waiting_for_what_the_session_holds_under_another_token_is_queued() {
     hold(&mut c, "x", "a1", "A");
     let w = Waiter::send(&s, bound_wait("x", "a2", "A", 20_000));
     queued(&mut c, "x", 1);
-    let _: i64 = redis::cmd("DLOCK.RELEASE").arg(&["x", "a1"]).query(&mut c).unwrap();
+    let _: i64 = redis::cmd("DLOCK.RELEASE")
+        .arg(&["x", "a1"])
+        .query(&mut c)
+        .unwrap();
     w.granted();
 }
 
