@@ -253,6 +253,13 @@ pub(crate) fn is_refused_handshake(e: &redis::RedisError) -> bool {
     }
 }
 
+/// Whether a command that failed with `e` may have been run by the server:
+/// its reply was lost (the connection broke or timed out), rather than an
+/// error reply, which the server sends instead of running it.
+pub(crate) fn reached(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

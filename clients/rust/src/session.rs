@@ -282,7 +282,7 @@ impl Shared {
         match cmd.query::<Value>(c) {
             Ok(v) => Ok(v),
             Err(e) => {
-                let broken = crate::single::reached(&e) || !redis::ConnectionLike::is_open(c);
+                let broken = crate::error::reached(&e) || !redis::ConnectionLike::is_open(c);
                 let e = Failure::from(e).at(&self.node.addr()).into_error();
                 if broken {
                     // Told to the guards by the caller (`keep_alive`).

@@ -3,7 +3,7 @@
 //! and release behind a [`Guard`](crate::Guard) from a
 //! [`Locker`](crate::Locker).
 
-use crate::error::{millis, Error, Failure, Result};
+use crate::error::{millis, reached, Error, Failure, Result};
 use crate::lease::{io_within, too_few, AcquireLoop, Grant, Lease, Renewal, Reply, Step, Terms};
 use crate::limits::{after, lease, LONGEST};
 use crate::request::Spec;
@@ -260,13 +260,6 @@ fn mark_connected<T>(connected: Option<&std::cell::Cell<bool>>, r: &redis::Redis
             flag.set(true);
         }
     }
-}
-
-/// Whether a command that failed with `e` may have been run by the server:
-/// its reply was lost (the connection broke or timed out), rather than an
-/// error reply, which the server sends instead of running it.
-pub(crate) fn reached(e: &redis::RedisError) -> bool {
-    e.is_io_error() || e.is_timeout() || e.is_connection_dropped()
 }
 
 impl SingleLease {

@@ -120,7 +120,7 @@ impl Server {
             let mut conn = self.conn(dedicated).await?;
             sent.store(true, Ordering::Relaxed);
             let r = p.query_async::<Vec<Value>>(&mut conn).await;
-            if r.as_ref().map_or_else(crate::single::reached, |_| true) {
+            if r.as_ref().map_or_else(crate::error::reached, |_| true) {
                 connected.store(true, Ordering::Relaxed);
             }
             r.map_err(Failure::from)

@@ -3,76 +3,14 @@
 //! the budget's end, both following every change of deadline: the lease
 //! core's [`Budget`] and [`Schedule`], driven on tokio.
 
+use super::guard_state::{Callback, Shared, Status};
 use super::lease::AsyncLease;
 use crate::error::Result;
-use crate::lease::{Budget, Grant, Renewal, Schedule, Wake};
+use crate::lease::{Budget, Grant, Schedule, Wake};
 use crate::limits::check_ttl;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-
-type Callback = Box<dyn FnOnce() + Send>;
-
-/// The lease as the guard knows it; every change is published to the
-/// task and to `lost()` futures.
-#[derive(Clone, Copy)]
-struct Status {
-    budget: Budget,
-    released: bool,
-}
-
-/// What the guard, its task, its `lost()` futures and its session share.
-pub(super) struct Shared {
-    status: watch::Sender<Status>,
-    on_lost: Mutex<Option<Callback>>,
-}
-
-impl Shared {
-    fn status(&self) -> Status {
-        *self.status.borrow()
-    }
-
-    /// Marks the lease lost for good: the callback runs once, before the
-    /// loss is published (whoever sees it may count on the callback having
-    /// run).
-    pub(super) fn mark_lost(&self) {
-        if self.status.borrow().budget.is_lost() {
-            return;
-        }
-        let cb = self
-            .on_lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(cb) = cb {
-            cb();
-        }
-        self.status.send_if_modified(|s| s.budget.lose());
-    }
-
-    /// Applies a renewal's outcome; true if extended. A renewal that comes
-    /// back after the budget passed is a loss (see [`Budget::renewed`]).
-    pub(super) fn apply(&self, r: Renewal, ttl: Duration) -> Result<bool> {
-        match r {
-            Renewal::Extended(until) => {
-                let mut renewed = false;
-                self.status.send_if_modified(|s| {
-                    renewed = s.budget.renewed(until, ttl, Instant::now());
-                    renewed
-                });
-                if !renewed {
-                    self.mark_lost();
-                }
-                Ok(renewed)
-            }
-            Renewal::Lost => {
-                self.mark_lost();
-                Ok(false)
-            }
-            Renewal::Failed(e) => Err(e),
-        }
-    }
-}
 
 /// A lock held through the async API.
 pub struct Guard {

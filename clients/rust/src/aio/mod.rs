@@ -29,6 +29,7 @@
 mod conn;
 mod election;
 mod guard;
+mod guard_state;
 mod lease;
 mod locker;
 mod session;

@@ -4,7 +4,7 @@
 //! tokio.
 
 use super::conn::Server;
-use super::guard::Shared as GuardShared;
+use super::guard_state::Shared as GuardShared;
 use crate::error::{millis, Error, Failure, Result};
 use crate::lease::SessionCore;
 use crate::lease::{is_no_session, lacks_sessions, new_session_id, End, Next, Phase, Renewal};
@@ -240,7 +240,7 @@ impl Shared {
         };
         let broken = match tokio::time::timeout(io, cmd.query_async::<Value>(c)).await {
             Ok(Ok(v)) => return Ok(v),
-            Ok(Err(e)) if !crate::single::reached(&e) => {
+            Ok(Err(e)) if !crate::error::reached(&e) => {
                 return Err(Failure::from(e).at(&self.server.addr()).into_error())
             }
             Ok(Err(e)) => Failure::from(e).at(&self.server.addr()).into_error(),
