@@ -355,6 +355,7 @@ fn a_batch_too_large_to_undo_is_refused_before_anything_runs() {
         ],
     ));
     assert_eq!(e, too_big(2));
+    assert_eq!(digest(&mut c), before);
     // A collection of few large items counts its bytes.
     let item = "i".repeat(3 << 20);
     let _: i64 = redis::cmd("RPUSH")
