@@ -142,7 +142,7 @@ impl Writer<'_> {
                 continue;
             }
             self.write(&h)?;
-            let nap = between(&mut self.x.rng, 5, 40);
+            let nap = between(&mut self.x.rng, 10, 50);
             sleep(Duration::from_millis(nap));
         }
         let end = match self.x.rng.below(10) {
