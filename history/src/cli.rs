@@ -141,6 +141,20 @@ mod tests {
             only.map(|c| c.workloads.names()).ok(),
             Some(vec!["election".to_string()])
         );
+        let guard = super::run_config(["--workload", "guard"].map(String::from).into_iter());
+        assert_eq!(
+            guard.map(|c| c.workloads.names()).ok(),
+            Some(vec!["guard".to_string()])
+        );
+        let all = super::run_config(std::iter::empty()).map(|c| c.workloads.names());
+        assert_eq!(
+            all.ok(),
+            Some(
+                ["locks", "election", "sessions", "guard"]
+                    .map(String::from)
+                    .to_vec()
+            )
+        );
         let ok = super::run_config(
             ["--secs", "5", "--clients", "2"]
                 .map(String::from)
