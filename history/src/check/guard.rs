@@ -1,27 +1,14 @@
 //! `guard` (docs/history.md, the `guard` rule): a write `DLOCK.GUARD`
 //! carried out came from a live holder, and one it refused wrote nothing.
 //!
-//! A hold (resource, token) is surely not live on the server after the
-//! first of:
-//! - the completion of a `RELEASE`/`MRELEASE` of its token that was
-//!   answered (whatever it answered: the token holds nothing after it);
-//! - the completion of an `EXTEND`/`MEXTEND` answered 0 (the server had
-//!   lost it: a renewal cannot bring it back);
-//! - its lease: the latest completion of a grant or renewal that may have
-//!   taken effect (answered, or its outcome unknown) plus its ttl, plus
-//!   `LEASE_SLACK_US` (the server counts its absolute deadline in wall-clock
-//!   ms; the recorder's clock is a monotonic one).
-//!
-//! A `FENCE f` proof is a hold of any token granted `f` on the resource
-//! (fences are never shared between owners: `fences` checks that).
+//! When each hold surely ended is `hold_lives.rs`'s; a `FENCE f` proof
+//! names every hold granted `f` on the resource (fences are never shared
+//! between owners: `fences` checks that).
+use super::hold_lives::{Ended, Lives};
 use super::prep::{OpRec, Prepared};
 use super::{Violation, ASYNC_REPLICATION};
 use crate::history::{Command, Guarded, Outcome, Value};
 use std::collections::{BTreeMap, HashMap};
-
-/// How much later than its deadline the server may still take a lease
-/// for live, against the recorder's clock.
-pub const LEASE_SLACK_US: u64 = 50_000;
 
 /// What the guarded writes were and how they were judged.
 #[derive(Debug, Default)]
@@ -51,117 +38,6 @@ pub struct Stats {
     pub live_judged: u64,
     /// Entries the sink reads found.
     pub entries: u64,
-}
-
-/// What surely ended a hold.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ended {
-    /// No request of the token on the resource may have been granted.
-    Never,
-    Released,
-    Lost,
-    Expired,
-}
-
-/// When a hold surely ended, how, and the op that shows it (for
-/// `Expired`: its last grant or renewal; for `Never`: the write judged).
-#[derive(Clone, Copy, Debug)]
-struct Death {
-    at: u64,
-    how: Ended,
-    op: usize,
-}
-
-/// Per (resource, token): the end of its lease and the first answer that
-/// ended it.
-#[derive(Default)]
-struct Lives {
-    /// The latest lease end (`u64::MAX`: a request still pending) and the
-    /// op that set it.
-    lease: HashMap<(u32, u32), (u64, usize)>,
-    cut: HashMap<(u32, u32), Death>,
-}
-
-impl Lives {
-    fn new(p: &Prepared) -> Self {
-        let mut l = Lives::default();
-        for (i, o) in p.ops.iter().enumerate() {
-            let renewal = match o.op.command {
-                Command::Acquire | Command::Macquire => match o.outcome {
-                    None | Some(Outcome::Info { .. }) => true,
-                    Some(_) => o.granted().is_some(),
-                },
-                Command::Extend | Command::Mextend => match o.outcome {
-                    None | Some(Outcome::Info { .. }) => true,
-                    Some(_) => o.int().is_some_and(|n| n >= 1),
-                },
-                _ => false,
-            };
-            let ends = match o.op.command {
-                Command::Release | Command::Mrelease if o.int().is_some() => Some(Ended::Released),
-                Command::Extend | Command::Mextend if o.int() == Some(0) => Some(Ended::Lost),
-                _ => None,
-            };
-            for &r in &o.res {
-                let key = (r, o.token);
-                if renewal {
-                    let until = o.complete.map_or(u64::MAX, |c| {
-                        c.saturating_add(o.op.ttl_ms.unwrap_or(0) * 1000)
-                            .saturating_add(LEASE_SLACK_US)
-                    });
-                    let e = l.lease.entry(key).or_insert((until, i));
-                    if until >= e.0 {
-                        *e = (until, i);
-                    }
-                }
-                if let (Some(how), Some(at)) = (ends, o.complete) {
-                    let e = l.cut.entry(key).or_insert(Death { at, how, op: i });
-                    if at < e.at {
-                        *e = Death { at, how, op: i };
-                    }
-                }
-            }
-        }
-        l
-    }
-
-    /// When the hold of `token` on `r` surely ended (`None`: it may be
-    /// live to the end of the history); `i` is the write asking.
-    fn death(&self, r: u32, token: u32, i: usize) -> Option<Death> {
-        let Some(&(until, op)) = self.lease.get(&(r, token)) else {
-            return Some(Death {
-                at: 0,
-                how: Ended::Never,
-                op: i,
-            });
-        };
-        let expiry = (until < u64::MAX).then_some(Death {
-            at: until,
-            how: Ended::Expired,
-            op,
-        });
-        match (expiry, self.cut.get(&(r, token)).copied()) {
-            (Some(a), Some(b)) => Some(if b.at < a.at { b } else { a }),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// When every hold the proof may name surely ended: the latest of
-    /// their ends (`tokens` empty: no hold ever had the proof).
-    fn last_death(&self, r: u32, tokens: &[u32], i: usize) -> Option<Death> {
-        let mut last = Death {
-            at: 0,
-            how: Ended::Never,
-            op: i,
-        };
-        for &t in tokens {
-            let d = self.death(r, t, i)?;
-            if d.at >= last.at {
-                last = d;
-            }
-        }
-        Some(last)
-    }
 }
 
 /// The last answered read of each resource's sink: (op, entries, count).
@@ -197,10 +73,19 @@ pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> (Vec<Vio
     let reads = reads(p);
     // Every entry read, to the guard op that pushed it.
     let mut found: HashMap<(u32, &str), bool> = HashMap::new();
-    for (&r, (_, entries, _)) in &reads {
+    for (&r, &(ri, entries, _)) in &reads {
         stats.entries += entries.len() as u64;
         for e in entries.iter() {
-            found.insert((r, e.as_str()), false);
+            if found.insert((r, e.as_str()), false).is_some() {
+                out.push(Violation {
+                    checker: "guard",
+                    what: format!(
+                        "{}: the sink holds {e} twice: a guarded write was carried out twice",
+                        p.resources[r as usize].name
+                    ),
+                    ops: vec![p.ops[ri].id],
+                });
+            }
         }
     }
     let mut batches_found: HashMap<u32, i64> = HashMap::new();

@@ -18,6 +18,7 @@ mod election;
 mod fences;
 mod fifo;
 mod guard;
+mod hold_lives;
 mod linear;
 mod liveness;
 mod lost;

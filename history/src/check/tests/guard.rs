@@ -2,9 +2,9 @@
 //! holders' writes were carried out passes; a stale holder's write carried
 //! out (after a release, past its lease, after a renewal found it lost, a
 //! proof never granted), a refused write in the sink, a live holder's
-//! write refused, an acknowledged write missing and a half-applied batch
-//! are caught; a release or a write a failover may have lost is counted
-//! as that known limit instead.
+//! write refused, an acknowledged write missing, a half-applied batch and
+//! an entry pushed twice are caught; a release or a write a failover may
+//! have lost is counted as that known limit instead.
 use super::*;
 use crate::history::Guarded;
 
@@ -237,13 +237,13 @@ const CASES: &[Case] = &[
         limits: 1,
     },
     Case {
-        name: "a batch applied in part, and an entry nobody pushed",
+        name: "a batch applied in part, an entry nobody pushed, an entry pushed twice",
         build: || {
             let mut h = holder();
-            read(&mut h, &["1:10:1", "1:10:2", "7:1:1"], 0);
+            read(&mut h, &["1:10:1", "1:10:2", "7:1:1", "1:10:1"], 0);
             h
         },
-        violations: 2,
+        violations: 3,
         limits: 0,
     },
 ];
