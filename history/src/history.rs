@@ -227,6 +227,10 @@ pub struct Guarded {
     pub entry: String,
     #[serde(default, skip_serializing_if = "is_false")]
     pub batch: bool,
+    /// Sent from a Lua script: `EVAL "return redis.call('DLOCK.GUARD',
+    /// unpack(ARGV))"` with the resource and the sink's keys declared.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub lua: bool,
 }
 
 impl Op {

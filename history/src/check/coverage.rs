@@ -65,6 +65,7 @@ pub fn flavours(o: &OpRec) -> Vec<&'static str> {
             "fence",
         ),
         (op.guard.as_ref().is_some_and(|g| g.batch), "batch"),
+        (op.guard.as_ref().is_some_and(|g| g.lua), "lua"),
         (o.info_reason() == Some("left"), "left"),
     ];
     for (on, name) in flags {

@@ -19,6 +19,7 @@ pub struct Stats {
     pub accepted_fence: u64,
     pub accepted_token: u64,
     pub accepted_batches: u64,
+    pub accepted_lua: u64,
     /// Refused `NOTHELD`.
     pub refused: u64,
     /// Refused with another error (`LOADING`, a reply of the wrong shape).
@@ -143,6 +144,9 @@ pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> (Vec<Vio
             }
             if g.batch {
                 stats.accepted_batches += 1;
+            }
+            if g.lua {
+                stats.accepted_lua += 1;
             }
         }
         let done = o.complete.unwrap_or(u64::MAX);
@@ -337,6 +341,10 @@ pub fn gaps(s: &Stats, read: bool) -> Vec<String> {
         "no guarded write proven by TOKEN was carried out",
     );
     gap(s.accepted_batches == 0, "no guarded BATCH was carried out");
+    gap(
+        s.accepted_lua == 0,
+        "no guarded write from Lua was carried out",
+    );
     gap(s.refused == 0, "no guarded write was refused NOTHELD");
     gap(
         s.after_release == 0,

@@ -71,12 +71,13 @@ impl Report {
         if let Some(g) = &self.guard {
             let _ = writeln!(
                 s,
-                "guard: {} guarded writes: {} carried out ({} by FENCE, {} by TOKEN, {} batches), {} refused NOTHELD, {} other errors, {} unknown; {} entries read",
+                "guard: {} guarded writes: {} carried out ({} by FENCE, {} by TOKEN, {} batches, {} from Lua), {} refused NOTHELD, {} other errors, {} unknown; {} entries read",
                 g.writes,
                 g.accepted,
                 g.accepted_fence,
                 g.accepted_token,
                 g.accepted_batches,
+                g.accepted_lua,
                 g.refused,
                 g.other_errors,
                 g.unknown,

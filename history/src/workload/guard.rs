@@ -2,13 +2,14 @@
 //! `WRITERS` clients take holds of every kind on `main`'s `g*` resources
 //! and write to each resource's sink in Redis (`RPUSH {g0}:sink entry`,
 //! sometimes with `INCR {g0}:count` in the same `BATCH`) through
-//! `DLOCK.GUARD`, proven by `FENCE` or `TOKEN`. They write whether or not
-//! they still hold, as a holder that cannot tell does: after a `RELEASE`,
-//! past a lease that ran out while they kept writing, after a pause past
-//! their lease (a holder stopped by the scheduler, a GC, `SIGSTOP`), after
-//! a renewal found the hold gone (a failover took it). The server alone
-//! decides; the checker judges every write it accepted and every one it
-//! refused. At the end the sinks are read (`sink_read`).
+//! `DLOCK.GUARD` (some from a Lua script), proven by `FENCE` or `TOKEN`.
+//! They write whether or not they still hold, as a holder that cannot
+//! tell does: after a `RELEASE`, past a lease that ran out while they kept
+//! writing, after a pause past their lease (a holder stopped by the
+//! scheduler, a GC, `SIGSTOP`), after a renewal found the hold gone (a
+//! failover took it). The server alone decides; the checker judges every
+//! write it accepted and every one it refused. At the end the sinks are
+//! read (`sink_read`).
 use super::client::{between, Client};
 use super::servers::MAIN;
 use super::Ctx;
@@ -187,7 +188,8 @@ impl Writer<'_> {
     }
 
     /// One guarded write (never retried: a repeat could push twice),
-    /// proven by `FENCE` or `TOKEN` at random, one in three a batch.
+    /// proven by `FENCE` or `TOKEN` at random, one in three a batch, one
+    /// in six from a Lua script.
     fn write(&mut self, h: &Held) -> Result<(), String> {
         self.written += 1;
         let x = &mut self.x;
@@ -195,6 +197,7 @@ impl Writer<'_> {
             fence: (x.rng.below(2) == 0).then_some(h.fence),
             entry: format!("{}:{}:{}", x.c, h.fence, self.written),
             batch: x.rng.below(3) == 0,
+            lua: x.rng.below(6) == 0,
         };
         let op = Op {
             guard: Some(guard),

@@ -118,14 +118,24 @@ pub fn count_key(resource: &str) -> String {
 const READ_SINK: &str =
     "return {redis.call('LRANGE', KEYS[1], 0, -1), tonumber(redis.call('GET', KEYS[2]) or '0')}";
 
+/// A guard called from Lua: its arguments are the script's.
+const GUARD_FROM_LUA: &str = "return redis.call('DLOCK.GUARD', unpack(ARGV))";
+
 /// `DLOCK.GUARD r TOKEN t | FENCE f  RPUSH {r}:sink entry`, or with
-/// `batch` `BATCH 2  3 RPUSH {r}:sink entry  2 INCR {r}:count`.
+/// `batch` `BATCH 2  3 RPUSH {r}:sink entry  2 INCR {r}:count`; with
+/// `lua` the same from a script.
 fn guard(a: &mut Vec<String>, op: &Op) {
     let Some(g) = &op.guard else {
         return;
     };
     let r = &op.resources[0];
-    a.extend(["DLOCK.GUARD".into(), r.clone()]);
+    if g.lua {
+        a.extend(["EVAL".into(), GUARD_FROM_LUA.into(), "3".into()]);
+        a.extend([r.clone(), sink_key(r), count_key(r)]);
+        a.push(r.clone());
+    } else {
+        a.extend(["DLOCK.GUARD".into(), r.clone()]);
+    }
     match g.fence {
         Some(f) => a.extend(["FENCE".into(), f.to_string()]),
         None => a.extend(["TOKEN".into(), op.token.clone()]),

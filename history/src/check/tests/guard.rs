@@ -14,6 +14,7 @@ fn guard(token: &str, fence: Option<u64>, entry: &str, batch: bool) -> Op {
             fence,
             entry: entry.into(),
             batch,
+            lua: false,
         }),
         ..op(Command::Guard, "m0", token)
     }
