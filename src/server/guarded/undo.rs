@@ -3,6 +3,8 @@
 //! it wrote is put back (`RESTORE ... REPLACE ABSTTL`, or `DEL` for a key
 //! that did not exist), replicated like the writes it undoes.
 
+use std::collections::HashSet;
+
 use redis_module::raw;
 
 use crate::server::edge::api::Ctx;
@@ -25,12 +27,14 @@ struct Before<'a> {
 #[derive(Default)]
 pub struct Undo<'a> {
     keys: Vec<Before<'a>>,
+    /// The keys noted, to find one in O(1) (a batch may name many).
+    noted: HashSet<&'a [u8]>,
 }
 
 impl<'a> Undo<'a> {
     /// Whether `key` is already noted (by an earlier command of the batch).
     pub fn has(&self, key: &[u8]) -> bool {
-        self.keys.iter().any(|b| b.key == key)
+        self.noted.contains(key)
     }
 
     /// Notes `key` to be copied before the batch runs.
@@ -42,6 +46,7 @@ impl<'a> Undo<'a> {
         exists: bool,
         expire_at_ms: i64,
     ) {
+        self.noted.insert(key);
         self.keys.push(Before {
             name,
             key,
