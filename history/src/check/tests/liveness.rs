@@ -239,7 +239,7 @@ fn the_check_grows_linearly_with_the_history() {
 fn best_check_time(ops_wanted: usize) -> std::time::Duration {
     (0..2)
         .map(|_| {
-            let mut h = big_history(ops_wanted);
+            let h = big_history(ops_wanted);
             let started = std::time::Instant::now();
             let r = h.check();
             let took = started.elapsed();
