@@ -37,4 +37,15 @@ pub(crate) trait Lease: Send + Sync + 'static {
     /// find nothing, the first one was sent before the budget ended (the
     /// lease was still held, so it released it) or after.
     fn release(&self, valid_until: Instant) -> Result<bool>;
+    /// Whether the lease lives on one server, where a guarded write or
+    /// check can prove it ([`Lease::guarded`]); Redlock's does not.
+    fn on_one_server(&self) -> bool {
+        false
+    }
+    /// Runs a `DLOCK.GUARD` (or, `read_only`, a `DLOCK.CHECK`) on the
+    /// lease's server.
+    fn guarded(&self, cmd: &redis::Cmd, read_only: bool) -> Result<redis::Value> {
+        let _ = (cmd, read_only);
+        Err(crate::Error::Invalid(crate::guarded::NOT_ONE_SERVER.into()))
+    }
 }
