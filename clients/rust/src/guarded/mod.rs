@@ -54,6 +54,12 @@ fn proof(name: &str, resource: &str, fence: u64) -> Result<Cmd> {
     if resource.is_empty() {
         return Err(Error::Invalid("resource must not be empty".into()));
     }
+    // The server's fences: 1 to 2^63-1.
+    if fence == 0 || fence > i64::MAX as u64 {
+        return Err(Error::Invalid(format!(
+            "fence {fence} is not a fence (1 to 2^63-1)"
+        )));
+    }
     let mut c = redis::cmd(name);
     c.arg(resource).arg("FENCE").arg(fence);
     Ok(c)
@@ -271,6 +277,8 @@ mod tests {
         invalid(batch_cmd("r", 1, &[set.clone(), Cmd::new()]));
         invalid(write_cmd("", 1, &set));
         invalid(check_cmd("", 1));
+        invalid(check_cmd("r", 0));
+        invalid(write_cmd("r", 1 << 63, &set));
         let mut scan = redis::cmd("SCAN");
         scan.cursor_arg(0);
         invalid(write_cmd("r", 1, &scan));
