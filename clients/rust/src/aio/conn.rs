@@ -32,7 +32,10 @@ pub(super) struct Server {
 impl Server {
     /// A connection for one command: the shared one, or a new one when
     /// `dedicated` (a command that blocks its connection).
-    pub(super) async fn conn(&self, dedicated: bool) -> std::result::Result<MultiplexedConnection, Failure> {
+    pub(super) async fn conn(
+        &self,
+        dedicated: bool,
+    ) -> std::result::Result<MultiplexedConnection, Failure> {
         let inner = self;
         if dedicated {
             return self.open().await;

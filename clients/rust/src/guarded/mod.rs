@@ -108,9 +108,7 @@ pub(crate) fn is_transient(e: &RedisError) -> bool {
     e.redirect_node().is_some()
         || matches!(
             e.code(),
-            Some(
-                "LOADING" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" | "NOREPLICAS"
-            )
+            Some("LOADING" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" | "NOREPLICAS")
         )
 }
 
@@ -260,7 +258,21 @@ mod tests {
         let incr = redis::cmd("INCR").arg("n").clone();
         assert_eq!(
             args(&batch_cmd("r", 7, &[set, incr]).unwrap()),
-            ["DLOCK.GUARD", "r", "FENCE", "7", "BATCH", "2", "3", "SET", "k", "v", "2", "INCR", "n"]
+            [
+                "DLOCK.GUARD",
+                "r",
+                "FENCE",
+                "7",
+                "BATCH",
+                "2",
+                "3",
+                "SET",
+                "k",
+                "v",
+                "2",
+                "INCR",
+                "n"
+            ]
         );
         assert_eq!(
             args(&check_cmd("r", 9).unwrap()),
@@ -305,7 +317,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let unknown = reply("ERR", "unknown command 'DLOCK.GUARD', with args beginning with: 'secret'");
+        let unknown = reply(
+            "ERR",
+            "unknown command 'DLOCK.GUARD', with args beginning with: 'secret'",
+        );
         let shown = refusal(&unknown).to_string();
         assert!(shown.contains("does not know DLOCK.GUARD"), "{shown}");
         assert!(!shown.contains("secret"), "{shown}");
