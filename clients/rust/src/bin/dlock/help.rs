@@ -260,8 +260,10 @@ GUARDED WRITES
     one line with redis-cli (its reply printed; NOTHELD and nothing written
     once the lease is gone):
         redis-cli -u \"$DLOCK_URL\" DLOCK.GUARD \"$DLOCK_RESOURCE\" FENCE \"$DLOCK_FENCE\" SET k v
-    Over TLS add redis-cli's --tls --cacert FILE. Through Sentinel
-    DLOCK_URL is the sentinel URL (redis-cli cannot use it; no HOST/PORT).
+    redis-cli exits 0 after an error reply too: compare its output
+    ([ \"$(redis-cli ...)\" = OK ]). Over TLS add redis-cli's --tls
+    --cacert FILE. Through Sentinel DLOCK_URL is the sentinel URL
+    (redis-cli cannot use it; no HOST/PORT).
     With several --url (Redlock) none of these is set: a write on one of
     its servers is not protected by a majority.
 
