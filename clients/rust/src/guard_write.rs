@@ -5,7 +5,8 @@
 
 use crate::error::{Error, Result};
 use crate::guard::Guard;
-use crate::guarded::{self, check_reply, convert, NOT_ONE_SERVER};
+use crate::guarded::{self, check_reply, convert};
+use crate::lease::NOT_ONE_SERVER;
 use redis::{Cmd, FromRedisValue, Value};
 
 impl Guard {

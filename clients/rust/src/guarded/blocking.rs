@@ -6,7 +6,6 @@
 use super::{is_own_error_reply, Attempt, Call, Next};
 use crate::error::{reached, Result};
 use crate::route::Topology;
-use crate::single::with_asking;
 use redis::Value;
 use std::time::{Duration, Instant};
 
@@ -24,7 +23,12 @@ pub(crate) fn run(
         let mut sent = false;
         let r = topology.run_live(resource, io_timeout, |c, asking| {
             sent = true;
-            match with_asking(asking, cmd, None).query::<Vec<Value>>(c) {
+            let mut p = redis::pipe();
+            if asking {
+                p.cmd("ASKING").ignore();
+            }
+            p.add_command(cmd.clone());
+            match p.query::<Vec<Value>>(c) {
                 Ok(mut v) => Ok(Ok(v.pop().unwrap_or(Value::Nil))),
                 // The command's own answer: handed back as it is (the
                 // connection stays usable).

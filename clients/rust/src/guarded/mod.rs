@@ -16,12 +16,6 @@ use crate::retry::Outage;
 use redis::{Arg, Cmd, RedisError, Value};
 use std::time::{Duration, Instant};
 
-/// Why a Redlock guard makes no guarded write and no check.
-pub(crate) const NOT_ONE_SERVER: &str = "a Redlock guard makes no guarded write and no check: \
-     DLOCK.GUARD proves a hold on the one server it runs on, and a write on one server of a \
-     Redlock is not protected by a majority (store the fences in the storage instead, \
-     docs/fencing.md)";
-
 /// `DLOCK.GUARD resource FENCE fence command [arg ...]`.
 pub(crate) fn write_cmd(resource: &str, fence: u64, inner: &Cmd) -> Result<Cmd> {
     let mut c = proof("DLOCK.GUARD", resource, fence)?;

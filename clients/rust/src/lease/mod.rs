@@ -29,6 +29,12 @@ pub(crate) use session::{
 use crate::error::Result;
 use std::time::{Duration, Instant};
 
+/// Why a Redlock guard makes no guarded write and no check.
+pub(crate) const NOT_ONE_SERVER: &str = "a Redlock guard makes no guarded write and no check: \
+     DLOCK.GUARD proves a hold on the one server it runs on, and a write on one server of a \
+     Redlock is not protected by a majority (store the fences in the storage instead, \
+     docs/fencing.md)";
+
 /// How a blocking guard's lease is renewed and released on its server(s).
 pub(crate) trait Lease: Send + Sync + 'static {
     fn extend(&self, ttl: Duration) -> Renewal;
@@ -46,6 +52,6 @@ pub(crate) trait Lease: Send + Sync + 'static {
     /// lease's server.
     fn guarded(&self, cmd: &redis::Cmd, read_only: bool) -> Result<redis::Value> {
         let _ = (cmd, read_only);
-        Err(crate::Error::Invalid(crate::guarded::NOT_ONE_SERVER.into()))
+        Err(crate::Error::Invalid(NOT_ONE_SERVER.into()))
     }
 }
