@@ -14,8 +14,11 @@ fn exec_exports_the_server_for_guarded_writes_with_redis_cli() {
     let server = Server::start();
     let dir = Dir::new();
     let url = server.url();
+    // The documented line, with the CLI matching the server under test.
+    let cli = crate::common::server::cli_binary();
+    let cli = cli.to_string_lossy();
     let guarded =
-        "redis-cli -u \"$DLOCK_URL\" DLOCK.GUARD \"$DLOCK_RESOURCE\" FENCE \"$DLOCK_FENCE\"";
+        format!("{cli} -u \"$DLOCK_URL\" DLOCK.GUARD \"$DLOCK_RESOURCE\" FENCE \"$DLOCK_FENCE\"");
     let script = format!(
         "echo \"$DLOCK_URL $DLOCK_HOST $DLOCK_PORT ${{DLOCK_SOCKET-unset}}\" > {env}; \
          {guarded} SET '{{job}}:k' held > {out}; \
@@ -43,7 +46,7 @@ fn exec_exports_the_server_for_guarded_writes_with_redis_cli() {
     assert_eq!(v.as_deref(), Some("held"));
     // The lock was released when the command ended: its fence proves
     // nothing any more.
-    let stale = std::process::Command::new("redis-cli")
+    let stale = std::process::Command::new(&*cli)
         .args([
             "-u",
             &url,
