@@ -255,3 +255,30 @@ fn a_redlock_guard_refuses_guarded_writes() {
     }
     assert!(g.release().unwrap());
 }
+
+fn guards(args: &[Vec<u8>]) -> bool {
+    args.first()
+        .is_some_and(|a| a.eq_ignore_ascii_case(b"DLOCK.GUARD"))
+}
+
+/// A guarded write whose reply is lost (the server ran it, the connection
+/// broke before the reply came back) is not sent again: an `INCR` counts
+/// once, and the error says the write may or may not have run.
+#[test]
+fn a_guarded_write_whose_reply_was_lost_is_not_sent_again() {
+    use crate::lock::proxy::Proxy;
+    let server = Server::start();
+    let proxy = Proxy::start(server.port(), 7, 1000, guards);
+    let locker = Locker::new(&proxy.url()).unwrap().with_retry_for(5 * SEC);
+    let mut c = server.conn();
+    let g = locker.try_lock("{o}", 60 * SEC).unwrap().unwrap();
+    let r = g.write::<Value>(redis::cmd("INCR").arg("{o}:n"));
+    match r {
+        Err(Error::Unavailable(m)) => assert!(m.contains("may or may not"), "{m}"),
+        other => panic!("a lost reply: {other:?}"),
+    }
+    assert_eq!(get(&mut c, "{o}:n").as_deref(), Some("1"), "ran once");
+    assert_eq!(proxy.drop_count(), 1, "sent once");
+    assert!(!g.is_lost(), "a lost reply is no loss of the lease");
+    assert!(g.check().unwrap());
+}
