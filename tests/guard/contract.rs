@@ -118,6 +118,13 @@ fn a_proof_that_no_longer_holds_runs_nothing() {
         ("taken", ["TOKEN".into(), "old".into()]),
         ("never-held", ["TOKEN".into(), "t".into()]),
     ];
+    let counted = |c: &mut Connection, name: &str| -> i64 {
+        info_field(c, "dlock", name).unwrap().parse().unwrap()
+    };
+    let (run, refused) = (
+        counted(&mut c, "dlock_guards_run"),
+        counted(&mut c, "dlock_guards_not_held"),
+    );
     for (res, proof) in &cases {
         let proof = as_strs(proof);
         assert_eq!(
@@ -138,6 +145,11 @@ fn a_proof_that_no_longer_holds_runs_nothing() {
         assert_eq!(check(&mut c, res, &proof), 0, "{res} {proof:?}");
     }
     assert_eq!(get(&mut c, "data").as_deref(), Some("before"));
+    assert_eq!(
+        counted(&mut c, "dlock_guards_not_held") - refused,
+        2 * cases.len() as i64
+    );
+    assert_eq!(counted(&mut c, "dlock_guards_run"), run, "none ran");
 }
 
 #[test]
@@ -262,4 +274,29 @@ fn a_guard_works_from_lua_and_inside_multi() {
         replies[1]
     );
     assert_eq!(replies[2], Value::Int(2));
+}
+
+#[test]
+fn among_many_holds_each_is_found_by_its_fence() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let fences: Vec<u64> = (0..2000)
+        .map(|i| {
+            redis::cmd("DLOCK.ACQUIRE")
+                .arg(&["many", &format!("r{i}"), "60000", "SHARED"])
+                .query(&mut c)
+                .unwrap()
+        })
+        .collect();
+    for (i, f) in fences.iter().enumerate().step_by(97) {
+        assert_eq!(check(&mut c, "many", &as_strs(&fence(*f))), 1, "hold {i}");
+        release(&mut c, "many", &format!("r{i}"));
+        assert_eq!(
+            check(&mut c, "many", &as_strs(&fence(*f))),
+            0,
+            "hold {i} released"
+        );
+    }
+    let last = fences.last().copied().unwrap_or_default();
+    assert_eq!(check(&mut c, "many", &as_strs(&fence(last + 1))), 0);
 }
