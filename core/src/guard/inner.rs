@@ -51,6 +51,12 @@ impl Facts {
     }
 }
 
+/// Most arguments (after its name) an inner command may have: the server
+/// finds up to this many keys without allocating (more leak on Redis 7.0
+/// and Valkey 9, whose module API does not free them), and it bounds the
+/// work a command's keys cost the guard.
+pub const MAX_INNER_ARGS: usize = 256;
+
 /// Commands that change the server rather than data, whatever their flags
 /// (`CLUSTER`'s subcommands include slot assignments and failovers).
 const OPERATOR: [&[u8]; 3] = [b"cluster", b"memory", b"slowlog"];
@@ -68,6 +74,9 @@ pub fn refusal(
     batch: bool,
 ) -> Option<&'static str> {
     let name = args.first().copied().unwrap_or_default();
+    if args.len() > MAX_INNER_ARGS + 1 {
+        return Some("has more than 256 arguments: split it (a BATCH takes many commands)");
+    }
     let Some(facts) = facts else {
         return Some("is not a command this server knows");
     };

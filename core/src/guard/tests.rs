@@ -298,6 +298,18 @@ fn inner_commands_refused_and_allowed() {
 }
 
 #[test]
+fn an_inner_command_takes_at_most_256_arguments() {
+    let mut args: Vec<&[u8]> = vec![b"MSET"];
+    args.extend(std::iter::repeat_n(&b"k"[..], 256));
+    assert_eq!(refusal(&args, Some(&SET), 128, false), None);
+    args.push(b"k");
+    assert!(refusal(&args, Some(&SET), 128, false).is_some());
+    assert!(refusal(&args, None, 0, false)
+        .unwrap()
+        .contains("more than 256"));
+}
+
+#[test]
 fn a_batch_saves_what_a_later_failure_must_undo() {
     assert!(saves_keys(true, 0, 2, &SET));
     assert!(

@@ -20,7 +20,7 @@ use crate::server::edge::call::{call_argv, NotRun, Reply};
 use crate::server::edge::ffi::Argv;
 use crate::server::notify::stats;
 use dlock_core::guard::args::Guard;
-use dlock_core::guard::inner::{flag, refusal, saves_keys, Saved};
+use dlock_core::guard::inner::{flag, refusal, saves_keys, Saved, MAX_INNER_ARGS};
 use dlock_core::rules::cluster::key_slot;
 use dlock_core::Error;
 use undo::Undo;
@@ -65,8 +65,8 @@ pub fn prepare<'a>(ctx: Ctx, argv: &'a Argv<'a>, req: &Guard<'_>) -> Result<Prep
         };
         let facts = table::facts(ctx, args)?;
         let found = match facts {
-            Some(_) => keys::positions(ctx, raw_args),
-            None => Vec::new(),
+            Some(_) if args.len() <= MAX_INNER_ARGS + 1 => keys::positions(ctx, raw_args),
+            _ => Vec::new(),
         };
         if let Some(why) = refusal(args, facts.as_ref(), found.len(), req.batch) {
             return Err(refused(why));
@@ -221,7 +221,9 @@ pub fn key_positions(ctx: Ctx, argv: &Argv<'_>, commands: &[Range<usize>]) -> Ve
         let Ok(raw_args) = argv.raw_range(range.clone()) else {
             continue;
         };
-        if is_dlock {
+        // Refused when it runs, and too many keys to ask for (see
+        // `MAX_INNER_ARGS`).
+        if is_dlock || raw_args.len() > MAX_INNER_ARGS + 1 {
             continue;
         }
         out.extend(
