@@ -1,0 +1,142 @@
+//! A holder process frozen (SIGSTOP) past its lease: when it resumes, the
+//! guarded writes it had in flight are refused, whichever proof they carry
+//! and single or BATCH, and the data shows only live holders' writes.
+use super::*;
+use common::lock::*;
+
+const RES: &str = "{acct}";
+const BALANCE: &str = "{acct}:balance";
+const LOG: &str = "{acct}:log";
+const WRITES: &str = "{acct}:writes";
+/// The frozen holder's lease: short, since the test waits for its end.
+const LEASE_MS: &str = "200";
+
+/// A holder process with the lock on `RES` and one accepted guarded write
+/// of its own; returns it and its fence.
+fn holder_with_a_write(s: &Server, tok: &str) -> (CliProcess, i64) {
+    let mut a = CliProcess::spawn(s);
+    let granted = a.run1(&args(&["DLOCK.ACQUIRE", RES, tok, LEASE_MS]));
+    let fence: i64 = granted
+        .strip_prefix("(integer) ")
+        .and_then(|f| f.parse().ok())
+        .unwrap_or_else(|| panic!("ACQUIRE by the holder process answered {granted:?}"));
+    let live = format!("{tok}-0");
+    let w = a.run(&guarded_batch(
+        RES,
+        &Proof::Token(tok.into()),
+        &[&["SET", BALANCE, &live], &["RPUSH", LOG, &live]],
+    ));
+    assert_eq!(w, ["1) OK", "2) (integer) 1"], "the live holder's write");
+    (a, fence)
+}
+
+/// The stale writes: each proof form, single and BATCH.
+fn late_writes(tok: &str, fence: i64) -> Vec<Vec<String>> {
+    let (t, f) = (Proof::Token(tok.into()), Proof::Fence(fence));
+    vec![
+        guarded(RES, &t, &["SET", BALANCE, "late-token"]),
+        guarded(RES, &f, &["RPUSH", LOG, "late-fence"]),
+        guarded_batch(
+            RES,
+            &t,
+            &[
+                &["SET", BALANCE, "late-token-batch"],
+                &["RPUSH", LOG, "late-token-batch"],
+            ],
+        ),
+        guarded_batch(
+            RES,
+            &f,
+            &[&["RPUSH", LOG, "late-fence-batch"], &["INCR", WRITES]],
+        ),
+    ]
+}
+
+/// Submits `writes` to the frozen `a`, resumes it, and checks that each
+/// was refused with `NOTHELD` and nothing else.
+fn resume_and_expect_refusals(a: &mut CliProcess, writes: &[Vec<String>]) {
+    let markers: Vec<u64> = writes.iter().map(|w| a.submit(w)).collect();
+    a.cont();
+    for (w, m) in writes.iter().zip(markers) {
+        let r = a.replies(m);
+        assert!(
+            r.len() == 1 && r[0].starts_with("(error) NOTHELD dlock: "),
+            "the resumed holder's {w:?} answered {r:?}"
+        );
+    }
+}
+
+fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn a_paused_holder_resumes_and_every_guarded_write_is_refused() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let (mut a, fence_a) = holder_with_a_write(&s, "A");
+
+    // A freezes with its next writes in flight (in its pipe), and stays
+    // frozen past its lease while B takes the lock and writes.
+    a.stop();
+    let stale = late_writes("A", fence_a);
+    let fence_b = grant_when_free(&mut c, RES, "B", 60_000);
+    assert!(fence_b > fence_a);
+    let (t, f) = (Proof::Token("B".into()), Proof::Fence(fence_b));
+    let ok: String = cmd(&guarded(RES, &t, &["SET", BALANCE, "B-1"]))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    let n: i64 = cmd(&guarded(RES, &f, &["RPUSH", LOG, "B-1"]))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 2);
+    let (ok, n): (String, i64) = cmd(&guarded_batch(
+        RES,
+        &t,
+        &[&["SET", BALANCE, "B-2"], &["RPUSH", LOG, "B-2"]],
+    ))
+    .query(&mut c)
+    .unwrap();
+    assert_eq!((ok.as_str(), n), ("OK", 3));
+    let (n, w): (i64, i64) = cmd(&guarded_batch(
+        RES,
+        &f,
+        &[&["RPUSH", LOG, "B-3"], &["INCR", WRITES]],
+    ))
+    .query(&mut c)
+    .unwrap();
+    assert_eq!((n, w), (4, 1));
+
+    resume_and_expect_refusals(&mut a, &stale);
+
+    assert_eq!(get(&mut c, BALANCE).as_deref(), Some("B-2"));
+    assert_eq!(list(&mut c, LOG), ["A-0", "B-1", "B-2", "B-3"]);
+    assert_eq!(get(&mut c, WRITES).as_deref(), Some("1"));
+    let i = held(&mut c, RES);
+    assert_eq!((i.token.as_slice(), i.fence), (&b"B"[..], fence_b));
+    // B's writes still pass after the refusals.
+    let ok: String = cmd(&guarded(RES, &t, &["SET", BALANCE, "B-4"]))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    assert_eq!(release(&mut c, RES, "B"), 1);
+}
+
+/// Nobody took the lock after the lease ended: the resumed holder is no
+/// holder either.
+#[test]
+fn a_paused_holder_whose_lease_ended_unclaimed_is_refused() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let (mut a, fence_a) = holder_with_a_write(&s, "A");
+    a.stop();
+    wait_until(DEADLINE, "the frozen holder's lease to end", || {
+        info(&mut c, RES).is_none()
+    });
+    resume_and_expect_refusals(&mut a, &late_writes("A", fence_a));
+    assert_eq!(get(&mut c, BALANCE).as_deref(), Some("A-0"));
+    assert_eq!(list(&mut c, LOG), ["A-0"]);
+    assert_eq!(get(&mut c, WRITES), None);
+    assert_eq!(info(&mut c, RES), None, "a refused write takes no lock");
+}
