@@ -118,7 +118,7 @@ fn a_holder_failed_over_away_from_is_refused_on_the_new_master() {
         .arg("ONE")
         .query(&mut rc)
         .unwrap();
-    let fence_b = grant_when_free(&mut rc, RES, "B", 60_000);
+    let fence_b = grant_when_free(&mut rc, RES, "B", &[]);
     assert!(fence_b > fence_a);
     let (tb, fb) = (Proof::Token("B".into()), Proof::Fence(fence_b));
     let ok: String = cmd(&guarded(RES, &tb, &["SET", BALANCE, "B-1"]))

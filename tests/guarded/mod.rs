@@ -73,6 +73,15 @@ pub fn guarded_batch(res: &str, proof: &Proof, writes: &[&[&str]]) -> Vec<String
     a
 }
 
+/// `DLOCK.CHECK res <proof>`: 1 for a live hold, else 0.
+pub fn check(c: &mut impl redis::ConnectionLike, res: &str, proof: &Proof) -> i64 {
+    redis::cmd("DLOCK.CHECK")
+        .arg(res)
+        .arg(&proof.args())
+        .query(c)
+        .unwrap_or_else(|e| panic!("DLOCK.CHECK {res} {proof:?}: {e}"))
+}
+
 /// `args` as a command for a redis-rs connection.
 pub fn cmd(args: &[String]) -> redis::Cmd {
     let mut c = redis::cmd(&args[0]);
@@ -95,12 +104,18 @@ pub fn get(c: &mut impl redis::ConnectionLike, key: &str) -> Option<String> {
     redis::cmd("GET").arg(key).query(c).expect("GET")
 }
 
-/// `DLOCK.ACQUIRE res tok ttl` retried until granted: while an earlier
-/// holder's lease runs (nil) or a promotion quarantine refuses grants.
-pub fn grant_when_free(c: &mut redis::Connection, res: &str, tok: &str, ttl_ms: u64) -> i64 {
+/// `DLOCK.ACQUIRE res tok 60000 [options]` retried until granted: while an
+/// earlier holder's lease runs (nil) or a promotion quarantine refuses grants.
+pub fn grant_when_free(c: &mut redis::Connection, res: &str, tok: &str, options: &[&str]) -> i64 {
     let end = Instant::now() + DEADLINE;
     loop {
-        match common::lock::try_acquire(c, res, tok, ttl_ms) {
+        let r = redis::cmd("DLOCK.ACQUIRE")
+            .arg(res)
+            .arg(tok)
+            .arg(60_000)
+            .arg(options)
+            .query(c);
+        match r {
             Ok(Some(f)) => return f,
             Ok(None) => {}
             Err(e) if e.code() == Some("QUARANTINE") => {}

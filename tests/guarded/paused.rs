@@ -11,22 +11,70 @@ const WRITES: &str = "{acct}:writes";
 /// The frozen holder's lease: short, since the test waits for its end.
 const LEASE_MS: &str = "200";
 
-/// A holder process with the lock on `RES` and one accepted guarded write
-/// of its own; returns it and its fence.
-fn holder_with_a_write(s: &Server, tok: &str) -> (CliProcess, i64) {
+/// How the frozen holder holds `RES`: the commands it sends (the last one
+/// an ACQUIRE that answers its fence), and the options a later holder's
+/// ACQUIRE needs to take `RES` over.
+struct Kind {
+    name: &'static str,
+    setup: &'static [&'static [&'static str]],
+    next_holder: &'static [&'static str],
+}
+
+const PLAIN: Kind = Kind {
+    name: "a plain lock",
+    setup: &[&["DLOCK.ACQUIRE", RES, "A", LEASE_MS]],
+    next_holder: &[],
+};
+
+/// Each other kind of hold, frozen past its lease.
+const KINDS: [Kind; 3] = [
+    Kind {
+        name: "a SHARED hold",
+        setup: &[&["DLOCK.ACQUIRE", RES, "A", LEASE_MS, "SHARED"]],
+        next_holder: &[],
+    },
+    Kind {
+        name: "a permit of LIMIT 1",
+        setup: &[&["DLOCK.ACQUIRE", RES, "A", LEASE_MS, "LIMIT", "1"]],
+        next_holder: &["LIMIT", "1"],
+    },
+    Kind {
+        name: "a hold bound to a session",
+        setup: &[
+            &["DLOCK.SESSION", "OPEN", "session-A", LEASE_MS],
+            &["DLOCK.ACQUIRE", RES, "A", "0", "SESSION", "session-A"],
+        ],
+        next_holder: &[],
+    },
+];
+
+/// A holder process `A` with `RES` held as `kind` says and one accepted
+/// guarded write of its own; returns it and its fence.
+fn holder_with_a_write(s: &Server, kind: &Kind) -> (CliProcess, i64) {
+    let tok = "A";
     let mut a = CliProcess::spawn(s);
-    let granted = a.run1(&args(&["DLOCK.ACQUIRE", RES, tok, LEASE_MS]));
+    let (last, before) = kind.setup.split_last().unwrap();
+    for step in before {
+        let r = a.run1(&args(step));
+        assert!(!r.starts_with("(error)"), "{step:?}: {r}");
+    }
+    let granted = a.run1(&args(last));
     let fence: i64 = granted
         .strip_prefix("(integer) ")
         .and_then(|f| f.parse().ok())
-        .unwrap_or_else(|| panic!("ACQUIRE by the holder process answered {granted:?}"));
+        .unwrap_or_else(|| panic!("{}: ACQUIRE by the holder answered {granted:?}", kind.name));
     let live = format!("{tok}-0");
     let w = a.run(&guarded_batch(
         RES,
         &Proof::Token(tok.into()),
         &[&["SET", BALANCE, &live], &["RPUSH", LOG, &live]],
     ));
-    assert_eq!(w, ["1) OK", "2) (integer) 1"], "the live holder's write");
+    assert_eq!(
+        w,
+        ["1) OK", "2) (integer) 1"],
+        "{}: the live holder's write",
+        kind.name
+    );
     (a, fence)
 }
 
@@ -54,14 +102,15 @@ fn late_writes(tok: &str, fence: i64) -> Vec<Vec<String>> {
 
 /// Submits `writes` to the frozen `a`, resumes it, and checks that each
 /// was refused with `NOTHELD` and nothing else.
-fn resume_and_expect_refusals(a: &mut CliProcess, writes: &[Vec<String>]) {
+fn resume_and_expect_refusals(a: &mut CliProcess, writes: &[Vec<String>], kind: &Kind) {
     let markers: Vec<u64> = writes.iter().map(|w| a.submit(w)).collect();
     a.cont();
     for (w, m) in writes.iter().zip(markers) {
         let r = a.replies(m);
         assert!(
             r.len() == 1 && r[0].starts_with("(error) NOTHELD dlock: "),
-            "the resumed holder's {w:?} answered {r:?}"
+            "{}: the resumed holder's {w:?} answered {r:?}",
+            kind.name
         );
     }
 }
@@ -72,16 +121,29 @@ fn args(a: &[&str]) -> Vec<String> {
 
 #[test]
 fn a_paused_holder_resumes_and_every_guarded_write_is_refused() {
+    paused_holder_is_refused(&PLAIN);
+}
+
+/// As above, for every other kind of hold: a SHARED hold, a semaphore's
+/// permit, a hold whose session ended while its process was frozen.
+#[test]
+fn a_paused_holder_of_any_kind_is_refused() {
+    for kind in &KINDS {
+        paused_holder_is_refused(kind);
+    }
+}
+
+fn paused_holder_is_refused(kind: &Kind) {
     let s = Server::start();
     let mut c = s.conn();
-    let (mut a, fence_a) = holder_with_a_write(&s, "A");
+    let (mut a, fence_a) = holder_with_a_write(&s, kind);
 
     // A freezes with its next writes in flight (in its pipe), and stays
     // frozen past its lease while B takes the lock and writes.
     a.stop();
     let stale = late_writes("A", fence_a);
-    let fence_b = grant_when_free(&mut c, RES, "B", 60_000);
-    assert!(fence_b > fence_a);
+    let fence_b = grant_when_free(&mut c, RES, "B", kind.next_holder);
+    assert!(fence_b > fence_a, "{}", kind.name);
     let (t, f) = (Proof::Token("B".into()), Proof::Fence(fence_b));
     let ok: String = cmd(&guarded(RES, &t, &["SET", BALANCE, "B-1"]))
         .query(&mut c)
@@ -108,19 +170,32 @@ fn a_paused_holder_resumes_and_every_guarded_write_is_refused() {
     .unwrap();
     assert_eq!((n, w), (4, 1));
 
-    resume_and_expect_refusals(&mut a, &stale);
+    resume_and_expect_refusals(&mut a, &stale, kind);
 
-    assert_eq!(get(&mut c, BALANCE).as_deref(), Some("B-2"));
-    assert_eq!(list(&mut c, LOG), ["A-0", "B-1", "B-2", "B-3"]);
-    assert_eq!(get(&mut c, WRITES).as_deref(), Some("1"));
-    let i = held(&mut c, RES);
-    assert_eq!((i.token.as_slice(), i.fence), (&b"B"[..], fence_b));
+    let what = kind.name;
+    assert_eq!(get(&mut c, BALANCE).as_deref(), Some("B-2"), "{what}");
+    assert_eq!(list(&mut c, LOG), ["A-0", "B-1", "B-2", "B-3"], "{what}");
+    assert_eq!(get(&mut c, WRITES).as_deref(), Some("1"), "{what}");
+    // The sequencer check agrees: B holds, A in neither form.
+    for (proof, live) in [
+        (Proof::Token("B".into()), 1),
+        (Proof::Fence(fence_b), 1),
+        (Proof::Token("A".into()), 0),
+        (Proof::Fence(fence_a), 0),
+    ] {
+        assert_eq!(check(&mut c, RES, &proof), live, "{what}: CHECK {proof:?}");
+    }
     // B's writes still pass after the refusals.
     let ok: String = cmd(&guarded(RES, &t, &["SET", BALANCE, "B-4"]))
         .query(&mut c)
         .unwrap();
     assert_eq!(ok, "OK");
-    assert_eq!(release(&mut c, RES, "B"), 1);
+    let r: i64 = redis::cmd("DLOCK.RELEASE")
+        .arg(RES)
+        .arg("B")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, 1, "{what}");
 }
 
 /// Nobody took the lock after the lease ended: the resumed holder is no
@@ -129,12 +204,12 @@ fn a_paused_holder_resumes_and_every_guarded_write_is_refused() {
 fn a_paused_holder_whose_lease_ended_unclaimed_is_refused() {
     let s = Server::start();
     let mut c = s.conn();
-    let (mut a, fence_a) = holder_with_a_write(&s, "A");
+    let (mut a, fence_a) = holder_with_a_write(&s, &PLAIN);
     a.stop();
     wait_until(DEADLINE, "the frozen holder's lease to end", || {
         info(&mut c, RES).is_none()
     });
-    resume_and_expect_refusals(&mut a, &late_writes("A", fence_a));
+    resume_and_expect_refusals(&mut a, &late_writes("A", fence_a), &PLAIN);
     assert_eq!(get(&mut c, BALANCE).as_deref(), Some("A-0"));
     assert_eq!(list(&mut c, LOG), ["A-0"]);
     assert_eq!(get(&mut c, WRITES), None);
