@@ -30,6 +30,15 @@ fn expect_redirect(c: &mut redis::Connection, args: &[String], code: &str, to: &
     );
 }
 
+/// `CLUSTER COUNTKEYSINSLOT slot` on one node.
+fn keys_in_slot(c: &mut redis::Connection, slot: u16) -> i64 {
+    redis::cmd("CLUSTER")
+        .arg("COUNTKEYSINSLOT")
+        .arg(slot)
+        .query(c)
+        .unwrap()
+}
+
 /// Moves every key of `slot` from `src` to `dst` (MIGRATE ... KEYS).
 fn move_keys(sc: &mut redis::Connection, slot: u16, dst: &Server) {
     let end = Instant::now() + DEADLINE;
@@ -115,9 +124,34 @@ fn a_lock_moved_by_resharding_guards_on_its_new_node_only() {
     assert_eq!(get(&mut sc, STOCK).as_deref(), Some("10"));
 
     // The slot migrates; once its keys (lock and data) have left the source,
-    // the source answers ASK, and the holder's write runs on the target.
+    // the source answers ASK (before: TRYAGAIN), and the holder's write runs on the target.
     setslot(&mut dc, slot, "IMPORTING", cl.id(src));
     setslot(&mut sc, slot, "MIGRATING", cl.id(dst));
+    // The data has left, the lock not yet: the write's keys are split
+    // between the nodes, so the source may run it on neither (TRYAGAIN)
+    // rather than write a data key back onto a slot that is leaving.
+    let _: () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(cl.node(dst).port())
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(STOCK)
+        .arg(LOG)
+        .query(&mut sc)
+        .unwrap();
+    for w in [
+        guarded(RES, &h[0], &["SET", STOCK, "split"]),
+        guarded_batch(RES, &h[1], &[&["RPUSH", LOG, "split"]]),
+    ] {
+        expect_error(&mut sc, &w, "TRYAGAIN");
+    }
+    assert_eq!(
+        keys_in_slot(&mut sc, slot),
+        1,
+        "only the lock is left on the source"
+    );
     move_keys(&mut sc, slot, cl.node(dst));
     expect_redirect(
         &mut sc,
@@ -191,12 +225,11 @@ fn a_lock_moved_by_resharding_guards_on_its_new_node_only() {
     assert_eq!(list(&mut dc, LOG), ["h-src", "h-dst", "h-routed"]);
     let i = held(&mut dc, RES);
     assert_eq!((i.token.as_slice(), i.fence), (&b"h"[..], f_h));
-    let on_src: i64 = redis::cmd("CLUSTER")
-        .arg("COUNTKEYSINSLOT")
-        .arg(slot)
-        .query(&mut sc)
-        .unwrap();
-    assert_eq!(on_src, 0, "a guarded write left a key on the old node");
+    assert_eq!(
+        keys_in_slot(&mut sc, slot),
+        0,
+        "a guarded write left a key on the old node"
+    );
     let owner = cl.node_for_slot(cl.key_slot(&elsewhere));
     assert_eq!(
         get(&mut cl.node(owner).conn(), &elsewhere),
