@@ -10,7 +10,10 @@ use common::lock::*;
 const RES: &str = "{acct}";
 const BALANCE: &str = "{acct}:balance";
 const LOG: &str = "{acct}:log";
-const LEASE_MS: &str = "300";
+/// A's lease while it writes: long, so no step races it.
+const LEASE_MS: &str = "60000";
+/// The lease A shortens to before it freezes: B waits for its end.
+const SHORT_MS: &str = "300";
 
 fn aof_has_no_guard(s: &Server, which: &str) -> Vec<Vec<String>> {
     let cmds = common::aof::commands(s, ".incr.aof");
@@ -107,7 +110,16 @@ fn a_holder_failed_over_away_from_is_refused_on_the_new_master() {
         );
     }
 
-    // A freezes; its master dies; the replica is promoted.
+    // A shortens its lease (the replica has that too) and freezes; its
+    // master dies; the replica is promoted.
+    assert_eq!(
+        a.run1(&["DLOCK.EXTEND", RES, "A", SHORT_MS].map(String::from)),
+        "(integer) 1"
+    );
+    assert_eq!(
+        a.run1(&["WAIT", "1", "5000"].map(String::from)),
+        "(integer) 1"
+    );
     a.stop();
     m.kill9();
     wait_until(DEADLINE, "the replica to see its master gone", || {

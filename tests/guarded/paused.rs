@@ -8,21 +8,28 @@ const RES: &str = "{acct}";
 const BALANCE: &str = "{acct}:balance";
 const LOG: &str = "{acct}:log";
 const WRITES: &str = "{acct}:writes";
-/// The frozen holder's lease: short, since the test waits for its end.
-const LEASE_MS: &str = "200";
+/// The holder's lease while it writes: long, so no step races it.
+const LEASE_MS: &str = "60000";
+/// The lease it shortens to before it freezes: short, since the test waits
+/// for its end.
+const SHORT_MS: &str = "200";
 
 /// How the frozen holder holds `RES`: the commands it sends (the last one
-/// an ACQUIRE that answers its fence), and the options a later holder's
-/// ACQUIRE needs to take `RES` over.
+/// an ACQUIRE that answers its fence), the one that shortens its lease, and
+/// the options a later holder's ACQUIRE needs to take `RES` over.
 struct Kind {
     name: &'static str,
     setup: &'static [&'static [&'static str]],
+    shorten: &'static [&'static str],
     next_holder: &'static [&'static str],
 }
+
+const EXTEND_SHORT: &[&str] = &["DLOCK.EXTEND", RES, "A", SHORT_MS];
 
 const PLAIN: Kind = Kind {
     name: "a plain lock",
     setup: &[&["DLOCK.ACQUIRE", RES, "A", LEASE_MS]],
+    shorten: EXTEND_SHORT,
     next_holder: &[],
 };
 
@@ -31,11 +38,13 @@ const KINDS: [Kind; 3] = [
     Kind {
         name: "a SHARED hold",
         setup: &[&["DLOCK.ACQUIRE", RES, "A", LEASE_MS, "SHARED"]],
+        shorten: EXTEND_SHORT,
         next_holder: &[],
     },
     Kind {
         name: "a permit of LIMIT 1",
         setup: &[&["DLOCK.ACQUIRE", RES, "A", LEASE_MS, "LIMIT", "1"]],
+        shorten: EXTEND_SHORT,
         next_holder: &["LIMIT", "1"],
     },
     Kind {
@@ -44,13 +53,15 @@ const KINDS: [Kind; 3] = [
             &["DLOCK.SESSION", "OPEN", "session-A", LEASE_MS],
             &["DLOCK.ACQUIRE", RES, "A", "0", "SESSION", "session-A"],
         ],
+        shorten: &["DLOCK.SESSION", "KEEPALIVE", "session-A", SHORT_MS],
         next_holder: &[],
     },
 ];
 
 /// A holder process `A` with `RES` held as `kind` says and one accepted
-/// guarded write of its own; returns it and its fence.
-fn holder_with_a_write(s: &Server, kind: &Kind) -> (CliProcess, i64) {
+/// guarded write of its own, its lease then shortened and the process
+/// frozen (SIGSTOP); returns it and its fence.
+fn frozen_holder_after_a_write(s: &Server, kind: &Kind) -> (CliProcess, i64) {
     let tok = "A";
     let mut a = CliProcess::spawn(s);
     let (last, before) = kind.setup.split_last().unwrap();
@@ -75,6 +86,14 @@ fn holder_with_a_write(s: &Server, kind: &Kind) -> (CliProcess, i64) {
         "{}: the live holder's write",
         kind.name
     );
+    let r = a.run1(&args(kind.shorten));
+    assert!(
+        r.starts_with("(integer) ") && r != "(integer) 0",
+        "{}: {:?} answered {r}",
+        kind.name,
+        kind.shorten
+    );
+    a.stop();
     (a, fence)
 }
 
@@ -136,11 +155,9 @@ fn a_paused_holder_of_any_kind_is_refused() {
 fn paused_holder_is_refused(kind: &Kind) {
     let s = Server::start();
     let mut c = s.conn();
-    let (mut a, fence_a) = holder_with_a_write(&s, kind);
-
-    // A freezes with its next writes in flight (in its pipe), and stays
-    // frozen past its lease while B takes the lock and writes.
-    a.stop();
+    // A freezes with its next writes in flight (in its pipe, below), and
+    // stays frozen past its lease while B takes the lock and writes.
+    let (mut a, fence_a) = frozen_holder_after_a_write(&s, kind);
     let stale = late_writes("A", fence_a);
     let fence_b = grant_when_free(&mut c, RES, "B", kind.next_holder);
     assert!(fence_b > fence_a, "{}", kind.name);
@@ -204,8 +221,7 @@ fn paused_holder_is_refused(kind: &Kind) {
 fn a_paused_holder_whose_lease_ended_unclaimed_is_refused() {
     let s = Server::start();
     let mut c = s.conn();
-    let (mut a, fence_a) = holder_with_a_write(&s, &PLAIN);
-    a.stop();
+    let (mut a, fence_a) = frozen_holder_after_a_write(&s, &PLAIN);
     wait_until(DEADLINE, "the frozen holder's lease to end", || {
         info(&mut c, RES).is_none()
     });
