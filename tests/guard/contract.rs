@@ -118,6 +118,13 @@ fn a_proof_that_no_longer_holds_runs_nothing() {
         ("taken", ["TOKEN".into(), "old".into()]),
         ("never-held", ["TOKEN".into(), "t".into()]),
     ];
+    let counted = |c: &mut Connection, name: &str| -> i64 {
+        info_field(c, "dlock", name).unwrap().parse().unwrap()
+    };
+    let (run, refused) = (
+        counted(&mut c, "dlock_guards_run"),
+        counted(&mut c, "dlock_guards_not_held"),
+    );
     for (res, proof) in &cases {
         let proof = as_strs(proof);
         assert_eq!(
@@ -138,6 +145,11 @@ fn a_proof_that_no_longer_holds_runs_nothing() {
         assert_eq!(check(&mut c, res, &proof), 0, "{res} {proof:?}");
     }
     assert_eq!(get(&mut c, "data").as_deref(), Some("before"));
+    assert_eq!(
+        counted(&mut c, "dlock_guards_not_held") - refused,
+        2 * cases.len() as i64
+    );
+    assert_eq!(counted(&mut c, "dlock_guards_run"), run, "none ran");
 }
 
 #[test]

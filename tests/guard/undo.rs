@@ -112,6 +112,8 @@ fn a_batch_that_fails_part_way_leaves_every_kind_of_value_as_it_was() {
          value is not an integer or out of range"
     );
     assert_eq!(snapshot(&mut c), before);
+    let undone = info_field(&mut c, "dlock", "dlock_guard_batches_undone");
+    assert_eq!(undone.as_deref(), Some("1"));
     // The same commands without the failing one all take effect.
     let mut ok = failing_batch();
     ok.pop();

@@ -11,6 +11,7 @@ use crate::server::commands::lock::refuse_on_replica;
 use crate::server::edge::api::Ctx;
 use crate::server::edge::ffi::Argv;
 use crate::server::guarded;
+use crate::server::notify::stats;
 use crate::server::sessions;
 use dlock_core::guard::{self, args, Proof};
 use dlock_core::resource::holds::{HoldRef, NEVER};
@@ -29,8 +30,10 @@ pub fn guard(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_on_replica(ctx)?;
     let prepared = guarded::prepare(ctx, argv, &req)?;
     if !holds(ctx, argv, req.proof)? {
+        stats::GUARDS_NOT_HELD.add();
         return Err(Error::NotHeld);
     }
+    stats::GUARDS_RUN.add();
     guarded::run(ctx, prepared)
 }
 

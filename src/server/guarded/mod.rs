@@ -18,6 +18,7 @@ use redis_module::raw;
 use crate::server::edge::api::Ctx;
 use crate::server::edge::call::{call_argv, NotRun, Reply};
 use crate::server::edge::ffi::Argv;
+use crate::server::notify::stats;
 use dlock_core::guard::args::Guard;
 use dlock_core::guard::inner::{flag, refusal, saves_keys, Saved};
 use dlock_core::rules::cluster::key_slot;
@@ -133,6 +134,7 @@ pub fn run(ctx: Ctx, mut prepared: Prepared<'_>) -> Result<(), Error> {
                     };
                 }
                 prepared.undo.undo(ctx, i)?;
+                stats::GUARD_BATCHES_UNDONE.add();
                 return Err(Error::GuardFailed {
                     index: i + 1,
                     count,
