@@ -184,10 +184,23 @@ impl CliProcess {
                 "argument {a:?} would be split"
             );
         }
+        self.submit_lines(&[args.join(" ")])
+    }
+
+    /// Writes `lines` (commands as redis-cli reads them, quotes and all)
+    /// and then the marker; the replies of all of them end at the marker.
+    /// For a `MULTI` ... `EXEC` block, which would queue a marker inside it.
+    pub fn submit_lines(&mut self, lines: &[String]) -> u64 {
         self.markers += 1;
-        let line = format!("{}\nECHO cli-marker-{}\n", args.join(" "), self.markers);
+        let mut text = String::new();
+        for l in lines {
+            assert!(!l.contains('\n'), "{l:?} is more than one line");
+            text.push_str(l);
+            text.push('\n');
+        }
+        text.push_str(&format!("ECHO cli-marker-{}\n", self.markers));
         self.stdin
-            .write_all(line.as_bytes())
+            .write_all(text.as_bytes())
             .and_then(|()| self.stdin.flush())
             .expect("write to redis-cli");
         self.markers

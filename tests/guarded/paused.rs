@@ -97,39 +97,73 @@ fn frozen_holder_after_a_write(s: &Server, kind: &Kind) -> (CliProcess, i64) {
     (a, fence)
 }
 
-/// The stale writes: each proof form, single and BATCH.
-fn late_writes(tok: &str, fence: i64) -> Vec<Vec<String>> {
+/// A stale write: the lines the holder sends, and how each reply line
+/// it gets must start.
+struct Stale {
+    lines: Vec<String>,
+    replies: &'static [&'static str],
+}
+
+const REFUSED: &str = "(error) NOTHELD dlock: ";
+
+/// A guarded `RPUSH KEYS[2] ARGV[2]` from Lua, proven by the fence ARGV[1]
+/// (no spaces or double quotes: redis-cli reads it in double quotes).
+const LUA_GUARDED_RPUSH: &str =
+    "return redis.call('DLOCK.GUARD',KEYS[1],'FENCE',ARGV[1],'RPUSH',KEYS[2],ARGV[2])";
+
+/// The stale writes: each proof form, single and BATCH, inside `MULTI` and
+/// from a Lua script.
+fn late_writes(tok: &str, fence: i64) -> Vec<Stale> {
     let (t, f) = (Proof::Token(tok.into()), Proof::Fence(fence));
+    let alone = |w: Vec<String>| Stale {
+        lines: vec![w.join(" ")],
+        replies: &[REFUSED],
+    };
     vec![
-        guarded(RES, &t, &["SET", BALANCE, "late-token"]),
-        guarded(RES, &f, &["RPUSH", LOG, "late-fence"]),
-        guarded_batch(
+        alone(guarded(RES, &t, &["SET", BALANCE, "late-token"])),
+        alone(guarded(RES, &f, &["RPUSH", LOG, "late-fence"])),
+        alone(guarded_batch(
             RES,
             &t,
             &[
                 &["SET", BALANCE, "late-token-batch"],
                 &["RPUSH", LOG, "late-token-batch"],
             ],
-        ),
-        guarded_batch(
+        )),
+        alone(guarded_batch(
             RES,
             &f,
             &[&["RPUSH", LOG, "late-fence-batch"], &["INCR", WRITES]],
-        ),
+        )),
+        Stale {
+            lines: vec![
+                "MULTI".into(),
+                guarded(RES, &t, &["RPUSH", LOG, "late-multi"]).join(" "),
+                "EXEC".into(),
+            ],
+            replies: &["OK", "QUEUED", "1) (error) NOTHELD dlock: "],
+        },
+        Stale {
+            lines: vec![format!(
+                "EVAL \"{LUA_GUARDED_RPUSH}\" 2 {RES} {LOG} {fence} late-lua"
+            )],
+            replies: &[REFUSED],
+        },
     ]
 }
 
 /// Submits `writes` to the frozen `a`, resumes it, and checks that each
 /// was refused with `NOTHELD` and nothing else.
-fn resume_and_expect_refusals(a: &mut CliProcess, writes: &[Vec<String>], kind: &Kind) {
-    let markers: Vec<u64> = writes.iter().map(|w| a.submit(w)).collect();
+fn resume_and_expect_refusals(a: &mut CliProcess, writes: &[Stale], kind: &Kind) {
+    let markers: Vec<u64> = writes.iter().map(|w| a.submit_lines(&w.lines)).collect();
     a.cont();
     for (w, m) in writes.iter().zip(markers) {
         let r = a.replies(m);
         assert!(
-            r.len() == 1 && r[0].starts_with("(error) NOTHELD dlock: "),
-            "{}: the resumed holder's {w:?} answered {r:?}",
-            kind.name
+            r.len() == w.replies.len() && r.iter().zip(w.replies).all(|(l, p)| l.starts_with(p)),
+            "{}: the resumed holder's {:?} answered {r:?}",
+            kind.name,
+            w.lines
         );
     }
 }
@@ -186,12 +220,32 @@ fn paused_holder_is_refused(kind: &Kind) {
     .query(&mut c)
     .unwrap();
     assert_eq!((n, w), (4, 1));
+    // The same forms as A's late writes inside MULTI and from Lua pass for B.
+    let n: i64 = redis::cmd("EVAL")
+        .arg(LUA_GUARDED_RPUSH)
+        .arg(2)
+        .arg(RES)
+        .arg(LOG)
+        .arg(fence_b)
+        .arg("B-lua")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 5);
+    let exec = transaction(
+        &mut c,
+        &[cmd(&guarded(RES, &t, &["RPUSH", LOG, "B-multi"]))],
+    );
+    assert_eq!(exec, [redis::Value::Int(6)]);
 
     resume_and_expect_refusals(&mut a, &stale, kind);
 
     let what = kind.name;
     assert_eq!(get(&mut c, BALANCE).as_deref(), Some("B-2"), "{what}");
-    assert_eq!(list(&mut c, LOG), ["A-0", "B-1", "B-2", "B-3"], "{what}");
+    assert_eq!(
+        list(&mut c, LOG),
+        ["A-0", "B-1", "B-2", "B-3", "B-lua", "B-multi"],
+        "{what}"
+    );
     assert_eq!(get(&mut c, WRITES).as_deref(), Some("1"), "{what}");
     // The sequencer check agrees: B holds, A in neither form.
     for (proof, live) in [
