@@ -275,3 +275,28 @@ fn a_guard_works_from_lua_and_inside_multi() {
     );
     assert_eq!(replies[2], Value::Int(2));
 }
+
+#[test]
+fn among_many_holds_each_is_found_by_its_fence() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let fences: Vec<u64> = (0..2000)
+        .map(|i| {
+            redis::cmd("DLOCK.ACQUIRE")
+                .arg(&["many", &format!("r{i}"), "60000", "SHARED"])
+                .query(&mut c)
+                .unwrap()
+        })
+        .collect();
+    for (i, f) in fences.iter().enumerate().step_by(97) {
+        assert_eq!(check(&mut c, "many", &as_strs(&fence(*f))), 1, "hold {i}");
+        release(&mut c, "many", &format!("r{i}"));
+        assert_eq!(
+            check(&mut c, "many", &as_strs(&fence(*f))),
+            0,
+            "hold {i} released"
+        );
+    }
+    let last = fences.last().copied().unwrap_or_default();
+    assert_eq!(check(&mut c, "many", &as_strs(&fence(last + 1))), 0);
+}

@@ -333,8 +333,8 @@ fn a_batch_too_large_to_undo_is_refused_before_anything_runs() {
     let too_big = |i: usize| {
         format!(
             "ERR dlock: command {i} of the BATCH writes more than a batch can undo \
-             (4194304 bytes or 16384 elements saved in all); put it last or guard it alone; \
-             nothing was run"
+             (1024 keys, 4194304 bytes or 16384 elements saved in all); put it last or guard \
+             it alone; nothing was run"
         )
     };
     let e = err_of(batch(
@@ -356,6 +356,40 @@ fn a_batch_too_large_to_undo_is_refused_before_anything_runs() {
     ));
     assert_eq!(e, too_big(2));
     assert_eq!(digest(&mut c), before);
+    // A collection of few large items counts its bytes.
+    let item = "i".repeat(3 << 20);
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("fat")
+        .arg(&item)
+        .arg(&item)
+        .query(&mut c)
+        .unwrap();
+    let before = digest(&mut c);
+    let e = err_of(batch(
+        &mut c,
+        "r",
+        &token("t"),
+        &[&["RPUSH", "fat", "y"], &["SET", "d", "x"]],
+    ));
+    assert_eq!(e, too_big(1));
+    // Many keys count one each, existing or not (undone by deleting them).
+    let mut mset = vec!["MSET"];
+    let names: Vec<String> = (0..1025).map(|i| format!("m{i}")).collect();
+    for n in &names {
+        mset.push(n);
+        mset.push("1");
+    }
+    let e = err_of(batch(
+        &mut c,
+        "r",
+        &token("t"),
+        &[&mset, &["SET", "d", "x"]],
+    ));
+    assert_eq!(e, too_big(1));
+    assert_eq!(digest(&mut c), before);
+    mset.truncate(1 + 2 * 1024);
+    let v = batch(&mut c, "r", &token("t"), &[&mset, &["SET", "d", "x"]]).unwrap();
+    assert_eq!(v, Value::Array(vec![Value::Okay, Value::Okay]));
     // Last, it is never copied; alone, nothing is copied.
     let v = batch(
         &mut c,

@@ -24,7 +24,7 @@ const OBSERVERS: usize = 10_000;
 /// The bounds docs/operations.md#sizing states, in bytes per item (names
 /// of 17 bytes, tokens of 16).
 const LOCK_BOUND: f64 = 210.0;
-const HOLD_BOUND: f64 = 190.0;
+const HOLD_BOUND: f64 = 260.0;
 const WAITER_BOUND: f64 = 52_000.0;
 const OBSERVER_BOUND: f64 = 16_000.0;
 

@@ -27,6 +27,17 @@ pub enum Error {
         reached: usize,
         nodes: usize,
     },
+    /// A guarded write was refused, or a guarded check was not answered,
+    /// because the proof is not a live hold on the resource at that
+    /// instant (the server's `NOTHELD`): the lease ended, was released or
+    /// taken over. Nothing was written. Only this.
+    NotHeld,
+    /// A guarded write (or check) was refused by the server, or one of its
+    /// commands failed: nothing was written (a batch runs all or none).
+    /// `code` is the error's code as the server sent it: the inner
+    /// command's own (`WRONGTYPE`, `NOPERM`, `OOM`, `CROSSSLOT`, ...), or
+    /// `ERR` for a malformed or refused inner command; `message` the rest.
+    Refused { code: String, message: String },
     /// Any other error reply from the server, as it was sent.
     Server(String),
     /// The server at this address does not know dlock's commands: the
@@ -58,6 +69,11 @@ impl fmt::Display for Error {
                 f,
                 "no quorum: granted on {granted}, reached {reached} of {nodes} servers"
             ),
+            Error::NotHeld => write!(
+                f,
+                "not a live hold: the lock is no longer held (nothing was written)"
+            ),
+            Error::Refused { code, message } => write!(f, "refused: {code} {message}"),
             Error::Server(m) => write!(f, "server error: {m}"),
             Error::ModuleMissing(addr) => write!(
                 f,

@@ -76,6 +76,11 @@ impl Guard {
         guard
     }
 
+    /// The held lease, for the guarded writes (`guard_write.rs`).
+    pub(crate) fn held(&self) -> &Held {
+        &self.shared
+    }
+
     /// Starts the watchdog thread unless it runs (or ran) already.
     fn watch(&self) {
         let mut w = self.watchdog.lock().unwrap_or_else(|p| p.into_inner());

@@ -7,7 +7,10 @@
 //!   waiting (never polling), same-token retries after lost replies, a lease
 //!   budget that never outlasts the server's deadline, `min_replicas`.
 //! - [`Guard`]: the held lock; fence, extend, release, release on drop, an
-//!   optional watchdog that renews and tells you when the lease is lost.
+//!   optional watchdog that renews and tells you when the lease is lost;
+//!   writes to the same Redis that run only while the lock is held
+//!   ([`Guard::write`], `DLOCK.GUARD`) and the sequencer check
+//!   ([`Guard::check`], [`Locker::check`]).
 //! - [`Redlock`]: one lock over N independent servers, granted by a quorum.
 //! - [`Election`]: leader election with fenced terms: campaign, resign, and
 //!   follow who leads without polling (`DLOCK.OBSERVE`).
@@ -49,6 +52,8 @@ mod by_token;
 mod election;
 mod error;
 mod guard;
+mod guard_write;
+mod guarded;
 mod held;
 mod lease;
 mod limits;

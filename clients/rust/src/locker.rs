@@ -251,6 +251,21 @@ impl Locker {
         })
     }
 
+    /// The sequencer check (`DLOCK.CHECK`): whether the hold with fence
+    /// `fence` is live on `resource` now, for a service outside Redis that
+    /// is handed a fence. Racy by nature (the hold can end right after the
+    /// answer): a storage that keeps the fence and refuses lower ones is
+    /// the real protection (docs/fencing.md); a write to this Redis is
+    /// [`Guard::write`]. Read-only: retried through connection errors for
+    /// the retry budget.
+    pub fn check(&self, resource: &str, fence: u64) -> Result<bool> {
+        let cmd = crate::guarded::check_cmd(resource, fence)?;
+        let call = crate::guarded::Call::check(self.settings.retry_for);
+        let io = self.settings.io_timeout;
+        let v = crate::guarded::blocking::run(&self.topology, resource, io, call, &cmd)?;
+        crate::guarded::check_reply(v)
+    }
+
     pub(crate) fn io_timeout(&self) -> Duration {
         self.settings.io_timeout
     }

@@ -298,4 +298,18 @@ impl Lease for SingleLease {
     fn release(&self, valid_until: Instant) -> Result<bool> {
         self.release_by(valid_until)
     }
+
+    fn on_one_server(&self) -> bool {
+        true
+    }
+
+    fn guarded(&self, cmd: &redis::Cmd, read_only: bool) -> Result<Value> {
+        let retry_for = self.settings.retry_for;
+        let call = match read_only {
+            true => crate::guarded::Call::check(retry_for),
+            false => crate::guarded::Call::write(retry_for),
+        };
+        let io = self.settings.io_timeout;
+        crate::guarded::blocking::run(&self.topology, self.spec.route_key(), io, call, cmd)
+    }
 }

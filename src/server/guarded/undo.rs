@@ -61,7 +61,12 @@ impl<'a> Undo<'a> {
     pub fn copy(&mut self, ctx: Ctx) -> Result<(), Error> {
         for before in self.keys.iter_mut().filter(|b| b.exists) {
             let reply = match call_with_bytes(ctx, c"DUMP", &[], before.key)? {
-                Ok(r) if !r.part().is_error() && !r.part().is_null() => r,
+                Ok(r) if r.part().is_null() => {
+                    // Expired since it was looked at: undone by deleting it.
+                    before.exists = false;
+                    continue;
+                }
+                Ok(r) if !r.part().is_error() => r,
                 _ => return Err(Error::Internal("DUMP of a key to undo failed")),
             };
             before.copy = Some((reply, before.expire_at_ms));

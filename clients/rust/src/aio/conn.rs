@@ -32,7 +32,10 @@ pub(super) struct Server {
 impl Server {
     /// A connection for one command: the shared one, or a new one when
     /// `dedicated` (a command that blocks its connection).
-    async fn conn(&self, dedicated: bool) -> std::result::Result<MultiplexedConnection, Failure> {
+    pub(super) async fn conn(
+        &self,
+        dedicated: bool,
+    ) -> std::result::Result<MultiplexedConnection, Failure> {
         let inner = self;
         if dedicated {
             return self.open().await;
@@ -79,7 +82,7 @@ impl Server {
 
     /// A failure, naming the server; on the shared connection, a broken
     /// one is not used again.
-    async fn failed(&self, f: Failure, dedicated: bool) -> Failure {
+    pub(super) async fn failed(&self, f: Failure, dedicated: bool) -> Failure {
         if matches!(f, Failure::Retry(_)) && !dedicated {
             *self.shared.lock().await = None;
         }

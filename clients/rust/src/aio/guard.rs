@@ -5,7 +5,8 @@
 
 use super::guard_state::{Callback, Shared, Status};
 use super::lease::AsyncLease;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::guarded;
 use crate::lease::{Budget, Grant, Schedule, Wake};
 use crate::limits::check_ttl;
 use std::sync::{Arc, Mutex};
@@ -103,6 +104,56 @@ impl Guard {
                 _ = tokio::time::sleep_until(s.budget.valid_until().into()) => {}
             }
         }
+    }
+
+    /// A guarded write: runs `cmd` on the lock's server only if this
+    /// guard's hold is live there at that instant (`DLOCK.GUARD ... FENCE`),
+    /// and returns its reply. The errors are the blocking
+    /// [`crate::Guard::write`]'s: [`Error::NotHeld`] (nothing written, the
+    /// guard marked lost), [`Error::Refused`] (the command's error, its
+    /// code kept; nothing written), [`Error::Unavailable`] (a write whose
+    /// reply was lost is not sent again), [`Error::Invalid`].
+    pub async fn write<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+        let c = guarded::write_cmd(self.resource(), self.fence, cmd)?;
+        guarded::convert(self.guarded(&c).await?)
+    }
+
+    /// Runs every command of `cmds` if this guard's hold is live, all or
+    /// none (`DLOCK.GUARD ... BATCH`), as the blocking
+    /// [`crate::Guard::write_batch`].
+    pub async fn write_batch<T: redis::FromRedisValue>(&self, cmds: &[redis::Cmd]) -> Result<T> {
+        let c = guarded::batch_cmd(self.resource(), self.fence, cmds)?;
+        guarded::convert(self.guarded(&c).await?)
+    }
+
+    /// The sequencer check on this guard's hold (`DLOCK.CHECK`); false
+    /// marks the guard lost (see the blocking [`crate::Guard::check`]).
+    pub async fn check(&self) -> Result<bool> {
+        let c = guarded::check_cmd(self.resource(), self.fence)?;
+        if self.is_lost() {
+            self.shared.mark_lost();
+            return Ok(false);
+        }
+        let call = guarded::Call::check(self.lease.server.retry_for);
+        let v = super::guarded::run(&self.lease.server, call, &c).await?;
+        let live = guarded::check_reply(v)?;
+        if !live {
+            self.shared.mark_lost();
+        }
+        Ok(live)
+    }
+
+    async fn guarded(&self, c: &redis::Cmd) -> Result<redis::Value> {
+        if self.is_lost() {
+            self.shared.mark_lost();
+            return Err(Error::NotHeld);
+        }
+        let call = guarded::Call::write(self.lease.server.retry_for);
+        let r = super::guarded::run(&self.lease.server, call, c).await;
+        if matches!(r, Err(Error::NotHeld)) {
+            self.shared.mark_lost();
+        }
+        r
     }
 
     /// Extends to `ttl` from the send time; `Ok(false)`: already ended

@@ -159,6 +159,16 @@ impl Locker {
         }
     }
 
+    /// The sequencer check (`DLOCK.CHECK`): whether the hold with fence
+    /// `fence` is live on `resource` now (see the blocking
+    /// [`crate::Locker::check`]).
+    pub async fn check(&self, resource: &str, fence: u64) -> Result<bool> {
+        let cmd = crate::guarded::check_cmd(resource, fence)?;
+        let call = crate::guarded::Call::check(self.inner.retry_for);
+        let v = super::guarded::run(&self.inner, call, &cmd).await?;
+        crate::guarded::check_reply(v)
+    }
+
     /// One attempt, no waiting: `Ok(None)` if busy.
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Option<Guard>> {
         self.request(resource).ttl(ttl).acquire().await

@@ -30,6 +30,7 @@ mod conn;
 mod election;
 mod guard;
 mod guard_state;
+mod guarded;
 mod lease;
 mod locker;
 mod session;

@@ -29,6 +29,12 @@ pub(crate) use session::{
 use crate::error::Result;
 use std::time::{Duration, Instant};
 
+/// Why a Redlock guard makes no guarded write and no check.
+pub(crate) const NOT_ONE_SERVER: &str = "a Redlock guard makes no guarded write and no check: \
+     DLOCK.GUARD proves a hold on the one server it runs on, and a write on one server of a \
+     Redlock is not protected by a majority (store the fences in the storage instead, \
+     docs/fencing.md)";
+
 /// How a blocking guard's lease is renewed and released on its server(s).
 pub(crate) trait Lease: Send + Sync + 'static {
     fn extend(&self, ttl: Duration) -> Renewal;
@@ -37,4 +43,15 @@ pub(crate) trait Lease: Send + Sync + 'static {
     /// find nothing, the first one was sent before the budget ended (the
     /// lease was still held, so it released it) or after.
     fn release(&self, valid_until: Instant) -> Result<bool>;
+    /// Whether the lease lives on one server, where a guarded write or
+    /// check can prove it ([`Lease::guarded`]); Redlock's does not.
+    fn on_one_server(&self) -> bool {
+        false
+    }
+    /// Runs a `DLOCK.GUARD` (or, `read_only`, a `DLOCK.CHECK`) on the
+    /// lease's server.
+    fn guarded(&self, cmd: &redis::Cmd, read_only: bool) -> Result<redis::Value> {
+        let _ = (cmd, read_only);
+        Err(crate::Error::Invalid(NOT_ONE_SERVER.into()))
+    }
 }

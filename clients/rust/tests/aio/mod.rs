@@ -2,6 +2,7 @@
 
 use crate::common;
 
+mod guarded;
 mod session;
 
 use common::{holder, ms, pttl, Server, SEC};

@@ -8,6 +8,7 @@ use crate::common;
 mod elect;
 mod errors;
 mod exec;
+mod guarded;
 mod lease;
 mod list;
 mod reaper;

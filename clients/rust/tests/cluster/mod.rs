@@ -209,3 +209,45 @@ fn session_one_per_master() {
         assert!(g.release().unwrap());
     }
 }
+
+/// Guarded writes go to the master of the resource's slot, and follow the
+/// lock when resharding moves it (keys and lock together): written on the
+/// new master with the same fence. A key in another slot is refused with
+/// `CROSSSLOT`, nothing written.
+#[test]
+fn guarded_writes_go_to_the_slots_master_and_follow_the_lock_when_it_moves() {
+    use dlock_client::redis::{self, Value};
+    let cluster = Cluster::start(3, 0);
+    let locker = locker(&cluster);
+    let g = locker.try_lock("{order:2}", 60 * SEC).unwrap().unwrap();
+    let get = |node: usize, key: &str| -> Option<String> {
+        redis::cmd("GET")
+            .arg(key)
+            .query(&mut cluster.node(node).conn())
+            .unwrap()
+    };
+    let slot = cluster.key_slot("{order:2}");
+    let from = cluster.node_for_slot(slot);
+    let _: () = g
+        .write(redis::cmd("SET").arg("{order:2}:state").arg("paid"))
+        .unwrap();
+    assert_eq!(get(from, "{order:2}:state").as_deref(), Some("paid"));
+    let r = g.write::<Value>(redis::cmd("SET").arg("elsewhere").arg("x"));
+    assert!(
+        matches!(&r, Err(Error::Refused { code, .. }) if code == "CROSSSLOT"),
+        "{r:?}"
+    );
+    let to = *cluster.masters().iter().find(|&&m| m != from).unwrap();
+    cluster.migrate_slot(slot, from, to);
+    let n: i64 = g
+        .write(redis::cmd("INCR").arg("{order:2}:version"))
+        .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(get(to, "{order:2}:version").as_deref(), Some("1"));
+    assert_eq!(get(to, "{order:2}:state").as_deref(), Some("paid"));
+    assert!(g.check().unwrap());
+    assert!(locker.check("{order:2}", g.fence()).unwrap());
+    let fence = g.fence();
+    assert!(g.release().unwrap());
+    assert!(!locker.check("{order:2}", fence).unwrap());
+}

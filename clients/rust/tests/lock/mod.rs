@@ -9,6 +9,7 @@ mod election;
 mod election_safety;
 mod faults;
 mod guard;
+mod guarded;
 mod loss;
 mod session;
 mod watchdog;

@@ -208,6 +208,53 @@ impl Backend {
         }
     }
 
+    /// What `exec` tells its command about the server, for guarded writes
+    /// with `redis-cli` (`DLOCK.GUARD "$DLOCK_RESOURCE" FENCE
+    /// "$DLOCK_FENCE" ...`): `DLOCK_URL` (as given, login included: the
+    /// command is the user's own), and `DLOCK_HOST` and `DLOCK_PORT`, or
+    /// `DLOCK_SOCKET`, where the URL names them; None: removed from the
+    /// command's environment (not inherited from dlock's). Redlock: every
+    /// one removed, since a write on one of its servers is not protected
+    /// by a majority.
+    pub fn server_env(&self) -> Vec<(&'static str, Option<String>)> {
+        let mut env = vec![
+            ("DLOCK_URL", None),
+            ("DLOCK_HOST", None),
+            ("DLOCK_PORT", None),
+            ("DLOCK_SOCKET", None),
+        ];
+        let Backend::Single(s) = self else {
+            return env;
+        };
+        env[0].1 = Some(s.url.clone());
+        if dlock_client::sentinel::is_sentinel_url(&s.url) {
+            return env;
+        }
+        match s.url.as_str().into_connection_info().map(|i| i.addr) {
+            Ok(redis::ConnectionAddr::Tcp(host, port))
+            | Ok(redis::ConnectionAddr::TcpTls { host, port, .. }) => {
+                env[1].1 = Some(host);
+                env[2].1 = Some(port.to_string());
+            }
+            Ok(redis::ConnectionAddr::Unix(path)) => {
+                env[3].1 = Some(path.to_string_lossy().into_owned());
+            }
+            Err(_) => {}
+        }
+        env
+    }
+
+    /// The sequencer check (`DLOCK.CHECK resource FENCE fence`) on the one
+    /// server; Redlock is refused (a fence is one server's).
+    pub fn check(&self, resource: &str, fence: u64) -> Result<bool> {
+        match self {
+            Backend::Single(s) => s.locker.check(resource, fence),
+            Backend::Redlock { .. } => Err(Error::Invalid(
+                "check takes one --url (a fence is one server's)".into(),
+            )),
+        }
+    }
+
     /// The TLS settings every server was given (`--tls-ca` and the
     /// others), if any.
     pub fn tls(&self) -> Option<&TlsSettings> {

@@ -40,19 +40,23 @@ fn foreground_tty() -> Option<c_int> {
     unsafe { (libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp()).then_some(0) }
 }
 
-/// Starts `argv` with `env` added (overriding inherited values); the new
+/// Starts `argv` with `env` added (overriding inherited values; a value
+/// of None removes an inherited one); the new
 /// group announces itself on `reaper_end` before the command runs. The
 /// error's exit code: 127 not found, 126 not executable, 71 otherwise.
 pub fn spawn(
     argv: &[OsString],
-    env: &[(&str, String)],
+    env: &[(&str, Option<String>)],
     mask: libc::sigset_t,
     reaper_end: c_int,
 ) -> Result<Child, (io::Error, i32)> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
     for (k, v) in env {
-        cmd.env(k, v);
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
     }
     let tty = foreground_tty();
     // SAFETY: getpid has no preconditions.

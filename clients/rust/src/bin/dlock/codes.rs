@@ -9,6 +9,8 @@ use crate::args::Usage;
 use dlock_client::Error;
 
 pub const OK: i32 = 0;
+/// check: the fence is not a live hold (as test(1) answers false).
+pub const NOT_LIVE: i32 = 1;
 pub const USAGE: i32 = 64; // EX_USAGE
 pub const UNAVAILABLE: i32 = 69; // EX_UNAVAILABLE
 pub const SOFTWARE: i32 = 70; // EX_SOFTWARE: an unexpected server reply
@@ -50,6 +52,7 @@ pub fn of_wait_status(status: libc::c_int) -> i32 {
 pub const TABLE: &str = "\
 EXIT STATUS
     0      success (exec: the command's own status is passed through)
+    1      check: the fence is not a live hold on the resource
     1..    exec: the command's exit status
     128+N  exec: the command died of signal N
     64     usage error: bad option, duration, URL, TLS file, --grace not

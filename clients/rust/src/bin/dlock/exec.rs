@@ -196,13 +196,14 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
         return 128 + sig;
     }
     let mut env = vec![
-        ("DLOCK_RESOURCE", res.clone()),
-        ("DLOCK_TOKEN", guard.token().to_string()),
-        ("DLOCK_FENCE", guard.fence().to_string()),
+        ("DLOCK_RESOURCE", Some(res.clone())),
+        ("DLOCK_TOKEN", Some(guard.token().to_string())),
+        ("DLOCK_FENCE", Some(guard.fence().to_string())),
     ];
     if opts.mode == Mode::Elect {
-        env.push(("DLOCK_TERM", guard.fence().to_string()));
+        env.push(("DLOCK_TERM", Some(guard.fence().to_string())));
     }
+    env.extend(backend.server_env());
     // Started first, so that the command never runs without it; no reaper,
     // no command.
     let reaper = match reaper::start() {

@@ -26,6 +26,8 @@ COMMANDS
     acquire RESOURCE            take the lock, print \"TOKEN FENCE\", keep it
     extend RESOURCE TOKEN       extend a lease by its token
     release RESOURCE TOKEN      release a lease by its token
+    check RESOURCE FENCE        the sequencer check: exit 0 if FENCE is a live
+                                hold on RESOURCE now, 1 if not
 
 SERVER
     --url URL    the server, before or after COMMAND (default: $DLOCK_URL, else
@@ -70,6 +72,9 @@ PERMISSIONS
                      while it waits (without it the line says so)
     extend           dlock.extend
     release          dlock.release
+    check            dlock.check
+    guarded writes   dlock.guard, and every command it runs (redis-cli in
+                     exec's command, or the library)
     status           dlock.info
     observe          dlock.observe
     elect            as exec
@@ -103,6 +108,10 @@ EXAMPLES
     # the fence, for the storage the command writes to (it refuses writes
     # with a fence lower than one it has seen)
     dlock exec orders:42 -- sh -c 'curl -H \"X-Fence: $DLOCK_FENCE\" -d @order.json $API'
+
+    # a write to the same Redis that only the holder can make (NOTHELD,
+    # nothing written, once the lease is gone)
+    dlock exec job -- sh -c 'redis-cli -u \"$DLOCK_URL\" DLOCK.GUARD \"$DLOCK_RESOURCE\" FENCE \"$DLOCK_FENCE\" SET k v'
 
     # cron: exit 0 (not 75) when another host is running it
     dlock exec --no-wait --conflict-exit-code 0 report:daily -- ./report.sh
@@ -187,8 +196,9 @@ retried for 5 s in a row, then dlock exits 69. Needs dlock.observe (and
 const EXEC: &str = "\
 dlock exec [OPTIONS] RESOURCE [--] COMMAND [ARGS...]
 
-Takes the lock on RESOURCE, runs COMMAND with DLOCK_RESOURCE, DLOCK_TOKEN
-and DLOCK_FENCE in its environment (replacing inherited values), renews the
+Takes the lock on RESOURCE, runs COMMAND with DLOCK_RESOURCE, DLOCK_TOKEN,
+DLOCK_FENCE and the server (see GUARDED WRITES) in its environment
+(replacing inherited values), renews the
 lease while the command's process group runs, releases it once the whole
 group has exited, and exits with the command's status (128+N if it died of
 signal N). The first word after RESOURCE starts COMMAND; `--` makes it
@@ -242,6 +252,20 @@ WHEN THE LEASE ENDS
     taken over): SIGTERM at once, SIGKILL --grace later (or at the lease's
     end if sooner). dlock then exits 79, whatever the command's status; so
     it does when the final release finds the lease gone.
+
+GUARDED WRITES
+    The command also gets the server: DLOCK_URL (the URL dlock used, login
+    included), and DLOCK_HOST and DLOCK_PORT (or DLOCK_SOCKET for a unix
+    socket). A write that the server runs only while this lock is held,
+    one line with redis-cli (its reply printed; NOTHELD and nothing written
+    once the lease is gone):
+        redis-cli -u \"$DLOCK_URL\" DLOCK.GUARD \"$DLOCK_RESOURCE\" FENCE \"$DLOCK_FENCE\" SET k v
+    redis-cli exits 0 after an error reply too: compare its output
+    ([ \"$(redis-cli ...)\" = OK ]). Over TLS add redis-cli's --tls
+    --cacert FILE. Through Sentinel DLOCK_URL is the sentinel URL
+    (redis-cli cannot use it; no HOST/PORT).
+    With several --url (Redlock) none of these is set: a write on one of
+    its servers is not protected by a majority.
 
 SESSIONS
     Where the server has sessions (DLOCK.SESSION), the lock is held in a
@@ -389,6 +413,19 @@ nothing there (expired, already released or taken over); 69 server
 unreachable.
 ";
 
+const CHECK: &str = "\
+dlock check [--url URL] RESOURCE FENCE
+
+The sequencer check (DLOCK.CHECK): whether FENCE is a live hold on RESOURCE
+now, for a service that is handed a fence (DLOCK_FENCE of dlock exec) and
+cannot store it. Exit status 0 live; 1 not live (expired, released, taken
+over); 69 server unreachable; 64 usage (FENCE is 1 to 2^63-1; one --url: a
+fence is one server's). Racy by nature: the hold can end right after the
+answer. A storage that keeps the highest fence it saw and refuses lower
+ones is the real protection; a write to the lock's own Redis is
+DLOCK.GUARD (dlock exec --help, GUARDED WRITES).
+";
+
 /// The help of `topic` ("" for dlock itself) on stdout; exit 0.
 pub fn print(topic: &str) -> i32 {
     match text(topic) {
@@ -418,6 +455,7 @@ fn text(topic: &str) -> Option<&'static str> {
         "acquire" => ACQUIRE,
         "extend" => EXTEND,
         "release" => RELEASE,
+        "check" => CHECK,
         _ => return None,
     })
 }

@@ -71,6 +71,7 @@ fn run() -> i32 {
                     "acquire" => scripts::acquire(a, urls),
                     "extend" => scripts::by_token(a, urls, "extend"),
                     "release" => scripts::by_token(a, urls, "release"),
+                    "check" => scripts::check(a, urls),
                     "help" => match a.take_rest().first() {
                         Some(t) => help::print(&t.to_string_lossy()),
                         None => help::print(""),

@@ -153,3 +153,83 @@ pub fn by_token(a: Args, urls: Vec<String>, cmd: &'static str) -> i32 {
         ),
     }
 }
+
+/// `dlock check RESOURCE FENCE`: the sequencer check. Exit 0 when FENCE is
+/// a live hold on RESOURCE now, 1 when not (as test(1) and grep(1) answer),
+/// and dlock's own codes for errors.
+pub fn check(mut a: Args, mut urls: Vec<String>) -> i32 {
+    let mut pos: Vec<OsString> = Vec::new();
+    let parsed: Parsed<bool> = (|| {
+        while let Some(item) = a.next_item()? {
+            match item {
+                Item::Opt { name, inline } => {
+                    if url_option(&mut urls, &name, inline.clone(), &mut a)? {
+                        continue;
+                    }
+                    match name.as_str() {
+                        "help" => return Ok(false),
+                        _ => return usage(format!("check: unknown option --{name}")),
+                    }
+                }
+                Item::Pos(p) => pos.push(p),
+                Item::DashDash => pos.extend(a.take_rest()),
+            }
+        }
+        Ok(true)
+    })();
+    match parsed {
+        Ok(true) => {}
+        Ok(false) => return crate::help::print("check"),
+        Err(u) => return crate::codes::usage_error(u, "check"),
+    }
+    let (res, fence) = match check_args(pos) {
+        Ok(p) => p,
+        Err(u) => return crate::codes::usage_error(u, "check"),
+    };
+    let backend = match Backend::from_urls(&urls) {
+        Ok(b) => b,
+        Err(e) => return crate::codes::fail(&e.0, e.1),
+    };
+    match backend.check(&res, fence) {
+        Ok(true) => codes::OK,
+        Ok(false) => codes::NOT_LIVE,
+        Err(e) => crate::codes::fail(
+            &format!("check {res}: {}", backend.explain(&e)),
+            codes::of(&e),
+        ),
+    }
+}
+
+/// `RESOURCE FENCE`, the fence a number from 1 to 2^63-1.
+fn check_args(mut pos: Vec<OsString>) -> Parsed<(String, u64)> {
+    if pos.len() != 2 {
+        return usage("check takes RESOURCE and FENCE");
+    }
+    let fence = args::text("FENCE", pos.pop().unwrap())?;
+    let resource = args::text("RESOURCE", pos.pop().unwrap())?;
+    match fence.parse::<u64>() {
+        Ok(f) if (1..=i64::MAX as u64).contains(&f) => Ok((resource, f)),
+        _ => usage(format!("FENCE {fence:?}: not a fence (1 to 2^63-1)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_takes_a_resource_and_a_fence() {
+        let p = |v: &[&str]| check_args(v.iter().map(OsString::from).collect());
+        assert_eq!(p(&["r", "42"]).unwrap(), ("r".to_string(), 42));
+        for bad in [
+            &["r"][..],
+            &["r", "1", "2"],
+            &["r", "0"],
+            &["r", "-1"],
+            &["r", "x"],
+            &["r", "9223372036854775808"],
+        ] {
+            assert!(p(bad).is_err(), "{bad:?}");
+        }
+    }
+}
