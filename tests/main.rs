@@ -23,6 +23,8 @@ mod durability;
 mod faults;
 /// `DLOCK.GUARD` and `DLOCK.CHECK`: writes only a holder can make.
 mod guard;
+/// `DLOCK.GUARD` under faults: a paused holder, a failover, resharding.
+mod guarded;
 /// The test harness itself.
 mod harness;
 /// `SHARED`, `LIMIT` and `OWNER` holds; their durability; very many holds.
