@@ -87,8 +87,49 @@ pub enum Error {
     /// A bound `WAIT` that would close a cycle of sessions waiting for each
     /// other: the cycle's resources, in wait order.
     Deadlock(Vec<Box<[u8]>>),
+    /// `DLOCK.GUARD`: the token or fence is not a live hold on the
+    /// resource now; nothing was run.
+    NotHeld,
+    /// `DLOCK.GUARD ... BATCH`: an `argc` out of range, or arguments left
+    /// over after `count` commands.
+    BatchArgc,
+    /// `DLOCK.GUARD`: inner command `index` (1-based) refused before any
+    /// ran.
+    GuardRefused {
+        index: usize,
+        command: Box<[u8]>,
+        why: &'static str,
+    },
+    /// `DLOCK.GUARD` in Redis Cluster: inner command `index` names a key in
+    /// another slot than the resource's.
+    GuardCrossSlot { index: usize },
+    /// `DLOCK.GUARD ... BATCH`: command `index` writes more than a batch can
+    /// save for undoing; nothing was run.
+    GuardTooBig { index: usize },
+    /// The server refused to run a guard's command, with this error (its
+    /// code first).
+    Refused(Box<[u8]>),
+    /// `DLOCK.GUARD ... BATCH`: command `index` of `count` failed with the
+    /// server's error `text`; the commands before it were undone.
+    GuardFailed {
+        index: usize,
+        count: usize,
+        text: Box<[u8]>,
+    },
     /// Something the server should have provided was missing.
     Internal(&'static str),
+}
+
+/// An error reply's code (`WRONGTYPE`, `OOM`) and message; a text without
+/// a code is the message of a plain `ERR`.
+fn code_and_message(text: &[u8]) -> (String, String) {
+    let text = String::from_utf8_lossy(text);
+    match text.split_once(' ') {
+        Some((code, rest)) if !code.is_empty() && code.bytes().all(|b| b.is_ascii_uppercase()) => {
+            (code.to_string(), rest.to_string())
+        }
+        _ => (String::from("ERR"), text.into_owned()),
+    }
 }
 
 impl fmt::Display for Error {
@@ -210,6 +251,47 @@ impl fmt::Display for Error {
                     write!(f, " '{}'", String::from_utf8_lossy(r).escape_debug())?;
                 }
                 Ok(())
+            }
+            Error::NotHeld => write!(
+                f,
+                "NOTHELD dlock: that token or fence is not a live hold on the resource; \
+                 nothing was run"
+            ),
+            Error::BatchArgc => write!(
+                f,
+                "ERR dlock: BATCH wants count commands, each its argc (at least 1) then \
+                 that many arguments, and nothing after them"
+            ),
+            Error::GuardRefused {
+                index,
+                command,
+                why,
+            } => write!(
+                f,
+                "ERR dlock: command {index} ('{}') {why}; nothing was run",
+                String::from_utf8_lossy(command).escape_debug()
+            ),
+            Error::GuardCrossSlot { index } => write!(
+                f,
+                "CROSSSLOT dlock: command {index} names a key in another slot than the \
+                 resource's (use a hash tag); nothing was run"
+            ),
+            Error::GuardTooBig { index } => write!(
+                f,
+                "ERR dlock: command {index} of the BATCH writes more than a batch can undo \
+                 ({} bytes or {} elements saved in all); put it last or guard it alone; \
+                 nothing was run",
+                crate::limits::MAX_SAVED_BYTES,
+                crate::limits::MAX_SAVED_ELEMENTS
+            ),
+            Error::Refused(text) => f.write_str(&String::from_utf8_lossy(text)),
+            Error::GuardFailed { index, count, text } => {
+                let (code, message) = code_and_message(text);
+                write!(
+                    f,
+                    "{code} dlock: command {index} of {count} failed, so the BATCH was \
+                     undone and nothing written: {message}"
+                )
             }
             Error::Internal(what) => write!(f, "ERR dlock internal error: {what}"),
         }

@@ -13,6 +13,8 @@
 //!   fast path decided inside the same model;
 //! - `queue`: the FIFO wait queues, set requests in every member's queue;
 //! - `parking`: a waiting client from queueing to its reply;
+//! - `guard`: whether a token or fence holds a resource now, and what a
+//!   guarded write may run;
 //! - `observe`: what observers see of a resource, and their pace;
 //! - `rules`: the fence clock, the quarantine, risky settings, hash slots,
 //!   config ranges and the aux data that persists them.
@@ -31,6 +33,7 @@ pub mod ask;
 pub mod decimal;
 pub mod error;
 pub mod fence;
+pub mod guard;
 pub mod limits;
 pub mod observe;
 pub mod parking;

@@ -24,3 +24,10 @@ pub const MAX_LOCK_DELAY_MS: u64 = 60_000;
 /// whose key an admin made persistent (`PERSIST`). As an `i64` of unix ms
 /// it is far past any deadline a ttl can give.
 pub const NEVER: u64 = i64::MAX as u64;
+
+/// Most a guarded `BATCH`'s saved copies (for undoing it) may hold, so that
+/// saving and undoing stay within one event-loop turn's budget.
+pub const MAX_SAVED_BYTES: u64 = 4 << 20;
+/// Most elements of collections (hash fields, list items, set members ...)
+/// a guarded `BATCH`'s saved copies may hold.
+pub const MAX_SAVED_ELEMENTS: u64 = 16 << 10;

@@ -5,6 +5,7 @@ pub mod commands;
 pub mod edge;
 pub mod events;
 pub mod execute;
+pub mod guarded;
 pub mod jobs;
 pub mod keyspace;
 pub mod notify;
@@ -22,7 +23,7 @@ use redis_module::raw;
 
 use dlock_core::Error;
 use edge::api::{rm, Ctx};
-use edge::ffi::{command_entry, register, register_container};
+use edge::ffi::{command_entry, command_entry_whole, register, register_container};
 
 command_entry!(acquire_entry => commands::lock::acquire);
 command_entry!(release_entry => commands::lock::release);
@@ -50,6 +51,8 @@ command_entry!(session_help_entry => commands::session::help);
 command_entry!(session_waits_entry => commands::session::waits);
 command_entry!(session_set_entry => persistence::session_effects::apply_set);
 command_entry!(session_end_entry => persistence::session_effects::apply_end);
+command_entry_whole!(guard_entry => commands::guard::guard);
+command_entry!(check_entry => commands::guard::check);
 
 /// Everything `RedisModule_OnLoad` does once the API is initialised.
 pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Result<(), Error> {
@@ -87,6 +90,23 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         true,
     )?;
     register(ctx, c"dlock.info", Some(info_entry), c"readonly fast", true)?;
+    // Its keys are the resource and every inner command's (`getkeys-api`);
+    // not deny-oom: its inner commands are refused at maxmemory as each
+    // would be, so a guarded DEL still frees memory.
+    register(
+        ctx,
+        c"dlock.guard",
+        Some(guard_entry),
+        c"write getkeys-api",
+        true,
+    )?;
+    register(
+        ctx,
+        c"dlock.check",
+        Some(check_entry),
+        c"readonly fast",
+        true,
+    )?;
     register(
         ctx,
         c"dlock.observe",

@@ -341,6 +341,13 @@ fn syntax(name: &str, args: &[redis::Value]) -> String {
         let kind = text(&a["type"]);
         let flags = a.get("flags").map(texts).unwrap_or_default();
         let mut s = match (a.get("token").map(text), kind.as_str()) {
+            (_, "oneof") => {
+                let choices: Vec<String> = list(&a["arguments"])
+                    .iter()
+                    .map(|c| syntax("", std::slice::from_ref(c)).trim().to_string())
+                    .collect();
+                format!("<{}>", choices.join(" | "))
+            }
             (Some(t), "pure-token") => t,
             (Some(t), _) => format!("{t} {arg_name}"),
             (None, _) => arg_name,

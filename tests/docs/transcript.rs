@@ -21,7 +21,8 @@
 //!   than all zeros is a `DLOCK.OBSERVE` version (keyed per server process):
 //!   the same version written twice must be the same from the server,
 //!   different ones different (all zeros, a free resource, exactly), and a
-//!   command that names a version the page got earlier sends the server's.
+//!   command that names a version or a fence the page got earlier sends the
+//!   server's.
 //!
 //! Each page's sessions run in order on one fresh server; each client is a
 //! `redis-cli --no-raw` process fed through a pipe, so `MULTI` and `WAIT`
@@ -305,14 +306,20 @@ impl Fences {
 }
 
 impl Fences {
-    /// `command` with every version the page shows replaced by the one
-    /// the server gave in its place.
+    /// `command` with every version and every fence the page showed in an
+    /// earlier reply replaced by the one the server gave in its place.
     pub fn translate(&self, command: &str) -> String {
         command
             .split(' ')
             .map(|w| {
-                let real = self.versions.iter().find(|(d, _)| d == w);
-                real.map_or(w, |(_, r)| r.as_str())
+                if let Some((_, r)) = self.versions.iter().find(|(d, _)| d == w) {
+                    return r.clone();
+                }
+                let fence = w.parse::<i64>().ok().filter(|f| *f >= FENCE_FLOOR);
+                match fence.and_then(|f| self.pairs.iter().find(|(d, _)| *d == f)) {
+                    Some((_, r)) => r.to_string(),
+                    None => w.to_string(),
+                }
             })
             .collect::<Vec<_>>()
             .join(" ")

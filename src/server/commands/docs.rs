@@ -68,6 +68,8 @@ enum Kind {
     Pattern,
     /// A keyword alone (`SHARED`).
     PureToken,
+    /// One of several arguments (`Arg::choices`).
+    OneOf,
 }
 
 impl Kind {
@@ -79,6 +81,7 @@ impl Kind {
             Kind::UnixTime => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME,
             Kind::Pattern => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PATTERN,
             Kind::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+            Kind::OneOf => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
         }
     }
 }
@@ -91,6 +94,8 @@ struct Arg {
     optional: bool,
     /// Repeated (a set's resources).
     multiple: bool,
+    /// A `OneOf`'s choices.
+    choices: &'static [Arg],
 }
 
 const fn arg(name: &'static CStr, kind: Kind) -> Arg {
@@ -100,6 +105,7 @@ const fn arg(name: &'static CStr, kind: Kind) -> Arg {
         token: None,
         optional: false,
         multiple: false,
+        choices: &[],
     }
 }
 
@@ -126,6 +132,10 @@ enum Keys {
     One(u32),
     /// `numkeys` at argument 1 and that many resources after it.
     Numbered(u32),
+    /// The key at argument 1 and the keys of the commands after it, which
+    /// only the handler can find (`getkeys-api`): the spec says so
+    /// (`VARIABLE_FLAGS`, `INCOMPLETE`), and the server asks the handler.
+    Guarded(u32),
 }
 
 const fn option(name: &'static CStr, kind: Kind, token: &'static CStr) -> Arg {
@@ -135,6 +145,23 @@ const fn option(name: &'static CStr, kind: Kind, token: &'static CStr) -> Arg {
         token: Some(token),
         optional: true,
         multiple: false,
+        choices: &[],
+    }
+}
+
+/// One of `choices` (`<TOKEN token | FENCE fence>`).
+const fn one_of(name: &'static CStr, choices: &'static [Arg]) -> Arg {
+    Arg {
+        choices,
+        ..arg(name, Kind::OneOf)
+    }
+}
+
+/// A keyword and its value, as one choice of a `OneOf`.
+const fn keyword(name: &'static CStr, kind: Kind, token: &'static CStr) -> Arg {
+    Arg {
+        token: Some(token),
+        ..arg(name, kind)
     }
 }
 
@@ -147,7 +174,22 @@ const RESOURCES: Arg = Arg {
 
 const TOKEN: Arg = arg(c"token", Kind::String);
 
-static DOCS: [Doc; 27] = [
+/// What proves a hold: its token or its fence.
+const PROOF: Arg = one_of(
+    c"proof",
+    &[
+        keyword(c"token", Kind::String, c"TOKEN"),
+        keyword(c"fence", Kind::Integer, c"FENCE"),
+    ],
+);
+/// A command's arguments.
+const ARGS: Arg = Arg {
+    optional: true,
+    multiple: true,
+    ..arg(c"arg", Kind::String)
+};
+
+static DOCS: [Doc; 29] = [
     Doc {
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
@@ -199,6 +241,26 @@ waiters, or nil when the lock is free.",
         arity: 2,
         keys: Keys::One(RO | ACCESS),
         args: &[RESOURCE],
+    },
+    Doc {
+        name: c"dlock.guard",
+        summary: c"Runs command (or a BATCH of commands, all or none) and returns its reply only \
+if token, or the hold with fencing token fence, holds the resource now; else runs nothing and \
+returns a NOTHELD error.",
+        complexity: c"O(1) for the check, plus the commands' own; a BATCH also copies the keys \
+its commands write, within a bound",
+        arity: -5,
+        keys: Keys::Guarded(RW | ACCESS),
+        args: &[RESOURCE, PROOF, arg(c"command", Kind::String), ARGS],
+    },
+    Doc {
+        name: c"dlock.check",
+        summary: c"Returns 1 when token, or the hold with fencing token fence, is a live hold on \
+the resource now, else 0.",
+        complexity: COMPLEXITY,
+        arity: 4,
+        keys: Keys::One(RO | ACCESS),
+        args: &[RESOURCE, PROOF],
     },
     Doc {
         name: c"dlock.observe",
@@ -513,12 +575,32 @@ pub fn describe(ctx: Ctx) -> Result<(), Error> {
             ctx.log_warning(&format!("dlock: {name} is not registered: no docs set"));
             continue;
         }
-        let mut args: Vec<raw::RedisModuleCommandArg> = doc.args.iter().map(raw_arg).collect();
+        // A `OneOf`'s choices live in `choices` until the call returns.
+        let mut choices: Vec<Vec<raw::RedisModuleCommandArg>> = Vec::new();
+        let mut args: Vec<raw::RedisModuleCommandArg> = doc
+            .args
+            .iter()
+            .map(|a| {
+                let mut arg = raw_arg(a);
+                if !a.choices.is_empty() {
+                    let mut subs: Vec<_> = a.choices.iter().map(raw_arg).collect();
+                    subs.push(arg_end());
+                    arg.subargs = subs.as_mut_ptr();
+                    choices.push(subs);
+                }
+                arg
+            })
+            .collect();
         args.push(arg_end());
         let mut specs: Vec<raw::RedisModuleCommandKeySpec> = match doc.keys {
             Keys::None => Vec::new(),
             Keys::One(flags) => vec![key_spec(flags)],
             Keys::Numbered(flags) => vec![numbered_spec(flags)],
+            Keys::Guarded(flags) => vec![key_spec(
+                flags
+                    | raw::REDISMODULE_CMD_KEY_VARIABLE_FLAGS
+                    | raw::REDISMODULE_CMD_KEY_INCOMPLETE,
+            )],
         };
         specs.push(spec_end());
         let info = raw::RedisModuleCommandInfo {

@@ -3,6 +3,7 @@
 //! `COMMAND DOCS` and `COMMAND INFO` show of them.
 
 pub mod docs;
+pub mod guard;
 pub mod info;
 pub mod lock;
 pub mod observe;

@@ -32,12 +32,26 @@ pub struct Argv<'a> {
 
 impl<'a> Argv<'a> {
     pub fn new(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Result<Self, Error> {
+        Self::up_to(argv, argc, MAX_ARGS)
+    }
+
+    /// Every argument, however many: a guard's inner commands are its
+    /// caller's (the server bounds a call's size).
+    pub fn whole(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Result<Self, Error> {
+        Self::up_to(argv, argc, usize::MAX)
+    }
+
+    fn up_to(
+        argv: *mut *mut raw::RedisModuleString,
+        argc: c_int,
+        most: usize,
+    ) -> Result<Self, Error> {
         let argc = usize::try_from(argc).unwrap_or(0);
         if argv.is_null() {
             return Err(Error::WrongArity);
         }
         let all = unsafe { std::slice::from_raw_parts(argv, argc) };
-        let raw = all.get(..MAX_ARGS).unwrap_or(all);
+        let raw = all.get(..most).unwrap_or(all);
         let mut out = Argv {
             raw,
             inline: [&[]; INLINE_ARGS],
@@ -65,6 +79,14 @@ impl<'a> Argv<'a> {
         self.raw.get(i).copied().ok_or(Error::WrongArity)
     }
 
+    /// Arguments `range` as the server's strings.
+    pub fn raw_range(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> Result<&'a [*mut raw::RedisModuleString], Error> {
+        self.raw.get(range).ok_or(Error::WrongArity)
+    }
+
     /// The resource key (argument 1).
     pub fn key(&self) -> Result<*mut raw::RedisModuleString, Error> {
         self.raw.get(1).copied().ok_or(Error::WrongArity)
@@ -81,9 +103,27 @@ pub fn run_command(
     argc: c_int,
     handler: Handler,
 ) -> c_int {
+    run_with(ctx, || Argv::new(argv, argc), handler)
+}
+
+/// `run_command` for a handler that reads every argument.
+pub fn run_command_whole(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    handler: Handler,
+) -> c_int {
+    run_with(ctx, || Argv::whole(argv, argc), handler)
+}
+
+fn run_with<'a>(
+    ctx: *mut raw::RedisModuleCtx,
+    read: impl FnOnce() -> Result<Argv<'a>, Error>,
+    handler: Handler,
+) -> c_int {
     let c = Ctx(ctx);
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        Argv::new(argv, argc).and_then(|args| handler(c, &args))
+        read().and_then(|args| handler(c, &args))
     }));
     let err = match outcome {
         Ok(Ok(())) => return api::OK,
@@ -113,6 +153,20 @@ macro_rules! command_entry {
     };
 }
 pub(crate) use command_entry;
+
+/// `command_entry!` for a handler that reads every argument.
+macro_rules! command_entry_whole {
+    ($entry:ident => $handler:path) => {
+        extern "C" fn $entry(
+            ctx: *mut redis_module::raw::RedisModuleCtx,
+            argv: *mut *mut redis_module::raw::RedisModuleString,
+            argc: std::ffi::c_int,
+        ) -> std::ffi::c_int {
+            $crate::server::edge::ffi::run_command_whole(ctx, argv, argc, $handler)
+        }
+    };
+}
+pub(crate) use command_entry_whole;
 
 /// Runs a callback that has no reply to give: a panic is logged and
 /// `fallback` returned instead.

@@ -3,6 +3,7 @@
 //! server tells dlock of its clients' connections and of Redis Cluster.
 
 pub mod api;
+pub mod call;
 pub mod clients;
 pub mod cluster;
 pub mod ffi;

@@ -16,11 +16,14 @@ pub const CATEGORY: &CStr = c"dlock";
 /// fit them (a module command has none unless it says so, so `-@write`
 /// would not stop a grant). The internal effect commands are left out: they
 /// are refused from clients whatever the ACL says.
-const COMMANDS: [(&CStr, &CStr); 18] = [
+const COMMANDS: [(&CStr, &CStr); 20] = [
     (c"dlock.acquire", c"write dlock"),
     (c"dlock.release", c"write dlock"),
     (c"dlock.extend", c"write fast dlock"),
     (c"dlock.info", c"read fast dlock"),
+    // Its inner commands are checked against the caller's ACL each.
+    (c"dlock.guard", c"write dlock"),
+    (c"dlock.check", c"read fast dlock"),
     (c"dlock.observe", c"read blocking dlock"),
     // Names of resources whatever the user's key patterns, as `SCAN`
     // gives them: the same categories as `SCAN`.
