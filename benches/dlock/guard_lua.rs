@@ -158,7 +158,7 @@ pub fn write(buf: &mut Vec<u8>, side: Side, batch: usize, w: &Write, sha: &[Stri
     };
     match (side, batch) {
         (Side::Fence | Side::Token, 0) => {
-            r.array(6).bulk(b"DLOCK.GUARD").bulk(&res).bulk(proof.0);
+            r.array(7).bulk(b"DLOCK.GUARD").bulk(&res).bulk(proof.0);
             r.bulk(proof.1).bulk(b"SET").key(&res, 0).bulk(w.value);
         }
         (Side::Fence | Side::Token, b) => {
