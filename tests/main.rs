@@ -21,6 +21,8 @@ mod docs;
 mod durability;
 /// Injected faults: lost replies, paused holders, killed masters, clock steps.
 mod faults;
+/// `DLOCK.GUARD` and `DLOCK.CHECK`: writes only a holder can make.
+mod guard;
 /// The test harness itself.
 mod harness;
 /// `SHARED`, `LIMIT` and `OWNER` holds; their durability; very many holds.

@@ -279,8 +279,9 @@ impl fmt::Display for Error {
             Error::GuardTooBig { index } => write!(
                 f,
                 "ERR dlock: command {index} of the BATCH writes more than a batch can undo \
-                 ({} bytes or {} elements saved in all); put it last or guard it alone; \
-                 nothing was run",
+                 ({} keys, {} bytes or {} elements saved in all); put it last or guard it \
+                 alone; nothing was run",
+                crate::limits::MAX_SAVED_KEYS,
                 crate::limits::MAX_SAVED_BYTES,
                 crate::limits::MAX_SAVED_ELEMENTS
             ),

@@ -31,3 +31,5 @@ pub const MAX_SAVED_BYTES: u64 = 4 << 20;
 /// Most elements of collections (hash fields, list items, set members ...)
 /// a guarded `BATCH`'s saved copies may hold.
 pub const MAX_SAVED_ELEMENTS: u64 = 16 << 10;
+/// Most keys a guarded `BATCH` may save (each copied, or deleted to undo).
+pub const MAX_SAVED_KEYS: u64 = 1024;

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: check-history run [--secs N] [--seed S] [--clients C] [--out FILE] [--workload locks,election,sessions]\n       check-history check FILE";
+const USAGE: &str = "usage: check-history run [--secs N] [--seed S] [--clients C] [--out FILE] [--workload locks,election,sessions,guard]\n       check-history check FILE";
 
 /// Runs the command line; returns how many violations and coverage gaps
 /// the report counted.
@@ -50,6 +50,7 @@ fn run_config(mut args: impl Iterator<Item = String>) -> Result<workload::Config
             locks: true,
             election: true,
             sessions: true,
+            guard: true,
         },
     };
     while let Some(flag) = args.next() {
@@ -82,22 +83,25 @@ fn run_config(mut args: impl Iterator<Item = String>) -> Result<workload::Config
     Ok(cfg)
 }
 
-/// `locks`, `election`, `sessions`, comma-separated (`all`: every one).
+/// `locks`, `election`, `sessions`, `guard`, comma-separated (`all`:
+/// every one).
 fn workloads(value: &str) -> Result<workload::Workloads, String> {
     let mut w = workload::Workloads {
         locks: false,
         election: false,
         sessions: false,
+        guard: false,
     };
     for name in value.split(',') {
         match name {
             "locks" => w.locks = true,
             "election" => w.election = true,
             "sessions" => w.sessions = true,
-            "all" => (w.locks, w.election, w.sessions) = (true, true, true),
+            "guard" => w.guard = true,
+            "all" => (w.locks, w.election, w.sessions, w.guard) = (true, true, true, true),
             _ => {
                 return Err(format!(
-                    "--workload: locks, election, sessions (comma-separated), not {value}"
+                    "--workload: locks, election, sessions, guard (comma-separated), not {value}"
                 ))
             }
         }
@@ -136,6 +140,20 @@ mod tests {
         assert_eq!(
             only.map(|c| c.workloads.names()).ok(),
             Some(vec!["election".to_string()])
+        );
+        let guard = super::run_config(["--workload", "guard"].map(String::from).into_iter());
+        assert_eq!(
+            guard.map(|c| c.workloads.names()).ok(),
+            Some(vec!["guard".to_string()])
+        );
+        let all = super::run_config(std::iter::empty()).map(|c| c.workloads.names());
+        assert_eq!(
+            all.ok(),
+            Some(
+                ["locks", "election", "sessions", "guard"]
+                    .map(String::from)
+                    .to_vec()
+            )
         );
         let ok = super::run_config(
             ["--secs", "5", "--clients", "2"]

@@ -136,6 +136,11 @@ pub enum Command {
     /// The client closed its connection to the group (no command sent):
     /// a session opened on it with `BIND` ends.
     Disconnect,
+    /// `DLOCK.GUARD resource TOKEN token | FENCE fence` around a write to
+    /// the resource's guarded sink (`guard` says what).
+    Guard,
+    /// A read of the resource's guarded sink: its list and its counter.
+    SinkRead,
 }
 
 impl Command {
@@ -206,6 +211,26 @@ pub struct Op {
     /// `OPEN ... LOCKDELAY ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock_delay_ms: Option<u64>,
+    /// `GUARD`: the proof and the write it guards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<Guarded>,
+}
+
+/// A guarded write: `RPUSH {resource}:sink entry`, and with `batch` also
+/// `INCR {resource}:count` in the same guard (`BATCH 2`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Guarded {
+    /// Proven by `FENCE fence`; by `TOKEN` (the op's token) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
+    /// What is pushed: `<client>:<fence>:<n>`, unique in the run.
+    pub entry: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub batch: bool,
+    /// Sent from a Lua script: `EVAL "return redis.call('DLOCK.GUARD',
+    /// unpack(ARGV))"` with the resource and the sink's keys declared.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub lua: bool,
 }
 
 impl Op {
@@ -228,6 +253,7 @@ impl Op {
             session: None,
             bind: false,
             lock_delay_ms: None,
+            guard: None,
         }
     }
 }
@@ -278,6 +304,9 @@ pub enum Value {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         holds: Option<InfoView>,
     },
+    /// `sink_read`: the guarded sink's entries, oldest first, and its
+    /// counter (0 when unset).
+    Sink { entries: Vec<String>, count: i64 },
 }
 
 /// `DLOCK.INFO`, in one form for every kind (a plain lock is one exclusive

@@ -4,7 +4,7 @@
 //! check-history` is the way in.
 //!
 //!   check-history run [--secs N] [--seed S] [--clients C] [--out FILE]
-//!                     [--workload locks,election,sessions]
+//!                     [--workload locks,election,sessions,guard]
 //!   check-history check FILE
 //!
 //! Both print a report whose last line is exactly

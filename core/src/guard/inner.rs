@@ -19,6 +19,7 @@ pub mod flag {
     pub const BLOCKING: u32 = 1 << 3;
     pub const NO_MULTI: u32 = 1 << 4;
     pub const PUBSUB: u32 = 1 << 5;
+    pub const ADMIN: u32 = 1 << 6;
 
     /// A flag's bit from its `COMMAND INFO` name (0: not one of ours).
     pub fn of(name: &[u8]) -> u32 {
@@ -29,6 +30,7 @@ pub mod flag {
             b"blocking" => BLOCKING,
             b"no_multi" => NO_MULTI,
             b"pubsub" => PUBSUB,
+            b"admin" => ADMIN,
             _ => 0,
         }
     }
@@ -48,6 +50,10 @@ impl Facts {
         }
     }
 }
+
+/// Commands that change the server rather than data, whatever their flags
+/// (`CLUSTER`'s subcommands include slot assignments and failovers).
+const OPERATOR: [&[u8]; 3] = [b"cluster", b"memory", b"slowlog"];
 
 /// Commands that act outside the resource's database, whatever their flags.
 const OTHER_DATABASES: [&[u8]; 5] = [b"select", b"move", b"swapdb", b"flushall", b"flushdb"];
@@ -82,6 +88,17 @@ pub fn refusal(
         return Some("is not allowed inside a script or a transaction");
     }
     let lower = name.to_ascii_lowercase();
+    if facts.has(flag::ADMIN) || OPERATOR.contains(&lower.as_slice()) {
+        return Some("changes the server, not data");
+    }
+    if lower == b"migrate" {
+        return Some("writes to another server, waiting for it");
+    }
+    if lower == b"restore" || lower == b"restore-asking" {
+        return Some(
+            "may create a value only lock commands may make (a lock); write the data instead",
+        );
+    }
     let copies_to_db =
         lower == b"copy" && args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"DB"));
     if OTHER_DATABASES.contains(&lower.as_slice()) || copies_to_db {
@@ -104,36 +121,42 @@ pub fn saves_keys(batch: bool, index: usize, count: usize, facts: &Facts) -> boo
     batch && index + 1 < count && facts.has(flag::WRITE)
 }
 
-pub use crate::limits::{MAX_SAVED_BYTES, MAX_SAVED_ELEMENTS};
+pub use crate::limits::{MAX_SAVED_BYTES, MAX_SAVED_ELEMENTS, MAX_SAVED_KEYS};
 
-/// The size of a value to save, as the server tells it cheaply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Size {
-    /// A string, its length in bytes.
-    Bytes(u64),
-    /// A collection, its number of elements.
-    Elements(u64),
+/// The size of a value to save, as the server tells it cheaply: its bytes
+/// (a string's length, else its `MEMORY USAGE`) and, for a collection, its
+/// elements.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Size {
+    pub bytes: u64,
+    pub elements: u64,
 }
 
 /// What a batch has saved so far, against the bounds.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Saved {
+    keys: u64,
     bytes: u64,
     elements: u64,
 }
 
 impl Saved {
-    /// Counts one more value to save; false (and nothing counted) when it
-    /// would pass a bound.
-    pub fn admit(&mut self, size: Size) -> bool {
-        let (bytes, elements) = match size {
-            Size::Bytes(b) => (self.bytes.saturating_add(b), self.elements),
-            Size::Elements(e) => (self.bytes, self.elements.saturating_add(e)),
+    /// Counts one more key to save (`None`: it does not exist, so undoing
+    /// deletes it); false (and nothing counted) when it would pass a bound.
+    pub fn admit(&mut self, size: Option<Size>) -> bool {
+        let size = size.unwrap_or_default();
+        let next = Saved {
+            keys: self.keys + 1,
+            bytes: self.bytes.saturating_add(size.bytes),
+            elements: self.elements.saturating_add(size.elements),
         };
-        if bytes > MAX_SAVED_BYTES || elements > MAX_SAVED_ELEMENTS {
+        if next.keys > MAX_SAVED_KEYS
+            || next.bytes > MAX_SAVED_BYTES
+            || next.elements > MAX_SAVED_ELEMENTS
+        {
             return false;
         }
-        (self.bytes, self.elements) = (bytes, elements);
+        *self = next;
         true
     }
 }

@@ -264,6 +264,32 @@ fn inner_commands_refused_and_allowed() {
         (&["PUBLISH", "c", "m"], Some(&publish), 0, true, false),
         (&["SET", "k"], Some(&SET), 1, false, false),
         (&["GET", "k", "x"], Some(&GET), 1, false, false),
+        (
+            &["MIGRATE", "h", "1", "k", "0", "5"],
+            Some(&SET),
+            1,
+            false,
+            false,
+        ),
+        (
+            &["RESTORE", "k", "0", "payload"],
+            Some(&SET),
+            1,
+            false,
+            false,
+        ),
+        (&["CLUSTER", "DELSLOTS", "1"], Some(&GET), 0, false, false),
+        (&["SLOWLOG", "RESET"], Some(&GET), 0, false, false),
+        (
+            &["PFSELFTEST"],
+            Some(&Facts {
+                arity: 1,
+                flags: flag::ADMIN,
+            }),
+            0,
+            false,
+            false,
+        ),
     ];
     for (a, facts, keys, batch, allowed) in cases {
         let got = refusal(&argv(a), *facts, *keys, *batch);
@@ -287,10 +313,17 @@ fn a_batch_saves_what_a_later_failure_must_undo() {
 
 #[test]
 fn saved_copies_are_bounded() {
+    let bytes = |bytes| Some(Size { bytes, elements: 0 });
+    let elements = |elements| Some(Size { bytes: 0, elements });
     let mut saved = Saved::default();
-    assert!(saved.admit(Size::Bytes(crate::limits::MAX_SAVED_BYTES - 1)));
-    assert!(!saved.admit(Size::Bytes(2)));
-    assert!(saved.admit(Size::Bytes(1)));
-    assert!(saved.admit(Size::Elements(crate::limits::MAX_SAVED_ELEMENTS)));
-    assert!(!saved.admit(Size::Elements(1)));
+    assert!(saved.admit(bytes(crate::limits::MAX_SAVED_BYTES - 1)));
+    assert!(!saved.admit(bytes(2)));
+    assert!(saved.admit(bytes(1)));
+    assert!(saved.admit(elements(crate::limits::MAX_SAVED_ELEMENTS)));
+    assert!(!saved.admit(elements(1)));
+    let mut keys = Saved::default();
+    for _ in 0..crate::limits::MAX_SAVED_KEYS {
+        assert!(keys.admit(None));
+    }
+    assert!(!keys.admit(None), "a key that does not exist counts too");
 }

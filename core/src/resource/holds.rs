@@ -169,6 +169,9 @@ pub struct Holds {
     /// search among holds ending in the same millisecond never reads a
     /// token.
     by_deadline: BTreeMap<(u64, u64), Bytes>,
+    /// (fence, grant order) -> token: a hold found by its fence (`DLOCK.GUARD
+    /// ... FENCE`) in O(log n); an owner's reentrant holds share a fence.
+    by_fence: BTreeMap<(u64, u64), Bytes>,
     /// Owners named by `OWNER` that differ from the token: their holds. A
     /// hold whose token is its own owner is found under its token.
     named: HashMap<Bytes, OwnerHolds>,
@@ -286,6 +289,7 @@ impl Holds {
             e.exclusive += exclusive;
         }
         self.by_deadline.insert((deadline_ms, seq), token.clone());
+        self.by_fence.insert((fence, seq), token.clone());
         self.next_seq = self.next_seq.max(seq + 1);
         self.top_fence = self.top_fence.max(fence);
         self.marks ^= hold_mark(&token, fence, mode);
@@ -316,6 +320,7 @@ impl Holds {
     pub fn take(&mut self, token: &[u8]) -> Option<(Hold, u64)> {
         let (token, held) = self.by_token.remove_entry(token)?;
         self.by_deadline.remove(&(held.deadline_ms, held.seq()));
+        self.by_fence.remove(&(held.fence, held.seq()));
         self.marks ^= hold_mark(&token, held.fence, held.mode());
         let exclusive = usize::from(held.mode() == Mode::Exclusive);
         let owner = if held.is_named() {

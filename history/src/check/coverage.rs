@@ -60,6 +60,12 @@ pub fn flavours(o: &OpRec) -> Vec<&'static str> {
         ),
         (op.bind, "bind"),
         (op.lock_delay_ms.is_some(), "lockdelay"),
+        (
+            op.guard.as_ref().is_some_and(|g| g.fence.is_some()),
+            "fence",
+        ),
+        (op.guard.as_ref().is_some_and(|g| g.batch), "batch"),
+        (op.guard.as_ref().is_some_and(|g| g.lua), "lua"),
         (o.info_reason() == Some("left"), "left"),
     ];
     for (on, name) in flags {

@@ -6,6 +6,7 @@
 //! - `believe`: every grant, and the holds each client believed it had
 //! - `mutex`, `fences`, `sink`, `lost`, `liveness` (+ `fifo`): the checkers
 //! - `session_bounds`, `sessions`: bound holds believed, and the sessions' rules
+//! - `guard`: the guarded sink's writes against the holds' lives
 //! - `linear`: linearizability of the `lin` group against each kind's model
 //! - `coverage`: counts and coverage gaps; `print`: the report
 use crate::history::{Command, Event, FaultKind, Mode};
@@ -16,6 +17,8 @@ mod coverage;
 mod election;
 mod fences;
 mod fifo;
+mod guard;
+mod hold_lives;
 mod linear;
 mod liveness;
 mod lost;
@@ -69,6 +72,8 @@ pub struct Report {
     pub election: Option<election::Stats>,
     /// What the sessions' rules saw, when the sessions workload ran.
     pub sessions: Option<sessions::Stats>,
+    /// What the guarded sink's rule saw, when there were guarded writes.
+    pub guard: Option<guard::Stats>,
 }
 
 pub fn check(events: &[Event]) -> Report {
@@ -107,6 +112,16 @@ pub fn check(events: &[Event]) -> Report {
         }
         report.sessions = Some(stats);
     }
+    let guarded = p.ops.iter().any(|o| o.op.command == Command::Guard);
+    if p.ran("guard") || guarded {
+        let (found, stats) = guard::check(&p, &mut limits);
+        v.extend(found);
+        if p.ran("guard") {
+            let read = p.ops.iter().any(|o| o.op.command == Command::SinkRead);
+            report.gaps.extend(guard::gaps(&stats, read));
+        }
+        report.guard = Some(stats);
+    }
     let (linearizability, stats) = linear::check_with_stats(events);
     v.extend(linearizability);
     report.linear = stats;
@@ -137,6 +152,8 @@ pub fn command_name(c: Command) -> &'static str {
         Command::SessionClose => "session close",
         Command::SessionKill => "session kill",
         Command::Disconnect => "disconnect",
+        Command::Guard => "guard",
+        Command::SinkRead => "sink read",
     }
 }
 

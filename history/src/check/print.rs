@@ -68,6 +68,32 @@ impl Report {
                 x.wait_pairs_judged
             );
         }
+        if let Some(g) = &self.guard {
+            let _ = writeln!(
+                s,
+                "guard: {} guarded writes: {} carried out ({} by FENCE, {} by TOKEN, {} batches, {} from Lua), {} refused NOTHELD, {} other errors, {} unknown; {} entries read",
+                g.writes,
+                g.accepted,
+                g.accepted_fence,
+                g.accepted_token,
+                g.accepted_batches,
+                g.accepted_lua,
+                g.refused,
+                g.other_errors,
+                g.unknown,
+                g.entries
+            );
+            let _ = writeln!(
+                s,
+                "  stale writes judged: {} ({} refused): {} after a release, {} after a lease ran out, {} after the hold was found lost; {} writes of live holders judged",
+                g.stale,
+                g.stale_refused,
+                g.after_release,
+                g.after_expiry,
+                g.after_loss,
+                g.live_judged
+            );
+        }
         if let Some(e) = &self.election {
             let _ = writeln!(
                 s,

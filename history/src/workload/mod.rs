@@ -9,12 +9,14 @@
 //! - `choose`: what a client does next and what it then believes.
 //! - `election`: candidates and observers of an election (`e0`).
 //! - `sessions`: pairs of clients with sessions (`s*`).
+//! - `guard`: writers through `DLOCK.GUARD` to sinks in Redis (`g*`).
 //! - `faults`: the fault thread.
 mod choose;
 mod client;
 mod conn;
 mod election;
 mod faults;
+mod guard;
 mod ops;
 mod record;
 mod servers;
@@ -50,6 +52,9 @@ pub struct Workloads {
     /// Sessions on `s*`: `sessions::PAIRS` threads of two clients each,
     /// numbered after the election's.
     pub sessions: bool,
+    /// Guarded writes on `g*`: `guard::WRITERS` clients, numbered after
+    /// the sessions'.
+    pub guard: bool,
 }
 
 impl Workloads {
@@ -63,6 +68,9 @@ impl Workloads {
         }
         if self.sessions {
             v.push("sessions".to_string());
+        }
+        if self.guard {
+            v.push("guard".to_string());
         }
         v
     }
@@ -105,7 +113,8 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
     let (servers, groups) = servers::start(cfg.seed)?;
     // Every client, of either workload, has its slot in `killed` and `ids`.
     let sessions_from = cfg.clients + election::CANDIDATES + election::OBSERVERS;
-    let all = sessions_from + 2 * sessions::PAIRS;
+    let guard_from = sessions_from + 2 * sessions::PAIRS;
+    let all = guard_from + guard::WRITERS;
     let ctx = Arc::new(Ctx {
         rec,
         groups,
@@ -152,6 +161,11 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
             spawn(sessions_from + 2 * pair, "sessions", sessions::pair_loop)?;
         }
     }
+    if cfg.workloads.guard {
+        for c in guard_from..all {
+            spawn(c, "writer", guard::writer_loop)?;
+        }
+    }
     let (servers, fault_result) = faults
         .join()
         .map_err(|_| "the fault thread panicked".to_string())?;
@@ -176,6 +190,11 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
             Ok(Ok(())) => {}
             Ok(Err(e)) => errors.push(e),
             Err(_) => errors.push(format!("client {c} panicked")),
+        }
+    }
+    if cfg.workloads.guard && errors.is_empty() && fault_result.is_ok() {
+        if let Err(e) = guard::read_sinks(&ctx, guard_from, seed) {
+            errors.push(e);
         }
     }
     let logs = servers.logs();
@@ -229,6 +248,19 @@ fn resources(workloads: Workloads) -> Vec<Resource> {
             r("s2", "main", Kind::Plain),
             r("s3", "main", Kind::Rwlock),
             r("s4", "main", Kind::Semaphore { limit: 2 }),
+        ]);
+    }
+    if workloads.guard {
+        v.extend([
+            r("g0", "main", Kind::Plain),
+            r("g1", "main", Kind::Rwlock),
+            r(
+                "g2",
+                "main",
+                Kind::Semaphore {
+                    limit: guard::LIMIT,
+                },
+            ),
         ]);
     }
     if workloads.election {

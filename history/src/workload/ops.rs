@@ -89,8 +89,65 @@ pub fn args(op: &Op) -> Vec<String> {
         Command::SessionKill => a.extend(["DLOCK.SESSION".into(), "KILL".into(), id(op)]),
         // Nothing is sent: the client closes its connection.
         Command::Disconnect => {}
+        Command::Guard => guard(&mut a, op),
+        Command::SinkRead => {
+            let r = &op.resources[0];
+            a.extend([
+                "EVAL".into(),
+                READ_SINK.into(),
+                "2".into(),
+                sink_key(r),
+                count_key(r),
+            ]);
+        }
     }
     a
+}
+
+/// The guarded sink of `resource`: a list in the resource's slot.
+pub fn sink_key(resource: &str) -> String {
+    format!("{{{resource}}}:sink")
+}
+
+/// The counter a guarded batch increments beside its push.
+pub fn count_key(resource: &str) -> String {
+    format!("{{{resource}}}:count")
+}
+
+/// The list and the counter in one atomic read.
+const READ_SINK: &str =
+    "return {redis.call('LRANGE', KEYS[1], 0, -1), tonumber(redis.call('GET', KEYS[2]) or '0')}";
+
+/// A guard called from Lua: its arguments are the script's.
+const GUARD_FROM_LUA: &str = "return redis.call('DLOCK.GUARD', unpack(ARGV))";
+
+/// `DLOCK.GUARD r TOKEN t | FENCE f  RPUSH {r}:sink entry`, or with
+/// `batch` `BATCH 2  3 RPUSH {r}:sink entry  2 INCR {r}:count`; with
+/// `lua` the same from a script.
+fn guard(a: &mut Vec<String>, op: &Op) {
+    let Some(g) = &op.guard else {
+        return;
+    };
+    let r = &op.resources[0];
+    if g.lua {
+        a.extend(["EVAL".into(), GUARD_FROM_LUA.into(), "3".into()]);
+        a.extend([r.clone(), sink_key(r), count_key(r)]);
+        a.push(r.clone());
+    } else {
+        a.extend(["DLOCK.GUARD".into(), r.clone()]);
+    }
+    match g.fence {
+        Some(f) => a.extend(["FENCE".into(), f.to_string()]),
+        None => a.extend(["TOKEN".into(), op.token.clone()]),
+    }
+    let push = ["RPUSH".to_string(), sink_key(r), g.entry.clone()];
+    if g.batch {
+        a.extend(["BATCH".into(), "2".into(), "3".into()]);
+        a.extend(push);
+        a.extend(["2".into(), "INCR".into(), count_key(r)]);
+    } else {
+        a.extend(push);
+    }
 }
 
 fn id(op: &Op) -> String {
@@ -115,6 +172,12 @@ pub fn decode(command: Command, f: Frame) -> Outcome {
         (_, Frame::Error(e)) => return Outcome::Fail { error: text(&e) },
         (Command::Info, f) => info(&f),
         (Command::Observe, f) => observed(&f),
+        (Command::SinkRead, f) => sink(&f),
+        // A batch's replies: the push's (the list's length) stands for it.
+        (Command::Guard, Frame::Array(Some(items))) => match items.first() {
+            Some(Frame::Int(n)) => Some(Value::Int(*n)),
+            _ => None,
+        },
         (_, Frame::Bulk(None) | Frame::Array(None)) => Some(Value::Nil),
         (Command::Acquire | Command::Macquire, Frame::Int(n)) if n > 0 => {
             Some(Value::Fence(n as u64))
@@ -147,6 +210,27 @@ fn observed(f: &Frame) -> Option<Value> {
         },
         _ => None,
     }
+}
+
+/// The sink read: `[entries, count]`.
+fn sink(f: &Frame) -> Option<Value> {
+    let Frame::Array(Some(items)) = f else {
+        return None;
+    };
+    let [Frame::Array(list), Frame::Int(count)] = &items[..] else {
+        return None;
+    };
+    let mut entries = Vec::new();
+    for e in list.iter().flatten() {
+        match e {
+            Frame::Bulk(Some(b)) | Frame::Simple(b) => entries.push(text(b)),
+            _ => return None,
+        }
+    }
+    Some(Value::Sink {
+        entries,
+        count: *count,
+    })
 }
 
 /// A flat RESP2 array of field/value pairs, as (name, value) pairs.

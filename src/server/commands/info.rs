@@ -208,7 +208,7 @@ fn multi_read_in_unit(ctx: Ctx, key: &LockKey) -> Result<bool, Error> {
 
 /// INFO must not show a resource as free while it has waiters: complete a
 /// pending handoff first, unless writes are held back right now.
-fn settle_before_reading(
+pub(crate) fn settle_before_reading(
     ctx: Ctx,
     name: *mut raw::RedisModuleString,
     res: &blocking::Resource,

@@ -65,14 +65,34 @@ pub struct Seen {
     pub exists: bool,
     /// It holds a dlock lock.
     pub is_lock: bool,
-    /// What saving it would copy.
-    pub size: Size,
+    /// A string, whose `length` is its bytes; else `length` counts the
+    /// elements of a collection (0 for another module's value).
+    pub string: bool,
+    pub length: u64,
     /// Unix ms it expires at; 0 for never.
     pub expire_at_ms: i64,
 }
 
-/// Looks at key `name` (bytes `key`) without touching its LRU/LFU data.
-pub fn look(ctx: Ctx, name: *mut raw::RedisModuleString, key: &[u8]) -> Result<Seen, Error> {
+impl Seen {
+    /// What saving it would copy: a string's length; a collection's or
+    /// another module's value's `MEMORY USAGE` (sampled, so O(1) for a
+    /// collection), and its elements.
+    pub fn size(&self, ctx: Ctx, key: &[u8]) -> Result<Size, Error> {
+        if self.string {
+            return Ok(Size {
+                bytes: self.length,
+                elements: 0,
+            });
+        }
+        Ok(Size {
+            bytes: memory_usage(ctx, key)?,
+            elements: self.length,
+        })
+    }
+}
+
+/// Looks at key `name` without touching its LRU/LFU data.
+pub fn look(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<Seen, Error> {
     let open = rm!(RedisModule_OpenKey);
     let close = rm!(RedisModule_CloseKey);
     let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
@@ -80,7 +100,8 @@ pub fn look(ctx: Ctx, name: *mut raw::RedisModuleString, key: &[u8]) -> Result<S
     let mut seen = Seen {
         exists: false,
         is_lock: false,
-        size: Size::Bytes(0),
+        string: false,
+        length: 0,
         expire_at_ms: 0,
     };
     if handle.is_null() {
@@ -93,23 +114,16 @@ pub fn look(ctx: Ctx, name: *mut raw::RedisModuleString, key: &[u8]) -> Result<S
         let module = kind == raw::REDISMODULE_KEYTYPE_MODULE as c_int;
         seen.is_lock =
             module && unsafe { rm!(RedisModule_ModuleTypeGetType)(handle) } == state::lock_type();
-        seen.size = if kind == raw::REDISMODULE_KEYTYPE_STRING as c_int {
-            Size::Bytes(length)
-        } else if module {
-            Size::Bytes(0)
-        } else {
-            Size::Elements(length)
-        };
         seen.expire_at_ms = unsafe { rm!(RedisModule_GetAbsExpire)(handle) }.max(0);
-        if module && !seen.is_lock {
-            seen.size = Size::Bytes(memory_usage(ctx, key)?);
-        }
+        seen.string = kind == raw::REDISMODULE_KEYTYPE_STRING as c_int;
+        seen.length = length;
     }
     unsafe { close(handle) };
     Ok(seen)
 }
 
-/// Another module's value: its size is only known from `MEMORY USAGE`.
+/// A collection's or another module's value's bytes, as `MEMORY USAGE`
+/// estimates them (unknown: as large as can be).
 fn memory_usage(ctx: Ctx, key: &[u8]) -> Result<u64, Error> {
     let Ok(reply) = call_with_bytes(ctx, c"MEMORY", &[c"USAGE"], key)? else {
         return Ok(u64::MAX);

@@ -18,6 +18,7 @@ use redis_module::raw;
 use crate::server::edge::api::Ctx;
 use crate::server::edge::call::{call_argv, NotRun, Reply};
 use crate::server::edge::ffi::Argv;
+use crate::server::notify::stats;
 use dlock_core::guard::args::Guard;
 use dlock_core::guard::inner::{flag, refusal, saves_keys, Saved};
 use dlock_core::rules::cluster::key_slot;
@@ -84,12 +85,16 @@ pub fn prepare<'a>(ctx: Ctx, argv: &'a Argv<'a>, req: &Guard<'_>) -> Result<Prep
             if !facts.has(flag::WRITE) {
                 continue;
             }
-            let seen = keys::look(ctx, *key_name, key)?;
+            let seen = keys::look(ctx, *key_name)?;
             if seen.is_lock {
                 return Err(refused("writes to a dlock lock's key"));
             }
             if saves && !prepared.undo.has(key) {
-                if seen.exists && !saved.admit(seen.size) {
+                let size = match seen.exists {
+                    true => Some(seen.size(ctx, key)?),
+                    false => None,
+                };
+                if !saved.admit(size) {
                     return Err(Error::GuardTooBig { index: i + 1 });
                 }
                 prepared
@@ -126,13 +131,15 @@ pub fn run(ctx: Ctx, mut prepared: Prepared<'_>) -> Result<(), Error> {
         match (failed, outcome) {
             (None, Ok(reply)) => replies.push(reply),
             (Some(text), outcome) => {
+                let text = with_acl_code(text);
                 if !prepared.batch {
                     return match outcome {
-                        Ok(reply) => reply.forward(ctx),
-                        Err(_) => Err(Error::Refused(text)),
+                        Ok(reply) if !text.starts_with(NOPERM) => reply.forward(ctx),
+                        _ => Err(Error::Refused(text)),
                     };
                 }
                 prepared.undo.undo(ctx, i)?;
+                stats::GUARD_BATCHES_UNDONE.add();
                 return Err(Error::GuardFailed {
                     index: i + 1,
                     count,
@@ -172,13 +179,25 @@ fn call_format(ctx: Ctx) -> Result<&'static std::ffi::CStr, Error> {
     Ok(FORMATS.get(chosen).copied().unwrap_or(c"!CSMv"))
 }
 
+const NOPERM: &[u8] = b"NOPERM this user has no permissions to run the command or its keys";
+
+/// An ACL refusal as `NOPERM`, whatever the server: Redis 7.0's module API
+/// answers it with a plain `ERR`, which a client could not tell from others.
+fn with_acl_code(text: Box<[u8]>) -> Box<[u8]> {
+    if text.starts_with(b"ERR acl verification failed") {
+        NOPERM.into()
+    } else {
+        text
+    }
+}
+
 /// The server's reason for running nothing, where it gave no error reply
 /// (servers without `E`).
 fn not_run_text(not_run: NotRun) -> &'static [u8] {
     match not_run.0 {
         libc::ENOENT => b"ERR unknown command",
         libc::EINVAL => b"ERR wrong number of arguments",
-        libc::EACCES => b"NOPERM this user has no permissions to run the command or its keys",
+        libc::EACCES => NOPERM,
         libc::ENOSPC => b"OOM command not allowed when used memory > 'maxmemory'",
         libc::ESPIPE => b"ERR this command is not allowed from a script",
         libc::EROFS => b"READONLY writes are refused here now",

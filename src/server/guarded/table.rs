@@ -28,6 +28,10 @@ pub fn facts(ctx: Ctx, args: &[&[u8]]) -> Result<Option<Facts>, Error> {
     let Some(name) = args.first() else {
         return Ok(None);
     };
+    // `|` would name a subcommand directly; a NUL cannot be a name.
+    if name.is_empty() || name.contains(&b'|') || name.contains(&0) {
+        return Ok(None);
+    }
     let name = name.to_ascii_lowercase();
     let Some(entry) = entry(ctx, &name)? else {
         return Ok(None);
@@ -53,10 +57,6 @@ fn lookup(name: &[u8]) -> Option<Entry> {
 fn entry(ctx: Ctx, name: &[u8]) -> Result<Option<Entry>, Error> {
     if let Some(e) = lookup(name) {
         return Ok(Some(e));
-    }
-    // `|` would ask for a subcommand directly; a NUL cannot be a name.
-    if name.is_empty() || name.contains(&b'|') || name.contains(&0) {
-        return Ok(None);
     }
     let Ok(reply) = call_with_bytes(ctx, c"COMMAND", &[c"INFO"], name)? else {
         return Ok(None);

@@ -3,6 +3,8 @@
 //! it wrote is put back (`RESTORE ... REPLACE ABSTTL`, or `DEL` for a key
 //! that did not exist), replicated like the writes it undoes.
 
+use std::collections::HashSet;
+
 use redis_module::raw;
 
 use crate::server::edge::api::Ctx;
@@ -25,12 +27,14 @@ struct Before<'a> {
 #[derive(Default)]
 pub struct Undo<'a> {
     keys: Vec<Before<'a>>,
+    /// The keys noted, to find one in O(1) (a batch may name many).
+    noted: HashSet<&'a [u8]>,
 }
 
 impl<'a> Undo<'a> {
     /// Whether `key` is already noted (by an earlier command of the batch).
     pub fn has(&self, key: &[u8]) -> bool {
-        self.keys.iter().any(|b| b.key == key)
+        self.noted.contains(key)
     }
 
     /// Notes `key` to be copied before the batch runs.
@@ -42,6 +46,7 @@ impl<'a> Undo<'a> {
         exists: bool,
         expire_at_ms: i64,
     ) {
+        self.noted.insert(key);
         self.keys.push(Before {
             name,
             key,
@@ -56,7 +61,12 @@ impl<'a> Undo<'a> {
     pub fn copy(&mut self, ctx: Ctx) -> Result<(), Error> {
         for before in self.keys.iter_mut().filter(|b| b.exists) {
             let reply = match call_with_bytes(ctx, c"DUMP", &[], before.key)? {
-                Ok(r) if !r.part().is_error() && !r.part().is_null() => r,
+                Ok(r) if r.part().is_null() => {
+                    // Expired since it was looked at: undone by deleting it.
+                    before.exists = false;
+                    continue;
+                }
+                Ok(r) if !r.part().is_error() => r,
                 _ => return Err(Error::Internal("DUMP of a key to undo failed")),
             };
             before.copy = Some((reply, before.expire_at_ms));

@@ -61,6 +61,13 @@ pub static SESSIONS_KILLED: Counter = Counter::new();
 pub static SESSIONS_DISCONNECTED: Counter = Counter::new();
 pub static SESSIONS_LOST: Counter = Counter::new();
 
+/// `DLOCK.GUARD`s whose commands ran (a batch undone included), refused
+/// because the proof did not hold (`NOTHELD`: a stale holder stopped), and
+/// batches undone after a command failed part-way.
+pub static GUARDS_RUN: Counter = Counter::new();
+pub static GUARDS_NOT_HELD: Counter = Counter::new();
+pub static GUARD_BATCHES_UNDONE: Counter = Counter::new();
+
 /// Lock values alive in the keyspace (created minus freed).
 static LOCKS: AtomicI64 = AtomicI64::new(0);
 

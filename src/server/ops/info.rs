@@ -161,6 +161,13 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
             add_u(ictx, name.as_ptr(), counter.get());
         }
         add_u(ictx, c"session_holds".as_ptr(), bound);
+        for (name, counter) in [
+            (c"guards_run", &stats::GUARDS_RUN),
+            (c"guards_not_held", &stats::GUARDS_NOT_HELD),
+            (c"guard_batches_undone", &stats::GUARD_BATCHES_UNDONE),
+        ] {
+            add_u(ictx, name.as_ptr(), counter.get());
+        }
         add_u(ictx, c"session_holds_ending".as_ptr(), ending);
         add_u(ictx, c"observe_rate".as_ptr(), state::observe_rate());
         add_u(ictx, c"last_fence".as_ptr(), state::last_fence());

@@ -106,6 +106,14 @@ impl Holds {
         self.top_fence
     }
 
+    /// The holds whose fence is `fence` (one, or an owner's reentrant
+    /// holds), in grant order.
+    pub fn holds_of_fence(&self, fence: u64) -> impl Iterator<Item = HoldRef<'_>> + '_ {
+        self.by_fence
+            .range((fence, 0)..=(fence, u64::MAX))
+            .filter_map(|(_, token)| self.hold_of(token))
+    }
+
     pub fn hold_of(&self, token: &[u8]) -> Option<HoldRef<'_>> {
         self.by_token
             .get_key_value(token)
@@ -120,6 +128,7 @@ impl Holds {
     pub fn heap_bytes(&self) -> usize {
         const ARC: usize = 16;
         let token_slot = std::mem::size_of::<(Bytes, Held)>() + 1;
+        // The deadline and fence indexes' entries are the same size.
         let deadline_entry = std::mem::size_of::<((u64, u64), Bytes)>();
         let named_slot = std::mem::size_of::<(Bytes, OwnerHolds)>() + 1;
         let owner_slot = std::mem::size_of::<(Bytes, Bytes)>() + 1;
@@ -128,7 +137,7 @@ impl Holds {
         tokens
             + owners
             + self.by_token.capacity() * token_slot
-            + self.len() * deadline_entry * 2
+            + self.len() * deadline_entry * 4
             + self.named.capacity() * named_slot
             + self.owner_of.capacity() * owner_slot
     }

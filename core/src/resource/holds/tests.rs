@@ -527,3 +527,46 @@ fn the_marks_follow_every_change_of_the_live_holds() {
     assert_ne!(h.live_marks(NOW), 0);
     assert_ne!(h.live_marks(NOW), hold_mark(b"a", 1, Mode::Exclusive));
 }
+
+#[test]
+fn a_hold_is_found_by_its_fence_while_it_holds() {
+    let hold = |token: &str, owner: &str, fence: u64| Hold {
+        token: token.as_bytes().into(),
+        owner: owner.as_bytes().into(),
+        fence,
+        mode: Mode::Shared,
+        deadline_ms: NOW,
+        session: None,
+    };
+    let mut h = Holds::from_holds(
+        1,
+        [
+            hold("a", "a", 10),
+            hold("b", "w", 20),
+            hold("c", "w", 20),
+            hold("d", "d", 30),
+        ],
+    );
+    let tokens = |h: &Holds, f: u64| -> Vec<Vec<u8>> {
+        h.holds_of_fence(f).map(|x| x.token.to_vec()).collect()
+    };
+    assert_eq!(tokens(&h, 10), [b"a".to_vec()]);
+    assert_eq!(
+        tokens(&h, 20),
+        [b"b".to_vec(), b"c".to_vec()],
+        "an owner's holds share it"
+    );
+    assert!(tokens(&h, 25).is_empty());
+    h.release(b"b");
+    assert_eq!(tokens(&h, 20), [b"c".to_vec()]);
+    let (taken, seq) = h.take(b"a").unwrap();
+    assert!(tokens(&h, 10).is_empty());
+    h.restore(taken, seq);
+    assert_eq!(tokens(&h, 10), [b"a".to_vec()]);
+    h.set_deadline(b"d", NOW + 5);
+    assert_eq!(
+        tokens(&h, 30),
+        [b"d".to_vec()],
+        "a new deadline keeps the fence"
+    );
+}

@@ -149,8 +149,9 @@ pub fn check_with_stats(events: &[Event]) -> (Vec<Violation>, Vec<Stats>) {
                         Value::Fence(f) | Value::Unacknowledged(f) => Output::Fence(*f),
                         Value::Nil => Output::Nil,
                         Value::Int(i) => Output::Int(*i),
-                        // Only `OBSERVE` answers this; it is not modelled.
-                        Value::Observed { .. } => {
+                        // Only `OBSERVE` and a sink read answer these:
+                        // neither is modelled.
+                        Value::Observed { .. } | Value::Sink { .. } => {
                             p.left_out += 1;
                             continue;
                         }

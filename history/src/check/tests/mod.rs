@@ -5,6 +5,7 @@ use crate::history::{Kind, Meta, Op, Outcome, Phase, Resource, Value};
 
 mod adversarial;
 mod election;
+mod guard;
 mod input;
 mod liveness;
 mod safety;
