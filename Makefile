@@ -32,7 +32,7 @@ PREFIX ?= /usr/local
 MODULE_DIR = $(DESTDIR)$(PREFIX)/lib/redis/modules
 BIN_DIR = $(DESTDIR)$(PREFIX)/bin
 
-.PHONY: deps build run run-clean test test-intro deb check-deb test-python bench-python test-matrix install uninstall check-install bench bench-instructions bench-floor-instructions fmt clippy clean \
+.PHONY: deps build run run-clean test test-intro deb check-deb test-python bench-python test-matrix install uninstall check-install bench bench-instructions bench-floor-instructions bench-guard-instructions fmt clippy clean \
 	check-memory check-memory-canary fuzz check-history check-history-can-fail history-module
 
 # Installs only what is missing (see .ci/deps.sh): the build's needs and the
@@ -201,6 +201,8 @@ check-deb: build
 # FLOOR.CHECK, the least a module command on a lock does, from a bench-only
 # module (benches/floor/, target/release/libdlock_floor.so, built here):
 #   make bench DLOCK_BENCH_SECTIONS=floor
+# Guarded writes (DLOCK.GUARD) against the Lua script and a plain SET:
+#   make bench DLOCK_BENCH_SECTIONS=guard
 BASELINE ?=
 bench: build
 	$(CARGO) build --release -p dlock-floor
@@ -222,6 +224,14 @@ bench-floor-instructions: build
 	@command -v valgrind >/dev/null || apt-get install -y valgrind
 	$(CARGO) build --release -p dlock-floor
 	.ci/floor-instructions.sh $(MODULE) $(CURDIR)/target/release/libdlock_floor.so
+
+# Instructions per guarded write (DLOCK.GUARD ... SET, FENCE and TOKEN, and
+# a BATCH of 10) against the Lua GET-compare-SET script and a plain SET,
+# counted by callgrind (.ci/guard-instructions.sh), with where the guard's
+# instructions go: the profile behind the `guard` section of `make bench`.
+bench-guard-instructions: build
+	@command -v valgrind >/dev/null || apt-get install -y valgrind
+	.ci/guard-instructions.sh $(MODULE)
 
 fmt:
 	$(CARGO) fmt --all
