@@ -23,7 +23,7 @@ use redis_module::raw;
 
 use dlock_core::Error;
 use edge::api::{rm, Ctx};
-use edge::ffi::{command_entry, command_entry_whole, register, register_container};
+use edge::ffi::{command_entry, register, register_container};
 
 command_entry!(acquire_entry => commands::lock::acquire);
 command_entry!(release_entry => commands::lock::release);
@@ -51,7 +51,7 @@ command_entry!(session_help_entry => commands::session::help);
 command_entry!(session_waits_entry => commands::session::waits);
 command_entry!(session_set_entry => persistence::session_effects::apply_set);
 command_entry!(session_end_entry => persistence::session_effects::apply_end);
-command_entry_whole!(guard_entry => commands::guard::guard);
+command_entry!(whole guard_entry => commands::guard::guard);
 command_entry!(check_entry => commands::guard::check);
 
 /// Everything `RedisModule_OnLoad` does once the API is initialised.

@@ -140,33 +140,26 @@ fn run_with<'a>(
     api::OK
 }
 
-/// Defines the `extern "C"` entry point the server calls for a command.
+/// Defines the `extern "C"` entry point the server calls for a command;
+/// `whole` for a handler that reads every argument (`run_command_whole`).
 macro_rules! command_entry {
     ($entry:ident => $handler:path) => {
+        $crate::server::edge::ffi::command_entry!(@with run_command, $entry => $handler);
+    };
+    (whole $entry:ident => $handler:path) => {
+        $crate::server::edge::ffi::command_entry!(@with run_command_whole, $entry => $handler);
+    };
+    (@with $runner:ident, $entry:ident => $handler:path) => {
         extern "C" fn $entry(
             ctx: *mut redis_module::raw::RedisModuleCtx,
             argv: *mut *mut redis_module::raw::RedisModuleString,
             argc: std::ffi::c_int,
         ) -> std::ffi::c_int {
-            $crate::server::edge::ffi::run_command(ctx, argv, argc, $handler)
+            $crate::server::edge::ffi::$runner(ctx, argv, argc, $handler)
         }
     };
 }
 pub(crate) use command_entry;
-
-/// `command_entry!` for a handler that reads every argument.
-macro_rules! command_entry_whole {
-    ($entry:ident => $handler:path) => {
-        extern "C" fn $entry(
-            ctx: *mut redis_module::raw::RedisModuleCtx,
-            argv: *mut *mut redis_module::raw::RedisModuleString,
-            argc: std::ffi::c_int,
-        ) -> std::ffi::c_int {
-            $crate::server::edge::ffi::run_command_whole(ctx, argv, argc, $handler)
-        }
-    };
-}
-pub(crate) use command_entry_whole;
 
 /// Runs a callback that has no reply to give: a panic is logged and
 /// `fallback` returned instead.
