@@ -216,6 +216,9 @@ impl CliProcess {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(l) if l == end => return out,
+                // redis-cli's note after a command that took over 0.5 s (a
+                // loaded machine), not a reply.
+                Ok(l) if is_elapsed_note(&l) => {}
                 Ok(l) => out.push(l),
                 Err(e) => panic!("redis-cli: no reply to command {marker} ({e}); so far {out:?}"),
             }
@@ -313,4 +316,11 @@ impl Monitor {
             out.push(l);
         }
     }
+}
+
+/// `(0.51s)`: what redis-cli prints after a slow command.
+fn is_elapsed_note(line: &str) -> bool {
+    line.strip_prefix('(')
+        .and_then(|l| l.strip_suffix("s)"))
+        .is_some_and(|n| n.parse::<f64>().is_ok())
 }
