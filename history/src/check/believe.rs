@@ -74,7 +74,10 @@ impl<'a> Prepared<'a> {
                                 let h = &mut self.holds[h];
                                 h.bound = new_bound;
                                 h.end = new_bound;
-                                h.durable_bound = durable.or(h.durable_bound);
+                                // A shorter lease replicated since ends the
+                                // durable guarantee earlier.
+                                h.durable_bound =
+                                    durable.or(h.durable_bound.map(|b| b.min(new_bound)));
                                 h.renewed = o.invoke;
                             }
                             _ => {
@@ -105,6 +108,11 @@ impl<'a> Prepared<'a> {
                             self.holds[h].bound = new_bound;
                             self.holds[h].end = new_bound;
                             self.holds[h].renewed = o.invoke;
+                            // An EXTEND may shorten the lease: replicas then
+                            // keep the hold only until the shorter end, so
+                            // the durable grant guarantees no more than that.
+                            let d = &mut self.holds[h].durable_bound;
+                            *d = d.map(|b| b.min(new_bound));
                         } else if o.complete.unwrap_or(u64::MAX) < self.holds[h].bound {
                             let since = self.holds[h].renewed;
                             self.losses.push(Loss {

@@ -16,7 +16,9 @@ use std::collections::BTreeMap;
 ///   the replica 250 to 800 ms before it, `kill9_everysec` switches to
 ///   `everysec` 200 ms before it), so a grant made after its start can
 ///   still be lost in it. A durable grant lost before its durable bound is
-///   always a violation; `kill9_always` never explains a loss.
+///   always a violation (an acknowledged `EXTEND` or refresh that shortened
+///   the lease moves that bound in: replicas keep only the shorter lease);
+///   `kill9_always` never explains a loss.
 pub fn check(p: &Prepared, limits: &mut BTreeMap<&'static str, u64>) -> Vec<Violation> {
     let mut out = Vec::new();
     for l in &p.losses {

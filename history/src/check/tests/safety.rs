@@ -171,6 +171,36 @@ fn lost_counts_a_failover_loss_and_catches_a_durable_one() {
     assert_eq!(r.known_limits[ASYNC_REPLICATION], 1);
 }
 
+#[test]
+fn a_durable_grant_shortened_by_its_holder_guarantees_only_the_shorter_lease() {
+    // Durable for 2 s, shortened to 1 s by an EXTEND, then lengthened by
+    // extends that only the old master acknowledged: a failover keeps the
+    // shortened lease, so a 0 after it ended is the documented limit.
+    let mut h = H::new();
+    let extend = |ttl: u64| Op {
+        ttl_ms: Some(ttl),
+        ..op(Command::Extend, "m4", "c4-1")
+    };
+    let durable = Op {
+        durable: true,
+        ..acq("m4", "c4-1", 2000)
+    };
+    h.op(4, 0, ms(1), durable, ok(Value::Fence(40)));
+    h.op(4, ms(2), ms(3), extend(1000), ok(Value::Int(1)));
+    h.fault(FaultKind::FailoverStale, ms(900), ms(1400), None);
+    h.op(4, ms(950), ms(951), extend(1000), ok(Value::Int(1)));
+    h.op(
+        4,
+        ms(1500),
+        ms(1501),
+        op(Command::Release, "m4", "c4-1"),
+        ok(Value::Int(0)),
+    );
+    let r = h.check();
+    assert!(found(&r, "lost").is_empty(), "{:?}", found(&r, "lost"));
+    assert_eq!(r.known_limits[ASYNC_REPLICATION], 1);
+}
+
 /// `failover_stale` is recorded as started when the replica is stopped,
 /// 200 to 600 ms before the master dies: a grant made in between never
 /// reached the replica, and its loss is the documented limit.
