@@ -277,29 +277,7 @@ impl Cluster {
             |c: &mut redis::Connection, state: &str, id: &str| setslot(c, slot, state, id);
         setslot(&mut dc, "IMPORTING", &self.ids[from]);
         setslot(&mut sc, "MIGRATING", &self.ids[to]);
-        let end = Instant::now() + CLUSTER_DEADLINE;
-        loop {
-            let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
-                .arg("GETKEYSINSLOT")
-                .arg(slot)
-                .arg(100)
-                .query(&mut sc)
-                .expect("CLUSTER GETKEYSINSLOT");
-            if keys.is_empty() {
-                break;
-            }
-            assert!(Instant::now() < end, "slot {slot} never drained");
-            let _: redis::Value = redis::cmd("MIGRATE")
-                .arg("127.0.0.1")
-                .arg(dst.port())
-                .arg("")
-                .arg(0)
-                .arg(5000)
-                .arg("KEYS")
-                .arg(&keys)
-                .query(&mut sc)
-                .unwrap_or_else(|e| panic!("MIGRATE slot {slot} keys {keys:?}: {e}"));
-        }
+        move_slot_keys(&mut sc, slot, dst.port());
         // Destination first, so it owns the slot before the source redirects.
         setslot(&mut dc, "NODE", &self.ids[to]);
         setslot(&mut sc, "NODE", &self.ids[to]);
@@ -434,4 +412,32 @@ pub fn setslot(c: &mut redis::Connection, slot: u16, state: &str, id: &str) {
     let _: () = cmd
         .query(c)
         .unwrap_or_else(|e| panic!("CLUSTER SETSLOT {slot} {state} {id}: {e}"));
+}
+
+/// Moves every key of `slot` from the node behind `sc` to the node on
+/// `dst_port` (MIGRATE ... KEYS), a batch at a time, with a deadline.
+pub fn move_slot_keys(sc: &mut redis::Connection, slot: u16, dst_port: u16) {
+    let end = Instant::now() + CLUSTER_DEADLINE;
+    loop {
+        let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(100)
+            .query(sc)
+            .expect("CLUSTER GETKEYSINSLOT");
+        if keys.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < end, "slot {slot} never drained");
+        let _: redis::Value = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(dst_port)
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("KEYS")
+            .arg(&keys)
+            .query(sc)
+            .unwrap_or_else(|e| panic!("MIGRATE slot {slot} keys {keys:?}: {e}"));
+    }
 }

@@ -41,29 +41,7 @@ fn keys_in_slot(c: &mut redis::Connection, slot: u16) -> i64 {
 
 /// Moves every key of `slot` from `src` to `dst` (MIGRATE ... KEYS).
 fn move_keys(sc: &mut redis::Connection, slot: u16, dst: &Server) {
-    let end = Instant::now() + DEADLINE;
-    loop {
-        let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
-            .arg("GETKEYSINSLOT")
-            .arg(slot)
-            .arg(100)
-            .query(sc)
-            .unwrap();
-        if keys.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < end, "slot {slot} never drained");
-        let _: redis::Value = redis::cmd("MIGRATE")
-            .arg("127.0.0.1")
-            .arg(dst.port())
-            .arg("")
-            .arg(0)
-            .arg(5000)
-            .arg("KEYS")
-            .arg(&keys)
-            .query(sc)
-            .unwrap_or_else(|e| panic!("MIGRATE {keys:?}: {e}"));
-    }
+    common::cluster::move_slot_keys(sc, slot, dst.port());
 }
 
 #[test]
