@@ -1,0 +1,341 @@
+"""The asyncio side's connections: a pool of ``redis.asyncio`` connections
+of dlock's own per server (no redis-py retries, every operation bounded by
+a timeout), and the routing of a command to one server or a Redis
+Cluster slot's master (``MOVED``/``ASK`` followed)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+)
+
+import redis
+import redis.asyncio
+from redis.crc import key_slot
+
+from ._node import _conn_settings, parse_slots, sentinel_of, split_addr
+from ._spec import now
+from .errors import (
+    ASK,
+    MOVED,
+    RETRY,
+    Failure,
+    InvalidRequest,
+    Unavailable,
+    classify,
+    is_io_error,
+    lost_master,
+)
+
+T = TypeVar("T")
+MAX_REDIRECTS = 5
+Conn = Any
+
+def _async_class(cls: type) -> type:
+    """The redis.asyncio connection class of a (sync or async) one."""
+    import redis.asyncio.connection as ac
+
+    if cls.__module__.startswith("redis.asyncio"):
+        return cls
+    name = cls.__name__
+    return getattr(ac, name, ac.Connection)
+
+
+def _settings_of(client: Any) -> Tuple[type, Dict[str, Any]]:
+    pool = getattr(client, "connection_pool", client)
+    cls, kw = _conn_settings(_async_class(pool.connection_class), pool.connection_kwargs)
+    sentinel = sentinel_of(pool.connection_kwargs)
+    if sentinel is not None:
+        if not pool.connection_class.__module__.startswith("redis.asyncio"):
+            raise InvalidRequest(
+                "a blocking Sentinel client: give the asyncio Locker a "
+                "redis.asyncio.sentinel.Sentinel(...).master_for(name)"
+            )
+        if not getattr(sentinel, "is_master", True):
+            raise InvalidRequest(
+                "a Sentinel client for replicas (slave_for): locks are taken on the master, use master_for"
+            )
+        # The pool itself, not the weak proxy its connections get: the
+        # locker's connections outlive the client it was given.
+        kw["connection_pool"] = pool
+    return cls, kw
+
+
+async def _close(conn: Conn) -> None:
+    try:
+        await conn.disconnect()
+    except BaseException:
+        pass
+
+
+def _abort(conn: Conn, then_send: Optional[bytes] = None) -> None:
+    """Closes a connection without awaiting (in a cancelled task), after
+    writing ``then_send`` behind what it sent: the transport flushes it
+    before closing."""
+    w = getattr(conn, "_writer", None)
+    try:
+        if w is not None:
+            if then_send:
+                w.write(then_send)
+            w.close()
+    except Exception:
+        pass
+    try:
+        conn._reader = None
+        conn._writer = None
+        parser = getattr(conn, "_parser", None)
+        if parser is not None:
+            parser.on_disconnect()
+    except Exception:
+        pass
+
+
+def _pack(conn: Conn, cmds: Sequence[Tuple]) -> bytes:
+    return b"".join(conn.pack_commands(cmds))
+
+
+async def _send(conn: Conn, cmds: Sequence[Tuple]) -> None:
+    await conn.send_packed_command(conn.pack_commands(cmds), check_health=False)
+
+
+async def _read_all(conn: Conn, n: int) -> List[Any]:
+    out: List[Any] = []
+    for _ in range(n):
+        try:
+            # The connection is this module's to close (a cancelled acquire
+            # writes a RELEASE on it first).
+            out.append(await conn.read_response(disconnect_on_error=False))
+        except redis.exceptions.ResponseError as e:
+            out.append(e)
+    return out
+
+
+async def _pipeline(conn: Conn, cmds: Sequence[Tuple]) -> List[Any]:
+    await _send(conn, cmds)
+    return await _read_all(conn, len(cmds))
+
+
+class _Node:
+    """One server and a pool of redis.asyncio connections of dlock's own
+    (no redis-py retries; every operation bounded by a timeout)."""
+
+    def __init__(self, cls: type, kwargs: Dict[str, Any], connect_timeout: float, max_idle: int = 64) -> None:
+        self.cls = cls
+        self.kwargs = kwargs
+        self.connect_timeout = connect_timeout
+        self.max_idle = max_idle
+        self._idle: List[Conn] = []
+        #: Set for a ``Sentinel.master_for`` client's server: the master is
+        #: found again on every new connection.
+        self.sentinel = sentinel_of(kwargs)
+        if self.sentinel is not None:
+            self.addr = f"sentinel master {self.sentinel.service_name!r}"
+        elif "path" in kwargs:
+            self.addr = str(kwargs["path"])
+        else:
+            self.addr = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+
+    def sibling(self, host: str, port: int) -> "_Node":
+        kw = dict(self.kwargs)
+        kw["host"], kw["port"] = host, port
+        return _Node(self.cls, kw, self.connect_timeout, self.max_idle)
+
+    def failure(self, e: BaseException) -> Failure:
+        return classify(e).at(self.addr)
+
+    async def get(self, timeout: float) -> Conn:
+        if self._idle:
+            return self._idle.pop()
+        t = max(min(timeout, self.connect_timeout), 0.001)
+        kw = dict(self.kwargs)
+        kw["socket_timeout"] = None
+        kw["socket_connect_timeout"] = t
+        conn = self.cls(**kw)
+        try:
+            await asyncio.wait_for(self._connect(conn), t)
+        except asyncio.TimeoutError:
+            _abort(conn)
+            raise Failure(RETRY, Unavailable(f"{self.addr}: no connection within {t:.3f} s")) from None
+        except asyncio.CancelledError:
+            _abort(conn)
+            raise
+        except Exception as e:
+            _abort(conn)
+            raise self.failure(e) from None
+        conn._dlock_pooled = False
+        return conn
+
+    async def _connect(self, conn: Conn) -> None:
+        await conn.connect()
+        if self.sentinel is not None:
+            # A sentinel that has not seen a failover names the demoted
+            # master, now a replica: ask the server itself.
+            found = f"{conn.host}:{conn.port}"
+            role = (await _pipeline(conn, [("ROLE",)]))[0]
+            if isinstance(role, Exception):
+                raise role
+            if not (isinstance(role, list) and role and role[0] in (b"master", "master")):
+                raise redis.exceptions.ConnectionError(
+                    f"{found}, named by the sentinels as master {self.sentinel.service_name!r}, "
+                    "is not a master (a failover in progress)"
+                )
+            self.addr = found
+
+    def give_back(self, conn: Conn) -> None:
+        conn._dlock_pooled = True
+        if len(self._idle) < self.max_idle:
+            self._idle.append(conn)
+        else:
+            _abort(conn)
+
+    def flush(self) -> None:
+        idle, self._idle = self._idle, []
+        for c in idle:
+            _abort(c)
+
+    async def with_conn(
+        self,
+        timeout: float,
+        fn: Callable[[Conn], Awaitable[T]],
+        on_cancel: Optional[Callable[[Conn], None]] = None,
+    ) -> T:
+        """Runs ``fn`` on a connection of its own within ``timeout``; the
+        connection goes back to the pool only if ``fn`` succeeded or the
+        server answered with an error reply. Cancelled: ``on_cancel(conn)``
+        (or a plain abort) deals with the connection."""
+        end = now() + timeout
+        conn = await self.get(timeout)
+        try:
+            r = await asyncio.wait_for(fn(conn), max(end - now(), 0.001))
+        except asyncio.TimeoutError:
+            _abort(conn)
+            raise Failure(RETRY, Unavailable(f"{self.addr}: no answer within {timeout:.3f} s")) from None
+        except asyncio.CancelledError:
+            if on_cancel is not None:
+                on_cancel(conn)
+            else:
+                _abort(conn)
+            raise
+        except BaseException as e:
+            if lost_master(e):
+                # The server became a replica, or a master that lost its
+                # replicas (its replica was promoted): its connections are
+                # not used again, a new one finds the new master.
+                _abort(conn)
+                self.flush()
+                raise self.failure(e) from None
+            if isinstance(e, redis.exceptions.RedisError) and not is_io_error(e):
+                self.give_back(conn)
+                raise self.failure(e) from None
+            _abort(conn)
+            if isinstance(e, Exception) and is_io_error(e):
+                if conn._dlock_pooled:
+                    self.flush()
+                raise self.failure(e) from None
+            raise
+        self.give_back(conn)
+        return r
+
+    def close(self) -> None:
+        self.flush()
+
+
+class _Topology:
+    """One server, or the masters of a Redis Cluster's slots (see the
+    blocking API's ``_node.Topology``)."""
+
+    def __init__(self, single: Optional[_Node] = None, seeds: Optional[List[_Node]] = None) -> None:
+        self.single = single
+        self.seeds = seeds or []
+        self._slots: List[Tuple[int, int, str]] = []
+        self._nodes: Dict[str, _Node] = {}
+
+    def node(self, addr: str) -> _Node:
+        n = self._nodes.get(addr)
+        if n is None:
+            host, port = split_addr(addr)
+            n = self._nodes[addr] = self.seeds[0].sibling(host, port)
+        return n
+
+    async def refresh(self, io: float) -> None:
+        last: Optional[Failure] = None
+        for node in list(self._nodes.values()) + self.seeds:
+            try:
+                reply = await node.with_conn(io, lambda c: _pipeline(c, [("CLUSTER", "SLOTS")]))
+            except Failure as f:
+                last = f
+                continue
+            if isinstance(reply[0], Exception):
+                last = node.failure(reply[0])
+                continue
+            slots = parse_slots(reply[0], node.addr)
+            if slots:
+                self._slots = slots
+                return
+        raise last or Failure(RETRY, Unavailable("no cluster node returned a slot map"))
+
+    async def master_for(self, key: bytes, io: float) -> _Node:
+        slot = key_slot(key)
+
+        def lookup() -> Optional[str]:
+            for lo, hi, a in self._slots:
+                if lo <= slot <= hi:
+                    return a
+            return None
+
+        addr = lookup()
+        if addr is None:
+            await self.refresh(io)
+            addr = lookup()
+        if addr is None:
+            raise Failure(RETRY, Unavailable(f"no master serves slot {slot}"))
+        return self.node(addr)
+
+    async def run(
+        self,
+        key: bytes,
+        io: float,
+        extra: float,
+        op: Callable[[Conn, bool], Awaitable[T]],
+        on_cancel: Optional[Callable[[Conn], None]] = None,
+    ) -> T:
+        t = io + extra
+        if self.single is not None:
+            return await self.single.with_conn(t, lambda c: op(c, False), on_cancel)
+        node = await self.master_for(key, io)
+        asking = False
+        for _ in range(MAX_REDIRECTS):
+            try:
+                a = asking
+                return await node.with_conn(t, lambda c: op(c, a), on_cancel)
+            except Failure as f:
+                if f.kind == MOVED:
+                    try:
+                        await self.refresh(io)
+                    except Failure:
+                        pass
+                    node, asking = self.node(f.addr), False
+                elif f.kind == ASK:
+                    node, asking = self.node(f.addr), True
+                elif f.kind == RETRY and self.seeds:
+                    try:
+                        await self.refresh(io)
+                    except Failure:
+                        pass
+                    raise
+                else:
+                    raise
+        raise Failure(RETRY, Unavailable(f"more than {MAX_REDIRECTS} redirects for {key!r}"))
+
+    def close(self) -> None:
+        for n in ([self.single] if self.single else []) + list(self._nodes.values()) + self.seeds:
+            n.close()
