@@ -47,11 +47,12 @@ class Bare:
     at all (no timeouts, retries, lease budget, pool or watchdog): what the
     machine allows any Python client of dlock, not a client to use."""
 
-    def __init__(self, port: int, resource: str) -> None:
+    def __init__(self, port: int, resource: str, wait: bool = True) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         token = os.urandom(16).hex()
-        self.acquire = self.pack("DLOCK.ACQUIRE", resource, token, "10000", "WAIT", "10000")
+        waiting = ("WAIT", "10000") if wait else ()
+        self.acquire = self.pack("DLOCK.ACQUIRE", resource, token, "10000", *waiting)
         self.release = self.pack("DLOCK.RELEASE", resource, token)
         self.buf = b""
 
@@ -184,6 +185,18 @@ def main() -> None:
             return c
 
         rows.append(cycles("redis-py `Lock`", rp_cycle, a.cycles))
+
+        def bare_cycle():
+            b = Bare(server.port, "c5", wait=False)
+
+            def c():
+                b.__enter__()
+                b.__exit__()
+
+            return c
+
+        rows.append(cycles("bare socket, dlock's commands (the machine's cycle)", bare_cycle, a.cycles))
+        machine_us = rows[-1][1]
         if redis_lock:
 
             def prl_cycle():
@@ -231,23 +244,29 @@ def main() -> None:
         ):
             results = [contend(name, make, n, a.seconds, outside) for name, make in clients]
             print(f"\n## {n} threads contending for one lock, {title} ({a.seconds:g} s each)\n")
+            print(f"This machine's uncontended bare-socket cycle: {machine_us:.0f} µs.\n")
             print(
                 "| client | critical sections/s | vs redis-py `Lock` | per thread: min / median / max "
-                "| served to every thread, /s | vs redis-py `Lock` | fairness (Jain) | overlaps |"
+                "| spread (max-min)/median | served to every thread, /s | vs redis-py `Lock` | vs bare sockets "
+                "| fairness (Jain) | overlaps |"
             )
-            print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+            print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
             base = results[1][1]
             # What every thread got: the slowest thread's rate, times the
             # threads. A lock that starves some threads serves all of them
             # only at its slowest thread's pace.
             served = [min(counts) * len(counts) * rate / max(sum(counts), 1) for _, rate, counts, _ in results]
             base_served = max(served[1], 1e-9)
+            bare_rate = max(results[-1][1], 1e-9)
             for (name, rate, counts, viol), all_served in zip(results, served):
                 c = sorted(counts)
                 jain = sum(c) ** 2 / (len(c) * sum(x * x for x in c)) if sum(c) else 0.0
+                med = statistics.median(c)
+                spread = (c[-1] - c[0]) / med * 100 if med else float("inf")
                 print(
-                    f"| {name} | {rate:,.0f} | {rate / base:.1f}x | {c[0]} / {statistics.median(c):.0f} / {c[-1]} "
-                    f"| {all_served:,.0f} | {all_served / base_served:.1f}x | {jain:.2f} | {viol} |"
+                    f"| {name} | {rate:,.0f} | {rate / base:.1f}x | {c[0]} / {med:.0f} / {c[-1]} | {spread:.1f} % "
+                    f"| {all_served:,.0f} | {all_served / base_served:.1f}x | {rate / bare_rate:.2f}x "
+                    f"| {jain:.2f} | {viol} |"
                 )
     finally:
         server.kill()
