@@ -41,7 +41,7 @@ import random
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import redis
 
@@ -162,7 +162,7 @@ class RNode:
         self.timeout = timeout
         self.addr = node.addr
 
-    def call(self, cmd: Tuple, reply_by: float) -> Any:
+    def call(self, cmd: Tuple[Any, ...], reply_by: float) -> Any:
         """``cmd`` on this server, its reply due by ``reply_by``. A command
         that cannot be sent before then is not sent at all; one sent on a
         connection that turns out broken is sent again on another (every
@@ -371,7 +371,7 @@ class RedlockBackend:
         self.token = token
         self.timeout = timeout
 
-    def _round(self, cmd: Tuple, judge: Callable[[Any], Optional[bool]]) -> Tuple[Tally, float]:
+    def _round(self, cmd: Tuple[Any, ...], judge: Callable[[Any], Optional[bool]]) -> Tuple[Tally, float]:
         sent = now()
         reply_by = sent + self.timeout
         answers = fan_out(self.nodes, reply_by + SLACK, lambda node: node.call(cmd, reply_by))
@@ -443,12 +443,188 @@ def check_limit(nodes: int, limit: Optional[int]) -> None:
         )
 
 
-def check_token(token: Any) -> None:
+def require_token(token: Any) -> None:
     if not isinstance(token, str) or not token:
         raise InvalidRequest("token must not be empty")
 
 
-class Redlock:
+L = TypeVar("L")
+
+
+class LockKinds(Generic[L]):
+    """The lock kinds, each a :meth:`lock` with some options set: one list
+    of explicit keyword parameters for the blocking and the asyncio
+    Redlock."""
+
+    def lock(
+        self,
+        resource: Key,
+        *,
+        ttl: Duration = 30.0,
+        wait: Optional[Duration] = None,
+        blocking: bool = True,
+        shared: bool = False,
+        limit: Optional[int] = None,
+        owner: Optional[Key] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[Callable[[Any], Any]] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        raise_on_lost: bool = True,
+    ) -> L:
+        raise NotImplementedError
+
+    def read_lock(
+        self,
+        resource: Key,
+        *,
+        ttl: Duration = 30.0,
+        wait: Optional[Duration] = None,
+        blocking: bool = True,
+        owner: Optional[Key] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[Callable[[Any], Any]] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        raise_on_lost: bool = True,
+    ) -> L:
+        """A shared hold (readers together, writers alone)."""
+        return self.lock(
+            resource,
+            ttl=ttl,
+            wait=wait,
+            blocking=blocking,
+            shared=True,
+            owner=owner,
+            watchdog=watchdog,
+            on_lost=on_lost,
+            token=token,
+            retry_for=retry_for,
+            raise_on_lost=raise_on_lost,
+        )
+
+    def write_lock(
+        self,
+        resource: Key,
+        *,
+        ttl: Duration = 30.0,
+        wait: Optional[Duration] = None,
+        blocking: bool = True,
+        owner: Optional[Key] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[Callable[[Any], Any]] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        raise_on_lost: bool = True,
+    ) -> L:
+        """An exclusive hold (what :meth:`lock` takes)."""
+        return self.lock(
+            resource,
+            ttl=ttl,
+            wait=wait,
+            blocking=blocking,
+            owner=owner,
+            watchdog=watchdog,
+            on_lost=on_lost,
+            token=token,
+            retry_for=retry_for,
+            raise_on_lost=raise_on_lost,
+        )
+
+    def semaphore(
+        self,
+        resource: Key,
+        limit: int,
+        *,
+        ttl: Duration = 30.0,
+        wait: Optional[Duration] = None,
+        blocking: bool = True,
+        owner: Optional[Key] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[Callable[[Any], Any]] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        raise_on_lost: bool = True,
+    ) -> L:
+        """``limit`` permits: above 1 only with a single server."""
+        return self.lock(
+            resource,
+            ttl=ttl,
+            wait=wait,
+            blocking=blocking,
+            limit=limit,
+            owner=owner,
+            watchdog=watchdog,
+            on_lost=on_lost,
+            token=token,
+            retry_for=retry_for,
+            raise_on_lost=raise_on_lost,
+        )
+
+    def reentrant_lock(
+        self,
+        resource: Key,
+        owner: Optional[Key] = None,
+        *,
+        ttl: Duration = 30.0,
+        wait: Optional[Duration] = None,
+        blocking: bool = True,
+        shared: bool = False,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[Callable[[Any], Any]] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        raise_on_lost: bool = True,
+    ) -> L:
+        """Reentrant holds; the owner defaults to the acquiring thread."""
+        return self.lock(
+            resource,
+            ttl=ttl,
+            wait=wait,
+            blocking=blocking,
+            shared=shared,
+            owner=PER_THREAD if owner is None else owner,
+            watchdog=watchdog,
+            on_lost=on_lost,
+            token=token,
+            retry_for=retry_for,
+            raise_on_lost=raise_on_lost,
+        )
+
+    def multi_lock(
+        self,
+        resources: Sequence[Key],
+        *,
+        ttl: Duration = 30.0,
+        wait: Optional[Duration] = None,
+        blocking: bool = True,
+        shared: bool = False,
+        owner: Optional[Key] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[Callable[[Any], Any]] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        raise_on_lost: bool = True,
+    ) -> L:
+        """A set of resources, all or none (one hash slot's worth is not
+        needed: every server holds them all)."""
+        res = list(resources)
+        return self.lock(
+            res if len(res) > 1 else (res[0] if res else ""),  # type: ignore[arg-type]
+            ttl=ttl,
+            wait=wait,
+            blocking=blocking,
+            shared=shared,
+            owner=owner,
+            watchdog=watchdog,
+            on_lost=on_lost,
+            token=token,
+            retry_for=retry_for,
+            raise_on_lost=raise_on_lost,
+        )
+
+
+class Redlock(LockKinds["RedlockLock"]):
     """One lock over N independent servers (not replicas of each other, not
     one cluster), each with the dlock module, granted by a majority. The
     same lock kinds and Lease as :class:`~dlock.Locker` (``LIMIT`` above 1
@@ -548,157 +724,8 @@ class Redlock:
             raise_on_lost=raise_on_lost,
         )
 
-    def read_lock(
-        self,
-        resource: Key,
-        *,
-        ttl: Duration = 30.0,
-        wait: Optional[Duration] = None,
-        blocking: bool = True,
-        owner: Optional[Key] = None,
-        watchdog: Optional[bool] = None,
-        on_lost: Optional[OnLost] = None,
-        token: Optional[str] = None,
-        retry_for: Optional[Duration] = None,
-        raise_on_lost: bool = True,
-    ) -> "RedlockLock":
-        """A shared hold (readers together, writers alone)."""
-        return self.lock(
-            resource,
-            ttl=ttl,
-            wait=wait,
-            blocking=blocking,
-            shared=True,
-            owner=owner,
-            watchdog=watchdog,
-            on_lost=on_lost,
-            token=token,
-            retry_for=retry_for,
-            raise_on_lost=raise_on_lost,
-        )
-
-    def write_lock(
-        self,
-        resource: Key,
-        *,
-        ttl: Duration = 30.0,
-        wait: Optional[Duration] = None,
-        blocking: bool = True,
-        owner: Optional[Key] = None,
-        watchdog: Optional[bool] = None,
-        on_lost: Optional[OnLost] = None,
-        token: Optional[str] = None,
-        retry_for: Optional[Duration] = None,
-        raise_on_lost: bool = True,
-    ) -> "RedlockLock":
-        """An exclusive hold (what :meth:`lock` takes)."""
-        return self.lock(
-            resource,
-            ttl=ttl,
-            wait=wait,
-            blocking=blocking,
-            owner=owner,
-            watchdog=watchdog,
-            on_lost=on_lost,
-            token=token,
-            retry_for=retry_for,
-            raise_on_lost=raise_on_lost,
-        )
-
-    def semaphore(
-        self,
-        resource: Key,
-        limit: int,
-        *,
-        ttl: Duration = 30.0,
-        wait: Optional[Duration] = None,
-        blocking: bool = True,
-        owner: Optional[Key] = None,
-        watchdog: Optional[bool] = None,
-        on_lost: Optional[OnLost] = None,
-        token: Optional[str] = None,
-        retry_for: Optional[Duration] = None,
-        raise_on_lost: bool = True,
-    ) -> "RedlockLock":
-        """``limit`` permits: above 1 only with a single server."""
-        return self.lock(
-            resource,
-            ttl=ttl,
-            wait=wait,
-            blocking=blocking,
-            limit=limit,
-            owner=owner,
-            watchdog=watchdog,
-            on_lost=on_lost,
-            token=token,
-            retry_for=retry_for,
-            raise_on_lost=raise_on_lost,
-        )
-
-    def reentrant_lock(
-        self,
-        resource: Key,
-        owner: Optional[Key] = None,
-        *,
-        ttl: Duration = 30.0,
-        wait: Optional[Duration] = None,
-        blocking: bool = True,
-        shared: bool = False,
-        watchdog: Optional[bool] = None,
-        on_lost: Optional[OnLost] = None,
-        token: Optional[str] = None,
-        retry_for: Optional[Duration] = None,
-        raise_on_lost: bool = True,
-    ) -> "RedlockLock":
-        """Reentrant holds; the owner defaults to the acquiring thread."""
-        return self.lock(
-            resource,
-            ttl=ttl,
-            wait=wait,
-            blocking=blocking,
-            shared=shared,
-            owner=PER_THREAD if owner is None else owner,
-            watchdog=watchdog,
-            on_lost=on_lost,
-            token=token,
-            retry_for=retry_for,
-            raise_on_lost=raise_on_lost,
-        )
-
-    def multi_lock(
-        self,
-        resources: Sequence[Key],
-        *,
-        ttl: Duration = 30.0,
-        wait: Optional[Duration] = None,
-        blocking: bool = True,
-        shared: bool = False,
-        owner: Optional[Key] = None,
-        watchdog: Optional[bool] = None,
-        on_lost: Optional[OnLost] = None,
-        token: Optional[str] = None,
-        retry_for: Optional[Duration] = None,
-        raise_on_lost: bool = True,
-    ) -> "RedlockLock":
-        """A set of resources, all or none (one hash slot's worth is not
-        needed: every server holds them all)."""
-        res = list(resources)
-        return self.lock(
-            res if len(res) > 1 else (res[0] if res else ""),  # type: ignore[arg-type]
-            ttl=ttl,
-            wait=wait,
-            blocking=blocking,
-            shared=shared,
-            owner=owner,
-            watchdog=watchdog,
-            on_lost=on_lost,
-            token=token,
-            retry_for=retry_for,
-            raise_on_lost=raise_on_lost,
-        )
-
     def _token_backend(self, resource: Key, token: str, ttl: Duration) -> RedlockBackend:
-        check_token(token)
+        require_token(token)
         return RedlockBackend(self.nodes, _spec(resource, ttl, False, None, None), token, self.node_timeout)
 
     def extend_token(self, resource: Key, token: str, ttl: Duration) -> bool:
