@@ -280,3 +280,43 @@ def test_a_cancelled_acquire_leaves_no_hold_and_no_waiter_on_any_server(five):
         await _until(5, "nothing held", lambda: clear("blk"))
 
     run(main())
+
+
+def test_a_cancelled_acquire_undoes_a_grant_a_waiter_and_a_paused_servers_acquire(five):
+    # Cancelled while server 0 (paused) has the ACQUIRE unread, server 1
+    # granted it and server 2 queued it behind another holder.
+    three = five[:3]
+    other = Spec(["res"], ttl=30).acquire_cmd("other", None)
+    fence = three[2].conn().execute_command(*other)
+
+    async def main():
+        rl = redlock(three)
+        # Every server's pool gets a connection (a paused server accepts no
+        # new one in time).
+        async with rl.lock("warm", ttl=5):
+            pass
+        three[0].stop()
+        try:
+            task = asyncio.create_task(rl.lock("res", ttl=30, wait=20).acquire())
+            await _until(
+                10,
+                "granted on 1, queued on 2",
+                lambda: holder(three[1].conn(), "res") is not None and waiters(three[2].conn(), "res") == 1,
+            )
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            three[0].cont()
+        await _until(
+            5,
+            "nothing held or queued but the other holder",
+            lambda: (
+                held_on(three, "res") == [None, None, ("other", fence)]
+                and waiting_on(three, "res") == [0, 0, 0]
+            ),
+        )
+        await asyncio.sleep(0.3)
+        assert held_on(three, "res") == [None, None, ("other", fence)]
+
+    run(main())
