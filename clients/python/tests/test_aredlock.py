@@ -320,3 +320,20 @@ def test_a_cancelled_acquire_undoes_a_grant_a_waiter_and_a_paused_servers_acquir
         assert held_on(three, "res") == [None, None, ("other", fence)]
 
     run(main())
+
+
+def test_a_redlock_used_from_a_second_event_loop_orphans_nothing(five):
+    three = five[:3]
+    rl = redlock(three)
+
+    async def take():
+        lease = await rl.lock("res", ttl=30).acquire(blocking=False)
+        assert lease is not None
+        assert held_on(three, "res") == [(lease.token, f) for f in lease.fences]
+        assert await lease.release()
+        assert (await rl.info("res")) == [None] * 3
+
+    run(take())
+    # A second asyncio.run(): the first loop's idle connections are dead.
+    run(take())
+    assert held_on(three, "res") == [None] * 3

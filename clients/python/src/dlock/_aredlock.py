@@ -144,11 +144,13 @@ class _ANode:
                 _abort_releasing(conn, release)
                 raise
             except Exception as e:
-                _abort(conn)
                 if is_io_error(e):
                     # A broken connection: again on another (same token).
+                    _abort(conn)
                     last = classify(e).at(self.addr)
                     continue
+                # Sent, maybe granted: undone behind it.
+                _abort_releasing(conn, release)
                 return FAIL, Failure(FATAL, DlockError(f"{self.addr}: {e!r}"))
             if isinstance(reply, redis.exceptions.ResponseError):
                 self.node.give_back(conn)
@@ -333,6 +335,18 @@ class Redlock(LockKinds["RedlockLock"]):
             refuse_duplicates(places)
             nodes.append(_ANode(node, self.node_timeout))
         self.nodes = nodes
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+
+    def _on_this_loop(self) -> None:
+        """Idle connections belong to the loop that opened them: a Redlock
+        used from another loop (a second ``asyncio.run()``) drops them
+        before sending anything, rather than send on one and fail to read
+        the reply (a grant held by nobody)."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            if self._loop is not None:
+                self.close()
+            self._loop = loop
 
     @property
     def quorum(self) -> int:
@@ -384,6 +398,7 @@ class Redlock(LockKinds["RedlockLock"]):
         """``EXTEND`` on every server: True when a quorum extended it, False
         when so many answered 0 that no quorum holds the token, otherwise
         :class:`~dlock.NoQuorum` (or the servers' own error)."""
+        self._on_this_loop()
         b = self._backend(resource, token, ttl)
         r = await b.extend(b.spec.ttl_ms)
         if r.kind == EXTENDED:
@@ -395,12 +410,14 @@ class Redlock(LockKinds["RedlockLock"]):
 
     async def release_token(self, resource: Key, token: str) -> bool:
         """``RELEASE`` on every server: True when a quorum released it."""
+        self._on_this_loop()
         return await self._backend(resource, token, 1.0).release(now())
 
     async def info(self, resource: Key) -> List[Union[Optional[Dict[str, Any]], DlockError]]:
         """``DLOCK.INFO`` on every server, in server order (None where free,
         the error where a server did not answer)."""
         _spec(resource, 1.0, False, None, None)
+        self._on_this_loop()
         reply_by = now() + self.node_timeout
         cmd = ("DLOCK.INFO", resource)
         got = await asyncio.gather(*(n.call(cmd, reply_by) for n in self.nodes), return_exceptions=True)
@@ -422,6 +439,7 @@ class Redlock(LockKinds["RedlockLock"]):
         watchdog: bool,
         on_lost: Optional[OnLost],
     ) -> Optional[RedlockLease]:
+        self._on_this_loop()
         timeout = self.node_timeout
         plan = Acquiring(now(), wait_ms, spec.ttl_ms, timeout, retry_for)
         while True:
