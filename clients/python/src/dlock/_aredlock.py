@@ -322,14 +322,12 @@ class Redlock(LockKinds["RedlockLock"]):
         self.settings = Settings(self.node_timeout, self.retry_for, None)
         nodes: List[_ANode] = []
         places: List[Tuple[str, List[Any], Any]] = []
-        for s in server_list(servers):
+        for s in server_list(servers, "redis.asyncio.Redis"):
             if isinstance(s, str):
                 try:
                     s = redis.asyncio.Redis.from_url(s)
                 except ValueError as e:
                     raise InvalidRequest(str(e)) from None
-            if not hasattr(s, "connection_pool"):
-                raise InvalidRequest(f"a Redlock server is a URL or a redis.asyncio.Redis, not {s!r}")
             node = _Node(*_settings_of(s), connect_timeout=self.node_timeout, max_idle=max_idle)
             places.append(place(node.kwargs))
             refuse_duplicates(places)

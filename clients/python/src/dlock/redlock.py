@@ -427,12 +427,20 @@ def refuse_duplicates(places: Sequence[Tuple[str, List[Any], Any]]) -> None:
         )
 
 
-def server_list(servers: Any) -> List[Any]:
-    if isinstance(servers, (str, bytes)):
+def server_list(servers: Any, kind: str) -> List[Any]:
+    """The servers given, each a URL or a client with a connection pool
+    (``kind`` names the client a Redlock takes)."""
+    if isinstance(servers, str):
         servers = [servers]
-    servers = list(servers)
+    try:
+        servers = list(servers)
+    except TypeError:
+        raise InvalidRequest(f"servers must be a list of URLs or {kind} clients, not {servers!r}") from None
     if not servers:
         raise InvalidRequest("no server given")
+    for s in servers:
+        if not isinstance(s, str) and not hasattr(s, "connection_pool"):
+            raise InvalidRequest(f"a Redlock server is a URL or a {kind}, not {s!r}")
     return servers
 
 
@@ -659,12 +667,16 @@ class Redlock(LockKinds["RedlockLock"]):
         self.settings = Settings(self.node_timeout, self.retry_for, None)
         nodes: List[RNode] = []
         places: List[Tuple[str, List[Any], Any]] = []
-        for s in server_list(servers):
+        for s in server_list(servers, "redis.Redis"):
             if isinstance(s, str):
                 try:
                     s = redis.Redis.from_url(s)
                 except ValueError as e:
                     raise InvalidRequest(str(e)) from None
+            if type(s.connection_pool).__module__.startswith("redis.asyncio"):
+                raise InvalidRequest(
+                    f"a {type(s).__module__}.{type(s).__name__} client is for asyncio: use dlock.asyncio.Redlock"
+                )
             node = Node(*settings_of(s), connect_timeout=self.node_timeout, max_idle=max_idle)
             places.append(place(node.kwargs))
             refuse_duplicates(places)
