@@ -24,6 +24,19 @@ from ._alocker import Lock, task_owner
 from ._anode import Conn, _abort, _Node, _pack, _pipeline, _settings_of
 from ._core.redlock import EXTENDED, LOST, Acquiring, Attempt, judge_extend, quorum, tally_round
 from ._lease import Renewal
+from ._redlock_common import (
+    MAX_TRIES,
+    LockKinds,
+    answer,
+    check_limit,
+    missed_error,
+    place,
+    refuse_duplicates,
+    release_of,
+    renewal_of,
+    require_token,
+    server_list,
+)
 from ._single import Settings
 from ._spec import MAX_MS, Duration, Key, Spec, check_token, new_token, now, seconds, to_ms
 from .errors import (
@@ -38,19 +51,6 @@ from .errors import (
     unexpected,
 )
 from .locker import _UNSET, PER_THREAD, _spec, decode_info
-from .redlock import (
-    MAX_TRIES,
-    LockKinds,
-    _answer,
-    check_limit,
-    missed_error,
-    place,
-    refuse_duplicates,
-    require_token,
-    release_of,
-    renewal_of,
-    server_list,
-)
 
 __all__ = ["Redlock", "RedlockLock", "RedlockLease"]
 
@@ -261,7 +261,7 @@ class RedlockBackend:
         sent = now()
         reply_by = sent + self.timeout
         got = await asyncio.gather(*(n.call(cmd, reply_by) for n in self.nodes), return_exceptions=True)
-        return [_answer((not isinstance(v, BaseException), v)) for v in got], sent
+        return [answer((not isinstance(v, BaseException), v)) for v in got], sent
 
     async def extend(self, ttl_ms: int) -> Renewal:
         answers, sent = await self._answers(self.spec.extend_cmd(self.token, ttl_ms))
