@@ -324,8 +324,11 @@ class Redlock(LockKinds["RedlockLock"]):
         places: List[Tuple[str, List[Any], Any]] = []
         for s in server_list(servers, "redis.asyncio.Redis"):
             if isinstance(s, str):
+                # Parsed by the blocking client, which makes no asyncio
+                # object (Python 3.9's asyncio.Lock wants an event loop):
+                # the address, login and TLS settings are all that is used.
                 try:
-                    s = redis.asyncio.Redis.from_url(s)
+                    s = redis.Redis.from_url(s)
                 except ValueError as e:
                     raise InvalidRequest(str(e)) from None
             node = _Node(*_settings_of(s), connect_timeout=self.node_timeout, max_idle=max_idle)
