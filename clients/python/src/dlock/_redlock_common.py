@@ -128,15 +128,15 @@ def server_list(servers: Any, kind: str) -> List[Any]:
     if isinstance(servers, str):
         servers = [servers]
     try:
-        servers = list(servers)
+        out: List[Any] = list(servers)
     except TypeError:
         raise InvalidRequest(f"servers must be a list of URLs or {kind} clients, not {servers!r}") from None
-    if not servers:
+    if not out:
         raise InvalidRequest("no server given")
-    for s in servers:
+    for s in out:
         if not isinstance(s, str) and not hasattr(s, "connection_pool"):
             raise InvalidRequest(f"a Redlock server is a URL or a {kind}, not {s!r}")
-    return servers
+    return out
 
 
 def check_limit(nodes: int, limit: Optional[int]) -> None:
