@@ -1,5 +1,8 @@
 """Redlock: one lock over N independent servers (masters, each with the
 dlock module), granted when a majority grants it, as the Rust client does.
+The rules below are written once, without I/O, in ``_core/redlock.py``;
+this module drives them with a thread per server (``_aredlock.py`` with a
+task per server).
 
 - **Quorum.** ``ACQUIRE`` goes to every server at once (one thread each,
   connections from a pool per server), each reply due within the *node
