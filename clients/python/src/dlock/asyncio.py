@@ -22,5 +22,6 @@ from __future__ import annotations
 
 from ._alease import Lease
 from ._alocker import Lock, Locker, task_owner
+from ._aredlock import Redlock
 
-__all__ = ["Locker", "Lock", "Lease", "task_owner"]
+__all__ = ["Locker", "Lock", "Lease", "task_owner", "Redlock"]

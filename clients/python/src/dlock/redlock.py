@@ -1,5 +1,8 @@
 """Redlock: one lock over N independent servers (masters, each with the
 dlock module), granted when a majority grants it, as the Rust client does.
+The rules below are written once, without I/O, in ``_core/redlock.py``;
+this module drives them with a thread per server (``_aredlock.py`` with a
+task per server).
 
 - **Quorum.** ``ACQUIRE`` goes to every server at once (one thread each,
   connections from a pool per server), each reply due within the *node
@@ -40,12 +43,49 @@ import random
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 import redis
 
-from ._lease import EXTENDED, FAILED, LOST, Lease, Renewal
+from ._core.redlock import (
+    BUSY,
+    EXTENDED,
+    LOST,
+    SLACK,
+    Acquiring,
+    Attempt,
+    Tally,
+    attempt_wait,
+    judge_extend,
+    quorum,
+    tally_round,
+    valid_until,
+)
+from ._lease import Lease, OnLost, Renewal
 from ._node import Node, close, read_all, run_pipeline, send, set_timeout, settings_of
+from ._redlock_common import (
+    MAX_TRIES,
+    LockKinds,
+    answer,
+    check_limit,
+    missed_error,
+    place,
+    refuse_duplicates,
+    release_of,
+    renewal_of,
+    require_token,
+    server_list,
+)
 from ._single import Settings
 from ._spec import Duration, Key, Spec, new_token, now, seconds
 from .errors import (
@@ -54,7 +94,6 @@ from .errors import (
     DlockError,
     Failure,
     InvalidRequest,
-    NoQuorum,
     Unavailable,
     classify,
     is_io_error,
@@ -62,92 +101,11 @@ from .errors import (
 )
 from .locker import _UNSET, PER_THREAD, Lock, _spec, decode_info, thread_owner
 
-__all__ = ["Redlock"]
+__all__ = ["Redlock", "RedlockLock"]
+# The rules, re-exported for who used them from here.
+_RULES = (Tally, attempt_wait, quorum, valid_until)
 
 T = TypeVar("T")
-
-#: How long the caller waits past a round's reply deadline for the workers
-#: to report (a reply read just in time still counts).
-SLACK = 0.010
-#: Connections a command may try on one server: a restarted server leaves
-#: every pooled connection broken, and a command sent on a broken one is
-#: retried on the next (same token: idempotent).
-MAX_TRIES = 10
-
-
-# --- arithmetic ------------------------------------------------------------------
-
-
-def quorum(n: int) -> int:
-    """A majority of ``n`` servers: any two majorities share a server."""
-    return n // 2 + 1
-
-
-def drift_ms(ttl_ms: int) -> float:
-    """Allowance for the servers' clocks running faster than ours."""
-    return ttl_ms / 100 + 2
-
-
-def valid_until(sent: float, ttl_ms: int, t: float) -> Optional[float]:
-    """The instant until which a grant (or renewal) first sent at ``sent``
-    surely lasts on every server that granted it; None when that is not
-    after ``t`` (the quorum came too late to be of use)."""
-    lasts = ttl_ms - drift_ms(ttl_ms)
-    if lasts <= 0:
-        return None
-    until = sent + lasts / 1000
-    return until if until > t else None
-
-
-def attempt_wait(remaining: float, ttl_ms: int, node_timeout: float) -> float:
-    """How long one attempt waits in the servers' queues: a tenth of the
-    ttl, at least the node timeout, at most a third of the ttl."""
-    ttl = ttl_ms / 1000
-    return min(max(ttl / 10, node_timeout), ttl / 3, remaining)
-
-
-class Tally:
-    """Replies to one round of commands, one per server."""
-
-    __slots__ = ("nodes", "yes", "no", "failed")
-
-    def __init__(self, nodes: int) -> None:
-        self.nodes = nodes
-        self.yes = 0  # granted (a fence); EXTEND/RELEASE answered 1
-        self.no = 0  # busy (nil); EXTEND/RELEASE answered 0
-        self.failed = 0  # unreachable, timed out, or an error reply
-
-    def quorum(self) -> int:
-        return quorum(self.nodes)
-
-    def answered(self) -> int:
-        return self.yes + self.no
-
-    def pending(self) -> int:
-        return self.nodes - self.yes - self.no - self.failed
-
-    def hopeless(self) -> bool:
-        return self.no + self.failed > self.nodes - self.quorum()
-
-    def miss(self) -> str:
-        """Why an acquire round without a (valid) quorum failed: ``slow``,
-        ``unreachable`` (only when the failures alone rule out a quorum), or
-        ``busy``."""
-        if self.yes >= self.quorum():
-            return "slow"
-        if self.failed > self.nodes - self.quorum():
-            return "unreachable"
-        return "busy"
-
-    def renewal(self) -> str:
-        if self.yes >= self.quorum():
-            return EXTENDED
-        if self.no > self.nodes - self.quorum():
-            return LOST
-        return FAILED
-
-    def no_quorum(self) -> NoQuorum:
-        return NoQuorum(self.yes, self.answered(), self.nodes)
 
 
 # --- one server ------------------------------------------------------------------
@@ -171,7 +129,7 @@ class RNode:
         self.timeout = timeout
         self.addr = node.addr
 
-    def call(self, cmd: Tuple, reply_by: float) -> Any:
+    def call(self, cmd: Tuple[Any, ...], reply_by: float) -> Any:
         """``cmd`` on this server, its reply due by ``reply_by``. A command
         that cannot be sent before then is not sent at all; one sent on a
         connection that turns out broken is sent again on another (every
@@ -204,7 +162,9 @@ class RNode:
         raise last or Failure(RETRY, Unavailable(f"{self.addr}: no answer in time"))
 
 
-def fan_out(nodes: Sequence[RNode], until: float, f: Callable[[RNode], T]) -> List[Optional[Tuple[bool, Any]]]:
+def fan_out(
+    nodes: Sequence[RNode], until: float, f: Callable[[RNode], T]
+) -> List[Optional[Tuple[bool, Any]]]:
     """Runs ``f`` on every server at once, one thread each, and collects
     what came back by ``until``, in server order: ``(True, value)``,
     ``(False, exception)``, or None (no answer by then). A thread still
@@ -232,7 +192,7 @@ def fan_out(nodes: Sequence[RNode], until: float, f: Callable[[RNode], T]) -> Li
 
 # --- one acquire attempt -----------------------------------------------------------
 
-GRANTED, BUSY, FAIL = "granted", "busy", "failed"
+GRANTED, FAIL = "granted", "failed"
 
 
 class _Verdict:
@@ -253,11 +213,11 @@ class _Verdict:
 
 
 class _Attempt:
-    def __init__(self, spec: Spec, token: str, wait_until: Optional[float], reply_by: float) -> None:
+    def __init__(self, spec: Spec, token: str, rules: Attempt) -> None:
         self.spec = spec
         self.token = token
-        self.wait_until = wait_until
-        self.reply_by = reply_by
+        self.rules = rules
+        self.reply_by = rules.reply_by
         self.verdict = _Verdict()
 
 
@@ -279,13 +239,7 @@ def _worker(i: int, node: RNode, at: _Attempt, q: "queue.Queue[Tuple[int, str, A
         if left <= 0:
             node.node.give_back(conn)
             break
-        # Every server stops waiting at the same instant; never WAIT 0
-        # (which waits forever).
-        w: Optional[int] = None
-        if at.wait_until is not None:
-            w = int((at.wait_until - now()) * 1000)
-            if w <= 0:
-                w = None
+        w = at.rules.wait_ms(now())
         set_timeout(conn, left)
         try:
             send(conn, [at.spec.acquire_cmd(at.token, w)])
@@ -335,83 +289,43 @@ def _worker(i: int, node: RNode, at: _Attempt, q: "queue.Queue[Tuple[int, str, A
     q.put((i, FAIL, last or Failure(RETRY, Unavailable(f"{node.addr}: not connected in time"))))
 
 
-class _Won:
-    def __init__(self, fences: List[Optional[int]], valid_until: float) -> None:
-        self.fences = fences
-        self.valid_until = valid_until
-
-
-class _Missed:
-    def __init__(self, tally: Tally, errors: int, first_error: Optional[DlockError]) -> None:
-        self.tally = tally
-        self.errors = errors
-        self.first_error = first_error
-
-
-def _attempt(nodes: Sequence[RNode], spec: Spec, token: str, wait: Optional[float], timeout: float) -> Union[_Won, _Missed]:
+def _attempt(
+    nodes: Sequence[RNode], spec: Spec, token: str, wait: Optional[float], timeout: float
+) -> Tuple[Attempt, Optional[float]]:
+    """One attempt: its rules' record, and the validity when it won."""
     n = len(nodes)
     # Counted from before any command is sent: the validity runs from here.
-    first_send = now()
-    if wait is not None and int(wait * 1000) <= 0:
-        wait = None
-    at = _Attempt(
-        spec,
-        token,
-        None if wait is None else first_send + wait,
-        first_send + (wait or 0.0) + timeout,
-    )
+    rules = Attempt(n, now(), wait, timeout)
+    at = _Attempt(spec, token, rules)
     q: "queue.Queue[Tuple[int, str, Any]]" = queue.Queue()
     threads = []
     for i in range(n):
         t = threading.Thread(target=_worker, args=(i, nodes[i], at, q), name="dlock-redlock", daemon=True)
         t.start()
         threads.append(t)
-    tally = Tally(n)
-    fences: List[Optional[int]] = [None] * n
-    errors, first_error = 0, None
-    # Once a quorum granted, the others get one more node timeout to answer
-    # (with WAIT they may be queued behind another holder), so that grants
-    # arriving together all count and none is undone for nothing.
-    until = at.reply_by + SLACK
-    quorum_seen = False
-    while tally.pending() > 0 and not tally.hopeless():
-        if not quorum_seen and tally.yes >= tally.quorum():
-            quorum_seen = True
-            until = min(until, now() + timeout)
+    while not rules.decided():
         try:
-            i, kind, v = q.get(timeout=max(until - now(), 0))
+            i, kind, v = q.get(timeout=max(rules.collect_until() - now(), 0))
         except queue.Empty:
-            tally.failed += tally.pending()
+            rules.unanswered()
             break
         if kind == GRANTED:
-            tally.yes += 1
-            fences[i] = v
+            rules.granted(i, v, now())
         elif kind == BUSY:
-            tally.no += 1
+            rules.busy(i)
         else:
-            tally.failed += 1
-            if v.kind == FATAL:
-                errors += 1
-                if first_error is None:
-                    first_error = v.error
-    vu = valid_until(first_send, spec.ttl_ms, now()) if tally.yes >= tally.quorum() else None
+            rules.failed(i, v.error if v.kind == FATAL else None)
+    vu = rules.verdict(now(), spec.ttl_ms)
     if vu is not None:
-        at.verdict.decide([f is not None for f in fences])
-        return _Won(fences, vu)
+        at.verdict.decide([f is not None for f in rules.fences])
+        return rules, vu
     at.verdict.decide([False] * n)
     # Give the workers still running the time to undo a grant (on its own
     # connection) before the caller moves on, or exits.
-    undo_by = at.reply_by + timeout + SLACK
+    undo_by = rules.undo_by()
     for t in threads:
         t.join(max(undo_by - now(), 0))
-    return _Missed(tally, errors, first_error)
-
-
-def _backoff(tries: int) -> float:
-    """Pause between attempts: full jitter, 1 ms up to 10, 20, 40, 80, then
-    160 ms, so that clients that failed together do not retry together."""
-    cap = 10 << min(tries, 4)
-    return (1 + random.randrange(cap)) / 1000
+    return rules, None
 
 
 class RedlockBackend:
@@ -424,83 +338,28 @@ class RedlockBackend:
         self.token = token
         self.timeout = timeout
 
-    def _round(self, cmd: Tuple, judge: Callable[[Any], Optional[bool]]) -> Tuple[Tally, float, Optional[DlockError]]:
+    def _round(self, cmd: Tuple[Any, ...], judge: Callable[[Any], Optional[bool]]) -> Tuple[Tally, float]:
         sent = now()
         reply_by = sent + self.timeout
         answers = fan_out(self.nodes, reply_by + SLACK, lambda node: node.call(cmd, reply_by))
-        tally = Tally(len(self.nodes))
-        errors, first_error = 0, None
-        for a in answers:
-            if a is None:
-                tally.failed += 1
-                continue
-            ok, v = a
-            if ok:
-                j = judge(v)
-                if j is True:
-                    tally.yes += 1
-                elif j is False:
-                    tally.no += 1
-                else:
-                    tally.failed += 1
-            else:
-                tally.failed += 1
-                if isinstance(v, Failure) and v.kind == FATAL:
-                    errors += 1
-                    if first_error is None:
-                        first_error = v.error
-        refused = first_error if errors > tally.nodes - tally.quorum() else None
-        return tally, sent, refused
+        return tally_round([answer(a) for a in answers], judge), sent
 
     def extend(self, ttl_ms: int) -> Renewal:
         """``EXTEND`` on every server; never a same-token acquire, which
         could grant again a server whose hold had ended."""
-        tally, sent, refused = self._round(
-            self.spec.extend_cmd(self.token, ttl_ms),
-            lambda v: True if v == 1 else (False if v == 0 else None),
-        )
-        k = tally.renewal()
-        if k == EXTENDED:
-            vu = valid_until(sent, ttl_ms, now())
-            if vu is None:
-                return Renewal(
-                    FAILED,
-                    error=Unavailable("a quorum renewed only after the new ttl's validity had run out"),
-                )
-            return Renewal(EXTENDED, until=vu)
-        if k == LOST:
-            return Renewal(LOST)
-        return Renewal(FAILED, error=refused or tally.no_quorum())
+        tally, sent = self._round(self.spec.extend_cmd(self.token, ttl_ms), judge_extend)
+        return renewal_of(tally, sent, ttl_ms, now())
 
     def release(self, valid_until: float) -> bool:
         """``RELEASE`` on every server: True if a quorum released it, False
         if so many answered "not held" that no quorum held it; otherwise
         :class:`~dlock.NoQuorum` (a server that did not answer keeps its
         hold until the ttl ends)."""
-        tally, _, refused = self._round(self.spec.release_cmd(self.token), self.spec.released)
-        if tally.yes >= tally.quorum():
-            return True
-        if tally.renewal() == LOST:
-            return False
-        raise refused or tally.no_quorum()
+        tally, _ = self._round(self.spec.release_cmd(self.token), self.spec.released)
+        return release_of(tally)
 
 
-def _place(node: Node) -> Tuple[str, List[Any], Any]:
-    kw = node.kwargs
-    db = kw.get("db", 0) or 0
-    if "path" in kw:
-        import os
-
-        return os.path.realpath(str(kw["path"])), [], db
-    host, port = kw.get("host", "localhost"), int(kw.get("port", 6379))
-    try:
-        resolved = [ai[4][:2] for ai in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
-    except OSError:
-        resolved = []
-    return f"{host}:{port}", resolved, db
-
-
-class Redlock:
+class Redlock(LockKinds["RedlockLock"]):
     """One lock over N independent servers (not replicas of each other, not
     one cluster), each with the dlock module, granted by a majority. The
     same lock kinds and Lease as :class:`~dlock.Locker` (``LIMIT`` above 1
@@ -528,32 +387,26 @@ class Redlock:
         watchdog: Optional[bool] = None,
         max_idle: int = 16,
     ) -> None:
-        if isinstance(servers, (str, bytes)):
-            servers = [servers]  # type: ignore[list-item]
-        if not servers:
-            raise InvalidRequest("no server given")
         self.node_timeout = max(seconds(node_timeout), 0.001)
         self.retry_for = seconds(retry_for)
         self.watchdog = watchdog
         # What Lock reads: io_timeout/retry_for/min_replicas.
         self.settings = Settings(self.node_timeout, self.retry_for, None)
         nodes: List[RNode] = []
-        seen: List[Tuple[str, List[Any], Any]] = []
-        for s in servers:
+        places: List[Tuple[str, List[Any], Any]] = []
+        for s in server_list(servers, "redis.Redis"):
             if isinstance(s, str):
                 try:
                     s = redis.Redis.from_url(s)
                 except ValueError as e:
                     raise InvalidRequest(str(e)) from None
+            if type(s.connection_pool).__module__.startswith("redis.asyncio"):
+                raise InvalidRequest(
+                    f"a {type(s).__module__}.{type(s).__name__} client is for asyncio: use dlock.asyncio.Redlock"
+                )
             node = Node(*settings_of(s), connect_timeout=self.node_timeout, max_idle=max_idle)
-            text, resolved, db = _place(node)
-            for t2, r2, db2 in seen:
-                if db2 == db and (t2 == text or any(a in r2 for a in resolved)):
-                    raise InvalidRequest(
-                        f"{t2} and {text} name the same server (database {db}): it would "
-                        "count twice towards the quorum"
-                    )
-            seen.append((text, resolved, db))
+            places.append(place(node.kwargs))
+            refuse_duplicates(places)
             nodes.append(RNode(node, self.node_timeout))
         self.nodes = nodes
 
@@ -566,6 +419,12 @@ class Redlock:
         for n in self.nodes:
             n.node.close()
 
+    def __enter__(self) -> "Redlock":
+        return self
+
+    def __exit__(self, *a: Any) -> None:
+        self.close()
+
     def lock(
         self,
         resource: Key,
@@ -577,7 +436,7 @@ class Redlock:
         limit: Optional[int] = None,
         owner: Optional[Key] = None,
         watchdog: Optional[bool] = None,
-        on_lost: Any = None,
+        on_lost: Optional[OnLost] = None,
         token: Optional[str] = None,
         retry_for: Optional[Duration] = None,
         raise_on_lost: bool = True,
@@ -588,11 +447,7 @@ class Redlock:
         request goes on while every attempt misses its quorum because
         servers are unreachable (then :class:`~dlock.NoQuorum`)."""
         spec = _spec(resource, ttl, shared, limit, owner)
-        if len(self.nodes) > 1 and limit is not None and limit > 1:
-            raise InvalidRequest(
-                "LIMIT above 1 needs a single server: majorities of independent servers "
-                "cannot count permits"
-            )
+        check_limit(len(self.nodes), limit)
         return RedlockLock(
             self,  # type: ignore[arg-type]
             spec,
@@ -608,25 +463,8 @@ class Redlock:
             raise_on_lost=raise_on_lost,
         )
 
-    def read_lock(self, resource: Key, **kw: Any) -> "RedlockLock":
-        return self.lock(resource, shared=True, **kw)
-
-    def write_lock(self, resource: Key, **kw: Any) -> "RedlockLock":
-        return self.lock(resource, **kw)
-
-    def semaphore(self, resource: Key, limit: int, **kw: Any) -> "RedlockLock":
-        return self.lock(resource, limit=limit, **kw)
-
-    def reentrant_lock(self, resource: Key, owner: Optional[Key] = None, **kw: Any) -> "RedlockLock":
-        return self.lock(resource, owner=PER_THREAD if owner is None else owner, **kw)
-
-    def multi_lock(self, resources: Sequence[Key], **kw: Any) -> "RedlockLock":
-        res = list(resources)
-        return self.lock(res if len(res) > 1 else (res[0] if res else ""), **kw)  # type: ignore[arg-type]
-
     def _token_backend(self, resource: Key, token: str, ttl: Duration) -> RedlockBackend:
-        if not isinstance(token, str) or not token:
-            raise InvalidRequest("token must not be empty")
+        require_token(token)
         return RedlockBackend(self.nodes, _spec(resource, ttl, False, None, None), token, self.node_timeout)
 
     def extend_token(self, resource: Key, token: str, ttl: Duration) -> bool:
@@ -649,9 +487,10 @@ class Redlock:
     def info(self, resource: Key) -> List[Union[Optional[Dict[str, Any]], DlockError]]:
         """``DLOCK.INFO`` on every server, in server order (None where free,
         the error where a server did not answer)."""
+        _spec(resource, 1.0, False, None, None)
         reply_by = now() + self.node_timeout
         answers = fan_out(self.nodes, reply_by + SLACK, lambda n: n.call(("DLOCK.INFO", resource), reply_by))
-        out: List[Any] = []
+        out: List[Union[Optional[Dict[str, Any]], DlockError]] = []
         for a in answers:
             if a is None:
                 out.append(Unavailable("no answer in time"))
@@ -659,7 +498,7 @@ class Redlock:
                 out.append(decode_info(a[1]))
             else:
                 v = a[1]
-                out.append(v.into_error() if isinstance(v, Failure) else v)
+                out.append(v.into_error() if isinstance(v, Failure) else DlockError(repr(v)))
         return out
 
     def acquire_spec(
@@ -668,52 +507,24 @@ class Redlock:
         wait_ms: Optional[int],
         retry_for: float,
         watchdog: bool,
-        on_lost: Any,
+        on_lost: Optional[OnLost],
     ) -> Optional[Lease]:
-        nodes = self.nodes
         timeout = self.node_timeout
-        start = now()
-        deadline = None if wait_ms is None else start + wait_ms / 1000
-        tries = 0
-        unreachable_since: Optional[float] = None
+        plan = Acquiring(now(), wait_ms, spec.ttl_ms, timeout, retry_for)
         while True:
             token = new_token()
-            w = None
-            if deadline is not None:
-                w = attempt_wait(max(deadline - now(), 0.0), spec.ttl_ms, timeout)
-            r = _attempt(nodes, spec, token, w, timeout)
-            if isinstance(r, _Won):
-                backend = RedlockBackend(nodes, spec, token, timeout)
-                return Lease(backend, spec.resources, token, r.fences, spec.ttl_ms, r.valid_until, watchdog, on_lost)
-            missed = r
-            if deadline is None:
+            rules, vu = _attempt(self.nodes, spec, token, plan.wait_for(now()), timeout)
+            if vu is not None:
+                backend = RedlockBackend(self.nodes, spec, token, timeout)
+                return Lease(backend, spec.resources, token, rules.fences, spec.ttl_ms, vu, watchdog, on_lost)
+            pause = plan.after_miss(rules.tally.miss(), now(), random.random())
+            if pause is None:
                 break
-            if missed.tally.miss() == "unreachable":
-                if unreachable_since is None:
-                    unreachable_since = now()
-                if now() - unreachable_since >= retry_for:
-                    break
-            else:
-                unreachable_since = None
-            # A pause, then a new attempt; the last one, at the deadline,
-            # does not wait at all.
-            left = deadline - now()
-            if left <= 0:
-                break
-            time.sleep(min(_backoff(tries), left))
-            tries += 1
-        t = missed.tally
-        m = t.miss()
-        if m == "busy":
+            time.sleep(pause)
+        err = missed_error(rules.tally, spec.ttl_ms)
+        if err is None:
             return None
-        if m == "unreachable":
-            if missed.errors > t.nodes - t.quorum() and missed.first_error is not None:
-                raise missed.first_error
-            raise t.no_quorum()
-        raise Unavailable(
-            f"{t.yes} of {t.nodes} servers granted, but only after the validity of the "
-            f"{spec.ttl_ms} ms ttl had run out: raise the ttl or lower the node timeout"
-        )
+        raise err
 
 
 class RedlockLock(Lock):
