@@ -8,7 +8,7 @@ import os
 import socket
 import threading
 import uuid
-from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Sequence, Tuple, Union
 
 import redis
 
@@ -27,6 +27,9 @@ from ._spec import (
     to_ms,
 )
 from .errors import Failure, InvalidRequest, LockLost, NotAcquired
+
+if TYPE_CHECKING:
+    from .election import Election
 
 __all__ = ["Locker", "Lock", "thread_owner"]
 
@@ -266,6 +269,16 @@ class Locker:
         if len(res) < 2:
             return self.lock(res[0] if res else "", **kw)
         return self.lock(res, **kw)  # type: ignore[arg-type]
+
+    def election(
+        self, name: Key, *, id: Optional[str] = None, ttl: Duration = 15.0, retry_for: Optional[Duration] = None
+    ) -> "Election":
+        """The leader election held on ``name`` (see :class:`dlock.Election`):
+        ``id`` is what observers see of this candidate, ``ttl`` the
+        leadership's lease (default 15 s)."""
+        from .election import Election
+
+        return Election(self, name, id=id, ttl=ttl, retry_for=retry_for)
 
     # --- by token, info ----------------------------------------------------------
 
