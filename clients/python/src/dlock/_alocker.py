@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 import weakref
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import redis
 import redis.asyncio
@@ -44,6 +44,9 @@ from .errors import (
     NotAcquired,
 )
 from .locker import _UNSET, PER_THREAD, _redact, _replicas, _spec, decode_info
+
+if TYPE_CHECKING:
+    from ._aelection import Election
 
 _NONCE = os.urandom(4).hex()
 _HOST = socket.gethostname()
@@ -204,6 +207,14 @@ class Locker:
     def multi_lock(self, resources: Iterable[Key], **kw: Any) -> "Lock":
         res = list(resources)
         return self.lock(res if len(res) > 1 else (res[0] if res else ""), **kw)  # type: ignore[arg-type]
+
+    def election(
+        self, name: Key, *, id: Optional[str] = None, ttl: Duration = 15.0, retry_for: Optional[Duration] = None
+    ) -> "Election":
+        """The leader election held on ``name`` (see :class:`dlock.asyncio.Election`)."""
+        from ._aelection import Election
+
+        return Election(self, name, id=id, ttl=ttl, retry_for=retry_for)
 
     async def extend_token(self, resource: Key, token: str, ttl: Duration) -> bool:
         if not isinstance(token, str) or not token:
