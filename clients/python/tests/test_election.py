@@ -271,7 +271,19 @@ def test_an_observer_resumes_after_an_outage(server):
     server.restart()
     # The lock did not survive the restart (no persistence): told at once.
     assert changes.next_leader(STEP) == dlock.Nobody()
-    lead.lease.release()
+    # An observer waiting when the server dies retries (for retry_for) and
+    # tells what it finds when the server is back.
+    lead = election.campaign(wait=0)
+    patient = locker.election("res", retry_for=STEP * 3).observe()
+    assert lead is not None and patient.next_leader(STEP) == dlock.Leads("w1", lead.term, lead.token)
+    later = []
+    t = threading.Thread(target=lambda: later.append(patient.next_leader(STEP * 3)))
+    t.start()
+    wait_until(STEP, "the observer waiting", lambda: server.conn().info("dlock").get("dlock_observers") == 1)
+    server.kill9()
+    server.restart()
+    t.join(STEP * 3)
+    assert later == [dlock.Nobody()]
 
 
 def test_async_an_observer_resumes_after_an_outage(server):
@@ -286,7 +298,14 @@ def test_async_an_observer_resumes_after_an_outage(server):
             await changes.next_leader(STEP)
         server.restart()
         assert await changes.next_leader(STEP) == dla.Nobody()
-        await lead.lease.release()
+        lead = await election.campaign(wait=0)
+        patient = locker.election("res", retry_for=STEP * 3).observe()
+        assert lead is not None and await patient.next_leader(STEP) == dla.Leads("w1", lead.term, lead.token)
+        waiting = asyncio.ensure_future(patient.next_leader(STEP * 3))
+        await _until(STEP, "the observer waiting", lambda: server.conn().info("dlock").get("dlock_observers") == 1)
+        server.kill9()
+        server.restart()
+        assert await asyncio.wait_for(waiting, STEP * 3) == dla.Nobody()
 
     run(main())
 
