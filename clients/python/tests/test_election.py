@@ -167,6 +167,50 @@ def test_async_observe_sees_now_and_each_change(server):
     run(main())
 
 
+def test_a_handover_that_must_wait_is_shown(server):
+    c = server.conn()
+    locker = dlock.Locker(server.url)
+    # A leader's lease that ends while the server holds back writes: the
+    # next candidate is owed the lock, which stays reserved for it.
+    first = locker.lock("ho", ttl=1, watchdog=False, token="w1/x").acquire(blocking=False)
+    changes = locker.election("ho").observe()
+    assert first is not None and changes.next_leader(STEP) == dlock.Leads("w1", first.fence, "w1/x")
+    got = []
+    t = threading.Thread(target=lambda: got.append(locker.election("ho", id="w2").campaign(wait=STEP * 3)))
+    t.start()
+    wait_until(STEP, "the candidate queued", lambda: waiters(c, "ho") == 1)
+    c.execute_command("CLIENT", "PAUSE", 60000, "WRITE")
+    try:
+        assert changes.next_leader(STEP) == dlock.HandingOver()
+    finally:
+        c.execute_command("CLIENT", "UNPAUSE")
+    t.join(STEP * 3)
+    assert got[0] is not None and changes.next_leader(STEP) == dlock.Leads("w2", got[0].term, got[0].token)
+    assert got[0].resign()
+
+
+def test_async_a_handover_that_must_wait_is_shown(server):
+    c = server.conn()
+
+    async def main():
+        locker = dla.Locker(server.url)
+        first = await locker.lock("ho", ttl=1, watchdog=False, token="w1/x").acquire(blocking=False)
+        changes = locker.election("ho").observe()
+        assert first is not None and await changes.next_leader(STEP) == dla.Leads("w1", first.fence, "w1/x")
+        task = asyncio.ensure_future(locker.election("ho", id="w2").campaign(wait=STEP * 3))
+        await _until(STEP, "the candidate queued", lambda: waiters(c, "ho") == 1)
+        c.execute_command("CLIENT", "PAUSE", 60000, "WRITE")
+        try:
+            assert await changes.next_leader(STEP) == dla.HandingOver()
+        finally:
+            c.execute_command("CLIENT", "UNPAUSE")
+        lead = await asyncio.wait_for(task, STEP * 3)
+        assert lead is not None and await changes.next_leader(STEP) == dla.Leads("w2", lead.term, lead.token)
+        assert await lead.resign()
+
+    run(main())
+
+
 # --- loss ------------------------------------------------------------------------
 
 
@@ -349,6 +393,10 @@ def test_async_a_cancelled_campaign_leaves_no_hold_and_no_waiter(server):
 def test_bad_arguments_are_refused_before_anything_is_sent(server, name, kw, what):
     with pytest.raises(dlock.InvalidRequest, match=what):
         dlock.Locker(server.url).election(name, **kw)
-    with pytest.raises(dlock.InvalidRequest, match=what):
-        dla.Locker(server.url).election(name, **kw)
+
+    async def main():
+        with pytest.raises(dlock.InvalidRequest, match=what):
+            dla.Locker(server.url).election(name, **kw)
+
+    run(main())
     assert server.conn().dbsize() == 0
