@@ -252,6 +252,36 @@ def test_async_a_leadership_taken_away_is_lost(server):
     run(main())
 
 
+def test_leaving_on_an_exception_keeps_it_when_resigning_fails(server):
+    locker = dlock.Locker(server.url, io_timeout=1)
+    election = locker.election("gone", ttl=30, retry_for=0.3)
+    with pytest.raises(ValueError, match="the body's"):
+        with election.campaign():
+            server.kill9()
+            raise ValueError("the body's")
+    server.restart()
+    # Without an exception of its own, the block raises the resign's.
+    with pytest.raises(dlock.Unavailable):
+        with election.campaign():
+            server.kill9()
+
+
+def test_async_leaving_on_an_exception_keeps_it_when_resigning_fails(server):
+    async def main():
+        locker = dla.Locker(server.url, io_timeout=1)
+        election = locker.election("gone", ttl=30, retry_for=0.3)
+        with pytest.raises(ValueError, match="the body's"):
+            async with election.campaign():
+                server.kill9()
+                raise ValueError("the body's")
+        server.restart()
+        with pytest.raises(dlock.Unavailable):
+            async with election.campaign():
+                server.kill9()
+
+    run(main())
+
+
 # --- several holders ----------------------------------------------------------
 
 
