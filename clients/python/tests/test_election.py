@@ -95,6 +95,85 @@ def test_async_the_next_candidate_leads_when_the_first_resigns_with_a_higher_ter
     run(main())
 
 
+def test_three_candidates_take_turns_and_an_observer_sees_each_with_rising_terms(server):
+    locker = dlock.Locker(server.url)
+    seen, errors = [], []
+    seen_changed = threading.Condition()
+    stop = threading.Event()
+
+    def observer():
+        try:
+            changes = locker.election("turns").observe()
+            while not stop.is_set():
+                state = changes.next_leader(0.2)
+                if isinstance(state, dlock.Leads):
+                    with seen_changed:
+                        seen.append(state)
+                        seen_changed.notify_all()
+        except BaseException as e:
+            errors.append(e)
+
+    def candidate(i):
+        try:
+            election = locker.election("turns", id=f"c{i}", ttl=10)
+            for _ in range(3):
+                lead = election.campaign(wait=STEP * 3)
+                assert lead is not None and not lead.lost
+                # Leads until the observer has seen it: every leader shown.
+                with seen_changed:
+                    assert seen_changed.wait_for(lambda: any(s.term == lead.term for s in seen), STEP)
+                assert lead.resign()
+        except BaseException as e:
+            errors.append(e)
+
+    watcher = threading.Thread(target=observer)
+    watcher.start()
+    threads = [threading.Thread(target=candidate, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(STEP * 6)
+    stop.set()
+    watcher.join(STEP)
+    assert not errors, errors
+    assert not watcher.is_alive() and not any(t.is_alive() for t in threads)
+    terms = [s.term for s in seen]
+    assert len(seen) == 9 and terms == sorted(set(terms)), seen
+    assert sorted(s.id for s in seen) == ["c0"] * 3 + ["c1"] * 3 + ["c2"] * 3
+
+
+def test_async_three_candidates_take_turns_and_an_observer_sees_each_with_rising_terms(server):
+    async def main():
+        locker = dla.Locker(server.url)
+        seen = []
+        stop = asyncio.Event()
+
+        async def observer():
+            changes = locker.election("turns").observe()
+            while not stop.is_set():
+                state = await changes.next_leader(0.2)
+                if isinstance(state, dla.Leads):
+                    seen.append(state)
+
+        async def candidate(i):
+            election = locker.election("turns", id=f"c{i}", ttl=10)
+            for _ in range(3):
+                lead = await election.campaign(wait=STEP * 3)
+                assert lead is not None and not lead.lost
+                await _until(STEP, "the observer seeing the leader", lambda: any(s.term == lead.term for s in seen))
+                assert await lead.resign()
+
+        watcher = asyncio.ensure_future(observer())
+        await asyncio.wait_for(asyncio.gather(*(candidate(i) for i in range(3))), STEP * 6)
+        stop.set()
+        await asyncio.wait_for(watcher, STEP)
+        terms = [s.term for s in seen]
+        assert len(seen) == 9 and terms == sorted(set(terms)), seen
+        assert sorted(s.id for s in seen) == ["c0"] * 3 + ["c1"] * 3 + ["c2"] * 3
+
+    run(main())
+
+
 # --- observing -------------------------------------------------------------------
 
 
