@@ -102,6 +102,7 @@ def test_an_observe_reply_is_a_version_and_a_state_or_nil():
         ("a/b", "must not contain '/'"),
         (b"w", "is a str"),
         (7, "is a str"),
+        ("\udcff", "UTF-8"),
     ],
 )
 def test_an_id_is_a_non_empty_str_without_a_slash(id, problem):

@@ -497,6 +497,8 @@ def test_async_a_cancelled_campaign_leaves_no_hold_and_no_waiter(server):
         ("e", {"ttl": -1}, "ttl"),
         ("", {}, "empty"),
         (7, {}, "str or bytes"),
+        ("\udcff", {}, "UTF-8"),
+        ("e", {"id": "\udcff"}, "UTF-8"),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_is_sent(server, name, kw, what):

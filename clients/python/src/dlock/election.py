@@ -49,6 +49,11 @@ def _settings(name: Key, id: Optional[str], ttl: Duration) -> Spec:
         raise InvalidRequest(problem)
     if not isinstance(name, (str, bytes)):
         raise InvalidRequest(f"an election's name is a str or bytes, not {name!r}")
+    if isinstance(name, str):
+        try:
+            name.encode()
+        except UnicodeEncodeError:
+            raise InvalidRequest(f"an election's name must be encodable as UTF-8: {name!r}") from None
     return Spec([name], ttl)
 
 
@@ -187,6 +192,7 @@ class Leadership:
 
     @property
     def resigned(self) -> bool:
+        """Whether :meth:`resign` was called (or the block left)."""
         return self._lease.released
 
     @property

@@ -59,6 +59,10 @@ def id_problem(id: Optional[str]) -> Optional[str]:
         return "an election id must not be empty"
     if "/" in id:
         return f"an election id must not contain '/': {id!r}"
+    try:
+        id.encode()
+    except UnicodeEncodeError:
+        return f"an election id must be encodable as UTF-8: {id!r}"
     return None
 
 
