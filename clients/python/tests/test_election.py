@@ -11,6 +11,8 @@ import threading
 import time
 
 import pytest
+import redis
+import redis.asyncio
 
 import dlock
 import dlock.asyncio as dla
@@ -405,6 +407,33 @@ def test_async_several_holders_name_no_leader(server):
         assert await r2.release()
         assert await changes.next_leader(STEP) == dla.Leads(r1.token, r1.fence, r1.token)
         await r1.release()
+
+    run(main())
+
+
+CLIENTS = [{}, {"protocol": 3}, {"decode_responses": True}, {"protocol": 3, "decode_responses": True}]
+
+
+@pytest.mark.parametrize("kw", CLIENTS, ids=["resp2", "resp3", "decoded", "resp3-decoded"])
+def test_every_reply_form_is_read(server, kw):
+    locker = dlock.Locker(redis.Redis(port=server.port, **kw))
+    election = locker.election("forms", id="w")
+    with election.campaign(wait=0) as lead:
+        assert election.leader() == dlock.Leads("w", lead.term, lead.token)
+    r1 = locker.read_lock("forms").acquire(blocking=False)
+    r2 = locker.read_lock("forms").acquire(blocking=False)
+    with pytest.raises(dlock.ServerError, match=r"2 holders share the resource \(a rwlock\)"):
+        election.leader()
+    r2.release()
+    assert election.leader() == dlock.Leads(r1.token, r1.fence, r1.token)
+    r1.release()
+
+    async def main():
+        alocker = dla.Locker(redis.asyncio.Redis(port=server.port, **kw))
+        election = alocker.election("forms", id="w")
+        async with election.campaign(wait=0) as lead:
+            assert await election.leader() == dla.Leads("w", lead.term, lead.token)
+        assert await election.leader() == dla.Nobody()
 
     run(main())
 
