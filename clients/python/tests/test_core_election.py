@@ -164,7 +164,7 @@ def test_failures_are_retried_for_retry_for_then_given_up_and_counted_afresh():
     o.take([b"aaaaaaaaaaaaaaaa", PLAIN])
     t, pauses = 10.0, []
     while True:
-        p = o.failed(t, None, 0.5)
+        p = o.failed(True, t, None, 0.5)
         if p is None:
             break
         assert 0 < p <= 1.0
@@ -174,12 +174,28 @@ def test_failures_are_retried_for_retry_for_then_given_up_and_counted_afresh():
     # The version is kept: the next call resumes from the last state seen.
     assert o.version == "aaaaaaaaaaaaaaaa" and o.command(t, None)[3] == "aaaaaaaaaaaaaaaa"
     # Given up: the next call's failures get a retry_for of their own.
-    assert o.failed(t + 5, None, 0.5) is not None
+    assert o.failed(True, t + 5, None, 0.5) is not None
     # A reply ends the run of failures.
     o.take(None)
     assert o.failing_since is None and o.attempt == 0
-    # A deadline cuts the retries short.
-    assert o.failed(20.0, 20.01, 0.5) is None
+    # A deadline cuts the retries short; a refusal is not retried.
+    assert o.failed(True, 20.0, 20.01, 0.5) is None
+    assert o.failed(False, 30.0, None, 0.5) is None and o.failing_since is None
+
+
+def test_a_call_is_done_with_a_change_or_at_its_deadline():
+    o = Observation("e", retry_for=2.0)
+    assert o.request(0.0, 5.0) == (("DLOCK.OBSERVE", "e"), 0.0)
+    assert o.answer([b"0000000000000000", None], 0.0, 5.0) == (True, Nobody())
+    cmd, waits = o.request(1.0, 5.0)
+    assert cmd[-2:] == ("WAIT", 4000) and waits == 4.0
+    # The wait ran out, or nothing new: again until the deadline, then done.
+    assert o.answer(None, 4.0, 5.0) == (False, None)
+    assert o.answer([b"0000000000000000", None], 4.5, 5.0) == (False, None)
+    assert o.answer(None, 5.0, 5.0) == (True, None)
+    assert o.answer(None, 99.0, None) == (False, None)
+    # Past the deadline, one look without a wait.
+    assert o.request(6.0, 5.0) == (("DLOCK.OBSERVE", "e", "SINCE", "0000000000000000"), 0.0)
 
 
 def test_pauses_grow_and_are_jittered_within_bounds():

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generator, Generic, List, Optional, Tuple
 
 from ._alease import Lease
 from ._anode import Conn, _pipeline
-from ._core.election import Leader, NoLeader, Observation, candidate_token, is_due
+from ._core.election import Leader, NoLeader, Observation, candidate_token
 from ._spec import Duration, Key, new_token, now, seconds
 from .election import _settings
 from .errors import RETRY, DlockError, Failure, NotAcquired, ServerError
@@ -225,22 +225,18 @@ class Observer:
         obs = self._obs
         deadline = None if timeout is None else now() + seconds(timeout)
         while True:
-            t = now()
-            cmd = obs.command(t, deadline)
-            waits = obs.wait_ms(t, deadline) or 0
+            cmd, waits = obs.request(now(), deadline)
             try:
-                reply = await self._election._observe_once(cmd, waits / 1000)
+                reply = await self._election._observe_once(cmd, waits)
             except Failure as f:
-                pause = obs.failed(now(), deadline, random.random()) if f.kind == RETRY else None
+                pause = obs.failed(f.kind == RETRY, now(), deadline, random.random())
                 if pause is None:
                     raise f.into_error() from None
                 await asyncio.sleep(pause)
                 continue
             try:
-                state = obs.take(reply)
+                done, state = obs.answer(reply, now(), deadline)
             except NoLeader as e:
                 raise ServerError(str(e)) from None
-            if state is not None:
+            if done:
                 return state
-            if is_due(now(), deadline):
-                return None

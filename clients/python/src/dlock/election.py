@@ -24,7 +24,6 @@ from ._core.election import (
     Observation,
     candidate_token,
     id_problem,
-    is_due,
 )
 from ._lease import Lease
 from ._node import check, run_pipeline
@@ -262,22 +261,18 @@ class Observer:
         obs = self._obs
         deadline = None if timeout is None else now() + seconds(timeout)
         while True:
-            t = now()
-            cmd = obs.command(t, deadline)
-            waits = obs.wait_ms(t, deadline) or 0
+            cmd, waits = obs.request(now(), deadline)
             try:
-                reply = self._election._observe_once(cmd, waits / 1000)
+                reply = self._election._observe_once(cmd, waits)
             except Failure as f:
-                pause = obs.failed(now(), deadline, random.random()) if f.kind == RETRY else None
+                pause = obs.failed(f.kind == RETRY, now(), deadline, random.random())
                 if pause is None:
                     raise f.into_error() from None
                 time.sleep(pause)
                 continue
             try:
-                state = obs.take(reply)
+                done, state = obs.answer(reply, now(), deadline)
             except NoLeader as e:
                 raise ServerError(str(e)) from None
-            if state is not None:
+            if done:
                 return state
-            if is_due(now(), deadline):
-                return None

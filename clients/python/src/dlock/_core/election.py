@@ -180,10 +180,9 @@ class Observation:
     process or a failover names the same holders with another version), and
     the failures in a row.
 
-    The shell loops: ``command()``; send it; ``take(reply)`` gives the state
-    to report, or None to ask again; a connection failure goes to
-    ``failed()``, which gives the pause before the next try, or None to give
-    up (raise)."""
+    The shell loops: send what :meth:`request` gives; hand the reply to
+    :meth:`answer` (done, and the state to return) or the failure to
+    :meth:`failed` (the pause before the next try, or None to raise)."""
 
     def __init__(self, name: Any, retry_for: float) -> None:
         self.name = name
@@ -204,6 +203,21 @@ class Observation:
 
     def command(self, t: float, deadline: Optional[float]) -> Tuple[Any, ...]:
         return observe_cmd(self.name, self.version, self.wait_ms(t, deadline))
+
+    def request(self, t: float, deadline: Optional[float]) -> Tuple[Tuple[Any, ...], float]:
+        """The next command, and how long (seconds) the server may hold its
+        reply: the shell waits that long beyond its I/O timeout."""
+        return self.command(t, deadline), (self.wait_ms(t, deadline) or 0) / 1000
+
+    def answer(self, reply: Any, t: float, deadline: Optional[float]) -> Tuple[bool, Optional[Leader]]:
+        """A reply at ``t``: whether the call is done, and the state it
+        returns (None: nothing changed before ``deadline``). Not done: send
+        the next :meth:`request`. Raises :class:`NoLeader` (see
+        :meth:`take`)."""
+        state = self.take(reply)
+        if state is not None:
+            return True, state
+        return is_due(t, deadline), None
 
     def take(self, reply: Any) -> Optional[Leader]:
         """A reply: the state to report, or None (the wait ran out, or the
@@ -227,11 +241,16 @@ class Observation:
         self.shown = state
         return state
 
-    def failed(self, t: float, deadline: Optional[float], rand: float) -> Optional[float]:
-        """After a connection failure at ``t``: the pause before the next
-        try, or None once the failures have lasted ``retry_for`` (or the
-        pause would end past ``deadline``); giving up starts the count
-        afresh for the next call."""
+    def failed(self, retryable: bool, t: float, deadline: Optional[float], rand: float) -> Optional[float]:
+        """After a failure at ``t``: the pause before the next try, or None
+        to give up (raise): at once for a failure that is not
+        ``retryable`` (a refusal, not a connection failure), else once the
+        failures have lasted ``retry_for`` or the pause would end past
+        ``deadline``. Giving up starts the count afresh for the next call."""
+        if not retryable:
+            self.failing_since = None
+            self.attempt = 0
+            return None
         if self.failing_since is None:
             self.failing_since = t
         pause = pause_after(self.attempt, rand)
