@@ -1,8 +1,8 @@
 """Leader election against a real server, blocking and asyncio alike:
 candidates lead in turn with rising terms, observers see now and each
-change, a leadership taken away is lost, several holders name no leader, an
-observer resumes after an outage, and a cancelled asyncio campaign leaves no
-waiter. Every wait has a deadline."""
+change (a handover that must wait too), a leadership taken away is lost,
+and a cancelled asyncio campaign leaves no waiter. The edges are in
+test_election_edges.py. Every wait has a deadline."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ import threading
 import time
 
 import pytest
-import redis
-import redis.asyncio
 
 import dlock
 import dlock.asyncio as dla
@@ -333,166 +331,7 @@ def test_async_a_leadership_taken_away_is_lost(server):
     run(main())
 
 
-def test_leaving_on_an_exception_keeps_it_when_resigning_fails(server):
-    locker = dlock.Locker(server.url, io_timeout=1)
-    election = locker.election("gone", ttl=30, retry_for=0.3)
-    with pytest.raises(ValueError, match="the body's"):
-        with election.campaign():
-            server.kill9()
-            raise ValueError("the body's")
-    server.restart()
-    # Without an exception of its own, the block raises the resign's.
-    with pytest.raises(dlock.Unavailable):
-        with election.campaign():
-            server.kill9()
-
-
-def test_async_leaving_on_an_exception_keeps_it_when_resigning_fails(server):
-    async def main():
-        locker = dla.Locker(server.url, io_timeout=1)
-        election = locker.election("gone", ttl=30, retry_for=0.3)
-        with pytest.raises(ValueError, match="the body's"):
-            async with election.campaign():
-                server.kill9()
-                raise ValueError("the body's")
-        server.restart()
-        with pytest.raises(dlock.Unavailable):
-            async with election.campaign():
-                server.kill9()
-
-    run(main())
-
-
-# --- several holders ----------------------------------------------------------
-
-
-def test_several_holders_name_no_leader(server):
-    locker = dlock.Locker(server.url)
-    r1 = locker.read_lock("cfg").acquire(blocking=False)
-    r2 = locker.read_lock("cfg").acquire(blocking=False)
-    assert r1 and r2
-    election = locker.election("cfg")
-    with pytest.raises(dlock.ServerError, match=r"no leader: 2 holders share the resource \(a rwlock\)"):
-        election.leader()
-    changes = election.observe()
-    with pytest.raises(dlock.ServerError, match="no leader"):
-        changes.next_leader(STEP)
-    # The next call waits for the holders to change: one reader left leads.
-    assert changes.next_leader(0.05) is None
-    assert r2.release()
-    assert changes.next_leader(STEP) == dlock.Leads(r1.token, r1.fence, r1.token)
-    r1.release()
-    # A semaphore held once shows its holder; twice, no leader.
-    p1 = locker.semaphore("gpu", 3).acquire(blocking=False)
-    assert p1 and locker.election("gpu").leader() == dlock.Leads(p1.token, p1.fence, p1.token)
-    p2 = locker.semaphore("gpu", 3).acquire(blocking=False)
-    with pytest.raises(dlock.ServerError, match=r"2 holders share the resource \(a semaphore\)"):
-        locker.election("gpu").leader()
-    p1.release(), p2.release()
-
-
-def test_async_several_holders_name_no_leader(server):
-    async def main():
-        locker = dla.Locker(server.url)
-        r1 = await locker.read_lock("cfg").acquire(blocking=False)
-        r2 = await locker.read_lock("cfg").acquire(blocking=False)
-        assert r1 and r2
-        election = locker.election("cfg")
-        with pytest.raises(dlock.ServerError, match=r"no leader: 2 holders share the resource \(a rwlock\)"):
-            await election.leader()
-        changes = election.observe()
-        with pytest.raises(dlock.ServerError, match="no leader"):
-            await changes.next_leader(STEP)
-        assert await changes.next_leader(0.05) is None
-        assert await r2.release()
-        assert await changes.next_leader(STEP) == dla.Leads(r1.token, r1.fence, r1.token)
-        await r1.release()
-
-    run(main())
-
-
-CLIENTS = [{}, {"protocol": 3}, {"decode_responses": True}, {"protocol": 3, "decode_responses": True}]
-
-
-@pytest.mark.parametrize("kw", CLIENTS, ids=["resp2", "resp3", "decoded", "resp3-decoded"])
-def test_every_reply_form_is_read(server, kw):
-    locker = dlock.Locker(redis.Redis(port=server.port, **kw))
-    election = locker.election("forms", id="w")
-    with election.campaign(wait=0) as lead:
-        assert election.leader() == dlock.Leads("w", lead.term, lead.token)
-    r1 = locker.read_lock("forms").acquire(blocking=False)
-    r2 = locker.read_lock("forms").acquire(blocking=False)
-    with pytest.raises(dlock.ServerError, match=r"2 holders share the resource \(a rwlock\)"):
-        election.leader()
-    r2.release()
-    assert election.leader() == dlock.Leads(r1.token, r1.fence, r1.token)
-    r1.release()
-
-    async def main():
-        alocker = dla.Locker(redis.asyncio.Redis(port=server.port, **kw))
-        election = alocker.election("forms", id="w")
-        async with election.campaign(wait=0) as lead:
-            assert await election.leader() == dla.Leads("w", lead.term, lead.token)
-        assert await election.leader() == dla.Nobody()
-
-    run(main())
-
-
-# --- outages ---------------------------------------------------------------------
-
-
-def test_an_observer_resumes_after_an_outage(server):
-    locker = dlock.Locker(server.url, io_timeout=1)
-    election = locker.election("res", id="w1", ttl=30, retry_for=0.3)
-    lead = election.campaign(wait=0)
-    changes = election.observe()
-    assert lead is not None and changes.next_leader(STEP) == dlock.Leads("w1", lead.term, lead.token)
-    server.kill9()
-    with pytest.raises(dlock.Unavailable):
-        changes.next_leader(STEP)
-    server.restart()
-    # The lock did not survive the restart (no persistence): told at once.
-    assert changes.next_leader(STEP) == dlock.Nobody()
-    # An observer waiting when the server dies retries (for retry_for) and
-    # tells what it finds when the server is back.
-    lead = election.campaign(wait=0)
-    patient = locker.election("res", retry_for=STEP * 3).observe()
-    assert lead is not None and patient.next_leader(STEP) == dlock.Leads("w1", lead.term, lead.token)
-    later = []
-    t = threading.Thread(target=lambda: later.append(patient.next_leader(STEP * 3)))
-    t.start()
-    wait_until(STEP, "the observer waiting", lambda: server.conn().info("dlock").get("dlock_observers") == 1)
-    server.kill9()
-    server.restart()
-    t.join(STEP * 3)
-    assert later == [dlock.Nobody()]
-
-
-def test_async_an_observer_resumes_after_an_outage(server):
-    async def main():
-        locker = dla.Locker(server.url, io_timeout=1)
-        election = locker.election("res", id="w1", ttl=30, retry_for=0.3)
-        lead = await election.campaign(wait=0)
-        changes = election.observe()
-        assert lead is not None and await changes.next_leader(STEP) == dla.Leads("w1", lead.term, lead.token)
-        server.kill9()
-        with pytest.raises(dlock.Unavailable):
-            await changes.next_leader(STEP)
-        server.restart()
-        assert await changes.next_leader(STEP) == dla.Nobody()
-        lead = await election.campaign(wait=0)
-        patient = locker.election("res", retry_for=STEP * 3).observe()
-        assert lead is not None and await patient.next_leader(STEP) == dla.Leads("w1", lead.term, lead.token)
-        waiting = asyncio.ensure_future(patient.next_leader(STEP * 3))
-        await _until(STEP, "the observer waiting", lambda: server.conn().info("dlock").get("dlock_observers") == 1)
-        server.kill9()
-        server.restart()
-        assert await asyncio.wait_for(waiting, STEP * 3) == dla.Nobody()
-
-    run(main())
-
-
-# --- cancellation and bad input ------------------------------------------------
+# --- cancellation ----------------------------------------------------------------
 
 
 def test_async_a_cancelled_campaign_leaves_no_hold_and_no_waiter(server):
@@ -514,29 +353,3 @@ def test_async_a_cancelled_campaign_leaves_no_hold_and_no_waiter(server):
         assert await locker.election("camp").leader() == dla.Nobody()
 
     run(main())
-
-
-@pytest.mark.parametrize(
-    "name, kw, what",
-    [
-        ("e", {"id": "a/b"}, "must not contain '/'"),
-        ("e", {"id": ""}, "must not be empty"),
-        ("e", {"id": 7}, "is a str"),
-        ("e", {"ttl": 0}, "ttl"),
-        ("e", {"ttl": -1}, "ttl"),
-        ("", {}, "empty"),
-        (7, {}, "str or bytes"),
-        ("\udcff", {}, "UTF-8"),
-        ("e", {"id": "\udcff"}, "UTF-8"),
-    ],
-)
-def test_bad_arguments_are_refused_before_anything_is_sent(server, name, kw, what):
-    with pytest.raises(dlock.InvalidRequest, match=what):
-        dlock.Locker(server.url).election(name, **kw)
-
-    async def main():
-        with pytest.raises(dlock.InvalidRequest, match=what):
-            dla.Locker(server.url).election(name, **kw)
-
-    run(main())
-    assert server.conn().dbsize() == 0

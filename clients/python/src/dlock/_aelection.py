@@ -13,7 +13,7 @@ from ._alease import Lease
 from ._anode import Conn, _pipeline
 from ._core.election import Leader, NoLeader, Observation, candidate_token
 from ._spec import Duration, Key, new_token, now, seconds
-from .election import _settings
+from .election import _election_spec
 from .errors import RETRY, DlockError, Failure, NotAcquired, ServerError
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class Election:
         ttl: Duration = 15.0,
         retry_for: Optional[Duration] = None,
     ) -> None:
-        self._spec = _settings(name, id, ttl)
+        self._spec = _election_spec(name, id, ttl)
         self._locker = locker
         self._name = name
         self._id = id

@@ -40,7 +40,7 @@ __all__ = ["Election", "Leadership", "Observer", "Leads", "Nobody", "HandingOver
 log = logging.getLogger("dlock")
 
 
-def _settings(name: Key, id: Optional[str], ttl: Duration) -> Spec:
+def _election_spec(name: Key, id: Optional[str], ttl: Duration) -> Spec:
     """The election's lock, checked before anything is sent: the name and
     ttl as a lock's, the id by the election's rule."""
     problem = id_problem(id)
@@ -77,7 +77,7 @@ class Election:
         ttl: Duration = 15.0,
         retry_for: Optional[Duration] = None,
     ) -> None:
-        self._spec = _settings(name, id, ttl)
+        self._spec = _election_spec(name, id, ttl)
         self._locker = locker
         self._name = name
         self._id = id
