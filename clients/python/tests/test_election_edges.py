@@ -1,5 +1,5 @@
-"""Leader election at its edges, blocking and asyncio alike: several
-holders name no leader, every reply form (RESP2, RESP3, decoding clients) is
+"""Leader election at its edges, blocking and asyncio alike: a forked child
+never resigns its parent's leadership, several holders name no leader, every reply form (RESP2, RESP3, decoding clients) is
 read, an observer gives up after retry_for and resumes after an outage, one
 waiting when the server dies retries, leaving a leadership's block on an
 exception keeps it, and bad arguments are refused with nothing sent. Every
@@ -8,6 +8,8 @@ wait has a deadline."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 import time
 
@@ -17,7 +19,7 @@ import redis.asyncio
 
 import dlock
 import dlock.asyncio as dla
-from harness import wait_until
+from harness import calls, holder, wait_until
 
 #: The longest any single step may take on a loaded machine.
 STEP = 10.0
@@ -37,13 +39,20 @@ async def _until(deadline: float, what: str, f) -> None:
 
 # --- leaving on an exception ------------------------------------------------------
 
+def _noted(e: BaseException) -> bool:
+    if sys.version_info < (3, 11):
+        return True
+    return any("resigning failed" in n for n in getattr(e, "__notes__", []))
+
+
 def test_leaving_on_an_exception_keeps_it_when_resigning_fails(server):
     locker = dlock.Locker(server.url, io_timeout=1)
     election = locker.election("gone", ttl=30, retry_for=0.3)
-    with pytest.raises(ValueError, match="the body's"):
+    with pytest.raises(ValueError, match="the body's") as raised:
         with election.campaign():
             server.kill9()
             raise ValueError("the body's")
+    assert _noted(raised.value)
     server.restart()
     # Without an exception of its own, the block raises the resign's.
     with pytest.raises(dlock.Unavailable):
@@ -55,14 +64,103 @@ def test_async_leaving_on_an_exception_keeps_it_when_resigning_fails(server):
     async def main():
         locker = dla.Locker(server.url, io_timeout=1)
         election = locker.election("gone", ttl=30, retry_for=0.3)
-        with pytest.raises(ValueError, match="the body's"):
+        with pytest.raises(ValueError, match="the body's") as raised:
             async with election.campaign():
                 server.kill9()
                 raise ValueError("the body's")
+        assert _noted(raised.value)
         server.restart()
         with pytest.raises(dlock.Unavailable):
             async with election.campaign():
                 server.kill9()
+
+    run(main())
+
+
+# --- a forked child -----------------------------------------------------------------
+#
+# The child leaves the parent's block by sys.exit(): it must send nothing
+# (the parent still leads) and its resign() refuses. It reports through its
+# exit status: 0 all as expected, 4 resign() did not refuse, 3 leaving the
+# block raised something of its own.
+
+
+def _wait_child(pid: int) -> int:
+    end = time.monotonic() + STEP * 3
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= end:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise AssertionError("the child did not end in time")
+        time.sleep(0.02)
+
+
+def _child_exit(e: BaseException) -> None:
+    os._exit(0 if isinstance(e, SystemExit) and e.code == 0 else 3)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_never_resigns_its_parents_leadership(server):
+    c = server.conn()
+    election = dlock.Locker(server.url).election("fork", id="p")
+    parent = os.getpid()
+    try:
+        with election.campaign() as lead:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    lead.resign()
+                    os._exit(4)
+                except dlock.InvalidRequest as e:
+                    if "parent process" not in str(e):
+                        os._exit(4)
+                sys.exit(0)
+            assert _wait_child(pid) == 0
+            assert holder(c, "fork") == (lead.token, lead.term), "still the parent's"
+            assert calls(c, "dlock.release") == 0
+    except BaseException as e:
+        if os.getpid() != parent:
+            _child_exit(e)
+        raise
+    assert holder(c, "fork") is None and calls(c, "dlock.release") == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_async_a_forked_child_never_resigns_its_parents_leadership(server):
+    c = server.conn()
+    parent = os.getpid()
+
+    async def main():
+        election = dla.Locker(server.url).election("fork", id="p")
+        try:
+            async with election.campaign() as lead:
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        await lead.resign()
+                        os._exit(4)
+                    except dlock.InvalidRequest as e:
+                        if "parent process" not in str(e):
+                            os._exit(4)
+                    sys.exit(0)
+                end = time.monotonic() + STEP * 3
+                while True:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        break
+                    assert time.monotonic() < end, "the child did not end in time"
+                    await asyncio.sleep(0.02)
+                assert os.waitstatus_to_exitcode(status) == 0
+                assert holder(c, "fork") == (lead.token, lead.term), "still the parent's"
+                assert calls(c, "dlock.release") == 0
+        except BaseException as e:
+            if os.getpid() != parent:
+                _child_exit(e)  # never the child's event loop's teardown
+            raise
+        assert holder(c, "fork") is None and calls(c, "dlock.release") == 1
 
     run(main())
 

@@ -5,7 +5,7 @@ blocking API's :class:`dlock.Election` with ``await``, on the rules of
 from __future__ import annotations
 
 import asyncio
-import logging
+import os
 import random
 from typing import TYPE_CHECKING, Any, Generator, Generic, List, Optional, Tuple, TypeVar, cast, overload
 
@@ -13,15 +13,13 @@ from ._alease import Lease
 from ._anode import Conn, _pipeline
 from ._core.election import Leader, NoLeader, Observation, candidate_token
 from ._spec import Duration, Key, new_token, now, seconds
-from .election import _election_spec
-from .errors import RETRY, DlockError, Failure, NotAcquired, ServerError
+from .election import FOREIGN, _election_spec, note_resign_failure
+from .errors import RETRY, DlockError, Failure, InvalidRequest, NotAcquired, ServerError
 
 if TYPE_CHECKING:
     from ._alocker import Locker
 
 __all__ = ["Election", "Leadership", "Observer", "Campaign"]
-
-log = logging.getLogger("dlock")
 
 T = TypeVar("T", "Leadership", Optional["Leadership"])
 
@@ -138,6 +136,8 @@ class Leadership:
 
     def __init__(self, lease: Lease) -> None:
         self._lease = lease
+        # A forked child must never resign what its parent leads.
+        self._pid = os.getpid()
 
     @property
     def term(self) -> int:
@@ -176,20 +176,22 @@ class Leadership:
     async def resign(self) -> bool:
         """Steps down: the next candidate leads at once. Whether this
         candidate still led."""
+        if os.getpid() != self._pid:
+            raise InvalidRequest(FOREIGN)
         return await self._lease.release()
 
     async def __aenter__(self) -> "Leadership":
         return self
 
     async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
-        if self._lease.released:
+        if self._lease.released or os.getpid() != self._pid:
             return
         try:
             await self.resign()
-        except DlockError:
+        except DlockError as e:
             if et is None:
                 raise
-            log.warning("dlock: resigning %r failed while leaving on an exception", self._lease.resource, exc_info=True)
+            note_resign_failure(ev, e)
 
     def __repr__(self) -> str:
         state = "resigned" if self.resigned else ("lost" if self.lost else "leading")

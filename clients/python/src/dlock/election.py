@@ -11,6 +11,7 @@ failure) are :mod:`dlock._core.election`'s; this is the blocking shell."""
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple, overload
@@ -38,6 +39,22 @@ if TYPE_CHECKING:
 __all__ = ["Election", "Leadership", "Observer", "Leads", "Nobody", "HandingOver", "Leader"]
 
 log = logging.getLogger("dlock")
+
+FOREIGN = (
+    "the leadership belongs to the parent process (won before a fork): only the parent resigns it"
+)
+
+
+def note_resign_failure(exc: Optional[BaseException], error: BaseException) -> None:
+    """Leaving a leadership's block on an exception whose resign failed
+    (the server gone): the block's exception is what the caller sees; the
+    failure is logged and noted on it, and the leadership ends with its
+    ttl."""
+    text = f"dlock: resigning failed while leaving on an exception: {error}"
+    log.warning(text)
+    add_note = getattr(exc, "add_note", None)
+    if add_note is not None:
+        add_note(text)
 
 
 def _election_spec(name: Key, id: Optional[str], ttl: Duration) -> Spec:
@@ -153,6 +170,8 @@ class Leadership:
 
     def __init__(self, lease: Lease) -> None:
         self._lease = lease
+        # A forked child must never resign what its parent leads.
+        self._pid = os.getpid()
 
     @property
     def term(self) -> int:
@@ -202,22 +221,22 @@ class Leadership:
     def resign(self) -> bool:
         """Steps down: the next candidate in the queue leads at once.
         Whether this candidate still led (False also for a second call)."""
+        if os.getpid() != self._pid:
+            raise InvalidRequest(FOREIGN)
         return self._lease.release()
 
     def __enter__(self) -> "Leadership":
         return self
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
-        if self._lease.released:
+        if self._lease.released or os.getpid() != self._pid:
             return
         try:
             self.resign()
-        except DlockError:
+        except DlockError as e:
             if et is None:
                 raise
-            # The block's own exception is what the caller must see; the
-            # lease ends with its ttl.
-            log.warning("dlock: resigning %r failed while leaving on an exception", self._lease.resource, exc_info=True)
+            note_resign_failure(ev, e)
 
     def __repr__(self) -> str:
         state = "resigned" if self.resigned else ("lost" if self.lost else "leading")
