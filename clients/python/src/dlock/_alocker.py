@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import redis
 import redis.asyncio
@@ -44,9 +44,6 @@ from .errors import (
     NotAcquired,
 )
 from .locker import _UNSET, PER_THREAD, _redact, _replicas, _spec, decode_info
-
-if TYPE_CHECKING:
-    from ._aelection import Election
 
 _NONCE = os.urandom(4).hex()
 _HOST = socket.gethostname()
@@ -212,8 +209,6 @@ class Locker:
         self, name: Key, *, id: Optional[str] = None, ttl: Duration = 15.0, retry_for: Optional[Duration] = None
     ) -> "Election":
         """The leader election held on ``name`` (see :class:`dlock.asyncio.Election`)."""
-        from ._aelection import Election
-
         return Election(self, name, id=id, ttl=ttl, retry_for=retry_for)
 
     async def extend_token(self, resource: Key, token: str, ttl: Duration) -> bool:
@@ -335,3 +330,7 @@ class Lock:
 
     def __repr__(self) -> str:
         return f"<async Lock {self.spec.resources!r}>"
+
+
+# Last, so that the election module may import this one (it names the Locker in its types).
+from ._aelection import Election  # noqa: E402

@@ -8,7 +8,7 @@ import os
 import socket
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Union
 
 import redis
 
@@ -27,9 +27,6 @@ from ._spec import (
     to_ms,
 )
 from .errors import Failure, InvalidRequest, LockLost, NotAcquired
-
-if TYPE_CHECKING:
-    from .election import Election
 
 __all__ = ["Locker", "Lock", "thread_owner"]
 
@@ -276,8 +273,6 @@ class Locker:
         """The leader election held on ``name`` (see :class:`dlock.Election`):
         ``id`` is what observers see of this candidate, ``ttl`` the
         leadership's lease (default 15 s)."""
-        from .election import Election
-
         return Election(self, name, id=id, ttl=ttl, retry_for=retry_for)
 
     # --- by token, info ----------------------------------------------------------
@@ -471,3 +466,7 @@ class Lock:
 
     def __repr__(self) -> str:
         return f"<Lock {self.spec.resources!r}>"
+
+
+# Last, so that the election module may import this one (it names the Locker in its types).
+from .election import Election  # noqa: E402
