@@ -294,6 +294,36 @@ def test_async_an_observer_resumes_after_an_outage(server):
     run(main())
 
 
+# --- refusals ------------------------------------------------------------------
+
+
+def test_refusals_are_raised_at_once(server, make_server):
+    c = server.conn()
+    c.set("text", "x")
+    locker = dlock.Locker(server.url)
+    # Not retried (a retry would ask again within retry_for).
+    with pytest.raises(dlock.ServerError, match="^WRONGTYPE"):
+        locker.election("text", retry_for=0.5).leader()
+    assert calls(c, "dlock.observe") == 1
+    with pytest.raises(dlock.ServerError, match="^WRONGTYPE"):
+        locker.election("text").campaign(wait=0)
+    bare = make_server(module=False)
+    with pytest.raises(dlock.ModuleNotLoaded):
+        dlock.Locker(bare.url).election("e").observe().next_leader(STEP)
+
+    async def main():
+        alocker = dla.Locker(server.url)
+        with pytest.raises(dlock.ServerError, match="^WRONGTYPE"):
+            await alocker.election("text", retry_for=0.5).leader()
+        assert calls(c, "dlock.observe") == 2
+        with pytest.raises(dlock.ServerError, match="^WRONGTYPE"):
+            await alocker.election("text").campaign(wait=0)
+        with pytest.raises(dlock.ModuleNotLoaded):
+            await dla.Locker(bare.url).election("e").observe().next_leader(STEP)
+
+    run(main())
+
+
 # --- bad input -------------------------------------------------------------------
 
 
