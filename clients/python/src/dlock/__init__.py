@@ -16,6 +16,7 @@ independent servers is :class:`dlock.Redlock`.
 """
 
 from ._lease import Lease
+from .election import Election, HandingOver, Leadership, Leads, Nobody, Observer
 from ._spec import MAX_LIMIT, MAX_MS, MAX_SET, new_token
 from ._version import __version__
 from .errors import (
@@ -40,6 +41,12 @@ __all__ = [
     "Lock",
     "Lease",
     "Redlock",
+    "Election",
+    "Leadership",
+    "Observer",
+    "Leads",
+    "Nobody",
+    "HandingOver",
     "thread_owner",
     "new_token",
     "MAX_LIMIT",

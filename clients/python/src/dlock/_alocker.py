@@ -205,6 +205,12 @@ class Locker:
         res = list(resources)
         return self.lock(res if len(res) > 1 else (res[0] if res else ""), **kw)  # type: ignore[arg-type]
 
+    def election(
+        self, name: Key, *, id: Optional[str] = None, ttl: Duration = 15.0, retry_for: Optional[Duration] = None
+    ) -> "Election":
+        """The leader election held on ``name`` (see :class:`dlock.asyncio.Election`)."""
+        return Election(self, name, id=id, ttl=ttl, retry_for=retry_for)
+
     async def extend_token(self, resource: Key, token: str, ttl: Duration) -> bool:
         if not isinstance(token, str) or not token:
             raise InvalidRequest("token must not be empty")
@@ -324,3 +330,7 @@ class Lock:
 
     def __repr__(self) -> str:
         return f"<async Lock {self.spec.resources!r}>"
+
+
+# Last, so that the election module may import this one (it names the Locker in its types).
+from ._aelection import Election  # noqa: E402

@@ -21,7 +21,21 @@ in the background.
 from __future__ import annotations
 
 from ._alease import Lease
+from ._aelection import Election, Leadership, Observer
+from ._core.election import HandingOver, Leads, Nobody
 from ._alocker import Lock, Locker, task_owner
 from ._aredlock import Redlock
 
-__all__ = ["Locker", "Lock", "Lease", "task_owner", "Redlock"]
+__all__ = [
+    "Locker",
+    "Lock",
+    "Lease",
+    "task_owner",
+    "Redlock",
+    "Election",
+    "Leadership",
+    "Observer",
+    "Leads",
+    "Nobody",
+    "HandingOver",
+]

@@ -267,6 +267,14 @@ class Locker:
             return self.lock(res[0] if res else "", **kw)
         return self.lock(res, **kw)  # type: ignore[arg-type]
 
+    def election(
+        self, name: Key, *, id: Optional[str] = None, ttl: Duration = 15.0, retry_for: Optional[Duration] = None
+    ) -> "Election":
+        """The leader election held on ``name`` (see :class:`dlock.Election`):
+        ``id`` is what observers see of this candidate, ``ttl`` the
+        leadership's lease (default 15 s)."""
+        return Election(self, name, id=id, ttl=ttl, retry_for=retry_for)
+
     # --- by token, info ----------------------------------------------------------
 
     def _backend(self, spec: Spec, token: str, settings: Optional[Settings] = None) -> SingleBackend:
@@ -458,3 +466,7 @@ class Lock:
 
     def __repr__(self) -> str:
         return f"<Lock {self.spec.resources!r}>"
+
+
+# Last, so that the election module may import this one (it names the Locker in its types).
+from .election import Election  # noqa: E402
