@@ -26,7 +26,9 @@ from .errors import (
     ModuleNotLoaded,
     NoQuorum,
     NotAcquired,
+    NotHeld,
     Quarantined,
+    Refused,
     ServerError,
     TooFewReplicas,
     Unavailable,
@@ -56,4 +58,6 @@ __all__ = [
     "ModuleNotLoaded",
     "Denied",
     "ServerError",
+    "NotHeld",
+    "Refused",
 ]

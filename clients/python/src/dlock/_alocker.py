@@ -238,6 +238,12 @@ class Locker:
             raise f.into_error() from None
         return decode_info(v)
 
+    async def check(self, resource: Key, fence: int) -> bool:
+        """As :meth:`dlock.Locker.check`: ``DLOCK.CHECK``."""
+        from . import _guard
+
+        return await _guard.acheck_fence(self.topology, self.settings, resource, fence)
+
 
 class Lock:
     """One lock request for asyncio: ``async with lock as lease:`` (raises

@@ -314,6 +314,14 @@ class Locker:
             raise f.into_error() from None
         return decode_info(v)
 
+    def check(self, resource: Key, fence: int) -> bool:
+        """Whether ``fence`` is a live hold on ``resource`` now (the
+        sequencer check, ``DLOCK.CHECK``), for a service handed a fence.
+        Racy by nature: the hold can end right after the answer."""
+        from . import _guard
+
+        return _guard.check_fence(self.topology, self.settings, resource, fence)
+
 
 def _replicas(n: Optional[int], timeout: Optional[Duration]) -> Optional[Tuple[int, float]]:
     if n is None:
