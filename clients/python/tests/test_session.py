@@ -1,0 +1,191 @@
+"""Sessions (``locker.session``: DLOCK.SESSION): locks bound to one
+liveness lease, kept alive together, lost together; the blocking and the
+asyncio API alike."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import dlock
+from apis import Api
+from harness import calls, wait_until
+
+
+@pytest.fixture(params=["sync", "asyncio"])
+def api(request):
+    a = Api(request.param)
+    yield a
+    a.close()
+
+
+def holder(c, resource):
+    """The (token, fence) of a resource's one hold, bound or not (None
+    when free)."""
+    v = c.execute_command("DLOCK.INFO", resource)
+    if v is None:
+        return None
+    d = _pairs(v)
+    if "holds" not in d:
+        tok = d.get("token")
+        return None if tok is None else (tok.decode(), d["fence"])
+    holds = d["holds"]
+    if not holds:
+        return None
+    h = _pairs(holds[0] if isinstance(holds[0], (list, dict)) else holds)
+    return h["token"].decode(), h["fence"]
+
+
+def _pairs(v):
+    if isinstance(v, dict):
+        return {k.decode() if isinstance(k, bytes) else k: x for k, x in v.items()}
+    return {(v[i].decode() if isinstance(v[i], bytes) else v[i]): v[i + 1] for i in range(0, len(v), 2)}
+
+
+def keepalives(c) -> int:
+    return calls(c, "dlock.session|keepalive")
+
+
+def session_info(c, sid):
+    v = c.execute_command("DLOCK.SESSION", "INFO", sid)
+    if v is None:
+        return None
+    if isinstance(v, dict):
+        return {k.decode(): x for k, x in v.items()}
+    return {v[i].decode(): v[i + 1] for i in range(0, len(v), 2)}
+
+
+def test_locks_are_bound_and_kept_alive_past_their_ttl(api, server):
+    c = server.conn()
+    locker = api.locker(server.url)
+    s = locker.session(ttl=3)
+    started = time.monotonic()
+    leases = [s.lock(f"sess:{i}").acquire(blocking=False) for i in range(3)]
+    assert all(lease is not None for lease in leases)
+    info = session_info(c, s.id)
+    assert info["holds"] == 3 and info["session-ttl"] == 3000
+    for lease in leases:
+        assert c.pttl(lease.resource) == -1, "a bound hold has no deadline of its own"
+        assert lease.write("SET", f"{lease.resource}:v", 1) == b"OK", "a bound lease proves a guarded write"
+    # Past two ttls, kept alive by the session alone.
+    wait_until(30, "six keep-alives", lambda: keepalives(c) >= 6)
+    elapsed = time.monotonic() - started
+    for lease in leases:
+        assert not lease.lost
+        assert holder(c, lease.resource) == (lease.token, lease.fence)
+    # One KEEPALIVE per third of the ttl, not one per lock: a slow machine
+    # sends fewer, never more.
+    assert keepalives(c) <= elapsed / 1.0 + 2
+    for lease in leases:
+        assert lease.release()
+        assert not lease.lost
+    assert session_info(c, s.id)["holds"] == 0
+    assert s.close()
+    assert session_info(c, s.id) is None
+
+
+def test_a_killed_session_loses_every_lock(api, server):
+    c = server.conn()
+    locker = api.locker(server.url)
+    s = locker.session(ttl=3)
+    lost = []
+    leases = [s.lock(f"kill:{i}", on_lost=lambda lease: lost.append(lease.resource)).acquire(blocking=False) for i in range(3)]
+    assert c.execute_command("DLOCK.SESSION", "KILL", s.id) == 1
+    # The session's next keep-alive (a third of its ttl on) is answered
+    # NOSESSION: every lock is lost at once.
+    assert api.run(leases[0].wait_lost(20)) is True
+    for lease in leases:
+        assert lease.lost
+    assert sorted(lost) == [f"kill:{i}" for i in range(3)]
+    assert s.ended and not s.alive
+    wait_until(10, "the holds released", lambda: all(holder(c, f"kill:{i}") is None for i in range(3)))
+    with pytest.raises(dlock.LockLost, match="session"):
+        s.lock("kill:new").acquire(blocking=False)
+    for lease in leases:
+        assert lease.release() is False
+    assert s.close() is False
+
+
+def test_keep_alive_tells_of_an_ended_session(api, server):
+    c = server.conn()
+    s = api.locker(server.url).session(ttl=30)
+    lease = s.lock("ka").acquire(blocking=False)
+    assert s.keep_alive() is True
+    c.execute_command("DLOCK.SESSION", "KILL", s.id)
+    assert s.keep_alive() is False
+    assert lease.lost
+    with pytest.raises(dlock.NotHeld):
+        lease.write("SET", "ka:v", 1)
+
+
+def test_close_releases_every_lock(api, server):
+    c = server.conn()
+    locker = api.locker(server.url)
+    with locker.session(ttl=30) as s:
+        leases = [s.lock(f"close:{i}").acquire(blocking=False) for i in range(3)]
+        with s.lock("close:block") as inner:
+            assert holder(c, "close:block") == (inner.token, inner.fence)
+        assert holder(c, "close:block") is None and not inner.lost
+        assert s.close() is True
+        for i, lease in enumerate(leases):
+            assert lease.lost
+            assert holder(c, f"close:{i}") is None
+        assert not inner.lost, "a lock released before the close stays released, not lost"
+        with pytest.raises(dlock.LockLost):
+            s.lock("close:after").acquire(blocking=False)
+    # Another locker takes them at once.
+    other = api.locker(server.url)
+    for i in range(3):
+        g = other.lock(f"close:{i}", ttl=5, watchdog=False).acquire(blocking=False)
+        assert g is not None and g.release()
+
+
+def test_a_bound_session_ends_with_its_connection(api, server):
+    c = server.conn()
+    s = api.locker(server.url).session(ttl=30, bind=True)
+    lease = s.lock("bind").acquire(blocking=False)
+    assert session_info(c, s.id)["bound"] == 1
+    c.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    wait_until(10, "the server ended the session", lambda: session_info(c, s.id) is None)
+    assert holder(c, "bind") is None
+    # The client learns it at its next keep-alive, on the lost connection.
+    assert s.keep_alive() is False
+    assert lease.lost
+
+
+def test_a_waiting_lock_is_bound_when_granted(api, server):
+    c = server.conn()
+    locker = api.locker(server.url)
+    s = locker.session(ttl=30)
+    held = locker.lock("wq", ttl=30, watchdog=False).acquire(blocking=False)
+    lock = s.lock("wq", wait=20)
+    # Released from another thread of the test's own: the waiting acquire
+    # is granted then.
+    import threading
+
+    threading.Timer(0.2, lambda: c.execute_command("DLOCK.RELEASE", "wq", held.token)).start()
+    lease = lock.acquire()
+    assert lease is not None and lease.fence > held.fence
+    assert session_info(c, s.id)["holds"] == 1
+    assert s.close()
+    assert lease.lost
+
+
+@pytest.mark.parametrize("kw", [dict(ttl=0), dict(ttl=-1), dict(ttl="x"), dict(lock_delay=61), dict(lock_delay=-1)])
+def test_bad_session_settings(api, server, kw):
+    with pytest.raises(dlock.InvalidRequest):
+        api.locker(server.url).session(**kw)
+
+
+def test_a_server_without_sessions_says_so(api, make_server):
+    plain = make_server(module=False)
+    s = api.locker(plain.url).session(ttl=5)
+    with pytest.raises(dlock.ServerError, match="does not know DLOCK.SESSION"):
+        s.lock("x").acquire(blocking=False)
+
+
+def test_sessions_refuse_a_cluster(api, cluster3):
+    locker = api.cluster([cluster3.node(cluster3.masters()[0]).url])
+    with pytest.raises(dlock.InvalidRequest, match="one server"):
+        locker.session(ttl=5)
