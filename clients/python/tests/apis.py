@@ -1,82 +1,99 @@
-"""One test body for the blocking and the asyncio API: ``api(name)``
-makes a locker of either kind; with asyncio, every call that returns a
-coroutine is run on one event loop kept for the test, so the body reads
-the same for both."""
+"""One test body for the blocking and the asyncio API: ``api.locker(...)``
+makes a locker of either kind. With asyncio, an event loop runs on a
+thread of its own for the whole test (so that watchdogs and keepers run
+while the test waits), and every call and attribute read of a dlock object
+is made on that loop, a call's coroutine awaited there; the body reads the
+same for both."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any
+import threading
+from typing import Any, Callable
 
 import dlock
 import dlock.asyncio
 
+#: The longest one call may take.
+CALL_DEADLINE = 60.0
+
 
 class OnLoop:
-    """A dlock asyncio object whose coroutine methods run to completion on
-    ``loop`` (with a deadline); dlock objects they return are wrapped too."""
+    """A dlock asyncio object used from the test's thread: see the module."""
 
-    def __init__(self, obj: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, obj: Any, api: "Api") -> None:
         object.__setattr__(self, "_obj", obj)
-        object.__setattr__(self, "_loop", loop)
+        object.__setattr__(self, "_api", api)
 
     def _wrap(self, v: Any) -> Any:
-        if inspect.isawaitable(v):
-            v = self._loop.run_until_complete(asyncio.wait_for(_awaited(v), 60))
-        if type(v).__module__.startswith("dlock"):
-            return OnLoop(v, self._loop)
-        return v
+        return OnLoop(v, self._api) if type(v).__module__.startswith("dlock") else v
 
     def __getattr__(self, name: str) -> Any:
-        v = getattr(self._obj, name)
+        v = self._api.on_loop(lambda: getattr(self._obj, name))
         if callable(v) and not isinstance(v, type):
-            return lambda *a, **kw: self._wrap(v(*a, **kw))
-        return self._wrap(v) if type(v).__module__.startswith("dlock") else v
+            return lambda *a, **kw: self._wrap(self._api.on_loop(lambda: v(*a, **kw)))
+        return self._wrap(v)
 
     def __enter__(self) -> Any:
-        return self._wrap(self._obj.__aenter__())
+        return self._wrap(self._api.on_loop(self._obj.__aenter__))
 
     def __exit__(self, *exc: Any) -> Any:
-        return self._wrap(self._obj.__aexit__(*exc))
+        return self._api.on_loop(lambda: self._obj.__aexit__(*exc))
 
     def __repr__(self) -> str:
         return f"OnLoop({self._obj!r})"
 
 
-async def _awaited(v: Any) -> Any:
-    return await v
-
-
 class Api:
-    """Makes lockers of one API (``sync`` or ``asyncio``); closes its loop."""
+    """Makes lockers of one API (``sync`` or ``asyncio``)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.loop = asyncio.new_event_loop() if name == "asyncio" else None
+        self.loop = None
+        if name == "asyncio":
+            self.loop = asyncio.new_event_loop()
+            self.thread = threading.Thread(target=self.loop.run_forever, name="test-loop", daemon=True)
+            self.thread.start()
+
+    def on_loop(self, f: Callable[[], Any]) -> Any:
+        """``f()`` called on the loop, its awaitable result awaited there."""
+
+        async def call() -> Any:
+            v = f()
+            if inspect.isawaitable(v):
+                v = await v
+            return v
+
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(CALL_DEADLINE)
 
     def run(self, v: Any) -> Any:
-        """``v`` awaited on the test's loop (asyncio), or as it is."""
-        if self.loop is not None and inspect.isawaitable(v):
-            return self.loop.run_until_complete(asyncio.wait_for(_awaited(v), 60))
+        """``v`` as it is (a call through :class:`OnLoop` was awaited)."""
         return v
 
     def locker(self, url: Any, **kw: Any) -> Any:
         if self.loop is None:
             return dlock.Locker(url, **kw)
-        return OnLoop(dlock.asyncio.Locker(url, **kw), self.loop)
+        return OnLoop(self.on_loop(lambda: dlock.asyncio.Locker(url, **kw)), self)
 
     def cluster(self, urls: Any, **kw: Any) -> Any:
         if self.loop is None:
             return dlock.Locker.cluster(urls, **kw)
-        return OnLoop(dlock.asyncio.Locker.cluster(urls, **kw), self.loop)
+        return OnLoop(self.on_loop(lambda: dlock.asyncio.Locker.cluster(urls, **kw)), self)
 
     def close(self) -> None:
-        if self.loop is not None:
-            loop = self.loop
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        loop = self.loop
+        if loop is None:
+            return
+
+        async def cancel_all() -> None:
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for t in pending:
                 t.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.close()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(CALL_DEADLINE)
+        loop.call_soon_threadsafe(loop.stop)
+        self.thread.join(CALL_DEADLINE)
+        loop.close()

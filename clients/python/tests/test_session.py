@@ -4,6 +4,7 @@ asyncio API alike."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -124,9 +125,8 @@ def test_close_releases_every_lock(api, server):
     locker = api.locker(server.url)
     with locker.session(ttl=30) as s:
         leases = [s.lock(f"close:{i}").acquire(blocking=False) for i in range(3)]
-        with s.lock("close:block") as inner:
-            assert holder(c, "close:block") == (inner.token, inner.fence)
-        assert holder(c, "close:block") is None and not inner.lost
+        inner = s.lock("close:early").acquire(blocking=False)
+        assert inner.release()
         assert s.close() is True
         for i, lease in enumerate(leases):
             assert lease.lost
@@ -189,3 +189,35 @@ def test_sessions_refuse_a_cluster(api, cluster3):
     locker = api.cluster([cluster3.node(cluster3.masters()[0]).url])
     with pytest.raises(dlock.InvalidRequest, match="one server"):
         locker.session(ttl=5)
+
+
+def test_with_blocks_of_session_locks(server):
+    c = server.conn()
+    locker = dlock.Locker(server.url)
+    with locker.session(ttl=30) as s:
+        with s.lock("blk") as lease:
+            assert holder(c, "blk") == (lease.token, lease.fence)
+        assert holder(c, "blk") is None and not lease.lost
+        with pytest.raises(dlock.NotAcquired):
+            with s.lock("blk", blocking=False), s.lock("blk", blocking=False):
+                pass
+    assert s.ended
+
+
+def test_async_with_blocks_of_session_locks(server):
+    import dlock.asyncio as dla
+
+    c = server.conn()
+
+    async def main():
+        locker = dla.Locker(server.url)
+        async with locker.session(ttl=30) as s:
+            async with s.lock("ablk") as lease:
+                assert holder(c, "ablk") == (lease.token, lease.fence)
+            assert holder(c, "ablk") is None and not lease.lost
+            with pytest.raises(dlock.NotAcquired):
+                async with s.lock("ablk", blocking=False), s.lock("ablk", blocking=False):
+                    pass
+        assert s.ended
+
+    asyncio.run(asyncio.wait_for(main(), 60))

@@ -38,6 +38,12 @@ if TYPE_CHECKING:
 __all__ = ["Session", "SessionLock"]
 
 
+NOT_ON_A_CLUSTER = (
+    "sessions live on one server: a cluster's locks would need one session per master, "
+    "which this client does not keep yet; use a Locker on one server"
+)
+
+
 class SessionSpec(Spec):
     """A lock request bound to a session: ``ACQUIRE ... SESSION id``."""
 
@@ -109,10 +115,7 @@ class Session:
 
     def __init__(self, locker: "Locker", ttl: Duration = 30.0, bind: bool = False, lock_delay: Optional[Duration] = None) -> None:
         if locker.topology.single is None:
-            raise InvalidRequest(
-                "sessions live on one server: a cluster's locks would need one session per master, "
-                "which this client does not keep yet; use a Locker on one server"
-            )
+            raise InvalidRequest(NOT_ON_A_CLUSTER)
         self._ttl_ms, self._lock_delay = settings_of(ttl, lock_delay)
         self._bind = bool(bind)
         self._locker = locker
