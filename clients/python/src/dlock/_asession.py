@@ -97,7 +97,7 @@ class Session:
 
     # --- server calls ------------------------------------------------------------
 
-    async def _call(self, cmd: Tuple) -> Any:
+    async def _call(self, cmd: Tuple[Any, ...]) -> Any:
         io = self._settings.io_timeout
 
         async def op(conn: Conn) -> Any:
@@ -224,7 +224,8 @@ class Session:
         if was != core.LIVE:
             return False
         try:
-            return bool(await self._call(core.close_cmd(self.id)) == 1)
+            async with self._renewing:
+                return bool(await self._call(core.close_cmd(self.id)) == 1)
         except Failure as f:
             raise f.into_error() from None
         finally:

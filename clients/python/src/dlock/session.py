@@ -20,6 +20,7 @@ from ._node import Conn, run_pipeline, set_timeout
 from ._single import OnRetry, SingleBackend
 from ._spec import MAX_MS, Duration, Key, Spec, check_token, new_token, now, to_ms, ttl_ms
 from .errors import (
+    FATAL,
     Failure,
     InvalidRequest,
     LockLost,
@@ -53,7 +54,7 @@ class SessionSpec(Spec):
         super().__init__(resources, ttl, shared, limit, owner)
         self.session_id = session_id
 
-    def acquire_cmd(self, token: str, wait_ms: Optional[int]) -> Tuple:
+    def acquire_cmd(self, token: str, wait_ms: Optional[int]) -> Tuple[Any, ...]:
         return (*super().acquire_cmd(token, wait_ms), "SESSION", self.session_id)
 
 
@@ -126,9 +127,12 @@ class Session:
         self.id = str(uuid.uuid4())
         self._core = core.SessionCore(self._ttl_ms)
         self._state = threading.Condition(threading.Lock())
-        # One OPEN or KEEPALIVE at a time: a lock asking while one is on its
-        # way gets its outcome instead of sending another.
-        self._renewing = threading.Lock()
+        # One session command at a time (the BIND connection carries one):
+        # a lock asking for a keep-alive while one is on its way gets its
+        # outcome instead of sending another. Reentrant: the end of the
+        # session tells its locks with it held, and their on_lost callbacks
+        # may use the session.
+        self._renewing = threading.RLock()
         self._leases: List["weakref.ref[Lease]"] = []
         self._conn: Optional[Conn] = None  # BIND: the connection that opened it
         self._keeper: Optional[threading.Thread] = None
@@ -164,7 +168,7 @@ class Session:
 
     # --- server calls ------------------------------------------------------------
 
-    def _call(self, cmd: Tuple) -> Any:
+    def _call(self, cmd: Tuple[Any, ...]) -> Any:
         """One session command: on the ``BIND`` connection, or a pooled one.
         Raises Failure."""
         io = self._settings.io_timeout
@@ -172,7 +176,7 @@ class Session:
             return self._node.with_conn(io, lambda c: _sorted(run_pipeline(c, [cmd])[0]))
         conn = self._conn
         if conn is None:
-            raise Failure("fatal", Unavailable("the session's connection was closed"))
+            raise Failure(FATAL, Unavailable("the session's connection was closed"))
         try:
             set_timeout(conn, io)
             return _sorted(run_pipeline(conn, [cmd])[0])
@@ -315,7 +319,8 @@ class Session:
         closed = False
         if was == core.LIVE:
             try:
-                reply = self._call(core.close_cmd(self.id))
+                with self._renewing:
+                    reply = self._call(core.close_cmd(self.id))
                 closed = reply == 1
             except Failure as f:
                 raise f.into_error() from None
