@@ -229,3 +229,21 @@ def test_a_pooled_connection_the_server_closed_is_probed_first(api, server):
     assert lease.write("INCR", "{k}:n") == 1
     assert c.get("{k}:n") == b"1"
     assert lease.release()
+
+
+def test_a_guarded_write_follows_its_slot_when_it_moves(api, cluster3):
+    c = cluster3
+    locker = api.cluster([c.node(c.masters()[0]).url])
+    res = f"{{gmove-{api.name}}}"
+    slot = c.key_slot(res)
+    src = c.node_for_slot(slot)
+    dst = next(m for m in c.masters() if m != src)
+    lease = locker.lock(res, ttl=60, watchdog=False).acquire(blocking=False)
+    assert lease.write("SET", f"{res}:v", "before") == b"OK"
+    c.migrate_slot(slot, src, dst)
+    # The locker's map is stale: MOVED, followed to the new master, where
+    # the hold moved with its key.
+    assert lease.write("APPEND", f"{res}:v", "+after") == len("before+after")
+    assert c.node(dst).conn().get(f"{res}:v") == b"before+after"
+    assert lease.check() is True
+    assert lease.release()
