@@ -113,11 +113,14 @@ def test_keep_alive_tells_of_an_ended_session(api, server):
     s = api.locker(server.url).session(ttl=30)
     lease = s.lock("ka").acquire(blocking=False)
     assert s.keep_alive() is True
+    other = s.lock("ka:other").acquire(blocking=False)
     c.execute_command("DLOCK.SESSION", "KILL", s.id)
-    assert s.keep_alive() is False
-    assert lease.lost
+    # The server knows at once: a guarded write proves nothing any more.
     with pytest.raises(dlock.NotHeld):
         lease.write("SET", "ka:v", 1)
+    assert lease.lost and c.get("ka:v") is None
+    assert s.keep_alive() is False
+    assert other.lost
 
 
 def test_close_releases_every_lock(api, server):
@@ -221,3 +224,21 @@ def test_async_with_blocks_of_session_locks(server):
         assert s.ended
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_lock_delay_keeps_a_killed_sessions_resources(api, server):
+    c = server.conn()
+    locker = api.locker(server.url)
+    s = locker.session(ttl=30, lock_delay=30)
+    lease = s.lock("delayed").acquire(blocking=False)
+    assert session_info(c, s.id)["lock-delay"] == 30000
+    c.execute_command("DLOCK.SESSION", "KILL", s.id)
+    assert s.keep_alive() is False and lease.lost
+    # Kept from everyone for the delay (30 s: far past this test).
+    assert locker.lock("delayed", ttl=5, watchdog=False).acquire(blocking=False) is None
+    # A closed session never delays.
+    s2 = locker.session(ttl=30, lock_delay=30)
+    s2.lock("closed-at-once").acquire(blocking=False)
+    assert s2.close()
+    g = locker.lock("closed-at-once", ttl=5, watchdog=False).acquire(blocking=False)
+    assert g is not None and g.release()
