@@ -242,3 +242,22 @@ def test_lock_delay_keeps_a_killed_sessions_resources(api, server):
     assert s2.close()
     g = locker.lock("closed-at-once", ttl=5, watchdog=False).acquire(blocking=False)
     assert g is not None and g.release()
+
+
+def test_a_silent_server_loses_the_locks_when_the_budget_passes(api, server):
+    """The server stops answering (SIGSTOP): every lock of the session is
+    lost when the session's budget passes, not when a keep-alive in flight
+    gives up (its io timeout here is far longer than the ttl)."""
+    locker = api.locker(server.url, io_timeout=10)
+    s = locker.session(ttl=2)
+    lost_at = []
+    leases = [s.lock(f"silent:{i}", on_lost=lambda lease: lost_at.append(time.monotonic())).acquire(blocking=False) for i in range(2)]
+    server.stop()
+    try:
+        assert api.run(leases[0].wait_lost(20)) is True
+        wait_until(20, "both lost", lambda: len(lost_at) == 2)
+        assert s.ended
+        late = max(lost_at) - s.deadline
+        assert late < 3.0, f"lost {late:.2f} s after the session's budget passed"
+    finally:
+        server.cont()

@@ -28,7 +28,7 @@ from .errors import (
     is_io_error,
     unexpected,
 )
-from .session import NOT_ON_A_CLUSTER, SessionSpec, _Own, _sorted, settings_of
+from .session import NOT_ON_A_CLUSTER, SessionSpec, _Own, _sorted, _within, settings_of
 
 if TYPE_CHECKING:
     from ._alocker import Locker
@@ -97,8 +97,9 @@ class Session:
 
     # --- server calls ------------------------------------------------------------
 
-    async def _call(self, cmd: Tuple[Any, ...]) -> Any:
-        io = self._settings.io_timeout
+    async def _call(self, cmd: Tuple[Any, ...], io: Optional[float] = None) -> Any:
+        if io is None:
+            io = self._settings.io_timeout
 
         async def op(conn: Conn) -> Any:
             return _sorted((await _pipeline(conn, [cmd]))[0])
@@ -172,7 +173,8 @@ class Session:
     async def _keep_alive_once(self) -> Renewal:
         sent = now()
         try:
-            reply = await self._call(core.keepalive_cmd(self.id))
+            # No use after the budget passed: see dlock.session.
+            reply = await self._call(core.keepalive_cmd(self.id), _within(self._settings.io_timeout, self._core.valid_until - sent))
         except Failure as f:
             self._core.failed(now())
             if self._core.phase == core.ENDED:

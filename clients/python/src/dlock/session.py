@@ -91,6 +91,11 @@ def _sorted(r: Any) -> Any:
     return r
 
 
+def _within(io_timeout: float, left: float) -> float:
+    """A keep-alive's io timeout: at most what is left of the budget."""
+    return max(min(io_timeout, left), 0.001)
+
+
 class SessionBackend(SingleBackend):
     """A lock bound to a session: acquired with ``SESSION id``, released
     with ``RELEASE``; its renewal is the session's keep-alive (the server
@@ -168,10 +173,12 @@ class Session:
 
     # --- server calls ------------------------------------------------------------
 
-    def _call(self, cmd: Tuple[Any, ...]) -> Any:
-        """One session command: on the ``BIND`` connection, or a pooled one.
-        Raises Failure."""
-        io = self._settings.io_timeout
+    def _call(self, cmd: Tuple[Any, ...], io: Optional[float] = None) -> Any:
+        """One session command, its reply awaited for ``io`` (default: the
+        io timeout): on the ``BIND`` connection, or a pooled one. Raises
+        Failure."""
+        if io is None:
+            io = self._settings.io_timeout
         if not self._bind:
             return self._node.with_conn(io, lambda c: _sorted(run_pipeline(c, [cmd])[0]))
         conn = self._conn
@@ -254,8 +261,12 @@ class Session:
     def _keep_alive_once(self) -> Renewal:
         """One ``KEEPALIVE`` (with ``_renewing`` held)."""
         sent = now()
+        with self._state:
+            left = self._core.valid_until - sent
         try:
-            reply = self._call(core.keepalive_cmd(self.id))
+            # Its answer is no use after the budget passed (the session is
+            # over then): waiting longer would only hold the loss back.
+            reply = self._call(core.keepalive_cmd(self.id), _within(self._settings.io_timeout, left))
         except Failure as f:
             with self._state:
                 self._core.failed(now())
