@@ -261,3 +261,18 @@ def test_a_silent_server_loses_the_locks_when_the_budget_passes(api, server):
         assert late < 3.0, f"lost {late:.2f} s after the session's budget passed"
     finally:
         server.cont()
+
+
+def test_a_bound_session_whose_open_failed_opens_later(api, server):
+    c = server.conn()
+    s = api.locker(server.url, io_timeout=0.5).session(ttl=30, bind=True)
+    c.execute_command("CLIENT", "PAUSE", 3000, "WRITE")
+    try:
+        with pytest.raises(dlock.Unavailable):
+            s.open()
+    finally:
+        c.execute_command("CLIENT", "UNPAUSE")
+    assert not s.ended
+    lease = s.lock("reopen").acquire(blocking=False)
+    assert lease is not None and session_info(c, s.id)["bound"] == 1
+    assert s.close() and lease.lost

@@ -125,7 +125,8 @@ class Session:
         conn, self._conn = self._conn, None
         if conn is not None:
             _abort(conn)
-        self._end("its BIND connection broke")
+        if self._core.phase == core.LIVE:  # a failed OPEN leaves it new
+            self._end("its BIND connection broke")
 
     async def open(self) -> None:
         """Opens the session now (the first lock does it otherwise)."""

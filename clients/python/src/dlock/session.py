@@ -190,13 +190,17 @@ class Session:
         except Exception as e:
             if is_io_error(e):
                 # The connection BIND ties the session to: the server ends
-                # the session when it sees the close.
+                # the session when it sees the close. (An OPEN that failed
+                # so leaves the session new: the next one tries again.)
                 self._conn = None
                 try:
                     conn.disconnect()
                 except Exception:
                     pass
-                self._end("its BIND connection broke")
+                with self._state:
+                    live = self._core.phase == core.LIVE
+                if live:
+                    self._end("its BIND connection broke")
             raise self._node.failure(e) from None
 
     def open(self) -> None:
