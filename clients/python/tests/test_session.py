@@ -121,6 +121,7 @@ def test_keep_alive_tells_of_an_ended_session(api, server):
     assert lease.lost and c.get("ka:v") is None
     assert s.keep_alive() is False
     assert other.lost
+    assert s.keep_alive() is False, "an ended session stays ended"
 
 
 def test_close_releases_every_lock(api, server):

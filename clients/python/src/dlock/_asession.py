@@ -172,6 +172,8 @@ class Session:
         return r
 
     async def _keep_alive_once(self) -> Renewal:
+        if self._core.phase != core.LIVE:
+            return Renewal(LOST)
         sent = now()
         try:
             # No use after the budget passed: see dlock.session.
@@ -193,7 +195,8 @@ class Session:
 
     async def keep_alive(self) -> bool:
         """As :meth:`dlock.session.Session.keep_alive`."""
-        await self.open()
+        if self._core.phase == core.NEW:
+            await self.open()
         async with self._renewing:
             r = await self._keep_alive_once()
         if r.kind == FAILED:

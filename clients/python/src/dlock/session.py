@@ -266,6 +266,8 @@ class Session:
         """One ``KEEPALIVE`` (with ``_renewing`` held)."""
         sent = now()
         with self._state:
+            if self._core.phase != core.LIVE:
+                return Renewal(LOST)
             left = self._core.valid_until - sent
         try:
             # Its answer is no use after the budget passed (the session is
@@ -294,8 +296,11 @@ class Session:
         """Sends a ``KEEPALIVE`` now: True kept alive, False the session has
         ended (its locks are lost). Raises :class:`~dlock.Unavailable` when
         it got no answer."""
-        self.open()
         with self._renewing:
+            with self._state:
+                phase = self._core.phase
+            if phase == core.NEW:
+                self.open()
             r = self._keep_alive_once()
         if r.kind == FAILED:
             assert r.error is not None
