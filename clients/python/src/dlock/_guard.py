@@ -78,15 +78,16 @@ def held(lease: Any) -> Held:
     """The one place that reads a Lease's (blocking or asyncio) insides.
     Refuses a Redlock lease."""
     backend = getattr(lease, "_b", None)
-    if backend is None:
-        sh = lease._sh  # the blocking Lease
-        backend = sh.backend
-        mark_lost = sh.mark_lost
-        released = sh.released
-    else:
+    sh = getattr(lease, "_sh", None)
+    if backend is not None:
         mark_lost = lease._mark_lost  # the asyncio Lease
         released = lease._released
+    elif sh is not None:
+        backend = sh.backend  # the blocking Lease
+        mark_lost = sh.mark_lost
+        released = sh.released
     if not isinstance(backend, (SingleBackend, _Backend)):
+        # A Redlock lease: its backend spans several servers.
         raise InvalidRequest(NOT_ONE_SERVER)
     ended = "released" if released else ("lost" if lease.lost else None)
     return Held(backend.topology, backend.spec.route_key(), lease.fence, backend.settings, ended, mark_lost)
