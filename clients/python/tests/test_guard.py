@@ -247,3 +247,16 @@ def test_a_guarded_write_follows_its_slot_when_it_moves(api, cluster3):
     assert c.node(dst).conn().get(f"{res}:v") == b"before+after"
     assert lease.check() is True
     assert lease.release()
+
+
+def test_a_command_the_users_acl_denies_is_refused(api, server):
+    c = server.conn()
+    c.execute_command("ACL", "SETUSER", "writer", "on", ">pw", "+@all", "-set", "~*", "&*")
+    locker = api.locker(f"redis://writer:pw@127.0.0.1:{server.port}/0")
+    lease = locker.lock("{acl}", ttl=30, watchdog=False).acquire(blocking=False)
+    with pytest.raises(dlock.Refused) as e:
+        lease.write("SET", "{acl}:v", "x")
+    assert e.value.code == "NOPERM"
+    assert c.get("{acl}:v") is None and not lease.lost
+    assert lease.write("INCR", "{acl}:n") == 1
+    assert lease.release()
