@@ -260,3 +260,22 @@ def test_a_command_the_users_acl_denies_is_refused(api, server):
     assert c.get("{acl}:v") is None and not lease.lost
     assert lease.write("INCR", "{acl}:n") == 1
     assert lease.release()
+
+
+def test_an_error_reply_that_ran_nothing_is_retried_then_reported(api, server, make_server):
+    """READONLY (the server became a replica) runs nothing: the write is
+    sent again while retry_for lasts, then reported as unavailable, never
+    as 'may have run' nor as the command's own refusal."""
+    master = make_server()
+    locker = api.locker(server.url, retry_for=1)
+    lease = locker.lock("{ro}", ttl=60, watchdog=False).acquire(blocking=False)
+    c = server.conn()
+    c.execute_command("REPLICAOF", "127.0.0.1", master.port)
+    try:
+        with pytest.raises(dlock.Unavailable) as e:
+            lease.write("SET", "{ro}:v", "x")
+        assert "READONLY" in str(e.value) and "may or may not" not in str(e.value)
+        assert not isinstance(e.value, dlock.Refused)
+        assert calls(c, "dlock.guard") == 0
+    finally:
+        c.execute_command("REPLICAOF", "NO", "ONE")
