@@ -5,6 +5,7 @@ asyncio API alike."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -277,3 +278,72 @@ def test_a_bound_session_whose_open_failed_opens_later(api, server):
     lease = s.lock("reopen").acquire(blocking=False)
     assert lease is not None and session_info(c, s.id)["bound"] == 1
     assert s.close() and lease.lost
+
+
+def _in_child(f) -> int:
+    """Runs ``f()`` in a forked child; its exit status: 0 when ``f``
+    returned True."""
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            ok = bool(f())
+        finally:
+            os._exit(0 if ok else 1)
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status >> 8
+        time.sleep(0.02)
+    os.kill(pid, 9)
+    raise AssertionError("the child did not end")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_never_closes_or_renews_its_parents_session(server):
+    import dlock.asyncio as dla
+
+    c = server.conn()
+    locker = dlock.Locker(server.url)
+    s = locker.session(ttl=30)
+    lease = s.lock("forked").acquire(blocking=False)
+    before = keepalives(c)
+
+    def child() -> bool:
+        # Unwinding a `with locker.session()` block, or closing, in the child.
+        if s.close() is not False:
+            return False
+        for call in (s.keep_alive, s.open, lambda: s.lock("forked:child").acquire(blocking=False), lease.extend):
+            try:
+                call()
+                return False
+            except dlock.InvalidRequest:
+                pass
+        return True
+
+    assert _in_child(child) == 0
+    assert session_info(c, s.id)["holds"] == 1, "the parent's session is untouched"
+    assert keepalives(c) == before
+    assert not lease.lost and s.alive
+    assert s.close() and lease.lost
+
+    async def parent():
+        al = dla.Locker(server.url)
+        a = al.session(ttl=30)
+        held = await a.lock("aforked").acquire(blocking=False)
+        return a, held
+
+    loop = asyncio.new_event_loop()
+    try:
+        a, held = loop.run_until_complete(parent())
+
+        def achild() -> bool:
+            closed = asyncio.run(a.close())
+            return closed is False
+
+        assert _in_child(achild) == 0
+        assert session_info(c, a.id)["holds"] == 1
+        assert loop.run_until_complete(a.close())
+    finally:
+        loop.close()

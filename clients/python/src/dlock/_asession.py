@@ -5,6 +5,7 @@ session was opened on instead of a thread."""
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 import weakref
 from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Set, Tuple
@@ -74,6 +75,7 @@ class Session:
         self._renewing = asyncio.Lock()
         self._leases: List["weakref.ref[Lease]"] = []
         self._conn: Optional[Conn] = None
+        self._pid = os.getpid()  # see dlock.session.Session
 
     @property
     def ttl(self) -> float:
@@ -96,6 +98,14 @@ class Session:
         return f"<async Session {self.id} ttl={self.ttl}s {self._core.phase}>"
 
     # --- server calls ------------------------------------------------------------
+
+    def _inherited(self) -> Optional[InvalidRequest]:
+        if os.getpid() == self._pid:
+            return None
+        return InvalidRequest(
+            f"session {self.id} belongs to process {self._pid}, which opened it: a forked child "
+            "never renews or closes it; make a session of its own (locker.session(...))"
+        )
 
     async def _call(self, cmd: Tuple[Any, ...], io: Optional[float] = None) -> Any:
         if io is None:
@@ -130,6 +140,9 @@ class Session:
 
     async def open(self) -> None:
         """Opens the session now (the first lock does it otherwise)."""
+        inherited = self._inherited()
+        if inherited is not None:
+            raise inherited
         async with self._renewing:
             if self._core.phase == core.LIVE:
                 return
@@ -158,6 +171,9 @@ class Session:
         return LockLost(f"the session {self.id} ended ({self._core.ended_how}): its locks were released; open a new session")
 
     async def _renew(self, under: float) -> Renewal:
+        inherited = self._inherited()
+        if inherited is not None:
+            return Renewal(FAILED, error=inherited)
         async with self._renewing:
             c = self._core
             if c.phase != core.LIVE or now() >= c.valid_until:
@@ -195,6 +211,9 @@ class Session:
 
     async def keep_alive(self) -> bool:
         """As :meth:`dlock.session.Session.keep_alive`."""
+        inherited = self._inherited()
+        if inherited is not None:
+            raise inherited
         if self._core.phase == core.NEW:
             await self.open()
         async with self._renewing:
@@ -226,6 +245,8 @@ class Session:
 
     async def close(self) -> bool:
         """As :meth:`dlock.session.Session.close`."""
+        if self._inherited() is not None:
+            return False
         was = self._end("closed")
         if was != core.LIVE:
             return False

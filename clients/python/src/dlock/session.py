@@ -9,6 +9,7 @@ them is lost at once."""
 from __future__ import annotations
 
 import datetime
+import os
 import threading
 import uuid
 import weakref
@@ -141,6 +142,9 @@ class Session:
         self._leases: List["weakref.ref[Lease]"] = []
         self._conn: Optional[Conn] = None  # BIND: the connection that opened it
         self._keeper: Optional[threading.Thread] = None
+        #: The process the session belongs to: a forked child never sends
+        #: its commands (closing or keeping alive what its parent holds).
+        self._pid = os.getpid()
 
     # --- what it is ------------------------------------------------------------
 
@@ -172,6 +176,15 @@ class Session:
         return f"<Session {self.id} ttl={self.ttl}s {phase}>"
 
     # --- server calls ------------------------------------------------------------
+
+    def _inherited(self) -> Optional[InvalidRequest]:
+        """In a forked child: the error its use raises (else None)."""
+        if os.getpid() == self._pid:
+            return None
+        return InvalidRequest(
+            f"session {self.id} belongs to process {self._pid}, which opened it: a forked child "
+            "never renews or closes it; make a session of its own (locker.session(...))"
+        )
 
     def _call(self, cmd: Tuple[Any, ...], io: Optional[float] = None) -> Any:
         """One session command, its reply awaited for ``io`` (default: the
@@ -207,6 +220,9 @@ class Session:
         """Opens the session on the server now (the first lock does it
         otherwise). Raises :class:`~dlock.ServerError` on a server without
         sessions, :class:`~dlock.LockLost` once the session ended."""
+        inherited = self._inherited()
+        if inherited is not None:
+            raise inherited
         with self._renewing:
             with self._state:
                 phase = self._core.phase
@@ -244,6 +260,9 @@ class Session:
     def _renew(self, under: float) -> Renewal:
         """A lock whose budget is ``under`` asks for a renewal: the
         session's budget if a keep-alive landed since, else one now."""
+        inherited = self._inherited()
+        if inherited is not None:
+            return Renewal(FAILED, error=inherited)
         with self._renewing:
             with self._state:
                 c = self._core
@@ -296,6 +315,9 @@ class Session:
         """Sends a ``KEEPALIVE`` now: True kept alive, False the session has
         ended (its locks are lost). Raises :class:`~dlock.Unavailable` when
         it got no answer."""
+        inherited = self._inherited()
+        if inherited is not None:
+            raise inherited
         with self._renewing:
             with self._state:
                 phase = self._core.phase
@@ -334,7 +356,10 @@ class Session:
         """Ends the session (``DLOCK.SESSION CLOSE``): the server releases
         its holds (no lock-delay), and its locks are marked lost here. True
         if the session was open on the server. Later locks raise
-        :class:`~dlock.LockLost`."""
+        :class:`~dlock.LockLost`. In a forked child it does nothing and
+        answers False: the session is its parent's."""
+        if self._inherited() is not None:
+            return False
         was = self._end("closed")
         closed = False
         if was == core.LIVE:
