@@ -347,3 +347,22 @@ def test_a_forked_child_never_closes_or_renews_its_parents_session(server):
         assert loop.run_until_complete(a.close())
     finally:
         loop.close()
+
+
+def test_every_kind_of_lock_binds_to_a_session(api, server):
+    c = server.conn()
+    locker = api.locker(server.url)
+    s = locker.session(ttl=30)
+    both = s.lock(["{set}:a", "{set}:b"]).acquire(blocking=False)
+    readers = [s.lock("shared", shared=True).acquire(blocking=False) for _ in range(2)]
+    permits = [s.lock("sem", limit=2).acquire(blocking=False) for _ in range(3)]
+    mine = s.lock("owned", owner="me").acquire(blocking=False)
+    assert both is not None and all(readers) and mine is not None
+    assert permits[2] is None and all(permits[:2])
+    assert session_info(c, s.id)["holds"] == 2 + 2 + 2 + 1
+    assert both.write("SET", "{set}:data", 1) == b"OK"
+    assert s.close()
+    for lease in [both, *readers, *permits[:2], mine]:
+        assert lease.lost
+    for r in ("{set}:a", "{set}:b", "shared", "sem", "owned"):
+        assert holder(c, r) is None  # DLOCK.INFO settles an ended session's hold first

@@ -8,7 +8,7 @@ import asyncio
 import os
 import uuid
 import weakref
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Set, Tuple, Union
 
 from ._abackend import _Backend
 from ._alease import Lease, OnLost
@@ -29,7 +29,7 @@ from .errors import (
     is_io_error,
     unexpected,
 )
-from .session import NOT_ON_A_CLUSTER, SessionSpec, _Own, _sorted, _within, settings_of
+from ._session_parts import NOT_ON_A_CLUSTER, Own, SessionSpec, inherited, resources_of, settings_of, sorted_reply, within
 
 if TYPE_CHECKING:
     from ._alocker import Locker
@@ -100,19 +100,14 @@ class Session:
     # --- server calls ------------------------------------------------------------
 
     def _inherited(self) -> Optional[InvalidRequest]:
-        if os.getpid() == self._pid:
-            return None
-        return InvalidRequest(
-            f"session {self.id} belongs to process {self._pid}, which opened it: a forked child "
-            "never renews or closes it; make a session of its own (locker.session(...))"
-        )
+        return inherited(self.id, self._pid, os.getpid())
 
     async def _call(self, cmd: Tuple[Any, ...], io: Optional[float] = None) -> Any:
         if io is None:
             io = self._settings.io_timeout
 
         async def op(conn: Conn) -> Any:
-            return _sorted((await _pipeline(conn, [cmd]))[0])
+            return sorted_reply((await _pipeline(conn, [cmd]))[0])
 
         if not self._bind:
             return await self._node.with_conn(io, op)
@@ -156,7 +151,7 @@ class Session:
                 reply = await self._call(cmd)
             except Failure as f:
                 raise f.into_error() from None
-            if isinstance(reply, _Own):
+            if isinstance(reply, Own):
                 if core.lacks_sessions(reply.text):
                     raise ServerError(core.LACKS_SESSIONS)
                 raise ServerError(reply.text)
@@ -193,13 +188,13 @@ class Session:
         sent = now()
         try:
             # No use after the budget passed: see dlock.session.
-            reply = await self._call(core.keepalive_cmd(self.id), _within(self._settings.io_timeout, self._core.valid_until - sent))
+            reply = await self._call(core.keepalive_cmd(self.id), within(self._settings.io_timeout, self._core.valid_until - sent))
         except Failure as f:
             self._core.failed(now())
             if self._core.phase == core.ENDED:
                 return Renewal(LOST)
             return Renewal(FAILED, error=f.into_error())
-        if isinstance(reply, _Own):
+        if isinstance(reply, Own):
             self._end("the server ended it" if core.is_no_session(reply.text) else reply.text)
             return Renewal(LOST)
         if isinstance(reply, int) and not isinstance(reply, bool) and reply > 0:
@@ -271,7 +266,7 @@ class Session:
 
     def lock(
         self,
-        resource: Key,
+        resource: Union[Key, Sequence[Key]],
         *,
         wait: Optional[Duration] = None,
         blocking: bool = True,
@@ -283,25 +278,11 @@ class Session:
         on_retry: Optional[OnRetry] = None,
     ) -> "SessionLock":
         """As :meth:`dlock.session.Session.lock`."""
-        res = [resource] if isinstance(resource, (str, bytes)) else list(resource)
-        spec = SessionSpec(self.id, res, self._ttl_ms / 1000, shared, limit, owner)
+        spec = SessionSpec(self.id, resources_of(resource), self._ttl_ms / 1000, shared, limit, owner)
         check_token(token)
         if wait is not None:
             to_ms(wait, "wait")
         return SessionLock(self, spec, wait, blocking, on_lost, token, on_retry)
-
-    def read_lock(self, resource: Key, **kw: Any) -> "SessionLock":
-        return self.lock(resource, shared=True, **kw)
-
-    def write_lock(self, resource: Key, **kw: Any) -> "SessionLock":
-        return self.lock(resource, **kw)
-
-    def semaphore(self, resource: Key, limit: int, **kw: Any) -> "SessionLock":
-        return self.lock(resource, limit=limit, **kw)
-
-    def multi_lock(self, resources: Iterable[Key], **kw: Any) -> "SessionLock":
-        res = list(resources)
-        return self.lock(res if len(res) > 1 else (res[0] if res else ""), **kw)  # type: ignore[arg-type]
 
     def _bind_lease(self, backend: SessionBackend, fence: int, on_lost: Optional[OnLost]) -> Lease:
         until = self._core.bindable(now())

@@ -8,18 +8,18 @@ them is lost at once."""
 
 from __future__ import annotations
 
-import datetime
 import os
 import threading
 import uuid
 import weakref
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple, Union
 
 from ._core import session as core
 from ._lease import EXTENDED, FAILED, LOST, Lease, OnLost, Renewal
 from ._node import Conn, run_pipeline, set_timeout
 from ._single import OnRetry, SingleBackend
-from ._spec import MAX_MS, Duration, Key, Spec, check_token, new_token, now, to_ms, ttl_ms
+from ._session_parts import NOT_ON_A_CLUSTER, Own, SessionSpec, inherited, resources_of, settings_of, sorted_reply, within
+from ._spec import MAX_MS, Duration, Key, check_token, new_token, now, to_ms
 from .errors import (
     FATAL,
     Failure,
@@ -30,7 +30,6 @@ from .errors import (
     Unavailable,
     classify,
     is_io_error,
-    reply_text,
     unexpected,
 )
 
@@ -38,63 +37,6 @@ if TYPE_CHECKING:
     from .locker import Locker
 
 __all__ = ["Session", "SessionLock"]
-
-
-NOT_ON_A_CLUSTER = (
-    "sessions live on one server: a cluster's locks would need one session per master, "
-    "which this client does not keep yet; use a Locker on one server"
-)
-
-
-class SessionSpec(Spec):
-    """A lock request bound to a session: ``ACQUIRE ... SESSION id``."""
-
-    __slots__ = ("session_id",)
-
-    def __init__(self, session_id: str, resources: List[Key], ttl: Duration, shared: bool, limit: Optional[int], owner: Optional[Key]) -> None:
-        super().__init__(resources, ttl, shared, limit, owner)
-        self.session_id = session_id
-
-    def acquire_cmd(self, token: str, wait_ms: Optional[int]) -> Tuple[Any, ...]:
-        return (*super().acquire_cmd(token, wait_ms), "SESSION", self.session_id)
-
-
-def settings_of(ttl: Duration, lock_delay: Optional[Duration]) -> Tuple[int, Optional[int]]:
-    """The session's ttl and lock-delay in ms, as the server takes them."""
-    ms = ttl_ms(ttl)
-    if isinstance(lock_delay, datetime.timedelta):
-        negative = lock_delay < datetime.timedelta(0)
-    else:
-        negative = isinstance(lock_delay, (int, float)) and lock_delay < 0
-    if negative:
-        raise InvalidRequest("lock_delay must be from 0 to 60 s")
-    try:
-        delay = core.lock_delay_ms(None if lock_delay is None else to_ms(lock_delay, "lock_delay"))
-    except core.Invalid as e:
-        raise InvalidRequest(str(e)) from None
-    return ms, delay
-
-
-class _Own:
-    """An error reply the session reads itself (``NOSESSION``, an unknown
-    command)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
-def _sorted(r: Any) -> Any:
-    if isinstance(r, Exception):
-        text = reply_text(r)
-        if core.is_no_session(text) or core.lacks_sessions(text):
-            return _Own(text)
-        raise r
-    return r
-
-
-def _within(io_timeout: float, left: float) -> float:
-    """A keep-alive's io timeout: at most what is left of the budget."""
-    return max(min(io_timeout, left), 0.001)
 
 
 class SessionBackend(SingleBackend):
@@ -178,13 +120,7 @@ class Session:
     # --- server calls ------------------------------------------------------------
 
     def _inherited(self) -> Optional[InvalidRequest]:
-        """In a forked child: the error its use raises (else None)."""
-        if os.getpid() == self._pid:
-            return None
-        return InvalidRequest(
-            f"session {self.id} belongs to process {self._pid}, which opened it: a forked child "
-            "never renews or closes it; make a session of its own (locker.session(...))"
-        )
+        return inherited(self.id, self._pid, os.getpid())
 
     def _call(self, cmd: Tuple[Any, ...], io: Optional[float] = None) -> Any:
         """One session command, its reply awaited for ``io`` (default: the
@@ -193,13 +129,13 @@ class Session:
         if io is None:
             io = self._settings.io_timeout
         if not self._bind:
-            return self._node.with_conn(io, lambda c: _sorted(run_pipeline(c, [cmd])[0]))
+            return self._node.with_conn(io, lambda c: sorted_reply(run_pipeline(c, [cmd])[0]))
         conn = self._conn
         if conn is None:
             raise Failure(FATAL, Unavailable("the session's connection was closed"))
         try:
             set_timeout(conn, io)
-            return _sorted(run_pipeline(conn, [cmd])[0])
+            return sorted_reply(run_pipeline(conn, [cmd])[0])
         except Exception as e:
             if is_io_error(e):
                 # The connection BIND ties the session to: the server ends
@@ -242,7 +178,7 @@ class Session:
                 if is_io_error(e):
                     raise classify(e).at(self._node.addr).into_error() from None
                 raise
-            if isinstance(reply, _Own):
+            if isinstance(reply, Own):
                 if core.lacks_sessions(reply.text):
                     raise ServerError(core.LACKS_SESSIONS)
                 raise ServerError(reply.text)
@@ -291,13 +227,13 @@ class Session:
         try:
             # Its answer is no use after the budget passed (the session is
             # over then): waiting longer would only hold the loss back.
-            reply = self._call(core.keepalive_cmd(self.id), _within(self._settings.io_timeout, left))
+            reply = self._call(core.keepalive_cmd(self.id), within(self._settings.io_timeout, left))
         except Failure as f:
             with self._state:
                 self._core.failed(now())
                 ended = self._core.phase == core.ENDED
             return Renewal(LOST) if ended else Renewal(FAILED, error=f.into_error())
-        if isinstance(reply, _Own):
+        if isinstance(reply, Own):
             self._end("the server ended it" if core.is_no_session(reply.text) else reply.text)
             return Renewal(LOST)
         if isinstance(reply, int) and not isinstance(reply, bool) and reply > 0:
@@ -389,7 +325,7 @@ class Session:
 
     def lock(
         self,
-        resource: Key,
+        resource: Union[Key, Sequence[Key]],
         *,
         wait: Optional[Duration] = None,
         blocking: bool = True,
@@ -401,28 +337,15 @@ class Session:
         on_retry: Optional[OnRetry] = None,
     ) -> "SessionLock":
         """A lock bound to this session (``ACQUIRE ... SESSION id``), as
-        :meth:`dlock.Locker.lock` takes it: its lease lasts as long as the
-        session (its budget is the session's), and is lost when the
-        session ends."""
-        res = [resource] if isinstance(resource, (str, bytes)) else list(resource)
-        spec = SessionSpec(self.id, res, self._ttl_ms / 1000, shared, limit, owner)
+        :meth:`dlock.Locker.lock` takes it (``shared=True``: a read lock;
+        ``limit=n``: a semaphore's permit; a list of resources: a set, all
+        or nothing), without a ttl: its lease lasts as long as the session
+        (its budget is the session's), and is lost when the session ends."""
+        spec = SessionSpec(self.id, resources_of(resource), self._ttl_ms / 1000, shared, limit, owner)
         check_token(token)
         if wait is not None:
             to_ms(wait, "wait")
         return SessionLock(self, spec, wait, blocking, on_lost, token, on_retry)
-
-    def read_lock(self, resource: Key, **kw: Any) -> "SessionLock":
-        return self.lock(resource, shared=True, **kw)
-
-    def write_lock(self, resource: Key, **kw: Any) -> "SessionLock":
-        return self.lock(resource, **kw)
-
-    def semaphore(self, resource: Key, limit: int, **kw: Any) -> "SessionLock":
-        return self.lock(resource, limit=limit, **kw)
-
-    def multi_lock(self, resources: Iterable[Key], **kw: Any) -> "SessionLock":
-        res = list(resources)
-        return self.lock(res if len(res) > 1 else (res[0] if res else ""), **kw)  # type: ignore[arg-type]
 
     def _bind_lease(self, backend: SessionBackend, fence: int, on_lost: Optional[OnLost]) -> Lease:
         """The lease of a grant bound to the session: listed first, then
