@@ -119,6 +119,10 @@ class Session:
         except asyncio.TimeoutError:
             self._lose_conn()
             raise Failure(RETRY, Unavailable(f"{self._node.addr}: no answer within {io:.3f} s")) from None
+        except asyncio.CancelledError:
+            # Cut off mid-reply: the connection is in no known state.
+            self._lose_conn()
+            raise
         except Exception as e:
             if is_io_error(e):
                 self._lose_conn()
@@ -135,9 +139,9 @@ class Session:
 
     async def open(self) -> None:
         """Opens the session now (the first lock does it otherwise)."""
-        inherited = self._inherited()
-        if inherited is not None:
-            raise inherited
+        refused = self._inherited()
+        if refused is not None:
+            raise refused
         async with self._renewing:
             if self._core.phase == core.LIVE:
                 return
@@ -166,9 +170,9 @@ class Session:
         return LockLost(f"the session {self.id} ended ({self._core.ended_how}): its locks were released; open a new session")
 
     async def _renew(self, under: float) -> Renewal:
-        inherited = self._inherited()
-        if inherited is not None:
-            return Renewal(FAILED, error=inherited)
+        refused = self._inherited()
+        if refused is not None:
+            return Renewal(FAILED, error=refused)
         async with self._renewing:
             c = self._core
             if c.phase != core.LIVE or now() >= c.valid_until:
@@ -206,9 +210,9 @@ class Session:
 
     async def keep_alive(self) -> bool:
         """As :meth:`dlock.session.Session.keep_alive`."""
-        inherited = self._inherited()
-        if inherited is not None:
-            raise inherited
+        refused = self._inherited()
+        if refused is not None:
+            raise refused
         if self._core.phase == core.NEW:
             await self.open()
         async with self._renewing:

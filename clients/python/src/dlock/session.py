@@ -156,9 +156,9 @@ class Session:
         """Opens the session on the server now (the first lock does it
         otherwise). Raises :class:`~dlock.ServerError` on a server without
         sessions, :class:`~dlock.LockLost` once the session ended."""
-        inherited = self._inherited()
-        if inherited is not None:
-            raise inherited
+        refused = self._inherited()
+        if refused is not None:
+            raise refused
         with self._renewing:
             with self._state:
                 phase = self._core.phase
@@ -196,9 +196,9 @@ class Session:
     def _renew(self, under: float) -> Renewal:
         """A lock whose budget is ``under`` asks for a renewal: the
         session's budget if a keep-alive landed since, else one now."""
-        inherited = self._inherited()
-        if inherited is not None:
-            return Renewal(FAILED, error=inherited)
+        refused = self._inherited()
+        if refused is not None:
+            return Renewal(FAILED, error=refused)
         with self._renewing:
             with self._state:
                 c = self._core
@@ -251,9 +251,9 @@ class Session:
         """Sends a ``KEEPALIVE`` now: True kept alive, False the session has
         ended (its locks are lost). Raises :class:`~dlock.Unavailable` when
         it got no answer."""
-        inherited = self._inherited()
-        if inherited is not None:
-            raise inherited
+        refused = self._inherited()
+        if refused is not None:
+            raise refused
         with self._renewing:
             with self._state:
                 phase = self._core.phase
