@@ -27,7 +27,9 @@ from .errors import (
     ModuleNotLoaded,
     NoQuorum,
     NotAcquired,
+    NotHeld,
     Quarantined,
+    Refused,
     ServerError,
     TooFewReplicas,
     Unavailable,
@@ -63,4 +65,6 @@ __all__ = [
     "ModuleNotLoaded",
     "Denied",
     "ServerError",
+    "NotHeld",
+    "Refused",
 ]

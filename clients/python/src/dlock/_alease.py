@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import warnings
 import weakref
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 from ._abackend import _Backend
 from ._lease import EXTENDED, FAILED, LOST, Renewal, budget_over, retry_pause
@@ -237,6 +237,28 @@ class Lease:
     def __repr__(self) -> str:
         state = "released" if self._released else ("lost" if self.lost else "held")
         return f"<async Lease {self.resource!r} fence={self.fence} token={self.token} {state}>"
+
+    # --- guarded writes (the rules: dlock._guard) ---------------------------------
+
+    async def write(self, *command: Union[str, bytes, int]) -> Any:
+        """As :meth:`dlock.Lease.write`: ``DLOCK.GUARD`` with this lease's
+        fence; the command's reply."""
+        from . import _guard
+
+        return await _guard.awrite(self, command)
+
+    async def write_batch(self, commands: Sequence[Sequence[Union[str, bytes, int]]]) -> List[Any]:
+        """As :meth:`dlock.Lease.write_batch`: all or none; the replies."""
+        from . import _guard
+
+        return await _guard.awrite_batch(self, commands)
+
+    async def check(self) -> bool:
+        """As :meth:`dlock.Lease.check`: ``DLOCK.CHECK``; False marks the
+        lease lost."""
+        from . import _guard
+
+        return await _guard.acheck(self)
 
 
 async def _watch(ref: "weakref.ref[Lease]", changed: asyncio.Event, renew: bool) -> None:

@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 import weakref
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import redis
 import redis.asyncio
@@ -44,6 +44,9 @@ from .errors import (
     NotAcquired,
 )
 from .locker import _UNSET, PER_THREAD, _redact, _replicas, _spec, decode_info
+
+if TYPE_CHECKING:
+    from ._asession import Session
 
 _NONCE = os.urandom(4).hex()
 _HOST = socket.gethostname()
@@ -243,6 +246,19 @@ class Locker:
         except Failure as f:
             raise f.into_error() from None
         return decode_info(v)
+
+    async def check(self, resource: Key, fence: int) -> bool:
+        """As :meth:`dlock.Locker.check`: ``DLOCK.CHECK``."""
+        from . import _guard
+
+        return await _guard.acheck_fence(self.topology, self.settings, resource, fence)
+
+    def session(self, ttl: Duration = 30.0, *, bind: bool = False, lock_delay: Optional[Duration] = None) -> "Session":
+        """As :meth:`dlock.Locker.session`: a session whose keeper is a task
+        of the loop it is opened on."""
+        from ._asession import Session
+
+        return Session(self, ttl, bind, lock_delay)
 
 
 class Lock:

@@ -573,5 +573,38 @@ class Lease:
             f"remaining={self.remaining():.3f}s {state}>"
         )
 
+    # --- guarded writes (the rules: dlock._guard) ---------------------------------
+
+    def write(self, *command: Union[str, bytes, int]) -> Any:
+        """Runs ``command`` on the lock's server only if this lease's hold
+        is live there at that instant (``DLOCK.GUARD ... FENCE fence``), in
+        one atomic step; returns the command's reply. Raises
+        :class:`~dlock.NotHeld` (nothing written; the lease is marked lost),
+        :class:`~dlock.Refused` (the command was refused or failed; nothing
+        written), :class:`~dlock.Unavailable` (no reply: sent again only
+        while it surely did not run; otherwise the error says it may have
+        run), :class:`~dlock.InvalidRequest` (bad arguments, or a Redlock
+        lease: nothing sent)."""
+        from . import _guard
+
+        return _guard.write(self, command)
+
+    def write_batch(self, commands: Sequence[Sequence[Union[str, bytes, int]]]) -> List[Any]:
+        """Runs every command of ``commands`` if this lease's hold is live,
+        all or none (``DLOCK.GUARD ... BATCH``): the replies in order. A
+        command that fails undoes the ones before it (:class:`~dlock.Refused`).
+        Otherwise as :meth:`write`."""
+        from . import _guard
+
+        return _guard.write_batch(self, commands)
+
+    def check(self) -> bool:
+        """Whether this lease's hold is live on the server now (the
+        sequencer check, ``DLOCK.CHECK``); False marks the lease lost. Racy
+        by nature: the hold can end right after the answer."""
+        from . import _guard
+
+        return _guard.check(self)
+
 
 LeaseLike = Union[Lease, Any]

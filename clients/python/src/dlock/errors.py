@@ -263,3 +263,29 @@ def unexpected(reply: object) -> ServerError:
 
 def first_line(s: Optional[str]) -> str:
     return (s or "").splitlines()[0] if s else ""
+
+
+# --- Guarded writes (DLOCK.GUARD) -------------------------------------------
+
+
+class NotHeld(LockLost):
+    """A guarded write or check found the lease's hold not live (expired,
+    released, taken over), or the lease was already known lost or released
+    (then nothing was sent): nothing was written, and the lease is marked
+    lost."""
+
+
+class Refused(DlockError):
+    """A guarded write's command was refused or failed (``code`` as the
+    server sent it: the command's own, ``WRONGTYPE``, ``NOPERM``, ``OOM``,
+    ``CROSSSLOT``, or ``ERR`` for a command the server does not run guarded
+    or a batch over its limit). Nothing was written (a batch is undone);
+    the lease is not lost."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(f"{code} {message}" if message else code)
+
+
+__all__ += ["NotHeld", "Refused"]

@@ -8,7 +8,7 @@ import os
 import socket
 import threading
 import uuid
-from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Sequence, Tuple, Union
 
 import redis
 
@@ -27,6 +27,9 @@ from ._spec import (
     to_ms,
 )
 from .errors import Failure, InvalidRequest, LockLost, NotAcquired
+
+if TYPE_CHECKING:
+    from .session import Session
 
 __all__ = ["Locker", "Lock", "thread_owner"]
 
@@ -321,6 +324,22 @@ class Locker:
         except Failure as f:
             raise f.into_error() from None
         return decode_info(v)
+
+    def check(self, resource: Key, fence: int) -> bool:
+        """Whether ``fence`` is a live hold on ``resource`` now (the
+        sequencer check, ``DLOCK.CHECK``), for a service handed a fence.
+        Racy by nature: the hold can end right after the answer."""
+        from . import _guard
+
+        return _guard.check_fence(self.topology, self.settings, resource, fence)
+
+    def session(self, ttl: Duration = 30.0, *, bind: bool = False, lock_delay: Optional[Duration] = None) -> "Session":
+        """A session on this locker's server (``DLOCK.SESSION``): one
+        liveness lease for the locks taken through it, kept alive by one
+        ``KEEPALIVE`` per third of ``ttl``; see :class:`dlock.session.Session`."""
+        from .session import Session
+
+        return Session(self, ttl, bind, lock_delay)
 
 
 def _replicas(n: Optional[int], timeout: Optional[Duration]) -> Optional[Tuple[int, float]]:
