@@ -13,7 +13,7 @@ from typing import Any, List, Optional, Set, Tuple
 import redis
 
 from ._anode import Conn, _abort, _pack, _read_all, _send, _Topology
-from ._core.effects import Call, Outcome, Rule, Sleep, T
+from ._core.effects import Call, Effect, Outcome, Rule, Sleep, T
 from ._core.lease import Renewal
 from ._core.single import OnRetry, Settings, Single
 from ._spec import Spec, now
@@ -94,46 +94,49 @@ async def perform(topology: _Topology, call: Call) -> Outcome:
 
 async def drive(topology: _Topology, rule: Rule[T]) -> T:
     """Runs a rule (see ``_core.effects``) to its end in this task. When
-    the task is cancelled, the cancellation is thrown into the rule and the
-    rule's cleanup runs on in a background task; this task goes at once."""
-    value: Any = None
-    error: Optional[BaseException] = None
+    the task is cancelled, the cancellation is thrown into the rule; what
+    the rule still does to clean up runs on in a background task, and this
+    task goes at once."""
+    try:
+        effect = rule.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    return await _drive_from(topology, rule, effect)
+
+
+async def _drive_from(topology: _Topology, rule: Rule[T], effect: Effect) -> T:
     while True:
-        try:
-            effect = rule.throw(error) if error is not None else rule.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
+        value: Any = None
+        error: Optional[BaseException] = None
         try:
             if isinstance(effect, Sleep):
                 await asyncio.sleep(effect.seconds)
             else:
                 value = await perform(topology, effect)
-        except asyncio.CancelledError as e:
-            in_background(_finish(topology, rule, e))
+        except asyncio.CancelledError as cancelled:
+            cleanup: Optional[Effect] = None
+            try:
+                cleanup = rule.throw(cancelled)
+            except BaseException:
+                pass  # nothing to clean up: the rule let it through
+            if cleanup is not None:
+                in_background(_clean_up(topology, rule, cleanup))
             raise
         except BaseException as e:  # noqa: B036 - the rule decides
             error = e
+        try:
+            effect = rule.throw(error) if error is not None else rule.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
 
 
-async def _finish(topology: _Topology, rule: Rule[Any], cancelled: BaseException) -> None:
-    """A cancelled rule's cleanup: thrown the cancellation, it yields what
-    it must still do and re-raises it."""
+async def _clean_up(topology: _Topology, rule: Rule[Any], effect: Effect) -> None:
+    """A cancelled rule's cleanup, from its first effect; it ends by
+    re-raising the cancellation."""
     try:
-        await drive(topology, _thrown(rule, cancelled))
+        await _drive_from(topology, rule, effect)
     except asyncio.CancelledError:
         pass
-
-
-def _thrown(rule: Rule[T], error: BaseException) -> Rule[T]:
-    """``rule`` resumed by throwing ``error`` into it."""
-    try:
-        effect = rule.throw(error)
-        while True:
-            value = yield effect
-            effect = rule.send(value)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
 
 
 class _Backend:

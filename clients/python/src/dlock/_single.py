@@ -22,10 +22,10 @@ from .errors import Failure, is_io_error
 __all__ = ["OnRetry", "Settings", "SingleBackend", "commands", "drive", "perform"]
 
 
-def commands(asking: bool, cmd: Tuple, wait: Optional[Tuple[int, float]]) -> List[Tuple]:
+def commands(asking: bool, cmd: Tuple[Any, ...], wait: Optional[Tuple[int, float]]) -> List[Tuple[Any, ...]]:
     """``ASKING`` (when redirected) + the command + ``WAIT n timeout`` (when
     durability is asked for), as one pipeline on one connection."""
-    cmds: List[Tuple] = []
+    cmds: List[Tuple[Any, ...]] = []
     if asking:
         cmds.append(("ASKING",))
     cmds.append(cmd)
