@@ -280,6 +280,7 @@ def test_a_clean_release_is_never_a_loss_and_a_child_owns_nothing():
     assert st.begin_release(T0 + 1.0) is False
     assert st.begin_release(T0 + 1.0) is None, "a second release asks nobody"
     assert st.released_as(True, False) is True
+    assert st.begin_extend(T0 + 1.0) is False and st.in_flight == 0, "released: no renewal"
     assert not st.lost_at(T0 + 100) and not st.budget_passed(T0 + 100)
     assert st.leaving(1) == LEAVE_DONE and st.look(T0 + 1.0, 1) == (STOP, 0.0)
     # A release after the budget passed answers "lost" whatever the server says.

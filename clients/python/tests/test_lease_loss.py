@@ -284,6 +284,7 @@ def test_no_token_in_repr_and_no_loss_after_a_clean_release(server):
     lease = lk.lock("res", ttl=0.2).acquire()
     assert lease is not None and lease.token not in repr(lease)
     assert lease.release()
+    assert lease.extend() is False and calls(server.conn(), "dlock.extend") == 0, "released: nothing asked"
     _after(lease.deadline + 0.05)
     assert not lease.lost and not lease.lost_event.is_set() and not lease.wait_lost(0)
 
@@ -294,6 +295,7 @@ def test_no_token_in_repr_and_no_loss_after_a_clean_release_asyncio(server):
         lease = await lk.lock("res", ttl=0.2).acquire()
         assert lease is not None and lease.token not in repr(lease)
         assert await lease.release()
+        assert await lease.extend() is False and calls(server.conn(), "dlock.extend") == 0
         while time.monotonic() <= lease.deadline + 0.05:
             await asyncio.sleep(0.02)
         assert not lease.lost and not lease.lost_event.is_set() and not await lease.wait_lost(0)

@@ -205,7 +205,8 @@ class Lease:
         async with self._renewing:
             under = self._st.valid_until
             if not self._st.begin_extend(now()):
-                self._mark_lost()
+                if not self._st.released:
+                    self._mark_lost()
                 return False
             try:
                 r = await self._b.extend(ms)

@@ -240,9 +240,10 @@ class Lease:
         with sh.renewing:
             with sh.lock:
                 ok = sh.state.begin_extend(now())
-                under = sh.state.valid_until
+                under, released = sh.state.valid_until, sh.state.released
             if not ok:
-                sh.mark_lost()
+                if not released:
+                    sh.mark_lost()
                 return False
             try:
                 r = sh.backend.extend(ms)

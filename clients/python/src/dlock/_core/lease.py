@@ -172,9 +172,10 @@ class LeaseState:
     # --- renewals --------------------------------------------------------------
 
     def begin_extend(self, t: float) -> bool:
-        """The holder's ``extend`` at ``t``: False if the lease is over (the
-        shell marks it lost); else a renewal is out."""
-        if self.over(t):
+        """The holder's ``extend`` at ``t``: False if the lease was released
+        (nothing is asked) or is over (the shell marks it lost unless it was
+        released); else a renewal is out."""
+        if self.released or self.over(t):
             return False
         self.in_flight += 1
         return True
