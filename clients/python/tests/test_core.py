@@ -286,3 +286,17 @@ def test_a_clean_release_is_never_a_loss_and_a_child_owns_nothing():
     # A release after the budget passed answers "lost" whatever the server says.
     st = lease(3000)
     assert st.begin_release(T0 + 3.0) is True and st.released_as(True, True) is False
+
+
+def test_an_interrupted_acquire_releases_with_its_token_then_lets_the_interrupt_through():
+    # KeyboardInterrupt (blocking) or CancelledError (asyncio) is thrown in
+    # at the call that was out: the grant it may have made is released.
+    s, clock = single()
+    rule = s.acquire(None)
+    call = rule.send(None)
+    assert call.cmds[0][0] == "DLOCK.ACQUIRE"
+    undo = rule.throw(KeyboardInterrupt())
+    assert isinstance(undo, Call) and undo.cmds == (("DLOCK.RELEASE", "res", TOKEN),)
+    assert undo.io_timeout <= 0.5, "by a reply's margin from now, plus a reply's margin"
+    with pytest.raises(KeyboardInterrupt):
+        rule.send(Outcome(replies=[1], reached=True))
