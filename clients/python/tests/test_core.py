@@ -12,6 +12,7 @@ from dlock._core.effects import Call, Outcome, Sleep
 from dlock._core.lease import (
     EXTENDED,
     FAILED,
+    IGNORED,
     LEAVE_DONE,
     LEAVE_FOREIGN,
     LEAVE_RELEASE,
@@ -300,3 +301,13 @@ def test_an_interrupted_acquire_releases_with_its_token_then_lets_the_interrupt_
     assert undo.io_timeout <= 0.5, "by a reply's margin from now, plus a reply's margin"
     with pytest.raises(KeyboardInterrupt):
         rule.send(Outcome(replies=[1], reached=True))
+
+
+def test_a_renewal_overtaken_by_the_release_is_no_loss():
+    # The RELEASE went out while the EXTEND was out: the EXTEND answers 0,
+    # which must not turn a clean release into a loss.
+    st = lease(3000)
+    assert st.look(T0 + 1.0, 1)[0] == RENEW
+    assert st.begin_release(T0 + 1.1) is False
+    assert st.renewed(Renewal(LOST), 3000, T0 + 3.0, T0 + 1.2) == IGNORED and not st.lost
+    assert st.released_as(True, False) and not st.lost_at(T0 + 10)

@@ -15,6 +15,7 @@ from ._abackend import _Backend, in_background
 from ._core.lease import (
     EXTENDED,
     FAILED,
+    IGNORED,
     LEAVE_DONE,
     LEAVE_FOREIGN,
     LOSE,
@@ -180,7 +181,7 @@ class Lease:
         verdict = self._st.renewed(r, ttl_ms, under, now())
         if verdict == LOST:
             self._mark_lost()
-        else:
+        elif verdict != IGNORED:
             self._changed.set()
         return verdict
 
@@ -216,7 +217,7 @@ class Lease:
             verdict = self._after_renewal(r, ms, under)
         if verdict == EXTENDED:
             return True
-        if verdict == LOST:
+        if verdict in (LOST, IGNORED):
             return False
         assert r.error is not None
         raise r.error

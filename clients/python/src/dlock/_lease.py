@@ -24,6 +24,7 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 from ._core.lease import (
     EXTENDED,
     FAILED,
+    IGNORED,
     LEAVE_DONE,
     LEAVE_FOREIGN,
     LOST,
@@ -254,7 +255,7 @@ class Lease:
             verdict = sh.after_renewal(r, ms, under)
         if verdict == EXTENDED:
             return True
-        if verdict == LOST:
+        if verdict in (LOST, IGNORED):
             return False
         assert r.error is not None
         raise r.error

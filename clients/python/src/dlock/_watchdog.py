@@ -15,7 +15,7 @@ import queue
 import threading
 from typing import Any, Callable, List, Optional
 
-from ._core.lease import EXTENDED, FAILED, LOSE, LOST, RENEW, SLEEP, STOP, LeaseState, Renewal
+from ._core.lease import EXTENDED, FAILED, IGNORED, LOSE, LOST, RENEW, SLEEP, STOP, LeaseState, Renewal
 from ._spec import now
 from .errors import DlockError
 
@@ -113,6 +113,12 @@ class _Shared:
             self.reschedule()
             return
         try:
+            with self.lock:
+                released = self.state.released
+                if released:
+                    self.state.in_flight -= 1
+            if released:
+                return  # released meanwhile: no renewal starts after it
             try:
                 r = self.backend.extend(ttl)
             except Exception as e:  # a backend bug must not end renewal silently
@@ -130,7 +136,7 @@ class _Shared:
                 self.notify()
         if verdict == LOST:
             self.mark_lost()
-        else:
+        elif verdict != IGNORED:
             self.reschedule()
         return verdict
 

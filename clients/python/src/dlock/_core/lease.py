@@ -30,6 +30,9 @@ from typing import Optional, Tuple
 from ..errors import DlockError
 
 EXTENDED, LOST, FAILED = "extended", "lost", "failed"
+#: A renewal that came back after the lease was released: the release's
+#: answer decides, the renewal's is not applied.
+IGNORED = "ignored"
 
 
 class Renewal:
@@ -184,8 +187,12 @@ class LeaseState:
         """Applies a renewal's outcome (sent under the budget ``under``, back
         at ``t``): EXTENDED (the budget moved), LOST (the shell marks the
         lease lost: answered 0, or back after the budget passed) or FAILED
-        (the budget stays; the watchdog retries after a pause)."""
+        (the budget stays; the watchdog retries after a pause); IGNORED
+        once the lease was released (a RELEASE may overtake an EXTEND, which
+        then answers 0: that is no loss)."""
         self.in_flight = max(0, self.in_flight - 1)
+        if self.released:
+            return IGNORED
         if r.kind == EXTENDED:
             if self.over(t):
                 return LOST
