@@ -4,14 +4,16 @@ the RESP reader, error classification."""
 from __future__ import annotations
 
 import datetime
+import random
 
 import pytest
 import redis
 
 import dlock
 from dlock import _resp
-from dlock._lease import budget_over
-from dlock._spec import Outage, Spec, backoff, now, to_ms, ttl_ms
+from dlock._core.lease import budget_over
+from dlock._core.retry import Outage, backoff
+from dlock._spec import Spec, now, to_ms, ttl_ms
 from dlock.errors import ASK, FATAL, MOVED, RETRY, classify
 from dlock.locker import _redact
 from dlock.redlock import Tally, attempt_wait, quorum, valid_until
@@ -55,10 +57,10 @@ def test_durations_are_whole_milliseconds_and_forever_saturates():
 
 def test_backoff_and_outages_end_at_the_deadline_or_after_retry_for():
     for a in range(10):
-        assert 0.020 <= backoff(a) <= 0.200
-    assert Outage().next_pause(1e9, now() + 1e9) is not None
-    assert Outage().next_pause(0, now() + 1e9) is None
-    assert Outage().next_pause(1e9, now()) is None
+        assert 0.020 <= backoff(a, random.randrange) <= 0.200
+    assert Outage(now, random.randrange).next_pause(1e9, now() + 1e9) is not None
+    assert Outage(now, random.randrange).next_pause(0, now() + 1e9) is None
+    assert Outage(now, random.randrange).next_pause(1e9, now()) is None
 
 
 def test_redlock_arithmetic():

@@ -40,7 +40,6 @@ from ._spec import (
 from .errors import (
     Failure,
     InvalidRequest,
-    LockLost,
     NotAcquired,
 )
 from .locker import _UNSET, PER_THREAD, _redact, _replicas, _spec, decode_info
@@ -340,9 +339,7 @@ class Lock:
 
     async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
         lease = self._stack().pop()
-        released = await lease.release()
-        if not released and et is None and self.raise_on_lost:
-            raise LockLost(f"the lease on {self.resource!r} was lost before the block ended")
+        await lease._leave(et, ev, self.raise_on_lost)
 
     def __repr__(self) -> str:
         return f"<async Lock {self.spec.resources!r}>"

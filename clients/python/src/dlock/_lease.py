@@ -1,331 +1,66 @@
 """A held lock (:class:`Lease`): its token, fence and lease budget; extend,
 release; and the watchdog that renews it and in any case marks it lost
-when its budget passes.
+when its budget passes. The rules (when to renew, what a renewal's outcome
+does, when the lease is lost, what leaving a ``with`` block does) are
+``_core.lease``'s; this module is their blocking shell.
 
 The same lease serves a lock on one server and a Redlock over several:
-what differs is the backend behind it (its ``extend`` and ``release``).
+what differs is the backend behind it (its ``extend(ttl_ms) -> Renewal``
+and ``release(valid_until) -> bool``).
 
-The watchdog renews with ``EXTEND`` a third of the ttl after the last grant
-or renewal was *sent*, each renewal budgeted from its own send time. Its
-schedule follows every change of deadline (a manual ``extend``, shorter or
-longer). A failed attempt (no answer, too few replicas) is retried while
-the budget lasts; an ``EXTEND`` answered 0, or the budget running out, ends
-renewal for good and marks the lease lost. ``release()`` waits for a
-renewal under way and stops renewal before the ``RELEASE`` is sent, so no
-renewal is ever sent after it.
-
-One scheduler thread per process keeps every lease's next renewal (or loss
-check) in a heap and hands due work to a small pool of daemon worker
-threads, so a lease costs no thread of its own, and one renewal stuck on a
-paused server does not hold back the others (another worker takes them).
+The watchdog's threads (a scheduler and a pool of workers) are
+``_watchdog``'s.
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
 import os
-import queue
 import threading
 import warnings
 import weakref
 from typing import Any, Callable, List, Optional, Sequence, Union
 
-from ._spec import Duration, Key, now, ttl_ms as to_ttl_ms
-from .errors import DlockError, LockLost
+from ._core.lease import (
+    EXTENDED,
+    FAILED,
+    IGNORED,
+    LEAVE_DONE,
+    LEAVE_FOREIGN,
+    LOST,
+    Renewal,
+    budget_over,
+    retry_pause,
+)
+from ._spec import Duration, Key, now, seconds, ttl_ms as to_ttl_ms
+from ._watchdog import _Shared
+from .errors import DlockError, InvalidRequest, LockLost
+
+__all__ = ["EXTENDED", "FAILED", "LOST", "Lease", "OnLost", "Renewal", "budget_over", "retry_pause"]
 
 log = logging.getLogger("dlock")
 
 #: Called once when the lease is found lost, with the lease.
 OnLost = Callable[["Lease"], Any]
 
-
-class Renewal:
-    """The outcome of one renewal attempt: ``extended`` (with the instant
-    the lease surely lasts until), ``lost`` (answered 0), or ``failed`` (no
-    answer, too few replicas: the budget stays as it was)."""
-
-    __slots__ = ("kind", "until", "error")
-
-    def __init__(self, kind: str, until: float = 0.0, error: Optional[DlockError] = None):
-        self.kind = kind
-        self.until = until
-        self.error = error
+FOREIGN = "the lease belongs to the parent process (it was acquired before a fork): only the parent renews or releases it"
 
 
-EXTENDED, LOST, FAILED = "extended", "lost", "failed"
+def note_release_failure(exc: Optional[BaseException], error: BaseException, resource: Key) -> None:
+    """The release after a failed block failed too: the block's exception
+    goes on (never replaced), the release's error is logged and noted on
+    it."""
+    log.warning("dlock: releasing %r after the block failed: %s", resource, error)
+    add_note = getattr(exc, "add_note", None)
+    if add_note is not None:
+        add_note(f"dlock: releasing {resource!r} failed too: {error}")
 
 
-def budget_over(lost: bool, valid_until: float, t: float) -> bool:
-    """True once a lease is lost or its budget (``valid_until``) has passed
-    at ``t``. A renewal that comes back when this is true moves nothing:
-    the lease was (or could have been) reported lost, and a passed budget
-    is never revived. Every renewal, blocking or asyncio, manual or the
-    watchdog's, asks this before it moves a deadline."""
-    return lost or t >= valid_until
-
-
-def retry_pause(ttl_ms: int) -> float:
-    """Pause between attempts after a failed renewal."""
-    return min(max(ttl_ms / 20000, 0.010), 0.250)
-
-
-class _Shared:
-    """What the lease and the watchdog share (the scheduler holds no
-    reference to the Lease itself, so an abandoned lease can be collected)."""
-
-    def __init__(self, backend: Any, ttl_ms: int, valid_until: float) -> None:
-        self.backend = backend
-        # Guards the state below. The condition (``wait_lost``) and the
-        # event (``lost_event``) on it are made only when asked for: most
-        # leases are released without anyone waiting for their loss.
-        self.lock = threading.Lock()
-        self._cond: Optional[threading.Condition] = None
-        self._event: Optional[threading.Event] = None
-        self.signalled = False  # the loss was told (callbacks run, event set)
-        self.ttl_ms = ttl_ms
-        self.valid_until = valid_until
-        self.lost = False
-        self.released = False
-        self.callbacks: List[Callable[[], Any]] = []
-        # Held by a renewal from sending its EXTEND until its outcome is
-        # applied: two renewals in flight at once could be run by the server
-        # in one order and applied here in the other; and release() takes it
-        # so that no renewal is sent after its RELEASE. Reentrant: an
-        # on_lost callback runs on the renewing thread and may extend or
-        # release.
-        self.renewing = threading.RLock()
-        # The watchdog: whether it renews (else it only watches the budget),
-        # whether it runs, the generation of its current heap entry, and a
-        # failed renewal's retry (made under the deadline ``retry_under``).
-        self.renew = False
-        self.watching = False
-        self.gen = 0
-        self.retry_under: Optional[float] = None
-        self.retry_at = 0.0
-
-    def cond(self) -> threading.Condition:
-        """The condition that changes of deadline, loss and release are
-        notified on (made on first use; called with ``lock`` held)."""
-        c = self._cond
-        if c is None:
-            c = self._cond = threading.Condition(self.lock)
-        return c
-
-    def notify(self) -> None:
-        """Wakes whoever waits on the condition (with ``lock`` held)."""
-        if self._cond is not None:
-            self._cond.notify_all()
-
-    def event(self) -> threading.Event:
-        """The event set once the loss was told (made on first use)."""
-        with self.lock:
-            ev = self._event
-            if ev is None:
-                ev = self._event = threading.Event()
-                if self.signalled:
-                    ev.set()
-        return ev
-
-    def is_over(self, t: float) -> bool:
-        return budget_over(self.lost, self.valid_until, t)
-
-    def renewal_due(self) -> float:
-        """A third of the ttl after the last grant or renewal was sent."""
-        two_thirds = (self.ttl_ms - self.ttl_ms // 3) / 1000
-        return self.valid_until - two_thirds
-
-    def due(self) -> float:
-        if self.retry_under is not None and self.retry_under == self.valid_until:
-            return self.retry_at
-        return self.renewal_due()
-
-    def watch(self, renew: bool) -> None:
-        """Starts watching (renewing too, if ``renew``)."""
-        with self.lock:
-            if renew:
-                self.renew = True
-            if self.watching and not renew:
-                return
-            self.watching = True
-        self.reschedule()
-
-    def reschedule(self) -> None:
-        """Schedules the next look at this lease: its renewal, or the end
-        of its budget. Called on every change of deadline."""
-        with self.lock:
-            if not self.watching or self.released or self.lost:
-                return
-            self.gen += 1
-            at = min(self.due(), self.valid_until) if self.renew else self.valid_until
-        _scheduler.schedule(at, self)
-
-    def tick(self) -> None:
-        """A scheduled look (on a worker thread): renew if due, mark lost
-        if the budget passed, else schedule the next look."""
-        with self.renewing:
-            with self.lock:
-                if self.released or self.lost:
-                    return
-                t = now()
-                expired = t >= self.valid_until
-                if not expired and (not self.renew or t < self.due()):
-                    early = True
-                else:
-                    early = False
-                ttl, under = self.ttl_ms, self.valid_until
-            if expired:
-                self.mark_lost()
-                return
-            if early:
-                self.reschedule()
-                return
-            try:
-                r = self.backend.extend(ttl)
-            except Exception as e:  # a backend bug must not end renewal silently
-                log.exception("dlock: renewal failed")
-                r = Renewal(FAILED, error=DlockError(str(e)))
-            if r.kind == EXTENDED:
-                with self.lock:
-                    ok = not self.is_over(now())
-                    if ok:
-                        self.valid_until = r.until
-                        self.retry_under = None
-                        self.notify()
-                if not ok:
-                    # The budget ran out before the renewal came back:
-                    # ``budget_over``; a budget passing ends renewal for good.
-                    self.mark_lost()
-                    return
-            elif r.kind == LOST:
-                self.mark_lost()
-                return
-            else:
-                with self.lock:
-                    self.retry_under, self.retry_at = under, now() + retry_pause(ttl)
-        self.reschedule()
-
-    def mark_lost(self) -> None:
-        """Marks the lease lost for good and tells everyone, once: the
-        callbacks first, then the event (whoever waits on it may count on
-        the callbacks having run)."""
-        with self.lock:
-            if self.lost:
-                return
-            self.lost = True
-            cbs, self.callbacks = self.callbacks, []
-            self.notify()
-        for cb in cbs:
-            try:
-                cb()
-            except Exception:  # a callback's failure must not stop the signal
-                log.exception("dlock: on_lost callback failed")
-        with self.lock:
-            self.signalled = True
-            ev = self._event
-        if ev is not None:
-            ev.set()
-
-    def apply(self, r: Renewal, ttl_ms: int) -> bool:
-        """Applies a renewal's outcome to the budget; True if extended. A
-        renewal that comes back after the budget passed is a loss (see
-        ``budget_over``)."""
-        if r.kind == EXTENDED:
-            with self.lock:
-                ok = not self.is_over(now())
-                if ok:
-                    self.valid_until = r.until
-                    self.ttl_ms = ttl_ms
-                    self.notify()
-            if ok:
-                self.reschedule()
-                return True
-            self.mark_lost()
-            return False
-        if r.kind == LOST:
-            self.mark_lost()
-            return False
-        assert r.error is not None
-        raise r.error
-
-
-class _Workers:
-    """Daemon threads that run renewals: started on demand (one more
-    whenever none is idle, up to ``MAX_WORKERS``), kept for reuse."""
-
-    MAX_WORKERS = 64
-
-    def __init__(self) -> None:
-        self.q: "queue.SimpleQueue[Callable[[], None]]" = queue.SimpleQueue()
-        self.lock = threading.Lock()
-        self.count = 0
-        self.idle = 0
-
-    def submit(self, fn: Callable[[], None]) -> None:
-        with self.lock:
-            spawn = self.idle == 0 and self.count < self.MAX_WORKERS
-            if spawn:
-                self.count += 1
-            else:
-                self.idle -= 1  # this one is taken
-        self.q.put(fn)
-        if spawn:
-            threading.Thread(target=self._run, name="dlock-watchdog", daemon=True).start()
-
-    def _run(self) -> None:
-        while True:
-            fn = self.q.get()
-            try:
-                fn()
-            except Exception:
-                log.exception("dlock: watchdog work failed")
-            with self.lock:
-                self.idle += 1
-
-
-class _Scheduler:
-    """The process's watchdog: a heap of (when, generation, lease) and one
-    daemon thread that hands each due entry to the workers. An entry whose
-    generation is no longer the lease's is stale (rescheduled since)."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition(threading.Lock())
-        self.heap: List[Any] = []
-        self.seq = 0
-        self.thread: Optional[threading.Thread] = None
-        self.workers = _Workers()
-        self.pid = os.getpid()
-
-    def schedule(self, at: float, sh: "_Shared") -> None:
-        with self.cond:
-            if self.pid != os.getpid():  # forked: the threads did not come along
-                self.__init__()  # type: ignore[misc]
-            self.seq += 1
-            heapq.heappush(self.heap, (at, self.seq, sh.gen, sh))
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._run, name="dlock-scheduler", daemon=True)
-                self.thread.start()
-            elif self.heap[0][1] == self.seq:
-                self.cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self.cond:
-                while True:
-                    if not self.heap:
-                        self.cond.wait()
-                        continue
-                    at = self.heap[0][0]
-                    t = now()
-                    if at <= t:
-                        _, _, gen, sh = heapq.heappop(self.heap)
-                        break
-                    self.cond.wait(at - t)
-            if gen == sh.gen and not sh.released and not sh.lost:
-                self.workers.submit(sh.tick)
-
-
-_scheduler = _Scheduler()
+def _release_quietly(backend: Any, valid_until: float) -> None:
+    try:
+        backend.release(valid_until)
+    except DlockError as e:
+        log.debug("dlock: releasing a lost lease failed: %s", e)
 
 
 class Lease:
@@ -340,13 +75,14 @@ class Lease:
       the last renewal was *sent*, so never later than the server's
       deadline; :meth:`remaining` is the time left.
     - :attr:`lost` turns true once the lease is known lost (an ``EXTEND`` or
-      ``RELEASE`` answered 0) or its budget has passed; :attr:`lost_event`
-      (a :class:`threading.Event`) is set then, after the ``on_lost``
-      callback ran.
+      ``RELEASE`` answered 0) or its budget has passed, even while a renewal
+      is still out; :attr:`lost_event` (a :class:`threading.Event`) is set
+      then, after the ``on_lost`` callback ran.
 
     ``release()`` (or leaving the ``with`` block) stops the watchdog, then
     releases. A lease that is never released is not renewed once it is
-    garbage collected: it ends with its ttl.
+    garbage collected: it ends with its ttl. A lease belongs to the process
+    that acquired it: a forked child never renews or releases it.
     """
 
     def __init__(
@@ -374,6 +110,10 @@ class Lease:
 
     def _watch(self) -> None:
         self._sh.watch(self._renews)
+
+    def _check_owner(self) -> None:
+        if not self._sh.state.owned_by(os.getpid()):
+            raise InvalidRequest(FOREIGN)
 
     # --- what the lease is ---------------------------------------------------
 
@@ -407,28 +147,29 @@ class Lease:
     @property
     def ttl(self) -> float:
         """The ttl of the grant or of the last renewal, in seconds."""
-        return self._sh.ttl_ms / 1000
+        return self._sh.state.ttl_ms / 1000
 
     @property
     def deadline(self) -> float:
         """The instant (``time.monotonic()``) until which the lease surely
         lasts: counted from when the grant or last renewal was sent."""
-        return self._sh.valid_until
+        return self._sh.state.valid_until
 
     def remaining(self) -> float:
         """Seconds left on the lease budget (0 once it has passed)."""
-        return max(0.0, self._sh.valid_until - now())
+        return max(0.0, self._sh.state.valid_until - now())
 
     @property
     def lost(self) -> bool:
         """True once the lease is known lost (an ``EXTEND`` or ``RELEASE``
         answered 0) or its budget has passed (a renewal still under way
-        does not stretch the budget)."""
-        return self._sh.is_over(now())
+        does not stretch the budget). Never true after a release that
+        returned True."""
+        return self._sh.state.lost_at(now())
 
     @property
     def released(self) -> bool:
-        return self._sh.released
+        return self._sh.state.released
 
     @property
     def lost_event(self) -> threading.Event:
@@ -436,11 +177,8 @@ class Lease:
         0, or the budget passed (with or without a watchdog). Asking for it
         starts watching the budget."""
         sh = self._sh
-        if not sh.lost:
-            if now() >= sh.valid_until:
-                sh.mark_lost()
-            elif not sh.released:
-                self._watch()
+        if not sh.check_budget() and not sh.state.released:
+            self._watch()
         return sh.event()
 
     def add_lost_callback(self, fn: OnLost) -> None:
@@ -458,35 +196,30 @@ class Lease:
                 fn(lease)
 
         with sh.lock:
-            if not sh.lost:
+            run_now = sh.state.lost
+            if not run_now:
                 sh.callbacks.append(call)
-                run_now = False
-            else:
-                run_now = True
         if run_now:
             fn(self)
-        elif not sh.released and now() < sh.valid_until:
+        elif not sh.check_budget() and not sh.state.released:
             self._watch()
-        elif now() >= sh.valid_until:
-            sh.mark_lost()
 
     def wait_lost(self, timeout: Optional[Duration] = None) -> bool:
         """Blocks until the lease is lost (or its budget passes) or
         ``timeout`` seconds pass; True if lost. A change of deadline
         meanwhile (an ``extend`` on another thread) is followed."""
-        from ._spec import seconds
-
         end = None if timeout is None else now() + seconds(timeout)
         sh = self._sh
+        st = sh.state
         with sh.lock:
             cond = sh.cond()
             while True:
                 t = now()
-                if sh.is_over(t):
+                if st.lost_at(t):
                     break
-                if sh.released or (end is not None and t >= end):
+                if st.released or (end is not None and t >= end):
                     return False
-                until = sh.valid_until if end is None else min(end, sh.valid_until)
+                until = st.valid_until if end is None else min(end, st.valid_until)
                 cond.wait(until - t)
         sh.mark_lost()
         return True
@@ -500,66 +233,118 @@ class Lease:
         the lease is now lost. The watchdog, if any, renews with this ttl
         from now on, a third of it after this renewal. Raises
         :class:`~dlock.Unavailable` (or :class:`~dlock.TooFewReplicas`)
-        when the renewal did not get through; the budget stays as it was."""
+        when the renewal did not get through; the budget stays as it was.
+        Raises :class:`~dlock.InvalidRequest` in a forked child."""
+        self._check_owner()
         sh = self._sh
-        ms = sh.ttl_ms if ttl is None else to_ttl_ms(ttl)
+        ms = sh.state.ttl_ms if ttl is None else to_ttl_ms(ttl)
         with sh.renewing:
-            if sh.is_over(now()):
-                sh.mark_lost()
+            with sh.lock:
+                ok = sh.state.begin_extend(now())
+                under, released = sh.state.valid_until, sh.state.released
+            if not ok:
+                if not released:
+                    sh.mark_lost()
                 return False
-            r = sh.backend.extend(ms)
-            return sh.apply(r, ms)
+            try:
+                r = sh.backend.extend(ms)
+            except BaseException:
+                with sh.lock:
+                    sh.state.in_flight -= 1
+                raise
+            verdict = sh.after_renewal(r, ms, under)
+        if verdict == EXTENDED:
+            return True
+        if verdict in (LOST, IGNORED):
+            return False
+        assert r.error is not None
+        raise r.error
 
     def release(self) -> bool:
         """Stops the watchdog, then releases. True: the lock was still held
         and is now free. False: it had already ended, or its budget had
         passed (the lease was lost, whether or not anyone noticed before;
-        the ``RELEASE`` is sent all the same). A second call answers False
-        without asking the server."""
+        the ``RELEASE`` is sent all the same, and its failure changes no
+        answer). A second call answers False without asking the server.
+        A renewal still out is not waited for (a ``RELEASE`` may overtake an
+        ``EXTEND``: the ``EXTEND`` then answers 0 and revives nothing), and
+        none starts after. Raises :class:`~dlock.InvalidRequest` in a forked
+        child: the lease is its parent's."""
+        return self._release(wait_if_lost=True)
+
+    def _release(self, wait_if_lost: bool) -> bool:
+        """``release()``; a lease known lost has its ``RELEASE`` sent in
+        the background unless ``wait_if_lost``."""
+        self._check_owner()
         sh = self._sh
         with sh.lock:
-            if sh.released:
+            over = sh.state.begin_release(now())
+            if over is None:
                 return False
-            sh.released = True
-            sh.gen += 1
+            sh.gen += 1  # the scheduled look is stale
             sh.notify()
-        # Never renew after release: a renewal under way ends before the
-        # RELEASE is sent, and none starts after (``released`` is set).
-        with sh.renewing:
-            pass
+            valid_until = sh.state.valid_until
+        if not over:
+            released = sh.backend.release(valid_until)
+        elif wait_if_lost:
+            _release_quietly(sh.backend, valid_until)
+            released = False
+        else:
+            threading.Thread(
+                target=_release_quietly, args=(sh.backend, valid_until), name="dlock-release", daemon=True
+            ).start()
+            released = False
         with sh.lock:
-            valid_until = sh.valid_until
-            over = sh.is_over(now())
-        # A lease whose budget had passed was already reported lost: the
-        # RELEASE still frees what the server may hold, but the answer
-        # stays "lost".
-        try:
-            released = sh.backend.release(valid_until) and not over
-        except BaseException:
-            raise
+            released = sh.state.released_as(released, over)
         if not released:
             sh.mark_lost()
         return released
+
+    def _leave(self, exc_type: Any, exc: Optional[BaseException], raise_on_lost: bool) -> None:
+        """Leaving a ``with`` block: releases, and raises
+        :class:`~dlock.LockLost` if the lease was lost (when asked to, and
+        only if the block itself raised nothing). The block's exception is
+        never replaced: a release error after it is logged and noted on it.
+        Released early by the holder: nothing is sent again. In a forked
+        child: nothing is sent and nothing raised."""
+        sh = self._sh
+        with sh.lock:
+            plan = sh.state.leaving(os.getpid())
+            release_ok = sh.state.release_ok
+        if plan == LEAVE_FOREIGN:
+            return
+        if plan == LEAVE_DONE:
+            lost = release_ok is False
+        else:
+            try:
+                # A lease known lost: its RELEASE is a courtesy nobody waits
+                # for (the server may be gone).
+                lost = not self._release(wait_if_lost=False)
+            except DlockError as e:
+                if exc_type is None:
+                    raise
+                note_release_failure(exc, e, self.resource)
+                return
+        if lost and exc_type is None and raise_on_lost:
+            raise LockLost(f"the lease on {self.resource!r} was lost before the block ended")
 
     def __enter__(self) -> "Lease":
         return self
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
-        released = self.release()
-        if not released and et is None:
-            raise LockLost(f"the lease on {self.resource!r} was lost before its release")
+        self._leave(et, ev, True)
 
     def __del__(self) -> None:
         sh = getattr(self, "_sh", None)
-        if sh is None or sh.released:
+        if sh is None or sh.state.released or not sh.state.owned_by(os.getpid()):
             return
         # Not released by its holder: stop renewing, so the lease ends with
         # its ttl (a watchdog must never outlive its holder).
         with sh.lock:
-            sh.released = True
+            sh.state.released = True
             sh.gen += 1
             sh.notify()
-        if not sh.lost:
+        if not sh.state.lost:
             warnings.warn(
                 f"dlock lease on {self._resources[0]!r} was never released; it ends with its ttl",
                 ResourceWarning,
@@ -568,10 +353,7 @@ class Lease:
 
     def __repr__(self) -> str:
         state = "released" if self.released else ("lost" if self.lost else "held")
-        return (
-            f"<Lease {self.resource!r} fence={self.fence} token={self.token} "
-            f"remaining={self.remaining():.3f}s {state}>"
-        )
+        return f"<Lease {self.resource!r} fence={self.fence} remaining={self.remaining():.3f}s {state}>"
 
     # --- guarded writes (the rules: dlock._guard) ---------------------------------
 

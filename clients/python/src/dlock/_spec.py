@@ -1,13 +1,11 @@
 """What to acquire, and the commands that acquire, extend and release it.
-Validated here, before any server is asked. Durations, the token and the
-backoff between same-token retries live here too: both the blocking and the
-asyncio code use them."""
+Validated here, before any server is asked. Durations and the token live
+here too: both the blocking and the asyncio code use them."""
 
 from __future__ import annotations
 
 import datetime
 import os
-import random
 import time
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -78,44 +76,6 @@ def new_token() -> str:
     from the OS's random source (as ``uuid.uuid4`` draws it, at a fifth of
     the cost)."""
     return os.urandom(16).hex()
-
-
-def backoff(attempt: int) -> float:
-    """Pause between same-token retries: 20..200 ms, jittered."""
-    base = 20 << min(attempt, 3)
-    return min(base + random.randrange(base), 200) / 1000
-
-
-class Outage:
-    """A run of connection failures, and how long it may last."""
-
-    __slots__ = ("since", "attempt")
-
-    def __init__(self) -> None:
-        self.since: Optional[float] = None
-        self.attempt = 0
-
-    def next_pause(self, retry_for: float, deadline: float) -> Optional[float]:
-        """After a failure: the pause before the next try, or None once the
-        outage has lasted ``retry_for`` or the pause would end at or past
-        ``deadline``."""
-        t = now()
-        if self.since is None:
-            self.since = t
-        pause = backoff(self.attempt)
-        self.attempt += 1
-        resume = t + pause
-        if resume < deadline and resume < self.since + retry_for:
-            return pause
-        return None
-
-
-def call_deadline(start: float, wait_ms: Optional[int], retry_for: float) -> float:
-    """The longest one acquire may take, from ``start``: its wait, or for a
-    request that does not wait, ``retry_for``."""
-    if wait_ms:
-        return start + wait_ms / 1000
-    return start + retry_for
 
 
 def as_bytes(k: Key) -> bytes:

@@ -26,7 +26,7 @@ from ._spec import (
     seconds,
     to_ms,
 )
-from .errors import Failure, InvalidRequest, LockLost, NotAcquired
+from .errors import Failure, InvalidRequest, NotAcquired
 
 if TYPE_CHECKING:
     from .session import Session
@@ -479,9 +479,7 @@ class Lock:
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
         lease: Lease = self._local.stack.pop()
-        released = lease.release()
-        if not released and et is None and self.raise_on_lost:
-            raise LockLost(f"the lease on {self.resource!r} was lost before the block ended")
+        lease._leave(et, ev, self.raise_on_lost)
 
     def __repr__(self) -> str:
         return f"<Lock {self.spec.resources!r}>"
