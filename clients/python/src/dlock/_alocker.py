@@ -208,6 +208,7 @@ class Locker:
     async def extend_token(self, resource: Key, token: str, ttl: Duration) -> bool:
         if not isinstance(token, str) or not token:
             raise InvalidRequest("token must not be empty")
+        check_token(token)
         spec = _spec(resource, ttl, False, None, None)
         r = await _Backend(self.topology, spec, token, self.settings).extend(spec.ttl_ms)
         if r.kind == EXTENDED:
@@ -220,6 +221,7 @@ class Locker:
     async def release_token(self, resource: Key, token: str) -> bool:
         if not isinstance(token, str) or not token:
             raise InvalidRequest("token must not be empty")
+        check_token(token)
         spec = _spec(resource, 1.0, False, None, None)
         return await _Backend(self.topology, spec, token, self.settings).release(now())
 

@@ -18,6 +18,7 @@ from ._single import OnRetry, Settings, SingleBackend, commands
 from ._spec import (
     MAX_MS,
     Duration,
+    OwnerPlaceholder,
     Key,
     Spec,
     check_token,
@@ -41,7 +42,7 @@ def thread_owner() -> str:
     return f"{_HOST}:{os.getpid()}:{_NONCE}:{threading.get_ident()}"
 
 
-class _PerThread:
+class _PerThread(OwnerPlaceholder):
     """Owner placeholder: the acquiring thread's :func:`thread_owner`."""
 
     def __repr__(self) -> str:
@@ -324,8 +325,7 @@ def _replicas(n: Optional[int], timeout: Optional[Duration]) -> Optional[Tuple[i
 
 
 def _spec(resource: Any, ttl: Duration, shared: bool, limit: Optional[int], owner: Any) -> Spec:
-    res = [resource] if isinstance(resource, (str, bytes)) else list(resource)
-    return Spec(res, ttl, shared, limit, owner)
+    return Spec(resource, ttl, shared, limit, owner)
 
 
 def _redact(url: str) -> str:
