@@ -6,6 +6,8 @@ Cluster slot's master (``MOVED``/``ASK`` followed)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from typing import (
     Any,
     Awaitable,
@@ -22,7 +24,8 @@ import redis
 import redis.asyncio
 from redis.crc import key_slot
 
-from ._node import _conn_settings, parse_slots, sentinel_of, split_addr
+from ._node import CAP_KEY, _conn_settings, parse_slots, sentinel_of, split_addr
+from ._pool import Grant, Slots, cap_of
 from ._spec import now
 from .errors import (
     ASK,
@@ -52,7 +55,7 @@ def _async_class(cls: type) -> type:
 
 def _settings_of(client: Any) -> Tuple[type, Dict[str, Any]]:
     pool = getattr(client, "connection_pool", client)
-    cls, kw = _conn_settings(_async_class(pool.connection_class), pool.connection_kwargs)
+    cls, kw = _conn_settings(_async_class(pool.connection_class), pool.connection_kwargs, cap_of(pool))
     sentinel = sentinel_of(pool.connection_kwargs)
     if sentinel is not None:
         if not pool.connection_class.__module__.startswith("redis.asyncio"):
@@ -80,7 +83,11 @@ async def _close(conn: Conn) -> None:
 def _abort(conn: Conn, then_send: Optional[bytes] = None) -> None:
     """Closes a connection without awaiting (in a cancelled task), after
     writing ``then_send`` behind what it sent: the transport flushes it
-    before closing."""
+    before closing. Its slot in its pool is freed."""
+    slots = getattr(conn, "_dlock_slots", None)
+    if slots is not None:
+        conn._dlock_slots = None
+        slots.forget(conn._dlock_waits)
     w = getattr(conn, "_writer", None)
     try:
         if w is not None:
@@ -95,6 +102,35 @@ def _abort(conn: Conn, then_send: Optional[bytes] = None) -> None:
         parser = getattr(conn, "_parser", None)
         if parser is not None:
             parser.on_disconnect()
+    except Exception:
+        pass
+
+
+def _drop(conn: Conn) -> None:
+    """Closes the socket of a connection whose event loop is closed, or
+    that a forked child inherited, without its loop: a closed loop cannot
+    run the transport's close, and in a child the loop's selector is the
+    parent's (unregistering the socket there would stop the parent hearing
+    from it). Closing this process's descriptor leaves the parent's socket
+    as it is."""
+    conn._dlock_slots = None
+    w = getattr(conn, "_writer", None)
+    # redis-py's own clean-up touches the transport: it must not.
+    conn._writer = None
+    conn._reader = None
+    if w is None:
+        return
+    try:
+        tr = w.transport
+        ts = tr.get_extra_info("socket")
+        raw = getattr(ts, "_sock", ts)
+        # The transport that owns the socket (under TLS, the one beneath):
+        # told it is closed, it does not warn or close it again.
+        inner = getattr(getattr(tr, "_ssl_protocol", None), "_transport", None) or tr
+        if getattr(inner, "_sock", None) is not None:
+            inner._sock = None
+        if raw is not None:
+            raw.close()
     except Exception:
         pass
 
@@ -125,15 +161,25 @@ async def _pipeline(conn: Conn, cmds: Sequence[Tuple]) -> List[Any]:
 
 
 class _Node:
-    """One server and a pool of redis.asyncio connections of dlock's own
-    (no redis-py retries; every operation bounded by a timeout)."""
+    """One server and pools of redis.asyncio connections of dlock's own (no
+    redis-py retries; every operation bounded by a timeout): one pool per
+    event loop, since a connection works only on the loop that made it. A
+    pool of a closed loop is dropped when a new loop comes; a forked child
+    starts with none. ``max_connections`` caps each pool (see
+    :mod:`dlock._pool`)."""
 
     def __init__(self, cls: type, kwargs: Dict[str, Any], connect_timeout: float, max_idle: int = 64) -> None:
+        kwargs = dict(kwargs)
+        self.max_connections: Optional[int] = kwargs.pop(CAP_KEY, None)
         self.cls = cls
         self.kwargs = kwargs
         self.connect_timeout = connect_timeout
         self.max_idle = max_idle
-        self._idle: List[Conn] = []
+        #: The pools, by event loop; the last one used, for a quick look.
+        self._pools: Dict[asyncio.AbstractEventLoop, Slots] = {}
+        self._last: Tuple[Optional[asyncio.AbstractEventLoop], Optional[Slots]] = (None, None)
+        self._pools_lock = threading.Lock()
+        self._pid = os.getpid()
         #: Set for a ``Sentinel.master_for`` client's server: the master is
         #: found again on every new connection.
         self.sentinel = sentinel_of(kwargs)
@@ -147,19 +193,56 @@ class _Node:
     def sibling(self, host: str, port: int) -> "_Node":
         kw = dict(self.kwargs)
         kw["host"], kw["port"] = host, port
+        kw[CAP_KEY] = self.max_connections
         return _Node(self.cls, kw, self.connect_timeout, self.max_idle)
 
     def failure(self, e: BaseException) -> Failure:
         return classify(e).at(self.addr)
 
-    async def get(self, timeout: float) -> Conn:
-        if self._idle:
-            return self._idle.pop()
+    def _slots(self) -> Slots:
+        """The running loop's pool."""
+        loop = asyncio.get_running_loop()
+        last_loop, last = self._last
+        if last_loop is loop and last is not None and self._pid == os.getpid():
+            return last
+        with self._pools_lock:
+            if self._pid != os.getpid():
+                # A forked child: every pool holds the parent's sockets.
+                pools, self._pools = self._pools, {}
+                self._pid = os.getpid()
+                for p in pools.values():
+                    for c in p.idle:
+                        _drop(c)
+            slots = self._pools.get(loop)
+            if slots is None:
+                for other in [lp for lp in self._pools if lp.is_closed()]:
+                    for c in self._pools.pop(other).idle:
+                        _drop(c)
+                slots = self._pools[loop] = Slots(self.max_connections, self.max_idle)
+            self._last = (loop, slots)
+            return slots
+
+    async def get(self, timeout: float, waits: bool = False) -> Conn:
+        """A connection of the running loop (an idle one, or a new one made
+        within ``timeout``); when the cap allows none now, waits for one,
+        first come first served, for at most ``timeout``. ``waits``: for a
+        command that waits on the server."""
+        slots = self._slots()
+        ok, conn = slots.try_take(waits)
+        if not ok:
+            conn = await self._queue(slots, timeout, waits)
+        if conn is not None:
+            conn._dlock_slots = slots
+            conn._dlock_waits = waits
+            return conn
         t = max(min(timeout, self.connect_timeout), 0.001)
         kw = dict(self.kwargs)
         kw["socket_timeout"] = None
         kw["socket_connect_timeout"] = t
         conn = self.cls(**kw)
+        # The slot is the new connection's from here: closing it frees it.
+        conn._dlock_slots = slots
+        conn._dlock_waits = waits
         try:
             await asyncio.wait_for(self._connect(conn), t)
         except asyncio.TimeoutError:
@@ -173,6 +256,44 @@ class _Node:
             raise self.failure(e) from None
         conn._dlock_pooled = False
         return conn
+
+    async def _queue(self, slots: Slots, timeout: float, waits: bool) -> Optional[Conn]:
+        """Waits in line for a connection (see :meth:`get`)."""
+        ready = asyncio.get_running_loop().create_future()
+
+        def wake() -> bool:
+            if ready.done():
+                return False
+            ready.set_result(None)
+            return True
+
+        grant = Grant(waits, wake)
+        slots.enqueue(grant)
+        try:
+            await asyncio.wait({ready}, timeout=max(timeout, 0.0))
+        except BaseException:
+            # Cancelled: a grant made meanwhile goes to the next in line.
+            if grant.granted:
+                if grant.conn is not None:
+                    grant.conn._dlock_waits = waits
+                    slots.put_back(grant.conn, waits)
+                else:
+                    slots.forget(waits)
+            else:
+                slots.leave(grant)
+                ready.cancel()
+            raise
+        if not grant.granted:
+            slots.leave(grant)
+            ready.cancel()
+            raise Failure(
+                RETRY,
+                Unavailable(
+                    f"{self.addr}: no connection free within {timeout:.3f} s "
+                    f"(max_connections {self.max_connections})"
+                ),
+            )
+        return grant.conn
 
     async def _connect(self, conn: Conn) -> None:
         await conn.connect()
@@ -191,15 +312,27 @@ class _Node:
             self.addr = found
 
     def give_back(self, conn: Conn) -> None:
-        conn._dlock_pooled = True
-        if len(self._idle) < self.max_idle:
-            self._idle.append(conn)
-        else:
+        """A connection in a known state goes back to its loop's pool."""
+        slots = getattr(conn, "_dlock_slots", None)
+        if slots is None or self._pid != os.getpid():
             _abort(conn)
+            return
+        conn._dlock_pooled = True
+        conn._dlock_slots = None
+        waited = conn._dlock_waits
+        conn._dlock_waits = False
+        extra = slots.put_back(conn, waited)
+        if extra is not None:
+            _abort(extra)
 
     def flush(self) -> None:
-        idle, self._idle = self._idle, []
-        for c in idle:
+        """Closes the running loop's idle connections (one broke, so the
+        others most likely did too)."""
+        try:
+            slots = self._slots()
+        except RuntimeError:  # no running loop
+            return
+        for c in slots.take_idle():
             _abort(c)
 
     async def with_conn(
@@ -207,13 +340,14 @@ class _Node:
         timeout: float,
         fn: Callable[[Conn], Awaitable[T]],
         on_cancel: Optional[Callable[[Conn], None]] = None,
+        waits: bool = False,
     ) -> T:
         """Runs ``fn`` on a connection of its own within ``timeout``; the
         connection goes back to the pool only if ``fn`` succeeded or the
         server answered with an error reply. Cancelled: ``on_cancel(conn)``
         (or a plain abort) deals with the connection."""
         end = now() + timeout
-        conn = await self.get(timeout)
+        conn = await self.get(timeout, waits)
         try:
             r = await asyncio.wait_for(fn(conn), max(end - now(), 0.001))
         except asyncio.TimeoutError:
@@ -246,7 +380,37 @@ class _Node:
         return r
 
     def close(self) -> None:
-        self.flush()
+        """Closes the idle connections of every pool: the running loop's
+        at once, another live loop's on that loop, a closed loop's
+        directly."""
+        try:
+            running: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        with self._pools_lock:
+            if self._pid != os.getpid():
+                return  # a child: _slots() drops the parent's on first use
+            pools = list(self._pools.items())
+        for loop, slots in pools:
+            if loop is running:
+                for c in slots.take_idle():
+                    _abort(c)
+            elif loop.is_closed():
+                with self._pools_lock:
+                    self._pools.pop(loop, None)
+                for c in slots.idle:
+                    _drop(c)
+                slots.idle = []
+            else:
+                try:
+                    loop.call_soon_threadsafe(_close_idle, slots)
+                except RuntimeError:  # closed meanwhile
+                    pass
+
+
+def _close_idle(slots: Slots) -> None:
+    for c in slots.take_idle():
+        _abort(c)
 
 
 class _Topology:
@@ -307,16 +471,21 @@ class _Topology:
         extra: float,
         op: Callable[[Conn, bool], Awaitable[T]],
         on_cancel: Optional[Callable[[Conn], None]] = None,
+        waits: Optional[bool] = None,
     ) -> T:
+        """``waits``: the command waits on the server (default: when
+        ``extra`` is above 0), see :meth:`_Node.get`."""
         t = io + extra
+        if waits is None:
+            waits = extra > 0
         if self.single is not None:
-            return await self.single.with_conn(t, lambda c: op(c, False), on_cancel)
+            return await self.single.with_conn(t, lambda c: op(c, False), on_cancel, waits)
         node = await self.master_for(key, io)
         asking = False
         for _ in range(MAX_REDIRECTS):
             try:
                 a = asking
-                return await node.with_conn(t, lambda c: op(c, a), on_cancel)
+                return await node.with_conn(t, lambda c: op(c, a), on_cancel, waits)
             except Failure as f:
                 if f.kind == MOVED:
                     try:

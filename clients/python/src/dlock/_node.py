@@ -39,6 +39,7 @@ from .errors import (
     lost_master,
 )
 from . import _resp
+from ._pool import Grant, Slots, cap_of
 from ._spec import MAX_SOCKET_TIMEOUT
 
 T = TypeVar("T")
@@ -49,8 +50,18 @@ MAX_REDIRECTS = 5
 
 Conn = Any  # a redis.connection.AbstractConnection
 
+#: Where :func:`settings_of` passes the user's ``max_connections`` to a
+#: :class:`Node` (taken out before connections are made).
+CAP_KEY = "_dlock_max_connections"
 
-def _conn_settings(cls: type, kwargs: Dict[str, Any]) -> Tuple[type, Dict[str, Any]]:
+
+def _conn_settings(
+    cls: type, kwargs: Dict[str, Any], max_connections: Optional[int] = None
+) -> Tuple[type, Dict[str, Any]]:
+    """The arguments dlock's own connections are made with: the user's
+    address, login and TLS; redis-py's retries off (every retry is dlock's,
+    with the same token); and the user's connection cap (see
+    :func:`dlock._pool.cap_of`)."""
     kw = dict(kwargs)
     for k in ("connection_pool", "connection_class", "max_connections", "single_connection_client"):
         kw.pop(k, None)
@@ -61,6 +72,7 @@ def _conn_settings(cls: type, kwargs: Dict[str, Any]) -> Tuple[type, Dict[str, A
         health_check_interval=0,
         decode_responses=False,
     )
+    kw[CAP_KEY] = max_connections
     return cls, kw
 
 
@@ -72,13 +84,32 @@ def sentinel_of(kwargs: Dict[str, Any]) -> Any:
     return proxy if hasattr(proxy, "get_master_address") else None
 
 
+def _is_asyncio(obj: Any) -> bool:
+    return type(obj).__module__.startswith("redis.asyncio")
+
+
+def refuse_asyncio_client(client: Any) -> None:
+    """Refuses a ``redis.asyncio`` client (a ``Redis``, a ``RedisCluster``,
+    a Sentinel ``master_for`` client) or pool given to the blocking API: its
+    connections cannot be used without an event loop, and would fail only
+    at the first command."""
+    pool = getattr(client, "connection_pool", None)
+    cls = getattr(pool, "connection_class", None)
+    if _is_asyncio(client) or _is_asyncio(pool) or (cls is not None and cls.__module__.startswith("redis.asyncio")):
+        raise InvalidRequest(
+            f"{type(client).__module__}.{type(client).__name__} is a redis.asyncio client: "
+            "use it with dlock.asyncio.Locker (or give dlock.Locker a blocking redis.Redis)"
+        )
+
+
 def settings_of(client: Any) -> Tuple[type, Dict[str, Any]]:
     """The connection class and arguments (address, login, TLS) of a
-    redis-py client or connection pool. A ``Sentinel.master_for`` client's
-    connections keep their link to the sentinels: each new one asks them
-    where the master is now."""
+    blocking redis-py client or connection pool. A ``Sentinel.master_for``
+    client's connections keep their link to the sentinels: each new one asks
+    them where the master is now."""
+    refuse_asyncio_client(client)
     pool = getattr(client, "connection_pool", client)
-    cls, kw = _conn_settings(pool.connection_class, pool.connection_kwargs)
+    cls, kw = _conn_settings(pool.connection_class, pool.connection_kwargs, cap_of(pool))
     sentinel = sentinel_of(pool.connection_kwargs)
     if sentinel is not None:
         if not getattr(sentinel, "is_master", True):
@@ -123,6 +154,11 @@ def run_pipeline(conn: Conn, cmds: Sequence[Tuple]) -> List[Any]:
 
 
 def close(conn: Conn) -> None:
+    """Closes a connection taken from a :class:`Node` (its slot is freed
+    for the next caller), or any other."""
+    node = getattr(conn, "_dlock_node", None)
+    if node is not None:
+        node.forget(conn)
     try:
         conn.disconnect()
     except Exception:
@@ -130,7 +166,8 @@ def close(conn: Conn) -> None:
 
 
 class Node:
-    """One server: where it is, how to log in, and a pool of connections."""
+    """One server: where it is, how to log in, and a pool of connections,
+    at most ``max_connections`` of them (see :mod:`dlock._pool`)."""
 
     def __init__(
         self,
@@ -139,11 +176,13 @@ class Node:
         connect_timeout: float,
         max_idle: int = 64,
     ) -> None:
+        kwargs = dict(kwargs)
+        self.max_connections: Optional[int] = kwargs.pop(CAP_KEY, None)
         self.cls = cls
         self.kwargs = kwargs
         self.connect_timeout = connect_timeout
         self.max_idle = max_idle
-        self._idle: List[Conn] = []
+        self._slots = Slots(self.max_connections, max_idle)
         self._lock = threading.Lock()
         self._pid = os.getpid()
         #: Set for a ``Sentinel.master_for`` client's server: the master is
@@ -157,11 +196,12 @@ class Node:
             self.addr = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
 
     def sibling(self, host: str, port: int) -> "Node":
-        """The same login at another address (a cluster node named by a
-        redirect or the slot map)."""
+        """The same login (and cap) at another address (a cluster node named
+        by a redirect or the slot map)."""
         kw = dict(self.kwargs)
         kw["host"] = host
         kw["port"] = port
+        kw[CAP_KEY] = self.max_connections
         return Node(self.cls, kw, self.connect_timeout, self.max_idle)
 
     def connect(self, within: float) -> Conn:
@@ -189,32 +229,94 @@ class Node:
             raise
         return conn
 
+    def _check_fork(self) -> None:
+        """In a forked child, the pool's connections are the parent's
+        sockets: a command sent on one would interleave with the parent's.
+        They are closed on this side only (redis-py's ``disconnect`` in
+        another process closes its descriptor and never shuts the socket
+        down), and the lock, which another thread may have held at the
+        fork, is made anew."""
+        if self._pid == os.getpid():
+            return
+        inherited = self._slots.idle
+        self._lock = threading.Lock()
+        self._slots = Slots(self.max_connections, self.max_idle)
+        self._pid = os.getpid()
+        for c in inherited:
+            c._dlock_node = None
+            try:
+                c.disconnect()
+            except Exception:
+                pass
+
     def give_back(self, conn: Conn) -> None:
+        """A connection in a known state goes back to the pool."""
+        if getattr(conn, "_dlock_node", None) is not self or self._pid != os.getpid():
+            # Not this pool's (any more): a parent's, after a fork.
+            close(conn)
+            return
         conn._dlock_pooled = True
+        waited = conn._dlock_waits
+        conn._dlock_waits = False
         with self._lock:
-            if len(self._idle) < self.max_idle:
-                self._idle.append(conn)
-                return
-        close(conn)
+            extra = self._slots.put_back(conn, waited)
+        if extra is not None:
+            extra._dlock_node = None
+            close(extra)
+
+    def forget(self, conn: Conn) -> None:
+        """``conn``, taken from this pool, is being closed."""
+        conn._dlock_node = None
+        if self._pid != os.getpid():
+            return
+        waited = conn._dlock_waits
+        conn._dlock_waits = False
+        with self._lock:
+            self._slots.forget(waited)
 
     def failure(self, e: BaseException) -> Failure:
         return classify(e).at(self.addr)
 
-    def get(self, timeout: float) -> Conn:
+    def get(self, timeout: float, waits: bool = False) -> Conn:
         """A connection whose reads and writes give up after ``timeout``:
-        an idle one (marked ``_dlock_pooled``), or a new one."""
+        an idle one (marked ``_dlock_pooled``), or a new one. ``waits``: for
+        a command that waits on the server (``ACQUIRE ... WAIT``), which
+        may hold all connections but one. When the cap allows none now,
+        waits for one, first come first served, for at most ``timeout``."""
+        self._check_fork()
         with self._lock:
-            if self._pid != os.getpid():
-                # A forked child: the idle connections are the parent's
-                # sockets; forget them without a word on them.
-                self._idle, self._pid = [], os.getpid()
-            conn = self._idle.pop() if self._idle else None
+            ok, conn = self._slots.try_take(waits)
+            if not ok:
+                ready = threading.Event()
+                grant = Grant(waits, lambda: ready.set() or True)
+                self._slots.enqueue(grant)
+        if not ok:
+            ready.wait(min(max(timeout, 0.0), MAX_SOCKET_TIMEOUT))
+            with self._lock:
+                if not grant.granted:
+                    self._slots.leave(grant)
+                    raise Failure(
+                        RETRY,
+                        Unavailable(
+                            f"{self.addr}: no connection free within {timeout:.3f} s "
+                            f"(max_connections {self.max_connections})"
+                        ),
+                    )
+                conn = grant.conn
         if conn is None:
             try:
                 conn = self.connect(timeout)
             except Exception as e:
+                with self._lock:
+                    self._slots.forget(waits)
                 raise self.failure(e) from None
+            except BaseException:
+                with self._lock:
+                    self._slots.forget(waits)
+                raise
             conn._dlock_pooled = False
+        conn._dlock_node = self
+        conn._dlock_waits = waits
         sock = conn._sock
         if sock is not None:
             t = min(max(timeout, 0.001), MAX_SOCKET_TIMEOUT)
@@ -225,16 +327,18 @@ class Node:
     def flush(self) -> None:
         """Closes every idle connection: one of them broke (a restart, the
         server's idle timeout), so the others most likely did too."""
+        self._check_fork()
         with self._lock:
-            idle, self._idle = self._idle, []
+            idle = self._slots.take_idle()
         for c in idle:
+            c._dlock_node = None
             close(c)
 
-    def with_conn(self, timeout: float, fn: Callable[..., T], *args: Any) -> T:
+    def with_conn(self, timeout: float, fn: Callable[..., T], *args: Any, waits: bool = False) -> T:
         """Runs ``fn(conn, *args)`` on a connection of its own (see
         :meth:`get`). The connection goes back to the pool only if ``fn``
         succeeded or the server answered with an error reply."""
-        conn = self.get(timeout)
+        conn = self.get(timeout, waits)
         try:
             r = fn(conn, *args)
         except BaseException as e:
@@ -258,10 +362,7 @@ class Node:
         return r
 
     def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for c in idle:
-            close(c)
+        self.flush()
 
 
 def check(replies: List[Any]) -> List[Any]:
@@ -287,17 +388,22 @@ class Topology:
         extra: float,
         op: Callable[[Conn, bool], T],
         on_node: Optional[Callable[[Node], None]] = None,
+        waits: Optional[bool] = None,
     ) -> T:
         """Runs ``op(conn, asking)`` on the server that owns ``key``; its
         replies are awaited for ``io_timeout + extra`` (``extra``: a
         blocking command's own wait); a slot map refresh gets
-        ``io_timeout`` only. Raises :class:`Failure`."""
+        ``io_timeout`` only. ``waits``: the command waits on the server
+        (default: when ``extra`` is above 0), see :meth:`Node.get`. Raises
+        :class:`Failure`."""
         t = io_timeout + extra
+        if waits is None:
+            waits = extra > 0
         if self.single is not None:
             node = self.single
             if on_node:
                 on_node(node)
-            return node.with_conn(t, op, False)
+            return node.with_conn(t, op, False, waits=waits)
         m = self.cluster
         assert m is not None
         node = m.master_for(key, io_timeout)
@@ -306,7 +412,7 @@ class Topology:
             if on_node:
                 on_node(node)
             try:
-                return node.with_conn(t, op, asking)
+                return node.with_conn(t, op, asking, waits=waits)
             except Failure as f:
                 if f.kind == MOVED:
                     # The map is stale: learn the new one, and go where the

@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Union
 import redis
 
 from ._lease import Lease, OnLost
-from ._node import ClusterMap, Node, Topology, check, run_pipeline, settings_of
+from ._node import ClusterMap, Node, Topology, check, refuse_asyncio_client, run_pipeline, settings_of
 from ._single import OnRetry, Settings, SingleBackend, commands
 from ._spec import (
     MAX_MS,
@@ -130,6 +130,7 @@ class Locker:
                 client = redis.Redis.from_url(url)
             except ValueError as e:
                 raise InvalidRequest(f"{_redact(url)}: {e}") from None
+        refuse_asyncio_client(client)
         if isinstance(client, redis.cluster.RedisCluster):
             seeds = [
                 Node(*settings_of(n.redis_connection), connect_timeout=io, max_idle=max_idle)

@@ -1,0 +1,372 @@
+"""dlock's own connections: bound to the event loop that made them, never
+shared with a forked child, capped by the client's ``max_connections``, and
+the right client for each API."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+import pytest
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.sentinel
+
+import dlock
+import dlock.asyncio as dla
+from harness import holder, waiters
+
+DEADLINE = 60.0
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, DEADLINE))
+
+
+def clients_of(c: redis.Redis) -> int:
+    return int(c.info("clients")["connected_clients"])
+
+
+# --- loops -----------------------------------------------------------------
+
+
+def test_asyncio_locker_works_from_successive_event_loops(server):
+    """A Locker made once and used from one ``asyncio.run()`` after another:
+    each loop gets connections of its own (the first loop's are dropped,
+    never used), every acquire and release works, and nothing is left
+    held."""
+    c = server.conn()
+    lk = dla.Locker(redis.asyncio.Redis(port=server.port))
+
+    async def cycle(n: int) -> None:
+        async with lk.lock("loops", ttl=30) as lease:
+            assert holder(c, "loops") == (lease.token, lease.fence)
+        assert holder(c, "loops") is None
+        lease = await lk.lock("loops", ttl=30).acquire(blocking=False)
+        assert lease is not None
+        assert await lease.release()
+        assert await lk.info("loops") is None
+
+    for n in range(3):
+        run(cycle(n))
+        assert holder(c, "loops") is None
+    lk.close()
+
+
+def test_asyncio_locker_from_two_loops_in_two_threads_at_once(server):
+    """Two threads, each running its own loop, share one Locker: a waiter
+    on one loop is granted when the holder on the other releases."""
+    c = server.conn()
+    lk = dla.Locker(redis.asyncio.Redis(port=server.port))
+    held = threading.Event()
+    results: list = []
+
+    async def holder_side() -> None:
+        async with lk.lock("two-loops", ttl=30):
+            held.set()
+            # Released once the other loop's waiter is queued.
+            while waiters(c, "two-loops") < 1:
+                await asyncio.sleep(0.02)
+
+    async def waiter_side() -> None:
+        lease = await lk.lock("two-loops", ttl=30, wait=DEADLINE).acquire()
+        results.append(lease is not None)
+        if lease is not None:
+            await lease.release()
+
+    def in_thread(f) -> None:
+        try:
+            run(f())
+        except BaseException as e:  # reported by the assertion below
+            results.append(e)
+
+    t1 = threading.Thread(target=in_thread, args=(holder_side,))
+    t1.start()
+    assert held.wait(DEADLINE)
+    t2 = threading.Thread(target=in_thread, args=(waiter_side,))
+    t2.start()
+    t1.join(DEADLINE)
+    t2.join(DEADLINE)
+    assert results == [True]
+    assert holder(c, "two-loops") is None
+    # Once more from the main thread: the two threads' loops are closed.
+    run(waiter_side())
+    assert results == [True, True]
+
+
+# --- the client each API takes ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda port: redis.asyncio.Redis(port=port),
+        lambda port: redis.asyncio.Redis.from_url(f"redis://127.0.0.1:{port}/0"),
+        lambda port: redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=port),
+        lambda port: redis.asyncio.sentinel.Sentinel([("127.0.0.1", port)]).master_for("mymaster"),
+        lambda port: redis.asyncio.ConnectionPool(port=port),
+    ],
+    ids=["Redis", "from_url", "RedisCluster", "Sentinel.master_for", "ConnectionPool"],
+)
+def test_blocking_locker_refuses_an_asyncio_client_at_once(server, make):
+    client = make(server.port)
+    with pytest.raises(dlock.InvalidRequest, match="dlock.asyncio.Locker"):
+        dlock.Locker(client)
+    if not isinstance(client, redis.asyncio.cluster.RedisCluster):
+        with pytest.raises(dlock.InvalidRequest, match="dlock.asyncio.Locker"):
+            dlock.Redlock([client])
+
+
+def test_asyncio_locker_takes_a_blocking_client(server):
+    """The other way round works: the blocking client's settings are used
+    for asyncio connections."""
+    c = server.conn()
+
+    async def main() -> None:
+        lk = dla.Locker(redis.Redis(port=server.port))
+        async with lk.lock("blocking-client") as lease:
+            assert holder(c, "blocking-client") == (lease.token, lease.fence)
+        assert holder(c, "blocking-client") is None
+
+    run(main())
+
+
+# --- fork ------------------------------------------------------------------------
+
+
+def _child_exit_code(pid: int) -> int:
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_forked_child_never_uses_the_parents_connections(server):
+    """A child forked with connections in the locker's pool opens its own:
+    it never sends on the parent's sockets (which would mix its commands'
+    replies with the parent's), and the parent's stay usable."""
+    c = server.conn()
+    lk = dlock.Locker(redis.Redis(port=server.port))
+    with lk.lock("fork-pool"):
+        pass
+    parent_ids = {int(x["id"]) for x in c.client_list()}
+    node = lk.topology.single
+    inherited = list(node._slots.idle)
+    assert inherited, "the parent has an idle connection to hand down"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            os.close(r)
+            with lk.lock("fork-child", ttl=30) as lease:
+                me = lk.info("fork-child")
+                ok = me is not None and me["token"] == lease.token
+            ok = ok and all(conn._sock is None for conn in inherited)
+            ids = {int(x["id"]) for x in redis.Redis(port=server.port).client_list()}
+            os.write(w, f"{int(ok)} {' '.join(map(str, ids))}".encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r) as f:
+        report = f.read().split()
+    assert _child_exit_code(pid) == 0
+    assert report and report[0] == "1"
+    # The parent's pooled connection still answers, with its own replies.
+    assert all(conn._sock is not None for conn in inherited)
+    with lk.lock("fork-pool") as lease:
+        assert lk.info("fork-pool")["token"] == lease.token
+    assert parent_ids
+
+
+def test_forked_child_asyncio_never_uses_the_parents_connections(server):
+    """The same with asyncio, the child running the very loop object the
+    parent made (``run_until_complete`` on a loop made before the fork):
+    the pool of that loop holds the parent's sockets, and the child must
+    not use them."""
+    c = server.conn()
+    lk = dla.Locker(redis.asyncio.Redis(port=server.port))
+
+    async def cycle(name: str) -> bool:
+        async with lk.lock(name, ttl=30) as lease:
+            info = await lk.info(name)
+            return info is not None and info["token"] == lease.token
+
+    loop = asyncio.new_event_loop()
+    try:
+        assert loop.run_until_complete(asyncio.wait_for(cycle("afork-parent"), DEADLINE))
+        inherited = list(lk.topology.single._pools[loop].idle)
+        assert inherited, "the parent has an idle connection to hand down"
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                ok = loop.run_until_complete(asyncio.wait_for(cycle("afork-child"), DEADLINE))
+                if ok and all(conn._writer is None for conn in inherited):
+                    code = 0
+            finally:
+                os._exit(code)
+        # The parent keeps using its pooled connection meanwhile.
+        for _ in range(20):
+            assert loop.run_until_complete(asyncio.wait_for(cycle("afork-parent"), DEADLINE))
+        assert _child_exit_code(pid) == 0
+        assert all(conn._writer is not None for conn in inherited)
+        assert loop.run_until_complete(asyncio.wait_for(cycle("afork-parent"), DEADLINE))
+    finally:
+        lk.close()
+        loop.close()
+    assert holder(c, "afork-child") is None and holder(c, "afork-parent") is None
+
+
+# --- max_connections --------------------------------------------------------------
+
+
+WAITERS = 10
+CAP = 4
+
+
+def _no_limit_reached(server) -> None:
+    assert "max number of clients" not in server.log()
+
+
+def test_blocking_max_connections_caps_waiters_and_keeps_one_for_release(make_server):
+    """10 threads wait on a held lock through a client capped at 4
+    connections, on a server that takes 8 clients: at most 3 wait on the
+    server, the rest in line in the client; the holder's release still
+    gets a connection, and every waiter gets the lock in turn."""
+    server = make_server("--maxclients", "8")
+    c = server.conn()
+    lk = dlock.Locker(redis.Redis(port=server.port, max_connections=CAP))
+    holder_lease = lk.lock("capped", ttl=60).acquire()
+    assert holder_lease is not None
+    got: list = []
+    errors: list = []
+
+    def waiter() -> None:
+        try:
+            lease = lk.lock("capped", ttl=60, wait=DEADLINE).acquire()
+            if lease is None:
+                got.append(None)
+                return
+            got.append(lease.fence)
+            # Renewed and released with the waiters still queued.
+            assert lease.extend(60)
+            assert lease.release()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=waiter) for _ in range(WAITERS)]
+    for t in threads:
+        t.start()
+    deadline = __import__("time").monotonic() + DEADLINE
+    while waiters(c, "capped") < CAP - 1:
+        assert __import__("time").monotonic() < deadline, "waiters never queued"
+        __import__("time").sleep(0.02)
+    node = lk.topology.single
+    with node._lock:
+        assert node._slots.waiting <= CAP - 1 and node._slots.open <= CAP
+    assert waiters(c, "capped") == CAP - 1
+    assert holder_lease.extend(60)
+    assert holder_lease.release()
+    for t in threads:
+        t.join(DEADLINE)
+    assert not errors, errors
+    assert len(got) == WAITERS and None not in got
+    assert sorted(got) == got or len(set(got)) == WAITERS
+    assert holder(c, "capped") is None
+    _no_limit_reached(server)
+
+
+def test_asyncio_max_connections_caps_waiters_and_keeps_one_for_release(make_server):
+    server = make_server("--maxclients", "8")
+    c = server.conn()
+
+    async def main() -> None:
+        lk = dla.Locker(redis.asyncio.Redis(port=server.port, max_connections=CAP))
+        holder_lease = await lk.lock("capped", ttl=60).acquire()
+        assert holder_lease is not None
+        got: list = []
+
+        async def waiter() -> None:
+            lease = await lk.lock("capped", ttl=60, wait=DEADLINE).acquire()
+            assert lease is not None
+            got.append(lease.fence)
+            assert await lease.extend(60)
+            assert await lease.release()
+
+        tasks = [asyncio.ensure_future(waiter()) for _ in range(WAITERS)]
+        while waiters(c, "capped") < CAP - 1:
+            await asyncio.sleep(0.02)
+        slots = lk.topology.single._slots()
+        assert slots.waiting <= CAP - 1 and slots.open <= CAP
+        assert waiters(c, "capped") == CAP - 1
+        assert await holder_lease.extend(60)
+        assert await holder_lease.release()
+        await asyncio.gather(*tasks)
+        assert len(set(got)) == WAITERS
+        assert holder(c, "capped") is None
+
+    run(main())
+    _no_limit_reached(server)
+
+
+def test_max_connections_queue_gives_up_within_the_wait(make_server):
+    """A waiter in line in the client whose wait ends is not granted (and
+    leaves no hold behind); a try without waiting goes ahead of the line."""
+    server = make_server()
+    c = server.conn()
+    lk = dlock.Locker(redis.Redis(port=server.port, max_connections=2))
+    held = lk.lock("short", ttl=60).acquire()
+    assert held is not None
+    out: list = []
+
+    def waiter(wait: float) -> None:
+        try:
+            out.append(lk.lock("short", ttl=60, wait=wait).acquire())
+        except BaseException as e:
+            out.append(e)
+
+    first = threading.Thread(target=waiter, args=(DEADLINE,))
+    first.start()
+    t0 = __import__("time").monotonic()
+    while waiters(c, "short") < 1:
+        assert __import__("time").monotonic() - t0 < DEADLINE
+        __import__("time").sleep(0.02)
+    # The one waiting slot is taken: this waiter stays in the client's line
+    # until its wait ends.
+    waiter(0.3)
+    assert out == [None] or isinstance(out[0], dlock.Unavailable), out
+    # Commands that do not wait are not held up by the line.
+    assert lk.lock("short", ttl=60).acquire(blocking=False) is None
+    assert lk.info("short") is not None
+    assert held.release()
+    first.join(DEADLINE)
+    assert out[-1] is not None and not isinstance(out[-1], BaseException)
+    assert out[-1].release()
+
+
+def test_retry_settings_of_the_client_change_nothing(server):
+    """redis-py's retry settings are not used (every retry is dlock's,
+    with the same token): given, they break nothing."""
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+
+    c = server.conn()
+    client = redis.Redis(
+        port=server.port,
+        retry=Retry(ExponentialBackoff(), 5),
+        retry_on_error=[redis.exceptions.ConnectionError],
+    )
+    lk = dlock.Locker(client)
+    with lk.lock("retry-settings") as lease:
+        assert holder(c, "retry-settings") == (lease.token, lease.fence)
+
+    async def main() -> None:
+        alk = dla.Locker(
+            redis.asyncio.Redis(port=server.port, retry=redis.asyncio.retry.Retry(ExponentialBackoff(), 5))
+        )
+        async with alk.lock("retry-settings") as lease:
+            assert holder(c, "retry-settings") == (lease.token, lease.fence)
+
+    run(main())
