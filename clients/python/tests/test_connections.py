@@ -273,7 +273,8 @@ def test_blocking_max_connections_caps_waiters_and_keeps_one_for_release(make_se
         t.join(DEADLINE)
     assert not errors, errors
     assert len(got) == WAITERS and None not in got
-    assert sorted(got) == got or len(set(got)) == WAITERS
+    # Granted one after another: each fence above the one before.
+    assert got == sorted(got) and len(set(got)) == WAITERS
     assert holder(c, "capped") is None
     _no_limit_reached(server)
 
@@ -304,16 +305,17 @@ def test_asyncio_max_connections_caps_waiters_and_keeps_one_for_release(make_ser
         assert await holder_lease.extend(60)
         assert await holder_lease.release()
         await asyncio.gather(*tasks)
-        assert len(set(got)) == WAITERS
+        assert got == sorted(got) and len(set(got)) == WAITERS
         assert holder(c, "capped") is None
 
     run(main())
     _no_limit_reached(server)
 
 
-def test_max_connections_queue_gives_up_within_the_wait(make_server):
-    """A waiter in line in the client whose wait ends is not granted (and
-    leaves no hold behind); a try without waiting goes ahead of the line."""
+def test_max_connections_line_ends_with_the_wait(make_server):
+    """A waiter in line in the client whose wait ends is answered busy (not
+    an error) and leaves nothing behind; a try without waiting goes ahead
+    of the line."""
     server = make_server()
     c = server.conn()
     lk = dlock.Locker(redis.Redis(port=server.port, max_connections=2))
@@ -334,9 +336,10 @@ def test_max_connections_queue_gives_up_within_the_wait(make_server):
         assert __import__("time").monotonic() - t0 < DEADLINE
         __import__("time").sleep(0.02)
     # The one waiting slot is taken: this waiter stays in the client's line
-    # until its wait ends.
+    # until its wait ends, then makes a plain try on the connection kept for
+    # commands that do not wait: busy.
     waiter(0.3)
-    assert out == [None] or isinstance(out[0], dlock.Unavailable), out
+    assert out == [None], out
     # Commands that do not wait are not held up by the line.
     assert lk.lock("short", ttl=60).acquire(blocking=False) is None
     assert lk.info("short") is not None
@@ -344,6 +347,43 @@ def test_max_connections_queue_gives_up_within_the_wait(make_server):
     first.join(DEADLINE)
     assert out[-1] is not None and not isinstance(out[-1], BaseException)
     assert out[-1].release()
+
+
+def test_asyncio_max_connections_line_ends_with_the_wait(make_server):
+    server = make_server()
+    c = server.conn()
+
+    async def main() -> None:
+        lk = dla.Locker(redis.asyncio.Redis(port=server.port, max_connections=2))
+        held = await lk.lock("short", ttl=60).acquire()
+        assert held is not None
+        first = asyncio.ensure_future(lk.lock("short", ttl=60, wait=DEADLINE).acquire())
+        while waiters(c, "short") < 1:
+            await asyncio.sleep(0.02)
+        assert await lk.lock("short", ttl=60, wait=0.3).acquire() is None
+        assert await lk.lock("short", ttl=60).acquire(blocking=False) is None
+        assert await lk.info("short") is not None
+        assert await held.release()
+        lease = await first
+        assert lease is not None and await lease.release()
+        # A cancelled waiter in the client's line leaves it.
+        held = await lk.lock("short", ttl=60).acquire()
+        first = asyncio.ensure_future(lk.lock("short", ttl=60, wait=DEADLINE).acquire())
+        while waiters(c, "short") < 1:
+            await asyncio.sleep(0.02)
+        in_line = asyncio.ensure_future(lk.lock("short", ttl=60, wait=DEADLINE).acquire())
+        await asyncio.sleep(0.05)
+        in_line.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await in_line
+        assert await held.release()
+        lease = await first
+        assert lease is not None and await lease.release()
+        slots = lk.topology.single._slots()
+        assert not slots.long_q and not slots.short_q and slots.waiting == 0
+        assert holder(c, "short") is None
+
+    run(main())
 
 
 def test_retry_settings_of_the_client_change_nothing(server):

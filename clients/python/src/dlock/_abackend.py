@@ -5,7 +5,7 @@ the renewal and the release."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 import redis
 import redis.asyncio
@@ -53,7 +53,7 @@ class _Backend:
 
     async def call(
         self,
-        cmd: Tuple,
+        cmd: Union[Tuple, Callable[[], Tuple]],
         durable: bool,
         io: float,
         extra: float,
@@ -61,12 +61,14 @@ class _Backend:
         on_cancel: Optional[Callable[[Conn], None]] = None,
     ) -> Tuple[Any, Optional[int]]:
         durability = self.settings.min_replicas if durable else None
+        waits = extra
         if durability is not None:
             extra += durability[1]
 
         async def op(conn: Conn, asking: bool) -> Tuple[Any, Optional[int]]:
             try:
-                replies = await _pipeline(conn, commands(asking, cmd, durability))
+                c = cmd() if callable(cmd) else cmd
+                replies = await _pipeline(conn, commands(asking, c, durability))
             except Exception as e:
                 if connected is not None and is_io_error(e):
                     connected[0] = True
@@ -77,7 +79,7 @@ class _Backend:
             return r
 
         try:
-            return await self.topology.run(self.spec.route_key(), io, extra, op, on_cancel)
+            return await self.topology.run(self.spec.route_key(), io, extra, op, on_cancel, waits)
         except Failure as f:
             if f.kind == RETRY and "no answer within" in str(f.error) and connected is not None:
                 connected[0] = True  # sent, then timed out: it reached a server
@@ -125,7 +127,14 @@ class _Backend:
                 w = int((wait_deadline - sent) * 1000)
                 if w <= 0:
                     w = None
-            cmd = self.spec.acquire_cmd(self.token, w)
+
+            def cmd(w: Optional[int] = w) -> Tuple:
+                # The wait left when the command goes out: its connection
+                # may have come after a wait in line (max_connections).
+                if w is not None and wait_deadline is not None:
+                    w = int((wait_deadline - now()) * 1000)
+                return self.spec.acquire_cmd(self.token, w if w is not None and w > 0 else None)
+
             waiting = (w or 0) / 1000
             io = self.io_until(deadline, waiting)
             connected = [False]

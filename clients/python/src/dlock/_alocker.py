@@ -14,6 +14,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 
 from ._abackend import _Backend
+from ._pool import cap_of
 from ._alease import Lease, OnLost
 from ._anode import (
     Conn,
@@ -110,7 +111,7 @@ class Locker:
             self.topology = _Topology(
                 seeds=[
                     _Node(
-                        *_conn_settings(_async_class(n.connection_class), n.connection_kwargs),
+                        *_conn_settings(_async_class(n.connection_class), n.connection_kwargs, cap_of(n)),
                         connect_timeout=io,
                         max_idle=max_idle,
                     )

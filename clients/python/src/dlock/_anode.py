@@ -25,7 +25,7 @@ import redis.asyncio
 from redis.crc import key_slot
 
 from ._node import CAP_KEY, _conn_settings, parse_slots, sentinel_of, split_addr
-from ._pool import Grant, Slots, cap_of
+from ._pool import Grant, Slots, cap_of, no_free_connection, phases
 from ._spec import now
 from .errors import (
     ASK,
@@ -222,18 +222,20 @@ class _Node:
             self._last = (loop, slots)
             return slots
 
-    async def get(self, timeout: float, waits: bool = False) -> Conn:
+    async def get(self, timeout: float, waits: float = 0.0) -> Conn:
         """A connection of the running loop (an idle one, or a new one made
-        within ``timeout``); when the cap allows none now, waits for one,
-        first come first served, for at most ``timeout``. ``waits``: for a
-        command that waits on the server."""
+        within ``timeout``). ``waits``: the seconds the command waits on the
+        server; such commands may hold all connections but one. When the cap
+        allows none now, the caller waits in line for one (see
+        :func:`dlock._pool.phases`)."""
         slots = self._slots()
-        ok, conn = slots.try_take(waits)
+        waits_slot = waits > 0
+        ok, conn = slots.try_take(waits_slot)
         if not ok:
-            conn = await self._queue(slots, timeout, waits)
+            conn, waits_slot = await self._wait_in_line(slots, timeout, waits)
         if conn is not None:
             conn._dlock_slots = slots
-            conn._dlock_waits = waits
+            conn._dlock_waits = waits_slot
             return conn
         t = max(min(timeout, self.connect_timeout), 0.001)
         kw = dict(self.kwargs)
@@ -242,7 +244,7 @@ class _Node:
         conn = self.cls(**kw)
         # The slot is the new connection's from here: closing it frees it.
         conn._dlock_slots = slots
-        conn._dlock_waits = waits
+        conn._dlock_waits = waits_slot
         try:
             await asyncio.wait_for(self._connect(conn), t)
         except asyncio.TimeoutError:
@@ -257,43 +259,43 @@ class _Node:
         conn._dlock_pooled = False
         return conn
 
-    async def _queue(self, slots: Slots, timeout: float, waits: bool) -> Optional[Conn]:
-        """Waits in line for a connection (see :meth:`get`)."""
-        ready = asyncio.get_running_loop().create_future()
+    async def _wait_in_line(self, slots: Slots, timeout: float, waits: float) -> Tuple[Optional[Conn], bool]:
+        """A connection (None: a slot to open one in) once the cap allows,
+        and whether it counts as a waiting command's."""
+        start = now()
+        loop = asyncio.get_running_loop()
+        for long, until in phases(waits, timeout):
+            ok, conn = slots.try_take(long)
+            if ok:
+                return conn, long
+            ready = loop.create_future()
 
-        def wake() -> bool:
-            if ready.done():
-                return False
-            ready.set_result(None)
-            return True
+            def wake(f: "asyncio.Future[None]" = ready) -> bool:
+                if f.done():
+                    return False
+                f.set_result(None)
+                return True
 
-        grant = Grant(waits, wake)
-        slots.enqueue(grant)
-        try:
-            await asyncio.wait({ready}, timeout=max(timeout, 0.0))
-        except BaseException:
-            # Cancelled: a grant made meanwhile goes to the next in line.
-            if grant.granted:
-                if grant.conn is not None:
-                    grant.conn._dlock_waits = waits
-                    slots.put_back(grant.conn, waits)
+            grant = Grant(long, wake)
+            slots.enqueue(grant)
+            try:
+                await asyncio.wait({ready}, timeout=max(start + until - now(), 0.0))
+            except BaseException:
+                # Cancelled: a grant made meanwhile goes to the next in line.
+                if grant.granted:
+                    if grant.conn is not None:
+                        slots.put_back(grant.conn, long)
+                    else:
+                        slots.forget(long)
                 else:
-                    slots.forget(waits)
-            else:
-                slots.leave(grant)
-                ready.cancel()
-            raise
-        if not grant.granted:
+                    slots.leave(grant)
+                    ready.cancel()
+                raise
+            if grant.granted:
+                return grant.conn, long
             slots.leave(grant)
             ready.cancel()
-            raise Failure(
-                RETRY,
-                Unavailable(
-                    f"{self.addr}: no connection free within {timeout:.3f} s "
-                    f"(max_connections {self.max_connections})"
-                ),
-            )
-        return grant.conn
+        raise Failure(RETRY, Unavailable(no_free_connection(self.addr, timeout, self.max_connections)))
 
     async def _connect(self, conn: Conn) -> None:
         await conn.connect()
@@ -340,7 +342,7 @@ class _Node:
         timeout: float,
         fn: Callable[[Conn], Awaitable[T]],
         on_cancel: Optional[Callable[[Conn], None]] = None,
-        waits: bool = False,
+        waits: float = 0.0,
     ) -> T:
         """Runs ``fn`` on a connection of its own within ``timeout``; the
         connection goes back to the pool only if ``fn`` succeeded or the
@@ -471,13 +473,14 @@ class _Topology:
         extra: float,
         op: Callable[[Conn, bool], Awaitable[T]],
         on_cancel: Optional[Callable[[Conn], None]] = None,
-        waits: Optional[bool] = None,
+        waits: Optional[float] = None,
     ) -> T:
-        """``waits``: the command waits on the server (default: when
-        ``extra`` is above 0), see :meth:`_Node.get`."""
+        """``waits``: how long the command waits on the server (default:
+        ``extra``), see :meth:`_Node.get`; a waiting ``op`` computes its
+        wait when it runs, from its own deadline."""
         t = io + extra
         if waits is None:
-            waits = extra > 0
+            waits = extra
         if self.single is not None:
             return await self.single.with_conn(t, lambda c: op(c, False), on_cancel, waits)
         node = await self.master_for(key, io)

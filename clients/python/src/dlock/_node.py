@@ -39,8 +39,8 @@ from .errors import (
     lost_master,
 )
 from . import _resp
-from ._pool import Grant, Slots, cap_of
-from ._spec import MAX_SOCKET_TIMEOUT
+from ._pool import Grant, Slots, cap_of, no_free_connection, phases
+from ._spec import MAX_SOCKET_TIMEOUT, now
 
 T = TypeVar("T")
 
@@ -277,52 +277,57 @@ class Node:
     def failure(self, e: BaseException) -> Failure:
         return classify(e).at(self.addr)
 
-    def get(self, timeout: float, waits: bool = False) -> Conn:
+    def get(self, timeout: float, waits: float = 0.0) -> Conn:
         """A connection whose reads and writes give up after ``timeout``:
-        an idle one (marked ``_dlock_pooled``), or a new one. ``waits``: for
-        a command that waits on the server (``ACQUIRE ... WAIT``), which
-        may hold all connections but one. When the cap allows none now,
-        waits for one, first come first served, for at most ``timeout``."""
+        an idle one (marked ``_dlock_pooled``), or a new one. ``waits``:
+        the seconds the command waits on the server (``ACQUIRE ... WAIT``);
+        such commands may hold all connections but one. When the cap allows
+        none now, the caller waits in line for one (see :func:`phases`)."""
         self._check_fork()
+        waits_slot = waits > 0
         with self._lock:
-            ok, conn = self._slots.try_take(waits)
-            if not ok:
-                ready = threading.Event()
-                grant = Grant(waits, lambda: ready.set() or True)
-                self._slots.enqueue(grant)
+            ok, conn = self._slots.try_take(waits_slot)
         if not ok:
-            ready.wait(min(max(timeout, 0.0), MAX_SOCKET_TIMEOUT))
-            with self._lock:
-                if not grant.granted:
-                    self._slots.leave(grant)
-                    raise Failure(
-                        RETRY,
-                        Unavailable(
-                            f"{self.addr}: no connection free within {timeout:.3f} s "
-                            f"(max_connections {self.max_connections})"
-                        ),
-                    )
-                conn = grant.conn
+            conn, waits_slot = self._wait_in_line(timeout, waits)
         if conn is None:
             try:
                 conn = self.connect(timeout)
             except Exception as e:
                 with self._lock:
-                    self._slots.forget(waits)
+                    self._slots.forget(waits_slot)
                 raise self.failure(e) from None
             except BaseException:
                 with self._lock:
-                    self._slots.forget(waits)
+                    self._slots.forget(waits_slot)
                 raise
             conn._dlock_pooled = False
         conn._dlock_node = self
-        conn._dlock_waits = waits
+        conn._dlock_waits = waits_slot
         sock = conn._sock
         if sock is not None:
             t = min(max(timeout, 0.001), MAX_SOCKET_TIMEOUT)
             if sock.gettimeout() != t:
                 sock.settimeout(t)
         return conn
+
+    def _wait_in_line(self, timeout: float, waits: float) -> Tuple[Optional[Conn], bool]:
+        """A connection (None: a slot to open one in) once the cap allows,
+        and whether it counts as a waiting command's; see :func:`phases`."""
+        start = now()
+        for long, until in phases(waits, timeout):
+            with self._lock:
+                ok, conn = self._slots.try_take(long)
+                if ok:
+                    return conn, long
+                ready = threading.Event()
+                grant = Grant(long, lambda r=ready: r.set() or True)
+                self._slots.enqueue(grant)
+            ready.wait(min(max(start + until - now(), 0.0), MAX_SOCKET_TIMEOUT))
+            with self._lock:
+                if grant.granted:
+                    return grant.conn, long
+                self._slots.leave(grant)
+        raise Failure(RETRY, Unavailable(no_free_connection(self.addr, timeout, self.max_connections)))
 
     def flush(self) -> None:
         """Closes every idle connection: one of them broke (a restart, the
@@ -334,7 +339,7 @@ class Node:
             c._dlock_node = None
             close(c)
 
-    def with_conn(self, timeout: float, fn: Callable[..., T], *args: Any, waits: bool = False) -> T:
+    def with_conn(self, timeout: float, fn: Callable[..., T], *args: Any, waits: float = 0.0) -> T:
         """Runs ``fn(conn, *args)`` on a connection of its own (see
         :meth:`get`). The connection goes back to the pool only if ``fn``
         succeeded or the server answered with an error reply."""
@@ -388,17 +393,18 @@ class Topology:
         extra: float,
         op: Callable[[Conn, bool], T],
         on_node: Optional[Callable[[Node], None]] = None,
-        waits: Optional[bool] = None,
+        waits: Optional[float] = None,
     ) -> T:
         """Runs ``op(conn, asking)`` on the server that owns ``key``; its
         replies are awaited for ``io_timeout + extra`` (``extra``: a
-        blocking command's own wait); a slot map refresh gets
-        ``io_timeout`` only. ``waits``: the command waits on the server
-        (default: when ``extra`` is above 0), see :meth:`Node.get`. Raises
-        :class:`Failure`."""
+        blocking command's own wait, and a ``WAIT n`` for replicas); a slot
+        map refresh gets ``io_timeout`` only. ``waits``: how long the
+        command waits on the server (default: ``extra``), see
+        :meth:`Node.get`; a waiting ``op`` computes its wait when it runs,
+        from its own deadline. Raises :class:`Failure`."""
         t = io_timeout + extra
         if waits is None:
-            waits = extra > 0
+            waits = extra
         if self.single is not None:
             node = self.single
             if on_node:

@@ -32,6 +32,23 @@ def cap_of(pool: Any) -> Optional[int]:
     return max(n, MIN_CAP)
 
 
+def phases(waits: float, timeout: float) -> List[Tuple[bool, float]]:
+    """How a caller waits in line for a connection: ``(long, until)``,
+    ``until`` counted from its start. A command that waits on the server
+    (``waits`` seconds) stands in the waiting commands' line for at most
+    its wait; then, its wait spent, it stands in the other line for the
+    rest of ``timeout``: it runs as a plain try (its wait is computed when
+    it runs) and may use the connection kept for commands that do not
+    wait."""
+    if waits > 0:
+        return [(True, waits), (False, timeout)]
+    return [(False, timeout)]
+
+
+def no_free_connection(addr: str, timeout: float, cap: Optional[int]) -> str:
+    return f"{addr}: no connection free within {timeout:.3f} s (max_connections {cap})"
+
+
 class Grant:
     """A caller's place in the queue for a connection. Once ``granted``,
     ``conn`` is an idle connection handed over, or None: a slot to open a

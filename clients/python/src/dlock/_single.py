@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 import redis
 
@@ -101,7 +101,7 @@ class SingleBackend:
 
     def call(
         self,
-        cmd: Tuple,
+        cmd: Union[Tuple, Callable[[], Tuple]],
         durable: bool,
         io: float,
         extra: float,
@@ -110,12 +110,14 @@ class SingleBackend:
         """Runs ``cmd`` (+ ``WAIT n`` when ``durable`` and asked for) on the
         resource's server; returns its reply and the replicas' acks."""
         durability = self.settings.min_replicas if durable else None
+        waits = extra
         if durability is not None:
             extra += durability[1]
 
         def op(conn: Conn, asking: bool) -> Tuple[Any, Optional[int]]:
             try:
-                cmds = commands(asking, cmd, durability) if asking or durability else [cmd]
+                c = cmd() if callable(cmd) else cmd
+                cmds = commands(asking, c, durability) if asking or durability else [c]
                 replies = run_pipeline(conn, cmds)
             except BaseException as e:
                 # Its connection broke or timed out after it was sent: it
@@ -129,7 +131,7 @@ class SingleBackend:
                 connected[0] = True
             return r
 
-        return self.topology.run(self.spec.route_key(), io, extra, op)
+        return self.topology.run(self.spec.route_key(), io, extra, op, waits=waits)
 
     def check_replicas(self, acked: Optional[int]) -> None:
         mr = self.settings.min_replicas
@@ -158,7 +160,14 @@ class SingleBackend:
                 w = int((wait_deadline - sent) * 1000)
                 if w <= 0:
                     w = None
-            cmd = self.spec.acquire_cmd(self.token, w)
+
+            def cmd(w: Optional[int] = w) -> Tuple:
+                # The wait left when the command goes out: its connection
+                # may have come after a wait in line (max_connections).
+                if w is not None and wait_deadline is not None:
+                    w = int((wait_deadline - now()) * 1000)
+                return self.spec.acquire_cmd(self.token, w if w is not None and w > 0 else None)
+
             waiting = (w or 0) / 1000
             # The reply of a waiting attempt is due when its wait ends.
             io = self.io_until(deadline, waiting)
