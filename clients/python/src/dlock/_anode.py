@@ -135,11 +135,11 @@ def _drop(conn: Conn) -> None:
         pass
 
 
-def _pack(conn: Conn, cmds: Sequence[Tuple]) -> bytes:
+def _pack(conn: Conn, cmds: Sequence[Tuple[Any, ...]]) -> bytes:
     return b"".join(conn.pack_commands(cmds))
 
 
-async def _send(conn: Conn, cmds: Sequence[Tuple]) -> None:
+async def _send(conn: Conn, cmds: Sequence[Tuple[Any, ...]]) -> None:
     await conn.send_packed_command(conn.pack_commands(cmds), check_health=False)
 
 
@@ -155,7 +155,7 @@ async def _read_all(conn: Conn, n: int) -> List[Any]:
     return out
 
 
-async def _pipeline(conn: Conn, cmds: Sequence[Tuple]) -> List[Any]:
+async def _pipeline(conn: Conn, cmds: Sequence[Tuple[Any, ...]]) -> List[Any]:
     await _send(conn, cmds)
     return await _read_all(conn, len(cmds))
 

@@ -148,7 +148,7 @@ send = _resp.send
 read_all = _resp.read
 
 
-def run_pipeline(conn: Conn, cmds: Sequence[Tuple]) -> List[Any]:
+def run_pipeline(conn: Conn, cmds: Sequence[Tuple[Any, ...]]) -> List[Any]:
     _resp.send(conn, cmds)
     return _resp.read(conn, len(cmds))
 
@@ -163,6 +163,14 @@ def close(conn: Conn) -> None:
         conn.disconnect()
     except Exception:
         pass
+
+
+def _waker(ready: threading.Event) -> Callable[[], bool]:
+    def wake() -> bool:
+        ready.set()
+        return True
+
+    return wake
 
 
 class Node:
@@ -320,7 +328,7 @@ class Node:
                 if ok:
                     return conn, long
                 ready = threading.Event()
-                grant = Grant(long, lambda r=ready: r.set() or True)
+                grant = Grant(long, _waker(ready))
                 self._slots.enqueue(grant)
             ready.wait(min(max(start + until - now(), 0.0), MAX_SOCKET_TIMEOUT))
             with self._lock:

@@ -9,7 +9,7 @@ import datetime
 import os
 import random
 import time
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from .errors import InvalidRequest
 
@@ -227,7 +227,7 @@ class Spec:
         if self.is_set() and (self.limit is not None or self.owner is not None):
             raise InvalidRequest("a set of resources takes no limit and no owner")
 
-    def _keys(self, name: str) -> Tuple:
+    def _keys(self, name: str) -> Tuple[Any, ...]:
         if self.is_set():
             return (f"DLOCK.M{name}", len(self.resources), *self.resources)
         return (f"DLOCK.{name}", self.resources[0])
@@ -247,7 +247,7 @@ class Spec:
         self._extend = self._keys("EXTEND")
         self._release = self._keys("RELEASE")
 
-    def acquire_cmd(self, token: str, wait_ms: Optional[int]) -> Tuple:
+    def acquire_cmd(self, token: str, wait_ms: Optional[int]) -> Tuple[Any, ...]:
         """``ACQUIRE``/``MACQUIRE``, with ``WAIT wait_ms`` only when above 0
         (the server's ``WAIT 0`` waits forever: a wait used up is a plain
         try)."""
@@ -255,10 +255,10 @@ class Spec:
             return (*self._acquire, token, self.ttl_ms, *self._options, "WAIT", wait_ms)
         return (*self._acquire, token, self.ttl_ms, *self._options)
 
-    def extend_cmd(self, token: str, ttl_ms: int) -> Tuple:
+    def extend_cmd(self, token: str, ttl_ms: int) -> Tuple[Any, ...]:
         return (*self._extend, token, ttl_ms)
 
-    def release_cmd(self, token: str) -> Tuple:
+    def release_cmd(self, token: str) -> Tuple[Any, ...]:
         return (*self._release, token)
 
     def released(self, reply: object) -> Optional[bool]:
