@@ -141,43 +141,56 @@ def _child_exit_code(pid: int) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
+def _pooled_client_id(c: redis.Redis) -> int:
+    """The server's id of the one connection whose last command was
+    ``DLOCK.INFO`` (the pool's idle one: only the parent sends it)."""
+    ids = [int(x["id"]) for x in c.client_list() if x.get("cmd") == "dlock.info"]
+    assert len(ids) == 1, ids
+    return ids[0]
+
+
+def _last_command(port: int, client_id: int) -> str:
+    r = redis.Redis(port=port)
+    try:
+        found = [x for x in r.client_list() if int(x["id"]) == client_id]
+        return found[0]["cmd"] if found else "(gone)"
+    finally:
+        r.close()
+
+
 def test_forked_child_never_uses_the_parents_connections(server):
-    """A child forked with connections in the locker's pool opens its own:
-    it never sends on the parent's sockets (which would mix its commands'
-    replies with the parent's), and the parent's stay usable."""
+    """A child forked with a connection in the locker's pool opens its own:
+    it never sends on the parent's socket (which would mix its commands'
+    replies with the parent's), and the parent's stays open and usable."""
     c = server.conn()
     lk = dlock.Locker(redis.Redis(port=server.port))
     with lk.lock("fork-pool"):
         pass
-    parent_ids = {int(x["id"]) for x in c.client_list()}
-    node = lk.topology.single
-    inherited = list(node._slots.idle)
-    assert inherited, "the parent has an idle connection to hand down"
+    assert lk.info("fork-pool") is None  # the pooled connection's last command
+    pooled = _pooled_client_id(c)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
         code = 1
         try:
             os.close(r)
-            with lk.lock("fork-child", ttl=30) as lease:
-                me = lk.info("fork-child")
-                ok = me is not None and me["token"] == lease.token
-            ok = ok and all(conn._sock is None for conn in inherited)
-            ids = {int(x["id"]) for x in redis.Redis(port=server.port).client_list()}
-            os.write(w, f"{int(ok)} {' '.join(map(str, ids))}".encode())
+            with lk.lock("fork-child", ttl=30):
+                pass
+            os.write(w, _last_command(server.port, pooled).encode())
             code = 0
         finally:
             os._exit(code)
     os.close(w)
     with os.fdopen(r) as f:
-        report = f.read().split()
+        seen = f.read()
     assert _child_exit_code(pid) == 0
-    assert report and report[0] == "1"
-    # The parent's pooled connection still answers, with its own replies.
-    assert all(conn._sock is not None for conn in inherited)
+    # The child's acquire and release went out on a connection of its own.
+    assert seen == "dlock.info"
+    # The parent's pooled connection is still open, and still answers it.
+    assert _last_command(server.port, pooled) == "dlock.info"
     with lk.lock("fork-pool") as lease:
         assert lk.info("fork-pool")["token"] == lease.token
-    assert parent_ids
+    assert holder(c, "fork-child") is None
 
 
 def test_forked_child_asyncio_never_uses_the_parents_connections(server):
@@ -188,31 +201,36 @@ def test_forked_child_asyncio_never_uses_the_parents_connections(server):
     c = server.conn()
     lk = dla.Locker(redis.asyncio.Redis(port=server.port))
 
-    async def cycle(name: str) -> bool:
-        async with lk.lock(name, ttl=30) as lease:
-            info = await lk.info(name)
-            return info is not None and info["token"] == lease.token
+    async def cycle(name: str) -> None:
+        async with lk.lock(name, ttl=30):
+            pass
+
+    def run_on(loop: asyncio.AbstractEventLoop, coro) -> object:
+        return loop.run_until_complete(asyncio.wait_for(coro, DEADLINE))
 
     loop = asyncio.new_event_loop()
     try:
-        assert loop.run_until_complete(asyncio.wait_for(cycle("afork-parent"), DEADLINE))
-        inherited = list(lk.topology.single._pools[loop].idle)
-        assert inherited, "the parent has an idle connection to hand down"
+        run_on(loop, cycle("afork-parent"))
+        assert run_on(loop, lk.info("afork-parent")) is None
+        pooled = _pooled_client_id(c)
+        r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child
             code = 1
             try:
-                ok = loop.run_until_complete(asyncio.wait_for(cycle("afork-child"), DEADLINE))
-                if ok and all(conn._writer is None for conn in inherited):
-                    code = 0
+                os.close(r)
+                run_on(loop, cycle("afork-child"))
+                os.write(w, _last_command(server.port, pooled).encode())
+                code = 0
             finally:
                 os._exit(code)
-        # The parent keeps using its pooled connection meanwhile.
-        for _ in range(20):
-            assert loop.run_until_complete(asyncio.wait_for(cycle("afork-parent"), DEADLINE))
+        os.close(w)
+        with os.fdopen(r) as f:
+            seen = f.read()
         assert _child_exit_code(pid) == 0
-        assert all(conn._writer is not None for conn in inherited)
-        assert loop.run_until_complete(asyncio.wait_for(cycle("afork-parent"), DEADLINE))
+        assert seen == "dlock.info"
+        assert _last_command(server.port, pooled) == "dlock.info"
+        run_on(loop, cycle("afork-parent"))
     finally:
         lk.close()
         loop.close()
