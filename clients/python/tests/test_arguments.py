@@ -100,6 +100,8 @@ def test_asyncio_bad_argument_is_invalid_request(server, what, call):
         {"retry_for": None},
         {"retry_for": 10**400},
         {"replicas_timeout": object(), "min_replicas": 1},
+        {"max_idle": "8"},
+        {"max_idle": -1},
     ],
 )
 def test_bad_locker_settings_are_invalid_request(kw):

@@ -419,6 +419,8 @@ def test_retry_settings_of_the_client_change_nothing(server):
     lk = dlock.Locker(client)
     with lk.lock("retry-settings") as lease:
         assert holder(c, "retry-settings") == (lease.token, lease.fence)
+    # dlock's own connections do not retry.
+    assert [conn.retry.get_retries() for conn in lk.topology.single._slots.idle] == [0]
 
     async def main() -> None:
         alk = dla.Locker(
@@ -426,5 +428,6 @@ def test_retry_settings_of_the_client_change_nothing(server):
         )
         async with alk.lock("retry-settings") as lease:
             assert holder(c, "retry-settings") == (lease.token, lease.fence)
+        assert [conn.retry.get_retries() for conn in alk.topology.single._slots().idle] == [0]
 
     run(main())

@@ -15,7 +15,6 @@ from typing import (
     Dict,
     List,
     Optional,
-    Sequence,
     Tuple,
     TypeVar,
 )
@@ -24,15 +23,23 @@ import redis
 import redis.asyncio
 from redis.crc import key_slot
 
-from ._node import CAP_KEY, _conn_settings, parse_slots, sentinel_of, split_addr
-from ._pool import Grant, Slots, cap_of, no_free_connection, phases
+from ._aconn import _abort, _drop, _pack, _pipeline, _read_all, _send  # noqa: F401 (used by the backend)
+from ._pool import Grant, Slots, check_max_idle, no_free_connection, phases
+from ._settings import (  # noqa: F401 (for the asyncio Locker)
+    CAP_KEY,
+    _async_class,
+    _conn_settings,
+    _settings_of,
+    parse_slots,
+    sentinel_of,
+    split_addr,
+)
 from ._spec import now
 from .errors import (
     ASK,
     MOVED,
     RETRY,
     Failure,
-    InvalidRequest,
     Unavailable,
     classify,
     is_io_error,
@@ -42,123 +49,6 @@ from .errors import (
 T = TypeVar("T")
 MAX_REDIRECTS = 5
 Conn = Any
-
-def _async_class(cls: type) -> type:
-    """The redis.asyncio connection class of a (sync or async) one."""
-    import redis.asyncio.connection as ac
-
-    if cls.__module__.startswith("redis.asyncio"):
-        return cls
-    name = cls.__name__
-    return getattr(ac, name, ac.Connection)
-
-
-def _settings_of(client: Any) -> Tuple[type, Dict[str, Any]]:
-    pool = getattr(client, "connection_pool", client)
-    cls, kw = _conn_settings(_async_class(pool.connection_class), pool.connection_kwargs, cap_of(pool))
-    sentinel = sentinel_of(pool.connection_kwargs)
-    if sentinel is not None:
-        if not pool.connection_class.__module__.startswith("redis.asyncio"):
-            raise InvalidRequest(
-                "a blocking Sentinel client: give the asyncio Locker a "
-                "redis.asyncio.sentinel.Sentinel(...).master_for(name)"
-            )
-        if not getattr(sentinel, "is_master", True):
-            raise InvalidRequest(
-                "a Sentinel client for replicas (slave_for): locks are taken on the master, use master_for"
-            )
-        # The pool itself, not the weak proxy its connections get: the
-        # locker's connections outlive the client it was given.
-        kw["connection_pool"] = pool
-    return cls, kw
-
-
-async def _close(conn: Conn) -> None:
-    try:
-        await conn.disconnect()
-    except BaseException:
-        pass
-
-
-def _abort(conn: Conn, then_send: Optional[bytes] = None) -> None:
-    """Closes a connection without awaiting (in a cancelled task), after
-    writing ``then_send`` behind what it sent: the transport flushes it
-    before closing. Its slot in its pool is freed."""
-    slots = getattr(conn, "_dlock_slots", None)
-    if slots is not None:
-        conn._dlock_slots = None
-        slots.forget(conn._dlock_waits)
-    w = getattr(conn, "_writer", None)
-    try:
-        if w is not None:
-            if then_send:
-                w.write(then_send)
-            w.close()
-    except Exception:
-        pass
-    try:
-        conn._reader = None
-        conn._writer = None
-        parser = getattr(conn, "_parser", None)
-        if parser is not None:
-            parser.on_disconnect()
-    except Exception:
-        pass
-
-
-def _drop(conn: Conn) -> None:
-    """Closes the socket of a connection whose event loop is closed, or
-    that a forked child inherited, without its loop: a closed loop cannot
-    run the transport's close, and in a child the loop's selector is the
-    parent's (unregistering the socket there would stop the parent hearing
-    from it). Closing this process's descriptor leaves the parent's socket
-    as it is."""
-    conn._dlock_slots = None
-    w = getattr(conn, "_writer", None)
-    # redis-py's own clean-up touches the transport: it must not.
-    conn._writer = None
-    conn._reader = None
-    if w is None:
-        return
-    try:
-        tr = w.transport
-        ts = tr.get_extra_info("socket")
-        raw = getattr(ts, "_sock", ts)
-        # The transport that owns the socket (under TLS, the one beneath):
-        # told it is closed, it does not warn or close it again.
-        inner = getattr(getattr(tr, "_ssl_protocol", None), "_transport", None) or tr
-        if getattr(inner, "_sock", None) is not None:
-            inner._sock = None
-        if raw is not None:
-            raw.close()
-    except Exception:
-        pass
-
-
-def _pack(conn: Conn, cmds: Sequence[Tuple[Any, ...]]) -> bytes:
-    return b"".join(conn.pack_commands(cmds))
-
-
-async def _send(conn: Conn, cmds: Sequence[Tuple[Any, ...]]) -> None:
-    await conn.send_packed_command(conn.pack_commands(cmds), check_health=False)
-
-
-async def _read_all(conn: Conn, n: int) -> List[Any]:
-    out: List[Any] = []
-    for _ in range(n):
-        try:
-            # The connection is this module's to close (a cancelled acquire
-            # writes a RELEASE on it first).
-            out.append(await conn.read_response(disconnect_on_error=False))
-        except redis.exceptions.ResponseError as e:
-            out.append(e)
-    return out
-
-
-async def _pipeline(conn: Conn, cmds: Sequence[Tuple[Any, ...]]) -> List[Any]:
-    await _send(conn, cmds)
-    return await _read_all(conn, len(cmds))
-
 
 class _Node:
     """One server and pools of redis.asyncio connections of dlock's own (no
@@ -174,7 +64,7 @@ class _Node:
         self.cls = cls
         self.kwargs = kwargs
         self.connect_timeout = connect_timeout
-        self.max_idle = max_idle
+        self.max_idle = check_max_idle(max_idle)
         #: The pools, by event loop; the last one used, for a quick look.
         self._pools: Dict[asyncio.AbstractEventLoop, Slots] = {}
         self._last: Tuple[Optional[asyncio.AbstractEventLoop], Optional[Slots]] = (None, None)

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable, Deque, List, Optional, Tuple
 
+from .errors import InvalidRequest
+
 Conn = Any
 
 #: redis-py's "no limit" (its ConnectionPool's default before 6.0).
@@ -47,6 +49,12 @@ def phases(waits: float, timeout: float) -> List[Tuple[bool, float]]:
 
 def no_free_connection(addr: str, timeout: float, cap: Optional[int]) -> str:
     return f"{addr}: no connection free within {timeout:.3f} s (max_connections {cap})"
+
+
+def check_max_idle(max_idle: object) -> int:
+    if isinstance(max_idle, bool) or not isinstance(max_idle, int) or max_idle < 0:
+        raise InvalidRequest(f"max_idle must be a non-negative integer, not {max_idle!r}")
+    return max_idle
 
 
 class Grant:
@@ -118,6 +126,8 @@ class Slots:
 
     def dispatch(self) -> None:
         """Grants what is free to the queued callers, in order."""
+        if not self.short_q and not self.long_q:
+            return
         for waits, q in ((False, self.short_q), (True, self.long_q)):
             while q and self._can(waits):
                 g = q.popleft()
