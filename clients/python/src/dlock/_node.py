@@ -194,7 +194,8 @@ class Node:
 
     def give_back(self, conn: Conn) -> None:
         """A connection in a known state goes back to the pool."""
-        if getattr(conn, "_dlock_node", None) is not self or self._pid != os.getpid():
+        self._check_fork()
+        if getattr(conn, "_dlock_slots", None) is not self._slots:
             # Not this pool's (any more): a parent's, after a fork.
             close(conn)
             return
@@ -210,8 +211,8 @@ class Node:
     def forget(self, conn: Conn) -> None:
         """``conn``, taken from this pool, is being closed."""
         conn._dlock_node = None
-        if self._pid != os.getpid():
-            return
+        if getattr(conn, "_dlock_slots", None) is not self._slots or self._pid != os.getpid():
+            return  # counted in a pool of the parent's, before a fork
         waited = conn._dlock_waits
         conn._dlock_waits = False
         with self._lock:
@@ -245,6 +246,7 @@ class Node:
                 raise
             conn._dlock_pooled = False
         conn._dlock_node = self
+        conn._dlock_slots = self._slots
         conn._dlock_waits = waits_slot
         sock = conn._sock
         if sock is not None:
