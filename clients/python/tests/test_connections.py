@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 
 import pytest
 import redis
@@ -277,10 +278,10 @@ def test_blocking_max_connections_caps_waiters_and_keeps_one_for_release(make_se
     threads = [threading.Thread(target=waiter) for _ in range(WAITERS)]
     for t in threads:
         t.start()
-    deadline = __import__("time").monotonic() + DEADLINE
+    deadline = time.monotonic() + DEADLINE
     while waiters(c, "capped") < CAP - 1:
-        assert __import__("time").monotonic() < deadline, "waiters never queued"
-        __import__("time").sleep(0.02)
+        assert time.monotonic() < deadline, "waiters never queued"
+        time.sleep(0.02)
     node = lk.topology.single
     with node._lock:
         assert node._slots.waiting <= CAP - 1 and node._slots.open <= CAP
@@ -349,10 +350,10 @@ def test_max_connections_line_ends_with_the_wait(make_server):
 
     first = threading.Thread(target=waiter, args=(DEADLINE,))
     first.start()
-    t0 = __import__("time").monotonic()
+    t0 = time.monotonic()
     while waiters(c, "short") < 1:
-        assert __import__("time").monotonic() - t0 < DEADLINE
-        __import__("time").sleep(0.02)
+        assert time.monotonic() - t0 < DEADLINE
+        time.sleep(0.02)
     # The one waiting slot is taken: this waiter stays in the client's line
     # until its wait ends, then makes a plain try on the connection kept for
     # commands that do not wait: busy.
@@ -402,6 +403,35 @@ def test_asyncio_max_connections_line_ends_with_the_wait(make_server):
         assert holder(c, "short") is None
 
     run(main())
+
+
+def test_max_connections_of_one_counts_as_two(server):
+    """One connection to wait on, one for everything else: a waiter and the
+    holder's release both get through."""
+    c = server.conn()
+    lk = dlock.Locker(redis.Redis(port=server.port, max_connections=1))
+    held = lk.lock("one", ttl=60).acquire()
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(lk.lock("one", ttl=60, wait=DEADLINE).acquire()))
+    t.start()
+    while waiters(c, "one") < 1:
+        time.sleep(0.02)
+    assert held.release()
+    t.join(DEADLINE)
+    assert out[0] is not None and out[0].release()
+
+    async def main() -> None:
+        alk = dla.Locker(redis.asyncio.Redis(port=server.port, max_connections=1))
+        held = await alk.lock("one", ttl=60).acquire()
+        waiter = asyncio.ensure_future(alk.lock("one", ttl=60, wait=DEADLINE).acquire())
+        while waiters(c, "one") < 1:
+            await asyncio.sleep(0.02)
+        assert await held.release()
+        lease = await waiter
+        assert lease is not None and await lease.release()
+
+    run(main())
+    assert holder(c, "one") is None
 
 
 def test_retry_settings_of_the_client_change_nothing(server):
