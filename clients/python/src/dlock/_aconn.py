@@ -67,6 +67,12 @@ def _drop(conn: Conn) -> None:
         inner = getattr(getattr(tr, "_ssl_protocol", None), "_transport", None) or tr
         if getattr(inner, "_sock", None) is not None:
             inner._sock = None
+        # Marked closing, so that the stream does not warn of a closed loop.
+        for t in (tr, inner):
+            if hasattr(t, "_closing"):
+                t._closing = True
+            if hasattr(t, "_closed"):
+                t._closed = True
         if raw is not None:
             raw.close()
     except Exception:
