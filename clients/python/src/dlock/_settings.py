@@ -58,7 +58,8 @@ def refuse_asyncio_client(client: Any) -> None:
     if _is_asyncio(client) or _is_asyncio(pool) or (cls is not None and cls.__module__.startswith("redis.asyncio")):
         raise InvalidRequest(
             f"{type(client).__module__}.{type(client).__name__} is a redis.asyncio client: "
-            "use it with dlock.asyncio.Locker (or give dlock.Locker a blocking redis.Redis)"
+            "use it with dlock.asyncio.Locker; the blocking API (dlock.Locker, dlock.Redlock) "
+            "takes a blocking redis.Redis"
         )
 
 
