@@ -59,7 +59,10 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("what,call", CASES)
+IDS = [f"{i:02}-{what}" for i, (what, _) in enumerate(CASES)]
+
+
+@pytest.mark.parametrize("what,call", CASES, ids=IDS)
 def test_blocking_bad_argument_is_invalid_request(server, what, call):
     c = server.conn()
     lk = dlock.Locker(redis.Redis(port=server.port))
@@ -73,7 +76,7 @@ def test_blocking_bad_argument_is_invalid_request(server, what, call):
     assert dlock_calls(c) == before
 
 
-@pytest.mark.parametrize("what,call", CASES)
+@pytest.mark.parametrize("what,call", CASES, ids=IDS)
 def test_asyncio_bad_argument_is_invalid_request(server, what, call):
     c = server.conn()
 
@@ -130,3 +133,29 @@ def test_huge_and_odd_waits_are_clamped_or_refused(server):
     assert lease is not None and lease.release()
     with pytest.raises(dlock.InvalidRequest):
         lk.lock("w", wait=float("nan")).acquire()
+
+
+def test_bytes_names_that_are_not_text_work(server):
+    """What a str cannot carry goes as bytes: a resource, an owner and set
+    members that are not UTF-8."""
+    res, owner = b"\xff\xfe-res", b"\xff-owner"
+    lk = dlock.Locker(redis.Redis(port=server.port))
+    with lk.reentrant_lock(res, owner=owner) as outer:
+        with lk.reentrant_lock(res, owner=owner) as inner:
+            assert inner.fence == outer.fence
+        assert lk.info(res) is not None
+    with lk.multi_lock([b"\xff:a", b"\xff:b"]) as s:
+        assert s.fence > 0
+    assert lk.info(res) is None
+
+    async def main() -> None:
+        alk = dla.Locker(redis.asyncio.Redis(port=server.port))
+        async with alk.reentrant_lock(res, owner=owner) as outer:
+            async with alk.reentrant_lock(res, owner=owner) as inner:
+                assert inner.fence == outer.fence
+            assert await alk.info(res) is not None
+        async with alk.multi_lock([b"\xff:a", b"\xff:b"]) as s:
+            assert s.fence > 0
+        assert await alk.info(res) is None
+
+    asyncio.run(asyncio.wait_for(main(), 60))
