@@ -159,3 +159,10 @@ def test_bytes_names_that_are_not_text_work(server):
         assert await alk.info(res) is None
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_client_settings_redis_py_cannot_use_are_refused_when_the_locker_is_made():
+    with pytest.raises(dlock.InvalidRequest, match="connection settings"):
+        dlock.Locker(redis.Redis(port="abc"))
+    with pytest.raises(dlock.InvalidRequest, match="connection settings"):
+        dla.Locker(redis.asyncio.Redis(port="abc"))

@@ -30,6 +30,7 @@ from ._settings import (  # noqa: F401 (for the asyncio Locker)
     _async_class,
     _conn_settings,
     _settings_of,
+    check_settings,
     parse_slots,
     sentinel_of,
     split_addr,
@@ -65,6 +66,7 @@ class _Node:
         self.kwargs = kwargs
         self.connect_timeout = connect_timeout
         self.max_idle = check_max_idle(max_idle)
+        check_settings(cls, kwargs)
         #: The pools, by event loop; the last one used, for a quick look.
         self._pools: Dict[asyncio.AbstractEventLoop, Slots] = {}
         self._last: Tuple[Optional[asyncio.AbstractEventLoop], Optional[Slots]] = (None, None)

@@ -42,6 +42,7 @@ from ._pool import Grant, Slots, check_max_idle, no_free_connection, phases
 from ._settings import (  # noqa: F401 (the connection settings, for the modules that make Nodes)
     CAP_KEY,
     _conn_settings,
+    check_settings,
     parse_slots,
     refuse_asyncio_client,
     sentinel_of,
@@ -125,6 +126,7 @@ class Node:
         self.kwargs = kwargs
         self.connect_timeout = connect_timeout
         self.max_idle = check_max_idle(max_idle)
+        check_settings(cls, kwargs)
         self._slots = Slots(self.max_connections, max_idle)
         self._lock = threading.Lock()
         self._pid = os.getpid()

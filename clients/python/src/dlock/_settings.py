@@ -144,3 +144,15 @@ def parse_slots(reply: Any, asked: str) -> Optional[List[Tuple[int, int, str]]]:
             host = split_addr(asked)[0]
         out.append((int(lo), int(hi), f"{host}:{port}"))
     return out
+
+
+def check_settings(cls: type, kwargs: Dict[str, Any]) -> None:
+    """Makes (without connecting) a connection with these settings, so that
+    a client redis-py itself cannot connect with (``port="abc"``) is refused
+    when the locker is made, not at its first command."""
+    try:
+        conn = cls(**kwargs)
+    except Exception as e:
+        raise InvalidRequest(f"the client's connection settings: {type(e).__name__}: {e}") from None
+    # Nothing to close: it never connected.
+    del conn
