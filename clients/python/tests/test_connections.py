@@ -26,6 +26,16 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, DEADLINE))
 
 
+def made_in_a_loop(make):
+    """``make()`` run inside an event loop: redis-py's asyncio objects ask
+    for the current loop when made on Python < 3.10."""
+
+    async def inside():
+        return make()
+
+    return asyncio.run(inside())
+
+
 def clients_of(c: redis.Redis) -> int:
     return int(c.info("clients")["connected_clients"])
 
@@ -39,7 +49,7 @@ def test_asyncio_locker_works_from_successive_event_loops(server):
     never used), every acquire and release works, and nothing is left
     held."""
     c = server.conn()
-    lk = dla.Locker(redis.asyncio.Redis(port=server.port))
+    lk = made_in_a_loop(lambda: dla.Locker(redis.asyncio.Redis(port=server.port)))
 
     async def cycle(n: int) -> None:
         async with lk.lock("loops", ttl=30) as lease:
@@ -66,7 +76,7 @@ def test_asyncio_locker_from_two_loops_in_two_threads_at_once(server):
     """Two threads, each running its own loop, share one Locker: a waiter
     on one loop is granted when the holder on the other releases."""
     c = server.conn()
-    lk = dla.Locker(redis.asyncio.Redis(port=server.port))
+    lk = made_in_a_loop(lambda: dla.Locker(redis.asyncio.Redis(port=server.port)))
     held = threading.Event()
     results: list = []
 
@@ -118,7 +128,7 @@ def test_asyncio_locker_from_two_loops_in_two_threads_at_once(server):
     ids=["Redis", "from_url", "RedisCluster", "Sentinel.master_for", "ConnectionPool"],
 )
 def test_blocking_locker_refuses_an_asyncio_client_at_once(server, make):
-    client = make(server.port)
+    client = made_in_a_loop(lambda: make(server.port))
     with pytest.raises(dlock.InvalidRequest, match="dlock.asyncio.Locker"):
         dlock.Locker(client)
     if not isinstance(client, redis.asyncio.cluster.RedisCluster):
@@ -206,7 +216,7 @@ def test_forked_child_asyncio_never_uses_the_parents_connections(server):
     the pool of that loop holds the parent's sockets, and the child must
     not use them."""
     c = server.conn()
-    lk = dla.Locker(redis.asyncio.Redis(port=server.port))
+    lk = made_in_a_loop(lambda: dla.Locker(redis.asyncio.Redis(port=server.port)))
 
     async def cycle(name: str) -> None:
         async with lk.lock(name, ttl=30):

@@ -31,6 +31,7 @@ from ._settings import (  # noqa: F401 (for the asyncio Locker)
     _conn_settings,
     _settings_of,
     check_settings,
+    make_connection,
     parse_slots,
     sentinel_of,
     split_addr,
@@ -133,7 +134,7 @@ class _Node:
         kw = dict(self.kwargs)
         kw["socket_timeout"] = None
         kw["socket_connect_timeout"] = t
-        conn = self.cls(**kw)
+        conn = make_connection(self.cls, kw)
         # The slot is the new connection's from here: closing it frees it.
         conn._dlock_slots = slots
         conn._dlock_waits = waits_slot

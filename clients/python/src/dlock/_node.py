@@ -43,6 +43,7 @@ from ._settings import (  # noqa: F401 (the connection settings, for the modules
     CAP_KEY,
     _conn_settings,
     check_settings,
+    make_connection,
     parse_slots,
     refuse_asyncio_client,
     sentinel_of,
@@ -156,7 +157,7 @@ class Node:
         kw = dict(self.kwargs)
         kw["socket_timeout"] = t
         kw["socket_connect_timeout"] = t
-        conn = self.cls(**kw)
+        conn = make_connection(self.cls, kw)
         try:
             conn.connect()
             if self.sentinel is not None:

@@ -150,9 +150,20 @@ def check_settings(cls: type, kwargs: Dict[str, Any]) -> None:
     """Makes (without connecting) a connection with these settings, so that
     a client redis-py itself cannot connect with (``port="abc"``) is refused
     when the locker is made, not at its first command."""
+    make_connection(cls, kwargs, probe=True)
+
+
+def make_connection(cls: type, kwargs: Dict[str, Any], probe: bool = False) -> Any:
+    """A new (not yet connected) connection; settings it refuses are an
+    :class:`InvalidRequest`."""
     try:
-        conn = cls(**kwargs)
+        return cls(**kwargs)
+    except RuntimeError:
+        # redis-py's asyncio connections ask for the current event loop
+        # when made on Python < 3.10: outside of one, the settings are
+        # checked when the first connection is made, in a loop.
+        if probe:
+            return None
+        raise
     except Exception as e:
         raise InvalidRequest(f"the client's connection settings: {type(e).__name__}: {e}") from None
-    # Nothing to close: it never connected.
-    del conn
