@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 import redis
 from redis.crc import key_slot
@@ -37,7 +37,15 @@ from .errors import (
     is_io_error,
     lost_master,
 )
-from . import _resp
+from ._conn import (  # noqa: F401 (for the modules that send on a Node's connections)
+    check,
+    close,
+    is_master,
+    read_all,
+    run_pipeline,
+    send,
+    set_timeout,
+)
 from ._pool import Grant, Slots, check_max_idle, no_free_connection, phases
 from ._settings import (  # noqa: F401 (the connection settings, for the modules that make Nodes)
     CAP_KEY,
@@ -59,48 +67,6 @@ T = TypeVar("T")
 MAX_REDIRECTS = 5
 
 Conn = Any  # a redis.connection.AbstractConnection
-
-def is_master(conn: Conn) -> bool:
-    """Whether the server ``conn`` is connected to answers ``ROLE`` as a
-    master."""
-    role = run_pipeline(conn, [("ROLE",)])[0]
-    if isinstance(role, Exception):
-        raise role
-    return isinstance(role, list) and bool(role) and role[0] == b"master"
-
-
-def set_timeout(conn: Conn, t: float) -> None:
-    sock = getattr(conn, "_sock", None)
-    if sock is not None:
-        t = min(max(t, 0.001), MAX_SOCKET_TIMEOUT)
-        if sock.gettimeout() != t:
-            sock.settimeout(t)
-
-
-#: ``send(conn, cmds)``: writes the commands (the socket's timeout applies).
-send = _resp.send
-#: ``read_all(conn, n)``: ``n`` replies; an error reply is returned in place
-#: (as redis-py's exception) so that the replies after it are still read and
-#: the connection stays in a known state.
-read_all = _resp.read
-
-
-def run_pipeline(conn: Conn, cmds: Sequence[Tuple[Any, ...]]) -> List[Any]:
-    _resp.send(conn, cmds)
-    return _resp.read(conn, len(cmds))
-
-
-def close(conn: Conn) -> None:
-    """Closes a connection taken from a :class:`Node` (its slot is freed
-    for the next caller), or any other."""
-    node = getattr(conn, "_dlock_node", None)
-    if node is not None:
-        node.forget(conn)
-    try:
-        conn.disconnect()
-    except Exception:
-        pass
-
 
 def _waker(ready: threading.Event) -> Callable[[], bool]:
     def wake() -> bool:
@@ -316,14 +282,6 @@ class Node:
 
     def close(self) -> None:
         self.flush()
-
-
-def check(replies: List[Any]) -> List[Any]:
-    """Raises the first error reply among ``replies``."""
-    for r in replies:
-        if isinstance(r, Exception):
-            raise r
-    return replies
 
 
 class Topology:
