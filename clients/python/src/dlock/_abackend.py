@@ -44,9 +44,10 @@ async def perform(topology: _Topology, call: Call) -> Outcome:
     out = Outcome()
 
     async def op(conn: Conn, asking: bool) -> List[Any]:
-        cmds = [("ASKING",), *call.cmds] if asking else list(call.cmds)
-        out.reached, out.sent_at = True, None
         t = now()
+        sent = call.commands(t)
+        cmds = [("ASKING",), *sent] if asking else list(sent)
+        out.reached, out.sent_at = True, None
         if call.probe and getattr(conn, "_dlock_pooled", False):
             try:
                 await _send(conn, [("PING",), *cmds])
@@ -86,7 +87,7 @@ async def perform(topology: _Topology, call: Call) -> Outcome:
             _abort(conn, packed)
 
     try:
-        out.replies = await topology.run(call.route_key, call.io_timeout, call.extra_wait, op, on_cancel)
+        out.replies = await topology.run(call.route_key, call.io_timeout, call.extra_wait, op, on_cancel, call.waits)
     except Failure as f:
         out.failure = f
     return out

@@ -14,6 +14,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 
 from ._abackend import _Backend
+from ._pool import cap_of
 from ._alease import Lease, OnLost
 from ._anode import (
     Conn,
@@ -112,7 +113,7 @@ class Locker:
             self.topology = _Topology(
                 seeds=[
                     _Node(
-                        *_conn_settings(_async_class(n.connection_class), n.connection_kwargs),
+                        *_conn_settings(_async_class(n.connection_class), n.connection_kwargs, cap_of(n)),
                         connect_timeout=io,
                         max_idle=max_idle,
                     )
@@ -216,6 +217,7 @@ class Locker:
     async def extend_token(self, resource: Key, token: str, ttl: Duration) -> bool:
         if not isinstance(token, str) or not token:
             raise InvalidRequest("token must not be empty")
+        check_token(token)
         spec = _spec(resource, ttl, False, None, None)
         r = await _Backend(self.topology, spec, token, self.settings).extend(spec.ttl_ms)
         if r.kind == EXTENDED:
@@ -228,6 +230,7 @@ class Locker:
     async def release_token(self, resource: Key, token: str) -> bool:
         if not isinstance(token, str) or not token:
             raise InvalidRequest("token must not be empty")
+        check_token(token)
         spec = _spec(resource, 1.0, False, None, None)
         return await _Backend(self.topology, spec, token, self.settings).release(now())
 

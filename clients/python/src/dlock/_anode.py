@@ -6,6 +6,8 @@ Cluster slot's master (``MOVED``/``ASK`` followed)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from typing import (
     Any,
     Awaitable,
@@ -13,7 +15,6 @@ from typing import (
     Dict,
     List,
     Optional,
-    Sequence,
     Tuple,
     TypeVar,
 )
@@ -22,14 +23,25 @@ import redis
 import redis.asyncio
 from redis.crc import key_slot
 
-from ._node import _conn_settings, parse_slots, sentinel_of, split_addr
+from ._aconn import _abort, _drop, _pack, _pipeline, _read_all, _send  # noqa: F401 (used by the backend)
+from ._pool import Grant, Slots, check_max_idle, no_free_connection, phases
+from ._settings import (  # noqa: F401 (for the asyncio Locker)
+    CAP_KEY,
+    _async_class,
+    _conn_settings,
+    _settings_of,
+    check_settings,
+    make_connection,
+    parse_slots,
+    sentinel_of,
+    split_addr,
+)
 from ._spec import now
 from .errors import (
     ASK,
     MOVED,
     RETRY,
     Failure,
-    InvalidRequest,
     Unavailable,
     classify,
     is_io_error,
@@ -40,100 +52,27 @@ T = TypeVar("T")
 MAX_REDIRECTS = 5
 Conn = Any
 
-def _async_class(cls: type) -> type:
-    """The redis.asyncio connection class of a (sync or async) one."""
-    import redis.asyncio.connection as ac
-
-    if cls.__module__.startswith("redis.asyncio"):
-        return cls
-    name = cls.__name__
-    return getattr(ac, name, ac.Connection)
-
-
-def _settings_of(client: Any) -> Tuple[type, Dict[str, Any]]:
-    pool = getattr(client, "connection_pool", client)
-    cls, kw = _conn_settings(_async_class(pool.connection_class), pool.connection_kwargs)
-    sentinel = sentinel_of(pool.connection_kwargs)
-    if sentinel is not None:
-        if not pool.connection_class.__module__.startswith("redis.asyncio"):
-            raise InvalidRequest(
-                "a blocking Sentinel client: give the asyncio Locker a "
-                "redis.asyncio.sentinel.Sentinel(...).master_for(name)"
-            )
-        if not getattr(sentinel, "is_master", True):
-            raise InvalidRequest(
-                "a Sentinel client for replicas (slave_for): locks are taken on the master, use master_for"
-            )
-        # The pool itself, not the weak proxy its connections get: the
-        # locker's connections outlive the client it was given.
-        kw["connection_pool"] = pool
-    return cls, kw
-
-
-async def _close(conn: Conn) -> None:
-    try:
-        await conn.disconnect()
-    except BaseException:
-        pass
-
-
-def _abort(conn: Conn, then_send: Optional[bytes] = None) -> None:
-    """Closes a connection without awaiting (in a cancelled task), after
-    writing ``then_send`` behind what it sent: the transport flushes it
-    before closing."""
-    w = getattr(conn, "_writer", None)
-    try:
-        if w is not None:
-            if then_send:
-                w.write(then_send)
-            w.close()
-    except Exception:
-        pass
-    try:
-        conn._reader = None
-        conn._writer = None
-        parser = getattr(conn, "_parser", None)
-        if parser is not None:
-            parser.on_disconnect()
-    except Exception:
-        pass
-
-
-def _pack(conn: Conn, cmds: Sequence[Tuple]) -> bytes:
-    return b"".join(conn.pack_commands(cmds))
-
-
-async def _send(conn: Conn, cmds: Sequence[Tuple]) -> None:
-    await conn.send_packed_command(conn.pack_commands(cmds), check_health=False)
-
-
-async def _read_all(conn: Conn, n: int) -> List[Any]:
-    out: List[Any] = []
-    for _ in range(n):
-        try:
-            # The connection is this module's to close (a cancelled acquire
-            # writes a RELEASE on it first).
-            out.append(await conn.read_response(disconnect_on_error=False))
-        except redis.exceptions.ResponseError as e:
-            out.append(e)
-    return out
-
-
-async def _pipeline(conn: Conn, cmds: Sequence[Tuple]) -> List[Any]:
-    await _send(conn, cmds)
-    return await _read_all(conn, len(cmds))
-
-
 class _Node:
-    """One server and a pool of redis.asyncio connections of dlock's own
-    (no redis-py retries; every operation bounded by a timeout)."""
+    """One server and pools of redis.asyncio connections of dlock's own (no
+    redis-py retries; every operation bounded by a timeout): one pool per
+    event loop, since a connection works only on the loop that made it. A
+    pool of a closed loop is dropped when a new loop comes; a forked child
+    starts with none. ``max_connections`` caps each pool (see
+    :mod:`dlock._pool`)."""
 
     def __init__(self, cls: type, kwargs: Dict[str, Any], connect_timeout: float, max_idle: int = 64) -> None:
+        kwargs = dict(kwargs)
+        self.max_connections: Optional[int] = kwargs.pop(CAP_KEY, None)
         self.cls = cls
         self.kwargs = kwargs
         self.connect_timeout = connect_timeout
-        self.max_idle = max_idle
-        self._idle: List[Conn] = []
+        self.max_idle = check_max_idle(max_idle)
+        check_settings(cls, kwargs)
+        #: The pools, by event loop; the last one used, for a quick look.
+        self._pools: Dict[asyncio.AbstractEventLoop, Slots] = {}
+        self._last: Tuple[Optional[asyncio.AbstractEventLoop], Optional[Slots]] = (None, None)
+        self._pools_lock = threading.Lock()
+        self._pid = os.getpid()
         #: Set for a ``Sentinel.master_for`` client's server: the master is
         #: found again on every new connection.
         self.sentinel = sentinel_of(kwargs)
@@ -147,19 +86,58 @@ class _Node:
     def sibling(self, host: str, port: int) -> "_Node":
         kw = dict(self.kwargs)
         kw["host"], kw["port"] = host, port
+        kw[CAP_KEY] = self.max_connections
         return _Node(self.cls, kw, self.connect_timeout, self.max_idle)
 
     def failure(self, e: BaseException) -> Failure:
         return classify(e).at(self.addr)
 
-    async def get(self, timeout: float) -> Conn:
-        if self._idle:
-            return self._idle.pop()
+    def _slots(self) -> Slots:
+        """The running loop's pool."""
+        loop = asyncio.get_running_loop()
+        last_loop, last = self._last
+        if last_loop is loop and last is not None and self._pid == os.getpid():
+            return last
+        with self._pools_lock:
+            if self._pid != os.getpid():
+                # A forked child: every pool holds the parent's sockets.
+                pools, self._pools = self._pools, {}
+                self._pid = os.getpid()
+                for p in pools.values():
+                    for c in p.idle:
+                        _drop(c)
+            slots = self._pools.get(loop)
+            if slots is None:
+                for other in [lp for lp in self._pools if lp.is_closed()]:
+                    for c in self._pools.pop(other).idle:
+                        _drop(c)
+                slots = self._pools[loop] = Slots(self.max_connections, self.max_idle)
+            self._last = (loop, slots)
+            return slots
+
+    async def get(self, timeout: float, waits: float = 0.0) -> Conn:
+        """A connection of the running loop (an idle one, or a new one made
+        within ``timeout``). ``waits``: the seconds the command waits on the
+        server; such commands may hold all connections but one. When the cap
+        allows none now, the caller waits in line for one (see
+        :func:`dlock._pool.phases`)."""
+        slots = self._slots()
+        waits_slot = waits > 0
+        ok, conn = slots.try_take(waits_slot)
+        if not ok:
+            conn, waits_slot = await self._wait_in_line(slots, timeout, waits)
+        if conn is not None:
+            conn._dlock_slots = slots
+            conn._dlock_waits = waits_slot
+            return conn
         t = max(min(timeout, self.connect_timeout), 0.001)
         kw = dict(self.kwargs)
         kw["socket_timeout"] = None
         kw["socket_connect_timeout"] = t
-        conn = self.cls(**kw)
+        conn = make_connection(self.cls, kw)
+        # The slot is the new connection's from here: closing it frees it.
+        conn._dlock_slots = slots
+        conn._dlock_waits = waits_slot
         try:
             await asyncio.wait_for(self._connect(conn), t)
         except asyncio.TimeoutError:
@@ -173,6 +151,44 @@ class _Node:
             raise self.failure(e) from None
         conn._dlock_pooled = False
         return conn
+
+    async def _wait_in_line(self, slots: Slots, timeout: float, waits: float) -> Tuple[Optional[Conn], bool]:
+        """A connection (None: a slot to open one in) once the cap allows,
+        and whether it counts as a waiting command's."""
+        start = now()
+        loop = asyncio.get_running_loop()
+        for long, until in phases(waits, timeout):
+            ok, conn = slots.try_take(long)
+            if ok:
+                return conn, long
+            ready = loop.create_future()
+
+            def wake(f: "asyncio.Future[None]" = ready) -> bool:
+                if f.done():
+                    return False
+                f.set_result(None)
+                return True
+
+            grant = Grant(long, wake)
+            slots.enqueue(grant)
+            try:
+                await asyncio.wait({ready}, timeout=max(start + until - now(), 0.0))
+            except BaseException:
+                # Cancelled: a grant made meanwhile goes to the next in line.
+                if grant.granted:
+                    if grant.conn is not None:
+                        slots.put_back(grant.conn, long)
+                    else:
+                        slots.forget(long)
+                else:
+                    slots.leave(grant)
+                    ready.cancel()
+                raise
+            if grant.granted:
+                return grant.conn, long
+            slots.leave(grant)
+            ready.cancel()
+        raise Failure(RETRY, Unavailable(no_free_connection(self.addr, timeout, self.max_connections)))
 
     async def _connect(self, conn: Conn) -> None:
         await conn.connect()
@@ -191,15 +207,27 @@ class _Node:
             self.addr = found
 
     def give_back(self, conn: Conn) -> None:
-        conn._dlock_pooled = True
-        if len(self._idle) < self.max_idle:
-            self._idle.append(conn)
-        else:
+        """A connection in a known state goes back to its loop's pool."""
+        slots = getattr(conn, "_dlock_slots", None)
+        if slots is None or self._pid != os.getpid():
             _abort(conn)
+            return
+        conn._dlock_pooled = True
+        conn._dlock_slots = None
+        waited = conn._dlock_waits
+        conn._dlock_waits = False
+        extra = slots.put_back(conn, waited)
+        if extra is not None:
+            _abort(extra)
 
     def flush(self) -> None:
-        idle, self._idle = self._idle, []
-        for c in idle:
+        """Closes the running loop's idle connections (one broke, so the
+        others most likely did too)."""
+        try:
+            slots = self._slots()
+        except RuntimeError:  # no running loop
+            return
+        for c in slots.take_idle():
             _abort(c)
 
     async def with_conn(
@@ -207,13 +235,14 @@ class _Node:
         timeout: float,
         fn: Callable[[Conn], Awaitable[T]],
         on_cancel: Optional[Callable[[Conn], None]] = None,
+        waits: float = 0.0,
     ) -> T:
         """Runs ``fn`` on a connection of its own within ``timeout``; the
         connection goes back to the pool only if ``fn`` succeeded or the
         server answered with an error reply. Cancelled: ``on_cancel(conn)``
         (or a plain abort) deals with the connection."""
         end = now() + timeout
-        conn = await self.get(timeout)
+        conn = await self.get(timeout, waits)
         try:
             r = await asyncio.wait_for(fn(conn), max(end - now(), 0.001))
         except asyncio.TimeoutError:
@@ -246,7 +275,37 @@ class _Node:
         return r
 
     def close(self) -> None:
-        self.flush()
+        """Closes the idle connections of every pool: the running loop's
+        at once, another live loop's on that loop, a closed loop's
+        directly."""
+        try:
+            running: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        with self._pools_lock:
+            if self._pid != os.getpid():
+                return  # a child: _slots() drops the parent's on first use
+            pools = list(self._pools.items())
+        for loop, slots in pools:
+            if loop is running:
+                for c in slots.take_idle():
+                    _abort(c)
+            elif loop.is_closed():
+                with self._pools_lock:
+                    self._pools.pop(loop, None)
+                for c in slots.idle:
+                    _drop(c)
+                slots.idle = []
+            else:
+                try:
+                    loop.call_soon_threadsafe(_close_idle, slots)
+                except RuntimeError:  # closed meanwhile
+                    pass
+
+
+def _close_idle(slots: Slots) -> None:
+    for c in slots.take_idle():
+        _abort(c)
 
 
 class _Topology:
@@ -307,16 +366,22 @@ class _Topology:
         extra: float,
         op: Callable[[Conn, bool], Awaitable[T]],
         on_cancel: Optional[Callable[[Conn], None]] = None,
+        waits: Optional[float] = None,
     ) -> T:
+        """``waits``: how long the command waits on the server (default:
+        ``extra``), see :meth:`_Node.get`; a waiting ``op`` computes its
+        wait when it runs, from its own deadline."""
         t = io + extra
+        if waits is None:
+            waits = extra
         if self.single is not None:
-            return await self.single.with_conn(t, lambda c: op(c, False), on_cancel)
+            return await self.single.with_conn(t, lambda c: op(c, False), on_cancel, waits)
         node = await self.master_for(key, io)
         asking = False
         for _ in range(MAX_REDIRECTS):
             try:
                 a = asking
-                return await node.with_conn(t, lambda c: op(c, a), on_cancel)
+                return await node.with_conn(t, lambda c: op(c, a), on_cancel, waits)
             except Failure as f:
                 if f.kind == MOVED:
                     try:

@@ -21,14 +21,13 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 import redis
 from redis.crc import key_slot
 
 from .errors import (
     FATAL,
-    InvalidRequest,
     RETRY,
     ASK,
     MOVED,
@@ -38,8 +37,28 @@ from .errors import (
     is_io_error,
     lost_master,
 )
-from . import _resp
-from ._spec import MAX_SOCKET_TIMEOUT
+from ._conn import (  # noqa: F401 (for the modules that send on a Node's connections)
+    check,
+    close,
+    is_master,
+    read_all,
+    run_pipeline,
+    send,
+    set_timeout,
+)
+from ._pool import Grant, Slots, check_max_idle, no_free_connection, phases
+from ._settings import (  # noqa: F401 (the connection settings, for the modules that make Nodes)
+    CAP_KEY,
+    _conn_settings,
+    check_settings,
+    make_connection,
+    parse_slots,
+    refuse_asyncio_client,
+    sentinel_of,
+    settings_of,
+    split_addr,
+)
+from ._spec import MAX_SOCKET_TIMEOUT, now
 
 T = TypeVar("T")
 
@@ -49,88 +68,17 @@ MAX_REDIRECTS = 5
 
 Conn = Any  # a redis.connection.AbstractConnection
 
+def _waker(ready: threading.Event) -> Callable[[], bool]:
+    def wake() -> bool:
+        ready.set()
+        return True
 
-def _conn_settings(cls: type, kwargs: Dict[str, Any]) -> Tuple[type, Dict[str, Any]]:
-    kw = dict(kwargs)
-    for k in ("connection_pool", "connection_class", "max_connections", "single_connection_client"):
-        kw.pop(k, None)
-    kw.update(
-        retry=None,
-        retry_on_timeout=False,
-        retry_on_error=[],
-        health_check_interval=0,
-        decode_responses=False,
-    )
-    return cls, kw
-
-
-def sentinel_of(kwargs: Dict[str, Any]) -> Any:
-    """The Sentinel side of a ``redis.sentinel`` master pool's connection
-    arguments (what its connections ask for the master's address), or
-    None."""
-    proxy = kwargs.get("connection_pool")
-    return proxy if hasattr(proxy, "get_master_address") else None
-
-
-def settings_of(client: Any) -> Tuple[type, Dict[str, Any]]:
-    """The connection class and arguments (address, login, TLS) of a
-    redis-py client or connection pool. A ``Sentinel.master_for`` client's
-    connections keep their link to the sentinels: each new one asks them
-    where the master is now."""
-    pool = getattr(client, "connection_pool", client)
-    cls, kw = _conn_settings(pool.connection_class, pool.connection_kwargs)
-    sentinel = sentinel_of(pool.connection_kwargs)
-    if sentinel is not None:
-        if not getattr(sentinel, "is_master", True):
-            raise InvalidRequest(
-                "a Sentinel client for replicas (slave_for): locks are taken on the master, use master_for"
-            )
-        # The pool itself (what its connections ask for the master), not the
-        # weak proxy they get: the locker's connections outlive the client
-        # it was given.
-        kw["connection_pool"] = pool
-    return cls, kw
-
-
-def is_master(conn: Conn) -> bool:
-    """Whether the server ``conn`` is connected to answers ``ROLE`` as a
-    master."""
-    role = run_pipeline(conn, [("ROLE",)])[0]
-    if isinstance(role, Exception):
-        raise role
-    return isinstance(role, list) and bool(role) and role[0] == b"master"
-
-
-def set_timeout(conn: Conn, t: float) -> None:
-    sock = getattr(conn, "_sock", None)
-    if sock is not None:
-        t = min(max(t, 0.001), MAX_SOCKET_TIMEOUT)
-        if sock.gettimeout() != t:
-            sock.settimeout(t)
-
-
-#: ``send(conn, cmds)``: writes the commands (the socket's timeout applies).
-send = _resp.send
-#: ``read_all(conn, n)``: ``n`` replies; an error reply is returned in place
-#: (as redis-py's exception) so that the replies after it are still read and
-#: the connection stays in a known state.
-read_all = _resp.read
-
-
-def run_pipeline(conn: Conn, cmds: Sequence[Tuple]) -> List[Any]:
-    _resp.send(conn, cmds)
-    return _resp.read(conn, len(cmds))
-
-
-def close(conn: Conn) -> None:
-    try:
-        conn.disconnect()
-    except Exception:
-        pass
+    return wake
 
 
 class Node:
-    """One server: where it is, how to log in, and a pool of connections."""
+    """One server: where it is, how to log in, and a pool of connections,
+    at most ``max_connections`` of them (see :mod:`dlock._pool`)."""
 
     def __init__(
         self,
@@ -139,11 +87,14 @@ class Node:
         connect_timeout: float,
         max_idle: int = 64,
     ) -> None:
+        kwargs = dict(kwargs)
+        self.max_connections: Optional[int] = kwargs.pop(CAP_KEY, None)
         self.cls = cls
         self.kwargs = kwargs
         self.connect_timeout = connect_timeout
-        self.max_idle = max_idle
-        self._idle: List[Conn] = []
+        self.max_idle = check_max_idle(max_idle)
+        check_settings(cls, kwargs)
+        self._slots = Slots(self.max_connections, max_idle)
         self._lock = threading.Lock()
         self._pid = os.getpid()
         #: Set for a ``Sentinel.master_for`` client's server: the master is
@@ -157,11 +108,12 @@ class Node:
             self.addr = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
 
     def sibling(self, host: str, port: int) -> "Node":
-        """The same login at another address (a cluster node named by a
-        redirect or the slot map)."""
+        """The same login (and cap) at another address (a cluster node named
+        by a redirect or the slot map)."""
         kw = dict(self.kwargs)
         kw["host"] = host
         kw["port"] = port
+        kw[CAP_KEY] = self.max_connections
         return Node(self.cls, kw, self.connect_timeout, self.max_idle)
 
     def connect(self, within: float) -> Conn:
@@ -171,7 +123,7 @@ class Node:
         kw = dict(self.kwargs)
         kw["socket_timeout"] = t
         kw["socket_connect_timeout"] = t
-        conn = self.cls(**kw)
+        conn = make_connection(self.cls, kw)
         try:
             conn.connect()
             if self.sentinel is not None:
@@ -189,32 +141,82 @@ class Node:
             raise
         return conn
 
+    def _check_fork(self) -> None:
+        """In a forked child, the pool's connections are the parent's
+        sockets: a command sent on one would interleave with the parent's.
+        They are closed on this side only (redis-py's ``disconnect`` in
+        another process closes its descriptor and never shuts the socket
+        down), and the lock, which another thread may have held at the
+        fork, is made anew."""
+        if self._pid == os.getpid():
+            return
+        inherited = self._slots.idle
+        self._lock = threading.Lock()
+        self._slots = Slots(self.max_connections, self.max_idle)
+        self._pid = os.getpid()
+        for c in inherited:
+            c._dlock_node = None
+            try:
+                c.disconnect()
+            except Exception:
+                pass
+
     def give_back(self, conn: Conn) -> None:
+        """A connection in a known state goes back to the pool."""
+        self._check_fork()
+        if getattr(conn, "_dlock_slots", None) is not self._slots:
+            # Not this pool's (any more): a parent's, after a fork.
+            close(conn)
+            return
         conn._dlock_pooled = True
+        waited = conn._dlock_waits
+        conn._dlock_waits = False
         with self._lock:
-            if len(self._idle) < self.max_idle:
-                self._idle.append(conn)
-                return
-        close(conn)
+            extra = self._slots.put_back(conn, waited)
+        if extra is not None:
+            extra._dlock_node = None
+            close(extra)
+
+    def forget(self, conn: Conn) -> None:
+        """``conn``, taken from this pool, is being closed."""
+        conn._dlock_node = None
+        if getattr(conn, "_dlock_slots", None) is not self._slots or self._pid != os.getpid():
+            return  # counted in a pool of the parent's, before a fork
+        waited = conn._dlock_waits
+        conn._dlock_waits = False
+        with self._lock:
+            self._slots.forget(waited)
 
     def failure(self, e: BaseException) -> Failure:
         return classify(e).at(self.addr)
 
-    def get(self, timeout: float) -> Conn:
+    def get(self, timeout: float, waits: float = 0.0) -> Conn:
         """A connection whose reads and writes give up after ``timeout``:
-        an idle one (marked ``_dlock_pooled``), or a new one."""
+        an idle one (marked ``_dlock_pooled``), or a new one. ``waits``:
+        the seconds the command waits on the server (``ACQUIRE ... WAIT``);
+        such commands may hold all connections but one. When the cap allows
+        none now, the caller waits in line for one (see :func:`phases`)."""
+        self._check_fork()
+        waits_slot = waits > 0
         with self._lock:
-            if self._pid != os.getpid():
-                # A forked child: the idle connections are the parent's
-                # sockets; forget them without a word on them.
-                self._idle, self._pid = [], os.getpid()
-            conn = self._idle.pop() if self._idle else None
+            ok, conn = self._slots.try_take(waits_slot)
+        if not ok:
+            conn, waits_slot = self._wait_in_line(timeout, waits)
         if conn is None:
             try:
                 conn = self.connect(timeout)
             except Exception as e:
+                with self._lock:
+                    self._slots.forget(waits_slot)
                 raise self.failure(e) from None
+            except BaseException:
+                with self._lock:
+                    self._slots.forget(waits_slot)
+                raise
             conn._dlock_pooled = False
+        conn._dlock_node = self
+        conn._dlock_slots = self._slots
+        conn._dlock_waits = waits_slot
         sock = conn._sock
         if sock is not None:
             t = min(max(timeout, 0.001), MAX_SOCKET_TIMEOUT)
@@ -222,19 +224,40 @@ class Node:
                 sock.settimeout(t)
         return conn
 
+    def _wait_in_line(self, timeout: float, waits: float) -> Tuple[Optional[Conn], bool]:
+        """A connection (None: a slot to open one in) once the cap allows,
+        and whether it counts as a waiting command's; see :func:`phases`."""
+        start = now()
+        for long, until in phases(waits, timeout):
+            with self._lock:
+                ok, conn = self._slots.try_take(long)
+                if ok:
+                    return conn, long
+                ready = threading.Event()
+                grant = Grant(long, _waker(ready))
+                self._slots.enqueue(grant)
+            ready.wait(min(max(start + until - now(), 0.0), MAX_SOCKET_TIMEOUT))
+            with self._lock:
+                if grant.granted:
+                    return grant.conn, long
+                self._slots.leave(grant)
+        raise Failure(RETRY, Unavailable(no_free_connection(self.addr, timeout, self.max_connections)))
+
     def flush(self) -> None:
         """Closes every idle connection: one of them broke (a restart, the
         server's idle timeout), so the others most likely did too."""
+        self._check_fork()
         with self._lock:
-            idle, self._idle = self._idle, []
+            idle = self._slots.take_idle()
         for c in idle:
+            c._dlock_node = None
             close(c)
 
-    def with_conn(self, timeout: float, fn: Callable[..., T], *args: Any) -> T:
+    def with_conn(self, timeout: float, fn: Callable[..., T], *args: Any, waits: float = 0.0) -> T:
         """Runs ``fn(conn, *args)`` on a connection of its own (see
         :meth:`get`). The connection goes back to the pool only if ``fn``
         succeeded or the server answered with an error reply."""
-        conn = self.get(timeout)
+        conn = self.get(timeout, waits)
         try:
             r = fn(conn, *args)
         except BaseException as e:
@@ -258,18 +281,7 @@ class Node:
         return r
 
     def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for c in idle:
-            close(c)
-
-
-def check(replies: List[Any]) -> List[Any]:
-    """Raises the first error reply among ``replies``."""
-    for r in replies:
-        if isinstance(r, Exception):
-            raise r
-    return replies
+        self.flush()
 
 
 class Topology:
@@ -287,17 +299,23 @@ class Topology:
         extra: float,
         op: Callable[[Conn, bool], T],
         on_node: Optional[Callable[[Node], None]] = None,
+        waits: Optional[float] = None,
     ) -> T:
         """Runs ``op(conn, asking)`` on the server that owns ``key``; its
         replies are awaited for ``io_timeout + extra`` (``extra``: a
-        blocking command's own wait); a slot map refresh gets
-        ``io_timeout`` only. Raises :class:`Failure`."""
+        blocking command's own wait, and a ``WAIT n`` for replicas); a slot
+        map refresh gets ``io_timeout`` only. ``waits``: how long the
+        command waits on the server (default: ``extra``), see
+        :meth:`Node.get`; a waiting ``op`` computes its wait when it runs,
+        from its own deadline. Raises :class:`Failure`."""
         t = io_timeout + extra
+        if waits is None:
+            waits = extra
         if self.single is not None:
             node = self.single
             if on_node:
                 on_node(node)
-            return node.with_conn(t, op, False)
+            return node.with_conn(t, op, False, waits=waits)
         m = self.cluster
         assert m is not None
         node = m.master_for(key, io_timeout)
@@ -306,7 +324,7 @@ class Topology:
             if on_node:
                 on_node(node)
             try:
-                return node.with_conn(t, op, asking)
+                return node.with_conn(t, op, asking, waits=waits)
             except Failure as f:
                 if f.kind == MOVED:
                     # The map is stale: learn the new one, and go where the
@@ -340,38 +358,6 @@ class Topology:
     def close(self) -> None:
         for n in self.nodes():
             n.close()
-
-
-def split_addr(addr: str) -> Tuple[str, int]:
-    host, sep, port = addr.rpartition(":")
-    if not sep:
-        return addr, 6379
-    try:
-        return host, int(port)
-    except ValueError:
-        return host, 6379
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def parse_slots(reply: Any, asked: str) -> Optional[List[Tuple[int, int, str]]]:
-    """``CLUSTER SLOTS``: ``[[start, end, [ip, port, id, ...], replicas...], ...]``.
-    An empty ip means "the address you reached me on"."""
-    if not isinstance(reply, list):
-        return None
-    out = []
-    for r in reply:
-        if not isinstance(r, list) or len(r) < 3 or not isinstance(r[2], list):
-            return None
-        lo, hi, master = r[0], r[1], r[2]
-        host = _text(master[0])
-        port = int(master[1])
-        if host in ("", "?"):
-            host = split_addr(asked)[0]
-        out.append((int(lo), int(hi), f"{host}:{port}"))
-    return out
 
 
 class ClusterMap:

@@ -33,11 +33,11 @@ def _arg(a: Any) -> bytes:
     raise TypeError(f"cannot send {a!r}")
 
 
-def pack(cmds: Sequence[Tuple]) -> bytes:
+def pack(cmds: Sequence[Tuple[Any, ...]]) -> bytes:
     """Commands as one RESP buffer."""
     # dlock's commands are ASCII words, numbers and (mostly ASCII) str
     # resources and tokens: formatted as one str, encoded once.
-    out = []
+    out: List[str] = []
     app = out.append
     for c in cmds:
         app(f"*{len(c)}\r\n")
@@ -53,8 +53,8 @@ def pack(cmds: Sequence[Tuple]) -> bytes:
     return "".join(out).encode()
 
 
-def _pack_bytes(cmds: Sequence[Tuple]) -> bytes:
-    out = []
+def _pack_bytes(cmds: Sequence[Tuple[Any, ...]]) -> bytes:
+    out: List[bytes] = []
     for c in cmds:
         out.append(b"*%d\r\n" % len(c))
         for a in c:
@@ -63,11 +63,17 @@ def _pack_bytes(cmds: Sequence[Tuple]) -> bytes:
     return b"".join(out)
 
 
+def _parse_error(text: str) -> Exception:
+    """An error reply as redis-py's exception class for it."""
+    e: Exception = _BaseParser.parse_error(text)  # type: ignore[no-untyped-call]
+    return e
+
+
 class _Incomplete(Exception):
     pass
 
 
-class _Push(list):
+class _Push(List[Any]):
     """A RESP3 push message (client tracking, ...): not a reply."""
 
 
@@ -93,12 +99,12 @@ def _parse(buf: bytearray, pos: int) -> Tuple[Any, int]:
             raise _Incomplete
         v = bytes(buf[pos : pos + n])
         if t == 33:
-            return _BaseParser.parse_error(v.decode("utf-8", "replace")), pos + n + 2
+            return _parse_error(v.decode("utf-8", "replace")), pos + n + 2
         return v, pos + n + 2
     if t == 43:  # '+'
         return line, pos
     if t == 45:  # '-'
-        return _BaseParser.parse_error(line.decode("utf-8", "replace")), pos
+        return _parse_error(line.decode("utf-8", "replace")), pos
     if t == 42 or t == 126 or t == 62:  # '*' '~' '>'
         n = int(line)
         if n < 0:
@@ -127,7 +133,7 @@ def _parse(buf: bytearray, pos: int) -> Tuple[Any, int]:
     raise rx.InvalidResponse(f"unexpected RESP type {chr(t)!r}")
 
 
-def send(conn: Any, cmds: Sequence[Tuple]) -> None:
+def send(conn: Any, cmds: Sequence[Tuple[Any, ...]]) -> None:
     """Writes ``cmds`` on ``conn``'s socket (its current timeout applies)."""
     sock = conn._sock
     if sock is None:

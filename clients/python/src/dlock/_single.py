@@ -45,9 +45,10 @@ def perform(topology: Topology, call: Call) -> Outcome:
     out = Outcome()
 
     def op(conn: Conn, asking: bool) -> List[Any]:
-        cmds = [("ASKING",), *call.cmds] if asking else list(call.cmds)
-        out.reached, out.sent_at = True, None
         t = now()
+        sent = call.commands(t)
+        cmds = [("ASKING",), *sent] if asking else list(sent)
+        out.reached, out.sent_at = True, None
         if call.probe and getattr(conn, "_dlock_pooled", False):
             try:
                 send(conn, [("PING",), *cmds])
@@ -70,7 +71,7 @@ def perform(topology: Topology, call: Call) -> Outcome:
         return replies
 
     try:
-        out.replies = topology.run(call.route_key, call.io_timeout, call.extra_wait, op)
+        out.replies = topology.run(call.route_key, call.io_timeout, call.extra_wait, op, waits=call.waits)
     except Failure as f:
         out.failure = f
     return out

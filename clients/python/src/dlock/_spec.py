@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import os
 import time
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from .errors import InvalidRequest
 
@@ -32,31 +32,40 @@ MAX_SOCKET_TIMEOUT = 1_000_000.0
 now = time.monotonic
 
 
+def _number(d: object, what: str) -> float:
+    """``d`` (seconds, or a ``timedelta``) as a float of seconds, clamped to
+    0..2^47 ms; anything else is an :class:`InvalidRequest`."""
+    if isinstance(d, datetime.timedelta):
+        return max(0.0, min(d.total_seconds(), MAX_MS / 1000))
+    if isinstance(d, bool) or not isinstance(d, (int, float)):
+        raise InvalidRequest(f"{what} must be seconds (a number) or a timedelta, not {d!r}")
+    if d != d:  # NaN
+        raise InvalidRequest(f"{what} must be a number of seconds, not NaN")
+    # Compared before any arithmetic: an int too large for a float
+    # (10**400) overflows in it.
+    if d >= MAX_MS / 1000:
+        return MAX_MS / 1000
+    if d <= 0:
+        return 0.0
+    return float(d)
+
+
 def to_ms(d: Duration, what: str = "duration") -> int:
     """Whole milliseconds of ``d`` (never negative), at most 2^47."""
     if isinstance(d, datetime.timedelta):
         ms = d // datetime.timedelta(milliseconds=1)
-    elif isinstance(d, bool) or not isinstance(d, (int, float)):
-        raise InvalidRequest(f"{what} must be seconds (a number) or a timedelta, not {d!r}")
-    elif d != d:  # NaN
-        raise InvalidRequest(f"{what} must be a number of seconds, not NaN")
-    elif d == float("inf"):
-        ms = MAX_MS
-    else:
-        # The epsilon keeps 0.57 s at 570 ms (0.57 * 1000 = 569.99...).
-        ms = int(d * 1000 + 1e-6) if d > 0 else 0
+        return max(0, min(ms, MAX_MS))
+    s = _number(d, what)
+    if s >= MAX_MS / 1000:
+        return MAX_MS
+    # The epsilon keeps 0.57 s at 570 ms (0.57 * 1000 = 569.99...).
+    ms = int(s * 1000 + 1e-6) if s > 0 else 0
     return max(0, min(ms, MAX_MS))
 
 
-def seconds(d: Duration) -> float:
+def seconds(d: Duration, what: str = "a duration") -> float:
     """``d`` in seconds, clamped to 0..2^47 ms."""
-    if isinstance(d, datetime.timedelta):
-        s = d.total_seconds()
-    else:
-        s = float(d)
-    if s != s:
-        raise InvalidRequest("a duration must not be NaN")
-    return max(0.0, min(s, MAX_MS / 1000))
+    return _number(d, what)
 
 
 def ttl_ms(ttl: Duration) -> int:
@@ -82,6 +91,23 @@ def as_bytes(k: Key) -> bytes:
     return k if isinstance(k, bytes) else k.encode()
 
 
+def _encodable(k: str, what: str) -> None:
+    """Refuses a str the wire cannot carry (a lone surrogate such as
+    ``"\\ud800"`` has no UTF-8 form), before anything is sent."""
+    try:
+        k.encode()
+    except UnicodeEncodeError as e:
+        raise InvalidRequest(
+            f"{what} {k!r} cannot be encoded as UTF-8 ({e.reason} at position {e.start}); "
+            "pass bytes for a name that is not text"
+        ) from None
+
+
+class OwnerPlaceholder:
+    """An owner found when the lock is acquired (the acquiring thread or
+    task): a :class:`Spec` takes it in place of a str or bytes."""
+
+
 def as_str(k: Key) -> str:
     return k.decode("utf-8", "replace") if isinstance(k, bytes) else k
 
@@ -101,7 +127,10 @@ class Spec:
     ) -> None:
         if isinstance(resources, (str, bytes)):
             resources = [resources]
-        self.resources: List[Key] = list(resources)
+        try:
+            self.resources: List[Key] = list(resources)
+        except TypeError:
+            raise InvalidRequest(f"a resource is a str or bytes, not {resources!r}") from None
         self.ttl_ms = ttl_ms(ttl)
         self.shared = bool(shared)
         self.limit = limit
@@ -129,6 +158,8 @@ class Spec:
                 raise InvalidRequest(f"a resource is a str or bytes, not {k!r}")
             if len(k) == 0:
                 raise InvalidRequest("resource must not be empty")
+            if isinstance(k, str):
+                _encodable(k, "resource")
             b = as_bytes(k)
             if b in seen:
                 raise InvalidRequest("a set names the same resource twice")
@@ -144,14 +175,19 @@ class Spec:
                 )
         if self.shared and self.limit is not None and self.limit > 1:
             raise InvalidRequest("shared cannot be combined with a limit above 1")
-        if isinstance(self.owner, (str, bytes)) and len(self.owner) == 0:
+        o = self.owner
+        if o is not None and not isinstance(o, (str, bytes, OwnerPlaceholder)):
+            raise InvalidRequest(f"owner must be a str or bytes, not {o!r}")
+        if isinstance(o, (str, bytes)) and len(o) == 0:
             raise InvalidRequest("owner must not be empty")
+        if isinstance(o, str):
+            _encodable(o, "owner")
         if self.owner is not None and self.limit is not None and self.limit > 1:
             raise InvalidRequest("owner cannot be combined with a limit above 1")
         if self.is_set() and (self.limit is not None or self.owner is not None):
             raise InvalidRequest("a set of resources takes no limit and no owner")
 
-    def _keys(self, name: str) -> Tuple:
+    def _keys(self, name: str) -> Tuple[Any, ...]:
         if self.is_set():
             return (f"DLOCK.M{name}", len(self.resources), *self.resources)
         return (f"DLOCK.{name}", self.resources[0])
@@ -171,7 +207,7 @@ class Spec:
         self._extend = self._keys("EXTEND")
         self._release = self._keys("RELEASE")
 
-    def acquire_cmd(self, token: str, wait_ms: Optional[int]) -> Tuple:
+    def acquire_cmd(self, token: str, wait_ms: Optional[int]) -> Tuple[Any, ...]:
         """``ACQUIRE``/``MACQUIRE``, with ``WAIT wait_ms`` only when above 0
         (the server's ``WAIT 0`` waits forever: a wait used up is a plain
         try)."""
@@ -179,10 +215,10 @@ class Spec:
             return (*self._acquire, token, self.ttl_ms, *self._options, "WAIT", wait_ms)
         return (*self._acquire, token, self.ttl_ms, *self._options)
 
-    def extend_cmd(self, token: str, ttl_ms: int) -> Tuple:
+    def extend_cmd(self, token: str, ttl_ms: int) -> Tuple[Any, ...]:
         return (*self._extend, token, ttl_ms)
 
-    def release_cmd(self, token: str) -> Tuple:
+    def release_cmd(self, token: str) -> Tuple[Any, ...]:
         return (*self._release, token)
 
     def released(self, reply: object) -> Optional[bool]:
@@ -196,6 +232,12 @@ class Spec:
 def check_token(token: Optional[str]) -> None:
     if token is not None and (not isinstance(token, str) or token == ""):
         raise InvalidRequest("token must be a non-empty str")
+    if token is not None:
+        try:
+            token.encode()
+        except UnicodeEncodeError:
+            # The token itself is not shown: messages never carry one.
+            raise InvalidRequest("token cannot be encoded as UTF-8 (a lone surrogate)") from None
 
 
 def wait_ms_of(wait: Optional[Duration]) -> Optional[int]:

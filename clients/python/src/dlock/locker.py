@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Sequence, Tuple
 import redis
 
 from ._lease import Lease, OnLost
-from ._node import ClusterMap, Node, Topology, check, run_pipeline, settings_of
+from ._node import ClusterMap, Node, Topology, check, refuse_asyncio_client, run_pipeline, settings_of
 from ._single import OnRetry, Settings, SingleBackend, commands
 from ._spec import (
     MAX_MS,
     Duration,
+    OwnerPlaceholder,
     Key,
     Spec,
     check_token,
@@ -44,7 +45,7 @@ def thread_owner() -> str:
     return f"{_HOST}:{os.getpid()}:{_NONCE}:{threading.get_ident()}"
 
 
-class _PerThread:
+class _PerThread(OwnerPlaceholder):
     """Owner placeholder: the acquiring thread's :func:`thread_owner`."""
 
     def __repr__(self) -> str:
@@ -132,6 +133,7 @@ class Locker:
                 client = redis.Redis.from_url(url)
             except ValueError as e:
                 raise InvalidRequest(f"{_redact(url)}: {e}") from None
+        refuse_asyncio_client(client)
         if isinstance(client, redis.cluster.RedisCluster):
             seeds = [
                 Node(*settings_of(n.redis_connection), connect_timeout=io, max_idle=max_idle)
@@ -351,8 +353,7 @@ def _replicas(n: Optional[int], timeout: Optional[Duration]) -> Optional[Tuple[i
 
 
 def _spec(resource: Any, ttl: Duration, shared: bool, limit: Optional[int], owner: Any) -> Spec:
-    res = [resource] if isinstance(resource, (str, bytes)) else list(resource)
-    return Spec(res, ttl, shared, limit, owner)
+    return Spec(resource, ttl, shared, limit, owner)
 
 
 def _redact(url: str) -> str:

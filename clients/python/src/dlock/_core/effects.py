@@ -55,9 +55,15 @@ class Call:
       was found closed before anything after the ``PING`` ran.
     - ``undo``: a command the asyncio shell writes behind ``cmds`` on the
       same connection when the task is cancelled while the call is out (the
-      server runs it after them), before closing that connection."""
+      server runs it after them), before closing that connection.
+    - ``waits``: how long the commands wait on the server (a ``WAIT`` of
+      the request): the shell's pool keeps a connection free for calls that
+      do not wait (``max_connections``). Default: ``extra_wait``.
+    - ``cmds_at``: the commands as they go out at a given clock reading
+      (a waiting request may first wait in line for a connection: its
+      ``WAIT`` is what is left of its wait when it is sent)."""
 
-    __slots__ = ("route_key", "cmds", "io_timeout", "extra_wait", "probe", "undo")
+    __slots__ = ("route_key", "cmds", "io_timeout", "extra_wait", "probe", "undo", "waits", "cmds_at")
 
     def __init__(
         self,
@@ -67,6 +73,8 @@ class Call:
         extra_wait: float = 0.0,
         probe: bool = False,
         undo: Optional[Cmd] = None,
+        waits: Optional[float] = None,
+        cmds_at: Optional[Callable[[float], Tuple[Cmd, ...]]] = None,
     ) -> None:
         self.route_key = route_key
         self.cmds = cmds
@@ -74,6 +82,12 @@ class Call:
         self.extra_wait = extra_wait
         self.probe = probe
         self.undo = undo
+        self.waits = waits
+        self.cmds_at = cmds_at
+
+    def commands(self, t: float) -> Tuple[Cmd, ...]:
+        """The commands to send at clock reading ``t``."""
+        return self.cmds if self.cmds_at is None else self.cmds_at(t)
 
     def __repr__(self) -> str:
         names = ",".join(str(c[0]) for c in self.cmds)

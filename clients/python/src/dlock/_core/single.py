@@ -128,7 +128,11 @@ class Single:
             # The reply of a waiting attempt is due when its wait ends; a
             # waiting grant's durability is confirmed by the refresh below.
             io = io_until(settings.io_timeout, deadline, waiting, sent)
-            o = yield self._call(self.spec.acquire_cmd(self.token, w), w is None, io, waiting, undo)
+            call = self._call(self.spec.acquire_cmd(self.token, w), w is None, io, waiting, undo)
+            if wait_deadline is not None and w is not None:
+                call.waits = waiting
+                call.cmds_at = self._acquire_at(wait_deadline)
+            o = yield call
             assert o is not None
             f = o.failure
             if f is not None:
@@ -184,6 +188,17 @@ class Single:
         yield from self.abandon(deadline)
         assert r.error is not None
         raise r.error
+
+    def _acquire_at(self, wait_deadline: float) -> Callable[[float], Tuple[Cmd, ...]]:
+        """The waiting ``ACQUIRE`` as sent at a clock reading: its ``WAIT``
+        is what is left of the wait then (none left: a plain try)."""
+        spec, token = self.spec, self.token
+
+        def at(t: float) -> Tuple[Cmd, ...]:
+            w = int((wait_deadline - t) * 1000)
+            return (spec.acquire_cmd(token, w if w > 0 else None),)
+
+        return at
 
     def abandon(self, deadline: float) -> Rule[None]:
         """Best-effort release of a grant the caller will not get (too few
