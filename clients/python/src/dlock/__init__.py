@@ -11,6 +11,11 @@ read-write lock, a semaphore, reentrant, or a set of resources.
 >>> with locker.lock("orders:42", ttl=30, wait=5) as lease:
 ...     write(row, fence=lease.fence)
 
+A :class:`Lock` is used as redis-py's and ``threading``'s locks are:
+``lock.acquire(blocking=False)``, ``lock.release()``, ``lock.locked()``,
+``lock.owned()``, ``lock.extend(ttl)``, ``@lock`` on a function, and
+``lock.run(fn, *args)``.
+
 The asyncio API is :mod:`dlock.asyncio`; Redlock over several
 independent servers is :class:`dlock.Redlock`.
 """
@@ -26,6 +31,7 @@ from .errors import (
     ModuleNotLoaded,
     NoQuorum,
     NotAcquired,
+    NotHeld,
     Quarantined,
     ServerError,
     TooFewReplicas,
@@ -48,6 +54,7 @@ __all__ = [
     "DlockError",
     "InvalidRequest",
     "NotAcquired",
+    "NotHeld",
     "LockLost",
     "Unavailable",
     "NoQuorum",

@@ -263,3 +263,10 @@ def unexpected(reply: object) -> ServerError:
 
 def first_line(s: Optional[str]) -> str:
     return (s or "").splitlines()[0] if s else ""
+
+
+class NotHeld(DlockError, RuntimeError):
+    """``Lock.release()`` or ``Lock.extend()`` found no lease of that Lock
+    held by the calling thread (task, with asyncio): never acquired there,
+    or already released. A :class:`RuntimeError` too, as
+    ``threading.Lock.release()`` raises on an unlocked lock."""
