@@ -196,7 +196,7 @@ def test_threading_lock(server, f):
         lk = f.locker()
         lock = lk.lock("res")
         # Shared by threads (tasks): one holds, the other is refused.
-        lease = await f(lock.acquire())
+        assert await f(lock.acquire())
         assert await f.elsewhere(lambda: lock.acquire(False)) is None
         assert await f(lock.locked()) and await f.elsewhere(lock.locked)
         assert await f(lock.release()) and not await f(lock.locked())

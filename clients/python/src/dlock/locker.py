@@ -11,8 +11,10 @@ import redis
 from ._lease import OnLost
 from ._lock import Lock
 from ._node import ClusterMap, Node, Topology, check, run_pipeline, settings_of
-from ._request import _UNSET as _UNSET  # re-exported: the Redlock's lock reads them here
-from ._request import PER_THREAD, Wait, make_spec, one_or_set, replicas, thread_owner
+# _UNSET and PER_THREAD are re-exported: the Redlock's lock reads them here.
+from ._request import _UNSET as _UNSET
+from ._request import PER_THREAD as PER_THREAD
+from ._request import Wait, make_spec, one_or_set, replicas, thread_owner
 from ._single import OnRetry, Settings, SingleBackend, commands
 from ._spec import Duration, Key, Spec, check_token, now, seconds
 from .errors import Failure, InvalidRequest
