@@ -377,8 +377,11 @@ def test_pottery_over_several_servers(make_server):
     lock = redlock.lock("res", ttl=10)
     lease = lock.acquire()
     assert lease and all(holder(s.conn(), "res") is not None for s in servers)
-    assert 9 < lease.remaining() <= 10
-    assert lease.release()
+    assert 9 < lease.remaining() <= 10 and lock.locked()
+    assert lease.release() and not lock.locked()
+    with lock as lease:
+        assert lock.owned() and lock.locked() and len(lease.fences) == 3
+    assert not lock.owned() and not lock.locked()
     redlock.close()
 
 

@@ -115,8 +115,8 @@ class Lock:
         self.on_retry = on_retry
         self.raise_on_lost = raise_on_lost
         self._by_task: "weakref.WeakKeyDictionary[asyncio.Task[Any], Held[Lease]]" = weakref.WeakKeyDictionary()
-        # Outside any task (a coroutine run by run_until_complete is in one,
-        # so this is for leases made without a loop running).
+        # What ``owned()`` looks at outside any task (no loop running): it
+        # stays empty, as every coroutine runs in a task.
         self._no_task: Held[Lease] = Held()
 
     @property
@@ -124,6 +124,9 @@ class Lock:
         return self.spec.resources[0]
 
     def _held(self, task: "Optional[asyncio.Task[Any]]") -> "Held[Lease]":
+        if task is None:
+            # Called outside a running loop: the task that runs the coroutine.
+            task = _calling_task()
         if task is None:
             return self._no_task
         h = self._by_task.get(task)
@@ -141,7 +144,7 @@ class Lock:
         self, task: "Optional[asyncio.Task[Any]]", wait_ms: Optional[int], token: Optional[str], watchdog: bool
     ) -> Optional[Lease]:
         if task is None:
-            task = _calling_task()
+            task = _calling_task()  # called outside a running loop
         spec = self.spec
         if spec.owner is PER_THREAD:
             spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, _owner_of(task))
@@ -208,8 +211,9 @@ class Lock:
 
     async def locked(self) -> bool:
         """Whether anyone holds the resource (any member of a set)."""
+        quorum: Optional[int] = getattr(self.locker, "quorum", None)
         for r in self.spec.resources:
-            if is_held(await self.locker.info(r), None):
+            if is_held(await self.locker.info(r), quorum):
                 return True
         return False
 
