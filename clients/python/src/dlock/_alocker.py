@@ -233,7 +233,6 @@ class Locker:
         wait: Wait = None,
         blocking_timeout: Wait = _UNSET,
         blocking: bool = True,
-        shared: bool = False,
         owner: Optional[Key] = None,
         watchdog: Optional[bool] = None,
         on_lost: Optional[OnLost] = None,
@@ -247,7 +246,7 @@ class Locker:
         """One of ``limit`` leased permits (``LIMIT n``): a permit whose
         holder crashed comes back at its deadline."""
         return self.lock(resource, ttl=ttl, wait=wait, blocking_timeout=blocking_timeout, blocking=blocking,
-            shared=shared, limit=limit, owner=owner, watchdog=watchdog, on_lost=on_lost, token=token,
+            limit=limit, owner=owner, watchdog=watchdog, on_lost=on_lost, token=token,
             retry_for=retry_for, min_replicas=min_replicas, replicas_timeout=replicas_timeout,
             on_retry=on_retry, raise_on_lost=raise_on_lost)
 
