@@ -104,8 +104,8 @@ def test_redis_py_lock(server, f):
         # timeout=None: the default ttl, renewed (shown with a short one).
         lease = await f(lk.lock("res").acquire())
         assert lease.ttl == 30 and await f(lease.release())
-        lease = await f(lk.lock("res", ttl=0.6).acquire())
-        assert await f(lease.wait_lost(1.8)) is False and await f(lease.release())
+        lease = await f(lk.lock("res", ttl=0.9).acquire())
+        assert await f(lease.wait_lost(2.0)) is False and await f(lease.release())
         # Waiting: blocking_timeout on the lock or the call, one ACQUIRE each
         # (queued in the server, no polling).
         n = calls(c, "dlock.acquire")
@@ -278,8 +278,8 @@ def test_python_redis_lock(server, f):
         assert (await f(lk.info("res")))["token"] == lease.token
         assert await f(lock.release()) and not await f(lock.locked())
         # auto_renewal: the default (shown with a short ttl).
-        lease = await f(lk.lock("res", ttl=0.6).acquire())
-        assert await f(lease.wait_lost(1.8)) is False and await f(lease.release())
+        lease = await f(lk.lock("res", ttl=0.9).acquire())
+        assert await f(lease.wait_lost(2.0)) is False and await f(lease.release())
         await granted_after(f, lk, lambda: lk.lock("res").acquire(wait=5))
         await f(lock.acquire())
         c.delete("res")
