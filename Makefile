@@ -116,6 +116,7 @@ $(PY_VENV)/.installed: $(PY_DIR)/pyproject.toml $(PY_DIR)/src/dlock/_version.py
 
 test-python: $(PY_VENV)/.installed
 	$(CARGO) build --release $(CLIENT_FEATURES)
+	cd $(PY_DIR) && $(abspath $(PY_VENV))/bin/python -m mypy  # the types; [tool.mypy] in pyproject.toml
 	@for s in $(PY_SERVERS); do \
 		echo "== python client on $$s"; \
 		.ci/deps.sh $$s >/dev/null || exit 1; \

@@ -124,7 +124,7 @@ def test_the_watchdog_renews_and_signals_loss_within_a_third_of_the_ttl(server):
         assert seen == [lease] and lease.lost
         assert await lease.release() is False
         # Without a watchdog the budget passing is a loss too.
-        short = await lk.lock("res2", ttl=0.3).acquire(blocking=False)
+        short = await lk.lock("res2", ttl=0.3, watchdog=False).acquire(blocking=False)
         assert await short.wait_lost(2.0)
         with pytest.raises(dlock.LockLost):
             async with lk.lock("res3", ttl=1.5) as l3:

@@ -128,7 +128,7 @@ def test_blocking_without_a_wait_waits_until_granted(server, locker):
 
 def test_an_expiring_lease_is_handed_to_the_waiter(server, locker):
     c = server.conn()
-    held = locker.lock("res", ttl=0.3).acquire(blocking=False)
+    held = locker.lock("res", ttl=0.3, watchdog=False).acquire(blocking=False)
     t0 = time.monotonic()
     lease = locker.lock("res", ttl=10, wait=5).acquire()
     assert lease is not None and lease.fence > held.fence

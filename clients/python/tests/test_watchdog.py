@@ -76,7 +76,7 @@ def test_the_watchdog_never_renews_after_release(server, locker):
 
 
 def test_without_a_watchdog_the_budget_passing_is_a_loss(server, locker):
-    lease = locker.lock("res", ttl=0.4).acquire(blocking=False)
+    lease = locker.lock("res", ttl=0.4, watchdog=False).acquire(blocking=False)
     seen = []
     lease.add_lost_callback(seen.append)
     t0 = time.monotonic()

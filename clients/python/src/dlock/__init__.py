@@ -11,6 +11,11 @@ read-write lock, a semaphore, reentrant, or a set of resources.
 >>> with locker.lock("orders:42", ttl=30, wait=5) as lease:
 ...     write(row, fence=lease.fence)
 
+A :class:`Lock` is used as redis-py's and ``threading``'s locks are:
+``lock.acquire(blocking=False)``, ``lock.release()``, ``lock.locked()``,
+``lock.owned()``, ``lock.extend(ttl)``, ``@lock`` on a function, and
+``lock.run(fn, *args)``.
+
 The asyncio API is :mod:`dlock.asyncio`; Redlock over several
 independent servers is :class:`dlock.Redlock`.
 """
@@ -28,6 +33,7 @@ from .errors import (
     NoQuorum,
     NotAcquired,
     NotHeld,
+    NotOwned,
     Quarantined,
     Refused,
     ServerError,
@@ -57,6 +63,7 @@ __all__ = [
     "DlockError",
     "InvalidRequest",
     "NotAcquired",
+    "NotHeld",
     "LockLost",
     "Unavailable",
     "NoQuorum",
@@ -65,6 +72,6 @@ __all__ = [
     "ModuleNotLoaded",
     "Denied",
     "ServerError",
-    "NotHeld",
+    "NotOwned",
     "Refused",
 ]

@@ -1,12 +1,8 @@
-"""The asyncio :class:`Locker` and :class:`Lock`."""
+"""The asyncio :class:`Locker`: where locks are taken, and the settings;
+its lock requests are :class:`dlock.asyncio.Lock` objects."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import socket
-import threading
-import weakref
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import redis
@@ -15,59 +11,28 @@ import redis.asyncio.cluster
 
 from ._abackend import _Backend
 from ._pool import cap_of
-from ._alease import Lease, OnLost
+from ._alease import OnLost
+from ._alock import Lock, task_owner
 from ._anode import (
     Conn,
     _async_class,
-    _conn_settings,
     _Node,
     _pipeline,
     _settings_of,
     _Topology,
 )
 from ._lease import EXTENDED, LOST
+from ._node import _conn_settings
+from ._request import _UNSET, PER_THREAD, Wait, given_wait, lock_settings, make_spec, one_or_set, replicas
 from ._single import OnRetry, Settings, commands
-from ._spec import (
-    MAX_MS,
-    Duration,
-    Key,
-    Spec,
-    check_token,
-    new_token,
-    now,
-    seconds,
-    to_ms,
-)
-from .errors import (
-    Failure,
-    InvalidRequest,
-    NotAcquired,
-)
-from .locker import _UNSET, PER_THREAD, _redact, _replicas, _spec, decode_info
+from ._spec import Duration, Key, check_token, now, seconds
+from .errors import Failure, InvalidRequest
+from .locker import _redact, decode_info
 
 if TYPE_CHECKING:
     from ._asession import Session
 
-_NONCE = os.urandom(4).hex()
-_HOST = socket.gethostname()
-_task_ids: "weakref.WeakKeyDictionary[asyncio.Task, int]" = weakref.WeakKeyDictionary()
-_task_counter = [0]
-_task_lock = threading.Lock()
-
-
-def task_owner() -> str:
-    """The default owner of a reentrant lock in asyncio: this host,
-    process and task (a task is what nests ``async with`` blocks)."""
-    task = asyncio.current_task()
-    with _task_lock:
-        n = _task_ids.get(task) if task is not None else None
-        if n is None:
-            _task_counter[0] += 1
-            n = _task_counter[0]
-            if task is not None:
-                _task_ids[task] = n
-    return f"{_HOST}:{os.getpid()}:{_NONCE}:task-{n}"
-
+__all__ = ["Locker", "Lock", "task_owner"]
 
 
 class Locker:
@@ -89,7 +54,7 @@ class Locker:
         max_idle: int = 64,
         _seeds: Optional[List[_Node]] = None,
     ) -> None:
-        self.settings = Settings(seconds(io_timeout), seconds(retry_for), _replicas(min_replicas, replicas_timeout))
+        self.settings = Settings(seconds(io_timeout), seconds(retry_for), replicas(min_replicas, replicas_timeout))
         self.watchdog = watchdog
         io = self.settings.io_timeout
         if _seeds is not None:
@@ -129,21 +94,39 @@ class Locker:
         self.topology = _Topology(single=_Node(*_settings_of(client), connect_timeout=io, max_idle=max_idle))
 
     @classmethod
-    def cluster(cls, urls: Sequence[str], **kw: Any) -> "Locker":
+    def cluster(
+        cls,
+        urls: Union[str, Sequence[str]],
+        *,
+        io_timeout: Duration = 2.0,
+        retry_for: Duration = 2.0,
+        min_replicas: Optional[int] = None,
+        replicas_timeout: Duration = 1.0,
+        watchdog: Optional[bool] = None,
+        max_idle: int = 64,
+    ) -> "Locker":
         """A locker on a Redis Cluster, from the URLs of some of its nodes
-        (the slot map is read on first use). A set's resources must share a
-        slot: use a hash tag."""
+        (the slot map is read on first use; the other settings as for
+        :class:`Locker`). A set's resources must share a slot: use a hash
+        tag."""
         if isinstance(urls, str):
             urls = [urls]
         if not urls:
             raise InvalidRequest("no cluster node given")
-        io = seconds(kw.get("io_timeout", 2.0))
-        max_idle = kw.pop("max_idle", 64)
+        io = seconds(io_timeout)
         seeds = [
             _Node(*_settings_of(redis.asyncio.Redis.from_url(u)), connect_timeout=io, max_idle=max_idle)
             for u in urls
         ]
-        return cls(None, _seeds=seeds, **kw)
+        return cls(
+            None,
+            io_timeout=io_timeout,
+            retry_for=retry_for,
+            min_replicas=min_replicas,
+            replicas_timeout=replicas_timeout,
+            watchdog=watchdog,
+            _seeds=seeds,
+        )
 
     def close(self) -> None:
         """Closes the idle connections (the locker stays usable)."""
@@ -152,15 +135,16 @@ class Locker:
     async def __aenter__(self) -> "Locker":
         return self
 
-    async def __aexit__(self, *a: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self.close()
 
     def lock(
         self,
-        resource: Key,
+        resource: Union[Key, Sequence[Key]],
         *,
         ttl: Duration = 30.0,
-        wait: Optional[Duration] = None,
+        wait: Wait = None,
+        blocking_timeout: Wait = _UNSET,
         blocking: bool = True,
         shared: bool = False,
         limit: Optional[int] = None,
@@ -176,37 +160,154 @@ class Locker:
     ) -> "Lock":
         """As :meth:`dlock.Locker.lock`, for ``async with`` and
         ``await lock.acquire()``."""
-        spec = _spec(resource, ttl, shared, limit, owner)
+        spec = make_spec(resource, ttl, shared, limit, owner)
         check_token(token)
-        s = self.settings
-        kw: Dict[str, Any] = {}
-        if retry_for is not None:
-            kw["retry_for"] = seconds(retry_for)
-        if min_replicas is not None:
-            kw["min_replicas"] = _replicas(min_replicas, replicas_timeout)
-        elif replicas_timeout is not None and s.min_replicas is not None:
-            kw["min_replicas"] = (s.min_replicas[0], seconds(replicas_timeout))
-        if wait is not None:
-            to_ms(wait, "wait")
-        return Lock(self, spec, wait, blocking, watchdog, on_lost, token, s.copy(**kw) if kw else s, on_retry, raise_on_lost)
+        w = given_wait(_UNSET if wait is None else wait, blocking_timeout)
+        settings = lock_settings(self.settings, retry_for, min_replicas, replicas_timeout)
+        return Lock(
+            self,
+            spec,
+            None if w is _UNSET else w,
+            blocking,
+            watchdog,
+            on_lost,
+            token,
+            settings,
+            on_retry,
+            raise_on_lost,
+        )
 
-    def write_lock(self, resource: Key, **kw: Any) -> "Lock":
-        return self.lock(resource, **kw)
+    def write_lock(
+        self,
+        resource: Key,
+        *,
+        ttl: Duration = 30.0,
+        wait: Wait = None,
+        blocking_timeout: Wait = _UNSET,
+        blocking: bool = True,
+        limit: Optional[int] = None,
+        owner: Optional[Key] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[OnLost] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        min_replicas: Optional[int] = None,
+        replicas_timeout: Optional[Duration] = None,
+        on_retry: Optional[OnRetry] = None,
+        raise_on_lost: bool = True,
+    ) -> "Lock":
+        """The exclusive side of a read-write lock (the same as :meth:`lock`)."""
+        return self.lock(resource, ttl=ttl, wait=wait, blocking_timeout=blocking_timeout, blocking=blocking,
+            limit=limit, owner=owner, watchdog=watchdog, on_lost=on_lost, token=token, retry_for=retry_for,
+            min_replicas=min_replicas, replicas_timeout=replicas_timeout, on_retry=on_retry,
+            raise_on_lost=raise_on_lost)
 
-    def read_lock(self, resource: Key, **kw: Any) -> "Lock":
-        return self.lock(resource, shared=True, **kw)
+    def read_lock(
+        self,
+        resource: Key,
+        *,
+        ttl: Duration = 30.0,
+        wait: Wait = None,
+        blocking_timeout: Wait = _UNSET,
+        blocking: bool = True,
+        limit: Optional[int] = None,
+        owner: Optional[Key] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[OnLost] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        min_replicas: Optional[int] = None,
+        replicas_timeout: Optional[Duration] = None,
+        on_retry: Optional[OnRetry] = None,
+        raise_on_lost: bool = True,
+    ) -> "Lock":
+        """A shared hold (``SHARED``): readers coexist; a writer excludes them.
+        Fair: a queued writer is not passed by new readers."""
+        return self.lock(resource, ttl=ttl, wait=wait, blocking_timeout=blocking_timeout, blocking=blocking,
+            shared=True, limit=limit, owner=owner, watchdog=watchdog, on_lost=on_lost, token=token,
+            retry_for=retry_for, min_replicas=min_replicas, replicas_timeout=replicas_timeout,
+            on_retry=on_retry, raise_on_lost=raise_on_lost)
 
-    def semaphore(self, resource: Key, limit: int, **kw: Any) -> "Lock":
-        return self.lock(resource, limit=limit, **kw)
+    def semaphore(
+        self,
+        resource: Key,
+        limit: int,
+        *,
+        ttl: Duration = 30.0,
+        wait: Wait = None,
+        blocking_timeout: Wait = _UNSET,
+        blocking: bool = True,
+        owner: Optional[Key] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[OnLost] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        min_replicas: Optional[int] = None,
+        replicas_timeout: Optional[Duration] = None,
+        on_retry: Optional[OnRetry] = None,
+        raise_on_lost: bool = True,
+    ) -> "Lock":
+        """One of ``limit`` leased permits (``LIMIT n``): a permit whose
+        holder crashed comes back at its deadline."""
+        return self.lock(resource, ttl=ttl, wait=wait, blocking_timeout=blocking_timeout, blocking=blocking,
+            limit=limit, owner=owner, watchdog=watchdog, on_lost=on_lost, token=token,
+            retry_for=retry_for, min_replicas=min_replicas, replicas_timeout=replicas_timeout,
+            on_retry=on_retry, raise_on_lost=raise_on_lost)
 
-    def reentrant_lock(self, resource: Key, owner: Optional[Key] = None, **kw: Any) -> "Lock":
-        """Reentrant holds; the owner defaults to the acquiring task
-        (:func:`task_owner`)."""
-        return self.lock(resource, owner=PER_THREAD if owner is None else owner, **kw)
+    def reentrant_lock(
+        self,
+        resource: Key,
+        owner: Optional[Key] = None,
+        *,
+        ttl: Duration = 30.0,
+        wait: Wait = None,
+        blocking_timeout: Wait = _UNSET,
+        blocking: bool = True,
+        shared: bool = False,
+        limit: Optional[int] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[OnLost] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        min_replicas: Optional[int] = None,
+        replicas_timeout: Optional[Duration] = None,
+        on_retry: Optional[OnRetry] = None,
+        raise_on_lost: bool = True,
+    ) -> "Lock":
+        """A reentrant lock (``OWNER``); the owner defaults to the task that
+        acquires (:func:`task_owner`): the task that calls ``acquire()``,
+        also when the call is awaited through ``asyncio.wait_for``."""
+        return self.lock(resource, ttl=ttl, wait=wait, blocking_timeout=blocking_timeout, blocking=blocking,
+            shared=shared, limit=limit, owner=PER_THREAD if owner is None else owner, watchdog=watchdog,
+            on_lost=on_lost, token=token, retry_for=retry_for, min_replicas=min_replicas,
+            replicas_timeout=replicas_timeout, on_retry=on_retry, raise_on_lost=raise_on_lost)
 
-    def multi_lock(self, resources: Iterable[Key], **kw: Any) -> "Lock":
-        res = list(resources)
-        return self.lock(res if len(res) > 1 else (res[0] if res else ""), **kw)  # type: ignore[arg-type]
+    def multi_lock(
+        self,
+        resources: Iterable[Key],
+        *,
+        ttl: Duration = 30.0,
+        wait: Wait = None,
+        blocking_timeout: Wait = _UNSET,
+        blocking: bool = True,
+        shared: bool = False,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[OnLost] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        min_replicas: Optional[int] = None,
+        replicas_timeout: Optional[Duration] = None,
+        on_retry: Optional[OnRetry] = None,
+        raise_on_lost: bool = True,
+    ) -> "Lock":
+        """A set of resources granted all or nothing, with one fence
+        (``DLOCK.MACQUIRE``); ``shared=True`` for shared holds on every
+        member. In Redis Cluster the members must share a slot: use a hash
+        tag (``{order:42}:rows``)."""
+        return self.lock(one_or_set(resources), ttl=ttl, wait=wait, blocking_timeout=blocking_timeout,
+            blocking=blocking, shared=shared, watchdog=watchdog, on_lost=on_lost, token=token,
+            retry_for=retry_for, min_replicas=min_replicas, replicas_timeout=replicas_timeout,
+            on_retry=on_retry, raise_on_lost=raise_on_lost)
 
     def election(
         self, name: Key, *, id: Optional[str] = None, ttl: Duration = 15.0, retry_for: Optional[Duration] = None
@@ -215,10 +316,10 @@ class Locker:
         return Election(self, name, id=id, ttl=ttl, retry_for=retry_for)
 
     async def extend_token(self, resource: Key, token: str, ttl: Duration) -> bool:
+        """As :meth:`dlock.Locker.extend_token`."""
         if not isinstance(token, str) or not token:
             raise InvalidRequest("token must not be empty")
-        check_token(token)
-        spec = _spec(resource, ttl, False, None, None)
+        spec = make_spec(resource, ttl, False, None, None)
         r = await _Backend(self.topology, spec, token, self.settings).extend(spec.ttl_ms)
         if r.kind == EXTENDED:
             return True
@@ -228,14 +329,15 @@ class Locker:
         raise r.error
 
     async def release_token(self, resource: Key, token: str) -> bool:
+        """As :meth:`dlock.Locker.release_token`."""
         if not isinstance(token, str) or not token:
             raise InvalidRequest("token must not be empty")
-        check_token(token)
-        spec = _spec(resource, 1.0, False, None, None)
+        spec = make_spec(resource, 1.0, False, None, None)
         return await _Backend(self.topology, spec, token, self.settings).release(now())
 
     async def info(self, resource: Key) -> Optional[Dict[str, Any]]:
-        spec = _spec(resource, 1.0, False, None, None)
+        """As :meth:`dlock.Locker.info`."""
+        spec = make_spec(resource, 1.0, False, None, None)
 
         async def op(conn: Conn, asking: bool) -> Any:
             r = (await _pipeline(conn, commands(asking, ("DLOCK.INFO", resource), None)))[-1]
@@ -247,7 +349,8 @@ class Locker:
             v = await self.topology.run(spec.route_key(), self.settings.io_timeout, 0.0, op)
         except Failure as f:
             raise f.into_error() from None
-        return decode_info(v)
+        answer: Optional[Dict[str, Any]] = decode_info(v)
+        return answer
 
     async def check(self, resource: Key, fence: int) -> bool:
         """As :meth:`dlock.Locker.check`: ``DLOCK.CHECK``."""
@@ -263,90 +366,4 @@ class Locker:
         return Session(self, ttl, bind, lock_delay)
 
 
-class Lock:
-    """One lock request for asyncio: ``async with lock as lease:`` (raises
-    :class:`~dlock.NotAcquired` when not granted) or ``await
-    lock.acquire()`` (the Lease, or None)."""
-
-    def __init__(
-        self,
-        locker: Locker,
-        spec: Spec,
-        wait: Optional[Duration],
-        blocking: bool,
-        watchdog: Optional[bool],
-        on_lost: Optional[OnLost],
-        token: Optional[str],
-        settings: Settings,
-        on_retry: Optional[OnRetry],
-        raise_on_lost: bool,
-    ) -> None:
-        self.locker = locker
-        self.spec = spec
-        self.wait = wait
-        self.blocking = blocking
-        self.watchdog = watchdog
-        self.on_lost = on_lost
-        self.token = token
-        self.settings = settings
-        self.on_retry = on_retry
-        self.raise_on_lost = raise_on_lost
-        self._stacks: "weakref.WeakKeyDictionary[Any, List[Lease]]" = weakref.WeakKeyDictionary()
-
-    @property
-    def resource(self) -> Key:
-        return self.spec.resources[0]
-
-    async def acquire(
-        self,
-        blocking: Optional[bool] = None,
-        wait: Any = _UNSET,
-        *,
-        token: Optional[str] = None,
-        watchdog: Optional[bool] = None,
-    ) -> Optional[Lease]:
-        """Acquires: the Lease, or None when busy (or the wait ran out).
-        Cancelling it leaves no hold and no waiter behind."""
-        check_token(token)
-        spec = self.spec
-        if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, task_owner())
-        b = self.blocking if blocking is None else blocking
-        w = self.wait if wait is _UNSET else wait
-        wait_ms = None if not b else (MAX_MS if w is None else to_ms(w, "wait"))
-        backend = _Backend(self.locker.topology, spec, token or self.token or new_token(), self.settings)
-        got = await backend.acquire(wait_ms, self.on_retry)
-        if got is None:
-            return None
-        wd = watchdog if watchdog is not None else self.watchdog
-        if wd is None:
-            wd = bool(self.locker.watchdog)
-        return Lease(backend, got[0], got[1], wd, self.on_lost)
-
-    def _stack(self) -> List[Lease]:
-        key = asyncio.current_task()
-        st = self._stacks.get(key)
-        if st is None:
-            st = self._stacks[key] = []
-        return st
-
-    async def __aenter__(self) -> Lease:
-        wd = self.watchdog
-        if wd is None:
-            wd = self.locker.watchdog if self.locker.watchdog is not None else True
-        lease = await self.acquire(watchdog=wd)
-        if lease is None:
-            raise NotAcquired(f"{self.resource!r} is busy")
-        self._stack().append(lease)
-        return lease
-
-    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
-        lease = self._stack().pop()
-        await lease._leave(et, ev, self.raise_on_lost)
-
-    def __repr__(self) -> str:
-        return f"<async Lock {self.spec.resources!r}>"
-
-
-# Last, so that the election module may import this one (it names the Locker in its types).
 from ._aelection import Election  # noqa: E402

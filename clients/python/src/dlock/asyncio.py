@@ -9,6 +9,13 @@ Redis Cluster.
 >>> async with locker.lock("orders:42", ttl=30, wait=5) as lease:
 ...     await storage.write(row, fence=lease.fence)
 
+A :class:`Lock` has the blocking Lock's calls, awaited (``await
+lock.acquire()``, ``release()``, ``extend(ttl)``, ``locked()``, ``run(fn,
+*args)``; ``lock.owned()`` is a plain call), and decorates coroutine
+functions. ``acquire()``, ``release()``, ``extend()`` and ``run()`` read the
+calling task when called, so ``await asyncio.wait_for(lock.acquire(), 3)``
+acquires for the caller (a reentrant lock nests) on every Python.
+
 The watchdog is a task of the event loop the lease was acquired on; leave
 the ``async with`` block (or ``await lease.release()``) on that loop.
 **Cancellation**: a cancelled acquire leaves no hold and no waiter behind:

@@ -288,4 +288,11 @@ class Refused(DlockError):
         super().__init__(f"{code} {message}" if message else code)
 
 
-__all__ += ["NotHeld", "Refused"]
+class NotOwned(DlockError, RuntimeError):
+    """``Lock.release()`` or ``Lock.extend()`` found no lease of that Lock
+    held by the calling thread (task, with asyncio): never acquired there,
+    or already released. A :class:`RuntimeError` too, as
+    ``threading.Lock.release()`` raises on an unlocked lock."""
+
+
+__all__ += ["NotHeld", "Refused", "NotOwned"]

@@ -1,60 +1,32 @@
 """Locks on one Redis/Valkey server or a Redis Cluster: :class:`Locker`
-(where locks are taken, and the settings) and :class:`Lock` (one lock
-request: a context manager, or ``acquire()``)."""
+(where locks are taken, and the settings); the lock requests it makes are
+:class:`~dlock.Lock` objects."""
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
-import uuid
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Sequence, Union
 
 import redis
 
-from ._lease import Lease, OnLost
+from ._lease import OnLost
+from ._lock import Lock
 from ._node import ClusterMap, Node, Topology, check, refuse_asyncio_client, run_pipeline, settings_of
+# _UNSET and PER_THREAD are re-exported: the Redlock's lock reads them here.
+from ._request import _UNSET as _UNSET
+from ._request import PER_THREAD as PER_THREAD
+from ._request import Wait, make_spec, one_or_set, replicas, thread_owner
 from ._single import OnRetry, Settings, SingleBackend, commands
-from ._spec import (
-    MAX_MS,
-    Duration,
-    OwnerPlaceholder,
-    Key,
-    Spec,
-    check_token,
-    new_token,
-    now,
-    seconds,
-    to_ms,
-)
-from .errors import Failure, InvalidRequest, NotAcquired
+from ._spec import Duration, Key, Spec, check_token, now, seconds
+from .errors import Failure, InvalidRequest
 
 if TYPE_CHECKING:
     from .session import Session
 
 __all__ = ["Locker", "Lock", "thread_owner"]
 
-_NONCE = uuid.uuid4().hex[:8]
-_HOST = socket.gethostname()
-
-
-def thread_owner() -> str:
-    """The default owner of a reentrant lock: this host, process and
-    thread (``host:pid:nonce:thread``; the nonce tells apart two processes
-    that reused a pid)."""
-    return f"{_HOST}:{os.getpid()}:{_NONCE}:{threading.get_ident()}"
-
-
-class _PerThread(OwnerPlaceholder):
-    """Owner placeholder: the acquiring thread's :func:`thread_owner`."""
-
-    def __repr__(self) -> str:
-        return "<this thread>"
-
-
-PER_THREAD: Any = _PerThread()
-#: "Not given": use the Lock's (or the Locker's) setting.
-_UNSET: Any = object()
+# The Redlock's module reads these here.
+_spec = make_spec
+_replicas = replicas
 
 
 def decode_info(v: Any) -> Any:
@@ -99,8 +71,9 @@ class Locker:
     - ``min_replicas`` (with ``replicas_timeout``): every grant and renewal
       must be acknowledged by that many replicas (``WAIT n timeout`` on the
       connection that made the write); see :class:`~dlock.TooFewReplicas`.
-    - ``watchdog``: renew every lease in the background (default: only
-      leases taken by a ``with`` block).
+    - ``watchdog``: renew leases in the background until released
+      (default True: for ``with`` blocks and ``acquire()`` alike; False
+      turns it off for every lock that does not ask for it).
 
     >>> locker = Locker(redis.Redis(port=6379))
     >>> with locker.lock("orders:42", ttl=30, wait=5) as lease:
@@ -137,7 +110,7 @@ class Locker:
         if isinstance(client, redis.cluster.RedisCluster):
             seeds = [
                 Node(*settings_of(n.redis_connection), connect_timeout=io, max_idle=max_idle)
-                for n in client.get_nodes()
+                for n in client.get_nodes()  # type: ignore[no-untyped-call]
                 if n.redis_connection is not None
             ]
             if not seeds:
@@ -155,18 +128,37 @@ class Locker:
             )
 
     @classmethod
-    def cluster(cls, urls: Sequence[str], **kw: Any) -> "Locker":
-        """A locker on a Redis Cluster, from the URLs of some of its nodes.
-        A set's resources must share a slot (a hash tag:
-        ``{order:42}:rows``, ``{order:42}:stock``)."""
+    def cluster(
+        cls,
+        urls: Union[str, Sequence[str]],
+        *,
+        io_timeout: Duration = 2.0,
+        retry_for: Duration = 2.0,
+        min_replicas: Optional[int] = None,
+        replicas_timeout: Duration = 1.0,
+        watchdog: Optional[bool] = None,
+        max_idle: int = 64,
+    ) -> "Locker":
+        """A locker on a Redis Cluster, from the URLs of some of its nodes
+        (the other settings as for :class:`Locker`). A set's resources
+        must share a slot (a hash tag: ``{order:42}:rows``,
+        ``{order:42}:stock``)."""
         if isinstance(urls, str):
             urls = [urls]
         if not urls:
             raise InvalidRequest("no cluster node given")
-        io = seconds(kw.get("io_timeout", 2.0))
+        io = seconds(io_timeout)
         rc = redis.cluster.RedisCluster.from_url(urls[0], socket_timeout=io, socket_connect_timeout=io)
         try:
-            return cls(rc, **kw)
+            return cls(
+                rc,
+                io_timeout=io_timeout,
+                retry_for=retry_for,
+                min_replicas=min_replicas,
+                replicas_timeout=replicas_timeout,
+                watchdog=watchdog,
+                max_idle=max_idle,
+            )
         finally:
             rc.close()
 
@@ -177,17 +169,18 @@ class Locker:
     def __enter__(self) -> "Locker":
         return self
 
-    def __exit__(self, *a: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # --- lock requests ---------------------------------------------------------
 
     def lock(
         self,
-        resource: Key,
+        resource: Union[Key, Sequence[Key]],
         *,
         ttl: Duration = 30.0,
-        wait: Optional[Duration] = None,
+        wait: Wait = None,
+        blocking_timeout: Wait = _UNSET,
         blocking: bool = True,
         shared: bool = False,
         limit: Optional[int] = None,
@@ -207,27 +200,30 @@ class Locker:
 
         - ``ttl``: the lease, in seconds (default 30).
         - ``blocking``/``wait``: wait in the server's FIFO queue (``WAIT``,
-          never polling) up to ``wait`` seconds; ``wait=None`` waits as
-          long as the server allows (2^47 ms); ``blocking=False`` is a
-          single try.
+          never polling) up to ``wait`` seconds; ``wait=None`` or ``-1``
+          waits as long as the server allows (2^47 ms), another negative
+          wait is refused; ``blocking=False`` is a single try.
+          ``blocking_timeout`` is redis-py's name for ``wait``.
         - ``watchdog``: renew at a third of the ttl until release (default:
-          on for a ``with`` block, off for ``acquire()``); ``on_lost(lease)``
-          is called once when the lease is found lost.
+          on, for a ``with`` block and ``acquire()`` alike, unless the
+          Locker says ``watchdog=False``); ``on_lost(lease)`` is called
+          once when the lease is found lost.
         - ``token``: acquire with this token instead of a fresh random one
           (to retry an acquisition whose reply was lost, or to hand the
           lease to another process).
         - ``retry_for``, ``min_replicas``/``replicas_timeout``: as on the
           :class:`Locker`, for this lock; ``on_retry(error)`` is told of
           each same-token retry of the acquire.
-        - ``raise_on_lost``: leaving the ``with`` block raises
-          :class:`~dlock.LockLost` when the lease was lost meanwhile
-          (default True).
+        - ``raise_on_lost``: leaving the ``with`` block (and the Lock's
+          ``release()``/``extend()``) raises :class:`~dlock.LockLost` when
+          the lease was lost meanwhile (default True).
         """
         spec = _spec(resource, ttl, shared, limit, owner)
         return Lock(
             self,
             spec,
             wait=wait,
+            blocking_timeout=blocking_timeout,
             blocking=blocking,
             watchdog=watchdog,
             on_lost=on_lost,
@@ -239,38 +235,140 @@ class Locker:
             raise_on_lost=raise_on_lost,
         )
 
-    def write_lock(self, resource: Key, **kw: Any) -> "Lock":
+    def write_lock(
+        self,
+        resource: Key,
+        *,
+        ttl: Duration = 30.0,
+        wait: Wait = None,
+        blocking_timeout: Wait = _UNSET,
+        blocking: bool = True,
+        limit: Optional[int] = None,
+        owner: Optional[Key] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[OnLost] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        min_replicas: Optional[int] = None,
+        replicas_timeout: Optional[Duration] = None,
+        on_retry: Optional[OnRetry] = None,
+        raise_on_lost: bool = True,
+    ) -> "Lock":
         """The exclusive side of a read-write lock (the same as :meth:`lock`)."""
-        return self.lock(resource, **kw)
+        return self.lock(resource, ttl=ttl, wait=wait, blocking_timeout=blocking_timeout, blocking=blocking,
+            limit=limit, owner=owner, watchdog=watchdog, on_lost=on_lost, token=token, retry_for=retry_for,
+            min_replicas=min_replicas, replicas_timeout=replicas_timeout, on_retry=on_retry,
+            raise_on_lost=raise_on_lost)
 
-    def read_lock(self, resource: Key, **kw: Any) -> "Lock":
+    def read_lock(
+        self,
+        resource: Key,
+        *,
+        ttl: Duration = 30.0,
+        wait: Wait = None,
+        blocking_timeout: Wait = _UNSET,
+        blocking: bool = True,
+        limit: Optional[int] = None,
+        owner: Optional[Key] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[OnLost] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        min_replicas: Optional[int] = None,
+        replicas_timeout: Optional[Duration] = None,
+        on_retry: Optional[OnRetry] = None,
+        raise_on_lost: bool = True,
+    ) -> "Lock":
         """A shared hold (``SHARED``): readers coexist; a writer excludes them.
         Fair: a queued writer is not passed by new readers."""
-        return self.lock(resource, shared=True, **kw)
+        return self.lock(resource, ttl=ttl, wait=wait, blocking_timeout=blocking_timeout, blocking=blocking,
+            shared=True, limit=limit, owner=owner, watchdog=watchdog, on_lost=on_lost, token=token,
+            retry_for=retry_for, min_replicas=min_replicas, replicas_timeout=replicas_timeout,
+            on_retry=on_retry, raise_on_lost=raise_on_lost)
 
-    def semaphore(self, resource: Key, limit: int, **kw: Any) -> "Lock":
+    def semaphore(
+        self,
+        resource: Key,
+        limit: int,
+        *,
+        ttl: Duration = 30.0,
+        wait: Wait = None,
+        blocking_timeout: Wait = _UNSET,
+        blocking: bool = True,
+        owner: Optional[Key] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[OnLost] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        min_replicas: Optional[int] = None,
+        replicas_timeout: Optional[Duration] = None,
+        on_retry: Optional[OnRetry] = None,
+        raise_on_lost: bool = True,
+    ) -> "Lock":
         """One of ``limit`` leased permits (``LIMIT n``): a permit whose
         holder crashed comes back at its deadline."""
-        return self.lock(resource, limit=limit, **kw)
+        return self.lock(resource, ttl=ttl, wait=wait, blocking_timeout=blocking_timeout, blocking=blocking,
+            limit=limit, owner=owner, watchdog=watchdog, on_lost=on_lost, token=token,
+            retry_for=retry_for, min_replicas=min_replicas, replicas_timeout=replicas_timeout,
+            on_retry=on_retry, raise_on_lost=raise_on_lost)
 
-    def reentrant_lock(self, resource: Key, owner: Optional[Key] = None, **kw: Any) -> "Lock":
+    def reentrant_lock(
+        self,
+        resource: Key,
+        owner: Optional[Key] = None,
+        *,
+        ttl: Duration = 30.0,
+        wait: Wait = None,
+        blocking_timeout: Wait = _UNSET,
+        blocking: bool = True,
+        shared: bool = False,
+        limit: Optional[int] = None,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[OnLost] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        min_replicas: Optional[int] = None,
+        replicas_timeout: Optional[Duration] = None,
+        on_retry: Optional[OnRetry] = None,
+        raise_on_lost: bool = True,
+    ) -> "Lock":
         """A reentrant lock (``OWNER``): holds of one owner never exclude
         each other; the resource stays held until the owner's last hold
         ends. The owner defaults to the acquiring thread
         (:func:`thread_owner`), so nesting ``with`` blocks of it on one
         thread works like :class:`threading.RLock`. Pass ``shared=True`` for
         reentrant reads."""
-        return self.lock(resource, owner=PER_THREAD if owner is None else owner, **kw)
+        return self.lock(resource, ttl=ttl, wait=wait, blocking_timeout=blocking_timeout, blocking=blocking,
+            shared=shared, limit=limit, owner=PER_THREAD if owner is None else owner, watchdog=watchdog,
+            on_lost=on_lost, token=token, retry_for=retry_for, min_replicas=min_replicas,
+            replicas_timeout=replicas_timeout, on_retry=on_retry, raise_on_lost=raise_on_lost)
 
-    def multi_lock(self, resources: Iterable[Key], **kw: Any) -> "Lock":
+    def multi_lock(
+        self,
+        resources: Iterable[Key],
+        *,
+        ttl: Duration = 30.0,
+        wait: Wait = None,
+        blocking_timeout: Wait = _UNSET,
+        blocking: bool = True,
+        shared: bool = False,
+        watchdog: Optional[bool] = None,
+        on_lost: Optional[OnLost] = None,
+        token: Optional[str] = None,
+        retry_for: Optional[Duration] = None,
+        min_replicas: Optional[int] = None,
+        replicas_timeout: Optional[Duration] = None,
+        on_retry: Optional[OnRetry] = None,
+        raise_on_lost: bool = True,
+    ) -> "Lock":
         """A set of resources granted all or nothing, with one fence
         (``DLOCK.MACQUIRE``); ``shared=True`` for shared holds on every
         member. In Redis Cluster the members must share a slot: use a hash
         tag (``{order:42}:rows``)."""
-        res = list(resources)
-        if len(res) < 2:
-            return self.lock(res[0] if res else "", **kw)
-        return self.lock(res, **kw)  # type: ignore[arg-type]
+        return self.lock(one_or_set(resources), ttl=ttl, wait=wait, blocking_timeout=blocking_timeout,
+            blocking=blocking, shared=shared, watchdog=watchdog, on_lost=on_lost, token=token,
+            retry_for=retry_for, min_replicas=min_replicas, replicas_timeout=replicas_timeout,
+            on_retry=on_retry, raise_on_lost=raise_on_lost)
 
     def election(
         self, name: Key, *, id: Optional[str] = None, ttl: Duration = 15.0, retry_for: Optional[Duration] = None
@@ -325,7 +423,8 @@ class Locker:
             v = self.topology.run(spec.route_key(), self.settings.io_timeout, 0.0, op)
         except Failure as f:
             raise f.into_error() from None
-        return decode_info(v)
+        answer: Optional[Dict[str, Any]] = decode_info(v)
+        return answer
 
     def check(self, resource: Key, fence: int) -> bool:
         """Whether ``fence`` is a live hold on ``resource`` now (the
@@ -342,18 +441,6 @@ class Locker:
         from .session import Session
 
         return Session(self, ttl, bind, lock_delay)
-
-
-def _replicas(n: Optional[int], timeout: Optional[Duration]) -> Optional[Tuple[int, float]]:
-    if n is None:
-        return None
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise InvalidRequest("min_replicas must be a non-negative integer")
-    return n, seconds(timeout if timeout is not None else 1.0)
-
-
-def _spec(resource: Any, ttl: Duration, shared: bool, limit: Optional[int], owner: Any) -> Spec:
-    return Spec(resource, ttl, shared, limit, owner)
 
 
 def _redact(url: str) -> str:
@@ -376,115 +463,4 @@ def _redact(url: str) -> str:
     return f"{scheme}://{user}:***@{host}"
 
 
-class Lock:
-    """One lock request, reusable: ``with lock as lease:`` acquires (and
-    raises :class:`~dlock.NotAcquired` when not granted), yields the
-    :class:`~dlock.Lease`, and releases on leaving; ``acquire()`` returns the
-    Lease or None. Nested ``with`` blocks of one Lock on one thread each
-    take a hold of their own (a reentrant lock's nest; a plain lock's inner
-    block would wait for the outer one)."""
-
-    def __init__(
-        self,
-        locker: Locker,
-        spec: Spec,
-        *,
-        wait: Optional[Duration],
-        blocking: bool,
-        watchdog: Optional[bool],
-        on_lost: Optional[OnLost],
-        token: Optional[str],
-        retry_for: Optional[Duration],
-        min_replicas: Optional[int],
-        replicas_timeout: Optional[Duration],
-        on_retry: Optional[OnRetry],
-        raise_on_lost: bool,
-    ) -> None:
-        check_token(token)
-        self.locker = locker
-        self.spec = spec
-        self.wait = wait
-        self.blocking = blocking
-        self.watchdog = watchdog
-        self.on_lost = on_lost
-        self.token = token
-        self.on_retry = on_retry
-        self.raise_on_lost = raise_on_lost
-        s = locker.settings
-        kw: Dict[str, Any] = {}
-        if retry_for is not None:
-            kw["retry_for"] = seconds(retry_for)
-        if min_replicas is not None:
-            kw["min_replicas"] = _replicas(min_replicas, replicas_timeout)
-        elif replicas_timeout is not None and s.min_replicas is not None:
-            kw["min_replicas"] = (s.min_replicas[0], seconds(replicas_timeout))
-        self.settings = s.copy(**kw) if kw else s
-        if wait is not None:
-            to_ms(wait, "wait")
-        self._local = threading.local()
-
-    @property
-    def resource(self) -> Key:
-        return self.spec.resources[0]
-
-    def _wait_ms(self, blocking: Optional[bool], wait: Any) -> Optional[int]:
-        b = self.blocking if blocking is None else blocking
-        if not b:
-            return None
-        w = self.wait if wait is _UNSET else wait
-        return MAX_MS if w is None else to_ms(w, "wait")
-
-    def acquire(
-        self,
-        blocking: Optional[bool] = None,
-        wait: Any = _UNSET,
-        *,
-        token: Optional[str] = None,
-        watchdog: Optional[bool] = None,
-    ) -> Optional[Lease]:
-        """Acquires: the :class:`~dlock.Lease` when granted, None when busy
-        (or the wait ran out). ``blocking``/``wait`` override the lock's.
-        Connection errors are retried with the same token (so a lost reply
-        never leaves an orphaned lock or a second hold) for ``retry_for``
-        in a row; the whole call ends by its wait (a call that does not
-        wait: after ``retry_for``) plus 250 ms for a reply in flight (plus
-        the replicas timeout when ``min_replicas`` is set)."""
-        if token is not None:
-            check_token(token)
-        spec = self.spec
-        if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner())
-        tok = token or self.token or new_token()
-        backend = SingleBackend(self.locker.topology, spec, tok, self.settings)
-        got = backend.acquire(self._wait_ms(blocking, wait), self.on_retry)
-        if got is None:
-            return None
-        fence, valid_until = got
-        wd = watchdog if watchdog is not None else self.watchdog
-        if wd is None:
-            wd = bool(self.locker.watchdog)
-        return Lease(backend, spec.resources, tok, [fence], spec.ttl_ms, valid_until, wd, self.on_lost)
-
-    def __enter__(self) -> Lease:
-        wd = self.watchdog
-        if wd is None:
-            wd = self.locker.watchdog if self.locker.watchdog is not None else True
-        lease = self.acquire(watchdog=wd)
-        if lease is None:
-            raise NotAcquired(f"{self.resource!r} is busy")
-        stack = getattr(self._local, "stack", None)
-        if stack is None:
-            stack = self._local.stack = []
-        stack.append(lease)
-        return lease
-
-    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
-        lease: Lease = self._local.stack.pop()
-        lease._leave(et, ev, self.raise_on_lost)
-
-    def __repr__(self) -> str:
-        return f"<Lock {self.spec.resources!r}>"
-
-
-# Last, so that the election module may import this one (it names the Locker in its types).
 from .election import Election  # noqa: E402
