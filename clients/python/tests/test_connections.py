@@ -130,8 +130,11 @@ def test_blocking_locker_refuses_an_asyncio_client_at_once(server, make):
     client = made_in_a_loop(lambda: make(server.port))
     with pytest.raises(dlock.InvalidRequest, match="dlock.asyncio.Locker"):
         dlock.Locker(client)
-    if not isinstance(client, redis.asyncio.cluster.RedisCluster):
-        with pytest.raises(dlock.InvalidRequest, match="dlock.asyncio.Locker"):
+    if not isinstance(client, (redis.asyncio.cluster.RedisCluster, redis.asyncio.ConnectionPool)):
+        with pytest.raises(dlock.InvalidRequest, match="dlock.asyncio.Redlock"):
+            dlock.Redlock([client])
+    if isinstance(client, redis.asyncio.ConnectionPool):
+        with pytest.raises(dlock.InvalidRequest, match="a Redlock server is a URL or a redis.Redis"):
             dlock.Redlock([client])
 
 

@@ -235,7 +235,7 @@ class Lock:
         held = self._held(task)
         lease = held.entered.pop()
         held.discard(lease)
-        await _leave(lease, et, ev, self.raise_on_lost)
+        await lease._leave(et, ev, self.raise_on_lost)
 
     async def __aenter__(self) -> Lease:
         lease = await self._enter(_calling_task(), True)
@@ -286,13 +286,3 @@ class Lock:
     def __repr__(self) -> str:
         return f"<async Lock {self.spec.resources!r}>"
 
-
-async def _leave(
-    lease: Lease, et: Optional[Type[BaseException]], ev: Optional[BaseException], raise_on_lost: bool
-) -> None:
-    """Leaving an ``async with`` block: release, and raise
-    :class:`~dlock.LockLost` when the lease was lost while the block ran
-    without an error of its own."""
-    released = await lease.release()
-    if not released and et is None and raise_on_lost:
-        raise LockLost(f"the lease on {lease.resource!r} was lost before the block ended")

@@ -317,7 +317,8 @@ class Locker:
 
     async def extend_token(self, resource: Key, token: str, ttl: Duration) -> bool:
         """As :meth:`dlock.Locker.extend_token`."""
-        if not isinstance(token, str) or not token:
+        check_token(token)
+        if not token:
             raise InvalidRequest("token must not be empty")
         spec = make_spec(resource, ttl, False, None, None)
         r = await _Backend(self.topology, spec, token, self.settings).extend(spec.ttl_ms)
@@ -330,7 +331,8 @@ class Locker:
 
     async def release_token(self, resource: Key, token: str) -> bool:
         """As :meth:`dlock.Locker.release_token`."""
-        if not isinstance(token, str) or not token:
+        check_token(token)
+        if not token:
             raise InvalidRequest("token must not be empty")
         spec = make_spec(resource, 1.0, False, None, None)
         return await _Backend(self.topology, spec, token, self.settings).release(now())

@@ -20,7 +20,8 @@ import redis
 import redis.asyncio
 
 from ._alease import Lease, OnLost
-from ._alocker import Lock, task_owner
+from ._alock import _calling_task, _owner_of
+from ._alocker import Lock
 from ._anode import Conn, _abort, _Node, _pack, _pipeline, _settings_of
 from ._core.redlock import EXTENDED, LOST, Acquiring, Attempt, judge_extend, quorum, tally_round
 from ._lease import Renewal
@@ -38,7 +39,7 @@ from ._redlock_common import (
     server_list,
 )
 from ._single import Settings
-from ._spec import MAX_MS, Duration, Key, Spec, check_token, new_token, now, seconds, to_ms
+from ._spec import Duration, Key, Spec, check_token, new_token, now, seconds, to_ms
 from .errors import (
     FATAL,
     RETRY,
@@ -50,7 +51,7 @@ from .errors import (
     is_io_error,
     unexpected,
 )
-from .locker import _UNSET, PER_THREAD, _spec, decode_info
+from .locker import PER_THREAD, _spec, decode_info
 
 __all__ = ["Redlock", "RedlockLock", "RedlockLease"]
 
@@ -469,30 +470,22 @@ class RedlockLock(Lock):
     granted) or ``await lock.acquire()`` (the lease, or None). Cancelling
     it leaves no hold and no waiter on any server."""
 
-    async def acquire(
-        self,
-        blocking: Optional[bool] = None,
-        wait: Any = _UNSET,
-        *,
-        token: Optional[str] = None,
-        watchdog: Optional[bool] = None,
+    async def _take(
+        self, task: "Optional[asyncio.Task[Any]]", wait_ms: Optional[int], token: Optional[str], watchdog: bool
     ) -> Optional[Lease]:
-        """Acquires: the lease when a quorum granted, None when busy (or
-        the wait ran out); :class:`~dlock.NoQuorum` when too many servers
-        were unreachable. ``token`` is ignored: every attempt takes a fresh
-        one."""
-        check_token(token)
+        """One acquisition over the servers (``token`` is not used: every
+        attempt takes a fresh one). Cancelled, it leaves no hold and no
+        waiter on any server."""
+        if task is None:
+            task = _calling_task()
         spec = self.spec
         if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, task_owner())
-        b = self.blocking if blocking is None else blocking
-        w = self.wait if wait is _UNSET else wait
-        wait_ms = None if not b else (MAX_MS if w is None else to_ms(w, "wait"))
-        wd = watchdog if watchdog is not None else self.watchdog
-        if wd is None:
-            wd = bool(self.locker.watchdog)
+            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, _owner_of(task))
         rl: Redlock = self.locker  # type: ignore[assignment]
-        return await rl.acquire_spec(spec, wait_ms, self.settings.retry_for, wd, self.on_lost)
+        lease = await rl.acquire_spec(spec, wait_ms, self.settings.retry_for, watchdog, self.on_lost)
+        if lease is not None:
+            self._held(task).add(lease)
+        return lease
 
     def __repr__(self) -> str:
         return f"<async RedlockLock {self.spec.resources!r}>"

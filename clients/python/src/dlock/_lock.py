@@ -218,7 +218,7 @@ class Lock:
         held = self._held()
         lease = held.entered.pop()
         held.discard(lease)
-        _leave(lease, et, ev, self.raise_on_lost)
+        lease._leave(et, ev, self.raise_on_lost)
 
     def __call__(self, fn: F) -> F:
         """``@locker.lock("res", wait=5)``: each call of ``fn`` runs inside
@@ -256,15 +256,6 @@ class Lock:
     def __repr__(self) -> str:
         return f"<Lock {self.spec.resources!r}>"
 
-
-def _leave(
-    lease: Lease, et: Optional[Type[BaseException]], ev: Optional[BaseException], raise_on_lost: bool
-) -> None:
-    """Leaving a ``with`` block: release, and raise :class:`~dlock.LockLost`
-    when the lease was lost while the block ran without an error of its own."""
-    released = lease.release()
-    if not released and et is None and raise_on_lost:
-        raise LockLost(f"the lease on {lease.resource!r} was lost before the block ended")
 
 
 __all__ = ["Lock", "wait_ms"]

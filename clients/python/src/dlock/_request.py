@@ -118,8 +118,7 @@ def lock_settings(
 
 
 def make_spec(resource: Any, ttl: Duration, shared: bool, limit: Optional[int], owner: Any) -> Spec:
-    res = [resource] if isinstance(resource, (str, bytes)) else list(resource)
-    return Spec(res, ttl, shared, limit, owner)
+    return Spec(resource, ttl, shared, limit, owner)
 
 
 def one_or_set(resources: Any) -> Union[Key, List[Key]]:

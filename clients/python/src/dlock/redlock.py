@@ -99,7 +99,7 @@ from .errors import (
     is_io_error,
     unexpected,
 )
-from .locker import _UNSET, PER_THREAD, Lock, _spec, decode_info, thread_owner
+from .locker import PER_THREAD, Lock, _spec, decode_info, thread_owner
 
 __all__ = ["Redlock", "RedlockLock"]
 # The rules, re-exported for who used them from here.
@@ -531,19 +531,11 @@ class RedlockLock(Lock):
     """A lock request over a :class:`Redlock`'s servers: the same context
     manager and ``acquire()`` as :class:`~dlock.Lock`."""
 
-    def acquire(
-        self,
-        blocking: Optional[bool] = None,
-        wait: Any = _UNSET,
-        *,
-        token: Optional[str] = None,
-        watchdog: Optional[bool] = None,
-    ) -> Optional[Lease]:
+    def _take(self, wait_ms: Optional[int], token: Optional[str], watchdog: bool) -> Optional[Lease]:
+        """One acquisition over the servers (``token`` is not used: every
+        attempt takes a fresh one)."""
         spec = self.spec
         if spec.owner is PER_THREAD:
             spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner())
-        wd = watchdog if watchdog is not None else self.watchdog
-        if wd is None:
-            wd = bool(self.locker.watchdog)
         rl: Redlock = self.locker  # type: ignore[assignment]
-        return rl.acquire_spec(spec, self._wait_ms(blocking, wait), self.settings.retry_for, wd, self.on_lost)
+        return rl.acquire_spec(spec, wait_ms, self.settings.retry_for, watchdog, self.on_lost)
