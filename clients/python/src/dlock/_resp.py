@@ -18,7 +18,7 @@ from redis import exceptions as rx
 try:  # redis-py >= 5
     from redis._parsers.base import BaseParser as _BaseParser
 except ImportError:  # pragma: no cover
-    from redis.connection import BaseParser as _BaseParser  # type: ignore
+    from redis.connection import BaseParser as _BaseParser  # type: ignore[attr-defined,unused-ignore]
 
 
 def _arg(a: Any) -> bytes:

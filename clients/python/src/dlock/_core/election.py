@@ -47,7 +47,7 @@ class HandingOver:
 Leader = Union[Leads, Nobody, HandingOver]
 
 
-def id_problem(id: Optional[str]) -> Optional[str]:
+def id_problem(id: object) -> Optional[str]:
     """What is wrong with an election id (None: nothing). An id is what
     observers see before the ``/`` of the token: a non-empty str without
     ``/``."""
