@@ -20,9 +20,9 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 import redis
 
 from ._abackend import _Backend
-from ._anode import _read_all, _send
+from ._aconn import _read_all, _send
 from ._core import guard as core
-from ._node import read_all, send
+from ._conn import read_all, send
 from ._single import SingleBackend
 from ._core.retry import Outage
 from ._spec import Key, now
