@@ -183,13 +183,14 @@ def test_a_lock_handed_over_after_a_long_wait_has_the_sessions_budget(api, serve
     (the server refuses its EXTEND): its lease gets the session's budget."""
     c = server.conn()
     locker = api.locker(server.url)
-    s = locker.session(ttl=3)
+    # 4.5 s: 3 s of slack for each keep-alive on a loaded machine.
+    s = locker.session(ttl=4.5)
     held = locker.lock("wq-long", ttl=30, watchdog=False).acquire(blocking=False)
     lock = s.lock("wq-long", wait=20)
     import threading
 
-    # 1.5 s in line: past a third of the session's 3 s ttl, however loaded.
-    threading.Timer(1.5, lambda: c.execute_command("DLOCK.RELEASE", "wq-long", held.token)).start()
+    # 2 s in line: past a third of the session's ttl, however loaded.
+    threading.Timer(2.0, lambda: c.execute_command("DLOCK.RELEASE", "wq-long", held.token)).start()
     lease = lock.acquire()
     assert lease is not None and lease.fence > held.fence and not lease.lost
     assert holder(c, "wq-long") == (lease.token, lease.fence)
