@@ -177,6 +177,31 @@ def test_redlock_leases_make_no_guarded_write(server, make_server):
     assert lease.release()
 
 
+def test_asyncio_redlock_leases_make_no_guarded_write(server, make_server):
+    import asyncio
+
+    import dlock.asyncio
+
+    others = [make_server(), make_server()]
+
+    async def main():
+        rl = dlock.asyncio.Redlock([server.url] + [o.url for o in others])
+        lease = await rl.lock("{ar}", ttl=30, watchdog=False).acquire(blocking=False)
+        assert lease is not None
+        for call in (
+            lambda: lease.write("SET", "{ar}:v", "x"),
+            lambda: lease.write_batch([("SET", "{ar}:v", "x")]),
+            lease.check,
+        ):
+            with pytest.raises(dlock.InvalidRequest, match="Redlock"):
+                await call()
+        assert await lease.release()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    for s in [server] + others:
+        assert calls(s.conn(), "dlock.guard") == 0 and calls(s.conn(), "dlock.check") == 0
+
+
 def test_guarded_writes_on_a_cluster(api, cluster3):
     c = cluster3
     locker = api.cluster([c.node(c.masters()[0]).url])

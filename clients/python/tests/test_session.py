@@ -177,6 +177,28 @@ def test_a_waiting_lock_is_bound_when_granted(api, server):
     assert lease.lost
 
 
+def test_a_lock_handed_over_after_a_long_wait_has_the_sessions_budget(api, server):
+    """A grant handed over after more than a third of its ttl is refreshed
+    (EXTEND) when it is not bound; a bound hold has no deadline of its own
+    (the server refuses its EXTEND): its lease gets the session's budget."""
+    c = server.conn()
+    locker = api.locker(server.url)
+    # 4.5 s: 3 s of slack for each keep-alive on a loaded machine.
+    s = locker.session(ttl=4.5)
+    held = locker.lock("wq-long", ttl=30, watchdog=False).acquire(blocking=False)
+    lock = s.lock("wq-long", wait=20)
+    import threading
+
+    # 2 s in line: past a third of the session's ttl, however loaded.
+    threading.Timer(2.0, lambda: c.execute_command("DLOCK.RELEASE", "wq-long", held.token)).start()
+    lease = lock.acquire()
+    assert lease is not None and lease.fence > held.fence and not lease.lost
+    assert holder(c, "wq-long") == (lease.token, lease.fence)
+    assert calls(c, "dlock.extend") == 0, "a bound hold is never extended"
+    assert s.close()
+    assert lease.lost
+
+
 @pytest.mark.parametrize("kw", [dict(ttl=0), dict(ttl=-1), dict(ttl="x"), dict(lock_delay=61), dict(lock_delay=-1)])
 def test_bad_session_settings(api, server, kw):
     with pytest.raises(dlock.InvalidRequest):

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import uuid
 import weakref
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Set, Tuple, Union
 
 from ._abackend import _Backend
 from ._alease import Lease, OnLost
-from ._anode import Conn, _abort, _pipeline
+from ._aconn import Conn, _abort, _pipeline
 from ._core import session as core
 from ._lease import EXTENDED, FAILED, LOST, Renewal
 from ._single import OnRetry
@@ -45,10 +46,11 @@ class SessionBackend(_Backend):
 
     def __init__(self, session: "Session", spec: SessionSpec, token: str) -> None:
         super().__init__(session._topology, spec, token, session._settings)
+        self.rules = core.BoundRules(spec, token, session._settings, now, random.randrange, session._core.bindable)
         self.session = session
         self.until = 0.0
 
-    async def extend_by(self, ttl_ms: int, deadline: float) -> Renewal:
+    async def extend(self, ttl_ms: int) -> Renewal:
         r = await self.session._renew(self.until)
         if r.kind == EXTENDED:
             self.until = r.until

@@ -13,17 +13,19 @@ and is tried again). Redirects are followed by the topology."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import redis
 
 from ._abackend import _Backend
-from ._anode import _read_all, _send
+from ._aconn import _read_all, _send
 from ._core import guard as core
-from ._node import read_all, send
+from ._conn import read_all, send
 from ._single import SingleBackend
-from ._spec import Key, Outage, now
+from ._core.retry import Outage
+from ._spec import Key, now
 from .errors import (
     FATAL,
     Failure,
@@ -79,13 +81,14 @@ def held(lease: Any) -> Held:
     Refuses a Redlock lease."""
     backend = getattr(lease, "_b", None)
     sh = getattr(lease, "_sh", None)
+    mark_lost: Callable[[], None]
     if backend is not None:
         mark_lost = lease._mark_lost  # the asyncio Lease
-        released = lease._released
+        released = lease._st.released
     elif sh is not None:
         backend = sh.backend  # the blocking Lease
         mark_lost = sh.mark_lost
-        released = sh.released
+        released = sh.state.released
     if not isinstance(backend, (SingleBackend, _Backend)):
         # A Redlock lease: its backend spans several servers.
         raise InvalidRequest(NOT_ONE_SERVER)
@@ -160,7 +163,7 @@ def _gave_up(f: Failure, sent: bool, read_only: bool, outage: Outage, retry_for:
 
 def _run(topology: Any, route: bytes, settings: Any, cmd: Tuple[bytes, ...], read_only: bool) -> Any:
     deadline = now() + settings.retry_for
-    outage = Outage()
+    outage = Outage(now, random.randrange)
     dead_pooled = 0
     while True:
         sent = [False]
@@ -254,7 +257,7 @@ def check_fence(topology: Any, settings: Any, resource: Key, fence: int) -> bool
 
 async def _arun(topology: Any, route: bytes, settings: Any, cmd: Tuple[bytes, ...], read_only: bool) -> Any:
     deadline = now() + settings.retry_for
-    outage = Outage()
+    outage = Outage(now, random.randrange)
     dead_pooled = 0
     while True:
         sent = [False]

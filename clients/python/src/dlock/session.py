@@ -9,6 +9,7 @@ them is lost at once."""
 from __future__ import annotations
 
 import os
+import random
 import threading
 import uuid
 import weakref
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple, Union
 
 from ._core import session as core
 from ._lease import EXTENDED, FAILED, LOST, Lease, OnLost, Renewal
-from ._node import Conn, run_pipeline, set_timeout
+from ._conn import Conn, run_pipeline, set_timeout
 from ._single import OnRetry, SingleBackend
 from ._session_parts import NOT_ON_A_CLUSTER, Own, SessionSpec, inherited, resources_of, settings_of, sorted_reply, within
 from ._spec import MAX_MS, Duration, Key, check_token, new_token, now, to_ms
@@ -41,16 +42,18 @@ __all__ = ["Session", "SessionLock"]
 
 class SessionBackend(SingleBackend):
     """A lock bound to a session: acquired with ``SESSION id``, released
-    with ``RELEASE``; its renewal is the session's keep-alive (the server
-    refuses an ``EXTEND`` of a bound hold)."""
+    with ``RELEASE`` (the rules: ``_core.session.BoundRules``); its renewal
+    is the session's keep-alive (the server refuses an ``EXTEND`` of a
+    bound hold)."""
 
     def __init__(self, session: "Session", spec: SessionSpec, token: str) -> None:
         super().__init__(session._topology, spec, token, session._settings)
+        self.rules = core.BoundRules(spec, token, session._settings, now, random.randrange, session._budget)
         self.session = session
         #: The budget last handed to the lock (see ``SessionCore.covers``).
         self.until = 0.0
 
-    def extend_by(self, ttl_ms: int, deadline: float) -> Renewal:
+    def extend(self, ttl_ms: int) -> Renewal:
         r = self.session._renew(self.until)
         if r.kind == EXTENDED:
             self.until = r.until
@@ -189,6 +192,11 @@ class Session:
         t = threading.Thread(target=_keep, args=(weakref.ref(self),), name="dlock-session", daemon=True)
         self._keeper = t
         t.start()
+
+    def _budget(self, t: float) -> Optional[float]:
+        """The budget a lock bound at ``t`` gets (None: none)."""
+        with self._state:
+            return self._core.bindable(t)
 
     def _ended_error(self) -> LockLost:
         return LockLost(f"the session {self.id} ended ({self._core.ended_how}): its locks were released; open a new session")

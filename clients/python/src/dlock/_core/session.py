@@ -7,7 +7,11 @@ means. Time is passed in (the shells' monotonic clock, in seconds)."""
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
+
+from .effects import Clock, Rand, Rule
+from .lease import EXTENDED, LOST, Renewal
+from .single import Settings, Single, SpecLike
 
 #: The server's longest lock-delay (ms).
 MAX_LOCK_DELAY_MS = 60_000
@@ -151,3 +155,32 @@ class SessionCore:
         if self.phase == LIVE and self.valid_until > under:
             return self.valid_until
         return None
+
+
+#: ``budget(t)``: until when the session surely lasts, as a lock bound at
+#: clock reading ``t`` would get it; None once it ended or its budget
+#: passed (``SessionCore.bindable``, read by the shell under its guard).
+SessionBudget = Callable[[float], Optional[float]]
+
+
+class BoundRules(Single):
+    """The rules of a lock bound to a session (``ACQUIRE ... SESSION id``):
+    a single-server lock's, except that a bound hold has no deadline of its
+    own (the server refuses an ``EXTEND`` of it) and its budget is the
+    session's. So the refresh of a grant handed over after a long wait asks
+    nothing of the server: the lock lasts as long as the session, and is
+    lost if the session ended meanwhile. (Renewing a bound lock is the
+    session's keep-alive, which its shell sends.)"""
+
+    __slots__ = ("budget",)
+
+    def __init__(self, spec: SpecLike, token: str, settings: Settings, clock: Clock, rand: Rand, budget: SessionBudget) -> None:
+        super().__init__(spec, token, settings, clock, rand)
+        self.budget = budget
+
+    def extend_by(self, ttl_ms: int, deadline: float) -> Rule[Renewal]:
+        yield from ()  # a rule that sends nothing
+        until = self.budget(self.clock())
+        if until is None:
+            return Renewal(LOST)
+        return Renewal(EXTENDED, until=until)
