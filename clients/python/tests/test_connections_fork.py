@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import time
 
 import redis
 import redis.asyncio
@@ -28,8 +30,18 @@ def made_in_a_loop(make):
 
 
 def _child_exit_code(pid: int) -> int:
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    """The child's exit code; a child still running after the deadline is
+    killed, and fails the test."""
+    end = time.monotonic() + DEADLINE
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= end:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"the child was still running after {DEADLINE} s")
+        time.sleep(0.02)
 
 
 def _pooled_client_id(c: redis.Redis) -> int:
@@ -126,3 +138,30 @@ def test_forked_child_asyncio_never_uses_the_parents_connections(server):
         lk.close()
         loop.close()
     assert holder(c, "afork-child") is None and holder(c, "afork-parent") is None
+
+
+def test_forked_child_is_not_stuck_on_a_pool_lock_held_at_the_fork(server):
+    """A fork while another thread held the pool's lock: the child's copy of
+    the lock stays held forever, so the child's pool makes its own."""
+    lk = dlock.Locker(redis.Redis(port=server.port))
+    with lk.lock("fork-lock"):
+        pass
+    pool_lock = lk.topology.single._lock
+    assert pool_lock.acquire(timeout=DEADLINE)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                # A deadlock ends the child (the test runner's own alarm
+                # handler would wait for Python code to run).
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+                signal.alarm(int(DEADLINE))
+                with lk.lock("fork-lock-child", ttl=30):
+                    code = 0
+            finally:
+                os._exit(code)
+    finally:
+        pool_lock.release()
+    assert _child_exit_code(pid) == 0
+    assert holder(server.conn(), "fork-lock-child") is None
