@@ -165,3 +165,31 @@ def test_forked_child_is_not_stuck_on_a_pool_lock_held_at_the_fork(server):
         pool_lock.release()
     assert _child_exit_code(pid) == 0
     assert holder(server.conn(), "fork-lock-child") is None
+
+
+def test_forked_child_asyncio_is_not_stuck_on_a_pool_lock_held_at_the_fork(server):
+    lk = made_in_a_loop(lambda: dla.Locker(redis.asyncio.Redis(port=server.port)))
+
+    async def cycle(name: str) -> None:
+        async with lk.lock(name, ttl=30):
+            pass
+
+    asyncio.run(asyncio.wait_for(cycle("afork-lock"), DEADLINE))
+    pools_lock = lk.topology.single._pools_lock
+    assert pools_lock.acquire(timeout=DEADLINE)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+                signal.alarm(int(DEADLINE))
+                asyncio.run(asyncio.wait_for(cycle("afork-lock-child"), DEADLINE))
+                lk.close()
+                code = 0
+            finally:
+                os._exit(code)
+    finally:
+        pools_lock.release()
+    assert _child_exit_code(pid) == 0
+    assert holder(server.conn(), "afork-lock-child") is None

@@ -98,14 +98,17 @@ class _Node:
         last_loop, last = self._last
         if last_loop is loop and last is not None and self._pid == os.getpid():
             return last
+        if self._pid != os.getpid():
+            # A forked child: every pool holds the parent's sockets, and the
+            # lock may have been held by another thread at the fork.
+            pools, self._pools = self._pools, {}
+            self._pools_lock = threading.Lock()
+            self._last = (None, None)
+            self._pid = os.getpid()
+            for p in pools.values():
+                for c in p.idle:
+                    _drop(c)
         with self._pools_lock:
-            if self._pid != os.getpid():
-                # A forked child: every pool holds the parent's sockets.
-                pools, self._pools = self._pools, {}
-                self._pid = os.getpid()
-                for p in pools.values():
-                    for c in p.idle:
-                        _drop(c)
             slots = self._pools.get(loop)
             if slots is None:
                 for other in [lp for lp in self._pools if lp.is_closed()]:
@@ -282,9 +285,9 @@ class _Node:
             running: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
         except RuntimeError:
             running = None
+        if self._pid != os.getpid():
+            return  # a child: _slots() drops the parent's on first use
         with self._pools_lock:
-            if self._pid != os.getpid():
-                return  # a child: _slots() drops the parent's on first use
             pools = list(self._pools.items())
         for loop, slots in pools:
             if loop is running:
