@@ -407,3 +407,24 @@ class _Topology:
     def close(self) -> None:
         for n in ([self.single] if self.single else []) + list(self._nodes.values()) + self.seeds:
             n.close()
+
+
+#: What other modules take from here (re-exported from _aconn and _settings).
+__all__ = [
+    "CAP_KEY",
+    "Conn",
+    "_Node",
+    "_Topology",
+    "_abort",
+    "_async_class",
+    "_conn_settings",
+    "_drop",
+    "_pack",
+    "_pipeline",
+    "_read_all",
+    "_send",
+    "_settings_of",
+    "parse_slots",
+    "sentinel_of",
+    "split_addr",
+]

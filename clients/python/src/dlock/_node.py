@@ -418,4 +418,25 @@ class ClusterMap:
         raise last or Failure(RETRY, Unavailable("no cluster node returned a slot map"))
 
 
-__all__ = ["Node", "Topology", "ClusterMap", "settings_of", "FATAL"]
+#: What other modules take from here (re-exported from _conn and _settings).
+__all__ = [
+    "CAP_KEY",
+    "FATAL",
+    "ClusterMap",
+    "Conn",
+    "Node",
+    "Topology",
+    "_conn_settings",
+    "check",
+    "close",
+    "is_master",
+    "parse_slots",
+    "read_all",
+    "refuse_asyncio_client",
+    "run_pipeline",
+    "send",
+    "sentinel_of",
+    "set_timeout",
+    "settings_of",
+    "split_addr",
+]
