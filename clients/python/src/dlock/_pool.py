@@ -18,7 +18,7 @@ from .errors import InvalidRequest
 
 Conn = Any
 
-#: redis-py's "no limit" (its ConnectionPool's default before 6.0).
+#: redis-py's "no limit" (its ConnectionPool's default in 7.0 and earlier; 8.1 defaults to 100).
 UNLIMITED = 2**31
 
 #: The fewest connections per server a cap leaves dlock: one for a
