@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import datetime
 import os
-import random
 import time
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from ._core import retry as _retry
 from .errors import InvalidRequest
 
 #: A duration: seconds (int or float) or a ``datetime.timedelta``.
@@ -80,17 +78,6 @@ def ttl_ms(ttl: Duration) -> int:
     if ms < 1:
         raise InvalidRequest("ttl must be at least 1 ms")
     return ms
-
-
-class Outage(_retry.Outage):
-    """The core's run of connection failures, on this process's clock and
-    random source: for the modules that retry outside the core (guarded
-    writes)."""
-
-    __slots__ = ()
-
-    def __init__(self) -> None:
-        super().__init__(now, random.randrange)
 
 
 def new_token() -> str:
