@@ -56,6 +56,7 @@ CASES = [
     ("resource", lambda lk: lk.lock(None)),
     ("resource", lambda lk: lk.multi_lock(["ok", 5])),
     ("resource", lambda lk: lk.multi_lock(["ok", b""])),
+    ("resource", lambda lk: lk.multi_lock(5)),
 ]
 
 

@@ -125,7 +125,10 @@ def one_or_set(resources: Any) -> Union[Key, List[Key]]:
     """``multi_lock``'s resources: a set of two or more, or one resource."""
     if isinstance(resources, (str, bytes)):
         return resources
-    res = list(resources)
+    try:
+        res = list(resources)
+    except TypeError:
+        raise InvalidRequest(f"a set of resources is a list of str or bytes, not {resources!r}") from None
     if len(res) < 2:
         return res[0] if res else ""
     return res
