@@ -375,3 +375,66 @@ def test_retry_settings_of_the_client_change_nothing(server):
         assert [conn.retry.get_retries() for conn in alk.topology.single._slots().idle] == [0]
 
     run(main())
+
+
+def test_redlock_waiters_stay_within_max_connections(make_server):
+    """A Redlock's waiting acquires hold at most max_connections - 1
+    connections on each server: the holder's release gets through, and
+    every waiter gets the lock in turn (blocking and asyncio)."""
+    servers = [make_server() for _ in range(3)]
+    cap = 3
+    urls = [f"{s.url}?max_connections={cap}" for s in servers]
+    conns = [s.conn() for s in servers]
+
+    def server_waiters() -> int:
+        return max(waiters(c, "rl-capped") for c in conns)
+
+    rl = dlock.Redlock(urls)
+    held = rl.lock("rl-capped", ttl=60).acquire()
+    assert held is not None
+    got: list = []
+    errors: list = []
+
+    def waiter() -> None:
+        try:
+            lease = rl.lock("rl-capped", ttl=60, wait=DEADLINE).acquire()
+            got.append(lease is not None)
+            if lease is not None:
+                lease.release()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=waiter) for _ in range(5)]
+    for t in threads:
+        t.start()
+    end = time.monotonic() + DEADLINE
+    while server_waiters() < cap - 1:
+        assert time.monotonic() < end, "waiters never queued"
+        time.sleep(0.02)
+    assert server_waiters() == cap - 1
+    assert held.release()
+    for t in threads:
+        t.join(DEADLINE)
+    assert not errors and got == [True] * 5
+
+    async def main() -> None:
+        arl = dla.Redlock(urls)
+        held = await arl.lock("rl-capped", ttl=60).acquire()
+        assert held is not None
+
+        async def waiter() -> bool:
+            lease = await arl.lock("rl-capped", ttl=60, wait=DEADLINE).acquire()
+            if lease is None:
+                return False
+            await lease.release()
+            return True
+
+        tasks = [asyncio.ensure_future(waiter()) for _ in range(5)]
+        while server_waiters() < cap - 1:
+            await asyncio.sleep(0.02)
+        assert server_waiters() == cap - 1
+        assert await held.release()
+        assert await asyncio.gather(*tasks) == [True] * 5
+
+    run(main())
+    assert all(holder(c, "rl-capped") is None for c in conns)

@@ -127,7 +127,8 @@ class _ANode:
             if left <= 0:
                 break
             try:
-                conn = await self.node.get(left)
+                # A waiting ACQUIRE stays within max_connections - 1.
+                conn = await self.node.get(left, (rules.wait_ms(now()) or 0) / 1000)
             except Failure as f:
                 return FAIL, f
             left = rules.reply_by - now()

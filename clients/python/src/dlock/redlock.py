@@ -231,7 +231,8 @@ def _worker(i: int, node: RNode, at: _Attempt, q: "queue.Queue[Tuple[int, str, A
         if left <= 0:
             break
         try:
-            conn = node.node.get(left)
+            # A waiting ACQUIRE stays within max_connections - 1.
+            conn = node.node.get(left, (at.rules.wait_ms(now()) or 0) / 1000)
         except Failure as f:
             q.put((i, FAIL, f))
             return
