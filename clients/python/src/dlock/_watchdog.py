@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import heapq
 import logging
-import os
 import queue
 import threading
 from typing import Any, Callable, List, Optional
 
 from ._core.lease import EXTENDED, FAILED, IGNORED, LOSE, LOST, RENEW, SLEEP, STOP, LeaseState, Renewal
+from ._process import pid
 from ._spec import now
 from .errors import DlockError
 
@@ -28,7 +28,7 @@ class _Shared:
 
     def __init__(self, backend: Any, ttl_ms: int, valid_until: float) -> None:
         self.backend = backend
-        self.state = LeaseState(ttl_ms, valid_until, os.getpid())
+        self.state = LeaseState(ttl_ms, valid_until, pid())
         # Guards the state. The condition (``wait_lost``) and the event
         # (``lost_event``) on it are made only when asked for: most leases
         # are released without anyone waiting for their loss.
@@ -91,7 +91,7 @@ class _Shared:
     def tick(self) -> None:
         """A scheduled look (on a worker thread): what the rules decide."""
         with self.lock:
-            action, arg = self.state.look(now(), os.getpid())
+            action, arg = self.state.look(now(), pid())
             under = self.state.valid_until
         if action == STOP:
             return
@@ -216,11 +216,11 @@ class _Scheduler:
         self.seq = 0
         self.thread: Optional[threading.Thread] = None
         self.workers = _Workers()
-        self.pid = os.getpid()
+        self.pid = pid()
 
     def schedule(self, at: float, gen: int, sh: "_Shared") -> None:
         with self.cond:
-            if self.pid != os.getpid():  # forked: the threads did not come along
+            if self.pid != pid():  # forked: the threads did not come along
                 self.__init__()  # type: ignore[misc]
             self.seq += 1
             heapq.heappush(self.heap, (at, self.seq, gen, sh))
