@@ -163,7 +163,8 @@ class Node:
 
     def give_back(self, conn: Conn) -> None:
         """A connection in a known state goes back to the pool."""
-        self._check_fork()
+        if self._pid != pid():
+            self._check_fork()
         if getattr(conn, "_dlock_slots", None) is not self._slots:
             # Not this pool's (any more): a parent's, after a fork.
             close(conn)
@@ -196,7 +197,8 @@ class Node:
         the seconds the command waits on the server (``ACQUIRE ... WAIT``);
         such commands may hold all connections but one. When the cap allows
         none now, the caller waits in line for one (see :func:`phases`)."""
-        self._check_fork()
+        if self._pid != pid():
+            self._check_fork()
         waits_slot = waits > 0
         with self._lock:
             ok, conn = self._slots.try_take(waits_slot)

@@ -14,7 +14,7 @@ import socket
 import struct
 import sys
 import time
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from redis import exceptions as rx
 
@@ -187,15 +187,17 @@ def send(conn: Any, cmds: Sequence[Tuple[Any, ...]]) -> None:
         raise rx.ConnectionError(f"Error while writing to socket: {e}") from None
 
 
-def read(conn: Any, n: int) -> List[Any]:
+def read(conn: Any, n: int, out: Optional[List[Any]] = None) -> List[Any]:
     """``n`` replies from ``conn``'s socket; an error reply is returned in
     place (as redis-py's exception) so that the replies after it are read
-    too. Raises redis-py's TimeoutError or ConnectionError."""
+    too. Raises redis-py's TimeoutError or ConnectionError; the replies
+    read before are in ``out`` (when given, the replies go there)."""
     try:
         buf: bytearray = conn._dlock_rbuf
     except AttributeError:
         buf = conn._dlock_rbuf = bytearray()
-    out: List[Any] = []
+    if out is None:
+        out = []
     if n <= 0:
         return out
     sock = conn._sock
