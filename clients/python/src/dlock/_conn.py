@@ -4,10 +4,11 @@ its closing."""
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence, Tuple
+import socket
+from typing import Any, List, Optional, Sequence, Tuple
 
 from . import _resp
-from ._spec import MAX_SOCKET_TIMEOUT
+from ._spec import MAX_SOCKET_TIMEOUT, now
 
 Conn = Any  # a redis.connection.AbstractConnection
 
@@ -22,11 +23,36 @@ def is_master(conn: Conn) -> bool:
 
 
 def set_timeout(conn: Conn, t: float) -> None:
-    sock = getattr(conn, "_sock", None)
-    if sock is not None:
-        t = min(max(t, 0.001), MAX_SOCKET_TIMEOUT)
+    """The reply to what is sent next on ``conn`` is due within ``t``
+    seconds, and each write gives up after at most ``t``.
+
+    A plain socket on Linux is left blocking, its timeouts set in the
+    kernel (``SO_RCVTIMEO``/``SO_SNDTIMEO``): a socket with a Python timeout
+    polls before every ``send`` and ``recv``, and ``settimeout`` makes an
+    ``ioctl``; each of those releases the GIL, which with many threads
+    contending for a lock is a switch between threads. The kernel's
+    timeout is changed only when it would be longer than ``t`` or much
+    shorter (under ``min(t, 1 s)``): a read it cuts short goes on until
+    the reply's due time (see ``_resp.read``), so connections that serve
+    calls of a 2 s ``io_timeout`` and waiting ``ACQUIRE`` calls in turn do not
+    make two system calls per call. TLS sockets, and other platforms, keep
+    Python's timeout (each read and write gives up after ``t``)."""
+    sock = conn._sock
+    if sock is None:
+        return
+    t = min(max(t, 0.001), MAX_SOCKET_TIMEOUT)
+    if not _resp.KERNEL_TIMEOUTS or type(sock) is not socket.socket:
         if sock.gettimeout() != t:
             sock.settimeout(t)
+        return
+    kt: Optional[_resp.KernelTimeout] = getattr(conn, "_dlock_kt", None)
+    if kt is None or kt.sock is not sock:
+        sock.settimeout(None)
+        kt = conn._dlock_kt = _resp.KernelTimeout(sock)
+    kt.due = now() + t
+    k = kt.k
+    if k > t or k < min(t, 1.0):
+        kt.set(t)
 
 
 #: ``send(conn, cmds)``: writes the commands (the socket's timeout applies).

@@ -15,7 +15,6 @@ The watchdog's threads (a scheduler and a pool of workers) are
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import warnings
 import weakref
@@ -32,6 +31,7 @@ from ._core.lease import (
     budget_over,
     retry_pause,
 )
+from ._process import pid
 from ._spec import Duration, Key, now, seconds, ttl_ms as to_ttl_ms
 from ._watchdog import _Shared
 from .errors import DlockError, InvalidRequest, LockLost
@@ -112,7 +112,7 @@ class Lease:
         self._sh.watch(self._renews)
 
     def _check_owner(self) -> None:
-        if not self._sh.state.owned_by(os.getpid()):
+        if not self._sh.state.owned_by(pid()):
             raise InvalidRequest(FOREIGN)
 
     # --- what the lease is ---------------------------------------------------
@@ -309,7 +309,7 @@ class Lease:
         child: nothing is sent and nothing raised."""
         sh = self._sh
         with sh.lock:
-            plan = sh.state.leaving(os.getpid())
+            plan = sh.state.leaving(pid())
             release_ok = sh.state.release_ok
         if plan == LEAVE_FOREIGN:
             return
@@ -336,7 +336,7 @@ class Lease:
 
     def __del__(self) -> None:
         sh = getattr(self, "_sh", None)
-        if sh is None or sh.state.released or not sh.state.owned_by(os.getpid()):
+        if sh is None or sh.state.released or not sh.state.owned_by(pid()):
             return
         # Not released by its holder: stop renewing, so the lease ends with
         # its ttl (a watchdog must never outlive its holder).

@@ -194,7 +194,7 @@ class Lock:
     # --- with, decorator, run ----------------------------------------------------
 
     def _enter(self, busy_raises: bool) -> Optional[Lease]:
-        lease = self.acquire(watchdog=self._watchdog(None))
+        lease = self._take(self._wait_ms(None), None, self._watchdog(None))
         if lease is None:
             if busy_raises:
                 raise NotAcquired(f"{resources_text(self.spec)} is busy")

@@ -18,7 +18,6 @@ and the command to the importing node in one pipeline.
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
@@ -58,6 +57,7 @@ from ._settings import (  # noqa: F401 (the connection settings, for the modules
     settings_of,
     split_addr,
 )
+from ._process import pid
 from ._spec import MAX_SOCKET_TIMEOUT, now
 
 T = TypeVar("T")
@@ -96,7 +96,7 @@ class Node:
         check_settings(cls, kwargs)
         self._slots = Slots(self.max_connections, max_idle)
         self._lock = threading.Lock()
-        self._pid = os.getpid()
+        self._pid = pid()
         #: Set for a ``Sentinel.master_for`` client's server: the master is
         #: found again on every new connection.
         self.sentinel = sentinel_of(kwargs)
@@ -148,12 +148,12 @@ class Node:
         another process closes its descriptor and never shuts the socket
         down), and the lock, which another thread may have held at the
         fork, is made anew."""
-        if self._pid == os.getpid():
+        if self._pid == pid():
             return
         inherited = self._slots.idle
         self._lock = threading.Lock()
         self._slots = Slots(self.max_connections, self.max_idle)
-        self._pid = os.getpid()
+        self._pid = pid()
         for c in inherited:
             c._dlock_node = None
             try:
@@ -163,7 +163,8 @@ class Node:
 
     def give_back(self, conn: Conn) -> None:
         """A connection in a known state goes back to the pool."""
-        self._check_fork()
+        if self._pid != pid():
+            self._check_fork()
         if getattr(conn, "_dlock_slots", None) is not self._slots:
             # Not this pool's (any more): a parent's, after a fork.
             close(conn)
@@ -180,7 +181,7 @@ class Node:
     def forget(self, conn: Conn) -> None:
         """``conn``, taken from this pool, is being closed."""
         conn._dlock_node = None
-        if getattr(conn, "_dlock_slots", None) is not self._slots or self._pid != os.getpid():
+        if getattr(conn, "_dlock_slots", None) is not self._slots or self._pid != pid():
             return  # counted in a pool of the parent's, before a fork
         waited = conn._dlock_waits
         conn._dlock_waits = False
@@ -196,7 +197,8 @@ class Node:
         the seconds the command waits on the server (``ACQUIRE ... WAIT``);
         such commands may hold all connections but one. When the cap allows
         none now, the caller waits in line for one (see :func:`phases`)."""
-        self._check_fork()
+        if self._pid != pid():
+            self._check_fork()
         waits_slot = waits > 0
         with self._lock:
             ok, conn = self._slots.try_take(waits_slot)
@@ -217,11 +219,7 @@ class Node:
         conn._dlock_node = self
         conn._dlock_slots = self._slots
         conn._dlock_waits = waits_slot
-        sock = conn._sock
-        if sock is not None:
-            t = min(max(timeout, 0.001), MAX_SOCKET_TIMEOUT)
-            if sock.gettimeout() != t:
-                sock.settimeout(t)
+        set_timeout(conn, timeout)
         return conn
 
     def _wait_in_line(self, timeout: float, waits: float) -> Tuple[Optional[Conn], bool]:

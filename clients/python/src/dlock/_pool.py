@@ -108,6 +108,16 @@ class Slots:
         """``(True, conn)`` (None: open one) when the caller may have a
         connection now without overtaking a queued caller; else
         ``(False, None)``: queue with :meth:`enqueue`."""
+        idle = self.idle
+        if idle and not self.short_q:
+            # The common case at once: an idle connection, nobody queued
+            # ahead, and the cap leaves room (``_can``).
+            if not waits:
+                return True, idle.pop()
+            cap = self.cap
+            if not self.long_q and (cap is None or self.waiting < cap - 1):
+                self.waiting += 1
+                return True, idle.pop()
         if self.short_q or (waits and self.long_q) or not self._can(waits):
             return False, None
         return True, self._take(waits)
@@ -147,7 +157,8 @@ class Slots:
         else:
             self.open -= 1
             extra = conn
-        self.dispatch()
+        if self.short_q or self.long_q:
+            self.dispatch()
         return extra
 
     def forget(self, waited: bool) -> None:

@@ -167,8 +167,10 @@ class Held(Generic[L]):
 
     def prune(self) -> None:
         """Forgets the leases released meanwhile (by ``lease.release()``)."""
-        if any(x.released for x in self.leases):
-            self.leases = [x for x in self.leases if not x.released]
+        for x in self.leases:
+            if x.released:
+                self.leases = [x for x in self.leases if not x.released]
+                return
 
     def latest(self, what: str, resource: Key) -> L:
         """The most recent lease not yet released; :class:`~dlock.NotOwned`

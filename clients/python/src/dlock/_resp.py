@@ -11,7 +11,10 @@ apart as everywhere else."""
 from __future__ import annotations
 
 import socket
-from typing import Any, List, Sequence, Tuple
+import struct
+import sys
+import time
+from typing import Any, List, Optional, Sequence, Tuple
 
 from redis import exceptions as rx
 
@@ -67,6 +70,44 @@ def _parse_error(text: str) -> Exception:
     """An error reply as redis-py's exception class for it."""
     e: Exception = _BaseParser.parse_error(text)  # type: ignore[no-untyped-call]
     return e
+
+
+#: A ``struct timeval`` for ``SO_RCVTIMEO``/``SO_SNDTIMEO``, where its
+#: layout is known (64-bit Linux: two longs); elsewhere sockets keep
+#: Python's timeouts.
+_TIMEVAL = struct.Struct("@ll")
+KERNEL_TIMEOUTS = sys.platform.startswith("linux") and _TIMEVAL.size == 16
+
+
+class KernelTimeout:
+    """A blocking socket's timeouts as set in the kernel (``k`` seconds,
+    0 before the first setting), and when the reply now awaited is due
+    (``due``, on ``time.monotonic``'s clock); see ``_conn.set_timeout``."""
+
+    __slots__ = ("sock", "k", "due")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.k = 0.0
+        self.due = 0.0
+
+    def set(self, t: float) -> None:
+        sec = int(t)  # t >= 1 ms: never the zero timeval (no timeout at all)
+        tv = _TIMEVAL.pack(sec, int((t - sec) * 1e6))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+        self.k = t
+
+    def read_on(self) -> bool:
+        """A read timed out in the kernel: whether the reply is still not
+        due (then the kernel's timeout is made to end no later than the
+        due time, and the read goes on)."""
+        left = self.due - time.monotonic()
+        if left < 0.001:
+            return False
+        if left < self.k:
+            self.set(left)
+        return True
 
 
 class _Incomplete(Exception):
@@ -140,21 +181,23 @@ def send(conn: Any, cmds: Sequence[Tuple[Any, ...]]) -> None:
         raise rx.ConnectionError("not connected")
     try:
         sock.sendall(pack(cmds))
-    except socket.timeout:
+    except (socket.timeout, BlockingIOError):  # Python's timeout, or the kernel's (_conn.set_timeout)
         raise rx.TimeoutError("Timeout writing to socket") from None
     except OSError as e:
         raise rx.ConnectionError(f"Error while writing to socket: {e}") from None
 
 
-def read(conn: Any, n: int) -> List[Any]:
+def read(conn: Any, n: int, out: Optional[List[Any]] = None) -> List[Any]:
     """``n`` replies from ``conn``'s socket; an error reply is returned in
     place (as redis-py's exception) so that the replies after it are read
-    too. Raises redis-py's TimeoutError or ConnectionError."""
+    too. Raises redis-py's TimeoutError or ConnectionError; the replies
+    read before are in ``out`` (when given, the replies go there)."""
     try:
         buf: bytearray = conn._dlock_rbuf
     except AttributeError:
         buf = conn._dlock_rbuf = bytearray()
-    out: List[Any] = []
+    if out is None:
+        out = []
     if n <= 0:
         return out
     sock = conn._sock
@@ -189,6 +232,11 @@ def read(conn: Any, n: int) -> List[Any]:
             raise rx.ConnectionError("not connected")
         try:
             data = sock.recv(65536)
+        except BlockingIOError:  # the kernel's timeout (see _conn.set_timeout)
+            kt = getattr(conn, "_dlock_kt", None)
+            if kt is not None and kt.sock is sock and kt.read_on():
+                continue
+            raise rx.TimeoutError("Timeout reading from socket") from None
         except socket.timeout:
             raise rx.TimeoutError("Timeout reading from socket") from None
         except OSError as e:

@@ -49,19 +49,25 @@ def perform(topology: Topology, call: Call) -> Outcome:
         sent = call.commands(t)
         cmds = [("ASKING",), *sent] if asking else list(sent)
         out.reached, out.sent_at = True, None
-        if call.probe and getattr(conn, "_dlock_pooled", False):
+        if call.probe and conn._dlock_pooled:
+            got: List[Any] = []
             try:
                 send(conn, [("PING",), *cmds])
-                read_all(conn, 1)  # an error reply (-LOADING, ...): alive
+                read_all(conn, len(cmds) + 1, got)
             except BaseException as e:
-                # Closed while idle: nothing after the PING ran.
-                out.reached = False
-                out.dead_pooled = is_io_error(e) and not isinstance(e, _TIMEOUTS)
+                if got:  # the PING answered (an error reply too: alive)
+                    out.sent_at = t
+                else:
+                    # Closed while idle: nothing after the PING ran.
+                    out.reached = False
+                    out.dead_pooled = is_io_error(e) and not isinstance(e, _TIMEOUTS)
                 raise
+            out.sent_at = t
+            replies = got[1:]
         else:
             send(conn, cmds)
-        out.sent_at = t
-        replies = read_all(conn, len(cmds))
+            out.sent_at = t
+            replies = read_all(conn, len(cmds))
         if asking:
             replies = replies[1:]
         if isinstance(replies[0], Exception):

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import heapq
 import logging
-import os
+import math
 import queue
 import threading
 from typing import Any, Callable, List, Optional
 
 from ._core.lease import EXTENDED, FAILED, IGNORED, LOSE, LOST, RENEW, SLEEP, STOP, LeaseState, Renewal
+from ._process import pid
 from ._spec import now
 from .errors import DlockError
 
@@ -28,7 +29,7 @@ class _Shared:
 
     def __init__(self, backend: Any, ttl_ms: int, valid_until: float) -> None:
         self.backend = backend
-        self.state = LeaseState(ttl_ms, valid_until, os.getpid())
+        self.state = LeaseState(ttl_ms, valid_until, pid())
         # Guards the state. The condition (``wait_lost``) and the event
         # (``lost_event``) on it are made only when asked for: most leases
         # are released without anyone waiting for their loss.
@@ -91,7 +92,7 @@ class _Shared:
     def tick(self) -> None:
         """A scheduled look (on a worker thread): what the rules decide."""
         with self.lock:
-            action, arg = self.state.look(now(), os.getpid())
+            action, arg = self.state.look(now(), pid())
             under = self.state.valid_until
         if action == STOP:
             return
@@ -210,38 +211,79 @@ class _Scheduler:
     daemon thread that hands each due entry to the workers. An entry whose
     generation is no longer the lease's is stale (rescheduled since)."""
 
+    #: The heap is rid of its stale entries when it grows past this, or
+    #: past twice the entries it kept the last time.
+    COMPACT_AT = 1024
+    #: While leases come and go, the thread with no live look to wait for
+    #: wakes by itself this often, rather than be woken for each new
+    #: lease: a lease whose look is due later than that needs no wake-up.
+    IDLE_TICK = 0.25
+
     def __init__(self) -> None:
         self.cond = threading.Condition(threading.Lock())
         self.heap: List[Any] = []
         self.seq = 0
         self.thread: Optional[threading.Thread] = None
         self.workers = _Workers()
-        self.pid = os.getpid()
+        self.pid = pid()
+        self.compact_at = self.COMPACT_AT
+        #: When the thread wakes by itself (-inf: it is not waiting).
+        self.wake_at = -math.inf
+        #: A look was scheduled since the thread last found none live.
+        self.recent = False
 
     def schedule(self, at: float, gen: int, sh: "_Shared") -> None:
+        """Schedules a look at ``sh``, waking the scheduler's thread only
+        when the look is due before the thread would wake anyway. A lease
+        released meanwhile leaves a stale entry behind (its generation moved
+        on), which the thread drops when it comes first: a program taking
+        and releasing leases whose renewals are far away does not wake the
+        thread per lease."""
         with self.cond:
-            if self.pid != os.getpid():  # forked: the threads did not come along
+            if self.pid != pid():  # forked: the threads did not come along
                 self.__init__()  # type: ignore[misc]
             self.seq += 1
-            heapq.heappush(self.heap, (at, self.seq, gen, sh))
+            self.recent = True
+            heap = self.heap
+            heapq.heappush(heap, (at, self.seq, gen, sh))
+            if len(heap) >= self.compact_at:
+                heap[:] = [e for e in heap if e[2] == e[3].gen]
+                heapq.heapify(heap)
+                self.compact_at = max(self.COMPACT_AT, 2 * len(heap))
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name="dlock-scheduler", daemon=True)
                 self.thread.start()
-            elif self.heap[0][1] == self.seq:
+            elif at < self.wake_at:
                 self.cond.notify()
+
+    def _drop_stale(self) -> None:
+        """Drops the stale entries that come first (with ``cond`` held). A
+        generation only grows: an entry seen stale stays stale."""
+        heap = self.heap
+        while heap and heap[0][2] != heap[0][3].gen:
+            heapq.heappop(heap)
 
     def _run(self) -> None:
         while True:
             with self.cond:
                 while True:
+                    self._drop_stale()
                     if not self.heap:
-                        self.cond.wait()
+                        if self.recent:
+                            self.recent = False
+                            self.wake_at = now() + self.IDLE_TICK
+                            self.cond.wait(self.IDLE_TICK)
+                        else:
+                            self.wake_at = math.inf
+                            self.cond.wait()
                         continue
                     at = self.heap[0][0]
                     t = now()
                     if at <= t:
                         _, _, gen, sh = heapq.heappop(self.heap)
+                        self.wake_at = -math.inf
                         break
+                    self.wake_at = at
                     self.cond.wait(at - t)
             if gen == sh.gen:
                 self.workers.submit(sh.tick)
