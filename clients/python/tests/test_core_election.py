@@ -203,3 +203,10 @@ def test_pauses_grow_and_are_jittered_within_bounds():
     assert pause_after(0, 1.0) == pytest.approx(0.05)
     assert pause_after(10, 1.0) == pytest.approx(1.0)
     assert pause_after(10, 5.0) == pytest.approx(1.0) and pause_after(3, -1.0) > 0
+
+
+def test_a_leaders_repr_shows_no_token():
+    """The token releases or renews the leader's lease: no message shows it."""
+    lead = Leads("w1", 7, "w1/62bb1409be95dbe2a90f5d39716ecfeb")
+    assert "62bb1409" not in repr(lead) and "62bb1409" not in str(lead)
+    assert "w1" in repr(lead) and "7" in repr(lead)

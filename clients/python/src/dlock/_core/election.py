@@ -7,7 +7,7 @@ what came; time and randomness are passed in."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 
@@ -29,7 +29,8 @@ class Leads:
 
     id: str
     term: int
-    token: str
+    # The token releases or renews the leader's lease: never in a repr.
+    token: str = field(repr=False)
 
 
 @dataclass(frozen=True)
