@@ -182,6 +182,50 @@ def test_an_interrupt_at_any_instant_leaves_no_hold_nobody_owns(server):
     assert interrupted > 0, "no interrupt landed in an acquire"
 
 
+def test_an_interrupt_at_any_instant_leaves_no_hold_nobody_owns_asyncio(server):
+    c = server.conn()
+
+    async def main():
+        lk = _alocker(server).lock("u", ttl=30, wait=5)
+        me = asyncio.current_task()
+
+        def alarm(*_):
+            # Only into this task's own code: an exception in the event
+            # loop's machinery would end the loop, not an acquire.
+            if asyncio.current_task() is me:
+                raise _Alarm()
+
+        old = signal.signal(signal.SIGALRM, alarm)
+        interrupted = 0
+        rng = random.Random(40)
+        try:
+            for i in range(400):
+                lease = None
+                try:
+                    signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0001, 0.002))
+                    lease = await lk.acquire()
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                except _Alarm:
+                    interrupted += 1
+                _disarm()
+                if lease is not None:
+                    assert await lease.release()
+                elif lk.owned():
+                    assert await lk.release()
+                # A grant given back is released in the background: its
+                # RELEASE is on its way (deadline: 10 s).
+                end = time.monotonic() + 10
+                while holder(c, "u") is not None and time.monotonic() < end:
+                    await asyncio.sleep(0.005)
+                assert holder(c, "u") is None, f"a hold nobody owns after iteration {i}"
+        finally:
+            _disarm()
+            signal.signal(signal.SIGALRM, old)
+        assert interrupted > 0, "no interrupt landed in an acquire"
+
+    run(main())
+
+
 # --- an extend whose budget passes on a paused server ----------------------------
 
 
