@@ -165,5 +165,9 @@ class _Backend:
     async def extend(self, ttl_ms: int) -> Renewal:
         return await drive(self.topology, self.rules.extend(ttl_ms))
 
+    async def extend_within(self, ttl_ms: int, budget: float) -> Renewal:
+        """A renewal that waits for no answer past ``budget``."""
+        return await drive(self.topology, self.rules.extend(ttl_ms, budget))
+
     async def release(self, valid_until: float) -> bool:
         return await drive(self.topology, self.rules.release(valid_until))

@@ -26,6 +26,7 @@ from ._core.lease import (
     LeaseState,
     Renewal,
 )
+from ._core.retry import REPLY_MARGIN
 from ._lease import FOREIGN, note_release_failure
 from ._spec import Duration, Key, now, seconds
 from ._spec import ttl_ms as to_ttl_ms
@@ -94,6 +95,17 @@ class Lease:
             self._changed.set()
             if self._task is None or self._task.done():
                 self._task = asyncio.ensure_future(_watch(weakref.ref(self), self._changed))
+
+    def _give_back(self) -> None:
+        """An interrupt kept this lease from its caller: stop renewing and
+        release it, best effort, in the background."""
+        self._st.released = True
+        self._changed.set()
+        b: Any = self._b  # a Redlock's lease has a backend of its own
+        if isinstance(b, _Backend):
+            in_background(b.abandon(now() + REPLY_MARGIN))
+        else:
+            in_background(_release_quietly(b, self._st.valid_until))
 
     def _check_owner(self) -> None:
         if not self._st.owned_by(os.getpid()):
@@ -199,7 +211,9 @@ class Lease:
 
     async def extend(self, ttl: Optional[Duration] = None) -> bool:
         """Extends the lease to ``ttl`` seconds from now (default: the
-        current ttl), counted from the send. False: it had already ended.
+        current ttl), counted from the send. False: it had already ended,
+        or its budget passed (also while this ``EXTEND`` went unanswered:
+        its wait ends with the budget).
         Raises :class:`~dlock.InvalidRequest` in a forked child."""
         self._check_owner()
         ms = self._st.ttl_ms if ttl is None else to_ttl_ms(ttl)
@@ -210,7 +224,13 @@ class Lease:
                     self._mark_lost()
                 return False
             try:
-                r = await self._b.extend(ms)
+                # A one-server lease's renewal waits no longer than its
+                # budget: an answer after it would be a loss anyway.
+                b: Any = self._b
+                if type(b) is _Backend:
+                    r = await b.extend_within(ms, under)
+                else:
+                    r = await b.extend(ms)
             except BaseException:
                 self._st.in_flight -= 1
                 raise

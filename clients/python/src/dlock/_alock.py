@@ -19,11 +19,13 @@ import weakref
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Optional, Type, TypeVar
 
-from ._abackend import _Backend
+from ._abackend import _Backend, in_background
+from ._core.retry import REPLY_MARGIN
 from ._alease import Lease, OnLost
 from ._request import (
     _UNSET,
     PER_THREAD,
+    Entered,
     Held,
     Wait,
     call_wait_ms,
@@ -32,7 +34,7 @@ from ._request import (
     resources_text,
 )
 from ._single import OnRetry, Settings
-from ._spec import Duration, Key, Spec, check_token, new_token
+from ._spec import Duration, Key, Spec, check_token, new_token, now
 from .errors import InvalidRequest, LockLost, NotAcquired
 
 if TYPE_CHECKING:
@@ -89,6 +91,13 @@ class Lock:
     The calling task is the one that *calls* ``acquire()``/``release()``,
     also when the returned coroutine is awaited through
     ``asyncio.wait_for`` or made a task of its own.
+
+    Leaving an ``async with`` block releases the most recent block the
+    calling task entered on this Lock; in a task that entered none (an
+    ``AsyncExitStack`` closed in another task, an async fixture's teardown,
+    another event loop), the most recent block of this Lock entered
+    anywhere in the process and not left yet. With no block open, leaving
+    raises :class:`~dlock.NotOwned`.
     """
 
     def __init__(
@@ -118,6 +127,7 @@ class Lock:
         # What ``owned()`` looks at outside any task (no loop running): it
         # stays empty, as every coroutine runs in a task.
         self._no_task: Held[Lease] = Held()
+        self._entered: Entered[Lease] = Entered()
 
     @property
     def resource(self) -> Key:
@@ -149,12 +159,21 @@ class Lock:
         if spec.owner is PER_THREAD:
             spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, _owner_of(task))
         backend = _Backend(self.locker.topology, spec, token or self.token or new_token(), self.settings)
-        got = await backend.acquire(wait_ms, self.on_retry)
-        if got is None:
-            return None
-        lease = Lease(backend, got[0], got[1], watchdog, self.on_lost)
-        self._held(task).add(lease)
-        return lease
+        lease: Optional[Lease] = None
+        try:
+            got = await backend.acquire(wait_ms, self.on_retry)
+            if got is None:
+                return None
+            lease = Lease(backend, got[0], got[1], watchdog, self.on_lost)
+            self._held(task).add(lease)
+            return lease
+        except BaseException:
+            # An interrupt between the grant and its caller: give it back.
+            if lease is not None:
+                lease._give_back()
+            elif backend.rules.granted:
+                in_background(backend.abandon(now() + REPLY_MARGIN))
+            raise
 
     # --- as threading.Lock and redis-py's asyncio Lock ---------------------------
 
@@ -226,15 +245,17 @@ class Lock:
             if busy_raises:
                 raise NotAcquired(f"{resources_text(self.spec)} is busy")
             return None
-        self._held(task).entered.append(lease)
+        try:
+            self._entered.push(lease, self._held(task))
+        except BaseException:
+            lease._give_back()
+            raise
         return lease
 
     async def _exit(
         self, task: "Optional[asyncio.Task[Any]]", et: Optional[Type[BaseException]], ev: Optional[BaseException]
     ) -> None:
-        held = self._held(task)
-        lease = held.entered.pop()
-        held.discard(lease)
+        lease = self._entered.pop(self._held(task), self.resource)
         await lease._leave(et, ev, self.raise_on_lost)
 
     async def __aenter__(self) -> Lease:

@@ -31,7 +31,9 @@ from ._core.lease import (
     budget_over,
     retry_pause,
 )
+from ._core.retry import REPLY_MARGIN
 from ._process import pid
+from ._single import SingleBackend
 from ._spec import Duration, Key, now, seconds, ttl_ms as to_ttl_ms
 from ._watchdog import _Shared
 from .errors import DlockError, InvalidRequest, LockLost
@@ -54,6 +56,16 @@ def note_release_failure(exc: Optional[BaseException], error: BaseException, res
     add_note = getattr(exc, "add_note", None)
     if add_note is not None:
         add_note(f"dlock: releasing {resource!r} failed too: {error}")
+
+
+def _extend_within(backend: Any, ttl_ms: int, budget: float) -> Renewal:
+    """The holder's renewal: a plain one-server lease's I/O ends with its
+    budget (an answer after it would be a loss anyway); a Redlock's round
+    is bounded by its own timeout, a session's renewal by the session's."""
+    if type(backend) is SingleBackend:
+        return backend.extend_within(ttl_ms, budget)
+    r: Renewal = backend.extend(ttl_ms)
+    return r
 
 
 def _release_quietly(backend: Any, valid_until: float) -> None:
@@ -110,6 +122,22 @@ class Lease:
 
     def _watch(self) -> None:
         self._sh.watch(self._renews)
+
+    def _give_back(self) -> None:
+        """An interrupt kept this lease from its caller: stop renewing and
+        release it, best effort, within a reply's margin."""
+        sh = self._sh
+        with sh.lock:
+            sh.state.released = True
+            sh.gen += 1
+            sh.notify()
+        try:
+            if isinstance(sh.backend, SingleBackend):
+                sh.backend.abandon(now() + REPLY_MARGIN)
+            else:
+                sh.backend.release(sh.state.valid_until)
+        except DlockError as e:
+            log.debug("dlock: giving back an interrupted grant failed: %s", e)
 
     def _check_owner(self) -> None:
         if not self._sh.state.owned_by(pid()):
@@ -229,8 +257,9 @@ class Lease:
     def extend(self, ttl: Optional[Duration] = None) -> bool:
         """Extends the lease to ``ttl`` seconds from now (default: the
         current ttl); the budget counts from when the ``EXTEND`` was sent.
-        False: the lease had already ended (or its budget had passed), and
-        the lease is now lost. The watchdog, if any, renews with this ttl
+        False: the lease had already ended (or its budget had passed, also
+        while this ``EXTEND`` went unanswered: its wait ends with the
+        budget), and the lease is now lost. The watchdog, if any, renews with this ttl
         from now on, a third of it after this renewal. Raises
         :class:`~dlock.Unavailable` (or :class:`~dlock.TooFewReplicas`)
         when the renewal did not get through; the budget stays as it was.
@@ -247,7 +276,7 @@ class Lease:
                     sh.mark_lost()
                 return False
             try:
-                r = sh.backend.extend(ms)
+                r = _extend_within(sh.backend, ms, under)
             except BaseException:
                 with sh.lock:
                     sh.state.in_flight -= 1

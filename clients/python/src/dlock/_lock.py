@@ -15,6 +15,7 @@ from ._lease import Lease, OnLost
 from ._request import (
     _UNSET,
     PER_THREAD,
+    Entered,
     Held,
     Wait,
     call_wait_ms,
@@ -26,8 +27,9 @@ from ._request import (
     wait_ms,
 )
 from ._single import OnRetry, SingleBackend
-from ._spec import Duration, Key, Spec, check_token, new_token
-from .errors import InvalidRequest, LockLost, NotAcquired
+from ._core.retry import REPLY_MARGIN
+from ._spec import Duration, Key, Spec, check_token, new_token, now
+from .errors import DlockError, InvalidRequest, LockLost, NotAcquired
 
 if TYPE_CHECKING:
     from .locker import Locker
@@ -54,6 +56,12 @@ class Lock:
     Each ``acquire()``/``with`` takes a hold of its own: nested on one
     thread, a reentrant lock nests; a plain lock's inner one waits for the
     outer one.
+
+    Leaving a ``with`` block releases the most recent block the calling
+    thread entered on this Lock; on a thread that entered none (an
+    ``ExitStack`` closed on another thread), the most recent block of this
+    Lock entered anywhere in the process and not left yet. With no block
+    open, leaving raises :class:`~dlock.NotOwned`.
     """
 
     def __init__(
@@ -86,6 +94,7 @@ class Lock:
         self.raise_on_lost = raise_on_lost
         self.settings = lock_settings(locker.settings, retry_for, min_replicas, replicas_timeout)
         self._local = threading.local()
+        self._entered: Entered[Lease] = Entered()
 
     @property
     def resource(self) -> Key:
@@ -115,11 +124,41 @@ class Lock:
             spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner())
         tok = token or self.token or new_token()
         backend = SingleBackend(self.locker.topology, spec, tok, self.settings)
-        got = backend.acquire(wait_ms, self.on_retry)
-        if got is None:
-            return None
-        fence, valid_until = got
-        return Lease(backend, spec.resources, tok, [fence], spec.ttl_ms, valid_until, watchdog, self.on_lost)
+        lease: Optional[Lease] = None
+        try:
+            got = backend.acquire(wait_ms, self.on_retry)
+            if got is None:
+                return None
+            fence, valid_until = got
+            lease = Lease(backend, spec.resources, tok, [fence], spec.ttl_ms, valid_until, watchdog, self.on_lost)
+            return lease
+        except BaseException:
+            # An interrupt between the grant and its caller: give it back.
+            if lease is not None:
+                lease._give_back()
+            elif backend.rules.granted:
+                try:
+                    backend.abandon(now() + REPLY_MARGIN)
+                except DlockError:
+                    pass
+            raise
+
+    def _keep(self, wait_ms: Optional[int], token: Optional[str], watchdog: bool, entering: bool) -> Optional[Lease]:
+        """Takes a lease and records it for the calling thread (and as an
+        open block); an interrupt before it is recorded gives it back."""
+        lease: Optional[Lease] = None
+        try:
+            lease = self._take(wait_ms, token, watchdog)
+            if lease is not None:
+                if entering:
+                    self._entered.push(lease, self._held())
+                else:
+                    self._held().add(lease)
+        except BaseException:
+            if lease is not None:
+                lease._give_back()
+            raise
+        return lease
 
     # --- as threading.Lock and redis-py's Lock ---------------------------------
 
@@ -150,10 +189,7 @@ class Lock:
         not wait: after ``retry_for``) plus 250 ms for a reply in flight."""
         check_token(token)
         ms = self._wait_ms(blocking, wait, blocking_timeout)
-        lease = self._take(ms, token, self._watchdog(watchdog))
-        if lease is not None:
-            self._held().add(lease)
-        return lease
+        return self._keep(ms, token, self._watchdog(watchdog), False)
 
     def release(self) -> bool:
         """Releases the most recent lease this Lock holds for the calling
@@ -194,14 +230,9 @@ class Lock:
     # --- with, decorator, run ----------------------------------------------------
 
     def _enter(self, busy_raises: bool) -> Optional[Lease]:
-        lease = self._take(self._wait_ms(None), None, self._watchdog(None))
-        if lease is None:
-            if busy_raises:
-                raise NotAcquired(f"{resources_text(self.spec)} is busy")
-            return None
-        held = self._held()
-        held.add(lease)
-        held.entered.append(lease)
+        lease = self._keep(self._wait_ms(None), None, self._watchdog(None), True)
+        if lease is None and busy_raises:
+            raise NotAcquired(f"{resources_text(self.spec)} is busy")
         return lease
 
     def __enter__(self) -> Lease:
@@ -215,9 +246,7 @@ class Lock:
         ev: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
-        held = self._held()
-        lease = held.entered.pop()
-        held.discard(lease)
+        lease = self._entered.pop(self._held(), self.resource)
         lease._leave(et, ev, self.raise_on_lost)
 
     def __call__(self, fn: F) -> F:

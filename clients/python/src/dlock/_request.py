@@ -197,3 +197,51 @@ def is_held(info: Any, quorum: Optional[int]) -> bool:
 def resources_text(spec: Spec) -> str:
     r = spec.resources
     return repr(r[0]) if len(r) == 1 else repr(r)
+
+
+class Entered(Generic[L]):
+    """The ``with`` blocks of one Lock not yet left, process-wide, oldest
+    first, each with the record of the thread or task that entered it.
+    Leaving on a thread or task that entered none of this Lock's blocks
+    (an ``ExitStack`` closed elsewhere, a fixture's teardown in another
+    task, another event loop) leaves the most recent one. Plain list
+    operations (atomic in CPython): no lock to be interrupted in."""
+
+    __slots__ = ("stack",)
+
+    def __init__(self) -> None:
+        self.stack: List[Tuple[L, Held[L]]] = []
+
+    def push(self, lease: L, held: "Held[L]") -> None:
+        held.add(lease)
+        held.entered.append(lease)
+        self.stack.append((lease, held))
+
+    def pop(self, held: "Held[L]", resource: Key) -> L:
+        """The lease to leave: the calling thread's (task's) most recent
+        block, else the most recent block of any; :class:`~dlock.NotOwned`
+        when none is open."""
+        if held.entered:
+            lease = held.entered.pop()
+            for pair in reversed(self.stack):
+                if pair[0] is lease:
+                    self.forget(pair)
+                    break
+            held.discard(lease)
+            return lease
+        try:
+            lease, owner = self.stack.pop()
+        except IndexError:
+            raise NotOwned(f"cannot leave {resource!r}: no block of this Lock is open") from None
+        try:
+            owner.entered.remove(lease)
+        except ValueError:
+            pass
+        owner.discard(lease)
+        return lease
+
+    def forget(self, pair: Tuple[L, "Held[L]"]) -> None:
+        try:
+            self.stack.remove(pair)
+        except ValueError:
+            pass

@@ -130,5 +130,9 @@ class SingleBackend:
     def extend(self, ttl_ms: int) -> Renewal:
         return drive(self.topology, self.rules.extend(ttl_ms))
 
+    def extend_within(self, ttl_ms: int, budget: float) -> Renewal:
+        """A renewal that waits for no answer past ``budget``."""
+        return drive(self.topology, self.rules.extend(ttl_ms, budget))
+
     def release(self, valid_until: float) -> bool:
         return drive(self.topology, self.rules.release(valid_until))

@@ -200,7 +200,9 @@ class LeaseState:
             self.ttl_ms = ttl_ms
             self.retry_under = None
             return EXTENDED
-        if r.kind == LOST:
+        if r.kind == LOST or self.over(t):
+            # No answer, and the budget passed meanwhile: lost, as it would
+            # be had the renewal never been sent.
             return LOST
         self.retry_under, self.retry_at = under, t + retry_pause(ttl_ms)
         return FAILED

@@ -57,7 +57,7 @@ class Single:
     """One lease's requests on one server: ``spec`` with ``token`` under
     ``settings``, reading ``clock`` and drawing jitter from ``rand``."""
 
-    __slots__ = ("spec", "token", "settings", "clock", "rand")
+    __slots__ = ("spec", "token", "settings", "clock", "rand", "granted")
 
     def __init__(self, spec: SpecLike, token: str, settings: Settings, clock: Clock, rand: Rand) -> None:
         self.spec = spec
@@ -65,6 +65,9 @@ class Single:
         self.settings = settings
         self.clock = clock
         self.rand = rand
+        #: The acquire returned a grant: from then on, the shell releases it
+        #: if anything (an interrupt) keeps the lease from its caller.
+        self.granted = False
 
     # --- calls -----------------------------------------------------------------
 
@@ -98,7 +101,9 @@ class Single:
         Interrupted (an exception thrown in), it releases with its token
         what it may have been granted, then re-raises."""
         try:
-            return (yield from self._acquire(wait_ms, on_retry))
+            got = yield from self._acquire(wait_ms, on_retry)
+            self.granted = got is not None
+            return got
         except (GeneratorExit, DlockError):
             raise
         except BaseException:
@@ -250,9 +255,14 @@ class Single:
                 return Renewal(LOST)
             return Renewal(FAILED, error=unexpected(reply))
 
-    def extend(self, ttl_ms: int) -> Rule[Renewal]:
-        """A renewal retried for ``retry_for``."""
-        return self.extend_by(ttl_ms, self.clock() + self.settings.retry_for)
+    def extend(self, ttl_ms: int, budget: Optional[float] = None) -> Rule[Renewal]:
+        """A renewal retried for ``retry_for``, and not past ``budget`` (the
+        lease's ``valid_until``, when given): an answer after the budget
+        passed is a loss anyway, so nobody waits longer for it."""
+        deadline = self.clock() + self.settings.retry_for
+        if budget is not None:
+            deadline = min(deadline, budget)
+        return self.extend_by(ttl_ms, deadline)
 
     # --- release ---------------------------------------------------------------
 
