@@ -272,3 +272,43 @@ def test_extend_whose_budget_passes_on_a_paused_server_is_lost_asyncio(server):
             server.cont()
 
     run(main())
+
+
+# --- a Lock made with a token, shared -------------------------------------------
+
+
+def test_a_given_token_is_one_acquisition_not_shared_between_threads(server):
+    """Acquiring with a token the caller gave is idempotent on the server
+    (a retry of that acquisition gets the same hold), so a Lock with
+    ``token=`` shared by two threads must not hand the one hold to both."""
+    c = server.conn()
+    lk = _locker(server).lock("given", ttl=30, token="given-token-1", watchdog=False)
+    first = lk.acquire(blocking=False)
+    assert first is not None
+    with ThreadPoolExecutor(1) as pool:
+        with pytest.raises(dlock.InvalidRequest, match="given token"):
+            pool.submit(lk.acquire, False).result(10)
+    with pytest.raises(dlock.InvalidRequest):
+        lk.acquire(False)
+    assert holder(c, "given") == ("given-token-1", first.fence)
+    assert first.release()
+    again = lk.acquire(blocking=False)  # released: the token is free again
+    assert again is not None and again.release()
+
+
+def test_a_given_token_is_one_acquisition_not_shared_between_tasks(server):
+    async def main() -> None:
+        lk = _alocker(server).lock("given-a", ttl=30, token="given-token-2", watchdog=False)
+        first = await lk.acquire(blocking=False)
+        assert first is not None
+
+        async def other() -> None:
+            await lk.acquire(blocking=False)
+
+        with pytest.raises(dlock.InvalidRequest, match="given token"):
+            await asyncio.wait_for(asyncio.create_task(other()), 10)
+        assert await first.release()
+        again = await lk.acquire(blocking=False)
+        assert again is not None and await again.release()
+
+    run(main())

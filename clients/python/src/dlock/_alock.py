@@ -17,15 +17,25 @@ import socket
 import threading
 import weakref
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Optional, Type, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Optional,
+    Type,
+    TypeVar,
+)
 
 from ._abackend import _Backend, in_background
-from ._core.retry import REPLY_MARGIN
 from ._alease import Lease, OnLost
+from ._core.retry import REPLY_MARGIN
 from ._request import (
     _UNSET,
     PER_THREAD,
     Entered,
+    GivenToken,
     Held,
     Wait,
     call_wait_ms,
@@ -128,6 +138,7 @@ class Lock:
         # stays empty, as every coroutine runs in a task.
         self._no_task: Held[Lease] = Held()
         self._entered: Entered[Lease] = Entered()
+        self._given = GivenToken()
 
     @property
     def resource(self) -> Key:
@@ -158,15 +169,22 @@ class Lock:
         spec = self.spec
         if spec.owner is PER_THREAD:
             spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, _owner_of(task))
-        backend = _Backend(self.locker.topology, spec, token or self.token or new_token(), self.settings)
+        given = token or self.token
+        if given:
+            self._given.reserve(given)
+        backend = _Backend(self.locker.topology, spec, given or new_token(), self.settings)
         lease: Optional[Lease] = None
         try:
-            got = await backend.acquire(wait_ms, self.on_retry)
-            if got is None:
-                return None
-            lease = Lease(backend, got[0], got[1], watchdog, self.on_lost)
-            self._held(task).add(lease)
-            return lease
+            try:
+                got = await backend.acquire(wait_ms, self.on_retry)
+                if got is None:
+                    return None
+                lease = Lease(backend, got[0], got[1], watchdog, self.on_lost)
+                self._held(task).add(lease)
+                return lease
+            finally:
+                if given:
+                    self._given.settle(given, lease)
         except BaseException:
             # An interrupt between the grant and its caller: give it back.
             if lease is not None:

@@ -11,11 +11,13 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Optional, Type, TypeVar
 
+from ._core.retry import REPLY_MARGIN
 from ._lease import Lease, OnLost
 from ._request import (
     _UNSET,
     PER_THREAD,
     Entered,
+    GivenToken,
     Held,
     Wait,
     call_wait_ms,
@@ -27,7 +29,6 @@ from ._request import (
     wait_ms,
 )
 from ._single import OnRetry, SingleBackend
-from ._core.retry import REPLY_MARGIN
 from ._spec import Duration, Key, Spec, check_token, new_token, now
 from .errors import DlockError, InvalidRequest, LockLost, NotAcquired
 
@@ -95,6 +96,7 @@ class Lock:
         self.settings = lock_settings(locker.settings, retry_for, min_replicas, replicas_timeout)
         self._local = threading.local()
         self._entered: Entered[Lease] = Entered()
+        self._given = GivenToken()
 
     @property
     def resource(self) -> Key:
@@ -122,16 +124,23 @@ class Lock:
         spec = self.spec
         if spec.owner is PER_THREAD:
             spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner())
-        tok = token or self.token or new_token()
+        given = token or self.token
+        tok = given or new_token()
+        if given:
+            self._given.reserve(given)
         backend = SingleBackend(self.locker.topology, spec, tok, self.settings)
         lease: Optional[Lease] = None
         try:
-            got = backend.acquire(wait_ms, self.on_retry)
-            if got is None:
-                return None
-            fence, valid_until = got
-            lease = Lease(backend, spec.resources, tok, [fence], spec.ttl_ms, valid_until, watchdog, self.on_lost)
-            return lease
+            try:
+                got = backend.acquire(wait_ms, self.on_retry)
+                if got is None:
+                    return None
+                fence, valid_until = got
+                lease = Lease(backend, spec.resources, tok, [fence], spec.ttl_ms, valid_until, watchdog, self.on_lost)
+                return lease
+            finally:
+                if given:
+                    self._given.settle(given, lease)
         except BaseException:
             # An interrupt between the grant and its caller: give it back.
             if lease is not None:

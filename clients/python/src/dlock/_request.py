@@ -245,3 +245,41 @@ class Entered(Generic[L]):
             self.stack.remove(pair)
         except ValueError:
             pass
+
+
+class GivenToken:
+    """The acquisitions of one Lock made with a token the caller gave
+    (``token=``): a given token is one acquisition, and a second acquire
+    with it would be granted the same hold (same-token retries are
+    idempotent), so two threads or tasks sharing the Lock would both think
+    they hold it alone. While a lease of that token is live, or an acquire
+    with it is under way, another acquire with it is refused."""
+
+    __slots__ = ("_lock", "_busy")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._busy: Dict[str, Any] = {}
+
+    def reserve(self, token: str) -> None:
+        """Claims ``token`` for an acquire; :class:`~dlock.InvalidRequest`
+        when a live lease of this Lock has it or an acquire is using it."""
+        with self._lock:
+            held = self._busy.get(token)
+            if held is not None and (held is _ACQUIRING or not (held.released or held.lost)):
+                raise InvalidRequest(
+                    "this Lock's given token is held by a live lease of it (or being acquired): "
+                    "a given token is one acquisition; share the lease, or acquire without a token"
+                )
+            self._busy[token] = _ACQUIRING
+
+    def settle(self, token: str, lease: Any) -> None:
+        """The acquire with ``token`` ended: with ``lease``, or None."""
+        with self._lock:
+            if lease is None:
+                self._busy.pop(token, None)
+            else:
+                self._busy[token] = lease
+
+
+_ACQUIRING: Any = object()
