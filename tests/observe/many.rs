@@ -85,8 +85,19 @@ fn round(s: &Server, c: &mut Connection, how: End, batch: usize) {
 }
 
 fn flat_memory(how: End) {
-    const ROUNDS: usize = 40;
+    let _quiet = crate::quiet();
     const BATCH: usize = 50;
+    // Observations that run out end at the server's own pace (its timeout
+    // sweep), and the level after a round then steps between plateaus up
+    // to about 700 KB apart for a while (Redis 8.0 and 8.6 under load in
+    // CI), whatever the number of observations: so ten times the rounds
+    // and an allowance for the plateaus. A leak of 200 B per observation
+    // (the planted one) still grows 2 MB over the 10,000 of a half, above
+    // the 1.4 MB allowed.
+    let (rounds, allowance): (usize, i64) = match how {
+        End::Timeout => (400, 768 * 1024),
+        _ => (40, 0),
+    };
     let s = Server::start();
     let mut c = s.conn();
     // The level after a round moves in steps of tens of KB as the server
@@ -104,15 +115,15 @@ fn flat_memory(how: End) {
     for _ in 0..2 {
         after_round(&mut c);
     }
-    let levels: Vec<i64> = (0..ROUNDS).map(|_| after_round(&mut c)).collect();
-    let (early, late) = levels.split_at(ROUNDS / 2);
+    let levels: Vec<i64> = (0..rounds).map(|_| after_round(&mut c)).collect();
+    let (early, late) = levels.split_at(rounds / 2);
     let floor = |xs: &[i64]| xs.iter().copied().min().unwrap_or_default();
     let (early, late) = (floor(early), floor(late));
-    let n = (ROUNDS / 2 * BATCH) as i64;
+    let n = (rounds / 2 * BATCH) as i64;
     let growth = late - early;
     eprintln!("{how:?}: used_memory {early} -> {late} over {n} observations: {levels:?}");
     assert!(
-        growth < n * 64,
+        growth < n * 64 + allowance,
         "{how:?}: used_memory grew {growth} B over {n} observations"
     );
 }
