@@ -151,11 +151,11 @@ def test_cancelled_acquires_of_a_free_lock_leave_no_hold(three):
     async def main():
         rl = dla.Redlock([s.url for s in three], node_timeout=0.2)
         rng = random.Random(3)
-        for steps in range(40):
+        for steps in range(80):
             if steps % 2:
                 await cancel_after_steps(rl, "f", steps // 2)
             else:
-                await cancel_after_time(rl, "f", rng.random() * 0.005)
+                await cancel_after_time(rl, "f", rng.random() * 0.003)
             await background_done(5.0)
             # A grant made for the cancelled acquire was released (the lock
             # would otherwise stay held for the whole ttl, 100 s).
