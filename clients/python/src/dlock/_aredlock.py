@@ -7,7 +7,14 @@ does not count is released on the connection that made it; a server that
 did not answer in time, or whose task is cancelled, gets the ``RELEASE``
 written behind its ``ACQUIRE`` and its connection closed, which also drops
 a queued waiter. A cancelled acquire also sends a ``RELEASE`` with its token
-to every server in the background, as the asyncio Locker does.
+to every server in the background, as the asyncio Locker does, once its
+servers' tasks have ended.
+
+A task's cancellation can be lost: on Python 3.11, ``asyncio.wait_for``
+cancelled as its inner operation finishes returns that result. So no task
+of an attempt relies on being cancelled: after every wait it looks whether
+the attempt still listens (:class:`_Round`), and when not, undoes what it
+sent on its own connection.
 """
 
 from __future__ import annotations
@@ -73,6 +80,31 @@ def _abort_releasing(conn: Conn, release: Tuple[Any, ...]) -> None:
     _abort(conn, packed)
 
 
+class _Round:
+    """What the server tasks of one attempt share: whether the attempt is
+    :meth:`over`, and ``held``, the granted connections by server, for the
+    verdict."""
+
+    __slots__ = ("_over", "held")
+
+    def __init__(self) -> None:
+        self._over = False
+        self.held: Dict[int, Conn] = {}
+
+    def end(self) -> None:
+        self._over = True
+
+    def over(self) -> bool:
+        """The attempt no longer listens (decided, out of time, or
+        cancelled): a task that finds it so after a wait goes, undoing its
+        ``ACQUIRE`` if it sent one."""
+        return self._over
+
+
+def _unheard(addr: str) -> Tuple[str, Any]:
+    return FAIL, Failure(RETRY, Unavailable(f"{addr}: the attempt was over"))
+
+
 class _ANode:
     """One server of an asyncio Redlock, with its connection pool."""
 
@@ -115,22 +147,25 @@ class _ANode:
             return r
         raise last or Failure(RETRY, Unavailable(f"{self.addr}: no answer in time"))
 
-    async def ask(
-        self, i: int, spec: Spec, token: str, rules: Attempt, held: Dict[int, Conn]
-    ) -> Tuple[str, Any]:
+    async def ask(self, i: int, spec: Spec, token: str, rules: Attempt, rnd: _Round) -> Tuple[str, Any]:
         """``ACQUIRE`` on this server for one attempt. A granted connection
-        is left in ``held[i]`` for the verdict (kept or undone on it)."""
+        is left in ``rnd.held[i]`` for the verdict (kept or undone on it)."""
         release = spec.release_cmd(token)
         last: Optional[Failure] = None
         for _ in range(MAX_TRIES):
             left = rules.reply_by - now()
-            if left <= 0:
+            if left <= 0 or rnd.over():
                 break
             try:
                 # A waiting ACQUIRE stays within max_connections - 1.
                 conn = await self.node.get(left, (rules.wait_ms(now()) or 0) / 1000)
             except Failure as f:
                 return FAIL, f
+            if rnd.over():
+                # Its cancellation lost to a connect that finished: nothing
+                # was sent on the connection.
+                self.node.give_back(conn)
+                return _unheard(self.addr)
             left = rules.reply_by - now()
             if left <= 0:
                 self.node.give_back(conn)
@@ -154,11 +189,16 @@ class _ANode:
                 # Sent, maybe granted: undone behind it.
                 _abort_releasing(conn, release)
                 return FAIL, Failure(FATAL, DlockError(f"{self.addr}: {e!r}"))
+            if rnd.over():
+                # Answered as the attempt stopped listening (a cancellation
+                # lost to the finished read): a grant or not, undone behind.
+                _abort_releasing(conn, release)
+                return _unheard(self.addr)
             if isinstance(reply, redis.exceptions.ResponseError):
                 self.node.give_back(conn)
                 return FAIL, classify(reply).at(self.addr)
             if isinstance(reply, int) and not isinstance(reply, bool):
-                held[i] = conn
+                rnd.held[i] = conn
                 return GRANTED, reply
             self.node.give_back(conn)
             if reply is None:
@@ -189,9 +229,10 @@ async def _attempt(
     n = len(nodes)
     # Counted from before any command is sent: the validity runs from here.
     rules = Attempt(n, now(), wait, timeout)
-    held: Dict[int, Conn] = {}
+    rnd = _Round()
+    held = rnd.held
     release = spec.release_cmd(token)
-    tasks = [asyncio.ensure_future(nodes[i].ask(i, spec, token, rules, held)) for i in range(n)]
+    tasks = [asyncio.ensure_future(nodes[i].ask(i, spec, token, rules, rnd)) for i in range(n)]
     index: Dict["asyncio.Future[Tuple[str, Any]]", int] = {t: i for i, t in enumerate(tasks)}
     pending: Set["asyncio.Future[Tuple[str, Any]]"] = set(tasks)
     try:
@@ -212,6 +253,7 @@ async def _attempt(
         if not rules.decided():
             rules.unanswered()
         # Servers still silent: RELEASE behind their ACQUIRE, then closed.
+        rnd.end()
         for t in pending:
             t.cancel()
         if pending:
@@ -228,21 +270,39 @@ async def _attempt(
             await asyncio.gather(*undo)
         return rules, vu
     except asyncio.CancelledError:
+        # Each task undoes its own ACQUIRE on its connection, whether its
+        # cancellation reaches it or it finds the round over.
+        rnd.end()
         for t in tasks:
             t.cancel()
         for i in list(held):
             _abort_releasing(held.pop(i), release)
+        _abandon(nodes, spec, token, timeout, tasks, rules.reply_by)
         raise
 
 
-def _abandon(nodes: Sequence[_ANode], spec: Spec, token: str, timeout: float) -> None:
+def _abandon(
+    nodes: Sequence[_ANode],
+    spec: Spec,
+    token: str,
+    timeout: float,
+    tasks: "Sequence[asyncio.Future[Tuple[str, Any]]]",
+    reply_by: float,
+) -> None:
     """A ``RELEASE`` with ``token`` to every server, in the background (the
-    cancelled task is going away)."""
+    cancelled task is going away), once the attempt's server tasks have
+    ended (by ``reply_by`` at the latest): sent earlier, on another
+    connection, it could overtake an ``ACQUIRE`` still on its way."""
 
     async def run() -> None:
-        reply_by = now() + timeout
+        if tasks:
+            await asyncio.wait(tasks, timeout=max(reply_by - now(), 0.0) + timeout)
+        for t in tasks:
+            if t.done() and not t.cancelled():
+                t.exception()  # retrieved: the attempt is gone
+        release_by = now() + timeout
         cmd = spec.release_cmd(token)
-        await asyncio.gather(*(n.call(cmd, reply_by) for n in nodes), return_exceptions=True)
+        await asyncio.gather(*(n.call(cmd, release_by) for n in nodes), return_exceptions=True)
 
     t = asyncio.ensure_future(run())
     _background.add(t)
@@ -447,11 +507,8 @@ class Redlock(LockKinds["RedlockLock"]):
         plan = Acquiring(now(), wait_ms, spec.ttl_ms, timeout, retry_for)
         while True:
             token = new_token()
-            try:
-                rules, vu = await _attempt(self.nodes, spec, token, plan.wait_for(now()), timeout)
-            except asyncio.CancelledError:
-                _abandon(self.nodes, spec, token, timeout)
-                raise
+            # Cancelled, the attempt undoes itself and releases its token.
+            rules, vu = await _attempt(self.nodes, spec, token, plan.wait_for(now()), timeout)
             if vu is not None:
                 backend = RedlockBackend(self.nodes, spec, token, timeout)
                 return RedlockLease(backend, rules.fences, vu, watchdog, on_lost)
