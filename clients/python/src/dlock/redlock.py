@@ -293,40 +293,85 @@ def _worker(i: int, node: RNode, at: _Attempt, q: "queue.Queue[Tuple[int, str, A
 def _attempt(
     nodes: Sequence[RNode], spec: Spec, token: str, wait: Optional[float], timeout: float
 ) -> Tuple[Attempt, Optional[float]]:
-    """One attempt: its rules' record, and the validity when it won."""
+    """One attempt: its rules' record, and the validity when it won. An
+    exception on the calling thread (an interrupt) makes every grant not
+    yet kept one to undo, then propagates; the caller sends the RELEASE."""
     n = len(nodes)
     # Counted from before any command is sent: the validity runs from here.
     rules = Attempt(n, now(), wait, timeout)
     at = _Attempt(spec, token, rules)
     q: "queue.Queue[Tuple[int, str, Any]]" = queue.Queue()
-    threads = []
-    for i in range(n):
-        t = threading.Thread(target=_worker, args=(i, nodes[i], at, q), name="dlock-redlock", daemon=True)
-        t.start()
-        threads.append(t)
-    while not rules.decided():
-        try:
-            i, kind, v = q.get(timeout=max(rules.collect_until() - now(), 0))
-        except queue.Empty:
-            rules.unanswered()
-            break
-        if kind == GRANTED:
-            rules.granted(i, v, now())
-        elif kind == BUSY:
-            rules.busy(i)
-        else:
-            rules.failed(i, v.error if v.kind == FATAL else None)
-    vu = rules.verdict(now(), spec.ttl_ms)
-    if vu is not None:
-        at.verdict.decide([f is not None for f in rules.fences])
-        return rules, vu
-    at.verdict.decide([False] * n)
+    threads: List[threading.Thread] = []
+    try:
+        for i in range(n):
+            t = threading.Thread(target=_worker, args=(i, nodes[i], at, q), name="dlock-redlock", daemon=True)
+            # Listed before start(): a start() interrupted may have started it.
+            threads.append(t)
+            t.start()
+        while not rules.decided():
+            try:
+                i, kind, v = q.get(timeout=max(rules.collect_until() - now(), 0))
+            except queue.Empty:
+                rules.unanswered()
+                break
+            if kind == GRANTED:
+                rules.granted(i, v, now())
+            elif kind == BUSY:
+                rules.busy(i)
+            else:
+                rules.failed(i, v.error if v.kind == FATAL else None)
+        vu = rules.verdict(now(), spec.ttl_ms)
+        if vu is not None:
+            at.verdict.decide([f is not None for f in rules.fences])
+            return rules, vu
+        at.verdict.decide([False] * n)
+    except BaseException:
+        _undo_interrupted(at, threads, timeout)
+        raise
     # Give the workers still running the time to undo a grant (on its own
     # connection) before the caller moves on, or exits.
     undo_by = rules.undo_by()
     for t in threads:
         t.join(max(undo_by - now(), 0))
     return rules, None
+
+
+def _undo_interrupted(at: _Attempt, threads: Sequence[threading.Thread], timeout: float) -> None:
+    """After an interrupt: no grant the workers still report counts, and
+    they get a node timeout to undo theirs on the connection that made it
+    (a RELEASE on another could overtake an ACQUIRE still on its way).
+    Best effort: a second interrupt ends it."""
+    try:
+        at.verdict.decide([False] * len(at.rules.fences))
+        until = min(at.rules.undo_by(), now() + timeout)
+        for t in threads:
+            if t.is_alive():
+                t.join(max(until - now(), 0))
+    except BaseException:  # noqa: B036 - the first interrupt is what propagates
+        pass
+
+
+def _abandon(nodes: Sequence[RNode], spec: Spec, token: str, timeout: float) -> None:
+    """Best-effort ``RELEASE`` with ``token`` on every server, due within a
+    node timeout: the grants of an acquire the caller will not get (they
+    would otherwise hold for the ttl). A second interrupt ends it."""
+    try:
+        reply_by = now() + timeout
+        cmd = spec.release_cmd(token)
+        fan_out(nodes, reply_by + SLACK, lambda node: node.call(cmd, reply_by))
+    except BaseException:  # noqa: B036 - the first interrupt is what propagates
+        pass
+
+
+def _interrupt_of(e: BaseException) -> BaseException:
+    """What to propagate for ``e``: CPython's threading can turn an
+    interrupt that lands inside its own lock handling (``Thread.start``,
+    ``Condition.wait``) into ``RuntimeError: release unlocked lock``, the
+    interrupt as its context; the interrupt is what the caller gets."""
+    c = e.__context__
+    if isinstance(e, RuntimeError) and "unlocked lock" in str(e) and c is not None:
+        return c
+    return e
 
 
 class RedlockBackend:
@@ -338,6 +383,9 @@ class RedlockBackend:
         self.spec = spec
         self.token = token
         self.timeout = timeout
+        #: Released for an acquire that was interrupted: a watchdog that
+        #: got started meanwhile renews nothing.
+        self.abandoned = False
 
     def _round(self, cmd: Tuple[Any, ...], judge: Callable[[Any], Optional[bool]]) -> Tuple[Tally, float]:
         sent = now()
@@ -348,6 +396,8 @@ class RedlockBackend:
     def extend(self, ttl_ms: int) -> Renewal:
         """``EXTEND`` on every server; never a same-token acquire, which
         could grant again a server whose hold had ended."""
+        if self.abandoned:
+            return Renewal(LOST)
         tally, sent = self._round(self.spec.extend_cmd(self.token, ttl_ms), judge_extend)
         return renewal_of(tally, sent, ttl_ms, now())
 
@@ -514,10 +564,22 @@ class Redlock(LockKinds["RedlockLock"]):
         plan = Acquiring(now(), wait_ms, spec.ttl_ms, timeout, retry_for)
         while True:
             token = new_token()
-            rules, vu = _attempt(self.nodes, spec, token, plan.wait_for(now()), timeout)
-            if vu is not None:
-                backend = RedlockBackend(self.nodes, spec, token, timeout)
-                return Lease(backend, spec.resources, token, rules.fences, spec.ttl_ms, vu, watchdog, on_lost)
+            backend: Optional[RedlockBackend] = None
+            try:
+                rules, vu = _attempt(self.nodes, spec, token, plan.wait_for(now()), timeout)
+                if vu is not None:
+                    backend = RedlockBackend(self.nodes, spec, token, timeout)
+                    return Lease(backend, spec.resources, token, rules.fences, spec.ttl_ms, vu, watchdog, on_lost)
+            except BaseException as e:
+                # Interrupted (also after the quorum, before the lease
+                # reached the caller): nothing granted to this token stays.
+                if backend is not None:
+                    backend.abandoned = True
+                _abandon(self.nodes, spec, token, timeout)
+                interrupt = _interrupt_of(e)
+                if interrupt is e:
+                    raise
+                raise interrupt from None
             pause = plan.after_miss(rules.tally.miss(), now(), random.random())
             if pause is None:
                 break
