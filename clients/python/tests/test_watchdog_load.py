@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 
+import pytest
 import redis
 
 import dlock
@@ -62,6 +63,8 @@ def _interrupt(signum, frame):
         raise Interrupted()
 
 
+# An interrupt may land in a finalizer, where Python reports it as unraisable.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_interrupts_at_random_instants_leave_the_watchdog_working(server):
     locker = dlock.Locker(redis.Redis(port=server.port))
     c = server.conn()
