@@ -300,10 +300,13 @@ class _Scheduler:
         are far away does not wake the thread per lease."""
         if self.pid != pid():  # forked: the threads did not come along
             self.__init__()  # type: ignore[misc]
-        self.incoming.append((at, gen, sh))
+        incoming = self.incoming
+        incoming.append((at, gen, sh))
         if self.thread is None:
             self._start()
-        elif at < self.wake_at:
+        elif at < self.wake_at or len(incoming) >= self.COMPACT_AT:
+            # Many handed over while the thread sleeps long: it takes them
+            # in and drops the released ones, so that they do not pile up.
             self.cond.notify()
 
     def _start(self) -> None:
