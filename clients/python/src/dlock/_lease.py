@@ -267,6 +267,13 @@ class Lease:
         self._check_owner()
         sh = self._sh
         ms = sh.state.ttl_ms if ttl is None else to_ttl_ms(ttl)
+        if sh.state.over(now()):
+            # Known over: answered without waiting for a renewal still out
+            # (an on_lost callback that extends must not wait on a paused
+            # server while other losses queue behind it).
+            if not sh.state.released:
+                sh.mark_lost()
+            return False
         with sh.renewing:
             with sh.lock:
                 ok = sh.state.begin_extend(now())

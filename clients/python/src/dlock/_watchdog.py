@@ -2,12 +2,19 @@
 (``_Shared``: the rules' ``LeaseState`` under a lock, the loss signals),
 one scheduler thread per process that keeps every lease's next look (a
 renewal, or the end of its budget) in a heap, and a small pool of daemon
-worker threads that do the looks. A lease costs no thread of its own; one
-renewal stuck on a paused server holds back neither the others nor its own
-lease's loss (another worker looks at the budget's end)."""
+worker threads that send the renewals. The scheduler's thread does every
+look itself (no I/O) and marks a lease lost at its budget's end; the loss's
+callbacks run on a separate pool that renewals never occupy. A lease costs
+no thread of its own; one renewal stuck on a paused server holds back
+neither the others (up to the workers' cap) nor any lease's loss.
+
+Nothing on a caller's thread takes a lock of the scheduler's: a lease hands
+its next look over through an atomic append, so an exception raised by a
+signal handler at any instant (``KeyboardInterrupt``) cannot leave one held."""
 
 from __future__ import annotations
 
+import collections
 import heapq
 import logging
 import math
@@ -89,15 +96,21 @@ class _Shared:
             gen = self.gen
         _scheduler.schedule(at, gen, self)
 
-    def tick(self) -> None:
-        """A scheduled look (on a worker thread): what the rules decide."""
+    def look(self) -> None:
+        """A scheduled look, on the scheduler's thread: what the rules
+        decide. It sends nothing itself: a renewal goes to the workers, a
+        loss's callbacks to the signal pool."""
         with self.lock:
             action, arg = self.state.look(now(), pid())
             under = self.state.valid_until
         if action == STOP:
             return
         if action == LOSE:
-            self.mark_lost()
+            cbs = self.lose()
+            if cbs:
+                _scheduler.signals.submit(lambda: self.tell(cbs))
+            elif cbs is not None:
+                self.tell(cbs)
             return
         if action == SLEEP:
             self.reschedule()
@@ -107,6 +120,10 @@ class _Shared:
         # While the renewal is out, the next look is the budget's end: a
         # renewal stuck on a paused server does not hold the loss back.
         self.reschedule()
+        _scheduler.workers.submit(lambda: self.renew(ttl, under))
+
+    def renew(self, ttl: int, under: float) -> None:
+        """Sends a renewal the rules decided on (on a worker thread)."""
         if not self.renewing.acquire(blocking=False):
             # The holder's own extend is out: it reschedules when done.
             with self.lock:
@@ -142,15 +159,25 @@ class _Shared:
         return verdict
 
     def mark_lost(self) -> None:
-        """Marks the lease lost for good and tells everyone, once: the
-        callbacks first, then the event (whoever waits on it may count on
-        the callbacks having run)."""
+        """Marks the lease lost for good and tells everyone, once."""
+        cbs = self.lose()
+        if cbs is not None:
+            self.tell(cbs)
+
+    def lose(self) -> Optional[List[Callable[[], Any]]]:
+        """Marks the lease lost for good: the callbacks to run, None if it
+        already was (someone else tells)."""
         with self.lock:
             if self.state.lost:
-                return
+                return None
             self.state.lost = True
             cbs, self.callbacks = self.callbacks, []
             self.notify()
+        return cbs
+
+    def tell(self, cbs: List[Callable[[], Any]]) -> None:
+        """Tells the loss: the callbacks first, then the event (whoever
+        waits on it may count on the callbacks having run)."""
         for cb in cbs:
             try:
                 cb()
@@ -173,12 +200,14 @@ class _Shared:
 
 
 class _Workers:
-    """Daemon threads that run renewals: started on demand (one more
-    whenever none is idle, up to ``MAX_WORKERS``), kept for reuse."""
+    """Daemon threads that run work (renewals; or, in a pool of their own,
+    loss callbacks): started on demand (one more whenever none is idle, up
+    to ``MAX_WORKERS``), kept for reuse. Used from the scheduler's thread."""
 
     MAX_WORKERS = 64
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.q: "queue.SimpleQueue[Callable[[], None]]" = queue.SimpleQueue()
         self.lock = threading.Lock()
         self.count = 0
@@ -193,7 +222,7 @@ class _Workers:
                 self.idle -= 1  # this one is taken
         self.q.put(fn)
         if spawn:
-            threading.Thread(target=self._run, name="dlock-watchdog", daemon=True).start()
+            threading.Thread(target=self._run, name=self.name, daemon=True).start()
 
     def _run(self) -> None:
         while True:
@@ -206,10 +235,36 @@ class _Workers:
                 self.idle += 1
 
 
+class _Wakeup:
+    """How the scheduler's thread sleeps and is woken without a lock the
+    waker would take: a token put on an atomic queue."""
+
+    def __init__(self) -> None:
+        self.q: "queue.SimpleQueue[None]" = queue.SimpleQueue()
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        try:
+            self.q.get(timeout=timeout)
+        except queue.Empty:
+            return
+        try:  # wake-ups given meanwhile are all served by this one
+            while True:
+                self.q.get_nowait()
+        except queue.Empty:
+            pass
+
+    def notify(self) -> None:
+        self.q.put(None)
+
+
 class _Scheduler:
-    """The process's watchdog: a heap of (when, generation, lease) and one
-    daemon thread that hands each due entry to the workers. An entry whose
-    generation is no longer the lease's is stale (rescheduled since)."""
+    """The process's watchdog: a heap of (when, seq, generation, lease) and
+    one daemon thread that does each due look. An entry whose generation is
+    no longer the lease's is stale (rescheduled since).
+
+    Only the thread touches the heap. Callers append their entries to
+    ``incoming`` (an atomic ``deque.append``) and wake the thread (an atomic
+    queue put) only when the entry is due before it would wake anyway."""
 
     #: The heap is rid of its stale entries when it grows past this, or
     #: past twice the entries it kept the last time.
@@ -220,73 +275,114 @@ class _Scheduler:
     IDLE_TICK = 0.25
 
     def __init__(self) -> None:
-        self.cond = threading.Condition(threading.Lock())
+        self.cond = _Wakeup()
+        self.incoming: "collections.deque[Any]" = collections.deque()
         self.heap: List[Any] = []
         self.seq = 0
         self.thread: Optional[threading.Thread] = None
-        self.workers = _Workers()
+        self.start_lock = threading.Lock()
+        self.workers = _Workers("dlock-watchdog")
+        self.signals = _Workers("dlock-signal")
         self.pid = pid()
         self.compact_at = self.COMPACT_AT
-        #: When the thread wakes by itself (-inf: it is not waiting).
+        #: When the thread wakes by itself (-inf: it is not waiting, and
+        #: looks at ``incoming`` before it waits again).
         self.wake_at = -math.inf
         #: A look was scheduled since the thread last found none live.
         self.recent = False
 
     def schedule(self, at: float, gen: int, sh: "_Shared") -> None:
-        """Schedules a look at ``sh``, waking the scheduler's thread only
-        when the look is due before the thread would wake anyway. A lease
-        released meanwhile leaves a stale entry behind (its generation moved
-        on), which the thread drops when it comes first: a program taking
-        and releasing leases whose renewals are far away does not wake the
-        thread per lease."""
-        with self.cond:
-            if self.pid != pid():  # forked: the threads did not come along
-                self.__init__()  # type: ignore[misc]
+        """Schedules a look at ``sh`` (on any thread), waking the
+        scheduler's thread only when the look is due before the thread
+        would wake anyway. A lease released meanwhile leaves a stale entry
+        behind (its generation moved on), which the thread drops when it
+        comes first: a program taking and releasing leases whose renewals
+        are far away does not wake the thread per lease."""
+        if self.pid != pid():  # forked: the threads did not come along
+            self.__init__()  # type: ignore[misc]
+        incoming = self.incoming
+        incoming.append((at, gen, sh))
+        if self.thread is None:
+            self._start()
+        elif at < self.wake_at or len(incoming) >= self.COMPACT_AT:
+            # Many handed over while the thread sleeps long: it takes them
+            # in and drops the released ones, so that they do not pile up.
+            self.cond.notify()
+
+    def _start(self) -> None:
+        # The thread claims ``self.thread`` itself: one started twice (an
+        # interrupt between the start and the claim) finds it taken and ends.
+        with self.start_lock:
+            if self.thread is None:
+                threading.Thread(target=self._run, name="dlock-scheduler", daemon=True).start()
+
+    def _take_incoming(self) -> bool:
+        """Moves the entries handed over into the heap; True if any."""
+        incoming = self.incoming
+        heap = self.heap
+        took = False
+        while True:
+            try:
+                at, gen, sh = incoming.popleft()
+            except IndexError:
+                break
+            took = True
             self.seq += 1
-            self.recent = True
-            heap = self.heap
             heapq.heappush(heap, (at, self.seq, gen, sh))
+        if took:
+            self.recent = True
             if len(heap) >= self.compact_at:
                 heap[:] = [e for e in heap if e[2] == e[3].gen]
                 heapq.heapify(heap)
                 self.compact_at = max(self.COMPACT_AT, 2 * len(heap))
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._run, name="dlock-scheduler", daemon=True)
-                self.thread.start()
-            elif at < self.wake_at:
-                self.cond.notify()
+        return took
 
     def _drop_stale(self) -> None:
-        """Drops the stale entries that come first (with ``cond`` held). A
-        generation only grows: an entry seen stale stays stale."""
+        """Drops the stale entries that come first. A generation only
+        grows: an entry seen stale stays stale."""
         heap = self.heap
         while heap and heap[0][2] != heap[0][3].gen:
             heapq.heappop(heap)
 
+    def _claim(self) -> bool:
+        me = threading.current_thread()
+        with self.start_lock:
+            if self.thread is None and self.pid == pid():
+                self.thread = me
+        return self.thread is me
+
     def _run(self) -> None:
+        if not self._claim():
+            return
+        heap = self.heap
         while True:
-            with self.cond:
-                while True:
-                    self._drop_stale()
-                    if not self.heap:
-                        if self.recent:
-                            self.recent = False
-                            self.wake_at = now() + self.IDLE_TICK
-                            self.cond.wait(self.IDLE_TICK)
-                        else:
-                            self.wake_at = math.inf
-                            self.cond.wait()
-                        continue
-                    at = self.heap[0][0]
-                    t = now()
-                    if at <= t:
-                        _, _, gen, sh = heapq.heappop(self.heap)
-                        self.wake_at = -math.inf
-                        break
-                    self.wake_at = at
-                    self.cond.wait(at - t)
-            if gen == sh.gen:
-                self.workers.submit(sh.tick)
+            self.wake_at = -math.inf
+            self._take_incoming()
+            self._drop_stale()
+            t = now()
+            if heap and heap[0][0] <= t:
+                _, _, gen, sh = heapq.heappop(heap)
+                if gen == sh.gen:
+                    try:
+                        sh.look()
+                    except Exception:
+                        log.exception("dlock: watchdog look failed")
+                continue
+            # Publish when the thread wakes, then look at what was handed
+            # over meanwhile: an entry appended after this look sees the
+            # published time and wakes the thread if it is due before.
+            if heap:
+                wake, timeout = heap[0][0], heap[0][0] - t
+            elif self.recent:
+                wake, timeout = t + self.IDLE_TICK, self.IDLE_TICK
+            else:
+                wake, timeout = math.inf, None
+            self.wake_at = wake
+            if self._take_incoming():
+                continue
+            if not heap:
+                self.recent = False
+            self.cond.wait(timeout)
 
 
 _scheduler = _Scheduler()
