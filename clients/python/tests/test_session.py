@@ -388,3 +388,20 @@ def test_every_kind_of_lock_binds_to_a_session(api, server):
         assert lease.lost
     for r in ("{set}:a", "{set}:b", "shared", "sem", "owned"):
         assert holder(c, r) is None  # DLOCK.INFO settles an ended session's hold first
+
+
+def test_the_session_classes_are_public(server):
+    """The docs name dlock.Session and dlock.asyncio.Session: what
+    locker.session() returns, for type hints and isinstance."""
+    import redis
+    import redis.asyncio
+
+    import dlock.asyncio
+
+    assert isinstance(dlock.Locker(redis.Redis(port=server.port)).session(), dlock.Session)
+
+    async def main() -> None:
+        locker = dlock.asyncio.Locker(redis.asyncio.Redis(port=server.port))
+        assert isinstance(locker.session(), dlock.asyncio.Session)
+
+    asyncio.run(main())

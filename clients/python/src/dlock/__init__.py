@@ -42,6 +42,7 @@ from .errors import (
 )
 from .locker import Lock, Locker, thread_owner
 from .redlock import Redlock
+from .session import Session
 
 __all__ = [
     "__version__",
@@ -49,6 +50,7 @@ __all__ = [
     "Lock",
     "Lease",
     "Redlock",
+    "Session",
     "Election",
     "Leadership",
     "Observer",

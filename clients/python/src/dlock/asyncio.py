@@ -32,6 +32,7 @@ from ._aelection import Election, Leadership, Observer
 from ._core.election import HandingOver, Leads, Nobody
 from ._alocker import Lock, Locker, task_owner
 from ._aredlock import Redlock
+from ._asession import Session
 
 __all__ = [
     "Locker",
@@ -39,6 +40,7 @@ __all__ = [
     "Lease",
     "task_owner",
     "Redlock",
+    "Session",
     "Election",
     "Leadership",
     "Observer",
