@@ -21,9 +21,6 @@ MAX_MS = 1 << 47
 MAX_SET = 64
 #: The largest ``LIMIT`` (permits of a semaphore) the server takes: 2^20.
 MAX_LIMIT = 1 << 20
-#: The time a reply may take beyond a call's own deadline: the answer to
-#: the last attempt, sent at the deadline, is on its way back.
-REPLY_MARGIN = 0.25
 #: Socket timeouts are capped here (about 11 days): the platform's clock
 #: arithmetic overflows long before 2^47 ms. A wait that long times out and
 #: is retried with the same token.
@@ -261,9 +258,3 @@ def check_token(token: Optional[str]) -> None:
             # The token itself is not shown: messages never carry one.
             raise InvalidRequest("token cannot be encoded as UTF-8 (a lone surrogate)") from None
 
-
-def wait_ms_of(wait: Optional[Duration]) -> Optional[int]:
-    """A wait budget in whole ms (None: no waiting)."""
-    if wait is None:
-        return None
-    return to_ms(wait, "wait")
