@@ -39,6 +39,8 @@ mod ops;
 mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.
 mod sets;
+/// `EXTEND ... WANTED`: telling a holder that someone waits.
+mod wanted;
 
 static QUIET: Mutex<()> = Mutex::new(());
 
