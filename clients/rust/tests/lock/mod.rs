@@ -12,4 +12,5 @@ mod guard;
 mod guarded;
 mod loss;
 mod session;
+mod wanted;
 mod watchdog;
