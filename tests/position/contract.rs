@@ -60,7 +60,10 @@ fn waiters_shows_every_field_of_each_request() {
         for w in &page {
             assert_eq!(as_int(&w["limit"]), 1);
             let waited = as_int(&w["waited"]);
-            assert!((0..=elapsed).contains(&waited), "waited {waited} of {elapsed}");
+            assert!(
+                (0..=elapsed).contains(&waited),
+                "waited {waited} of {elapsed}"
+            );
         }
         assert_eq!(as_int(&page[0]["timeout"]), -1);
         assert_eq!(as_int(&page[2]["timeout"]), -1);
@@ -189,8 +192,14 @@ fn bad_input_is_refused_and_changes_nothing() {
     let long_token = "x".repeat((1 << 20) + 1);
     let cases: Vec<(Vec<&str>, String)> = vec![
         (vec!["DLOCK.POSITION", "r"], arity("dlock.position")),
-        (vec!["DLOCK.POSITION", "r", "a", "b"], arity("dlock.position")),
-        (vec!["DLOCK.POSITION", "r", ""], "ERR token must not be empty".into()),
+        (
+            vec!["DLOCK.POSITION", "r", "a", "b"],
+            arity("dlock.position"),
+        ),
+        (
+            vec!["DLOCK.POSITION", "r", ""],
+            "ERR token must not be empty".into(),
+        ),
         (
             vec!["DLOCK.POSITION", "r", &long_token],
             "ERR token is longer than 1048576 bytes".into(),
@@ -209,12 +218,18 @@ fn bad_input_is_refused_and_changes_nothing() {
             vec!["DLOCK.WAITERS", "r", "OFFSET", "9223372036854775808"],
             offset.into(),
         ),
-        (vec!["DLOCK.WAITERS", "r", "COUNT"], "ERR syntax error".into()),
+        (
+            vec!["DLOCK.WAITERS", "r", "COUNT"],
+            "ERR syntax error".into(),
+        ),
         (
             vec!["DLOCK.WAITERS", "r", "COUNT", "1", "COUNT", "2"],
             "ERR syntax error".into(),
         ),
-        (vec!["DLOCK.WAITERS", "r", "LIMIT", "2"], "ERR syntax error".into()),
+        (
+            vec!["DLOCK.WAITERS", "r", "LIMIT", "2"],
+            "ERR syntax error".into(),
+        ),
         (
             vec!["DLOCK.WAITERS", "str"],
             "WRONGTYPE Operation against a key holding the wrong kind of value".into(),
@@ -225,6 +240,11 @@ fn bad_input_is_refused_and_changes_nothing() {
         cmd.arg(&args[1..]);
         let err = cmd.query::<Value>(&mut c).expect_err(args[0]);
         assert_eq!(err_text(&err), expected, "{:?}", &args[..args.len().min(3)]);
-        assert_eq!(snapshot(&mut c), before, "{:?} changed something", args.get(..2));
+        assert_eq!(
+            snapshot(&mut c),
+            before,
+            "{:?} changed something",
+            args.get(..2)
+        );
     }
 }
