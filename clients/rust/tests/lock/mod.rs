@@ -11,5 +11,6 @@ mod faults;
 mod guard;
 mod guarded;
 mod loss;
+mod position;
 mod session;
 mod watchdog;
