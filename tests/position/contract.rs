@@ -114,13 +114,15 @@ fn waiters_pages_through_a_long_queue() {
     }
 }
 
-/// Inside `MULTI`/`EXEC` and a script both read the queue as it stands.
+/// Inside `MULTI`/`EXEC` and a script both read the queue as it stands;
+/// a `RELEASE` earlier in the same transaction has handed the lock to the
+/// head, which no longer waits.
 #[test]
 fn transactions_and_scripts_read_the_queue() {
     let s = Server::start();
     let mut c = s.conn();
     acquire(&mut c, "r", "h", LONG_TTL).expect("free");
-    let _a = join(&s, &mut c, wait_cmd("r", "a", &[], 0), "r", 1);
+    let a = join(&s, &mut c, wait_cmd("r", "a", &[], 0), "r", 1);
     let _b = join(&s, &mut c, wait_cmd("r", "b", &[], 0), "r", 2);
     let mut pos = redis::cmd("DLOCK.POSITION");
     pos.arg("r").arg("b");
@@ -144,6 +146,19 @@ fn transactions_and_scripts_read_the_queue() {
         .query(&mut c)
         .unwrap();
     assert_eq!(tokens(&parse_page(listed)), ["a", "b"]);
+
+    let mut release = redis::cmd("DLOCK.RELEASE");
+    release.arg("r").arg("h");
+    let mut pos_a = redis::cmd("DLOCK.POSITION");
+    pos_a.arg("r").arg("a");
+    let mut pos_b = redis::cmd("DLOCK.POSITION");
+    pos_b.arg("r").arg("b");
+    let mut list = redis::cmd("DLOCK.WAITERS");
+    list.arg("r");
+    let replies = transaction(&mut c, &[release, pos_a, pos_b, list]);
+    assert_eq!(replies[..3], [Value::Int(1), Value::Nil, Value::Int(1)]);
+    assert_eq!(tokens(&parse_page(replies[3].clone())), ["b"]);
+    assert!(a.granted().0 > 0);
 }
 
 /// Queues live where clients wait: a replica answers both commands from
