@@ -35,6 +35,8 @@ mod locks;
 mod observe;
 /// What an operator sees and sets: ACL, configuration, memory, stats, version.
 mod ops;
+/// `DLOCK.POSITION`, `DLOCK.WAITERS`: where a waiter stands.
+mod position;
 /// Sessions: one liveness lease for many holds and waits.
 mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.
