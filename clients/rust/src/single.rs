@@ -4,13 +4,13 @@
 //! [`Locker`](crate::Locker).
 
 use crate::error::{millis, reached, Error, Failure, Result};
-use crate::lease::{io_within, too_few, AcquireLoop, Grant, Lease, Renewal, Reply, Step, Terms};
-use crate::limits::{after, lease, LONGEST};
+use crate::lease::{io_within, AcquireLoop, Grant, Lease, Renewal, Reply, Step, Terms};
+use crate::limits::{after, LONGEST};
 use crate::request::Spec;
 use crate::retry::Outage;
 use crate::route::Topology;
 use crate::session::{Session, SessionSettings};
-use crate::wanted::{read_reply, WantedHook};
+use crate::wanted::{renewal_of, WantedHook};
 use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -286,23 +286,8 @@ impl SingleLease {
             Err(e) if hook.is_some_and(|h| h.refused(&e)) => return self.extend_by(ttl, deadline),
             Err(e) => return Renewal::Failed(e),
         };
-        let extended = match read_reply(&reply) {
-            Some((extended, waiters)) => {
-                if let (Some(h), Some(n)) = (hook, waiters) {
-                    h.seen(n);
-                }
-                extended
-            }
-            None => -1,
-        };
-        match extended {
-            1 => match too_few(self.settings.min_replicas.map(|(n, _)| n), acked) {
-                None => Renewal::Extended(sent + lease(ttl)),
-                Some(e) => Renewal::Failed(e),
-            },
-            0 => Renewal::Lost,
-            _ => Renewal::Failed(Error::Server(format!("unexpected reply {reply:?}"))),
-        }
+        let min_replicas = self.settings.min_replicas.map(|(n, _)| n);
+        renewal_of(&reply, acked, hook, min_replicas, sent, ttl)
     }
 }
 

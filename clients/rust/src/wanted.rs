@@ -123,6 +123,38 @@ pub(crate) fn read_reply(v: &Value) -> Option<(i64, Option<u64>)> {
     Some((extended?, waiters))
 }
 
+/// What an `EXTEND` reply (with or without `WANTED`) means for the lease
+/// renewed at `sent` by `ttl`: the hook, if any, is told the count; too
+/// few replicas acknowledging (`acked` against `min_replicas`) fails it.
+/// One judgement for the blocking and the async renewal.
+pub(crate) fn renewal_of(
+    reply: &Value,
+    acked: Option<i64>,
+    hook: Option<&WantedHook>,
+    min_replicas: Option<u32>,
+    sent: std::time::Instant,
+    ttl: std::time::Duration,
+) -> crate::lease::Renewal {
+    use crate::lease::Renewal;
+    let extended = match read_reply(reply) {
+        Some((extended, waiters)) => {
+            if let (Some(h), Some(n)) = (hook, waiters) {
+                h.seen(n);
+            }
+            extended
+        }
+        None => -1,
+    };
+    match extended {
+        1 => match crate::lease::too_few(min_replicas, acked) {
+            None => Renewal::Extended(sent + crate::limits::lease(ttl)),
+            Some(e) => Renewal::Failed(e),
+        },
+        0 => Renewal::Lost,
+        _ => Renewal::Failed(Error::Server(format!("unexpected reply {reply:?}"))),
+    }
+}
+
 fn name(v: &Value) -> Option<&str> {
     match v {
         Value::BulkString(b) => std::str::from_utf8(b).ok(),

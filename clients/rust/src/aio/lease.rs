@@ -5,11 +5,11 @@
 use super::conn::Server;
 use super::session::Session;
 use crate::error::{Error, Failure, Result};
-use crate::lease::{io_within, too_few, AcquireLoop, Grant, Renewal, Reply, Step, Terms};
-use crate::limits::{after, lease};
+use crate::lease::{io_within, AcquireLoop, Grant, Renewal, Reply, Step, Terms};
+use crate::limits::after;
 use crate::request::Spec;
 use crate::retry::Outage;
-use crate::wanted::{read_reply, WantedHook};
+use crate::wanted::{renewal_of, WantedHook};
 use redis::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -169,23 +169,7 @@ impl AsyncLease {
                     return Renewal::Failed(e);
                 }
             };
-            let extended = match read_reply(&reply) {
-                Some((extended, waiters)) => {
-                    if let (Some(h), Some(n)) = (hook, waiters) {
-                        h.seen(n);
-                    }
-                    extended
-                }
-                None => -1,
-            };
-            return match extended {
-                1 => match too_few(self.min_replicas(), acked) {
-                    Some(e) => Renewal::Failed(e),
-                    None => Renewal::Extended(sent + lease(ttl)),
-                },
-                0 => Renewal::Lost,
-                _ => Renewal::Failed(Error::Server(format!("unexpected reply {reply:?}"))),
-            };
+            return renewal_of(&reply, acked, hook, self.min_replicas(), sent, ttl);
         }
     }
 
