@@ -184,6 +184,7 @@ mod tests {
             limit: None,
             ttl_ms: 10,
             session: None,
+            max_hold_ms: None,
         }
     }
 
@@ -197,7 +198,7 @@ mod tests {
 
     fn held(token: &'static str) -> Holds {
         let mut h = Holds::new(1);
-        h.add(&ask(token, Mode::Exclusive), 5, NOW);
+        h.add(&ask(token, Mode::Exclusive), 5, NOW, 0);
         h
     }
 

@@ -53,13 +53,17 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
     } = &step.command
     {
         precheck(step.members, n, ask, *blocks, new_token)?;
+        // Past the precheck, a member the token holds is a retry: its new
+        // deadline must stay within the hold's cap.
+        within_caps(step, n, ask.token, ask.ttl_ms)?;
     }
-    if let Command::Extend { token, .. } = &step.command {
+    if let Command::Extend { token, ttl_ms, .. } = &step.command {
         // A session's keep-alive keeps its holds: no member moves.
         let bound = |m: &Member<'_>| m.holds.hold_of(token).is_some_and(|h| h.session.is_some());
         if step.members.iter().take(n).any(bound) {
             return Err(Error::BoundHold);
         }
+        within_caps(step, n, token, *ttl_ms)?;
     }
     // The holds as the command's own change leaves them: the stored
     // indexes, read in place, without the holds that ended.
@@ -162,6 +166,19 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
         }
     }
     Ok(plan)
+}
+
+/// `Error::MaxHold` when the token's hold on one of the command's members
+/// would end `ttl_ms` from now, past its cap (`MAXHOLD`): no member moves.
+fn within_caps(step: &Step<'_, '_>, n: usize, token: &[u8], ttl_ms: u64) -> Result<(), Error> {
+    let now_ms = step.now_us / 1000;
+    let deadline = now_ms.saturating_add(ttl_ms);
+    for m in step.members.iter().take(n) {
+        if let Some(cap) = m.holds.hold_of(token).and_then(|h| h.cap) {
+            cap.allows(deadline, now_ms)?;
+        }
+    }
+    Ok(())
 }
 
 /// A new request refused before anything else is decided, on the holds as

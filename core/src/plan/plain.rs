@@ -356,6 +356,7 @@ pub fn set(members: &[Member<'_>], token: &[u8]) -> Result<Set, Error> {
         limit: None,
         ttl_ms: 0,
         session: None,
+        max_hold_ms: None,
     };
     // Every member first: one the fast path cannot read is the general
     // path's, wherever it is.

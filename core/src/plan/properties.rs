@@ -425,7 +425,7 @@ fn apply(before: &Model, input: &Input, plan: &Plan) -> Model {
         match *op {
             Op::Add { who, fence } => {
                 if let Some(ask) = ask_of(who) {
-                    holds.add(&ask, fence, now_ms + ask.ttl_ms);
+                    holds.add(&ask, fence, now_ms + ask.ttl_ms, 0);
                     after.owner_of_fence.entry(fence).or_insert(ask.owner());
                 }
             }
@@ -1061,6 +1061,7 @@ fn draw(rng: &mut Rng, model: &Model) -> Spec {
                 limit: None,
                 ttl_ms: rng.pick(&TTLS),
                 session: None,
+                max_hold_ms: None,
             };
             if rng.one_in(3) {
                 ask.mode = Mode::Shared;
@@ -1344,8 +1345,9 @@ fn handoff() -> (Model, Input, Plan) {
         limit: None,
         ttl_ms: 1_000,
         session: None,
+        max_hold_ms: None,
     };
-    model.holds[0].add(&x, 5, START_US / 1000 + 1_000);
+    model.holds[0].add(&x, 5, START_US / 1000 + 1_000, 0);
     model.owner_of_fence.insert(5, b"x");
     let waiter = |token| Entry {
         members: vec![0],
@@ -1472,8 +1474,9 @@ fn the_checker_catches_a_nil_answer_that_holds() {
         limit: None,
         ttl_ms: 1_000,
         session: None,
+        max_hold_ms: None,
     };
-    model.holds[2].add(&x, 5, START_US / 1000 + 1_000);
+    model.holds[2].add(&x, 5, START_US / 1000 + 1_000, 0);
     let spec = Spec {
         advance_ms: 0,
         quarantined_ms: 0,

@@ -14,12 +14,13 @@ fn ask(token: &'static str, mode: Mode) -> Ask<'static> {
         limit: None,
         ttl_ms: 100,
         session: None,
+        max_hold_ms: None,
     }
 }
 
 fn held(token: &'static str, mode: Mode, fence: u64) -> Holds {
     let mut h = Holds::new(1);
-    h.add(&ask(token, mode), fence, NOW_MS + 50);
+    h.add(&ask(token, mode), fence, NOW_MS + 50, 0);
     h
 }
 

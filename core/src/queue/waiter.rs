@@ -13,6 +13,8 @@ pub struct Wants {
     /// `SESSION id`: the waiter leaves when the session ends, and its
     /// grant is bound to the session.
     pub session: Option<Box<[u8]>>,
+    /// `MAXHOLD ms`: the grant's hold is capped that long from the grant.
+    pub max_hold_ms: Option<u64>,
 }
 
 impl Wants {
@@ -22,6 +24,7 @@ impl Wants {
             limit: ask.limit,
             owner: ask.owner.map(Into::into),
             session: ask.session.map(Into::into),
+            max_hold_ms: ask.max_hold_ms,
         }
     }
 
@@ -61,6 +64,7 @@ impl<H> Waiter<H> {
             limit: self.wants.limit,
             ttl_ms: self.ttl_ms,
             session: self.wants.session.as_deref(),
+            max_hold_ms: self.wants.max_hold_ms,
         }
     }
 

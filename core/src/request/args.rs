@@ -70,6 +70,8 @@ pub struct Acquire<'a> {
     pub owner: Option<&'a [u8]>,
     /// `SESSION id`: the hold (and the wait) bound to that session.
     pub session: Option<&'a [u8]>,
+    /// `MAXHOLD ms`: the longest the hold may live from its grant.
+    pub max_hold_ms: Option<u64>,
 }
 
 impl<'a> Acquire<'a> {
@@ -92,6 +94,7 @@ impl<'a> Acquire<'a> {
             && self.limit.is_none()
             && self.owner.is_none()
             && self.session.is_none()
+            && self.max_hold_ms.is_none()
     }
 
     /// What the request asks of the resource's holds.
@@ -103,6 +106,7 @@ impl<'a> Acquire<'a> {
             limit: self.limit,
             ttl_ms: self.ttl_ms,
             session: self.session,
+            max_hold_ms: self.max_hold_ms,
         }
     }
 }
@@ -154,6 +158,7 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
         limit: None,
         owner: None,
         session: None,
+        max_hold_ms: None,
     };
     let (mut shared, mut limit) = (false, None);
     let mut rest = options;
@@ -182,10 +187,15 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
                 req.session = Some(parse_session_id(value)?);
                 tail
             }
+            [value, tail @ ..] if is(b"MAXHOLD") && req.max_hold_ms.is_none() => {
+                req.max_hold_ms = Some(parse_max_hold(value)?);
+                tail
+            }
             _ => return Err(Error::Syntax),
         };
     }
     req.ttl_ms = hold_ttl(ttl, req.session.is_some(), limits)?;
+    check_max_hold(req.max_hold_ms, req.session)?;
     if shared {
         req.mode = Mode::Shared;
     }
@@ -209,6 +219,26 @@ pub(crate) fn hold_ttl(raw: &[u8], bound: bool, limits: &Limits) -> Result<u64, 
     parse_u64(raw)
         .filter(|t| *t <= crate::limits::MAX_TTL_MS)
         .ok_or(Error::ttl())
+}
+
+/// `MAXHOLD ms`: 1 to `MAX_TTL_MS`, like a ttl (and not held to
+/// `dlock.max-ttl`: the lease granted is the smaller of the two).
+pub(crate) fn parse_max_hold(raw: &[u8]) -> Result<u64, Error> {
+    parse_u64(raw)
+        .filter(|ms| (1..=MAX_TTL_MS).contains(ms))
+        .ok_or(Error::InvalidInteger {
+            arg: "MAXHOLD",
+            min: 1,
+            max: MAX_TTL_MS,
+        })
+}
+
+/// A hold bound to a session has no deadline for `MAXHOLD` to cap.
+pub(crate) fn check_max_hold(max_hold: Option<u64>, session: Option<&[u8]>) -> Result<(), Error> {
+    if max_hold.is_some() && session.is_some() {
+        return Err(Error::MaxHoldSession);
+    }
+    Ok(())
 }
 
 /// A session id: opaque bytes, 1 to `MAX_SESSION_ID`.

@@ -99,6 +99,7 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
         limit: None,
         owner: None,
         session: None,
+        max_hold_ms: None,
     };
     let mut rest = options;
     while let [name, tail @ ..] = rest {
@@ -122,10 +123,15 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
                 req.session = Some(args::parse_session_id(value)?);
                 tail
             }
+            [value, tail @ ..] if is(b"MAXHOLD") && req.max_hold_ms.is_none() => {
+                req.max_hold_ms = Some(args::parse_max_hold(value)?);
+                tail
+            }
             _ => return Err(Error::Syntax),
         };
     }
     req.ttl_ms = args::hold_ttl(ttl, req.session.is_some(), limits)?;
+    args::check_max_hold(req.max_hold_ms, req.session)?;
     Ok(req)
 }
 

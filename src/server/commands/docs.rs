@@ -209,6 +209,7 @@ in FIFO order until granted or until timeout_ms passes.",
             option(c"owner", Kind::String, c"OWNER"),
             option(c"timeout_ms", Kind::Integer, c"WAIT"),
             option(c"id", Kind::String, c"SESSION"),
+            option(c"ms", Kind::Integer, c"MAXHOLD"),
         ],
     },
     Doc {
@@ -310,6 +311,7 @@ in FIFO order when all of them are free for it.",
             option(c"shared", Kind::PureToken, c"SHARED"),
             option(c"timeout_ms", Kind::Integer, c"WAIT"),
             option(c"id", Kind::String, c"SESSION"),
+            option(c"ms", Kind::Integer, c"MAXHOLD"),
         ],
     },
     Doc {
@@ -500,10 +502,16 @@ the order they were granted, and the cursor to continue after.",
             arg(c"limit", Kind::Integer),
             arg(c"deadline_ms", Kind::UnixTime),
             arg(c"last_fence", Kind::Integer),
-            Arg {
-                optional: true,
-                ..arg(c"session", Kind::String)
-            },
+            // A bound hold's session, or a capped hold's `MAXHOLD cap_ms`
+            // followed by the `max_hold_ms` it was granted with.
+            optional(one_of(
+                c"bound-or-capped",
+                &[
+                    arg(c"session", Kind::String),
+                    keyword(c"cap_ms", Kind::UnixTime, c"MAXHOLD"),
+                ],
+            )),
+            optional(arg(c"max_hold_ms", Kind::Integer)),
         ],
     },
     Doc {

@@ -120,6 +120,11 @@ pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
             return ctx.reply_integer(0);
         }
     }
+    // A member whose cap the new deadline would pass refuses the command
+    // before any member moves.
+    for i in req.members.indexes() {
+        within_cap(ctx, argv.raw(i)?, req.token, req.ttl_ms, now / 1000)?;
+    }
     if blocking::anyone_waiting() {
         // Dead holds of others, pruned on the way, may let a queue in: the
         // handoffs are planned with the extensions, so the command fails
@@ -181,6 +186,24 @@ fn holds_live(
         }
         Some(Stored::Multi(h)) => h.live(now_ms).any(|hold| *hold.token == *token),
     })
+}
+
+/// `Error::MaxHold` when `token`'s hold on `name` has a cap (`MAXHOLD`)
+/// that a deadline `ttl_ms` after `now_ms` would pass (read only).
+fn within_cap(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    token: &[u8],
+    ttl_ms: u64,
+    now_ms: u64,
+) -> Result<(), Error> {
+    let key = LockKey::open_read(ctx, name)?;
+    if let Some(Stored::Multi(h)) = key.stored()? {
+        if let Some(cap) = h.hold_of(token).and_then(|hold| hold.cap) {
+            cap.allows(now_ms.saturating_add(ttl_ms), now_ms)?;
+        }
+    }
+    Ok(())
 }
 
 /// The set's key names.

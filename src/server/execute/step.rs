@@ -365,5 +365,6 @@ fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> Ask<'a> {
         limit: wants.limit,
         ttl_ms,
         session: wants.session.as_deref(),
+        max_hold_ms: wants.max_hold_ms,
     }
 }

@@ -57,6 +57,7 @@ fn ask(token: &'static str) -> Ask<'static> {
         limit: None,
         ttl_ms: 100,
         session: None,
+        max_hold_ms: None,
     }
 }
 

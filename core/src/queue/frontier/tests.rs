@@ -61,6 +61,7 @@ fn wants(rng: &mut Rng) -> Wants {
         limit,
         owner,
         session: None,
+        max_hold_ms: None,
     }
 }
 
@@ -89,7 +90,7 @@ impl World {
                 let token = w.token(rng);
                 let wants = wants(rng);
                 let ask = ask_of(&token, &wants);
-                w.holds[r as usize].add(&ask, 1 + u64::from(r), NOW_MS + TTL_MS);
+                w.holds[r as usize].add(&ask, 1 + u64::from(r), NOW_MS + TTL_MS, 0);
             }
         }
         for _ in 0..rng.below(12) {
@@ -203,7 +204,7 @@ impl World {
             match *op {
                 Op::Add { who, fence } => {
                     if let Some(a) = ask(who) {
-                        holds.add(&a, fence, NOW_MS + a.ttl_ms);
+                        holds.add(&a, fence, NOW_MS + a.ttl_ms, 0);
                     }
                 }
                 Op::Move { who, ttl_ms } => {
@@ -318,6 +319,7 @@ fn ask_of<'a>(token: &'a [u8], wants: &'a Wants) -> Ask<'a> {
         limit: wants.limit,
         ttl_ms: TTL_MS,
         session: None,
+        max_hold_ms: None,
     }
 }
 
