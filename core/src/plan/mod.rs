@@ -331,6 +331,9 @@ pub mod plain;
 mod tests;
 
 #[cfg(test)]
+mod max_hold_tests;
+
+#[cfg(test)]
 mod properties;
 
 #[cfg(test)]

@@ -189,6 +189,21 @@ mod tests {
     }
 
     #[test]
+    fn macquire_takes_max_hold_for_every_member() {
+        let a = acquire(&argv(&["M", "2", "a", "b", "t", "100", "MAXHOLD", "50"]), L).unwrap();
+        assert_eq!(a.max_hold_ms, Some(50));
+        assert_eq!(a.ask().max_hold_ms, Some(50));
+        assert!(matches!(
+            acquire(&argv(&["M", "1", "a", "t", "100", "MAXHOLD", "0"]), L),
+            Err(Error::InvalidInteger { arg: "MAXHOLD", .. })
+        ));
+        assert_eq!(
+            acquire(&argv(&["M", "1", "a", "t", "100", "SESSION", "s", "MAXHOLD", "5"]), L),
+            Err(Error::MaxHoldSession)
+        );
+    }
+
+    #[test]
     fn bad_sets_are_refused() {
         for bad in ["0", "65", "-1", "x", ""] {
             assert!(

@@ -94,6 +94,11 @@ pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
         session: session.map(Into::into),
         cap,
     };
+    // No hold outlives its cap, whatever the effect says.
+    let hold = Hold {
+        deadline_ms: cap.map_or(hold.deadline_ms, |c| hold.deadline_ms.min(c.at_ms)),
+        ..hold
+    };
     let limit = parse_u64(limit)
         .filter(|n| (1..=u64::from(MAX_LIMIT)).contains(n))
         .ok_or(Error::BadEffect("limit"))? as u32;
@@ -194,6 +199,39 @@ mod tests {
         assert_eq!(h.deadline_ms(), Some(2000));
         parse_drop(&argv(&["X", "k", "t"])).unwrap().apply(&mut h);
         assert!(h.is_empty());
+    }
+
+    #[test]
+    fn a_capped_hold_carries_its_cap_and_nonsense_is_refused() {
+        let add = |extra: &[&str]| {
+            let mut v = vec!["X", "k", "t", "t", "7", "exclusive", "1", "1000", "9"];
+            v.extend_from_slice(extra);
+            parse_add(&argv(&v)).map(|(c, _)| c)
+        };
+        let Ok(Change::Add { hold, .. }) = add(&["MAXHOLD", "1500", "600"]) else {
+            panic!("a capped hold");
+        };
+        let cap = crate::ask::Cap {
+            at_ms: 1500,
+            ms: 600,
+        };
+        assert_eq!((hold.cap, hold.deadline_ms), (Some(cap), 1000));
+        let Ok(Change::Add { hold, .. }) = add(&["maxhold", "800", "600"]) else {
+            panic!("a capped hold");
+        };
+        assert_eq!(hold.deadline_ms, 800, "never past its cap");
+        let mut h = Holds::new(1);
+        add(&["MAXHOLD", "1500", "600"]).unwrap().apply(&mut h);
+        assert_eq!(h.hold_of(b"t").and_then(|x| x.cap), Some(cap));
+        for bad in [
+            &["MAXHOLD", "1500", "0"][..],
+            &["MAXHOLD", "-1", "600"],
+            &["MAXHOLD", "1500", "140737488355329"],
+            &["NOPE", "1500", "600"],
+            &["MAXHOLD", "1500"],
+        ] {
+            assert!(add(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -297,6 +297,45 @@ mod tests {
     }
 
     #[test]
+    fn a_cap_is_written_in_layout_3_only_when_a_hold_has_one() {
+        let mut h = sample();
+        assert_eq!(encode(&h)[8], LAYOUT_VERSION, "no cap: the old layout");
+        let cap = crate::ask::Cap {
+            at_ms: 1_700_000_000_500,
+            ms: 2_000,
+        };
+        h.push(Hold {
+            cap: Some(cap),
+            ..hold("c", "c", 12, Mode::Shared)
+        });
+        let bytes = encode(&h);
+        assert_eq!(bytes[8], LAYOUT_WITH_CAPS);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back, h);
+        assert_eq!(back.hold_of(b"c").and_then(|x| x.cap), Some(cap));
+        assert_eq!(back.hold_of(b"r").and_then(|x| x.cap), None);
+        for n in 0..bytes.len() {
+            assert!(decode(&bytes[..n]).is_err(), "truncated to {n}");
+        }
+        // A deadline past the cap, from whatever wrote it, ends at the cap.
+        let mut late = Holds::new(1);
+        late.push(Hold {
+            cap: Some(crate::ask::Cap {
+                at_ms: 1_600_000_000_000,
+                ms: 5,
+            }),
+            ..hold("x", "x", 3, Mode::Exclusive)
+        });
+        let back = decode(&encode(&late)).unwrap();
+        assert_eq!(back.hold_of(b"x").map(|x| x.deadline_ms), Some(1_600_000_000_000));
+        // A cap out of range is refused.
+        let mut bad = encode(&late);
+        let at = bad.len() - 8;
+        bad[at..].copy_from_slice(&0u64.to_le_bytes());
+        assert!(decode(&bad).is_err(), "MAXHOLD 0 with a cap");
+    }
+
+    #[test]
     fn the_plain_decoder_refuses_this_layout_cleanly() {
         // What the previous release does with such a value: refuse it.
         let bytes = encode(&sample());
