@@ -35,6 +35,8 @@ mod locks;
 mod observe;
 /// What an operator sees and sets: ACL, configuration, memory, stats, version.
 mod ops;
+/// `MAXHOLD`: a cap on how long a hold may live across extends.
+mod maxhold;
 /// Sessions: one liveness lease for many holds and waits.
 mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.
