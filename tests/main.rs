@@ -41,6 +41,8 @@ mod maxhold;
 mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.
 mod sets;
+/// `EXTEND ... WANTED`: telling a holder that someone waits.
+mod wanted;
 
 static QUIET: Mutex<()> = Mutex::new(());
 

@@ -54,7 +54,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(!r.token.is_empty() && r.token.len() <= MAX_STORED_TOKEN);
     }
     if let Ok(e) = args::extend(&argv, &limits) {
-        assert_eq!(argv.len(), 4);
+        assert_eq!(argv.len(), if e.wanted { 5 } else { 4 });
         assert_eq!(e.token, argv[2]);
         assert!(e.token.len() <= MAX_STORED_TOKEN);
         assert!(e.ttl_ms > 0 && e.ttl_ms <= MAX_TTL_MS);

@@ -46,7 +46,12 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             ("id", "string", Some("SESSION"), &["optional"][..]),
         ],
         "dlock.release" => vec![resource, token],
-        "dlock.extend" => vec![resource, token, ttl],
+        "dlock.extend" => vec![
+            resource,
+            token,
+            ttl,
+            ("wanted", "pure-token", Some("WANTED"), &["optional"][..]),
+        ],
         "dlock.info" => vec![resource],
         "dlock.apply" => vec![
             resource,
@@ -87,7 +92,7 @@ fn expected_info(cmd: &str) -> (i64, [i64; 3], Option<&'static [&'static str]>) 
     match cmd {
         "dlock.acquire" => (-4, [1, 1, 1], Some(&["RW", "access", "update"])),
         "dlock.release" => (3, [1, 1, 1], Some(&["RW", "access", "delete"])),
-        "dlock.extend" => (4, [1, 1, 1], Some(&["RW", "access", "update"])),
+        "dlock.extend" => (-4, [1, 1, 1], Some(&["RW", "access", "update"])),
         "dlock.info" => (2, [1, 1, 1], Some(&["RO", "access"])),
         // The handler checks the internal commands' arity itself.
         "dlock.apply" => (-1, [1, 1, 1], Some(&["OW", "update"])),

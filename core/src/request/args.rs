@@ -120,11 +120,14 @@ pub struct Release<'a> {
     pub token: &'a [u8],
 }
 
-/// `DLOCK.EXTEND resource token ttl_ms`
+/// `DLOCK.EXTEND resource token ttl_ms [WANTED]`
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Extend<'a> {
     pub token: &'a [u8],
     pub ttl_ms: u64,
+    /// `WANTED`: the reply also says how many requests wait (a map
+    /// instead of the integer).
+    pub wanted: bool,
 }
 
 /// `DLOCK.APPLY resource token fence deadline_ms [last_fence]`: the internal
@@ -290,13 +293,24 @@ pub fn release<'a>(argv: &[&'a [u8]], _limits: &Limits) -> Result<Release<'a>, E
 
 /// Any token a lock can hold: `max_token` limits new grants only.
 pub fn extend<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Extend<'a>, Error> {
-    let [_, _, token, ttl] = argv else {
+    let [_, _, token, ttl, options @ ..] = argv else {
         return Err(Error::WrongArity);
     };
     Ok(Extend {
         token: parse_token(token, MAX_STORED_TOKEN)?,
         ttl_ms: limits.ttl(ttl)?,
+        wanted: parse_wanted(options)?,
     })
+}
+
+/// The options after an extend's `ttl_ms`: nothing, or `WANTED` once
+/// (any case); anything else is refused rather than ignored.
+pub fn parse_wanted(options: &[&[u8]]) -> Result<bool, Error> {
+    match options {
+        [] => Ok(false),
+        [option] if option.eq_ignore_ascii_case(b"WANTED") => Ok(true),
+        _ => Err(Error::Syntax),
+    }
 }
 
 /// `DLOCK.OBSERVE resource [SINCE version] [WAIT timeout_ms]`, options in

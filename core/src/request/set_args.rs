@@ -1,7 +1,7 @@
 //! Arguments of the set commands: `DLOCK.MACQUIRE numkeys
 //! resource [resource ...] token ttl_ms [SHARED] [WAIT timeout_ms]`,
 //! `DLOCK.MRELEASE numkeys resource [resource ...] token` and
-//! `DLOCK.MEXTEND numkeys resource [resource ...] token ttl_ms`.
+//! `DLOCK.MEXTEND numkeys resource [resource ...] token ttl_ms [WANTED]`.
 //!
 //! Resources are keys the server layer opens; here they are only counted,
 //! checked distinct and handed back as indexes into argv.
@@ -28,6 +28,8 @@ pub struct SetExtend<'a> {
     pub members: Members,
     pub token: &'a [u8],
     pub ttl_ms: u64,
+    /// `WANTED`, as `DLOCK.EXTEND`'s: the waiters of every member.
+    pub wanted: bool,
 }
 
 /// `numkeys` and the distinct resources after it; returns them and the
@@ -148,13 +150,14 @@ pub fn release<'a>(argv: &[&'a [u8]]) -> Result<SetRelease<'a>, Error> {
 
 pub fn extend<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<SetExtend<'a>, Error> {
     let (members, rest) = members(argv)?;
-    let [tok, ttl] = rest else {
+    let [tok, ttl, options @ ..] = rest else {
         return Err(Error::WrongArity);
     };
     Ok(SetExtend {
         members,
         token: token(tok)?,
         ttl_ms: limits.ttl(ttl)?,
+        wanted: args::parse_wanted(options)?,
     })
 }
 
@@ -275,7 +278,14 @@ mod tests {
             Err(Error::WrongArity)
         );
         let e = extend(&argv(&["M", "1", "a", "t", "9"]), L).unwrap();
-        assert_eq!((e.members.count, e.ttl_ms), (1, 9));
+        assert_eq!((e.members.count, e.ttl_ms, e.wanted), (1, 9, false));
+        let e = extend(&argv(&["M", "2", "a", "b", "t", "9", "wanted"]), L).unwrap();
+        assert_eq!((e.members.count, e.ttl_ms, e.wanted), (2, 9, true));
+        for bad in [&["WANTED", "WANTED"][..], &["x"], &["WANTED", "1"]] {
+            let mut v = vec!["M", "1", "a", "t", "9"];
+            v.extend_from_slice(bad);
+            assert_eq!(extend(&argv(&v), L), Err(Error::Syntax), "{v:?}");
+        }
         assert_eq!(
             extend(&argv(&["M", "1", "a", "t"]), L),
             Err(Error::WrongArity)

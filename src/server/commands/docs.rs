@@ -224,14 +224,16 @@ gets the lock next.",
     Doc {
         name: c"dlock.extend",
         summary: c"Makes the lease of a lock held by token end ttl_ms from now and returns 1, \
-else returns 0.",
+else returns 0. With WANTED, returns a map of extended (1 or 0) and waiters (the requests \
+queued on the resource).",
         complexity: COMPLEXITY,
-        arity: 4,
+        arity: -4,
         keys: Keys::One(RW | ACCESS | UPDATE),
         args: &[
             RESOURCE,
             arg(c"token", Kind::String),
             arg(c"ttl_ms", Kind::Integer),
+            option(c"wanted", Kind::PureToken, c"WANTED"),
         ],
     },
     Doc {
@@ -329,14 +331,21 @@ released.",
     Doc {
         name: c"dlock.mextend",
         summary: c"Makes token's holds on every resource of a set end ttl_ms from now and \
-returns 1, or returns 0 and changes nothing when token no longer holds all of them.",
+returns 1, or returns 0 and changes nothing when token no longer holds all of them. With \
+WANTED, returns a map of extended (1 or 0) and waiters (per member, the requests queued).",
         complexity: COMPLEXITY,
         // `numkeys` alone reaches the handler, which checks it before
         // counting the arguments after it: a bad `numkeys` gets its own
         // error whatever follows.
         arity: -2,
         keys: Keys::Numbered(RW | ACCESS | UPDATE),
-        args: &[NUMKEYS, RESOURCES, TOKEN, arg(c"ttl_ms", Kind::Integer)],
+        args: &[
+            NUMKEYS,
+            RESOURCES,
+            TOKEN,
+            arg(c"ttl_ms", Kind::Integer),
+            option(c"wanted", Kind::PureToken, c"WANTED"),
+        ],
     },
     Doc {
         name: c"dlock.session",

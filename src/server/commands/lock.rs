@@ -7,6 +7,7 @@
 
 use redis_module::raw;
 
+use crate::server::commands::wanted;
 use crate::server::edge::api::{now_us, Ctx};
 use crate::server::edge::ffi::Argv;
 use crate::server::execute::inputs;
@@ -86,8 +87,9 @@ pub fn release_key(
     Ok(released != Outcome::Count(0))
 }
 
-/// `DLOCK.EXTEND resource token ttl_ms` -> 1 if the owner's lease now ends
-/// `ttl_ms` from now, else 0.
+/// `DLOCK.EXTEND resource token ttl_ms [WANTED]` -> 1 if the owner's
+/// lease now ends `ttl_ms` from now, else 0; with `WANTED` a map that also
+/// counts the requests waiting (`wanted`).
 pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
@@ -95,6 +97,9 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     revoke::before_command(ctx, [name])?;
     let now = now_us();
     let held = extend_key(ctx, name, req.token, req.ttl_ms, now)?;
+    if req.wanted {
+        return wanted::reply(ctx, held, wanted::waiters_of(ctx, name)?);
+    }
     ctx.reply_integer(i64::from(held))
 }
 

@@ -10,3 +10,4 @@ pub mod observe;
 pub mod queued;
 pub mod session;
 pub mod sets;
+pub mod wanted;

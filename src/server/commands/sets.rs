@@ -11,6 +11,7 @@
 use redis_module::raw;
 
 use crate::server::commands::lock::{extend_key, refuse_on_replica, release_key};
+use crate::server::commands::wanted;
 use crate::server::edge::api::{now_us, rm, Ctx};
 use crate::server::edge::ffi::Argv;
 use crate::server::execute::inputs::can_block;
@@ -102,9 +103,11 @@ pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     ctx.reply_integer(released)
 }
 
-/// `DLOCK.MEXTEND numkeys resource [resource ...] token ttl_ms` -> 1 when
-/// `token` held every member (now all ending `ttl_ms` from now), else 0 and
-/// nothing changed: a set with a lost member is no longer a lock.
+/// `DLOCK.MEXTEND numkeys resource [resource ...] token ttl_ms [WANTED]`
+/// -> 1 when `token` held every member (now all ending `ttl_ms` from now),
+/// else 0 and nothing changed: a set with a lost member is no longer a
+/// lock. With `WANTED` a map that also counts each member's waiters
+/// (`wanted`).
 pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     if keys_request(ctx, argv) {
         return Ok(());
@@ -112,12 +115,26 @@ pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = set_args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     revoke::before_command(ctx, names(argv, &req.members)?)?;
+    let extended = extend_members(ctx, argv, &req)?;
+    if req.wanted {
+        let waiters = req
+            .members
+            .indexes()
+            .map(|i| wanted::waiters_of(ctx, argv.raw(i)?))
+            .collect::<Result<Vec<_>, _>>()?;
+        return wanted::reply_set(ctx, extended, &waiters);
+    }
+    ctx.reply_integer(i64::from(extended))
+}
+
+/// Extends every member of `req`, or none; whether it did.
+fn extend_members(ctx: Ctx, argv: &Argv, req: &set_args::SetExtend<'_>) -> Result<bool, Error> {
     // One instant: what is checked live is extended, and every member gets
     // the same deadline.
     let now = now_us();
     for i in req.members.indexes() {
         if !holds_live(ctx, argv.raw(i)?, req.token, now / 1000)? {
-            return ctx.reply_integer(0);
+            return Ok(false);
         }
     }
     // A member whose cap the new deadline would pass refuses the command
@@ -136,13 +153,13 @@ pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
             members: members.len(),
         };
         step::run(ctx, &members, &extend, None, now)?;
-        return ctx.reply_integer(1);
+        return Ok(true);
     }
     // Nobody waits: nothing is handed over, no extension can fail.
     for i in req.members.indexes() {
         extend_key(ctx, argv.raw(i)?, req.token, req.ttl_ms, now)?;
     }
-    ctx.reply_integer(1)
+    Ok(true)
 }
 
 /// The server asking for the keys of a call (registered `getkeys-api`):

@@ -42,7 +42,8 @@ fn extend_of_free_resource_is_zero_and_creates_nothing() {
 bad_input! {
     extend_arity_no_arguments: ["DLOCK.EXTEND"] => arity_err("dlock.extend");
     extend_arity_missing_ttl: ["DLOCK.EXTEND", "res", "owner"] => arity_err("dlock.extend");
-    extend_arity_extra_argument: ["DLOCK.EXTEND", "res", "owner", "100", "x"] => arity_err("dlock.extend");
+    // WANTED is the only option.
+    extend_unknown_option: ["DLOCK.EXTEND", "res", "owner", "100", "x"] => SYNTAX_ERR;
     extend_ttl_abc: ["DLOCK.EXTEND", "res", "owner", "abc"] => TTL_ERR;
     extend_ttl_zero: ["DLOCK.EXTEND", "res", "owner", "0"] => TTL_ERR;
     extend_ttl_negative: ["DLOCK.EXTEND", "res", "owner", "-5"] => TTL_ERR;

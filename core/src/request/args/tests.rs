@@ -205,14 +205,34 @@ fn release_extend_info_arity() {
         Err(Error::WrongArity)
     );
     assert_eq!(extend(&argv(&["E", "r", "t"]), MAX), Err(Error::WrongArity));
-    assert_eq!(
-        extend(&argv(&["E", "r", "t", "5", "x"]), MAX),
-        Err(Error::WrongArity)
-    );
     assert_eq!(info(&argv(&["I"])), Err(Error::WrongArity));
     assert_eq!(info(&argv(&["I", "r"])), Ok(()));
     let e = extend(&argv(&["E", "r", "t", "77"]), MAX).unwrap();
-    assert_eq!((e.token, e.ttl_ms), (&b"t"[..], 77));
+    assert_eq!((e.token, e.ttl_ms, e.wanted), (&b"t"[..], 77, false));
+}
+
+#[test]
+fn extend_takes_wanted_once_and_nothing_else() {
+    for w in ["WANTED", "wanted", "Wanted"] {
+        let e = extend(&argv(&["E", "r", "t", "77", w]), MAX).unwrap();
+        assert_eq!((e.token, e.ttl_ms, e.wanted), (&b"t"[..], 77, true));
+    }
+    for bad in [
+        &["x"][..],
+        &["WANTED", "WANTED"],
+        &["WANTED", "1"],
+        &["WANTEDX"],
+        &[""],
+    ] {
+        let mut v = vec!["E", "r", "t", "5"];
+        v.extend_from_slice(bad);
+        assert_eq!(extend(&argv(&v), MAX), Err(Error::Syntax), "{v:?}");
+    }
+    // The ttl is judged first, as without the option.
+    assert!(matches!(
+        extend(&argv(&["E", "r", "t", "0", "WANTED"]), MAX),
+        Err(Error::InvalidInteger { .. })
+    ));
 }
 
 #[test]
