@@ -37,6 +37,8 @@ mod observe;
 mod ops;
 /// `MAXHOLD`: a cap on how long a hold may live across extends.
 mod maxhold;
+/// `DLOCK.POSITION`, `DLOCK.WAITERS`: where a waiter stands.
+mod position;
 /// Sessions: one liveness lease for many holds and waits.
 mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.

@@ -31,6 +31,8 @@ command_entry!(extend_entry => commands::lock::extend);
 command_entry!(info_entry => commands::info::info);
 command_entry!(observe_entry => commands::observe::observe);
 command_entry!(queued_entry => commands::queued::queued);
+command_entry!(position_entry => commands::position::position);
+command_entry!(waiters_entry => commands::position::waiters);
 command_entry!(macquire_entry => commands::sets::macquire);
 command_entry!(mrelease_entry => commands::sets::mrelease);
 command_entry!(mextend_entry => commands::sets::mextend);
@@ -116,6 +118,16 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     )?;
     // No key: it lists names from the parking lot, like `PUBSUB CHANNELS`.
     register(ctx, c"dlock.queued", Some(queued_entry), c"readonly", false)?;
+    // Read the queue as DLOCK.INFO reads the resource (a handoff that is
+    // due first).
+    register(
+        ctx,
+        c"dlock.position",
+        Some(position_entry),
+        c"readonly fast",
+        true,
+    )?;
+    register(ctx, c"dlock.waiters", Some(waiters_entry), c"readonly", true)?;
     // Their keys (`numkeys` resources) are declared by a key spec set in
     // `commands::docs::describe` (COMMAND GETKEYS, ACL) and answered to the server's
     // key requests (`getkeys-api`: cluster routing); without the key-spec

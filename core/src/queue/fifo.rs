@@ -66,6 +66,11 @@ impl<V> Fifo<V> {
         self.value(*self.slot.get(&id)?)
     }
 
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut V> {
+        let at = *self.slot.get(&id)?;
+        self.nodes.get_mut(at)?.value.as_mut()
+    }
+
     /// The entry pushed first.
     pub fn first(&self) -> Option<&V> {
         self.value(self.head)

@@ -115,6 +115,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             wants,
             ttl_ms,
             gives_up_at,
+            queued_at: 0,
             handle,
             in_set: false,
         });
@@ -258,13 +259,8 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         let mut handles = vec![head.handle];
         let mut ids = vec![head.id];
         if queue.tokens.contains_key(&queue.token_key(&head.token)) {
-            // The same token queued again: rare, and only then a walk.
-            let same: Vec<u64> = queue
-                .entries
-                .values()
-                .filter(|w| w.token == head.token)
-                .map(|w| w.id)
-                .collect();
+            // The same token queued again: rare.
+            let same: Vec<u64> = queue.ids_of(&head.token).collect();
             for id in same {
                 if let Some(w) = queue.remove(id) {
                     self.index.remove(&w.id);
@@ -332,6 +328,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
 mod fifo;
 mod frontier;
 mod give_ups;
+mod ranks;
 mod sets;
 mod timers;
 mod wait_queue;
@@ -340,5 +337,7 @@ pub use frontier::Frontier;
 pub use sets::{Component, Request};
 pub use waiter::{Grantee, Waiter, Wants};
 
+#[cfg(test)]
+mod position_tests;
 #[cfg(test)]
 mod tests;

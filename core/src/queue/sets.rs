@@ -57,6 +57,7 @@ impl<K: Hash + Eq + Clone, H: Clone> WaitQueues<K, H> {
                 wants: wants.clone(),
                 ttl_ms,
                 gives_up_at,
+                queued_at: 0,
                 handle: handle.clone(),
                 in_set: true,
             });

@@ -3,7 +3,7 @@
 
 use std::hash::Hash;
 
-use super::WaitQueues;
+use super::{WaitQueues, Waiter};
 
 impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     /// Whether a wake-up at `deadline_ms` needs a new timer: only when none
@@ -70,5 +70,45 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     pub fn handle(&self, id: u64) -> Option<&H> {
         let key = self.index.get(&id)?.keys().first()?;
         Some(&self.queues.get(key)?.entries.get(id)?.handle)
+    }
+}
+
+impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
+    /// Request `id` joined its queues at `at_ms` (the clock of
+    /// `gives_up_at`): what `DLOCK.WAITERS` counts its wait from.
+    pub fn joined_at(&mut self, id: u64, at_ms: u64) {
+        let Some(place) = self.index.get(&id) else {
+            return;
+        };
+        for key in place.keys() {
+            if let Some(w) = self
+                .queues
+                .get_mut(key)
+                .and_then(|q| q.entries.get_mut(id))
+            {
+                w.queued_at = at_ms;
+            }
+        }
+    }
+
+    /// The 1-based position of `token` in `resource`'s queue (1: the
+    /// head, served next), if it waits there; a token queued more than once
+    /// stands where its first entry does. O(log n).
+    pub fn position(&self, resource: &K, token: &[u8]) -> Option<usize> {
+        self.queues.get(resource)?.position(token)
+    }
+
+    /// The waiters of `resource` from position `from` (1-based) on, in the
+    /// order they are served, each with its position: O(log n) to the
+    /// first, O(1) amortized to each next.
+    pub fn waiters_from(
+        &self,
+        resource: &K,
+        from: usize,
+    ) -> impl Iterator<Item = (usize, &Waiter<H>)> + '_ {
+        self.queues
+            .get(resource)
+            .into_iter()
+            .flat_map(move |q| q.from_position(from))
     }
 }

@@ -7,6 +7,7 @@ use std::hash::BuildHasher;
 
 use super::fifo::Fifo;
 use super::give_ups::GiveUps;
+use super::ranks::Ranks;
 use super::waiter::Waiter;
 
 /// One resource's queue, indexed so that joining, leaving, timing out and
@@ -15,12 +16,16 @@ use super::waiter::Waiter;
 pub(super) struct WaitQueue<H> {
     /// The entries in enqueue order (ids rise with it), found by id.
     pub(super) entries: Fifo<Waiter<H>>,
-    /// Entries per token, by the token's hash under this map's own random
-    /// keys: a token queued more than once (a client that reconnected and
-    /// retried) is granted once for all of them. Counting hashes rather
+    /// The entries' ranks in the order they are served (`order_key`): a
+    /// waiter's position without walking the ones ahead of it.
+    pub(super) order: Ranks<u64>,
+    /// Ids of the entries per token, by the token's hash under this map's
+    /// own random keys: a token queued more than once (a client that
+    /// reconnected and retried) is granted once for all of them, and a
+    /// token's position is found without a walk. Keying by hashes rather
     /// than tokens spares a copy of the token per entry; a hash shared by
-    /// two tokens only makes the grant compare the tokens themselves.
-    pub(super) tokens: HashMap<u64, usize>,
+    /// two tokens only makes a lookup compare the tokens themselves.
+    pub(super) tokens: HashMap<u64, Ids>,
     /// When the entries whose `WAIT` ends give up.
     pub(super) giving_up: GiveUps,
     /// Ids of the entries by a hash of their owner (the token when no
@@ -51,6 +56,7 @@ impl<H> WaitQueue<H> {
     pub(super) fn new() -> Self {
         WaitQueue {
             entries: Fifo::default(),
+            order: Ranks::default(),
             tokens: HashMap::new(),
             giving_up: GiveUps::default(),
             by_owner: HashMap::new(),
@@ -79,9 +85,15 @@ impl<H> WaitQueue<H> {
         if self.entries.push_back(id, waiter).is_err() {
             return;
         }
+        self.order.insert(order_key(id));
         self.not_plain += usize::from(not_plain);
         self.in_sets += usize::from(in_set);
-        *self.tokens.entry(key).or_insert(0) += 1;
+        match self.tokens.entry(key) {
+            Entry::Occupied(mut ids) => ids.get_mut().push(id),
+            Entry::Vacant(v) => {
+                v.insert(Ids::One(id));
+            }
+        }
         if let Some(at) = gives_up_at {
             self.giving_up.insert(at, id);
         }
@@ -96,12 +108,12 @@ impl<H> WaitQueue<H> {
     /// Takes entry `id` out, keeping the counts and indexes right.
     pub(super) fn remove(&mut self, id: u64) -> Option<Waiter<H>> {
         let waiter = self.entries.remove(id)?;
+        self.order.remove(&order_key(id));
         self.not_plain -= usize::from(!waiter.is_plain());
         self.in_sets -= usize::from(waiter.in_set);
-        if let Entry::Occupied(mut n) = self.tokens.entry(self.token_key(&waiter.token)) {
-            *n.get_mut() -= 1;
-            if *n.get() == 0 {
-                n.remove();
+        if let Entry::Occupied(mut ids) = self.tokens.entry(self.token_key(&waiter.token)) {
+            if ids.get_mut().remove(id) {
+                ids.remove();
             }
         }
         if waiter.gives_up_at.is_some() {
@@ -126,6 +138,45 @@ impl<H> WaitQueue<H> {
     pub(super) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+
+    /// The ids of the entries of `token`, in enqueue order.
+    pub(super) fn ids_of<'a>(&'a self, token: &'a [u8]) -> impl Iterator<Item = u64> + 'a {
+        self.tokens
+            .get(&self.token_key(token))
+            .map_or(&[][..], Ids::as_slice)
+            .iter()
+            .copied()
+            .filter(move |id| self.entries.get(*id).is_some_and(|w| *w.token == *token))
+    }
+
+    /// The 1-based position of `token`'s first entry in the order the
+    /// queue is served, if it waits here.
+    pub(super) fn position(&self, token: &[u8]) -> Option<usize> {
+        self.ids_of(token)
+            .filter_map(|id| self.order.rank(&order_key(id)))
+            .min()
+            .map(|rank| rank + 1)
+    }
+
+    /// The entries from position `from` (1-based) on, in the order the
+    /// queue is served, each with its position.
+    pub(super) fn from_position(
+        &self,
+        from: usize,
+    ) -> impl Iterator<Item = (usize, &Waiter<H>)> + '_ {
+        let from = from.max(1);
+        self.order
+            .iter_from(from - 1)
+            .filter_map(|key| self.entries.get(key))
+            .zip(from..)
+            .map(|(w, at)| (at, w))
+    }
+}
+
+/// An entry's key in the order the queue is served: its id, the order of
+/// arrival. (`Ranks` takes any key fixed while the entry waits.)
+fn order_key(id: u64) -> u64 {
+    id
 }
 
 /// The ids of one owner's entries in a queue, in enqueue order: nearly

@@ -42,6 +42,9 @@ pub struct Waiter<H> {
     /// When (ms on a monotonic clock) the waiter has given up (its `WAIT`
     /// timeout); `None` waits forever.
     pub gives_up_at: Option<u64>,
+    /// When (ms on the same clock) it joined the queue, once the server
+    /// said so (`WaitQueues::joined_at`); 0 until then.
+    pub queued_at: u64,
     pub handle: H,
     /// One member's entry of a set request (`DLOCK.MACQUIRE`): the same id
     /// waits in the queue of every member.

@@ -4,5 +4,6 @@
 
 pub mod args;
 pub mod glob;
+pub mod queue_args;
 pub mod session_args;
 pub mod set_args;

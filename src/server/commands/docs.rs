@@ -189,7 +189,7 @@ const ARGS: Arg = Arg {
     ..arg(c"arg", Kind::String)
 };
 
-static DOCS: [Doc; 29] = [
+static DOCS: [Doc; 31] = [
     Doc {
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
@@ -293,6 +293,30 @@ of limited length",
             optional: true,
             ..arg(c"pattern", Kind::Pattern)
         }],
+    },
+    Doc {
+        name: c"dlock.position",
+        summary: c"Returns where token waits in the resource's queue (1: served next), or nil \
+when it does not wait there.",
+        complexity: c"O(log N) with N the requests queued on the resource",
+        arity: 3,
+        keys: Keys::One(RO | ACCESS),
+        args: &[RESOURCE, TOKEN],
+    },
+    Doc {
+        name: c"dlock.waiters",
+        summary: c"Returns the requests queued on the resource in the order they are served, \
+from position k + 1 on, at most n (10 unless COUNT says): position, token, owner, mode, limit, \
+set, session, waited and timeout of each.",
+        complexity: c"O(log N + M) with N the requests queued on the resource and M the ones \
+returned",
+        arity: -2,
+        keys: Keys::One(RO | ACCESS),
+        args: &[
+            RESOURCE,
+            option(c"k", Kind::Integer, c"OFFSET"),
+            option(c"n", Kind::Integer, c"COUNT"),
+        ],
     },
     Doc {
         name: c"dlock.macquire",

@@ -7,6 +7,7 @@ pub mod guard;
 pub mod info;
 pub mod lock;
 pub mod observe;
+pub mod position;
 pub mod queued;
 pub mod session;
 pub mod sets;

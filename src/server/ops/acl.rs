@@ -16,7 +16,7 @@ pub const CATEGORY: &CStr = c"dlock";
 /// fit them (a module command has none unless it says so, so `-@write`
 /// would not stop a grant). The internal effect commands are left out: they
 /// are refused from clients whatever the ACL says.
-const COMMANDS: [(&CStr, &CStr); 20] = [
+const COMMANDS: [(&CStr, &CStr); 22] = [
     (c"dlock.acquire", c"write dlock"),
     (c"dlock.release", c"write dlock"),
     (c"dlock.extend", c"write fast dlock"),
@@ -28,6 +28,8 @@ const COMMANDS: [(&CStr, &CStr); 20] = [
     // Names of resources whatever the user's key patterns, as `SCAN`
     // gives them: the same categories as `SCAN`.
     (c"dlock.queued", c"keyspace read slow dlock"),
+    (c"dlock.position", c"read fast dlock"),
+    (c"dlock.waiters", c"read slow dlock"),
     (c"dlock.macquire", c"write dlock"),
     (c"dlock.mrelease", c"write dlock"),
     (c"dlock.mextend", c"write dlock"),

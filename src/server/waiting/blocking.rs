@@ -37,8 +37,8 @@ pub use crate::server::resource::Resource;
 pub use answers::hand_over;
 pub use grants::{confirm, fail, grant_entries, grant_head, move_grants, plain_head};
 pub use lookups::{
-    component, has_sets, held_until, part, queue_is_plain, resources, resources_where,
-    waiting_resource, widen,
+    component, has_sets, held_until, part, position, queue_is_plain, resources, resources_where,
+    waiters_page, waiting_resource, widen, QueuedRequest,
 };
 pub use parked::{anyone_waiting, total_waiters, waiters_on};
 pub use wait_timer::{rearm_late, time_out_given_up};
@@ -120,6 +120,7 @@ pub fn block_on(
             Ok([res]) => p.park(res, token, wants, ttl_ms, gives_up_at, handle),
             Err(members) => p.park_set(members, token, wants, ttl_ms, gives_up_at, handle),
         };
+        p.queues_mut().joined_at(id, now / 1000);
         if let Some(at) = ends_at {
             p.ends_wait_at(handle, at);
         }

@@ -3,9 +3,10 @@
 
 use redis_module::raw;
 
-use super::parked::{anyone_waiting, parking, waiters_on};
+use super::parked::{anyone_waiting, parking, wait_clock_ms, waiters_on};
 use crate::server::edge::api::Ctx;
 use crate::server::resource::Resource;
+use dlock_core::ask::Mode;
 use dlock_core::queue::{Component, Frontier};
 use dlock_core::resource::holds::Holds;
 use dlock_core::Error;
@@ -83,4 +84,62 @@ pub fn held_until(res: &Resource) -> Option<u64> {
         return None;
     }
     parking().queues().held_until(res)
+}
+
+/// Where `token` stands in `res`'s queue (1: served next), if it waits
+/// there. O(log n) in the queue's length.
+pub fn position(res: &Resource, token: &[u8]) -> Option<usize> {
+    if !anyone_waiting() {
+        return None;
+    }
+    parking().queues().position(res, token)
+}
+
+/// One waiter as `DLOCK.WAITERS` shows it.
+#[derive(Debug)]
+pub struct QueuedRequest {
+    pub position: usize,
+    pub token: Box<[u8]>,
+    pub owner: Option<Box<[u8]>>,
+    pub mode: Mode,
+    pub limit: u32,
+    /// A set request's member count.
+    pub set: Option<usize>,
+    pub session: Option<Box<[u8]>>,
+    /// Milliseconds since it joined the queue.
+    pub waited_ms: u64,
+    /// Milliseconds left of its `WAIT`; `None` waits forever.
+    pub timeout_ms: Option<u64>,
+}
+
+/// Up to `count` waiters of `res` from position `offset + 1` on, in the
+/// order they are served. O(log n + count), copied out so that no lock is
+/// held while replying.
+pub fn waiters_page(res: &Resource, offset: u64, count: usize) -> Vec<QueuedRequest> {
+    if !anyone_waiting() {
+        return Vec::new();
+    }
+    let Some(from) = usize::try_from(offset).ok().and_then(|o| o.checked_add(1)) else {
+        return Vec::new();
+    };
+    let now_ms = wait_clock_ms();
+    let p = parking();
+    let queues = p.queues();
+    queues
+        .waiters_from(res, from)
+        .take(count)
+        .map(|(position, w)| QueuedRequest {
+            position,
+            token: w.token.clone(),
+            owner: w.wants.owner.clone(),
+            mode: w.wants.mode,
+            limit: w.wants.limit.unwrap_or(1),
+            set: w
+                .in_set
+                .then(|| queues.resources_of(w.id).map_or(0, <[Resource]>::len)),
+            session: w.wants.session.clone(),
+            waited_ms: now_ms.saturating_sub(w.queued_at),
+            timeout_ms: w.gives_up_at.map(|at| at.saturating_sub(now_ms)),
+        })
+        .collect()
 }
