@@ -375,7 +375,8 @@ impl LockRequest<'_> {
         }
         let started = Instant::now();
         let renewed = self.watchdog;
-        let session = (renewed && self.settings.min_replicas.is_none())
+        // A capped hold has a deadline to cap: never bound to a session.
+        let session = (renewed && self.settings.min_replicas.is_none() && self.spec.max_hold.is_none())
             .then(|| {
                 self.locker.sessions.for_request(
                     &self.locker.topology,
