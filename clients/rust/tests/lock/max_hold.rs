@@ -54,7 +54,10 @@ fn the_lease_is_the_smaller_of_ttl_and_max_hold_and_extend_past_it_fails() {
         .unwrap()
         .expect("free");
     assert!(pttl(&mut c, "res") <= 30_000);
-    assert!(g.valid_until() <= std::time::Instant::now() + 30 * SEC, "the budget counts the cap");
+    assert!(
+        g.valid_until() <= std::time::Instant::now() + 30 * SEC,
+        "the budget counts the cap"
+    );
     assert!(g.extend(10 * SEC).unwrap(), "within the cap");
     match g.extend(31 * SEC) {
         Err(Error::MaxHold(why)) => assert!(why.starts_with("MAXHOLD "), "{why}"),
