@@ -31,6 +31,8 @@ mod harness;
 mod holds;
 /// The plain lock: the command contract, mutual exclusion under contention.
 mod locks;
+/// `MAXHOLD`: a cap on how long a hold may live across extends.
+mod maxhold;
 /// `DLOCK.OBSERVE`.
 mod observe;
 /// What an operator sees and sets: ACL, configuration, memory, stats, version.

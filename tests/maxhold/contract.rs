@@ -53,8 +53,14 @@ fn the_lease_is_the_smaller_of_ttl_and_maxhold_and_info_shows_the_cap() {
     );
     fence_of(&mut c, &capped("sem", "p1", 10_000, 1_000, &["LIMIT", "2"]));
     assert!(only(&mut c, "sem").maxhold.unwrap() <= 1_000);
-    fence_of(&mut c, &capped("own", "o1", 10_000, 1_000, &["OWNER", "me"]));
-    fence_of(&mut c, &capped("own", "o2", 10_000, 2_000, &["OWNER", "me"]));
+    fence_of(
+        &mut c,
+        &capped("own", "o1", 10_000, 1_000, &["OWNER", "me"]),
+    );
+    fence_of(
+        &mut c,
+        &capped("own", "o2", 10_000, 2_000, &["OWNER", "me"]),
+    );
     assert_eq!(shown(&mut c, "own").len(), 2);
 }
 
@@ -69,7 +75,11 @@ fn an_extend_past_the_cap_is_refused_and_changes_nothing() {
     let e = refused(&mut c, &extend_cmd("p", "t", 60_001));
     let n = ms_left(&e);
     assert!((0..=60_000).contains(&n), "{e}");
-    assert_eq!(snapshot(&mut c, &["p"]), before, "a refusal changes nothing");
+    assert_eq!(
+        snapshot(&mut c, &["p"]),
+        before,
+        "a refusal changes nothing"
+    );
     let h = only(&mut c, "p");
     assert!(h.ttl <= 30_000, "the deadline did not move: {h:?}");
     // Another token, or a hold that ended: 0, as without a cap.
@@ -91,7 +101,10 @@ fn a_same_token_retry_must_name_the_same_maxhold_and_stay_within_the_cap() {
     assert!(only(&mut c, "p").ttl > 10_000);
     let before = snapshot(&mut c, &["p"]);
     ms_left(&refused(&mut c, &capped("p", "t", 60_001, 60_000, &[])));
-    assert_eq!(refused(&mut c, &capped("p", "t", 10, 59_999, &[])), MISMATCH);
+    assert_eq!(
+        refused(&mut c, &capped("p", "t", 10, 59_999, &[])),
+        MISMATCH
+    );
     let plain = {
         let mut cmd = redis::cmd("DLOCK.ACQUIRE");
         cmd.arg("p").arg("t").arg(10);
@@ -114,7 +127,15 @@ fn bad_maxhold_arguments_are_clear_errors_that_change_nothing() {
     fence_of(&mut c, &capped("held", "t", 10_000, 60_000, &[]));
     let before = snapshot(&mut c, &["held", "free"]);
     let range = "ERR MAXHOLD must be an integer from 1 to 140737488355328";
-    for bad in ["0", "-1", "1.5", "x", "", "140737488355329", "99999999999999999999"] {
+    for bad in [
+        "0",
+        "-1",
+        "1.5",
+        "x",
+        "",
+        "140737488355329",
+        "99999999999999999999",
+    ] {
         for res in ["held", "free"] {
             let mut cmd = redis::cmd("DLOCK.ACQUIRE");
             cmd.arg(res).arg("t").arg(10_000).arg("MAXHOLD").arg(bad);
@@ -160,7 +181,10 @@ fn a_waiter_is_capped_from_its_grant() {
     let since = released.elapsed().as_millis() as i64;
     assert_eq!((h.token.as_str(), h.fence), ("w", fence));
     let cap = h.maxhold.unwrap();
-    assert!(cap >= 10_000 - since - 1, "{cap} ms left, {since} ms after the release");
+    assert!(
+        cap >= 10_000 - since - 1,
+        "{cap} ms left, {since} ms after the release"
+    );
     assert!(h.ttl <= cap, "the lease is capped: {h:?}");
 }
 
@@ -171,5 +195,9 @@ fn a_capped_hold_ends_at_its_cap_and_the_queue_moves_on() {
     fence_of(&mut c, &capped("p", "t", 600_000, 300, &[]));
     let next = acquire_wait(&mut c, "p", "u", 10_000, 0).unwrap();
     assert!(next.is_some(), "granted once the cap ended the hold");
-    assert_eq!(held(&mut c, "p").token, b"u", "the next holder is a plain lock");
+    assert_eq!(
+        held(&mut c, "p").token,
+        b"u",
+        "the next holder is a plain lock"
+    );
 }

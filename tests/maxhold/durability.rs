@@ -101,7 +101,11 @@ fn a_replica_holds_exactly_the_masters_caps() {
     assert_eq!(n, 1);
     let mut r = replica.conn();
     assert_eq!(exactly(&mut r), exactly(&mut m));
-    assert_eq!(digest(&mut r, "pre"), digest(&mut m, "pre"), "from the full sync");
+    assert_eq!(
+        digest(&mut r, "pre"),
+        digest(&mut m, "pre"),
+        "from the full sync"
+    );
 }
 
 #[test]

@@ -73,7 +73,11 @@ fn shown(c: &mut Connection, res: &str) -> Vec<Shown> {
             let Value::Array(kv) = h else {
                 panic!("hold: {h:?}")
             };
-            let get = |k: &str| kv.chunks(2).find(|p| text(&p[0]) == k).map(|p| p[1].clone());
+            let get = |k: &str| {
+                kv.chunks(2)
+                    .find(|p| text(&p[0]) == k)
+                    .map(|p| p[1].clone())
+            };
             Shown {
                 token: text(&get("token").unwrap()),
                 fence: as_int(&get("fence").unwrap()),
@@ -96,7 +100,12 @@ fn only(c: &mut Connection, res: &str) -> Shown {
 /// `DLOCK.ACQUIRE res token ttl [extra...] MAXHOLD ms`.
 fn capped(res: &str, token: &str, ttl: u64, ms: u64, extra: &[&str]) -> redis::Cmd {
     let mut cmd = redis::cmd("DLOCK.ACQUIRE");
-    cmd.arg(res).arg(token).arg(ttl).arg(extra).arg("MAXHOLD").arg(ms);
+    cmd.arg(res)
+        .arg(token)
+        .arg(ttl)
+        .arg(extra)
+        .arg("MAXHOLD")
+        .arg(ms);
     cmd
 }
 

@@ -61,7 +61,11 @@ fn mextend_refused_whole(waiting: bool) {
     let e = refused(&mut c, &mextend(&["a", "b"], "t", 20_001));
     assert!(ms_left(&e) <= 20_000, "{e}");
     assert_eq!(snapshot(&mut c, &["b"]), before);
-    assert_eq!(digest(&mut c, "a"), a_before, "the uncapped member is as it was");
+    assert_eq!(
+        digest(&mut c, "a"),
+        a_before,
+        "the uncapped member is as it was"
+    );
     assert!(pttl(&mut c, "a") <= a_ttl, "a did not move");
     // Within the cap every member moves.
     let moved: i64 = mextend(&["a", "b"], "t", 15_000).query(&mut c).unwrap();

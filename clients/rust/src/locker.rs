@@ -375,17 +375,19 @@ impl LockRequest<'_> {
         }
         let started = Instant::now();
         let renewed = self.watchdog;
-        let session = (renewed && self.settings.min_replicas.is_none())
-            .then(|| {
-                self.locker.sessions.for_request(
-                    &self.locker.topology,
-                    self.spec.route_key(),
-                    self.spec.ttl,
-                    self.settings.io_timeout,
-                    &self.settings.sessions,
-                )
-            })
-            .flatten();
+        // A capped hold has a deadline to cap: never bound to a session.
+        let session =
+            (renewed && self.settings.min_replicas.is_none() && self.spec.max_hold.is_none())
+                .then(|| {
+                    self.locker.sessions.for_request(
+                        &self.locker.topology,
+                        self.spec.route_key(),
+                        self.spec.ttl,
+                        self.settings.io_timeout,
+                        &self.settings.sessions,
+                    )
+                })
+                .flatten();
         let mut lease = SingleLease {
             topology: self.locker.topology.clone(),
             spec: self.spec,

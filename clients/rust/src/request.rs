@@ -20,6 +20,11 @@ pub(crate) struct Spec {
     pub limit: Option<u32>,
     pub owner: Option<String>,
     pub wait: Option<Duration>,
+    /// `MAXHOLD`: the longest the hold may live from its grant, across
+    /// every renewal.
+    pub max_hold: Option<Duration>,
+    /// The ttl asked for; `ttl` is the lease, which a cap may shorten.
+    pub asked_ttl: Duration,
 }
 
 impl Spec {
@@ -31,7 +36,22 @@ impl Spec {
             limit: None,
             owner: None,
             wait: None,
+            max_hold: None,
+            asked_ttl: Duration::from_secs(30),
         }
+    }
+
+    /// The ttl asked for: the lease, unless a cap is shorter (the server
+    /// grants the smaller of the two, and so the budget counts that).
+    pub(crate) fn set_ttl(&mut self, ttl: Duration) {
+        self.asked_ttl = ttl;
+        self.ttl = self.max_hold.map_or(ttl, |cap| ttl.min(cap));
+    }
+
+    /// `MAXHOLD`: see [`Spec::set_ttl`].
+    pub(crate) fn set_max_hold(&mut self, cap: Duration) {
+        self.max_hold = Some(cap);
+        self.set_ttl(self.asked_ttl);
     }
 
     pub(crate) fn is_set(&self) -> bool {
@@ -58,6 +78,10 @@ impl Spec {
             }
         }
         crate::limits::check_ttl(self.ttl)?;
+        if let Some(cap) = self.max_hold {
+            crate::limits::check_ttl(cap)
+                .map_err(|_| Error::Invalid("max_hold must be 1 ms to 2^47 ms".into()))?;
+        }
         if self.limit == Some(0) {
             return invalid("limit must be at least 1");
         }
@@ -117,6 +141,9 @@ impl Spec {
         if let Some(id) = session {
             c.arg("SESSION").arg(id);
         }
+        if let Some(cap) = self.max_hold {
+            c.arg("MAXHOLD").arg(millis(cap));
+        }
         c
     }
 
@@ -143,7 +170,7 @@ macro_rules! lock_options {
         impl $request<'_> {
             /// The lease (default 30 s).
             pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
-                self.spec.ttl = ttl;
+                self.spec.set_ttl(ttl);
                 self
             }
             /// Wait up to `wait` for the lock, in the servers' FIFO queues
@@ -152,6 +179,17 @@ macro_rules! lock_options {
             /// the server allows (2^47 ms).
             pub fn wait(mut self, wait: std::time::Duration) -> Self {
                 self.spec.wait = Some($crate::limits::clamp(wait));
+                self
+            }
+            /// A cap on holding (`MAXHOLD`): the hold may live at most
+            /// `max_hold` from its grant, however often it is renewed; the
+            /// lease is the smaller of the ttl and `max_hold`. A renewal
+            /// past the cap is refused by the server, and the guard is
+            /// then lost with that reason ([`crate::Error::MaxHold`];
+            /// `loss_reason` on the guard). A capped guard is never bound
+            /// to a session. 1 ms to 2^47 ms.
+            pub fn max_hold(mut self, max_hold: std::time::Duration) -> Self {
+                self.spec.set_max_hold(max_hold);
                 self
             }
             /// A shared hold (readers of a read-write lock).
@@ -204,6 +242,25 @@ mod tests {
                 redis::Arg::Cursor => "<cursor>".into(),
             })
             .collect()
+    }
+
+    #[test]
+    fn max_hold_is_sent_and_caps_the_lease() {
+        let mut s = Spec::new(vec!["r".into()]);
+        s.set_ttl(Duration::from_secs(60));
+        s.set_max_hold(Duration::from_secs(20));
+        assert_eq!(s.ttl, Duration::from_secs(20), "the lease is the smaller");
+        assert_eq!(
+            args(&s.acquire_cmd("t", None)),
+            ["DLOCK.ACQUIRE", "r", "t", "20000", "MAXHOLD", "20000"]
+        );
+        s.set_ttl(Duration::from_secs(5));
+        assert_eq!(s.ttl, Duration::from_secs(5));
+        s.set_ttl(Duration::from_secs(50));
+        assert_eq!(s.ttl, Duration::from_secs(20), "in either order");
+        assert!(s.validate().is_ok());
+        s.set_max_hold(Duration::ZERO);
+        assert!(matches!(s.validate(), Err(Error::Invalid(_))));
     }
 
     #[test]

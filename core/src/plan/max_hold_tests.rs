@@ -79,8 +79,14 @@ fn a_grant_is_capped_from_its_grant_and_leased_at_most_the_cap() {
     assert_eq!(ask("t", 300, Some(1000)).deadline_ms(NOW_MS), NOW_MS + 300);
     assert_eq!(ask("t", 300, None).cap(NOW_MS), None);
     let h = capped("t", 0);
-    assert_eq!(h.hold_of(b"t").and_then(|x| x.cap).map(|c| c.at_ms), Some(NOW_MS + 1000));
-    assert!(h.as_plain().is_none(), "a capped hold is never a plain lease");
+    assert_eq!(
+        h.hold_of(b"t").and_then(|x| x.cap).map(|c| c.at_ms),
+        Some(NOW_MS + 1000)
+    );
+    assert!(
+        h.as_plain().is_none(),
+        "a capped hold is never a plain lease"
+    );
 }
 
 #[test]
@@ -98,7 +104,11 @@ fn an_extend_up_to_the_cap_passes_and_one_past_it_is_refused_whole() {
     let mut other = Holds::new(1);
     other.add(&ask("t", 100, None), 5, NOW_MS + 50, NOW_MS);
     assert_eq!(
-        run(&[member(&other), member(&h), member(&free)], extend("t", 601, 3)).err(),
+        run(
+            &[member(&other), member(&h), member(&free)],
+            extend("t", 601, 3)
+        )
+        .err(),
         Some(Error::MaxHold { ms_left: 600 })
     );
     assert!(run(&[member(&other), member(&h)], extend("t", 600, 2)).is_ok());

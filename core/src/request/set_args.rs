@@ -201,7 +201,10 @@ mod tests {
             Err(Error::InvalidInteger { arg: "MAXHOLD", .. })
         ));
         assert_eq!(
-            acquire(&argv(&["M", "1", "a", "t", "100", "SESSION", "s", "MAXHOLD", "5"]), L),
+            acquire(
+                &argv(&["M", "1", "a", "t", "100", "SESSION", "s", "MAXHOLD", "5"]),
+                L
+            ),
             Err(Error::MaxHoldSession)
         );
     }

@@ -64,9 +64,7 @@ pub fn mode_name(mode: Mode) -> &'static [u8] {
 /// Returns the change and the sender's fence high-water mark.
 pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
     let (argv, session, cap) = match argv {
-        [head @ .., session] if argv.len() == 10 => {
-            (head, Some(bytes(session, "session")?), None)
-        }
+        [head @ .., session] if argv.len() == 10 => (head, Some(bytes(session, "session")?), None),
         [head @ .., keyword, at, ms] if argv.len() == 12 => {
             if !keyword.eq_ignore_ascii_case(b"MAXHOLD") {
                 return Err(Error::BadEffect("MAXHOLD"));

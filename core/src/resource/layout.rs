@@ -327,7 +327,10 @@ mod tests {
             ..hold("x", "x", 3, Mode::Exclusive)
         });
         let back = decode(&encode(&late)).unwrap();
-        assert_eq!(back.hold_of(b"x").map(|x| x.deadline_ms), Some(1_600_000_000_000));
+        assert_eq!(
+            back.hold_of(b"x").map(|x| x.deadline_ms),
+            Some(1_600_000_000_000)
+        );
         // A cap out of range is refused.
         let mut bad = encode(&late);
         let at = bad.len() - 8;

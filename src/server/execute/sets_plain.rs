@@ -35,7 +35,8 @@ pub fn try_acquire(
 ) -> Result<Option<Option<u64>>, Error> {
     // A session's holds, and capped ones, are stored as holds, never as
     // plain leases.
-    let exclusive = req.mode == Mode::Exclusive && req.session.is_none() && req.max_hold_ms.is_none();
+    let exclusive =
+        req.mode == Mode::Exclusive && req.session.is_none() && req.max_hold_ms.is_none();
     if plain::set_route(blocking::anyone_waiting(), exclusive) == Route::Step {
         return Ok(None);
     }

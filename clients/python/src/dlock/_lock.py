@@ -29,7 +29,7 @@ from ._request import (
     wait_ms,
 )
 from ._single import OnRetry, SingleBackend
-from ._spec import Duration, Key, Spec, check_token, new_token, now
+from ._spec import _max_hold, Duration, Key, Spec, check_token, new_token, now
 from .errors import DlockError, InvalidRequest, LockLost, NotAcquired
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class Lock:
         """One acquisition on the server (the part a Redlock does its own way)."""
         spec = self.spec
         if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner())
+            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner(), _max_hold(spec))
         given = token or self.token
         tok = given or new_token()
         if given:

@@ -134,7 +134,7 @@ def as_str(k: Key) -> str:
 class Spec:
     """The shape of a lock request (shared by Locker and Redlock)."""
 
-    __slots__ = ("resources", "ttl_ms", "shared", "limit", "owner", "_route", "_acquire", "_options", "_extend", "_release")
+    __slots__ = ("resources", "ttl_ms", "shared", "limit", "owner", "max_hold_ms", "_route", "_acquire", "_options", "_extend", "_release")
 
     def __init__(
         self,
@@ -143,6 +143,7 @@ class Spec:
         shared: bool = False,
         limit: Optional[int] = None,
         owner: Optional[Key] = None,
+        max_hold: Optional[Duration] = None,
     ) -> None:
         if isinstance(resources, (str, bytes)):
             resources = [resources]
@@ -151,6 +152,15 @@ class Spec:
         except TypeError:
             raise InvalidRequest(f"a resource is a str or bytes, not {resources!r}") from None
         self.ttl_ms = ttl_ms(ttl)
+        #: ``MAXHOLD``: the lease may live this long from its grant, at
+        #: most; the lease (and its budget) is the smaller of the two.
+        self.max_hold_ms: Optional[int] = None
+        if max_hold is not None:
+            try:
+                self.max_hold_ms = ttl_ms(max_hold)
+            except InvalidRequest as e:
+                raise InvalidRequest(str(e).replace("ttl", "max_hold", 1)) from None
+            self.ttl_ms = min(self.ttl_ms, self.max_hold_ms)
         self.shared = bool(shared)
         self.limit = limit
         self.owner = owner
@@ -222,6 +232,8 @@ class Spec:
             opts += ["LIMIT", self.limit]
         if self.owner is not None:
             opts += ["OWNER", self.owner]
+        if self.max_hold_ms is not None:
+            opts += ["MAXHOLD", self.max_hold_ms]
         self._options = tuple(opts)
         self._extend = self._keys("EXTEND")
         self._release = self._keys("RELEASE")
@@ -258,3 +270,8 @@ def check_token(token: Optional[str]) -> None:
             # The token itself is not shown: messages never carry one.
             raise InvalidRequest("token cannot be encoded as UTF-8 (a lone surrogate)") from None
 
+
+
+def _max_hold(spec: Spec) -> Optional[float]:
+    """A spec's cap in seconds, to make the same request again."""
+    return None if spec.max_hold_ms is None else spec.max_hold_ms / 1000

@@ -207,7 +207,8 @@ impl LockRequest<'_> {
         }
         let started = Instant::now();
         let server = &self.locker.inner;
-        let session = match self.watchdog {
+        // A capped hold has a deadline to cap: never bound to a session.
+        let session = match self.watchdog && self.spec.max_hold.is_none() {
             true => {
                 let sessions = &self.locker.sessions;
                 sessions.for_request(server, self.spec.ttl).await

@@ -11,5 +11,6 @@ mod faults;
 mod guard;
 mod guarded;
 mod loss;
+mod max_hold;
 mod session;
 mod watchdog;

@@ -368,7 +368,11 @@ fn max_hold_parses_once_in_range_and_never_with_a_session() {
     assert_eq!(a.max_hold_ms, Some(5000));
     assert!(!a.is_plain(), "a capped hold is not the plain lock");
     assert_eq!(a.ask().max_hold_ms, Some(5000));
-    let a = acquire(&argv(&["A", "r", "t", "10", "MAXHOLD", "140737488355328"]), MAX).unwrap();
+    let a = acquire(
+        &argv(&["A", "r", "t", "10", "MAXHOLD", "140737488355328"]),
+        MAX,
+    )
+    .unwrap();
     assert_eq!(a.max_hold_ms, Some(MAX_TTL_MS));
     for bad in ["0", "-1", "1.5", "x", "", "140737488355329"] {
         let got = acquire(&argv(&["A", "r", "t", "10", "MAXHOLD", bad]), MAX);
@@ -383,7 +387,10 @@ fn max_hold_parses_once_in_range_and_never_with_a_session() {
         assert_eq!(acquire(&argv(&v), MAX), Err(Error::Syntax), "{bad:?}");
     }
     assert_eq!(
-        acquire(&argv(&["A", "r", "t", "10", "MAXHOLD", "5", "SESSION", "s"]), MAX),
+        acquire(
+            &argv(&["A", "r", "t", "10", "MAXHOLD", "5", "SESSION", "s"]),
+            MAX
+        ),
         Err(Error::MaxHoldSession)
     );
     // Not held to dlock.max-ttl: the lease is the smaller of the two.
