@@ -68,6 +68,7 @@ mod session;
 mod single;
 mod tls;
 mod url;
+mod wanted;
 mod watchdog;
 
 pub use election::{Election, Leader, Leadership, Observe};
@@ -79,6 +80,7 @@ pub use redlock::{Redlock, RedlockRequest};
 pub use request::{MAX_LIMIT, MAX_SET};
 pub use tls::TlsSettings;
 pub use url::{redact_url, same_login_at, URL_FORMS};
+pub use wanted::Wanted;
 
 /// This crate's release (e.g. `0.4.0`): one version for the module, this
 /// client and the Python package.

@@ -12,6 +12,7 @@ use crate::route::{ClusterMap, Topology};
 use crate::session::Sessions;
 use crate::single::{with_asking, OnRetry, Settings, SingleLease};
 use crate::tls::TlsSettings;
+use crate::wanted::{Wanted, WantedHook};
 use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -213,6 +214,7 @@ impl Locker {
             on_lost: None,
             on_retry: None,
             token: None,
+            on_wanted: None,
         }
     }
 
@@ -248,6 +250,7 @@ impl Locker {
             token: token.to_string(),
             settings: self.settings.clone(),
             session: None,
+            wanted: None,
         })
     }
 
@@ -314,6 +317,7 @@ pub struct LockRequest<'a> {
     on_lost: Option<Box<dyn FnOnce() + Send>>,
     on_retry: Option<OnRetry>,
     token: Option<String>,
+    on_wanted: Option<Box<dyn FnMut(Wanted) + Send>>,
 }
 
 lock_options!(LockRequest);
@@ -353,6 +357,22 @@ impl LockRequest<'_> {
         self
     }
 
+    /// Called when someone waits for the lock: each renewal (the
+    /// watchdog's, or [`Guard::extend`]) sends `EXTEND ... WANTED`, and
+    /// `f` gets [`Wanted::Waiters`] when the count of requests queued on
+    /// the resource goes from 0 to more (once per such change, again after
+    /// it went back to 0), so a holder can yield at a safe point; it learns
+    /// of a waiter at the next renewal, a third of the ttl later at most.
+    /// `f` runs on a thread of its own, never delaying a renewal. A server
+    /// that refuses the option (a dlock release before it) gives
+    /// [`Wanted::Unsupported`] once, and renewals go on without it. A guard
+    /// with `on_wanted` is not bound to a session: it renews its own lease
+    /// (`EXTEND`), which is what carries the count.
+    pub fn on_wanted(mut self, f: impl FnMut(Wanted) + Send + 'static) -> Self {
+        self.on_wanted = Some(Box::new(f));
+        self
+    }
+
     /// Called before each same-token retry of the acquire, with the
     /// connection error that is retried: to tell someone what is going on
     /// while the server is unreachable.
@@ -375,25 +395,31 @@ impl LockRequest<'_> {
         }
         let started = Instant::now();
         let renewed = self.watchdog;
-        // A capped hold has a deadline to cap: never bound to a session.
-        let session =
-            (renewed && self.settings.min_replicas.is_none() && self.spec.max_hold.is_none())
-                .then(|| {
-                    self.locker.sessions.for_request(
-                        &self.locker.topology,
-                        self.spec.route_key(),
-                        self.spec.ttl,
-                        self.settings.io_timeout,
-                        &self.settings.sessions,
-                    )
-                })
-                .flatten();
+        // A bound hold is kept by its session: a capped hold has a deadline
+        // to cap, and the renewal that asks who waits is the hold's own
+        // `EXTEND`, so neither is bound.
+        let asks = self.on_wanted.is_some();
+        let session = (renewed
+            && self.settings.min_replicas.is_none()
+            && self.spec.max_hold.is_none()
+            && !asks)
+            .then(|| {
+                self.locker.sessions.for_request(
+                    &self.locker.topology,
+                    self.spec.route_key(),
+                    self.spec.ttl,
+                    self.settings.io_timeout,
+                    &self.settings.sessions,
+                )
+            })
+            .flatten();
         let mut lease = SingleLease {
             topology: self.locker.topology.clone(),
             spec: self.spec,
             token: self.token.unwrap_or_else(new_token),
             settings: self.settings,
             session,
+            wanted: self.on_wanted.and_then(WantedHook::start),
         };
         let mut on_retry = self.on_retry;
         let grant = match lease.acquire(on_retry.as_mut()) {

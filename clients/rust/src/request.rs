@@ -154,6 +154,16 @@ impl Spec {
         c
     }
 
+    /// [`Spec::extend_cmd`], with `WANTED` when `wanted` (the reply also
+    /// counts the waiters).
+    pub(crate) fn extend_cmd_wanted(&self, token: &str, ttl: Duration, wanted: bool) -> redis::Cmd {
+        let mut c = self.extend_cmd(token, ttl);
+        if wanted {
+            c.arg("WANTED");
+        }
+        c
+    }
+
     pub(crate) fn release_cmd(&self, token: &str) -> redis::Cmd {
         let mut c = redis::Cmd::new();
         self.keys("RELEASE", &mut c);
@@ -306,6 +316,14 @@ mod tests {
         assert_eq!(
             args(&set.extend_cmd("t", Duration::from_secs(2))),
             ["DLOCK.MEXTEND", "2", "{o}a", "{o}b", "t", "2000"]
+        );
+        assert_eq!(
+            args(&set.extend_cmd_wanted("t", Duration::from_secs(2), true)),
+            ["DLOCK.MEXTEND", "2", "{o}a", "{o}b", "t", "2000", "WANTED"]
+        );
+        assert_eq!(
+            args(&s.extend_cmd_wanted("t", Duration::from_secs(2), false)),
+            ["DLOCK.EXTEND", "r", "t", "2000"]
         );
     }
 

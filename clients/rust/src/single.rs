@@ -10,6 +10,7 @@ use crate::request::Spec;
 use crate::retry::Outage;
 use crate::route::Topology;
 use crate::session::{Session, SessionSettings};
+use crate::wanted::{read_reply, WantedHook};
 use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -72,6 +73,8 @@ pub(crate) struct SingleLease {
     /// The session the hold is bound to: no `EXTEND` then (the server
     /// refuses it), a keep-alive of the session instead.
     pub session: Option<Arc<Session>>,
+    /// `on_wanted`: renewals ask who waits (`EXTEND ... WANTED`).
+    pub wanted: Option<WantedHook>,
 }
 
 impl SingleLease {
@@ -264,25 +267,41 @@ fn mark_connected<T>(connected: Option<&std::cell::Cell<bool>>, r: &redis::Redis
 
 impl SingleLease {
     /// `EXTEND`, retried through connection errors until `deadline`, each
-    /// reply due by then plus a reply's margin.
+    /// reply due by then plus a reply's margin. With an `on_wanted` hook it
+    /// asks who waits (`WANTED`) and tells the hook; a server that refuses
+    /// the option is asked again at once without it.
     fn extend_by(&self, ttl: Duration, deadline: Instant) -> Renewal {
-        let cmd = self.spec.extend_cmd(&self.token, ttl);
+        let hook = self.wanted.as_ref().filter(|h| h.asks());
+        let cmd = self
+            .spec
+            .extend_cmd_wanted(&self.token, ttl, hook.is_some());
         let mut sent = Instant::now();
         let reply = self.retrying(deadline, || {
             sent = Instant::now();
             let io = self.io_until(deadline, Duration::ZERO);
             self.call(&cmd, true, io, Duration::ZERO, None)
         });
-        match reply {
-            Ok((Value::Int(1), acked)) => {
-                match too_few(self.settings.min_replicas.map(|(n, _)| n), acked) {
-                    None => Renewal::Extended(sent + lease(ttl)),
-                    Some(e) => Renewal::Failed(e),
+        let (reply, acked) = match reply {
+            Ok((v, acked)) => (v, acked),
+            Err(e) if hook.is_some_and(|h| h.refused(&e)) => return self.extend_by(ttl, deadline),
+            Err(e) => return Renewal::Failed(e),
+        };
+        let extended = match read_reply(&reply) {
+            Some((extended, waiters)) => {
+                if let (Some(h), Some(n)) = (hook, waiters) {
+                    h.seen(n);
                 }
+                extended
             }
-            Ok((Value::Int(0), _)) => Renewal::Lost,
-            Ok((other, _)) => Renewal::Failed(Error::Server(format!("unexpected reply {other:?}"))),
-            Err(e) => Renewal::Failed(e),
+            None => -1,
+        };
+        match extended {
+            1 => match too_few(self.settings.min_replicas.map(|(n, _)| n), acked) {
+                None => Renewal::Extended(sent + lease(ttl)),
+                Some(e) => Renewal::Failed(e),
+            },
+            0 => Renewal::Lost,
+            _ => Renewal::Failed(Error::Server(format!("unexpected reply {reply:?}"))),
         }
     }
 }

@@ -30,6 +30,7 @@ from typing import (
 
 from ._abackend import _Backend, in_background
 from ._alease import Lease, OnLost
+from ._awanted import OnWanted, wanted_state
 from ._core.retry import REPLY_MARGIN
 from ._request import (
     _UNSET,
@@ -122,8 +123,10 @@ class Lock:
         settings: Settings,
         on_retry: Optional[OnRetry],
         raise_on_lost: bool,
+        on_wanted: Optional[OnWanted] = None,
     ) -> None:
         self.locker = locker
+        self.on_wanted = on_wanted
         self.spec = spec
         self.wait = wait
         self.blocking = blocking
@@ -180,6 +183,8 @@ class Lock:
                 if got is None:
                     return None
                 lease = Lease(backend, got[0], got[1], watchdog, self.on_lost)
+                if self.on_wanted is not None:
+                    backend.rules.wanted = wanted_state(lease, self.on_wanted)
                 self._held(task).add(lease)
                 return lease
             finally:

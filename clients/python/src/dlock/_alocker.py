@@ -12,6 +12,7 @@ import redis.asyncio.cluster
 from ._abackend import _Backend
 from ._pool import cap_of
 from ._alease import OnLost
+from ._awanted import OnWanted
 from ._alock import Lock, task_owner
 from ._anode import (
     Conn,
@@ -158,9 +159,12 @@ class Locker:
         on_retry: Optional[OnRetry] = None,
         raise_on_lost: bool = True,
         max_hold: Optional[Duration] = None,
+        on_wanted: Optional[OnWanted] = None,
     ) -> "Lock":
         """As :meth:`dlock.Locker.lock`, for ``async with`` and
-        ``await lock.acquire()`` (``max_hold`` too)."""
+        ``await lock.acquire()`` (``max_hold`` too); ``on_wanted(lease,
+        waiters)`` is called on the event loop after the renewal that saw
+        the waiters (a coroutine function's coroutine runs as a task)."""
         spec = make_spec(resource, ttl, shared, limit, owner, max_hold)
         check_token(token)
         w = given_wait(_UNSET if wait is None else wait, blocking_timeout)
@@ -176,6 +180,7 @@ class Locker:
             settings,
             on_retry,
             raise_on_lost,
+            on_wanted,
         )
 
     def write_lock(

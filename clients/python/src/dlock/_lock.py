@@ -29,6 +29,7 @@ from ._request import (
     wait_ms,
 )
 from ._single import OnRetry, SingleBackend
+from ._wanted import OnWanted, wanted_state
 from ._spec import _max_hold, Duration, Key, Spec, check_token, new_token, now
 from .errors import DlockError, InvalidRequest, LockLost, NotAcquired
 
@@ -81,6 +82,7 @@ class Lock:
         on_retry: Optional[OnRetry],
         raise_on_lost: bool,
         blocking_timeout: Wait = _UNSET,
+        on_wanted: Optional[OnWanted] = None,
     ) -> None:
         check_token(token)
         w = given_wait(_UNSET if wait is None else wait, blocking_timeout)
@@ -90,6 +92,7 @@ class Lock:
         self.blocking = blocking
         self.watchdog = watchdog
         self.on_lost = on_lost
+        self.on_wanted = on_wanted
         self.token = token
         self.on_retry = on_retry
         self.raise_on_lost = raise_on_lost
@@ -137,6 +140,8 @@ class Lock:
                     return None
                 fence, valid_until = got
                 lease = Lease(backend, spec.resources, tok, [fence], spec.ttl_ms, valid_until, watchdog, self.on_lost)
+                if self.on_wanted is not None:
+                    backend.rules.wanted = wanted_state(lease, self.on_wanted)
                 return lease
             finally:
                 if given:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Sequence, Union
 import redis
 
 from ._lease import OnLost
+from ._wanted import OnWanted
 from ._lock import Lock
 from ._node import ClusterMap, Node, Topology, check, refuse_asyncio_client, run_pipeline, settings_of
 # _UNSET and PER_THREAD are re-exported: the Redlock's lock reads them here.
@@ -194,6 +195,7 @@ class Locker:
         on_retry: Optional[OnRetry] = None,
         raise_on_lost: bool = True,
         max_hold: Optional[Duration] = None,
+        on_wanted: Optional[OnWanted] = None,
     ) -> "Lock":
         """A lock on ``resource`` (exclusive unless ``shared``, ``limit`` or
         ``owner`` say otherwise), to use as ``with locker.lock(...) as
@@ -215,6 +217,13 @@ class Locker:
         - ``retry_for``, ``min_replicas``/``replicas_timeout``: as on the
           :class:`Locker`, for this lock; ``on_retry(error)`` is told of
           each same-token retry of the acquire.
+        - ``on_wanted(lease, waiters)``: called when someone starts
+          waiting for the lock: each renewal (the watchdog's, or
+          ``extend()``) asks the server (``EXTEND ... WANTED``), and the
+          hook runs, on the callback pool, when the count of requests
+          queued on the resource goes from 0 to more (once per such change,
+          again after it went back to 0); a holder yields by releasing. A
+          server that refuses the option is logged once, and renewals go on.
         - ``raise_on_lost``: leaving the ``with`` block (and the Lock's
           ``release()``/``extend()``) raises :class:`~dlock.LockLost` when
           the lease was lost meanwhile (default True).
@@ -242,6 +251,7 @@ class Locker:
             replicas_timeout=replicas_timeout,
             on_retry=on_retry,
             raise_on_lost=raise_on_lost,
+            on_wanted=on_wanted,
         )
 
     def write_lock(

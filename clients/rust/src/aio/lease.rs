@@ -9,6 +9,7 @@ use crate::lease::{io_within, too_few, AcquireLoop, Grant, Renewal, Reply, Step,
 use crate::limits::{after, lease};
 use crate::request::Spec;
 use crate::retry::Outage;
+use crate::wanted::{read_reply, WantedHook};
 use redis::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,6 +24,9 @@ pub(crate) struct AsyncLease {
     /// The session the hold is bound to: a keep-alive of it instead of an
     /// `EXTEND` (which the server refuses for a bound hold).
     pub session: Option<Arc<Session>>,
+    /// `on_wanted`: renewals ask who waits (`EXTEND ... WANTED`); the hook
+    /// runs on a thread of its own, off the runtime.
+    pub wanted: Option<WantedHook>,
 }
 
 impl AsyncLease {
@@ -129,37 +133,59 @@ impl AsyncLease {
     }
 
     /// `EXTEND`, retried until `deadline`, each reply due by then plus a
-    /// reply's margin.
+    /// reply's margin. With an `on_wanted` hook it asks who waits
+    /// (`WANTED`); a server that refuses the option is asked again at once
+    /// without it.
     async fn extend_by(&self, ttl: Duration, deadline: Instant) -> Renewal {
-        let cmd = self.spec.extend_cmd(&self.token, ttl);
+        let mut hook = self.wanted.as_ref().filter(|h| h.asks());
+        let mut cmd = self
+            .spec
+            .extend_cmd_wanted(&self.token, ttl, hook.is_some());
         let mut outage = Outage::new();
         loop {
             let sent = Instant::now();
             let io = self.io_until(deadline, Duration::ZERO);
             let unheard = AtomicBool::new(false);
-            match self
+            let (reply, acked) = match self
                 .server
                 .call(&cmd, true, false, io, Duration::ZERO, &unheard)
                 .await
             {
-                Ok((Value::Int(1), acked)) => {
-                    return match too_few(self.min_replicas(), acked) {
-                        Some(e) => Renewal::Failed(e),
-                        None => Renewal::Extended(sent + lease(ttl)),
-                    }
-                }
-                Ok((Value::Int(0), _)) => return Renewal::Lost,
-                Ok((other, _)) => {
-                    return Renewal::Failed(Error::Server(format!("unexpected reply {other:?}")))
-                }
+                Ok(got) => got,
                 Err(Failure::Retry(e)) => {
                     match outage.next_pause(Duration::MAX, deadline, Instant::now()) {
                         Some(pause) => tokio::time::sleep(pause).await,
                         None => return Renewal::Failed(e),
                     }
+                    continue;
                 }
-                Err(f) => return Renewal::Failed(f.into_error()),
-            }
+                Err(f) => {
+                    let e = f.into_error();
+                    if hook.is_some_and(|h| h.refused(&e)) {
+                        hook = None;
+                        cmd = self.spec.extend_cmd(&self.token, ttl);
+                        continue;
+                    }
+                    return Renewal::Failed(e);
+                }
+            };
+            let extended = match read_reply(&reply) {
+                Some((extended, waiters)) => {
+                    if let (Some(h), Some(n)) = (hook, waiters) {
+                        h.seen(n);
+                    }
+                    extended
+                }
+                None => -1,
+            };
+            return match extended {
+                1 => match too_few(self.min_replicas(), acked) {
+                    Some(e) => Renewal::Failed(e),
+                    None => Renewal::Extended(sent + lease(ttl)),
+                },
+                0 => Renewal::Lost,
+                _ => Renewal::Failed(Error::Server(format!("unexpected reply {reply:?}"))),
+            };
         }
     }
 

@@ -11,6 +11,7 @@ use crate::lease::is_no_session;
 use crate::limits::clamp;
 use crate::request::{lock_options, new_token, Spec};
 use crate::sentinel::Sentinels;
+use crate::wanted::{Wanted, WantedHook};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -156,6 +157,7 @@ impl Locker {
             watchdog: self.inner.watchdog,
             on_lost: None,
             token: None,
+            on_wanted: None,
         }
     }
 
@@ -183,6 +185,7 @@ pub struct LockRequest<'a> {
     watchdog: bool,
     on_lost: Option<Box<dyn FnOnce() + Send>>,
     token: Option<String>,
+    on_wanted: Option<Box<dyn FnMut(Wanted) + Send>>,
 }
 
 lock_options!(LockRequest);
@@ -192,6 +195,14 @@ impl LockRequest<'_> {
     /// blocking API's `LockRequest::token`). Must not be empty.
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
+        self
+    }
+
+    /// Called when someone waits for the lock, as the blocking API's
+    /// [`crate::LockRequest::on_wanted`]: `f` runs on a thread of its own,
+    /// never on the runtime, and the guard is not bound to a session.
+    pub fn on_wanted(mut self, f: impl FnMut(Wanted) + Send + 'static) -> Self {
+        self.on_wanted = Some(Box::new(f));
         self
     }
 
@@ -207,8 +218,13 @@ impl LockRequest<'_> {
         }
         let started = Instant::now();
         let server = &self.locker.inner;
-        // A capped hold has a deadline to cap: never bound to a session.
-        let session = match self.watchdog && self.spec.max_hold.is_none() {
+        // A bound hold is kept by its session: a capped hold has a deadline
+        // to cap, and the renewal that asks who waits is the hold's own
+        // `EXTEND`, so neither is bound.
+        let session = match self.watchdog
+            && self.spec.max_hold.is_none()
+            && self.on_wanted.is_none()
+        {
             true => {
                 let sessions = &self.locker.sessions;
                 sessions.for_request(server, self.spec.ttl).await
@@ -221,6 +237,7 @@ impl LockRequest<'_> {
             token: self.token.unwrap_or_else(new_token),
             renewing: tokio::sync::Mutex::new(()),
             session,
+            wanted: self.on_wanted.and_then(WantedHook::start),
         };
         let grant = match lease.acquire().await {
             // Nothing was granted: the session ended (the keep-alive tells

@@ -4,6 +4,7 @@ use crate::common;
 
 mod guarded;
 mod session;
+mod wanted;
 
 use common::{holder, ms, pttl, Server, SEC};
 use dlock_client::aio::Locker;

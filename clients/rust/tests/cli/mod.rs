@@ -17,6 +17,7 @@ mod scripts;
 mod sessions;
 mod signals;
 mod version;
+mod wanted;
 
 use std::fs;
 use std::os::unix::process::CommandExt;

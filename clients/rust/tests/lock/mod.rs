@@ -13,4 +13,5 @@ mod guarded;
 mod loss;
 mod max_hold;
 mod session;
+mod wanted;
 mod watchdog;

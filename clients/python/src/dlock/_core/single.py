@@ -11,6 +11,7 @@ from ..errors import RETRY, DlockError, LockLost, TooFewReplicas, unexpected
 from .effects import Call, Clock, Cmd, Outcome, Rand, Rule, Sleep
 from .lease import EXTENDED, FAILED, LOST, Renewal
 from .retry import LONGEST, REPLY_MARGIN, Outage, call_deadline, io_until
+from .wanted import WantedState, read_reply
 
 #: Called before each same-token retry of an acquire, with what failed.
 OnRetry = Callable[[DlockError], Any]
@@ -57,7 +58,7 @@ class Single:
     """One lease's requests on one server: ``spec`` with ``token`` under
     ``settings``, reading ``clock`` and drawing jitter from ``rand``."""
 
-    __slots__ = ("spec", "token", "settings", "clock", "rand", "granted")
+    __slots__ = ("spec", "token", "settings", "clock", "rand", "granted", "wanted")
 
     def __init__(self, spec: SpecLike, token: str, settings: Settings, clock: Clock, rand: Rand) -> None:
         self.spec = spec
@@ -68,6 +69,9 @@ class Single:
         #: The acquire returned a grant: from then on, the shell releases it
         #: if anything (an interrupt) keeps the lease from its caller.
         self.granted = False
+        #: ``on_wanted``: renewals ask who waits (set by the shell once the
+        #: lease exists).
+        self.wanted: Optional[WantedState] = None
 
     # --- calls -----------------------------------------------------------------
 
@@ -229,8 +233,13 @@ class Single:
     def extend_by(self, ttl_ms: int, deadline: float) -> Rule[Renewal]:
         """``EXTEND``, retried through connection errors until ``deadline``,
         each reply due by then plus a reply's margin. The budget of a
-        renewal counts from its send."""
+        renewal counts from its send. With an ``on_wanted`` hook it asks who
+        waits (``WANTED``); a server that refuses the option is asked again
+        at once without it."""
+        wanted = self.wanted if self.wanted is not None and self.wanted.asks() else None
         cmd = self.spec.extend_cmd(self.token, ttl_ms)
+        if wanted is not None:
+            cmd = (*cmd, "WANTED")
         outage = Outage(self.clock, self.rand)
         while True:
             sent = self.clock()
@@ -243,9 +252,16 @@ class Single:
                     if pause is not None:
                         yield Sleep(pause)
                         continue
-                return Renewal(FAILED, error=f.into_error())
+                error = f.into_error()
+                if wanted is not None and wanted.refuse(error):
+                    return (yield from self.extend_by(ttl_ms, deadline))
+                return Renewal(FAILED, error=error)
             assert o.replies is not None
-            reply = o.replies[0]
+            raw = o.replies[0]
+            read = read_reply(raw)
+            reply = read[0] if read is not None else raw
+            if read is not None and read[1] is not None and wanted is not None:
+                wanted.seen(read[1])
             if reply == 1:
                 short = self._too_few(o)
                 if short is not None:
@@ -253,7 +269,7 @@ class Single:
                 return Renewal(EXTENDED, until=sent + ttl_ms / 1000)
             if reply == 0:
                 return Renewal(LOST)
-            return Renewal(FAILED, error=unexpected(reply))
+            return Renewal(FAILED, error=unexpected(raw))
 
     def extend(self, ttl_ms: int, budget: Optional[float] = None) -> Rule[Renewal]:
         """A renewal retried for ``retry_for``, and not past ``budget`` (the

@@ -35,6 +35,8 @@ pub struct LockSpec {
     pub watchdog: bool,
     /// Bound to a session where the server has them (one server only).
     pub session: bool,
+    /// `--on-wanted SIGNAL` (one server only).
+    pub on_wanted: Option<std::sync::Arc<crate::wanted::OnWanted>>,
 }
 
 /// Applies a [`LockSpec`] to a request builder (`Locker::request`, and the
@@ -295,6 +297,9 @@ impl Backend {
                 if let Some(t) = &spec.token {
                     r = r.token(t.clone());
                 }
+                if let Some(w) = &spec.on_wanted {
+                    r = r.on_wanted(w.hook());
+                }
                 r.session(spec.session).acquire()
             }
             Backend::Redlock { redlock, .. } => {
@@ -302,6 +307,9 @@ impl Backend {
                     return Err(Error::Invalid(
                         "--token takes one server (Redlock draws its own tokens)".into(),
                     ));
+                }
+                if spec.on_wanted.is_some() {
+                    return Err(Error::Invalid("--on-wanted takes one server".into()));
                 }
                 build!(redlock.request(spec.resource.as_str()), spec).acquire()
             }

@@ -6,6 +6,7 @@
 use crate::codes;
 use crate::reaper;
 use crate::signals;
+use crate::wanted::OnWanted;
 use dlock_client::Guard;
 use libc::{c_int, pid_t};
 use std::ffi::OsString;
@@ -164,13 +165,15 @@ impl Child {
     /// meanwhile forwarding dlock's signals to the group and ending it when
     /// the lease ends: `SIGTERM` when the guard is lost (at once) or when
     /// the lease budget is within `grace` of its end (renewals failing),
-    /// `SIGKILL` at the budget's end, or `grace` after a loss.
+    /// `SIGKILL` at the budget's end, or `grace` after a loss. With
+    /// `--on-wanted`, its signal when someone starts waiting.
     pub fn supervise(
         &self,
         resource: &str,
         guard: &Guard,
         grace: Duration,
         signals: &signals::Signals,
+        on_wanted: Option<&OnWanted>,
     ) -> Ended {
         let pgid = self.pid;
         let mut leader: Option<c_int> = None;
@@ -188,6 +191,9 @@ impl Child {
                 // A stopped process acts on it only once continued (as a
                 // shell's `kill` does for a stopped job).
                 signal_group(pgid, libc::SIGCONT);
+            }
+            if let Some(w) = on_wanted.filter(|w| w.take()) {
+                signal_group(pgid, w.signal);
             }
             let now = Instant::now();
             let until = guard.valid_until();

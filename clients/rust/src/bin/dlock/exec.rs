@@ -10,7 +10,9 @@ use crate::lockopts::LockOpts;
 use crate::reaper;
 use crate::signals;
 use crate::waitline::WaitLine;
+use crate::wanted::OnWanted;
 use std::ffi::OsString;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The default `--grace`, lowered to ttl/4 for a ttl under 15 s.
@@ -39,6 +41,7 @@ struct Opts {
     conflict: i32,
     resource: String,
     command: Vec<OsString>,
+    on_wanted: Option<Arc<OnWanted>>,
 }
 
 /// `None`: `--help` was asked for.
@@ -50,6 +53,7 @@ fn parse(mut a: Args, urls: Vec<String>, mode: Mode) -> Parsed<Option<Opts>> {
     let mut conflict = codes::TEMPFAIL;
     let mut resource: Option<String> = None;
     let mut command = Vec::new();
+    let mut on_wanted = None;
     while let Some(item) = a.next_item()? {
         match item {
             Item::Opt { name, inline } => {
@@ -66,6 +70,9 @@ fn parse(mut a: Args, urls: Vec<String>, mode: Mode) -> Parsed<Option<Opts>> {
                         id = Some(v);
                     }
                     "grace" => grace = Some(args::duration(&name, &a.value(&name, inline)?)?),
+                    "on-wanted" => {
+                        on_wanted = Some(Arc::new(OnWanted::parse(&a.value(&name, inline)?)?))
+                    }
                     "conflict-exit-code" => {
                         let v = a.value(&name, inline)?;
                         conflict = match v.parse::<u8>() {
@@ -111,6 +118,7 @@ fn parse(mut a: Args, urls: Vec<String>, mode: Mode) -> Parsed<Option<Opts>> {
         conflict,
         resource,
         command,
+        on_wanted,
     }))
 }
 
@@ -164,6 +172,7 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
     let res = &opts.resource;
     let spec = LockSpec {
         watchdog: true,
+        on_wanted: opts.on_wanted.clone(),
         ..opts.lock.spec(res)
     };
     let line = match spec.wait {
@@ -228,7 +237,7 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
             );
         }
     };
-    let ended = child.supervise(res, &guard, grace, &signals);
+    let ended = child.supervise(res, &guard, grace, &signals, opts.on_wanted.as_deref());
     reaper.dismiss();
     let status = codes::of_wait_status(ended.status);
     // Once the lease ended the command (lost, or renewals failing), a

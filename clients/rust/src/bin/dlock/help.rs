@@ -152,6 +152,7 @@ OPTIONS
     --retry-for DURATION    as for exec
     --grace DURATION        as for exec
     --no-session            as for exec
+    --on-wanted SIGNAL      as for exec: a candidate waits to lead
     --conflict-exit-code N  exit status when another leads when the wait ends
                             (default 75)
     -h, --help
@@ -221,6 +222,11 @@ OPTIONS
                             ttl/3
     --no-session            renew the lease itself (DLOCK.EXTEND) even where
                             the server has sessions (see SESSIONS below)
+    --on-wanted SIGNAL      send SIGNAL (USR1, TERM, ..., or a number) to the
+                            command's group when someone starts waiting for
+                            the lock, seen by the next renewal (one --url;
+                            the lease is then renewed by DLOCK.EXTEND, not a
+                            session): the command may yield by exiting
     --conflict-exit-code N  exit status when the lock is busy or the wait ran
                             out (default 75)
     -h, --help

@@ -116,6 +116,7 @@ impl LockOpts {
             token: self.token.clone(),
             watchdog: false,
             session: self.session,
+            on_wanted: None,
         }
     }
 }

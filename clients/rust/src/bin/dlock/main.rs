@@ -19,6 +19,7 @@ mod status;
 mod status_line;
 mod tlsopts;
 mod waitline;
+mod wanted;
 
 use args::{Args, Item, Usage};
 use codes::usage_error;
