@@ -16,8 +16,9 @@
 //! - in a reply, an integer of 10^12 or more is a fence: the same fence
 //!   written twice in a page must be the same fence from the server,
 //!   different ones different, in the same order; an integer after a
-//!   `"ttl"` or `"maxhold"` field or in the reply to `PTTL` is a TTL, and
-//!   so is the number of ms a `MAXHOLD` refusal names, matched within
+//!   `"ttl"` or `"maxhold"` field (or a `"waited"` or `"timeout"` one, as
+//!   `DLOCK.WAITERS` answers) or in the reply to `PTTL` is a TTL, and so is
+//!   the number of ms a `MAXHOLD` refusal names, matched within
 //!   1.5 s (negative ones exactly); a quoted string of 16 hex digits other
 //!   than all zeros is a `DLOCK.OBSERVE` version (keyed per server process):
 //!   the same version written twice must be the same from the server,
@@ -427,9 +428,11 @@ pub fn compare(
         if ep != gp {
             return Err(mismatch());
         }
+        // Durations that run while the page is read: a TTL, a cap's time
+        // left, and the `waited` and `timeout` of a `DLOCK.WAITERS` reply.
         let ttl = pttl
             || (i > 0
-                && ["\"ttl\"", "\"maxhold\""]
+                && ["\"ttl\"", "\"maxhold\"", "\"waited\"", "\"timeout\""]
                     .iter()
                     .any(|f| expect[i - 1].trim_end().ends_with(f)));
         if en >= FENCE_FLOOR {

@@ -4,6 +4,8 @@
 //! - `moves.rs` — positions through joins, grants, `CLIENT UNBLOCK`, a
 //!   closed connection, a `WAIT` that ends, a token queued twice, and set
 //!   requests (their place in each member's queue).
+//! - `memory.rs` — `used_memory` flat over 2,000 requests that join, are
+//!   read and leave.
 //! - `contract.rs` — every field of `DLOCK.WAITERS` in RESP2 and RESP3,
 //!   paging, `MULTI`/`EXEC` and scripts, a replica, and bad input refused
 //!   with nothing changed.
@@ -16,6 +18,7 @@ use redis::{Connection, Value};
 use std::collections::HashMap;
 
 mod contract;
+mod memory;
 mod moves;
 
 const LONG_TTL: u64 = 60_000;

@@ -23,7 +23,10 @@ fn positions_follow_joins_grants_and_every_way_of_leaving() {
         }
         let page = waiters_page(c, "r", &[]);
         assert_eq!(tokens(&page), line);
-        assert_eq!(positions(&page), (1..=line.len() as i64).collect::<Vec<_>>());
+        assert_eq!(
+            positions(&page),
+            (1..=line.len() as i64).collect::<Vec<_>>()
+        );
     };
     expect(&mut c, &["a", "b", "gone", "brief", "d"]);
     assert_eq!(position(&mut c, "r", "x"), None);
@@ -121,7 +124,11 @@ fn a_set_request_has_a_place_in_each_members_queue() {
     let (_, mut cp) = plain.granted();
     assert_eq!(position(&mut c, "{s}:b", "set"), Some(1));
     assert_eq!(release(&mut cp, "{s}:b", "p"), 1);
-    assert_eq!(position(&mut c, "{s}:a", "set"), Some(1), "still waits for a");
+    assert_eq!(
+        position(&mut c, "{s}:a", "set"),
+        Some(1),
+        "still waits for a"
+    );
     assert_eq!(release(&mut c, "{s}:a", "x"), 1);
     assert!(set.granted().0 > 0);
     for r in ["{s}:a", "{s}:b"] {

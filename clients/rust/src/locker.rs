@@ -269,6 +269,33 @@ impl Locker {
         crate::guarded::check_reply(v)
     }
 
+    /// Where `token` waits in `resource`'s queue (`DLOCK.POSITION`):
+    /// `Ok(Some(1))` served next, `Ok(None)` when it does not wait there
+    /// (never queued, granted, or gone). A waiter is blocked on its own
+    /// connection, so ask from another [`Locker`]; a set request has a
+    /// place in each member's queue. Read-only: retried through connection
+    /// errors for the retry budget.
+    pub fn position(&self, resource: &str, token: &str) -> Result<Option<u64>> {
+        let cmd = crate::queue::position_cmd(resource, token)?;
+        crate::queue::position_reply(self.read(resource, &cmd)?)
+    }
+
+    /// The requests waiting on `resource` in the order they are served
+    /// (`DLOCK.WAITERS`), from position `offset + 1` on, at most `count`
+    /// (1 to [`crate::MAX_WAITERS_PAGE`]). Read-only, retried as
+    /// [`Locker::position`].
+    pub fn waiters(&self, resource: &str, offset: u64, count: usize) -> Result<Vec<crate::Waiter>> {
+        let cmd = crate::queue::waiters_cmd(resource, offset, count)?;
+        crate::queue::waiters_reply(self.read(resource, &cmd)?)
+    }
+
+    /// Runs the read-only `cmd` on `resource`'s server.
+    fn read(&self, resource: &str, cmd: &redis::Cmd) -> Result<Value> {
+        let call = crate::guarded::Call::check(self.settings.retry_for);
+        let io = self.settings.io_timeout;
+        crate::guarded::blocking::run(&self.topology, resource, io, call, cmd)
+    }
+
     pub(crate) fn io_timeout(&self) -> Duration {
         self.settings.io_timeout
     }

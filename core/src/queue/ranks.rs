@@ -111,8 +111,7 @@ impl<K: Ord + Copy> Ranks<K> {
 
     /// Adds `key`; a key already present is left as it is (false).
     pub fn insert(&mut self, key: K) -> bool {
-        if self.rank(&key).is_some() || self.nodes.len() >= NIL as usize && self.vacant.is_empty()
-        {
+        if self.rank(&key).is_some() || self.nodes.len() >= NIL as usize && self.vacant.is_empty() {
             return false;
         }
         let node = Node {

@@ -9,9 +9,13 @@
 //! position costs O(log n) in the queue's length and a page O(log n +
 //! count). A replica's queues are its own (nobody waits there).
 
+use redis_module::raw;
+
 use crate::server::commands::info;
 use crate::server::edge::api::Ctx;
 use crate::server::edge::ffi::Argv;
+use crate::server::execute::revoke;
+use crate::server::keyspace::keys::LockKey;
 use crate::server::resource::Resource;
 use crate::server::waiting::blocking;
 use dlock_core::request::queue_args;
@@ -23,7 +27,7 @@ use dlock_core::Error;
 pub fn position(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let token = queue_args::position(argv.bytes())?;
     let name = argv.key()?;
-    info::read(ctx, name, true, |_| Ok(()))?;
+    settle(ctx, name)?;
     let found = if blocking::anyone_waiting() {
         blocking::position(&Resource::of(ctx, name)?, token)
     } else {
@@ -40,7 +44,7 @@ pub fn position(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 pub fn waiters(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let page = queue_args::waiters(argv.bytes())?;
     let name = argv.key()?;
-    info::read(ctx, name, true, |_| Ok(()))?;
+    settle(ctx, name)?;
     let listed = if blocking::anyone_waiting() {
         blocking::waiters_page(&Resource::of(ctx, name)?, page.offset, page.count)
     } else {
@@ -50,6 +54,21 @@ pub fn waiters(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     for w in &listed {
         reply_waiter(ctx, w)?;
     }
+    Ok(())
+}
+
+/// Completes what `DLOCK.INFO` completes before reading (revocations, a
+/// handoff that is due, outside a transaction or script), and refuses a
+/// key of another type, without reading the holds (a semaphore's many
+/// holds would cost O(h)).
+fn settle(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<(), Error> {
+    revoke::before_command(ctx, [name])?;
+    if let Some(res) = blocking::waiting_resource(ctx, name)? {
+        if !ctx.flags()?.in_transaction_or_script() {
+            info::settle_before_reading(ctx, name, &res)?;
+        }
+    }
+    LockKey::open_read(ctx, name)?.stored()?;
     Ok(())
 }
 
@@ -85,5 +104,8 @@ fn reply_waiter(ctx: Ctx, w: &blocking::QueuedRequest) -> Result<(), Error> {
     ctx.reply_bytes(b"waited")?;
     ctx.reply_integer(i64::try_from(w.waited_ms).unwrap_or(i64::MAX))?;
     ctx.reply_bytes(b"timeout")?;
-    ctx.reply_integer(w.timeout_ms.map_or(-1, |ms| i64::try_from(ms).unwrap_or(i64::MAX)))
+    ctx.reply_integer(
+        w.timeout_ms
+            .map_or(-1, |ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+    )
 }

@@ -360,6 +360,32 @@ class Locker:
         answer: Optional[Dict[str, Any]] = decode_info(v)
         return answer
 
+    async def position(self, resource: Key, token: str) -> Optional[int]:
+        """As :meth:`dlock.Locker.position`: ``DLOCK.POSITION``."""
+        from . import _queue
+
+        return _queue.decode_position(await self._read(resource, _queue.position_command(resource, token)))
+
+    async def waiters(self, resource: Key, *, offset: int = 0, count: int = 10) -> List[Dict[str, Any]]:
+        """As :meth:`dlock.Locker.waiters`: ``DLOCK.WAITERS``."""
+        from . import _queue
+
+        return _queue.decode_waiters(await self._read(resource, _queue.waiters_command(resource, offset, count)))
+
+    async def _read(self, resource: Key, command: Any) -> Any:
+        spec = make_spec(resource, 1.0, False, None, None)
+
+        async def op(conn: Conn, asking: bool) -> Any:
+            r = (await _pipeline(conn, commands(asking, command, None)))[-1]
+            if isinstance(r, Exception):
+                raise r
+            return r
+
+        try:
+            return await self.topology.run(spec.route_key(), self.settings.io_timeout, 0.0, op)
+        except Failure as f:
+            raise f.into_error() from None
+
     async def check(self, resource: Key, fence: int) -> bool:
         """As :meth:`dlock.Locker.check`: ``DLOCK.CHECK``."""
         from . import _guard

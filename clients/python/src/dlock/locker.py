@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import redis
 
@@ -444,6 +444,39 @@ class Locker:
             raise f.into_error() from None
         answer: Optional[Dict[str, Any]] = decode_info(v)
         return answer
+
+    def position(self, resource: Key, token: str) -> Optional[int]:
+        """Where ``token`` waits in ``resource``'s queue
+        (``DLOCK.POSITION``): 1 is served next; None when it does not wait
+        there (never queued, granted, or gone). A waiting ``acquire``
+        blocks its own connection: ask from another thread. A set request
+        has a place in each member's queue."""
+        from . import _queue
+
+        return _queue.decode_position(self._read(resource, _queue.position_command(resource, token)))
+
+    def waiters(self, resource: Key, *, offset: int = 0, count: int = 10) -> List[Dict[str, Any]]:
+        """The requests waiting on ``resource`` in the order they are
+        served (``DLOCK.WAITERS``), ``count`` (1 to 1000) from position
+        ``offset + 1`` on: dicts with ``position``, ``token``, ``owner``
+        (when named), ``mode``, ``limit``, ``set`` (a set request's member
+        count), ``session`` (when bound), ``waited`` and ``timeout`` (ms;
+        -1: until granted)."""
+        from . import _queue
+
+        return _queue.decode_waiters(self._read(resource, _queue.waiters_command(resource, offset, count)))
+
+    def _read(self, resource: Key, command: Any) -> Any:
+        """Runs the read-only ``command`` on ``resource``'s server."""
+        spec = _spec(resource, 1.0, False, None, None)
+
+        def op(conn: Any, asking: bool) -> Any:
+            return check(run_pipeline(conn, commands(asking, command, None)))[-1]
+
+        try:
+            return self.topology.run(spec.route_key(), self.settings.io_timeout, 0.0, op)
+        except Failure as f:
+            raise f.into_error() from None
 
     def check(self, resource: Key, fence: int) -> bool:
         """Whether ``fence`` is a live hold on ``resource`` now (the

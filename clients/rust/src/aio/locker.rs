@@ -171,6 +171,27 @@ impl Locker {
         crate::guarded::check_reply(v)
     }
 
+    /// Where `token` waits in `resource`'s queue (see the blocking
+    /// [`crate::Locker::position`]).
+    pub async fn position(&self, resource: &str, token: &str) -> Result<Option<u64>> {
+        let cmd = crate::queue::position_cmd(resource, token)?;
+        let call = crate::guarded::Call::check(self.inner.retry_for);
+        crate::queue::position_reply(super::guarded::run(&self.inner, call, &cmd).await?)
+    }
+
+    /// The requests waiting on `resource`, a page at a time (see the
+    /// blocking [`crate::Locker::waiters`]).
+    pub async fn waiters(
+        &self,
+        resource: &str,
+        offset: u64,
+        count: usize,
+    ) -> Result<Vec<crate::Waiter>> {
+        let cmd = crate::queue::waiters_cmd(resource, offset, count)?;
+        let call = crate::guarded::Call::check(self.inner.retry_for);
+        crate::queue::waiters_reply(super::guarded::run(&self.inner, call, &cmd).await?)
+    }
+
     /// One attempt, no waiting: `Ok(None)` if busy.
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Option<Guard>> {
         self.request(resource).ttl(ttl).acquire().await

@@ -3,6 +3,7 @@
 use crate::common;
 
 mod guarded;
+mod position;
 mod session;
 mod wanted;
 

@@ -98,6 +98,7 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
     let l2 = locker.clone();
     let waiter = std::thread::spawn(move || {
         l2.request("job:plain")
+            .token("next-1")
             .ttl(SEC)
             .wait(30 * SEC)
             .acquire()
@@ -163,10 +164,15 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
             &fence,
             &r[1][7],
             "tok-plain",
-            "-"
+            "-",
+            "next-1"
         ],
         "{table}"
     );
+    // The head of the queue: only where someone waits.
+    assert!(r
+        .iter()
+        .all(|w| (w[10] == "next-1") == (w[0] == "job:plain")));
     assert_eq!(r[0][8], "t\\x80", "{table}");
     assert_eq!(
         r[2][..6],
@@ -202,6 +208,8 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
     assert_eq!(field(o[1], "resource"), "job:plain");
     assert_eq!(field(o[1], "waiters"), "1");
     assert_eq!(field(o[1], "fence"), plain_fence.to_string());
+    assert_eq!(field(o[1], "next"), "next-1");
+    assert_eq!(field(o[2], "next"), "null");
     assert!(o[1].contains(r#""owner":null"#), "{json}");
     assert_eq!(field(o[2], "kind"), "rwlock");
     assert_eq!(o[2].matches(r#""mode":"shared""#).count(), 2, "{json}");
@@ -300,6 +308,7 @@ fn a_resource_reserved_for_its_queue_is_listed_as_reserved() {
     let waiter = std::thread::spawn(move || {
         locker
             .request("rq")
+            .token("w-rq")
             .ttl(30 * SEC)
             .wait(30 * SEC)
             .acquire()
@@ -318,14 +327,17 @@ fn a_resource_reserved_for_its_queue_is_listed_as_reserved() {
     });
     assert_eq!(
         rows(&table),
-        [["rq", "lock", "reserved", "0", "1", "-", "-", "-", "-", "-"]],
+        [["rq", "lock", "reserved", "0", "1", "-", "-", "-", "-", "-", "w-rq"]],
         "{table}"
     );
     let json = list(&url, &dir, &["--json", "rq"]);
     let o = objects(&json);
     assert_eq!(o.len(), 1, "{json}");
     assert_eq!(field(o[0], "state"), "reserved");
-    assert!(o[0].ends_with(r#""waiters":1,"holds":[]}"#), "{json}");
+    assert!(
+        o[0].ends_with(r#""waiters":1,"holds":[],"next":"w-rq"}"#),
+        "{json}"
+    );
     let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut c).unwrap();
     assert!(
         waiter.join().unwrap().is_some(),
@@ -371,9 +383,10 @@ fn a_reserved_member_without_a_key_is_listed_with_its_waiter() {
         ],
         "{table}"
     );
+    assert_eq!(r[0][10], "setter", "the set is next on both members");
     assert_eq!(
         r[1],
-        ["{j}:b", "lock", "reserved", "0", "1", "-", "-", "-", "-", "-"],
+        ["{j}:b", "lock", "reserved", "0", "1", "-", "-", "-", "-", "-", "setter"],
         "{table}"
     );
     let table = list(&url, &dir, &["*:b"]);
@@ -385,7 +398,10 @@ fn a_reserved_member_without_a_key_is_listed_with_its_waiter() {
     assert_eq!(o.len(), 2, "{json}");
     let b = o.iter().find(|o| field(o, "resource") == "{j}:b").unwrap();
     assert_eq!(field(b, "state"), "reserved");
-    assert!(b.ends_with(r#""waiters":1,"holds":[]}"#), "{json}");
+    assert!(
+        b.ends_with(r#""waiters":1,"holds":[],"next":"setter"}"#),
+        "{json}"
+    );
 
     let _: i64 = redis::cmd("DLOCK.RELEASE")
         .arg("{j}:a")

@@ -12,6 +12,7 @@ mod guard;
 mod guarded;
 mod loss;
 mod max_hold;
+mod position;
 mod session;
 mod wanted;
 mod watchdog;

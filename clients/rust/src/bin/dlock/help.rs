@@ -316,10 +316,11 @@ of the cluster; with PATTERN (a glob, as SCAN MATCH takes it: job:*,
 {order:42}*) those whose name matches. Per lock: its resource, kind (lock,
 read-write, reentrant, semaphore), state (held, or reserved: nobody holds
 it, it is kept for the first waiter), holders (of the limit, for a
-semaphore) and waiters; per holder its mode (exclusive, shared, permit),
-fence, TTL, token and owner, one line each. Read with
-SCAN ... TYPE dlocklock, DLOCK.QUEUED (the resources clients wait for,
-which have no key while nobody holds them) and pipelined DLOCK.INFO, never
+semaphore), waiters and NEXT (the token its queue serves next, - when
+nobody waits); per holder its mode (exclusive, shared, permit), fence, TTL,
+token and owner, one line each. Read with SCAN ... TYPE dlocklock,
+DLOCK.QUEUED (the resources clients wait for, which have no key while
+nobody holds them), pipelined DLOCK.INFO and DLOCK.WAITERS ... COUNT 1, never
 KEYS: the servers keep serving meanwhile, and a lock taken, released or
 moved while it runs may be missing or shown as it was.
 
@@ -328,7 +329,8 @@ moved while it runs may be missing or shown as it was.
                   waiters (the most first)
     --json        one JSON document, an array with one object per lock:
                   {\"server\":\"127.0.0.1:6379\",\"resource\":\"r\",\"state\":\"held\",
-                   \"kind\":\"lock\",\"limit\":1,\"waiters\":0,\"holds\":[...]}
+                   \"kind\":\"lock\",\"limit\":1,\"waiters\":0,\"holds\":[...],
+                   \"next\":null}
                   (holds as dlock status --json shows them; kind and mode
                   as DLOCK.INFO says them: rwlock for read-write and
                   reentrant alike, exclusive for a permit)

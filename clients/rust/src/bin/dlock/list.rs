@@ -1,12 +1,13 @@
 //! `dlock list [PATTERN] [--sort KEY] [--json]`: every lock on the server,
-//! or on every master of its cluster, with its holders and waiters.
+//! or on every master of its cluster, with its holders and waiters, and
+//! the request its queue serves next.
 
 use crate::args::{self, usage, Args, Item, Parsed};
 use crate::backend::{Backend, Hold, Info};
 use crate::codes;
 use crate::lockopts::url_option;
 use crate::scan::{self, Listed};
-use crate::status::{holds, quote, state, to_json, ttl};
+use crate::status::{holds, json_field, quote, state, to_json, ttl};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 
@@ -205,7 +206,7 @@ fn shown_mode(kind: &str, mode: String) -> String {
 pub fn to_table(locks: &[Listed], with_server: bool) -> String {
     let mut rows: Vec<Vec<String>> = vec![[
         "SERVER", "RESOURCE", "KIND", "STATE", "HOLDERS", "WAITERS", "MODE", "FENCE", "TTL",
-        "TOKEN", "OWNER",
+        "TOKEN", "OWNER", "NEXT",
     ]
     .map(String::from)
     .to_vec()];
@@ -224,9 +225,11 @@ pub fn to_table(locks: &[Listed], with_server: bool) -> String {
             holders,
             l.info.waiters().to_string(),
         ];
+        let next = l.next.as_ref().map_or("-".into(), |t| cell(&t.text()));
         if hs.is_empty() {
             let mut row = lock.to_vec();
             row.extend(["-"; 5].map(String::from));
+            row.push(next.clone());
             rows.push(row);
         }
         for h in hs {
@@ -237,6 +240,7 @@ pub fn to_table(locks: &[Listed], with_server: bool) -> String {
                 ttl(h.ttl_ms),
                 cell(&h.token.text()),
                 h.owner.as_ref().map_or("-".into(), |o| cell(&o.text())),
+                next.clone(),
             ]);
             rows.push(row);
         }
@@ -271,10 +275,15 @@ pub fn to_json_array(locks: &[Listed]) -> String {
     let objects: Vec<String> = locks
         .iter()
         .map(|l| {
+            let object = to_json(&l.resource, &l.info);
+            let next = l
+                .next
+                .as_ref()
+                .map_or("\"next\":null".into(), |t| json_field("next", t));
             format!(
-                "{{\"server\":{},{}",
+                "{{\"server\":{},{},{next}}}",
                 quote(&l.server),
-                &to_json(&l.resource, &l.info)[1..]
+                &object[1..object.len() - 1]
             )
         })
         .collect();
@@ -284,6 +293,7 @@ pub fn to_json_array(locks: &[Listed]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::Bytes;
 
     fn lock(resource: &str, fence: u64, ttl_ms: i64, waiters: i64) -> Listed {
         Listed {
@@ -295,6 +305,7 @@ mod tests {
                 ttl_ms,
                 waiters,
             },
+            next: None,
         }
     }
 
@@ -308,6 +319,7 @@ mod tests {
                 ttl_ms: -2,
                 waiters,
             },
+            next: None,
         }
     }
 
@@ -385,8 +397,11 @@ mod tests {
                     })
                     .into(),
             },
+            next: None,
         };
-        let t = to_table(&[lock("a", 7, 2000, 1), reserved("b", 3), rw], false);
+        let mut b = reserved("b", 3);
+        b.next = Some(Bytes(b"w1".to_vec()));
+        let t = to_table(&[lock("a", 7, 2000, 1), b, rw], false);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 5, "{t}");
         let words = |l: &str| l.split_whitespace().map(String::from).collect::<Vec<_>>();
@@ -394,7 +409,7 @@ mod tests {
             words(lines[0]),
             [
                 "RESOURCE", "KIND", "STATE", "HOLDERS", "WAITERS", "MODE", "FENCE", "TTL", "TOKEN",
-                "OWNER"
+                "OWNER", "NEXT"
             ]
         );
         assert_eq!(
@@ -409,12 +424,13 @@ mod tests {
                 "7",
                 "2.000s",
                 "t-a",
+                "-",
                 "-"
             ]
         );
         assert_eq!(
             words(lines[2]),
-            ["b", "lock", "reserved", "0", "3", "-", "-", "-", "-", "-"]
+            ["b", "lock", "reserved", "0", "3", "-", "-", "-", "-", "-", "w1"]
         );
         assert_eq!(
             words(lines[4]),
@@ -428,7 +444,8 @@ mod tests {
                 "5",
                 "1.500s",
                 "h2",
-                "h2-owner"
+                "h2-owner",
+                "-"
             ]
         );
         // Columns line up.
@@ -455,6 +472,7 @@ mod tests {
                 waiters: 0,
                 holds,
             },
+            next: None,
         };
         let t = to_table(
             &[
@@ -496,12 +514,14 @@ mod tests {
     #[test]
     fn json_is_one_array() {
         assert_eq!(to_json_array(&[]), "[]\n");
-        let j = to_json_array(&[lock("a\"\\", 7, 2000, 1), reserved("b", 3)]);
+        let mut b = reserved("b", 3);
+        b.next = Some(Bytes(b"w".to_vec()));
+        let j = to_json_array(&[lock("a\"\\", 7, 2000, 1), b]);
         assert_eq!(
             j,
             "[\n\
-             {\"server\":\"s:1\",\"resource\":\"a\\\"\\\\\",\"state\":\"held\",\"kind\":\"lock\",\"limit\":1,\"waiters\":1,\"holds\":[{\"token\":\"t-a\\\"\\\\\",\"owner\":null,\"fence\":7,\"ttl_ms\":2000,\"mode\":\"exclusive\"}]},\n\
-             {\"server\":\"s:1\",\"resource\":\"b\",\"state\":\"reserved\",\"kind\":\"lock\",\"limit\":1,\"waiters\":3,\"holds\":[]}\n\
+             {\"server\":\"s:1\",\"resource\":\"a\\\"\\\\\",\"state\":\"held\",\"kind\":\"lock\",\"limit\":1,\"waiters\":1,\"holds\":[{\"token\":\"t-a\\\"\\\\\",\"owner\":null,\"fence\":7,\"ttl_ms\":2000,\"mode\":\"exclusive\"}],\"next\":null},\n\
+             {\"server\":\"s:1\",\"resource\":\"b\",\"state\":\"reserved\",\"kind\":\"lock\",\"limit\":1,\"waiters\":3,\"holds\":[],\"next\":\"w\"}\n\
              ]\n"
         );
     }

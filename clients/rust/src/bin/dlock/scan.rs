@@ -2,7 +2,8 @@
 //! a URL names, or every master of its cluster), their lock keys by `SCAN
 //! ... TYPE dlocklock` (never `KEYS`, which blocks the server) and the
 //! resources clients wait for by `DLOCK.QUEUED` (a resource nobody holds
-//! has no key while its queue waits), and each one's `DLOCK.INFO`,
+//! has no key while its queue waits), and each one's `DLOCK.INFO` (and,
+//! for those waited for, the head of the queue by `DLOCK.WAITERS`),
 //! pipelined with the next `SCAN`.
 //!
 //! The connections are the `redis` crate's own, not the library's: a
@@ -36,6 +37,10 @@ pub struct Listed {
     pub resource: Bytes,
     /// Never [`Info::Free`].
     pub info: Info,
+    /// The token of the request its queue serves next (`DLOCK.WAITERS
+    /// ... COUNT 1`), if anyone waits; `None` too from a server without
+    /// that command.
+    pub next: Option<Bytes>,
 }
 
 /// What a listing found.
@@ -438,17 +443,33 @@ fn scan_into(
         if keys.is_empty() && !more {
             break;
         }
+        // The resources waited for are the first batch's, from
+        // `DLOCK.QUEUED`: their queue's head is asked with them.
+        let waited: Vec<&Vec<u8>> = keys.iter().filter(|k| asked.contains(*k)).collect();
         let mut pipe = redis::pipe();
         for k in &keys {
             pipe.cmd("DLOCK.INFO").arg(k.as_slice());
         }
+        for k in &waited {
+            pipe.cmd("DLOCK.WAITERS")
+                .arg(k.as_slice())
+                .arg("COUNT")
+                .arg(1);
+        }
         if more {
             pipe.add_command(scan_cmd(&cursor, pattern));
         }
-        let mut replies = send(&mut c, &pipe, keys.len() + usize::from(more)).map_err(io)?;
+        let n = keys.len() + waited.len() + usize::from(more);
+        let mut replies = send(&mut c, &pipe, n).map_err(io)?;
         if more {
             next = replies.pop();
         }
+        let head_replies = replies.split_off(keys.len().min(replies.len()));
+        let heads: HashMap<&Vec<u8>, Bytes> = waited
+            .into_iter()
+            .zip(head_replies)
+            .filter_map(|(k, r)| Some((k, head(r)?)))
+            .collect();
         for (key, reply) in keys.iter().zip(replies) {
             match reply {
                 Value::ServerError(e) => match e.code() {
@@ -471,6 +492,7 @@ fn scan_into(
                         server: name.clone(),
                         resource: Bytes(key.clone()),
                         info,
+                        next: heads.get(key).cloned(),
                     }),
                     Err(_) => {
                         return Err(Error::Server(format!(
@@ -483,6 +505,23 @@ fn scan_into(
         }
     }
     Ok(())
+}
+
+/// The head's token from a `DLOCK.WAITERS ... COUNT 1` reply; `None` for
+/// an empty queue or an error (a server without the command, a user
+/// refused it: the listing goes on without the head).
+fn head(reply: Value) -> Option<Bytes> {
+    let Value::Array(mut items) = reply else {
+        return None;
+    };
+    let first = items.drain(..).next()?;
+    fields(first)?
+        .into_iter()
+        .find(|(k, _)| k == "token")
+        .and_then(|(_, v)| match v {
+            Value::BulkString(b) => Some(Bytes(b)),
+            _ => None,
+        })
 }
 
 /// Why `DLOCK.QUEUED` gave no names.
