@@ -37,8 +37,6 @@ mod maxhold;
 mod observe;
 /// What an operator sees and sets: ACL, configuration, memory, stats, version.
 mod ops;
-/// `MAXHOLD`: a cap on how long a hold may live across extends.
-mod maxhold;
 /// `DLOCK.POSITION`, `DLOCK.WAITERS`: where a waiter stands.
 mod position;
 /// Sessions: one liveness lease for many holds and waits.
