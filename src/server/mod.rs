@@ -127,7 +127,13 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         c"readonly fast",
         true,
     )?;
-    register(ctx, c"dlock.waiters", Some(waiters_entry), c"readonly", true)?;
+    register(
+        ctx,
+        c"dlock.waiters",
+        Some(waiters_entry),
+        c"readonly",
+        true,
+    )?;
     // Their keys (`numkeys` resources) are declared by a key spec set in
     // `commands::docs::describe` (COMMAND GETKEYS, ACL) and answered to the server's
     // key requests (`getkeys-api`: cluster routing); without the key-spec

@@ -26,7 +26,11 @@ fn positions_follow_joins_leaves_and_grants() {
         [b"a", b"b", b"c", b"d", b"x"].map(|t| q.position(&"r", t)),
         [Some(1), Some(2), Some(3), Some(4), None]
     );
-    assert_eq!(q.position(&"s", b"d"), Some(1), "a set waits in each member's queue");
+    assert_eq!(
+        q.position(&"s", b"d"),
+        Some(1),
+        "a set waits in each member's queue"
+    );
     assert_eq!(q.position(&"nowhere", b"a"), None);
     assert_eq!(
         tokens_from(&q, "r", 2),
@@ -93,7 +97,14 @@ fn positions_match_a_naive_model() {
             }
             4 => {
                 let other = (r + 1 + rng(2) as usize) % 3;
-                let id = q.push_set(vec![RES[r], RES[other]], &token, Wants::default(), 10, None, 0);
+                let id = q.push_set(
+                    vec![RES[r], RES[other]],
+                    &token,
+                    Wants::default(),
+                    10,
+                    None,
+                    0,
+                );
                 model[r].push((id, token.clone()));
                 model[other].push((id, token));
             }
@@ -115,7 +126,11 @@ fn positions_match_a_naive_model() {
                 }
             }
             _ => {
-                let granted = if q.has_sets(&RES[r]) { None } else { q.pop_grantee(&RES[r]) };
+                let granted = if q.has_sets(&RES[r]) {
+                    None
+                } else {
+                    q.pop_grantee(&RES[r])
+                };
                 if let Some(g) = granted {
                     for id in g.ids {
                         drop_id(&mut model, id);

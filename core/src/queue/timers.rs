@@ -81,11 +81,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             return;
         };
         for key in place.keys() {
-            if let Some(w) = self
-                .queues
-                .get_mut(key)
-                .and_then(|q| q.entries.get_mut(id))
-            {
+            if let Some(w) = self.queues.get_mut(key).and_then(|q| q.entries.get_mut(id)) {
                 w.queued_at = at_ms;
             }
         }

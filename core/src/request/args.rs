@@ -70,6 +70,9 @@ pub struct Acquire<'a> {
     pub owner: Option<&'a [u8]>,
     /// `SESSION id`: the hold (and the wait) bound to that session.
     pub session: Option<&'a [u8]>,
+    /// `PRIORITY p` (0 to `MAX_PRIORITY`, higher first; `None`: 0): where
+    /// it waits, aged with its wait (`crate::queue::Rank`).
+    pub priority: Option<u16>,
 }
 
 impl<'a> Acquire<'a> {
@@ -154,6 +157,7 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
         limit: None,
         owner: None,
         session: None,
+        priority: None,
     };
     let (mut shared, mut limit) = (false, None);
     let mut rest = options;
@@ -180,6 +184,10 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
             }
             [value, tail @ ..] if is(b"SESSION") && req.session.is_none() => {
                 req.session = Some(parse_session_id(value)?);
+                tail
+            }
+            [value, tail @ ..] if is(b"PRIORITY") && req.priority.is_none() => {
+                req.priority = Some(parse_priority(value)?);
                 tail
             }
             _ => return Err(Error::Syntax),
@@ -236,6 +244,19 @@ fn parse_owner(raw: &[u8]) -> Result<&[u8], Error> {
         return Err(Error::EmptyOwner);
     }
     parse_token(raw, MAX_STORED_TOKEN)
+}
+
+/// `PRIORITY p`: 0 to `MAX_PRIORITY`.
+pub(crate) fn parse_priority(raw: &[u8]) -> Result<u16, Error> {
+    let max = crate::queue::MAX_PRIORITY;
+    parse_u64(raw)
+        .filter(|p| *p <= u64::from(max))
+        .map(|p| p as u16)
+        .ok_or(Error::InvalidInteger {
+            arg: "PRIORITY",
+            min: 0,
+            max: u64::from(max),
+        })
 }
 
 fn parse_wait(raw: &[u8]) -> Result<u64, Error> {

@@ -99,6 +99,7 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
         limit: None,
         owner: None,
         session: None,
+        priority: None,
     };
     let mut rest = options;
     while let [name, tail @ ..] = rest {
@@ -120,6 +121,10 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
             }
             [value, tail @ ..] if is(b"SESSION") && req.session.is_none() => {
                 req.session = Some(args::parse_session_id(value)?);
+                tail
+            }
+            [value, tail @ ..] if is(b"PRIORITY") && req.priority.is_none() => {
+                req.priority = Some(args::parse_priority(value)?);
                 tail
             }
             _ => return Err(Error::Syntax),

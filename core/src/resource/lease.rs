@@ -157,6 +157,7 @@ mod tests {
             limit: None,
             owner: None,
             session: None,
+            priority: None,
         }
     }
 

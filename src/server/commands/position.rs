@@ -85,5 +85,8 @@ fn reply_waiter(ctx: Ctx, w: &blocking::QueuedRequest) -> Result<(), Error> {
     ctx.reply_bytes(b"waited")?;
     ctx.reply_integer(i64::try_from(w.waited_ms).unwrap_or(i64::MAX))?;
     ctx.reply_bytes(b"timeout")?;
-    ctx.reply_integer(w.timeout_ms.map_or(-1, |ms| i64::try_from(ms).unwrap_or(i64::MAX)))
+    ctx.reply_integer(
+        w.timeout_ms
+            .map_or(-1, |ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+    )
 }

@@ -36,6 +36,7 @@ pub fn component(starts: &[Resource]) -> Component<Resource> {
             resources: starts.to_vec(),
             requests: Vec::new(),
             reserved_from: vec![None; starts.len()],
+            reserved_rank: vec![None; starts.len()],
         };
     }
     parking().queues().component(starts)
