@@ -31,6 +31,8 @@ mod harness;
 mod holds;
 /// The plain lock: the command contract, mutual exclusion under contention.
 mod locks;
+/// `PRIORITY`: who goes first, aged by `dlock.priority-aging-ms`.
+mod priority;
 /// `DLOCK.OBSERVE`.
 mod observe;
 /// What an operator sees and sets: ACL, configuration, memory, stats, version.
