@@ -44,6 +44,7 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             ("owner", "string", Some("OWNER"), &["optional"][..]),
             ("timeout_ms", "integer", Some("WAIT"), &["optional"][..]),
             ("id", "string", Some("SESSION"), &["optional"][..]),
+            ("p", "integer", Some("PRIORITY"), &["optional"][..]),
         ],
         "dlock.release" => vec![resource, token],
         "dlock.extend" => vec![resource, token, ttl],
