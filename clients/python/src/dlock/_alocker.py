@@ -157,10 +157,11 @@ class Locker:
         replicas_timeout: Optional[Duration] = None,
         on_retry: Optional[OnRetry] = None,
         raise_on_lost: bool = True,
+        priority: Optional[int] = None,
     ) -> "Lock":
         """As :meth:`dlock.Locker.lock`, for ``async with`` and
         ``await lock.acquire()``."""
-        spec = make_spec(resource, ttl, shared, limit, owner)
+        spec = make_spec(resource, ttl, shared, limit, owner, priority)
         check_token(token)
         w = given_wait(_UNSET if wait is None else wait, blocking_timeout)
         settings = lock_settings(self.settings, retry_for, min_replicas, replicas_timeout)

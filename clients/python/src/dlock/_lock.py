@@ -123,7 +123,7 @@ class Lock:
         """One acquisition on the server (the part a Redlock does its own way)."""
         spec = self.spec
         if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner())
+            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner(), spec.priority)
         given = token or self.token
         tok = given or new_token()
         if given:

@@ -117,8 +117,10 @@ def lock_settings(
     return s.copy(**kw) if kw else s
 
 
-def make_spec(resource: Any, ttl: Duration, shared: bool, limit: Optional[int], owner: Any) -> Spec:
-    return Spec(resource, ttl, shared, limit, owner)
+def make_spec(
+    resource: Any, ttl: Duration, shared: bool, limit: Optional[int], owner: Any, priority: Optional[int] = None
+) -> Spec:
+    return Spec(resource, ttl, shared, limit, owner, priority)
 
 
 def one_or_set(resources: Any) -> Union[Key, List[Key]]:

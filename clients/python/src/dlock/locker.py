@@ -193,6 +193,7 @@ class Locker:
         replicas_timeout: Optional[Duration] = None,
         on_retry: Optional[OnRetry] = None,
         raise_on_lost: bool = True,
+        priority: Optional[int] = None,
     ) -> "Lock":
         """A lock on ``resource`` (exclusive unless ``shared``, ``limit`` or
         ``owner`` say otherwise), to use as ``with locker.lock(...) as
@@ -217,8 +218,12 @@ class Locker:
         - ``raise_on_lost``: leaving the ``with`` block (and the Lock's
           ``release()``/``extend()``) raises :class:`~dlock.LockLost` when
           the lease was lost meanwhile (default True).
+        - ``priority``: where the request stands in the server's queue, 0
+          (the default) to 1000, higher first, FIFO within one priority,
+          aged by the server's ``dlock.priority-aging-ms`` so that nobody
+          starves (``PRIORITY``).
         """
-        spec = _spec(resource, ttl, shared, limit, owner)
+        spec = _spec(resource, ttl, shared, limit, owner, priority)
         return Lock(
             self,
             spec,
