@@ -194,7 +194,7 @@ impl<H> WaitQueue<H> {
 
     /// The entries from position `from` (1-based) on, in the order the
     /// queue is served, each with its position.
-    pub(super) fn from_position(
+    pub(super) fn entries_from(
         &self,
         from: usize,
     ) -> impl Iterator<Item = (usize, &Waiter<H>)> + '_ {
