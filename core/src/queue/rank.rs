@@ -16,8 +16,7 @@
 //! FIFO, and a request is passed only by requests that arrive within
 //! `(MAX_PRIORITY - p) * aging_ms` of it.
 
-/// The highest priority a request may ask for.
-pub const MAX_PRIORITY: u16 = 1000;
+pub use crate::limits::MAX_PRIORITY;
 
 /// A queued request's place in every queue it waits in: by `key`, then by
 /// `id` (the order of arrival).

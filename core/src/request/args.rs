@@ -248,7 +248,7 @@ fn parse_owner(raw: &[u8]) -> Result<&[u8], Error> {
 
 /// `PRIORITY p`: 0 to `MAX_PRIORITY`.
 pub(crate) fn parse_priority(raw: &[u8]) -> Result<u16, Error> {
-    let max = crate::queue::MAX_PRIORITY;
+    let max = crate::limits::MAX_PRIORITY;
     parse_u64(raw)
         .filter(|p| *p <= u64::from(max))
         .map(|p| p as u16)
