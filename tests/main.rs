@@ -39,6 +39,8 @@ mod observe;
 mod ops;
 /// `DLOCK.POSITION`, `DLOCK.WAITERS`: where a waiter stands.
 mod position;
+/// `PRIORITY`: who goes first, aged by `dlock.priority-aging-ms`.
+mod priority;
 /// Sessions: one liveness lease for many holds and waits.
 mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.

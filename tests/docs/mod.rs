@@ -45,6 +45,7 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             ("timeout_ms", "integer", Some("WAIT"), &["optional"][..]),
             ("id", "string", Some("SESSION"), &["optional"][..]),
             ("ms", "integer", Some("MAXHOLD"), &["optional"][..]),
+            ("p", "integer", Some("PRIORITY"), &["optional"][..]),
         ],
         "dlock.release" => vec![resource, token],
         "dlock.extend" => vec![

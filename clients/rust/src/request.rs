@@ -10,6 +10,9 @@ pub const MAX_SET: usize = 64;
 /// The largest `LIMIT` (permits of a semaphore) the server takes: 2^20.
 pub const MAX_LIMIT: u32 = 1 << 20;
 
+/// The highest `PRIORITY` the server takes.
+pub const MAX_PRIORITY: u16 = 1000;
+
 /// The shape of a lock request, shared by [`crate::Locker`] and
 /// [`crate::Redlock`].
 #[derive(Clone, Debug)]
@@ -25,6 +28,7 @@ pub(crate) struct Spec {
     pub max_hold: Option<Duration>,
     /// The ttl asked for; `ttl` is the lease, which a cap may shorten.
     pub asked_ttl: Duration,
+    pub priority: Option<u16>,
 }
 
 impl Spec {
@@ -38,6 +42,7 @@ impl Spec {
             wait: None,
             max_hold: None,
             asked_ttl: Duration::from_secs(30),
+            priority: None,
         }
     }
 
@@ -94,6 +99,9 @@ impl Spec {
         if self.owner.as_deref() == Some("") {
             return invalid("owner must not be empty");
         }
+        if self.priority.is_some_and(|p| p > MAX_PRIORITY) {
+            return invalid("priority must be at most 1000, the server's maximum");
+        }
         if self.is_set() && (self.limit.is_some() || self.owner.is_some()) {
             return invalid("a set of resources takes no limit and no owner");
         }
@@ -143,6 +151,9 @@ impl Spec {
         }
         if let Some(cap) = self.max_hold {
             c.arg("MAXHOLD").arg(millis(cap));
+        }
+        if let Some(p) = self.priority {
+            c.arg("PRIORITY").arg(p);
         }
         c
     }
@@ -211,6 +222,16 @@ macro_rules! lock_options {
             /// servers only `1`).
             pub fn limit(mut self, n: u32) -> Self {
                 self.spec.limit = Some(n);
+                self
+            }
+            /// Where the request stands in the servers' queues: 0 (the
+            /// default) to 1000, higher first, FIFO within one priority, aged
+            /// by the server's `dlock.priority-aging-ms` so that nobody
+            /// starves (`PRIORITY`; docs/waiting.md#priorities). Above 1000
+            /// the acquire fails with [`crate::Error::Invalid`] before any
+            /// server is asked.
+            pub fn priority(mut self, p: u16) -> Self {
+                self.spec.priority = Some(p);
                 self
             }
             /// A reentrant hold of `owner`.
@@ -297,6 +318,10 @@ mod tests {
         assert_eq!(args(&s.release_cmd("t")), ["DLOCK.RELEASE", "r", "t"]);
         let bound = args(&s.acquire_cmd_in("t", Some(200), Some("s-1")));
         assert_eq!(bound[bound.len() - 4..], ["WAIT", "200", "SESSION", "s-1"]);
+        s.priority = Some(7);
+        let ranked = args(&s.acquire_cmd("t", Some(200)));
+        assert_eq!(ranked[ranked.len() - 4..], ["WAIT", "200", "PRIORITY", "7"]);
+        s.priority = None;
         // WAIT 0 would wait forever: a wait used up is a plain try.
         assert!(!args(&s.acquire_cmd("t", Some(0))).contains(&"WAIT".to_string()));
         let mut set = Spec::new(vec!["{o}a".into(), "{o}b".into()]);
@@ -348,7 +373,12 @@ mod tests {
             s.resources.push("b".into());
             s.owner = Some("o".into())
         });
+        bad(&|s| s.priority = Some(1001));
+        bad(&|s| s.priority = Some(u16::MAX));
         assert!(Spec::new(vec!["a".into()]).validate().is_ok());
+        let mut top = Spec::new(vec!["a".into()]);
+        top.priority = Some(1000);
+        assert!(top.validate().is_ok());
     }
 
     #[test]

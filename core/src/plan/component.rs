@@ -25,6 +25,10 @@ pub struct Queued<'x> {
     /// still waits for an evicted hold's deadline): it keeps waiting and
     /// reserves its members.
     pub frozen: bool,
+    /// Whether it stays queued when it is not granted, reserving its
+    /// members for itself against the requests ranked after it: false for
+    /// a command's own request that may not wait (no `WAIT`).
+    pub stays: bool,
 }
 
 /// How a request is granted.
@@ -92,7 +96,9 @@ pub fn admit_reserved<'x>(
         };
         let Some(decided) = decided else {
             // Waits: every member is reserved for it.
-            q.members.iter().for_each(|m| set(&mut waits, *m));
+            if q.stays {
+                q.members.iter().for_each(|m| set(&mut waits, *m));
+            }
             continue;
         };
         let grant = match decided {
@@ -193,6 +199,7 @@ mod tests {
             members: members.to_vec(),
             ask: ask(token, Mode::Exclusive),
             frozen: false,
+            stays: true,
         }
     }
 
@@ -240,6 +247,7 @@ mod tests {
             members: m.to_vec(),
             ask: ask(t, Mode::Shared),
             frozen: false,
+            stays: true,
         };
         let queue = [shared(&[0, 1], "r1"), shared(&[1], "r2"), q(&[0], "w")];
         assert_eq!(granted(&admit_component(&refs(&res), &queue)), [0, 1]);
@@ -286,6 +294,7 @@ mod tests {
                 ..ask(t, Mode::Exclusive)
             },
             frozen: false,
+            stays: true,
         };
         let out = admit_component(&refs(&res), &[owned("t1"), owned("t2")]);
         assert_eq!(

@@ -154,6 +154,7 @@ fn differs(holds: &Holds, queue: &[Ask<'_>], component: ComponentBook) -> Option
             members: vec![0],
             ask: *ask,
             frozen: false,
+            stays: true,
         })
         .collect();
     let component = component(&[holds], &queued);

@@ -2,6 +2,7 @@
 use super::*;
 use crate::ask::{Cap, Mode};
 use crate::fence::FenceClock;
+use crate::queue::Priority;
 use crate::resource::holds::Holds;
 
 const NOW_US: u64 = 1_000_000_000;
@@ -33,6 +34,7 @@ fn member(holds: &Holds) -> Member<'_> {
         holds,
         has_waiters: false,
         reserved_from: None,
+        reserved_rank: None,
         held_elsewhere: false,
     }
 }
@@ -62,6 +64,7 @@ fn acquire(a: Ask<'static>) -> Command<'static> {
         members: 1,
         blocks: false,
         new_token: Ok(()),
+        priority: Priority::FIFO,
     }
 }
 

@@ -1,6 +1,7 @@
 use super::*;
 use crate::ask::Mode;
 use crate::fence::MAX_FENCE;
+use crate::queue::Priority;
 use crate::resource::holds::Holds;
 
 const NOW_US: u64 = 1_000_000_000;
@@ -29,12 +30,14 @@ fn member(holds: &Holds) -> Member<'_> {
         holds,
         has_waiters: false,
         reserved_from: None,
+        reserved_rank: None,
         held_elsewhere: false,
     }
 }
 
 fn acquire(a: Ask<'static>, members: usize, blocks: bool) -> Command<'static> {
     Command::Acquire {
+        priority: Priority::FIFO,
         ask: a,
         members,
         blocks,
@@ -110,10 +113,12 @@ fn a_release_hands_the_resource_to_the_head_of_the_queue_in_one_plan() {
     m.has_waiters = true;
     let waiting = [
         Waiting {
+            rank: Rank::default(),
             members: vec![0],
             ask: ask("w1", Mode::Exclusive),
         },
         Waiting {
+            rank: Rank::default(),
             members: vec![0],
             ask: ask("w2", Mode::Exclusive),
         },
@@ -151,6 +156,7 @@ fn a_release_whose_handoff_has_no_fence_left_fails_whole() {
     let a = held("x", Mode::Exclusive, 5);
     let b = held("x", Mode::Exclusive, 5);
     let waiting = [Waiting {
+        rank: Rank::default(),
         members: vec![1],
         ask: ask("w", Mode::Exclusive),
     }];
@@ -263,6 +269,7 @@ fn a_long_token_is_refused_before_it_could_hold_or_wait() {
             members: &m,
             waiting: &[],
             command: Command::Acquire {
+                priority: Priority::FIFO,
                 ask: ask("a", Mode::Exclusive),
                 members: 1,
                 blocks,
@@ -283,6 +290,7 @@ fn a_long_token_is_refused_before_it_could_hold_or_wait() {
 fn a_slot_this_node_may_not_grant_sends_the_waiters_away_instead_of_granting_them() {
     let held_by_a = held("a", Mode::Exclusive, 5);
     let waiting = [Waiting {
+        rank: Rank::default(),
         members: vec![0],
         ask: ask("w", Mode::Exclusive),
     }];
@@ -324,6 +332,7 @@ fn a_member_is_reserved_where_requests_left_waiting_start_or_for_a_queue_left_al
     let served = |requests, left_from| QueueSeen::Served {
         requests,
         left_from,
+        left_rank: None,
     };
     let m = found(served(true, None), None);
     assert_eq!((m.has_waiters, m.reserved_from), (true, None));
@@ -331,9 +340,14 @@ fn a_member_is_reserved_where_requests_left_waiting_start_or_for_a_queue_left_al
     assert_eq!((m.has_waiters, m.reserved_from), (true, Some(2)));
     let m = found(served(false, None), None);
     assert_eq!((m.has_waiters, m.reserved_from), (false, None));
-    let m = found(QueueSeen::Left { waiters: true }, None);
+    let m = found(
+        QueueSeen::Left {
+            head: Some(Rank::default()),
+        },
+        None,
+    );
     assert_eq!((m.has_waiters, m.reserved_from), (true, Some(0)));
-    let m = found(QueueSeen::Left { waiters: false }, Some(NOW_MS));
+    let m = found(QueueSeen::Left { head: None }, Some(NOW_MS));
     assert_eq!((m.has_waiters, m.held_elsewhere), (false, true));
-    assert!(!found(QueueSeen::Left { waiters: false }, Some(NOW_MS - 1)).held_elsewhere);
+    assert!(!found(QueueSeen::Left { head: None }, Some(NOW_MS - 1)).held_elsewhere);
 }

@@ -1,6 +1,7 @@
 //! A queued request as the queues keep it: what it wants, who waits, and
 //! who gets the lock next.
 
+use super::rank::Rank;
 use crate::ask::{Ask, Mode};
 
 /// What a queued request asks for besides its token: `SHARED`, `LIMIT`,
@@ -36,6 +37,10 @@ impl Wants {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiter<H> {
     pub id: u64,
+    /// Its place in every queue it waits in (its `id` is `rank.id`).
+    pub rank: Rank,
+    /// The priority it asked for (0 when none).
+    pub priority: u16,
     pub token: Box<[u8]>,
     pub wants: Wants,
     pub ttl_ms: u64,

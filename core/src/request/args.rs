@@ -72,6 +72,9 @@ pub struct Acquire<'a> {
     pub session: Option<&'a [u8]>,
     /// `MAXHOLD ms`: the longest the hold may live from its grant.
     pub max_hold_ms: Option<u64>,
+    /// `PRIORITY p` (0 to `MAX_PRIORITY`, higher first; `None`: 0): where
+    /// it waits, aged with its wait (`crate::queue::Rank`).
+    pub priority: Option<u16>,
 }
 
 impl<'a> Acquire<'a> {
@@ -162,6 +165,7 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
         owner: None,
         session: None,
         max_hold_ms: None,
+        priority: None,
     };
     let (mut shared, mut limit) = (false, None);
     let mut rest = options;
@@ -192,6 +196,10 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
             }
             [value, tail @ ..] if is(b"MAXHOLD") && req.max_hold_ms.is_none() => {
                 req.max_hold_ms = Some(parse_max_hold(value)?);
+                tail
+            }
+            [value, tail @ ..] if is(b"PRIORITY") && req.priority.is_none() => {
+                req.priority = Some(parse_priority(value)?);
                 tail
             }
             _ => return Err(Error::Syntax),
@@ -269,6 +277,19 @@ fn parse_owner(raw: &[u8]) -> Result<&[u8], Error> {
         return Err(Error::EmptyOwner);
     }
     parse_token(raw, MAX_STORED_TOKEN)
+}
+
+/// `PRIORITY p`: 0 to `MAX_PRIORITY`.
+pub(crate) fn parse_priority(raw: &[u8]) -> Result<u16, Error> {
+    let max = crate::limits::MAX_PRIORITY;
+    parse_u64(raw)
+        .filter(|p| *p <= u64::from(max))
+        .map(|p| p as u16)
+        .ok_or(Error::InvalidInteger {
+            arg: "PRIORITY",
+            min: 0,
+            max: u64::from(max),
+        })
 }
 
 fn parse_wait(raw: &[u8]) -> Result<u64, Error> {

@@ -102,6 +102,7 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
         owner: None,
         session: None,
         max_hold_ms: None,
+        priority: None,
     };
     let mut rest = options;
     while let [name, tail @ ..] = rest {
@@ -127,6 +128,10 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
             }
             [value, tail @ ..] if is(b"MAXHOLD") && req.max_hold_ms.is_none() => {
                 req.max_hold_ms = Some(args::parse_max_hold(value)?);
+                tail
+            }
+            [value, tail @ ..] if is(b"PRIORITY") && req.priority.is_none() => {
+                req.priority = Some(args::parse_priority(value)?);
                 tail
             }
             _ => return Err(Error::Syntax),

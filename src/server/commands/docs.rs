@@ -194,7 +194,7 @@ static DOCS: [Doc; 31] = [
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
 OWNER) and returns its fencing token, or nil while others hold the resource. With WAIT, blocks \
-in FIFO order until granted or until timeout_ms passes.",
+in queue order (FIFO within a PRIORITY) until granted or until timeout_ms passes.",
         complexity: COMPLEXITY,
         arity: -4,
         // Reads the holder (a refresh replies with its fence) and grants or
@@ -210,6 +210,7 @@ in FIFO order until granted or until timeout_ms passes.",
             option(c"timeout_ms", Kind::Integer, c"WAIT"),
             option(c"id", Kind::String, c"SESSION"),
             option(c"ms", Kind::Integer, c"MAXHOLD"),
+            option(c"p", Kind::Integer, c"PRIORITY"),
         ],
     },
     Doc {
@@ -322,7 +323,7 @@ returned",
         name: c"dlock.macquire",
         summary: c"Acquires every resource of a set for token, all or nothing, under one fencing \
 token and one deadline, or returns nil. With WAIT, queues on every member at once and is granted \
-in FIFO order when all of them are free for it.",
+in queue order (FIFO within a PRIORITY) when all of them are free for it.",
         complexity: COMPLEXITY,
         // `numkeys` alone reaches the handler, which checks it before
         // counting the arguments after it: a bad `numkeys` gets its own
@@ -338,6 +339,7 @@ in FIFO order when all of them are free for it.",
             option(c"timeout_ms", Kind::Integer, c"WAIT"),
             option(c"id", Kind::String, c"SESSION"),
             option(c"ms", Kind::Integer, c"MAXHOLD"),
+            option(c"p", Kind::Integer, c"PRIORITY"),
         ],
     },
     Doc {

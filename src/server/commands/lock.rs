@@ -38,7 +38,9 @@ fn acquire_key(
 ) -> Result<(), Error> {
     let key = LockKey::open_write(ctx, name)?;
     let waiting = blocking::waiting_resource(ctx, name)?;
-    if let Routed::Plain(()) = plain::acquire(ctx, key, name, req, waiting)? {
+    // Once per command: the plain path and a step rank it alike.
+    let priority = blocking::arriving(req.priority);
+    if let Routed::Plain(()) = plain::acquire(ctx, key, name, req, waiting, priority)? {
         return Ok(());
     }
     let wait_ms = match req.wait_ms {
@@ -47,6 +49,7 @@ fn acquire_key(
     };
     let acquire = Command::Acquire {
         ask: req.ask(),
+        priority,
         members: 1,
         blocks: wait_ms.is_some(),
         new_token: req.check_new_token(),

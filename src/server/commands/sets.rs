@@ -54,6 +54,7 @@ pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let members = resources(ctx, argv, &req.members)?;
     let acquire = Command::Acquire {
         ask: req.ask(),
+        priority: blocking::arriving(req.priority),
         members: members.len(),
         blocks: wait_ms.is_some(),
         new_token: req.check_new_token(),

@@ -118,9 +118,15 @@ def lock_settings(
 
 
 def make_spec(
-    resource: Any, ttl: Duration, shared: bool, limit: Optional[int], owner: Any, max_hold: Optional[Duration] = None
+    resource: Any,
+    ttl: Duration,
+    shared: bool,
+    limit: Optional[int],
+    owner: Any,
+    max_hold: Optional[Duration] = None,
+    priority: Optional[int] = None,
 ) -> Spec:
-    return Spec(resource, ttl, shared, limit, owner, max_hold)
+    return Spec(resource, ttl, shared, limit, owner, max_hold, priority)
 
 
 def one_or_set(resources: Any) -> Union[Key, List[Key]]:

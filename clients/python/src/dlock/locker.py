@@ -196,6 +196,7 @@ class Locker:
         raise_on_lost: bool = True,
         max_hold: Optional[Duration] = None,
         on_wanted: Optional[OnWanted] = None,
+        priority: Optional[int] = None,
     ) -> "Lock":
         """A lock on ``resource`` (exclusive unless ``shared``, ``limit`` or
         ``owner`` say otherwise), to use as ``with locker.lock(...) as
@@ -235,8 +236,12 @@ class Locker:
           ``lease.loss_reason`` the server's refusal, and leaving the
           ``with`` block raises :class:`~dlock.MaxHoldReached` (a
           :class:`~dlock.LockLost` whose ``reason`` says why).
+        - ``priority``: where the request stands in the server's queue, 0
+          (the default) to 1000, higher first, FIFO within one priority,
+          aged by the server's ``dlock.priority-aging-ms`` so that nobody
+          starves (``PRIORITY``).
         """
-        spec = _spec(resource, ttl, shared, limit, owner, max_hold)
+        spec = _spec(resource, ttl, shared, limit, owner, max_hold, priority)
         return Lock(
             self,
             spec,

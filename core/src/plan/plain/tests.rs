@@ -62,15 +62,32 @@ fn ask(token: &'static str) -> Ask<'static> {
 }
 
 fn view(lease: Option<LeaseRef<'static>>, head: Option<&'static [u8]>) -> View<'static> {
-    View { lease, head }
+    // Every waiter ranks ahead of a newcomer at the same priority.
+    View {
+        lease,
+        head,
+        head_rank: head.map(|_| Rank { key: 0, id: 1 }),
+    }
 }
+
+/// A newcomer at the waiters' priority: behind all of them.
+const NEWCOMER: Rank = Rank {
+    key: 0,
+    id: u64::MAX,
+};
 
 fn head(token: &'static str) -> Option<&'static [u8]> {
     Some(token.as_bytes())
 }
 
 fn plan(v: View<'_>, token: &'static str, server: Fixed) -> Result<AcquirePlan, Error> {
-    acquire(&v, &ask(token), &server, &mut FenceClock::starting_at(7))
+    acquire(
+        &v,
+        &ask(token),
+        NEWCOMER,
+        &server,
+        &mut FenceClock::starting_at(7),
+    )
 }
 
 fn outcome(v: View<'_>, token: &'static str, server: Fixed) -> Result<Acquire, Error> {
@@ -235,7 +252,7 @@ fn a_long_token_may_refresh_but_not_hold_anew_or_wait() {
     // Refused before the handoff draws its fence: nothing is to be done.
     let mut clock = FenceClock::starting_at(7);
     let queued = view(None, head("h"));
-    assert!(acquire(&queued, &ask("n"), &long_blocks, &mut clock).is_err());
+    assert!(acquire(&queued, &ask("n"), NEWCOMER, &long_blocks, &mut clock).is_err());
     assert_eq!(clock, FenceClock::starting_at(7));
 }
 
