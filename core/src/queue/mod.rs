@@ -386,4 +386,6 @@ pub use waiter::{Grantee, Waiter, Wants};
 #[cfg(test)]
 mod position_tests;
 #[cfg(test)]
+mod rank_tests;
+#[cfg(test)]
 mod tests;

@@ -130,4 +130,18 @@ mod tests {
         // A priority above the cap counts as the cap.
         assert_eq!(Rank::key(7, u16::MAX, 100), 7);
     }
+
+    /// `dlock.priority-aging-ms` is read at each enqueue: lowering it must
+    /// not let later requests of priority 0 pass the ones already waiting
+    /// (nor raising it put later ones behind earlier ones of a higher
+    /// aging forever): requests without `PRIORITY` stay FIFO whatever
+    /// the aging was when each queued.
+    #[test]
+    fn an_aging_change_keeps_requests_without_priority_fifo() {
+        for (before, after) in [(1000, 1), (1, 3_600_000), (1000, 999)] {
+            let a = rank(100, 0, before, 1);
+            let b = rank(200, 0, after, 2);
+            assert!(a.passes(&b), "aging {before} then {after}");
+        }
+    }
 }
