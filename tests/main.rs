@@ -31,12 +31,12 @@ mod harness;
 mod holds;
 /// The plain lock: the command contract, mutual exclusion under contention.
 mod locks;
-/// `PRIORITY`: who goes first, aged by `dlock.priority-aging-ms`.
-mod priority;
 /// `DLOCK.OBSERVE`.
 mod observe;
 /// What an operator sees and sets: ACL, configuration, memory, stats, version.
 mod ops;
+/// `PRIORITY`: who goes first, aged by `dlock.priority-aging-ms`.
+mod priority;
 /// Sessions: one liveness lease for many holds and waits.
 mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.

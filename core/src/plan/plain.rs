@@ -171,8 +171,12 @@ pub fn acquire(
     let (lease, queued, handoff) = match (view.lease, view.head) {
         // A free lock the newcomer outranks every waiter for, that a
         // handoff would grant now: the newcomer is decided on it, and the
-        // waiters keep waiting behind it.
-        (None, Some(_)) if outranks_head && handoff_would_grant(reads)? => (None, false, None),
+        // waiters keep waiting behind it. Not when the head is its own
+        // token: the handoff's grant answers both (as a step answers a
+        // token queued twice), leaving no wait of it queued.
+        (None, Some(head)) if outranks_head && head != ask.token && handoff_would_grant(reads)? => {
+            (None, false, None)
+        }
         (None, Some(head)) => {
             // This request would queue behind the head: refused before a
             // handoff draws a fence if it may not.
