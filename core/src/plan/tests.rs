@@ -350,3 +350,33 @@ fn a_member_is_reserved_where_requests_left_waiting_start_or_for_a_queue_left_al
     assert_eq!((m.has_waiters, m.held_elsewhere), (false, true));
     assert!(!found(QueueSeen::Left { head: None }, Some(NOW_MS - 1)).held_elsewhere);
 }
+
+/// A resource still believed held by an evicted lease's owner keeps its
+/// waiters frozen until that deadline; a request that outranks them (a
+/// higher `PRIORITY`) is kept out as well, as the plain path keeps it out
+/// (`plain::acquire`: no grant while a handoff may not happen), rather
+/// than granted a lock its evicted owner still believes it holds.
+#[test]
+fn a_request_outranking_the_waiters_of_a_resource_held_elsewhere_is_not_granted() {
+    let free = Holds::new(1);
+    let mut m = member(&free);
+    m.has_waiters = true;
+    m.held_elsewhere = true;
+    let waiting = [Waiting {
+        rank: Rank { key: 10, id: 1 },
+        members: vec![0],
+        ask: ask("w", Mode::Exclusive),
+    }];
+    for (blocks, expected) in [(true, Outcome::Wait), (false, Outcome::Busy)] {
+        let command = Command::Acquire {
+            priority: Priority { level: 5, key: 0 },
+            ask: ask("n", Mode::Exclusive),
+            members: 1,
+            blocks,
+            new_token: Ok(()),
+        };
+        let p = run(&[m.clone()], &waiting, command).unwrap();
+        assert_eq!(p.outcome, expected, "blocks {blocks}");
+        assert!(p.granted.is_empty() && p.ops.is_empty());
+    }
+}
