@@ -201,7 +201,13 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
 /// as an index into the requests decided (the queued ones with the
 /// command's own at its rank): the command's request is decided before
 /// that reservation when it outranks the first request left waiting.
+/// A member still believed held elsewhere, whose waiters wait for that
+/// deadline, is reserved ahead of every request: one that outranks them
+/// is kept out too, as the plain path keeps it out.
 fn reservation(m: &Member<'_>, command_rank: Option<Rank>) -> Option<usize> {
+    if m.held_elsewhere && m.has_waiters {
+        return Some(0);
+    }
     let from = m.reserved_from?;
     match (m.reserved_rank, command_rank) {
         (Some(left), Some(command)) if command < left => Some(from + 1),
