@@ -380,3 +380,36 @@ fn a_request_outranking_the_waiters_of_a_resource_held_elsewhere_is_not_granted(
         assert!(p.granted.is_empty() && p.ops.is_empty());
     }
 }
+
+/// In a quarantine the waiters are frozen and a request that may not wait
+/// finds the resource queued: nil, as on the plain path
+/// (`plain::acquire`), also when it outranks every waiter.
+#[test]
+fn a_request_outranking_quarantined_waiters_is_answered_as_behind_them() {
+    let free = Holds::new(1);
+    let mut m = member(&free);
+    m.has_waiters = true;
+    let waiting = [Waiting {
+        rank: Rank { key: 10, id: 1 },
+        members: vec![0],
+        ask: ask("w", Mode::Exclusive),
+    }];
+    for (key, who) in [(20, "behind"), (0, "outranking")] {
+        let members = [m.clone()];
+        let step = Step {
+            members: &members,
+            waiting: &waiting,
+            command: Command::Acquire {
+                priority: Priority { level: 5, key },
+                ask: ask("n", Mode::Exclusive),
+                members: 1,
+                blocks: false,
+                new_token: Ok(()),
+            },
+            quarantined_ms: 700,
+            now_us: NOW_US,
+        };
+        let p = plan(&step, &FenceClock::new(), || Ok(true)).map(|p| p.outcome);
+        assert_eq!(p, Ok(Outcome::Busy), "{who}");
+    }
+}
