@@ -81,7 +81,7 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
     let reserved: Vec<Option<usize>> = step
         .members
         .iter()
-        .map(|m| reservation(m, command_rank))
+        .map(|m| reservation(m, command_rank, step.quarantined_ms > 0))
         .collect();
     let frozen = |members: &[usize]| {
         step.quarantined_ms > 0
@@ -201,11 +201,12 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
 /// as an index into the requests decided (the queued ones with the
 /// command's own at its rank): the command's request is decided before
 /// that reservation when it outranks the first request left waiting.
-/// A member still believed held elsewhere, whose waiters wait for that
-/// deadline, is reserved ahead of every request: one that outranks them
-/// is kept out too, as the plain path keeps it out.
-fn reservation(m: &Member<'_>, command_rank: Option<Rank>) -> Option<usize> {
-    if m.held_elsewhere && m.has_waiters {
+/// A member whose waiters are frozen (`frozen`: the quarantine, or the
+/// member still believed held elsewhere) is reserved ahead of every
+/// request: one that outranks them is kept out too, as the plain path
+/// keeps it out.
+fn reservation(m: &Member<'_>, command_rank: Option<Rank>, frozen: bool) -> Option<usize> {
+    if m.has_waiters && (frozen || m.held_elsewhere) {
         return Some(0);
     }
     let from = m.reserved_from?;
