@@ -375,7 +375,7 @@ fn a_request_outranking_the_waiters_of_a_resource_held_elsewhere_is_not_granted(
             blocks,
             new_token: Ok(()),
         };
-        let p = run(&[m.clone()], &waiting, command).unwrap();
+        let p = run(&[m], &waiting, command).unwrap();
         assert_eq!(p.outcome, expected, "blocks {blocks}");
         assert!(p.granted.is_empty() && p.ops.is_empty());
     }
@@ -395,7 +395,7 @@ fn a_request_outranking_quarantined_waiters_is_answered_as_behind_them() {
         ask: ask("w", Mode::Exclusive),
     }];
     for (key, who) in [(20, "behind"), (0, "outranking")] {
-        let members = [m.clone()];
+        let members = [m];
         let step = Step {
             members: &members,
             waiting: &waiting,
