@@ -413,3 +413,27 @@ fn a_request_outranking_quarantined_waiters_is_answered_as_behind_them() {
         assert_eq!(p, Ok(Outcome::Busy), "{who}");
     }
 }
+
+/// A request left out of the step waits on a free resource (ranked
+/// `left`): a command that outranks it is decided before its reservation
+/// and granted; one ranked after it waits behind it.
+#[test]
+fn a_command_goes_before_a_reservation_it_outranks_and_after_one_it_does_not() {
+    let free = Holds::new(1);
+    let mut m = member(&free);
+    m.has_waiters = true;
+    m.reserved_from = Some(0);
+    m.reserved_rank = Some(Rank { key: 20, id: 9 });
+    for (key, granted) in [(5, true), (20, false), (30, false)] {
+        let command = Command::Acquire {
+            priority: Priority { level: 0, key },
+            ask: ask("n", Mode::Exclusive),
+            members: 1,
+            blocks: true,
+            new_token: Ok(()),
+        };
+        let p = run(&[m], &[], command).unwrap();
+        let outcome = matches!(p.outcome, Outcome::Granted { .. });
+        assert_eq!(outcome, granted, "key {key}: {:?}", p.outcome);
+    }
+}
