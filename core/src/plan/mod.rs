@@ -371,3 +371,6 @@ mod properties;
 
 #[cfg(test)]
 mod differential_tests;
+
+#[cfg(test)]
+mod plain_vs_step_tests;
