@@ -125,6 +125,15 @@ fn by_step(
     };
     let p = plan(&step, &FenceClock::starting_at(7), || Ok(true))?;
     let handed = p.granted.iter().any(|(i, _)| *i == 0);
+    // Only the head's token is handed a plain lock, every entry of it.
+    let head = queue.first().map(|(t, _)| *t);
+    let others = p
+        .granted
+        .iter()
+        .any(|(i, _)| queue.get(*i).map(|(t, _)| *t) != head);
+    if others {
+        return Ok((handed, "a waiter behind the head granted"));
+    }
     let outcome = match p.outcome {
         Outcome::Granted { refresh: false, .. } => "grant",
         Outcome::Granted { refresh: true, .. } => "refresh",
