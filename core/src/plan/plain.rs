@@ -121,6 +121,17 @@ pub fn handoff(reads: &impl Reads, clock: &mut FenceClock) -> Result<Handoff, Er
     })
 }
 
+/// Whether a newcomer ranked `rank` needs a step rather than `acquire`:
+/// it outranks the head of a free lock's queue (so it would take the lock
+/// before the handoff) while a wait of its own token (`token_queued`) is
+/// queued there. A step grants it and answers that wait with the same
+/// grant (`Granted::AnsweredBy`); the plain path would leave the wait
+/// queued, to be granted the lock again after the token releases it.
+#[inline]
+pub fn outranks_own_wait(view: &View<'_>, rank: Rank, token_queued: impl FnOnce() -> bool) -> bool {
+    view.lease.is_none() && view.head_rank.is_some_and(|head| rank < head) && token_queued()
+}
+
 /// Whether `handoff` would grant now, drawing no fence.
 #[inline]
 fn handoff_would_grant(reads: &impl Reads) -> Result<bool, Error> {

@@ -190,6 +190,16 @@ fn the_plain_path_decides_a_ranked_acquire_as_a_step() {
                                     quarantined_ms,
                                     held_until,
                                 };
+                                let view = View {
+                                    lease,
+                                    head: queue.first().map(|(t, _)| *t),
+                                    head_rank: queue.first().map(|(_, r)| *r),
+                                };
+                                let own_wait = || queue.iter().any(|(t, _)| *t == token);
+                                if plain::outranks_own_wait(&view, rank, own_wait) {
+                                    // The server decides it by a step.
+                                    continue;
+                                }
                                 let p = by_plain(lease, queue, token, rank, s);
                                 let q = by_step(&holds, queue, token, rank, s);
                                 compared += 1;
