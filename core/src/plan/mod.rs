@@ -85,7 +85,7 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
     let reserved: Vec<Option<usize>> = step
         .members
         .iter()
-        .map(|m| reservation(m, command_rank))
+        .map(|m| reservation(m, command_rank, step.quarantined_ms > 0))
         .collect();
     let frozen = |members: &[usize]| {
         step.quarantined_ms > 0
@@ -218,7 +218,14 @@ fn within_caps(step: &Step<'_, '_>, n: usize, token: &[u8], ttl_ms: u64) -> Resu
 /// as an index into the requests decided (the queued ones with the
 /// command's own at its rank): the command's request is decided before
 /// that reservation when it outranks the first request left waiting.
-fn reservation(m: &Member<'_>, command_rank: Option<Rank>) -> Option<usize> {
+/// A member whose waiters are frozen (`frozen`: the quarantine, or the
+/// member still believed held elsewhere) is reserved ahead of every
+/// request: one that outranks them is kept out too, as the plain path
+/// keeps it out.
+fn reservation(m: &Member<'_>, command_rank: Option<Rank>, frozen: bool) -> Option<usize> {
+    if m.has_waiters && (frozen || m.held_elsewhere) {
+        return Some(0);
+    }
     let from = m.reserved_from?;
     match (m.reserved_rank, command_rank) {
         (Some(left), Some(command)) if command < left => Some(from + 1),
@@ -384,3 +391,6 @@ mod properties;
 
 #[cfg(test)]
 mod differential_tests;
+
+#[cfg(test)]
+mod plain_vs_step_tests;

@@ -121,6 +121,17 @@ pub fn handoff(reads: &impl Reads, clock: &mut FenceClock) -> Result<Handoff, Er
     })
 }
 
+/// Whether a newcomer ranked `rank` needs a step rather than `acquire`:
+/// it outranks the head of a free lock's queue (so it would take the lock
+/// before the handoff) while a wait of its own token (`token_queued`) is
+/// queued there. A step grants it and answers that wait with the same
+/// grant (`Granted::AnsweredBy`); the plain path would leave the wait
+/// queued, to be granted the lock again after the token releases it.
+#[inline]
+pub fn outranks_own_wait(view: &View<'_>, rank: Rank, token_queued: impl FnOnce() -> bool) -> bool {
+    view.lease.is_none() && view.head_rank.is_some_and(|head| rank < head) && token_queued()
+}
+
 /// Whether `handoff` would grant now, drawing no fence.
 #[inline]
 fn handoff_would_grant(reads: &impl Reads) -> Result<bool, Error> {
@@ -171,8 +182,12 @@ pub fn acquire(
     let (lease, queued, handoff) = match (view.lease, view.head) {
         // A free lock the newcomer outranks every waiter for, that a
         // handoff would grant now: the newcomer is decided on it, and the
-        // waiters keep waiting behind it.
-        (None, Some(_)) if outranks_head && handoff_would_grant(reads)? => (None, false, None),
+        // waiters keep waiting behind it. Not when the head is its own
+        // token: the handoff's grant answers both (as a step answers a
+        // token queued twice), leaving no wait of it queued.
+        (None, Some(head)) if outranks_head && head != ask.token && handoff_would_grant(reads)? => {
+            (None, false, None)
+        }
         (None, Some(head)) => {
             // This request would queue behind the head: refused before a
             // handoff draws a fence if it may not.

@@ -351,3 +351,90 @@ fn a_member_is_reserved_where_requests_left_waiting_start_or_for_a_queue_left_al
     assert_eq!((m.has_waiters, m.held_elsewhere), (false, true));
     assert!(!found(QueueSeen::Left { head: None }, Some(NOW_MS - 1)).held_elsewhere);
 }
+
+/// A resource still believed held by an evicted lease's owner keeps its
+/// waiters frozen until that deadline; a request that outranks them (a
+/// higher `PRIORITY`) is kept out as well, as the plain path keeps it out
+/// (`plain::acquire`: no grant while a handoff may not happen), rather
+/// than granted a lock its evicted owner still believes it holds.
+#[test]
+fn a_request_outranking_the_waiters_of_a_resource_held_elsewhere_is_not_granted() {
+    let free = Holds::new(1);
+    let mut m = member(&free);
+    m.has_waiters = true;
+    m.held_elsewhere = true;
+    let waiting = [Waiting {
+        rank: Rank { key: 10, id: 1 },
+        members: vec![0],
+        ask: ask("w", Mode::Exclusive),
+    }];
+    for (blocks, expected) in [(true, Outcome::Wait), (false, Outcome::Busy)] {
+        let command = Command::Acquire {
+            priority: Priority { level: 5, key: 0 },
+            ask: ask("n", Mode::Exclusive),
+            members: 1,
+            blocks,
+            new_token: Ok(()),
+        };
+        let p = run(&[m], &waiting, command).unwrap();
+        assert_eq!(p.outcome, expected, "blocks {blocks}");
+        assert!(p.granted.is_empty() && p.ops.is_empty());
+    }
+}
+
+/// In a quarantine the waiters are frozen and a request that may not wait
+/// finds the resource queued: nil, as on the plain path
+/// (`plain::acquire`), also when it outranks every waiter.
+#[test]
+fn a_request_outranking_quarantined_waiters_is_answered_as_behind_them() {
+    let free = Holds::new(1);
+    let mut m = member(&free);
+    m.has_waiters = true;
+    let waiting = [Waiting {
+        rank: Rank { key: 10, id: 1 },
+        members: vec![0],
+        ask: ask("w", Mode::Exclusive),
+    }];
+    for (key, who) in [(20, "behind"), (0, "outranking")] {
+        let members = [m];
+        let step = Step {
+            members: &members,
+            waiting: &waiting,
+            command: Command::Acquire {
+                priority: Priority { level: 5, key },
+                ask: ask("n", Mode::Exclusive),
+                members: 1,
+                blocks: false,
+                new_token: Ok(()),
+            },
+            quarantined_ms: 700,
+            now_us: NOW_US,
+        };
+        let p = plan(&step, &FenceClock::new(), || Ok(true)).map(|p| p.outcome);
+        assert_eq!(p, Ok(Outcome::Busy), "{who}");
+    }
+}
+
+/// A request left out of the step waits on a free resource (ranked
+/// `left`): a command that outranks it is decided before its reservation
+/// and granted; one ranked after it waits behind it.
+#[test]
+fn a_command_goes_before_a_reservation_it_outranks_and_after_one_it_does_not() {
+    let free = Holds::new(1);
+    let mut m = member(&free);
+    m.has_waiters = true;
+    m.reserved_from = Some(0);
+    m.reserved_rank = Some(Rank { key: 20, id: 9 });
+    for (key, granted) in [(5, true), (20, false), (30, false)] {
+        let command = Command::Acquire {
+            priority: Priority { level: 0, key },
+            ask: ask("n", Mode::Exclusive),
+            members: 1,
+            blocks: true,
+            new_token: Ok(()),
+        };
+        let p = run(&[m], &[], command).unwrap();
+        let outcome = matches!(p.outcome, Outcome::Granted { .. });
+        assert_eq!(outcome, granted, "key {key}: {:?}", p.outcome);
+    }
+}

@@ -379,11 +379,13 @@ mod timers;
 mod wait_queue;
 mod waiter;
 pub use frontier::Frontier;
-pub use rank::{Priority, Rank, MAX_PRIORITY};
+pub use rank::{Priority, Rank, MAX_AGING_MS, MAX_PRIORITY};
 pub use sets::{Component, Request};
 pub use waiter::{Grantee, Waiter, Wants};
 
 #[cfg(test)]
 mod position_tests;
+#[cfg(test)]
+mod rank_tests;
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,8 @@
 //!
 //! A request of priority `p` (0..=`MAX_PRIORITY`, higher goes first) that
 //! arrives at `arrival_ms` (a monotonic clock) is ranked by
-//! `key = arrival_ms + (MAX_PRIORITY - p) * aging_ms`, ties broken by its
+//! `key = arrival_ms + (MAX_PRIORITY - p) * aging_ms` (shifted by a
+//! constant, `Rank::key`), ties broken by its
 //! id (arrival). Its standing at time `t` is `p + (t - arrival) / aging`:
 //! every waiter gains one level per `aging_ms` waited, all at the same
 //! rate, so ordering by standing at any instant is ordering by `key`. The
@@ -18,6 +19,10 @@
 
 pub use crate::limits::MAX_PRIORITY;
 
+/// The most ms of waiting one level of priority may be worth
+/// (`dlock.priority-aging-ms`'s maximum).
+pub const MAX_AGING_MS: u64 = 3_600_000;
+
 /// A queued request's place in every queue it waits in: by `key`, then by
 /// `id` (the order of arrival).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -28,11 +33,20 @@ pub struct Rank {
 
 impl Rank {
     /// The key of a request of `priority` (capped at `MAX_PRIORITY`) that
-    /// arrives at `arrival_ms`, with one level per `aging_ms` waited. The
-    /// arithmetic saturates: a key at `u64::MAX` ranks after everything.
+    /// arrives at `arrival_ms`, with one level per `aging_ms` waited (at
+    /// most `MAX_AGING_MS`). The arithmetic saturates: a key at
+    /// `u64::MAX` ranks after everything.
+    ///
+    /// `(MAX_PRIORITY - p) * aging_ms` shifted by a constant, so that for
+    /// one aging the order is the same, while a priority 0 adds the same
+    /// whatever the aging: `dlock.priority-aging-ms` is read at each
+    /// enqueue, and a change must not let later requests without
+    /// `PRIORITY` pass the ones already waiting.
     pub fn key(arrival_ms: u64, priority: u16, aging_ms: u64) -> u64 {
-        let behind = u64::from(MAX_PRIORITY.saturating_sub(priority));
-        arrival_ms.saturating_add(behind.saturating_mul(aging_ms))
+        let level = u64::from(priority.min(MAX_PRIORITY));
+        let ahead = level * aging_ms.min(MAX_AGING_MS);
+        let base = u64::from(MAX_PRIORITY) * MAX_AGING_MS;
+        arrival_ms.saturating_add(base - ahead)
     }
 
     /// The rank of a request arriving now, before it has an id: after
@@ -127,6 +141,20 @@ mod tests {
         assert_eq!(Rank::key(u64::MAX - 1, 0, u64::MAX), u64::MAX);
         assert_eq!(Rank::key(u64::MAX, 1000, 1), u64::MAX);
         // A priority above the cap counts as the cap.
-        assert_eq!(Rank::key(7, u16::MAX, 100), 7);
+        assert_eq!(Rank::key(7, u16::MAX, 100), Rank::key(7, 1000, 100));
+    }
+
+    /// `dlock.priority-aging-ms` is read at each enqueue: lowering it must
+    /// not let later requests of priority 0 pass the ones already waiting
+    /// (nor raising it put later ones behind earlier ones of a higher
+    /// aging forever): requests without `PRIORITY` stay FIFO whatever
+    /// the aging was when each queued.
+    #[test]
+    fn an_aging_change_keeps_requests_without_priority_fifo() {
+        for (before, after) in [(1000, 1), (1, 3_600_000), (1000, 999)] {
+            let a = rank(100, 0, before, 1);
+            let b = rank(200, 0, after, 2);
+            assert!(a.passes(&b), "aging {before} then {after}");
+        }
     }
 }

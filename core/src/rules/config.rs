@@ -61,7 +61,7 @@ pub const LONGEST_TTL: NumericConfig = NumericConfig {
 pub const PRIORITY_AGING_MS: NumericConfig = NumericConfig {
     name: c"priority-aging-ms",
     min: 1,
-    max: 3_600_000,
+    max: crate::queue::MAX_AGING_MS,
     default: 1000,
 };
 

@@ -59,6 +59,13 @@ pub fn acquire(
             head_rank,
         };
         let rank = Rank::arriving(priority.key);
+        let own_wait = || {
+            res.as_ref()
+                .is_some_and(|r| blocking::position(r, req.token).is_some())
+        };
+        if plain::outranks_own_wait(&view, rank, own_wait) {
+            return Ok(Routed::Step);
+        }
         state::with_clock(|clock| plain::acquire(&view, &req.ask(), rank, &inputs, clock))?
     };
     if let (Some(h), Some(res)) = (plan.handoff, &res) {
