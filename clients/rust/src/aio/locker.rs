@@ -242,16 +242,14 @@ impl LockRequest<'_> {
         // A bound hold is kept by its session: a capped hold has a deadline
         // to cap, and the renewal that asks who waits is the hold's own
         // `EXTEND`, so neither is bound.
-        let session = match self.watchdog
-            && self.spec.max_hold.is_none()
-            && self.on_wanted.is_none()
-        {
-            true => {
-                let sessions = &self.locker.sessions;
-                sessions.for_request(server, self.spec.ttl).await
-            }
-            false => None,
-        };
+        let session =
+            match self.watchdog && self.spec.max_hold.is_none() && self.on_wanted.is_none() {
+                true => {
+                    let sessions = &self.locker.sessions;
+                    sessions.for_request(server, self.spec.ttl).await
+                }
+                false => None,
+            };
         let mut lease = AsyncLease {
             server: server.clone(),
             spec: self.spec,
