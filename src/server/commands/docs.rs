@@ -225,8 +225,8 @@ gets the lock next.",
     Doc {
         name: c"dlock.extend",
         summary: c"Makes the lease of a lock held by token end ttl_ms from now and returns 1, \
-else returns 0. With WANTED, returns a map of extended (1 or 0) and waiters (the requests \
-queued on the resource).",
+else returns 0. With WANTED, returns a map of extended (1 or 0), waiters (the requests \
+queued on the resource) and, when above 0, priority (the highest queued).",
         complexity: COMPLEXITY,
         arity: -4,
         keys: Keys::One(RW | ACCESS | UPDATE),
@@ -358,7 +358,8 @@ released.",
         name: c"dlock.mextend",
         summary: c"Makes token's holds on every resource of a set end ttl_ms from now and \
 returns 1, or returns 0 and changes nothing when token no longer holds all of them. With \
-WANTED, returns a map of extended (1 or 0) and waiters (per member, the requests queued).",
+WANTED, returns a map of extended (1 or 0), waiters (per member, the requests queued) and, \
+when any is above 0, priority (per member, the highest queued).",
         complexity: COMPLEXITY,
         // `numkeys` alone reaches the handler, which checks it before
         // counting the arguments after it: a bad `numkeys` gets its own

@@ -92,7 +92,7 @@ pub fn release_key(
 
 /// `DLOCK.EXTEND resource token ttl_ms [WANTED]` -> 1 if the owner's
 /// lease now ends `ttl_ms` from now, else 0; with `WANTED` a map that also
-/// counts the requests waiting (`wanted`).
+/// counts the requests waiting and their highest priority (`wanted`).
 pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
@@ -101,7 +101,7 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let now = now_us();
     let held = extend_key(ctx, name, req.token, req.ttl_ms, now)?;
     if req.wanted {
-        return wanted::reply(ctx, held, wanted::waiters_of(ctx, name)?);
+        return wanted::reply(ctx, held, wanted::wanted_of(ctx, name)?);
     }
     ctx.reply_integer(i64::from(held))
 }

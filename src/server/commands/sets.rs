@@ -107,8 +107,8 @@ pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 /// `DLOCK.MEXTEND numkeys resource [resource ...] token ttl_ms [WANTED]`
 /// -> 1 when `token` held every member (now all ending `ttl_ms` from now),
 /// else 0 and nothing changed: a set with a lost member is no longer a
-/// lock. With `WANTED` a map that also counts each member's waiters
-/// (`wanted`).
+/// lock. With `WANTED` a map that also counts each member's waiters and
+/// their highest priority (`wanted`).
 pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     if keys_request(ctx, argv) {
         return Ok(());
@@ -118,12 +118,12 @@ pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     revoke::before_command(ctx, names(argv, &req.members)?)?;
     let extended = extend_members(ctx, argv, &req)?;
     if req.wanted {
-        let waiters = req
+        let wanted = req
             .members
             .indexes()
-            .map(|i| wanted::waiters_of(ctx, argv.raw(i)?))
+            .map(|i| wanted::wanted_of(ctx, argv.raw(i)?))
             .collect::<Result<Vec<_>, _>>()?;
-        return wanted::reply_set(ctx, extended, &waiters);
+        return wanted::reply_set(ctx, extended, &wanted);
     }
     ctx.reply_integer(i64::from(extended))
 }

@@ -95,6 +95,15 @@ pub fn head_rank(res: &Resource) -> Option<Rank> {
     parked::parking().queues().head_rank(res)
 }
 
+/// The highest priority waiting on `res`: 0 when nobody waits or none
+/// asked for one.
+pub fn top_priority(res: &Resource) -> u16 {
+    if waiters_on(res) == 0 {
+        return 0;
+    }
+    parked::parking().queues().top_priority(res)
+}
+
 /// Parks the calling client, at its rank (`priority`), in the queue of
 /// every resource of `members` at once (one set request, or a single one).
 #[allow(clippy::too_many_arguments)]
