@@ -21,6 +21,7 @@
 //! (frozen), which grants nobody out of turn, and a later step that starts
 //! from the queues where they wait (`Frontier::grown`) goes on from there.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 
@@ -269,17 +270,24 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                 let mut room = frontier.owners.get(*m).copied().unwrap_or(OWNERS_FIRST);
                 // In the order the queue is served: the requests a part
                 // takes of an owner are ahead of the ones it leaves out.
-                let mut ids: Vec<(Rank, u64)> = q
-                    .and_then(|q| Some((q, q.by_owner.get(&owner)?)))
-                    .map_or(Vec::new(), |(q, ids)| {
+                // A queue where nobody named a priority is served in id
+                // (arrival) order: its ids are taken as they are, with no
+                // sort of all of an owner's requests at every step.
+                let ids: Cow<'_, [u64]> = match q.and_then(|q| Some((q, q.by_owner.get(&owner)?))) {
+                    None => Cow::Borrowed(&[]),
+                    Some((q, ids)) if q.priorities.is_empty() => Cow::Borrowed(ids.as_slice()),
+                    Some((q, ids)) => {
                         let rank = |id: &u64| q.entries.get(*id).map(|w| w.rank);
-                        ids.as_slice()
+                        let mut ranked: Vec<(Rank, u64)> = ids
+                            .as_slice()
                             .iter()
                             .filter_map(|id| Some((rank(id)?, *id)))
-                            .collect()
-                    });
-                ids.sort_unstable();
-                for id in ids.iter().map(|(_, id)| id) {
+                            .collect();
+                        ranked.sort_unstable();
+                        Cow::Owned(ranked.into_iter().map(|(_, id)| id).collect())
+                    }
+                };
+                for id in ids.iter() {
                     if is_chosen(id) || frontier.extra.contains(id) {
                         continue;
                     }
