@@ -31,12 +31,16 @@ mod harness;
 mod holds;
 /// The plain lock: the command contract, mutual exclusion under contention.
 mod locks;
+/// `MAXHOLD`: a cap on how long a hold may live across extends.
+mod maxhold;
 /// `DLOCK.OBSERVE`.
 mod observe;
 /// What an operator sees and sets: ACL, configuration, memory, stats, version.
 mod ops;
 /// `DLOCK.POSITION`, `DLOCK.WAITERS`: where a waiter stands.
 mod position;
+/// `PRIORITY`: who goes first, aged by `dlock.priority-aging-ms`.
+mod priority;
 /// Sessions: one liveness lease for many holds and waits.
 mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.

@@ -78,6 +78,14 @@ pub enum Error {
     BoundHold,
     /// A session id empty or over `MAX_SESSION_ID` bytes.
     SessionIdLength,
+    /// An `EXTEND` (a `MEXTEND` member, a same-token `ACQUIRE`) whose new
+    /// deadline would pass the hold's `MAXHOLD` cap; `ms_left` to the cap.
+    MaxHold { ms_left: u64 },
+    /// A same-token `ACQUIRE` naming another `MAXHOLD` (or none) than the
+    /// one its hold was granted with.
+    MaxHoldMismatch,
+    /// `MAXHOLD` with `SESSION`: a bound hold has no deadline to cap.
+    MaxHoldSession,
     /// `BIND` where no client connection sent the command.
     BindNeedsClient,
     /// `OPEN` of an id whose ended session's holds are still being released.
@@ -221,6 +229,18 @@ impl fmt::Display for Error {
                 f,
                 "ERR the hold is bound to a session: keep the session alive \
                  (DLOCK.SESSION KEEPALIVE)"
+            ),
+            Error::MaxHold { ms_left } => write!(
+                f,
+                "MAXHOLD the hold may live {ms_left} ms more: it cannot be extended past its MAXHOLD"
+            ),
+            Error::MaxHoldMismatch => write!(
+                f,
+                "ERR token already holds this resource with another MAXHOLD (or none)"
+            ),
+            Error::MaxHoldSession => write!(
+                f,
+                "ERR MAXHOLD cannot be combined with SESSION (a session's hold has no deadline)"
             ),
             Error::SessionIdLength => write!(
                 f,

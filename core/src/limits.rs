@@ -12,6 +12,9 @@ pub const MAX_STORED_TOKEN: usize = 1 << 20;
 /// Most permits a semaphore can have.
 pub const MAX_LIMIT: u32 = 1 << 20;
 
+/// The highest `PRIORITY` a request may ask for (`crate::queue::Rank`).
+pub const MAX_PRIORITY: u16 = 1000;
+
 /// Longest session id (`DLOCK.SESSION OPEN id`): a UUID with room for a
 /// prefix; ids travel in every bound hold's effect and stored value.
 pub const MAX_SESSION_ID: usize = 256;

@@ -36,6 +36,18 @@ static MAX_TTL: AtomicU64 = AtomicU64::new(0);
 /// Answers per second to one resource's observers (`dlock.observe-rate`).
 static OBSERVE_RATE: AtomicU64 = AtomicU64::new(dlock_core::rules::config::OBSERVE_RATE.default);
 
+static PRIORITY_AGING_MS: AtomicU64 =
+    AtomicU64::new(dlock_core::rules::config::PRIORITY_AGING_MS.default);
+
+/// `dlock.priority-aging-ms`.
+pub fn priority_aging_ms() -> u64 {
+    PRIORITY_AGING_MS.load(Ordering::Relaxed)
+}
+
+pub fn set_priority_aging_ms(ms: u64) {
+    PRIORITY_AGING_MS.store(ms, Ordering::Relaxed);
+}
+
 pub fn observe_rate() -> u64 {
     OBSERVE_RATE.load(Ordering::Relaxed)
 }

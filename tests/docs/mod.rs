@@ -44,6 +44,8 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             ("owner", "string", Some("OWNER"), &["optional"][..]),
             ("timeout_ms", "integer", Some("WAIT"), &["optional"][..]),
             ("id", "string", Some("SESSION"), &["optional"][..]),
+            ("ms", "integer", Some("MAXHOLD"), &["optional"][..]),
+            ("p", "integer", Some("PRIORITY"), &["optional"][..]),
         ],
         "dlock.release" => vec![resource, token],
         "dlock.extend" => vec![
@@ -69,7 +71,8 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             ("limit", "integer", None, &[][..]),
             ("deadline_ms", "unix-time", None, &[][..]),
             ("last_fence", "integer", None, &[][..]),
-            ("session", "string", None, &["optional"][..]),
+            ("bound-or-capped", "oneof", None, &["optional"][..]),
+            ("max_hold_ms", "integer", None, &["optional"][..]),
         ],
         "dlock.movehold" => vec![resource, token, ("deadline_ms", "unix-time", None, &[][..])],
         "dlock.drophold" => vec![resource, token],

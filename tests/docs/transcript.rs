@@ -16,8 +16,9 @@
 //! - in a reply, an integer of 10^12 or more is a fence: the same fence
 //!   written twice in a page must be the same fence from the server,
 //!   different ones different, in the same order; an integer after a
-//!   `"ttl"` field (or a `"waited"` or `"timeout"` one, as `DLOCK.WAITERS`
-//!   answers) or in the reply to `PTTL` is a TTL, matched within
+//!   `"ttl"` or `"maxhold"` field (or a `"waited"` or `"timeout"` one, as
+//!   `DLOCK.WAITERS` answers) or in the reply to `PTTL` is a TTL, and so is
+//!   the number of ms a `MAXHOLD` refusal names, matched within
 //!   1.5 s (negative ones exactly); a quoted string of 16 hex digits other
 //!   than all zeros is a `DLOCK.OBSERVE` version (keyed per server process):
 //!   the same version written twice must be the same from the server,
@@ -358,6 +359,15 @@ fn version_of(line: &str) -> Option<(&str, &str)> {
 }
 
 /// `prefix(integer) N` -> (prefix, N).
+/// A `MAXHOLD` refusal's ms left to the cap, matched as a TTL: the text
+/// before and after the number, and the number.
+fn ms_left_of(line: &str) -> Option<(&str, i64, &str)> {
+    const LEFT: &str = "MAXHOLD the hold may live ";
+    let at = line.find(LEFT)? + LEFT.len();
+    let end = at + line[at..].find(' ')?;
+    Some((&line[..at], line[at..end].parse().ok()?, &line[end..]))
+}
+
 fn integer_of(line: &str) -> Option<(&str, i64)> {
     let at = line.find("(integer) ")?;
     let n = line[at + "(integer) ".len()..].trim().parse().ok()?;
@@ -406,17 +416,23 @@ pub fn compare(
             }
             continue;
         }
+        if let (Some((ep, en, es)), Some((gp, gn, gs))) = (ms_left_of(e), ms_left_of(g)) {
+            if (ep, es) == (gp, gs) && (en - gn).abs() <= TTL_SLACK {
+                continue;
+            }
+            return Err(mismatch());
+        }
         let (Some((ep, en)), Some((gp, gn))) = (integer_of(e), integer_of(g)) else {
             return Err(mismatch());
         };
         if ep != gp {
             return Err(mismatch());
         }
-        // Durations that run while the page is read: a TTL, and the
-        // `waited` and `timeout` of a `DLOCK.WAITERS` reply.
+        // Durations that run while the page is read: a TTL, a cap's time
+        // left, and the `waited` and `timeout` of a `DLOCK.WAITERS` reply.
         let ttl = pttl
             || (i > 0
-                && ["\"ttl\"", "\"waited\"", "\"timeout\""]
+                && ["\"ttl\"", "\"maxhold\"", "\"waited\"", "\"timeout\""]
                     .iter()
                     .any(|f| expect[i - 1].trim_end().ends_with(f)));
         if en >= FENCE_FLOOR {

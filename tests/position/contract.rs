@@ -45,15 +45,15 @@ fn waiters_shows_every_field_of_each_request() {
         }
         assert_eq!(
             keys(&page[0]),
-            ["limit", "mode", "position", "timeout", "token", "waited"]
+            ["limit", "mode", "position", "priority", "timeout", "token", "waited"]
         );
         assert_eq!(
             keys(&page[1]),
-            ["limit", "mode", "owner", "position", "timeout", "token", "waited"]
+            ["limit", "mode", "owner", "position", "priority", "timeout", "token", "waited"]
         );
         assert_eq!(
             keys(&page[2]),
-            ["limit", "mode", "position", "session", "timeout", "token", "waited"]
+            ["limit", "mode", "position", "priority", "session", "timeout", "token", "waited"]
         );
         assert_eq!(as_bytes(&page[0]["mode"]), b"exclusive");
         assert_eq!(as_bytes(&page[1]["mode"]), b"shared");
@@ -61,6 +61,7 @@ fn waiters_shows_every_field_of_each_request() {
         assert_eq!(as_bytes(&page[2]["session"]), b"sess");
         for w in &page {
             assert_eq!(as_int(&w["limit"]), 1);
+            assert_eq!(as_int(&w["priority"]), 0);
             let waited = as_int(&w["waited"]);
             assert!(
                 (0..=elapsed).contains(&waited),

@@ -7,11 +7,14 @@
 //!   replicas receive); what a replica and an AOF-reloaded server hold.
 //! - `sets.rs` — `MEXTEND ... WANTED`: one count per member in the order
 //!   named, a lost member, errors.
+//! - `ranks.rs` — `priority` in the reply: the highest `PRIORITY` queued,
+//!   only when above 0 (per member for `MEXTEND`).
 //! - `turns.rs` — a handoff and the extend in one turn (`MULTI`), Lua,
 //!   memory flat over thousands of extends.
 use crate::common;
 
 mod contract;
+mod ranks;
 mod sets;
 mod turns;
 

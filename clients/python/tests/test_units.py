@@ -34,6 +34,12 @@ def test_commands_for_single_resources_and_sets():
     # WAIT 0 would wait forever: a wait used up is a plain try.
     for w in (0, None, -5):
         assert "WAIT" not in s.acquire_cmd("t", w)
+    ranked = Spec(["r"], priority=7)
+    assert ranked.acquire_cmd("t", 200) == ("DLOCK.ACQUIRE", "r", "t", 30000, "PRIORITY", 7, "WAIT", 200)
+    for bad in (-1, 1001, 1.5, "3", True):
+        with pytest.raises(dlock.InvalidRequest):
+            Spec(["r"], priority=bad)
+    assert "PRIORITY" in Spec(["r"], priority=1000).acquire_cmd("t", None)
     st = Spec(["{o}a", "{o}b"], shared=True)
     assert st.acquire_cmd("t", None) == ("DLOCK.MACQUIRE", 2, "{o}a", "{o}b", "t", 30000, "SHARED")
     assert st.extend_cmd("t", 2000) == ("DLOCK.MEXTEND", 2, "{o}a", "{o}b", "t", 2000)

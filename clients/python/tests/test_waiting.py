@@ -152,3 +152,29 @@ def test_a_waiting_acquire_does_not_delay_another_leases_renewal(server, locker)
     t.join(10)
     assert out == [None]
     busy.release()
+
+
+def test_a_higher_priority_waiter_is_handed_the_lock_first(server, locker):
+    # An aging of an hour: the later, higher request is ahead whatever the
+    # machine's speed.
+    c = server.conn()
+    c.config_set("dlock.priority-aging-ms", 3_600_000)
+    first = locker.lock("res", ttl=30).acquire(blocking=False)
+    order = []
+    threads = []
+    for i, p in enumerate((None, 9)):
+        def take(p=p):
+            lease = locker.lock("res", ttl=30, wait=20, priority=p).acquire()
+            order.append(p)
+            lease.release()
+            return lease
+
+        t, out = _in_thread(take)
+        threads.append(t)
+        wait_until(10, f"waiter {i} queued", lambda i=i: waiters(c, "res") == i + 1)
+    assert first.release()
+    for t in threads:
+        t.join(20)
+    assert order == [9, None]
+    with pytest.raises(dlock.InvalidRequest):
+        locker.lock("res", priority=1001)

@@ -21,7 +21,7 @@ pub(crate) fn spec(resource: &str, token: &str, ttl: Duration) -> Result<Spec> {
         return Err(Error::Invalid("resource must not be empty".into()));
     }
     let mut spec = Spec::new(vec![resource.to_string()]);
-    spec.ttl = ttl;
+    spec.set_ttl(ttl);
     spec.validate()?;
     Ok(spec)
 }

@@ -21,6 +21,11 @@ pub enum Error {
     /// The lease ended (expired, deleted by an admin, or taken over) before
     /// the operation: the guard is lost.
     Lost,
+    /// The server refused a renewal (or a same-token retry) past the
+    /// hold's cap (`max_hold`, the server's `MAXHOLD` error, as it was
+    /// sent): the lease ends at the cap, and the guard is lost with this
+    /// reason.
+    MaxHold(String),
     /// Redlock: a quorum of the servers could not be reached.
     NoQuorum {
         granted: usize,
@@ -61,6 +66,7 @@ impl fmt::Display for Error {
                 "only {acked} of {wanted} replicas acknowledged the grant in time (released)"
             ),
             Error::Lost => write!(f, "the lease was lost"),
+            Error::MaxHold(m) => write!(f, "the hold reached its cap: {m}"),
             Error::NoQuorum {
                 granted,
                 reached,
@@ -224,6 +230,7 @@ fn refusal(e: &redis::RedisError) -> Option<Error> {
             Some(Error::ModuleMissing(String::new()))
         }
         (Some("WRONGPASS"), _) => denied("authentication failed".into()),
+        (Some("MAXHOLD"), Some(d)) => Some(Error::MaxHold(format!("MAXHOLD {d}"))),
         (Some(c @ ("NOPERM" | "NOAUTH")), Some(d)) => denied(format!("{c} {d}")),
         _ => None,
     }

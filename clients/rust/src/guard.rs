@@ -145,6 +145,14 @@ impl Guard {
         self.shared.state().budget.is_over(Instant::now())
     }
 
+    /// Why the lease was lost, when the server said: the refusal of a
+    /// renewal past the hold's cap (`max_hold`), as the server sent it
+    /// (`MAXHOLD the hold may live N ms more: ...`). `None` while held, and
+    /// for a lease that simply ended (expired, released or taken over).
+    pub fn loss_reason(&self) -> Option<String> {
+        self.shared.state().loss_reason.clone()
+    }
+
     /// A channel that receives `()` when the lease is lost: an `EXTEND` or
     /// `RELEASE` answered 0, or the budget passed (with or without a
     /// watchdog); at once if it already is. The `on_lost` callback runs

@@ -2,7 +2,7 @@
 //! lock, the back end that renews and releases it, and whoever listens for
 //! its loss. What the guard and its watchdog thread share.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lease::{Budget, Lease, Renewal};
 use std::sync::mpsc;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -14,6 +14,9 @@ pub(crate) type Callback = Box<dyn FnOnce() + Send>;
 pub(crate) struct State {
     pub budget: Budget,
     pub released: bool,
+    /// Why the server ended the lease, when it said (a renewal past the
+    /// hold's `MAXHOLD` cap).
+    pub loss_reason: Option<String>,
 }
 
 /// The held lease.
@@ -38,6 +41,7 @@ impl Held {
             state: Mutex::new(State {
                 budget,
                 released: false,
+                loss_reason: None,
             }),
             changed: Condvar::new(),
             listeners: Mutex::new((Vec::new(), on_lost.into_iter().collect())),
@@ -104,6 +108,13 @@ impl Held {
             Renewal::Lost => {
                 self.mark_lost();
                 Ok(false)
+            }
+            // The server ended the lease at its cap: lost, with the
+            // reason, and the caller hears the refusal.
+            Renewal::Failed(Error::MaxHold(why)) => {
+                self.state().loss_reason.get_or_insert_with(|| why.clone());
+                self.mark_lost();
+                Err(Error::MaxHold(why))
             }
             Renewal::Failed(e) => Err(e),
         }

@@ -422,10 +422,14 @@ impl LockRequest<'_> {
         }
         let started = Instant::now();
         let renewed = self.watchdog;
-        // A bound hold is kept by its session, and the renewal that asks
-        // who waits is the hold's own `EXTEND`.
+        // A bound hold is kept by its session: a capped hold has a deadline
+        // to cap, and the renewal that asks who waits is the hold's own
+        // `EXTEND`, so neither is bound.
         let asks = self.on_wanted.is_some();
-        let session = (renewed && self.settings.min_replicas.is_none() && !asks)
+        let session = (renewed
+            && self.settings.min_replicas.is_none()
+            && self.spec.max_hold.is_none()
+            && !asks)
             .then(|| {
                 self.locker.sessions.for_request(
                     &self.locker.topology,

@@ -10,6 +10,9 @@ pub const MAX_SET: usize = 64;
 /// The largest `LIMIT` (permits of a semaphore) the server takes: 2^20.
 pub const MAX_LIMIT: u32 = 1 << 20;
 
+/// The highest `PRIORITY` the server takes.
+pub const MAX_PRIORITY: u16 = 1000;
+
 /// The shape of a lock request, shared by [`crate::Locker`] and
 /// [`crate::Redlock`].
 #[derive(Clone, Debug)]
@@ -20,6 +23,12 @@ pub(crate) struct Spec {
     pub limit: Option<u32>,
     pub owner: Option<String>,
     pub wait: Option<Duration>,
+    /// `MAXHOLD`: the longest the hold may live from its grant, across
+    /// every renewal.
+    pub max_hold: Option<Duration>,
+    /// The ttl asked for; `ttl` is the lease, which a cap may shorten.
+    pub asked_ttl: Duration,
+    pub priority: Option<u16>,
 }
 
 impl Spec {
@@ -31,7 +40,23 @@ impl Spec {
             limit: None,
             owner: None,
             wait: None,
+            max_hold: None,
+            asked_ttl: Duration::from_secs(30),
+            priority: None,
         }
+    }
+
+    /// The ttl asked for: the lease, unless a cap is shorter (the server
+    /// grants the smaller of the two, and so the budget counts that).
+    pub(crate) fn set_ttl(&mut self, ttl: Duration) {
+        self.asked_ttl = ttl;
+        self.ttl = self.max_hold.map_or(ttl, |cap| ttl.min(cap));
+    }
+
+    /// `MAXHOLD`: see [`Spec::set_ttl`].
+    pub(crate) fn set_max_hold(&mut self, cap: Duration) {
+        self.max_hold = Some(cap);
+        self.set_ttl(self.asked_ttl);
     }
 
     pub(crate) fn is_set(&self) -> bool {
@@ -58,6 +83,10 @@ impl Spec {
             }
         }
         crate::limits::check_ttl(self.ttl)?;
+        if let Some(cap) = self.max_hold {
+            crate::limits::check_ttl(cap)
+                .map_err(|_| Error::Invalid("max_hold must be 1 ms to 2^47 ms".into()))?;
+        }
         if self.limit == Some(0) {
             return invalid("limit must be at least 1");
         }
@@ -69,6 +98,9 @@ impl Spec {
         }
         if self.owner.as_deref() == Some("") {
             return invalid("owner must not be empty");
+        }
+        if self.priority.is_some_and(|p| p > MAX_PRIORITY) {
+            return invalid("priority must be at most 1000, the server's maximum");
         }
         if self.is_set() && (self.limit.is_some() || self.owner.is_some()) {
             return invalid("a set of resources takes no limit and no owner");
@@ -117,6 +149,12 @@ impl Spec {
         if let Some(id) = session {
             c.arg("SESSION").arg(id);
         }
+        if let Some(cap) = self.max_hold {
+            c.arg("MAXHOLD").arg(millis(cap));
+        }
+        if let Some(p) = self.priority {
+            c.arg("PRIORITY").arg(p);
+        }
         c
     }
 
@@ -153,7 +191,7 @@ macro_rules! lock_options {
         impl $request<'_> {
             /// The lease (default 30 s).
             pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
-                self.spec.ttl = ttl;
+                self.spec.set_ttl(ttl);
                 self
             }
             /// Wait up to `wait` for the lock, in the servers' FIFO queues
@@ -162,6 +200,17 @@ macro_rules! lock_options {
             /// the server allows (2^47 ms).
             pub fn wait(mut self, wait: std::time::Duration) -> Self {
                 self.spec.wait = Some($crate::limits::clamp(wait));
+                self
+            }
+            /// A cap on holding (`MAXHOLD`): the hold may live at most
+            /// `max_hold` from its grant, however often it is renewed; the
+            /// lease is the smaller of the ttl and `max_hold`. A renewal
+            /// past the cap is refused by the server, and the guard is
+            /// then lost with that reason ([`crate::Error::MaxHold`];
+            /// `loss_reason` on the guard). A capped guard is never bound
+            /// to a session. 1 ms to 2^47 ms.
+            pub fn max_hold(mut self, max_hold: std::time::Duration) -> Self {
+                self.spec.set_max_hold(max_hold);
                 self
             }
             /// A shared hold (readers of a read-write lock).
@@ -173,6 +222,16 @@ macro_rules! lock_options {
             /// servers only `1`).
             pub fn limit(mut self, n: u32) -> Self {
                 self.spec.limit = Some(n);
+                self
+            }
+            /// Where the request stands in the servers' queues: 0 (the
+            /// default) to 1000, higher first, FIFO within one priority, aged
+            /// by the server's `dlock.priority-aging-ms` so that nobody
+            /// starves (`PRIORITY`; docs/waiting.md#priorities). Above 1000
+            /// the acquire fails with [`crate::Error::Invalid`] before any
+            /// server is asked.
+            pub fn priority(mut self, p: u16) -> Self {
+                self.spec.priority = Some(p);
                 self
             }
             /// A reentrant hold of `owner`.
@@ -217,6 +276,25 @@ mod tests {
     }
 
     #[test]
+    fn max_hold_is_sent_and_caps_the_lease() {
+        let mut s = Spec::new(vec!["r".into()]);
+        s.set_ttl(Duration::from_secs(60));
+        s.set_max_hold(Duration::from_secs(20));
+        assert_eq!(s.ttl, Duration::from_secs(20), "the lease is the smaller");
+        assert_eq!(
+            args(&s.acquire_cmd("t", None)),
+            ["DLOCK.ACQUIRE", "r", "t", "20000", "MAXHOLD", "20000"]
+        );
+        s.set_ttl(Duration::from_secs(5));
+        assert_eq!(s.ttl, Duration::from_secs(5));
+        s.set_ttl(Duration::from_secs(50));
+        assert_eq!(s.ttl, Duration::from_secs(20), "in either order");
+        assert!(s.validate().is_ok());
+        s.set_max_hold(Duration::ZERO);
+        assert!(matches!(s.validate(), Err(Error::Invalid(_))));
+    }
+
+    #[test]
     fn builds_single_and_set_commands() {
         let mut s = Spec::new(vec!["r".into()]);
         s.ttl = Duration::from_millis(1500);
@@ -240,6 +318,10 @@ mod tests {
         assert_eq!(args(&s.release_cmd("t")), ["DLOCK.RELEASE", "r", "t"]);
         let bound = args(&s.acquire_cmd_in("t", Some(200), Some("s-1")));
         assert_eq!(bound[bound.len() - 4..], ["WAIT", "200", "SESSION", "s-1"]);
+        s.priority = Some(7);
+        let ranked = args(&s.acquire_cmd("t", Some(200)));
+        assert_eq!(ranked[ranked.len() - 4..], ["WAIT", "200", "PRIORITY", "7"]);
+        s.priority = None;
         // WAIT 0 would wait forever: a wait used up is a plain try.
         assert!(!args(&s.acquire_cmd("t", Some(0))).contains(&"WAIT".to_string()));
         let mut set = Spec::new(vec!["{o}a".into(), "{o}b".into()]);
@@ -291,7 +373,12 @@ mod tests {
             s.resources.push("b".into());
             s.owner = Some("o".into())
         });
+        bad(&|s| s.priority = Some(1001));
+        bad(&|s| s.priority = Some(u16::MAX));
         assert!(Spec::new(vec!["a".into()]).validate().is_ok());
+        let mut top = Spec::new(vec!["a".into()]);
+        top.priority = Some(1000);
+        assert!(top.validate().is_ok());
     }
 
     #[test]

@@ -18,6 +18,7 @@ fn hold<'a>(
         mode: Mode::Exclusive,
         deadline_ms,
         session,
+        cap: None,
     }
 }
 

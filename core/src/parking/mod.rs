@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use crate::queue::{WaitQueues, Waiter, Wants};
+use crate::queue::{Priority, WaitQueues, Waiter, Wants};
 use crate::Error;
 use wait_ends::WaitEnds;
 
@@ -154,9 +154,38 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         gives_up_at: Option<u64>,
         handle: H,
     ) -> u64 {
-        let id = self
-            .queues
-            .push(resource, token, wants, ttl_ms, gives_up_at, handle);
+        self.park_ranked(
+            resource,
+            token,
+            wants,
+            ttl_ms,
+            gives_up_at,
+            handle,
+            Priority::FIFO,
+        )
+    }
+
+    /// Parks a request at its rank (`priority.key`, then arrival).
+    #[allow(clippy::too_many_arguments)]
+    pub fn park_ranked(
+        &mut self,
+        resource: K,
+        token: &[u8],
+        wants: Wants,
+        ttl_ms: u64,
+        gives_up_at: Option<u64>,
+        handle: H,
+        priority: Priority,
+    ) -> u64 {
+        let id = self.queues.push_ranked(
+            resource,
+            token,
+            wants,
+            ttl_ms,
+            gives_up_at,
+            handle,
+            priority,
+        );
         self.queued(handle, id);
         id
     }
@@ -172,9 +201,38 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         gives_up_at: Option<u64>,
         handle: H,
     ) -> u64 {
-        let id = self
-            .queues
-            .push_set(members, token, wants, ttl_ms, gives_up_at, handle);
+        self.park_set_ranked(
+            members,
+            token,
+            wants,
+            ttl_ms,
+            gives_up_at,
+            handle,
+            Priority::FIFO,
+        )
+    }
+
+    /// Parks a set request at one rank in every member's queue.
+    #[allow(clippy::too_many_arguments)]
+    pub fn park_set_ranked(
+        &mut self,
+        members: Vec<K>,
+        token: &[u8],
+        wants: Wants,
+        ttl_ms: u64,
+        gives_up_at: Option<u64>,
+        handle: H,
+        priority: Priority,
+    ) -> u64 {
+        let id = self.queues.push_set_ranked(
+            members,
+            token,
+            wants,
+            ttl_ms,
+            gives_up_at,
+            handle,
+            priority,
+        );
         self.queued(handle, id);
         id
     }

@@ -25,6 +25,10 @@ pub struct Queued<'x> {
     /// still waits for an evicted hold's deadline): it keeps waiting and
     /// reserves its members.
     pub frozen: bool,
+    /// Whether it stays queued when it is not granted, reserving its
+    /// members for itself against the requests ranked after it: false for
+    /// a command's own request that may not wait (no `WAIT`).
+    pub stays: bool,
 }
 
 /// How a request is granted.
@@ -92,7 +96,9 @@ pub fn admit_reserved<'x>(
         };
         let Some(decided) = decided else {
             // Waits: every member is reserved for it.
-            q.members.iter().for_each(|m| set(&mut waits, *m));
+            if q.stays {
+                q.members.iter().for_each(|m| set(&mut waits, *m));
+            }
             continue;
         };
         let grant = match decided {
@@ -184,6 +190,7 @@ mod tests {
             limit: None,
             ttl_ms: 10,
             session: None,
+            max_hold_ms: None,
         }
     }
 
@@ -192,12 +199,13 @@ mod tests {
             members: members.to_vec(),
             ask: ask(token, Mode::Exclusive),
             frozen: false,
+            stays: true,
         }
     }
 
     fn held(token: &'static str) -> Holds {
         let mut h = Holds::new(1);
-        h.add(&ask(token, Mode::Exclusive), 5, NOW);
+        h.add(&ask(token, Mode::Exclusive), 5, NOW, 0);
         h
     }
 
@@ -239,6 +247,7 @@ mod tests {
             members: m.to_vec(),
             ask: ask(t, Mode::Shared),
             frozen: false,
+            stays: true,
         };
         let queue = [shared(&[0, 1], "r1"), shared(&[1], "r2"), q(&[0], "w")];
         assert_eq!(granted(&admit_component(&refs(&res), &queue)), [0, 1]);
@@ -285,6 +294,7 @@ mod tests {
                 ..ask(t, Mode::Exclusive)
             },
             frozen: false,
+            stays: true,
         };
         let out = admit_component(&refs(&res), &[owned("t1"), owned("t2")]);
         assert_eq!(

@@ -31,6 +31,7 @@ fn alphabet() -> Vec<Ask<'static>> {
                         limit,
                         ttl_ms: 1000,
                         session: None,
+                        max_hold_ms: None,
                     });
                 }
             }
@@ -58,7 +59,7 @@ fn reachable(depth: usize) -> Vec<Holds> {
                     continue;
                 };
                 let mut after = holds.clone();
-                after.add(ask, fence, NOW_MS + ask.ttl_ms);
+                after.add(ask, fence, NOW_MS + ask.ttl_ms, 0);
                 next.push(after);
             }
         }
@@ -91,6 +92,7 @@ fn a_plain_lock_is_decided_alike_inline_and_indexed() {
             limit: None,
             ttl_ms: 1000,
             session: None,
+            max_hold_ms: None,
         }]) {
             for queued in [false, true] {
                 let decide = |s: Summary<'_>| {
@@ -152,6 +154,7 @@ fn differs(holds: &Holds, queue: &[Ask<'_>], component: ComponentBook) -> Option
             members: vec![0],
             ask: *ask,
             frozen: false,
+            stays: true,
         })
         .collect();
     let component = component(&[holds], &queued);

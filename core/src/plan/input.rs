@@ -2,6 +2,7 @@
 //! requests queued on them, and the command.
 
 use crate::ask::Ask;
+use crate::queue::{Priority, Rank};
 use crate::resource::holds::Holds;
 use crate::Error;
 
@@ -18,6 +19,9 @@ pub struct Member<'h> {
     /// the command's own request). From there on they keep the resource
     /// reserved: only owners that hold pass it.
     pub reserved_from: Option<usize>,
+    /// The rank of that first request left waiting: the command's own
+    /// request is decided before the reservation when it outranks it.
+    pub reserved_rank: Option<Rank>,
     /// Still believed held by the owner of an evicted lease: nobody queued
     /// is granted it yet.
     pub held_elsewhere: bool,
@@ -28,14 +32,17 @@ pub struct Member<'h> {
 pub enum QueueSeen {
     /// The step serves the queues: `requests`, whether any of its
     /// `Step::waiting` waits here; `left_from`, where the requests it leaves
-    /// waiting start (`Member::reserved_from`).
+    /// waiting start (`Member::reserved_from`), and `left_rank` the rank
+    /// of the first of them.
     Served {
         requests: bool,
         left_from: Option<usize>,
+        left_rank: Option<Rank>,
     },
-    /// The step leaves the queue as it is: `waiters`, whether anyone waits
-    /// (the resource is then reserved for them, before any request).
-    Left { waiters: bool },
+    /// The step leaves the queue as it is: `head`, the rank of its head if
+    /// anyone waits (the resource is then reserved for them, before any
+    /// request they outrank).
+    Left { head: Option<Rank> },
 }
 
 impl<'h> Member<'h> {
@@ -43,25 +50,29 @@ impl<'h> Member<'h> {
     /// `held_until`: the deadline (unix ms) an evicted lease's owner still
     /// believes it holds the resource until, if any, at `now_ms`.
     pub fn found(holds: &'h Holds, queue: QueueSeen, held_until: Option<u64>, now_ms: u64) -> Self {
-        let (requests, reserved_from) = match queue {
+        let (requests, reserved_from, reserved_rank) = match queue {
             QueueSeen::Served {
                 requests,
                 left_from,
-            } => (requests, left_from),
-            QueueSeen::Left { waiters } => (false, waiters.then_some(0)),
+                left_rank,
+            } => (requests, left_from, left_rank),
+            QueueSeen::Left { head } => (false, head.map(|_| 0), head),
         };
         Member {
             holds,
             has_waiters: reserved_from.is_some() || requests,
             reserved_from,
+            reserved_rank,
             held_elsewhere: held_until.is_some_and(|u| u >= now_ms),
         }
     }
 }
 
-/// A request queued on the group, in enqueue order.
+/// A request queued on the group, in rank order (the order of every
+/// queue).
 #[derive(Debug, Clone)]
 pub struct Waiting<'a> {
+    pub rank: Rank,
     /// Indexes of its resources in the group.
     pub members: Vec<usize>,
     pub ask: Ask<'a>,
@@ -77,8 +88,11 @@ pub enum Command<'a> {
     /// `blocks`: it may wait in the queue (`WAIT`, outside a transaction);
     /// `new_token`: whether its token may start a new hold or wait
     /// (`dlock.max-token-length`).
+    /// `priority`: its `PRIORITY` and rank key; its request is decided at
+    /// its rank among the queued ones (`Rank::arriving`), and queued there.
     Acquire {
         ask: Ask<'a>,
+        priority: Priority,
         members: usize,
         blocks: bool,
         new_token: Result<(), Error>,

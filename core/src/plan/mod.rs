@@ -3,7 +3,8 @@
 //! share set requests (`component`). A step is a command (acquire, release,
 //! extend, revoke) or an event that only serves the queues (a timer, a
 //! waiter that left, `DLOCK.INFO`), decided together with the queues it
-//! touches, in enqueue order, the command's own request last.
+//! touches, in rank order (`crate::queue::Rank`), the command's own request
+//! at its rank among them.
 //!
 //! The result is a `Plan`: the hold operations per resource, in order, the
 //! queued requests granted or refused, the reply, the keyspace events, the
@@ -17,6 +18,7 @@
 use crate::ask::Ask;
 use crate::fence::FenceClock;
 use crate::plan::component::{admit_request, admit_reserved, Granted, Queued};
+use crate::queue::Rank;
 use crate::resource::admission::{Admission, Summary};
 use crate::Error;
 
@@ -53,19 +55,38 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
     } = &step.command
     {
         precheck(step.members, n, ask, *blocks, new_token)?;
+        // Past the precheck, a member the token holds is a retry: its new
+        // deadline must stay within the hold's cap.
+        within_caps(step, n, ask.token, ask.ttl_ms)?;
     }
-    if let Command::Extend { token, .. } = &step.command {
+    if let Command::Extend { token, ttl_ms, .. } = &step.command {
         // A session's keep-alive keeps its holds: no member moves.
         let bound = |m: &Member<'_>| m.holds.hold_of(token).is_some_and(|h| h.session.is_some());
         if step.members.iter().take(n).any(bound) {
             return Err(Error::BoundHold);
         }
+        within_caps(step, n, token, *ttl_ms)?;
     }
     // The holds as the command's own change leaves them: the stored
     // indexes, read in place, without the holds that ended.
     let mut after: Vec<Summary<'_>> = step.members.iter().map(|m| m.holds.summary()).collect();
     command_change(step, n, &mut plan, &mut after);
-    let reserved: Vec<Option<usize>> = step.members.iter().map(|m| m.reserved_from).collect();
+    // The command's request is decided at its rank among the queued ones.
+    let (new_at, command_rank) = match &step.command {
+        Command::Acquire { priority, .. } => {
+            let rank = Rank::arriving(priority.key);
+            (
+                Some(step.waiting.partition_point(|w| w.rank < rank)),
+                Some(rank),
+            )
+        }
+        _ => (None, None),
+    };
+    let reserved: Vec<Option<usize>> = step
+        .members
+        .iter()
+        .map(|m| reservation(m, command_rank, step.quarantined_ms > 0))
+        .collect();
     let frozen = |members: &[usize]| {
         step.quarantined_ms > 0
             || members
@@ -79,21 +100,32 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
             members: w.members.clone(),
             ask: w.ask,
             frozen: frozen(&w.members),
+            stays: true,
         })
         .collect();
-    let new_at = match &step.command {
-        Command::Acquire { ask, .. } => {
-            queued.push(Queued {
+    if let (Command::Acquire { ask, blocks, .. }, Some(at)) = (&step.command, new_at) {
+        let at = at.min(queued.len());
+        queued.insert(
+            at,
+            Queued {
                 members: (0..n).collect(),
                 ask: *ask,
                 frozen: false,
-            });
-            Some(queued.len() - 1)
-        }
-        _ => None,
+                stays: *blocks,
+            },
+        );
+    }
+    // A queued request's index in `step.waiting`, from its index in
+    // `queued` (where the command's request may sit among them).
+    let waiting_at = |i: usize| match new_at {
+        Some(at) if i > at => i - 1,
+        _ => i,
     };
     let decisions = admit_reserved(after, &reserved, &queued);
     let fences = draw_fences(step, &decisions, new_at, &mut plan)?;
+    for (i, _) in &mut plan.refused {
+        *i = waiting_at(*i);
+    }
     for (i, d) in decisions {
         let (Ok(grant), Some(q)) = (d, queued.get(i)) else {
             continue;
@@ -102,7 +134,11 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
             continue;
         };
         let is_new = Some(i) == new_at;
-        let who = if is_new { Who::Command } else { Who::Queued(i) };
+        let who = if is_new {
+            Who::Command
+        } else {
+            Who::Queued(waiting_at(i))
+        };
         match grant {
             // A queued request of a token granted earlier in this step: that
             // grant answers it too.
@@ -131,14 +167,15 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
             }
             plan.outcome = Outcome::Granted { fence, refresh };
         } else {
-            plan.granted.push((i, fence));
+            plan.granted.push((waiting_at(i), fence));
             plan.counts.grants += 1;
             plan.counts.handoffs += 1;
         }
     }
     let mut handed = vec![false; step.members.len()];
     for (i, _) in &plan.granted {
-        for m in queued.get(*i).map(|q| &q.members[..]).unwrap_or_default() {
+        let members = step.waiting.get(*i).map(|w| &w.members[..]);
+        for m in members.unwrap_or_default() {
             if let Some(h) = handed.get_mut(*m) {
                 *h = true;
             }
@@ -164,6 +201,38 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
     Ok(plan)
 }
 
+/// `Error::MaxHold` when the token's hold on one of the command's members
+/// would end `ttl_ms` from now, past its cap (`MAXHOLD`): no member moves.
+fn within_caps(step: &Step<'_, '_>, n: usize, token: &[u8], ttl_ms: u64) -> Result<(), Error> {
+    let now_ms = step.now_us / 1000;
+    let deadline = now_ms.saturating_add(ttl_ms);
+    for m in step.members.iter().take(n) {
+        if let Some(cap) = m.holds.hold_of(token).and_then(|h| h.cap) {
+            cap.allows(deadline, now_ms)?;
+        }
+    }
+    Ok(())
+}
+
+/// Where the requests a step leaves waiting on `m` start to reserve it,
+/// as an index into the requests decided (the queued ones with the
+/// command's own at its rank): the command's request is decided before
+/// that reservation when it outranks the first request left waiting.
+/// A member whose waiters are frozen (`frozen`: the quarantine, or the
+/// member still believed held elsewhere) is reserved ahead of every
+/// request: one that outranks them is kept out too, as the plain path
+/// keeps it out.
+fn reservation(m: &Member<'_>, command_rank: Option<Rank>, frozen: bool) -> Option<usize> {
+    if m.has_waiters && (frozen || m.held_elsewhere) {
+        return Some(0);
+    }
+    let from = m.reserved_from?;
+    match (m.reserved_rank, command_rank) {
+        (Some(left), Some(command)) if command < left => Some(from + 1),
+        _ => Some(from),
+    }
+}
+
 /// A new request refused before anything else is decided, on the holds as
 /// they are: an error of the rules, or a token too long for a new hold or
 /// a wait.
@@ -187,6 +256,7 @@ fn precheck(
             members: (0..n).collect(),
             ask: *ask,
             frozen: false,
+            stays: true,
         };
         admit_request(&summaries, &waits, &q).transpose()?
     };
@@ -314,7 +384,13 @@ pub mod plain;
 mod tests;
 
 #[cfg(test)]
+mod max_hold_tests;
+
+#[cfg(test)]
 mod properties;
 
 #[cfg(test)]
 mod differential_tests;
+
+#[cfg(test)]
+mod plain_vs_step_tests;

@@ -11,6 +11,7 @@
 
 use crate::ask::Ask;
 use crate::fence::FenceClock;
+use crate::queue::Rank;
 use crate::resource::admission::{Admission, Decision, Summary};
 use crate::resource::lease::LeaseRef;
 use crate::Error;
@@ -79,6 +80,9 @@ pub struct View<'a> {
     /// The token of its queue's head (`None`: nobody waits): a handoff
     /// grants it (and every entry of the same token).
     pub head: Option<&'a [u8]>,
+    /// The head's rank (`None`: nobody waits, or not known): a newcomer
+    /// that outranks it is decided before the handoff.
+    pub head_rank: Option<Rank>,
 }
 
 /// Whether a free plain lock with waiters goes to its head waiter now.
@@ -117,6 +121,30 @@ pub fn handoff(reads: &impl Reads, clock: &mut FenceClock) -> Result<Handoff, Er
     })
 }
 
+/// Whether a newcomer ranked `rank` needs a step rather than `acquire`:
+/// it outranks the head of a free lock's queue (so it would take the lock
+/// before the handoff) while a wait of its own token (`token_queued`) is
+/// queued there. A step grants it and answers that wait with the same
+/// grant (`Granted::AnsweredBy`); the plain path would leave the wait
+/// queued, to be granted the lock again after the token releases it.
+#[inline]
+pub fn outranks_own_wait(view: &View<'_>, rank: Rank, token_queued: impl FnOnce() -> bool) -> bool {
+    view.lease.is_none() && view.head_rank.is_some_and(|head| rank < head) && token_queued()
+}
+
+/// Whether `handoff` would grant now, drawing no fence.
+#[inline]
+fn handoff_would_grant(reads: &impl Reads) -> Result<bool, Error> {
+    if reads.quarantined_ms() > 0 {
+        return Ok(false);
+    }
+    let now_ms = reads.now_us() / 1000;
+    if reads.held_until().is_some_and(|u| u >= now_ms) {
+        return Ok(false);
+    }
+    reads.owns_slot()
+}
+
 /// What `DLOCK.ACQUIRE` does on a plain lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acquire {
@@ -139,17 +167,27 @@ pub struct AcquirePlan {
     pub outcome: Acquire,
 }
 
-/// Decides `DLOCK.ACQUIRE` of `ask` on `view`. Fences are drawn from
-/// `clock`: the handoff's, or the grant's. On `Err` nothing is to be done
-/// (and no fence was drawn).
+/// Decides `DLOCK.ACQUIRE` of `ask`, ranked `rank` (`Rank::arriving`), on
+/// `view`. Fences are drawn from `clock`: the handoff's, or the grant's.
+/// On `Err` nothing is to be done (and no fence was drawn).
 #[inline]
 pub fn acquire(
     view: &View<'_>,
     ask: &Ask<'_>,
+    rank: Rank,
     reads: &impl Reads,
     clock: &mut FenceClock,
 ) -> Result<AcquirePlan, Error> {
+    let outranks_head = view.head_rank.is_some_and(|head| rank < head);
     let (lease, queued, handoff) = match (view.lease, view.head) {
+        // A free lock the newcomer outranks every waiter for, that a
+        // handoff would grant now: the newcomer is decided on it, and the
+        // waiters keep waiting behind it. Not when the head is its own
+        // token: the handoff's grant answers both (as a step answers a
+        // token queued twice), leaving no wait of it queued.
+        (None, Some(head)) if outranks_head && head != ask.token && handoff_would_grant(reads)? => {
+            (None, false, None)
+        }
         (None, Some(head)) => {
             // This request would queue behind the head: refused before a
             // handoff draws a fence if it may not.
@@ -356,6 +394,7 @@ pub fn set(members: &[Member<'_>], token: &[u8]) -> Result<Set, Error> {
         limit: None,
         ttl_ms: 0,
         session: None,
+        max_hold_ms: None,
     };
     // Every member first: one the fast path cannot read is the general
     // path's, wherever it is.

@@ -46,6 +46,7 @@ use super::{plan, Command, Member, Op, Outcome, Plan, Step, Waiting, Who};
 use crate::ask::{Ask, Mode};
 use crate::fence::MAX_FENCE;
 use crate::plan::component::{admit_request, Queued};
+use crate::queue::{Priority, Rank};
 use crate::resource::holds::Holds;
 use crate::{Error, FenceClock};
 
@@ -57,6 +58,9 @@ const TTLS: [u64; 4] = [30, 100, 400, 2_000];
 const ADVANCES_MS: [u64; 6] = [1, 10, 50, 150, 500, 3_000];
 /// From this many waiters on, new requests do not wait (short queues).
 const MAX_QUEUE: usize = 6;
+/// One priority level per this many ms waited: within `ADVANCES_MS`, so
+/// that later requests both pass and fail to pass earlier ones.
+const AGING_MS: u64 = 100;
 /// The property run: seeds 1..=SEEDS, STEPS steps each.
 const SEEDS: u64 = 400;
 const STEPS: usize = 1_000;
@@ -97,14 +101,18 @@ struct Entry {
     /// Its resources (global indexes).
     members: Vec<usize>,
     ask: Ask<'static>,
+    /// Where it stands in every queue (computed here, as the server does).
+    rank: Rank,
 }
 
 /// What the server keeps between steps.
 #[derive(Debug, Clone)]
 struct Model {
     holds: Vec<Holds>,
-    /// Every waiting request, in enqueue order.
+    /// Every waiting request, in rank order (the order of every queue).
     queue: Vec<Entry>,
+    /// The id the next request that waits gets.
+    next_id: u64,
     clock: FenceClock,
     now_us: u64,
     /// The owner of every fence ever added to a hold.
@@ -116,6 +124,7 @@ impl Model {
         Model {
             holds: vec![Holds::new(1); RESOURCES],
             queue: Vec::new(),
+            next_id: 1,
             clock,
             now_us: START_US,
             owner_of_fence: HashMap::new(),
@@ -129,6 +138,8 @@ enum Cmd {
     Settle,
     Acquire {
         ask: Ask<'static>,
+        /// `PRIORITY` (0..=2), ranked with `AGING_MS` per level.
+        priority: u16,
         blocks: bool,
         /// The token may not start a new hold or wait (too long).
         long_token: bool,
@@ -204,10 +215,11 @@ impl fmt::Display for Spec {
             Cmd::Settle => write!(f, "SETTLE {on:?}"),
             Cmd::Acquire {
                 ask,
+                priority,
                 blocks,
                 long_token,
             } => {
-                write!(f, "ACQUIRE {on:?} {}", ask_text(ask))?;
+                write!(f, "ACQUIRE {on:?} {} PRIORITY {priority}", ask_text(ask))?;
                 if *blocks {
                     write!(f, " WAIT")?;
                 }
@@ -250,7 +262,12 @@ fn describe(model: &Model) -> String {
         s += "\n";
     }
     for (i, e) in model.queue.iter().enumerate() {
-        s += &format!("  queued #{i} on {:?}: {}\n", e.members, ask_text(&e.ask));
+        s += &format!(
+            "  queued #{i} on {:?}: {} (rank {:?})\n",
+            e.members,
+            ask_text(&e.ask),
+            e.rank
+        );
     }
     s
 }
@@ -264,6 +281,8 @@ struct Input {
     n: usize,
     has_waiters: Vec<bool>,
     reserved: Vec<bool>,
+    /// Per member: the rank of the first request waiting on it.
+    head_rank: Vec<Option<Rank>>,
     held_elsewhere: Vec<bool>,
     /// The whole queue (members as group indexes), or nothing when the
     /// step leaves the queues as they are.
@@ -311,10 +330,15 @@ fn prepare(model: &mut Model, spec: &Spec) -> Input {
         }
         Cmd::Acquire {
             ask,
+            priority,
             blocks,
             long_token,
         } => Command::Acquire {
             ask,
+            priority: Priority {
+                level: priority,
+                key: Rank::key(now_ms, priority, AGING_MS),
+            },
             members: n,
             blocks,
             new_token: if long_token {
@@ -365,6 +389,7 @@ fn prepare(model: &mut Model, spec: &Spec) -> Input {
             .queue
             .iter()
             .map(|e| Waiting {
+                rank: e.rank,
                 members: e.members.iter().map(|g| pos[*g]).collect(),
                 ask: e.ask,
             })
@@ -373,6 +398,16 @@ fn prepare(model: &mut Model, spec: &Spec) -> Input {
     Input {
         n,
         reserved: has_waiters.iter().map(|w| keep && *w).collect(),
+        head_rank: order
+            .iter()
+            .map(|g| {
+                model
+                    .queue
+                    .iter()
+                    .find(|e| e.members.contains(g))
+                    .map(|e| e.rank)
+            })
+            .collect(),
         has_waiters,
         held_elsewhere: order
             .iter()
@@ -395,6 +430,7 @@ fn decide(model: &Model, input: &Input) -> Result<Plan, Error> {
             holds: &model.holds[*g],
             has_waiters: input.has_waiters[i],
             reserved_from: input.reserved[i].then_some(0),
+            reserved_rank: input.head_rank[i].filter(|_| input.reserved[i]),
             held_elsewhere: input.held_elsewhere[i],
         })
         .collect();
@@ -425,7 +461,7 @@ fn apply(before: &Model, input: &Input, plan: &Plan) -> Model {
         match *op {
             Op::Add { who, fence } => {
                 if let Some(ask) = ask_of(who) {
-                    holds.add(&ask, fence, now_ms + ask.ttl_ms);
+                    holds.add(&ask, fence, now_ms + ask.ttl_ms, 0);
                     after.owner_of_fence.entry(fence).or_insert(ask.owner());
                 }
             }
@@ -456,11 +492,22 @@ fn apply(before: &Model, input: &Input, plan: &Plan) -> Model {
             .map(|(_, e)| e.clone())
             .collect();
     }
-    if let (Outcome::Wait, Some(ask)) = (plan.outcome, command_ask(&input.command)) {
-        after.queue.push(Entry {
-            members: input.order[..input.n].to_vec(),
-            ask,
-        });
+    if let (Outcome::Wait, Command::Acquire { ask, priority, .. }) = (plan.outcome, &input.command)
+    {
+        let rank = Rank {
+            key: priority.key,
+            id: after.next_id,
+        };
+        after.next_id += 1;
+        let at = after.queue.partition_point(|e| e.rank < rank);
+        after.queue.insert(
+            at,
+            Entry {
+                members: input.order[..input.n].to_vec(),
+                ask: *ask,
+                rank,
+            },
+        );
     }
     after
 }
@@ -799,16 +846,39 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
         }
     }
 
-    // Invariant 3: FIFO for new owners.
-    for (g, (members, ask, fence)) in requests.iter().enumerate() {
+    // Invariant 3: FIFO for new owners, in rank order: the queued requests
+    // as they stand, the command's at its own rank among them (computed
+    // here from the ranks, not taken from the planner).
+    let command_rank = match &input.command {
+        Command::Acquire { priority, .. } => Some(Rank::arriving(priority.key)),
+        _ => None,
+    };
+    let mut by_rank: Vec<usize> = (0..k).collect();
+    if let Some(rank) = command_rank {
+        by_rank.insert(input.waiting.partition_point(|w| w.rank < rank), k);
+    }
+    // A queue the step leaves as it is reserves a member against the
+    // command only if its head ranks ahead of it.
+    let reserved_for = |g: usize, m: usize| {
+        input.reserved[m]
+            && (g < k
+                || command_rank
+                    .zip(input.head_rank[m])
+                    .is_none_or(|(c, head)| head < c))
+    };
+    for (at, &g) in by_rank.iter().enumerate() {
+        let (members, ask, fence) = &requests[g];
         if fence.is_none() {
             continue;
         }
+        let ahead_of_g = &by_rank[..at];
         let owner = ask.owner();
         for m in members {
             let m = *m;
-            let behind =
-                input.reserved[m] || (0..g).any(|e| still_waits(e) && requests[e].0.contains(&m));
+            let behind = reserved_for(g, m)
+                || ahead_of_g
+                    .iter()
+                    .any(|e| still_waits(*e) && requests[*e].0.contains(&m));
             if !behind {
                 continue;
             }
@@ -816,16 +886,19 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
                 .iter()
                 .filter(|h| !(dropped[m] && *h.token == *token))
                 .any(|h| *h.owner == *owner);
-            let granted_earlier = requests[..g]
-                .iter()
-                .any(|(ms, a, f)| f.is_some() && ms.contains(&m) && a.owner() == owner);
+            let granted_earlier = ahead_of_g.iter().any(|e| {
+                let (ms, a, f) = &requests[*e];
+                f.is_some() && ms.contains(&m) && a.owner() == owner
+            });
             if !holds_now && !granted_earlier {
                 let who = if g == k {
                     "the command".into()
                 } else {
                     format!("queued #{g}")
                 };
-                let ahead: Vec<usize> = (0..g)
+                let ahead: Vec<usize> = ahead_of_g
+                    .iter()
+                    .copied()
                     .filter(|e| still_waits(*e) && requests[*e].0.contains(&m))
                     .collect();
                 return Err(format!(
@@ -877,6 +950,7 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
                 members: entry.members.clone(),
                 ask: entry.ask,
                 frozen: false,
+                stays: true,
             };
             if !ahead && matches!(admit_request(&summaries, &free, &q), Some(Ok(_))) {
                 return Err(format!(
@@ -1061,6 +1135,7 @@ fn draw(rng: &mut Rng, model: &Model) -> Spec {
                 limit: None,
                 ttl_ms: rng.pick(&TTLS),
                 session: None,
+                max_hold_ms: None,
             };
             if rng.one_in(3) {
                 ask.mode = Mode::Shared;
@@ -1079,6 +1154,11 @@ fn draw(rng: &mut Rng, model: &Model) -> Spec {
             }
             Cmd::Acquire {
                 ask,
+                priority: if rng.one_in(2) {
+                    0
+                } else {
+                    rng.below(3) as u16
+                },
                 blocks: model.queue.len() < MAX_QUEUE && rng.one_in(2),
                 long_token: rng.one_in(25),
             }
@@ -1344,14 +1424,17 @@ fn handoff() -> (Model, Input, Plan) {
         limit: None,
         ttl_ms: 1_000,
         session: None,
+        max_hold_ms: None,
     };
-    model.holds[0].add(&x, 5, START_US / 1000 + 1_000);
+    model.holds[0].add(&x, 5, START_US / 1000 + 1_000, 0);
     model.owner_of_fence.insert(5, b"x");
-    let waiter = |token| Entry {
+    let waiter = |token, id| Entry {
         members: vec![0],
         ask: Ask { token, ..x },
+        rank: Rank { key: 0, id },
     };
-    model.queue = vec![waiter(b"b"), waiter(b"c")];
+    model.queue = vec![waiter(b"b", 1), waiter(b"c", 2)];
+    model.next_id = 3;
     let spec = Spec {
         advance_ms: 0,
         quarantined_ms: 0,
@@ -1472,8 +1555,9 @@ fn the_checker_catches_a_nil_answer_that_holds() {
         limit: None,
         ttl_ms: 1_000,
         session: None,
+        max_hold_ms: None,
     };
-    model.holds[2].add(&x, 5, START_US / 1000 + 1_000);
+    model.holds[2].add(&x, 5, START_US / 1000 + 1_000, 0);
     let spec = Spec {
         advance_ms: 0,
         quarantined_ms: 0,
@@ -1482,6 +1566,7 @@ fn the_checker_catches_a_nil_answer_that_holds() {
         resources: vec![0, 1, 2],
         cmd: Cmd::Acquire {
             ask: Ask { token: b"s", ..x },
+            priority: 0,
             blocks: false,
             long_token: false,
         },

@@ -1,6 +1,7 @@
 use super::*;
 use crate::ask::Mode;
 use crate::fence::MAX_FENCE;
+use crate::queue::Priority;
 use crate::resource::holds::Holds;
 
 const NOW_US: u64 = 1_000_000_000;
@@ -14,12 +15,13 @@ fn ask(token: &'static str, mode: Mode) -> Ask<'static> {
         limit: None,
         ttl_ms: 100,
         session: None,
+        max_hold_ms: None,
     }
 }
 
 fn held(token: &'static str, mode: Mode, fence: u64) -> Holds {
     let mut h = Holds::new(1);
-    h.add(&ask(token, mode), fence, NOW_MS + 50);
+    h.add(&ask(token, mode), fence, NOW_MS + 50, 0);
     h
 }
 
@@ -28,12 +30,14 @@ fn member(holds: &Holds) -> Member<'_> {
         holds,
         has_waiters: false,
         reserved_from: None,
+        reserved_rank: None,
         held_elsewhere: false,
     }
 }
 
 fn acquire(a: Ask<'static>, members: usize, blocks: bool) -> Command<'static> {
     Command::Acquire {
+        priority: Priority::FIFO,
         ask: a,
         members,
         blocks,
@@ -109,10 +113,12 @@ fn a_release_hands_the_resource_to_the_head_of_the_queue_in_one_plan() {
     m.has_waiters = true;
     let waiting = [
         Waiting {
+            rank: Rank::default(),
             members: vec![0],
             ask: ask("w1", Mode::Exclusive),
         },
         Waiting {
+            rank: Rank::default(),
             members: vec![0],
             ask: ask("w2", Mode::Exclusive),
         },
@@ -150,6 +156,7 @@ fn a_release_whose_handoff_has_no_fence_left_fails_whole() {
     let a = held("x", Mode::Exclusive, 5);
     let b = held("x", Mode::Exclusive, 5);
     let waiting = [Waiting {
+        rank: Rank::default(),
         members: vec![1],
         ask: ask("w", Mode::Exclusive),
     }];
@@ -262,6 +269,7 @@ fn a_long_token_is_refused_before_it_could_hold_or_wait() {
             members: &m,
             waiting: &[],
             command: Command::Acquire {
+                priority: Priority::FIFO,
                 ask: ask("a", Mode::Exclusive),
                 members: 1,
                 blocks,
@@ -282,6 +290,7 @@ fn a_long_token_is_refused_before_it_could_hold_or_wait() {
 fn a_slot_this_node_may_not_grant_sends_the_waiters_away_instead_of_granting_them() {
     let held_by_a = held("a", Mode::Exclusive, 5);
     let waiting = [Waiting {
+        rank: Rank::default(),
         members: vec![0],
         ask: ask("w", Mode::Exclusive),
     }];
@@ -323,6 +332,7 @@ fn a_member_is_reserved_where_requests_left_waiting_start_or_for_a_queue_left_al
     let served = |requests, left_from| QueueSeen::Served {
         requests,
         left_from,
+        left_rank: None,
     };
     let m = found(served(true, None), None);
     assert_eq!((m.has_waiters, m.reserved_from), (true, None));
@@ -330,9 +340,101 @@ fn a_member_is_reserved_where_requests_left_waiting_start_or_for_a_queue_left_al
     assert_eq!((m.has_waiters, m.reserved_from), (true, Some(2)));
     let m = found(served(false, None), None);
     assert_eq!((m.has_waiters, m.reserved_from), (false, None));
-    let m = found(QueueSeen::Left { waiters: true }, None);
+    let m = found(
+        QueueSeen::Left {
+            head: Some(Rank::default()),
+        },
+        None,
+    );
     assert_eq!((m.has_waiters, m.reserved_from), (true, Some(0)));
-    let m = found(QueueSeen::Left { waiters: false }, Some(NOW_MS));
+    let m = found(QueueSeen::Left { head: None }, Some(NOW_MS));
     assert_eq!((m.has_waiters, m.held_elsewhere), (false, true));
-    assert!(!found(QueueSeen::Left { waiters: false }, Some(NOW_MS - 1)).held_elsewhere);
+    assert!(!found(QueueSeen::Left { head: None }, Some(NOW_MS - 1)).held_elsewhere);
+}
+
+/// A resource still believed held by an evicted lease's owner keeps its
+/// waiters frozen until that deadline; a request that outranks them (a
+/// higher `PRIORITY`) is kept out as well, as the plain path keeps it out
+/// (`plain::acquire`: no grant while a handoff may not happen), rather
+/// than granted a lock its evicted owner still believes it holds.
+#[test]
+fn a_request_outranking_the_waiters_of_a_resource_held_elsewhere_is_not_granted() {
+    let free = Holds::new(1);
+    let mut m = member(&free);
+    m.has_waiters = true;
+    m.held_elsewhere = true;
+    let waiting = [Waiting {
+        rank: Rank { key: 10, id: 1 },
+        members: vec![0],
+        ask: ask("w", Mode::Exclusive),
+    }];
+    for (blocks, expected) in [(true, Outcome::Wait), (false, Outcome::Busy)] {
+        let command = Command::Acquire {
+            priority: Priority { level: 5, key: 0 },
+            ask: ask("n", Mode::Exclusive),
+            members: 1,
+            blocks,
+            new_token: Ok(()),
+        };
+        let p = run(&[m], &waiting, command).unwrap();
+        assert_eq!(p.outcome, expected, "blocks {blocks}");
+        assert!(p.granted.is_empty() && p.ops.is_empty());
+    }
+}
+
+/// In a quarantine the waiters are frozen and a request that may not wait
+/// finds the resource queued: nil, as on the plain path
+/// (`plain::acquire`), also when it outranks every waiter.
+#[test]
+fn a_request_outranking_quarantined_waiters_is_answered_as_behind_them() {
+    let free = Holds::new(1);
+    let mut m = member(&free);
+    m.has_waiters = true;
+    let waiting = [Waiting {
+        rank: Rank { key: 10, id: 1 },
+        members: vec![0],
+        ask: ask("w", Mode::Exclusive),
+    }];
+    for (key, who) in [(20, "behind"), (0, "outranking")] {
+        let members = [m];
+        let step = Step {
+            members: &members,
+            waiting: &waiting,
+            command: Command::Acquire {
+                priority: Priority { level: 5, key },
+                ask: ask("n", Mode::Exclusive),
+                members: 1,
+                blocks: false,
+                new_token: Ok(()),
+            },
+            quarantined_ms: 700,
+            now_us: NOW_US,
+        };
+        let p = plan(&step, &FenceClock::new(), || Ok(true)).map(|p| p.outcome);
+        assert_eq!(p, Ok(Outcome::Busy), "{who}");
+    }
+}
+
+/// A request left out of the step waits on a free resource (ranked
+/// `left`): a command that outranks it is decided before its reservation
+/// and granted; one ranked after it waits behind it.
+#[test]
+fn a_command_goes_before_a_reservation_it_outranks_and_after_one_it_does_not() {
+    let free = Holds::new(1);
+    let mut m = member(&free);
+    m.has_waiters = true;
+    m.reserved_from = Some(0);
+    m.reserved_rank = Some(Rank { key: 20, id: 9 });
+    for (key, granted) in [(5, true), (20, false), (30, false)] {
+        let command = Command::Acquire {
+            priority: Priority { level: 0, key },
+            ask: ask("n", Mode::Exclusive),
+            members: 1,
+            blocks: true,
+            new_token: Ok(()),
+        };
+        let p = run(&[m], &[], command).unwrap();
+        let outcome = matches!(p.outcome, Outcome::Granted { .. });
+        assert_eq!(outcome, granted, "key {key}: {:?}", p.outcome);
+    }
 }

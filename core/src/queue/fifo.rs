@@ -1,4 +1,4 @@
-//! One queue's entries in arrival order, found by id: a doubly linked list
+//! One queue's entries in the order they are served, found by id: a doubly linked list
 //! in a slab, with a hash index from id to slot.
 //!
 //! A queue is joined at its tail, served from its head and left from
@@ -110,6 +110,46 @@ impl<V> Fifo<V> {
             None => self.head = at,
         }
         self.tail = at;
+        self.slot.insert(id, at);
+        Ok(())
+    }
+
+    /// Inserts `value` under `id` just before entry `next` (a request that
+    /// ranks ahead of some waiting ones); at the tail when `next` is not
+    /// queued. An id already present is refused as by `push_back`.
+    pub fn insert_before(&mut self, next: u64, id: u64, value: V) -> Result<(), V> {
+        let Some(&after) = self.slot.get(&next) else {
+            return self.push_back(id, value);
+        };
+        if self.slot.contains_key(&id) {
+            return Err(value);
+        }
+        let prev = self.nodes.get(after).map_or(NIL, |n| n.prev);
+        let node = Node {
+            id,
+            prev,
+            next: after,
+            value: Some(value),
+        };
+        let at = match self.vacant.pop() {
+            Some(at) => {
+                if let Some(n) = self.nodes.get_mut(at) {
+                    *n = node;
+                }
+                at
+            }
+            None => {
+                self.nodes.push(node);
+                self.nodes.len() - 1
+            }
+        };
+        match self.nodes.get_mut(prev) {
+            Some(p) => p.next = at,
+            None => self.head = at,
+        }
+        if let Some(n) = self.nodes.get_mut(after) {
+            n.prev = at;
+        }
         self.slot.insert(id, at);
         Ok(())
     }
@@ -299,5 +339,45 @@ mod tests {
             assert_eq!(f.last(), m.values().next_back());
         }
         assert!(f.ids().eq(m.keys().copied()));
+    }
+
+    /// Random insertions anywhere (before the entry of the next larger
+    /// key) and removals against a map ordered by key: the list keeps the
+    /// map's order, its first and last entries, and its length.
+    #[test]
+    fn insert_before_matches_an_ordered_map() {
+        use std::collections::BTreeMap;
+        let mut f = Fifo::default();
+        let mut m: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..20_000 {
+            let key = rng(2048);
+            if rng(3) != 0 {
+                let next = m.range(key..).next().map(|(k, _)| *k);
+                let pushed = match next {
+                    Some(n) => f.insert_before(n, key, key as u32),
+                    None => f.push_back(key, key as u32),
+                };
+                assert_eq!(pushed.is_ok(), !m.contains_key(&key));
+                m.entry(key).or_insert(key as u32);
+            } else {
+                assert_eq!(f.remove(key), m.remove(&key));
+            }
+            assert_eq!(f.len(), m.len());
+            assert_eq!(f.first(), m.values().next());
+            assert_eq!(f.last(), m.values().next_back());
+        }
+        assert!(f.ids().eq(m.keys().copied()));
+        // Before an id not queued: at the tail.
+        let mut g = Fifo::default();
+        assert!(g.push_back(1, 1).is_ok() && g.insert_before(9, 2, 2).is_ok());
+        assert!(g.insert_before(1, 0, 0).is_ok());
+        assert_eq!(ids(&g), [0, 1, 2]);
     }
 }

@@ -21,13 +21,14 @@
 //! (frozen), which grants nobody out of turn, and a later step that starts
 //! from the queues where they wait (`Frontier::grown`) goes on from there.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 
 use crate::resource::holds::Holds;
 
 use super::wait_queue::{owner_hash, Ids, WaitQueue};
-use super::{Component, Request, WaitQueues};
+use super::{Component, Rank, Request, WaitQueues};
 
 /// Which requests of a component one step decides.
 #[derive(Debug, Clone)]
@@ -124,25 +125,27 @@ impl<K: Hash + Eq + Clone> Frontier<K> {
 /// or the queue's; and how many owners that looked at.
 fn owners_waiting<H>(q: &WaitQueue<H>, holds: &Holds) -> (Vec<u64>, usize) {
     let mut out = Vec::new();
-    if holds.owner_name_count() <= q.by_owner.len() {
+    let scanned = if holds.owner_name_count() <= q.by_owner.len() {
         for name in holds.owner_names() {
             if let Some(ids) = q.by_owner.get(&owner_hash(name)) {
                 out.extend_from_slice(ids.as_slice());
             }
         }
-        return (out, holds.owner_name_count());
-    }
-    for ids in q.by_owner.values().map(Ids::as_slice) {
-        let owner = ids.first().and_then(|id| q.entries.get(*id));
-        if owner.is_some_and(|w| holds.owner(w.ask().owner()).is_some()) {
-            out.extend_from_slice(ids);
+        holds.owner_name_count()
+    } else {
+        for ids in q.by_owner.values().map(Ids::as_slice) {
+            let owner = ids.first().and_then(|id| q.entries.get(*id));
+            if owner.is_some_and(|w| holds.owner(w.ask().owner()).is_some()) {
+                out.extend_from_slice(ids);
+            }
         }
-    }
-    (out, q.by_owner.len())
+        q.by_owner.len()
+    };
+    (out, scanned)
 }
 
 impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
-    /// The requests `frontier` decides, in enqueue order, with every
+    /// The requests `frontier` decides, in rank order, with every
     /// resource they wait on (added to `frontier`) and where the requests
     /// left out reserve each of them. `holds(i)`: the holds of resource `i`
     /// of the frontier, where the step has them open (every resource whose
@@ -152,14 +155,19 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         frontier: &mut Frontier<K>,
         holds: impl Fn(usize) -> Option<&'h Holds>,
     ) -> Component<K> {
-        let mut chosen: BTreeSet<u64> = frontier.extra.clone();
+        // By rank: the order every queue is served in.
+        let mut chosen: BTreeSet<Rank> = frontier
+            .extra
+            .iter()
+            .filter_map(|id| self.rank_of(*id))
+            .collect();
         frontier.capped.clear();
         for (i, (k, depth)) in frontier.resources.iter().zip(&frontier.depth).enumerate() {
             if *depth == 0 {
                 continue;
             }
             if let Some(q) = self.queues.get(k) {
-                chosen.extend(q.entries.ids().take(*depth));
+                chosen.extend(q.entries.values().take(*depth).map(|w| w.rank));
                 let Some(h) = holds(i) else {
                     continue;
                 };
@@ -176,14 +184,15 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                         frontier.capped.insert(i);
                         break;
                     }
-                    if chosen.insert(*id) {
+                    let rank = q.entries.get(*id).map(|w| w.rank);
+                    if rank.is_some_and(|r| chosen.insert(r)) {
                         room -= 1;
                     }
                 }
             }
         }
         let mut requests = Vec::with_capacity(chosen.len());
-        for id in &chosen {
+        for id in chosen.iter().map(|r| &r.id) {
             let Some(place) = self.index.get(id) else {
                 continue;
             };
@@ -197,26 +206,32 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             let members = place.keys().iter().map(|k| frontier.add(k)).collect();
             requests.push(Request {
                 id: w.id,
+                rank: w.rank,
                 token: w.token.clone(),
                 wants: w.wants.clone(),
                 ttl_ms: w.ttl_ms,
                 members,
             });
         }
-        let ids: Vec<u64> = requests.iter().map(|r| r.id).collect();
-        let reserved_from = frontier
+        let ids: HashSet<u64> = requests.iter().map(|r| r.id).collect();
+        let first_left_out: Vec<Option<Rank>> = frontier
             .resources
             .iter()
             .map(|k| {
                 let q = self.queues.get(k)?;
-                let first_left_out = q.entries.ids().find(|id| ids.binary_search(id).is_err())?;
-                Some(ids.partition_point(|id| *id < first_left_out))
+                let w = q.entries.values().find(|w| !ids.contains(&w.id))?;
+                Some(w.rank)
             })
+            .collect();
+        let reserved_from = first_left_out
+            .iter()
+            .map(|left| left.map(|left| requests.partition_point(|r| r.rank < left)))
             .collect();
         Component {
             resources: frontier.resources.clone(),
             requests,
             reserved_from,
+            reserved_rank: first_left_out,
         }
     }
 
@@ -232,8 +247,8 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         part: &Component<K>,
         decided: &[usize],
     ) -> bool {
-        let chosen: Vec<u64> = part.requests.iter().map(|r| r.id).collect();
-        let is_chosen = |id: &u64| chosen.binary_search(id).is_ok();
+        let chosen: HashSet<u64> = part.requests.iter().map(|r| r.id).collect();
+        let is_chosen = |id: &u64| chosen.contains(id);
         let leaving: BTreeSet<u64> = decided
             .iter()
             .filter_map(|i| Some(part.requests.get(*i)?.id))
@@ -253,10 +268,26 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                 }
                 let q = frontier.resources.get(*m).and_then(|k| self.queues.get(k));
                 let mut room = frontier.owners.get(*m).copied().unwrap_or(OWNERS_FIRST);
-                for id in q
-                    .and_then(|q| q.by_owner.get(&owner))
-                    .map_or(&[][..], Ids::as_slice)
-                {
+                // In the order the queue is served: the requests a part
+                // takes of an owner are ahead of the ones it leaves out.
+                // A queue where nobody named a priority is served in id
+                // (arrival) order: its ids are taken as they are, with no
+                // sort of all of an owner's requests at every step.
+                let ids: Cow<'_, [u64]> = match q.and_then(|q| Some((q, q.by_owner.get(&owner)?))) {
+                    None => Cow::Borrowed(&[]),
+                    Some((q, ids)) if q.priorities.is_empty() => Cow::Borrowed(ids.as_slice()),
+                    Some((q, ids)) => {
+                        let rank = |id: &u64| q.entries.get(*id).map(|w| w.rank);
+                        let mut ranked: Vec<(Rank, u64)> = ids
+                            .as_slice()
+                            .iter()
+                            .filter_map(|id| Some((rank(id)?, *id)))
+                            .collect();
+                        ranked.sort_unstable();
+                        Cow::Owned(ranked.into_iter().map(|(_, id)| id).collect())
+                    }
+                };
+                for id in ids.iter() {
                     if is_chosen(id) || frontier.extra.contains(id) {
                         continue;
                     }

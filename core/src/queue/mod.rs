@@ -1,4 +1,5 @@
-//! FIFO wait queues, one per resource, for `DLOCK.ACQUIRE ... WAIT`.
+//! Wait queues, one per resource, for `DLOCK.ACQUIRE ... WAIT`: served in
+//! rank order (`rank.rs`: priorities with aging; FIFO within a priority).
 //!
 //! Kept outside the lock value on purpose: the value is freed by `DEL` and
 //! `FLUSHALL`, carried away by `RENAME`/`MOVE` and serialized by `DUMP`,
@@ -82,6 +83,23 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         Some(&w.token)
     }
 
+    /// The rank of request `id`, while it waits.
+    pub fn rank_of(&self, id: u64) -> Option<Rank> {
+        let first = self.index.get(&id)?.keys().first()?;
+        Some(self.queues.get(first)?.entries.get(id)?.rank)
+    }
+
+    /// The rank of the head of `resource`'s queue, if anyone waits.
+    pub fn head_rank(&self, resource: &K) -> Option<Rank> {
+        Some(self.queues.get(resource)?.entries.first()?.rank)
+    }
+
+    /// The highest priority waiting on `resource` (0 when none asked for
+    /// one, or nobody waits).
+    pub fn top_priority(&self, resource: &K) -> u16 {
+        self.queues.get(resource).map_or(0, WaitQueue::top_priority)
+    }
+
     /// Whether every request queued on `resource` is a plain one.
     pub fn is_plain(&self, resource: &K) -> bool {
         self.queues.get(resource).is_none_or(|q| q.not_plain == 0)
@@ -95,7 +113,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             .flat_map(|q| q.entries.values())
     }
 
-    /// Appends a waiter at the tail; returns its id.
+    /// Queues a request in arrival order (`Priority::FIFO`); returns its id.
     pub fn push(
         &mut self,
         resource: K,
@@ -105,12 +123,34 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         gives_up_at: Option<u64>,
         handle: H,
     ) -> u64 {
+        let fifo = Priority::FIFO;
+        self.push_ranked(resource, token, wants, ttl_ms, gives_up_at, handle, fifo)
+    }
+
+    /// Queues a request at its rank (`priority.key`, then arrival); returns
+    /// its id.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push_ranked(
+        &mut self,
+        resource: K,
+        token: &[u8],
+        wants: Wants,
+        ttl_ms: u64,
+        gives_up_at: Option<u64>,
+        handle: H,
+        priority: Priority,
+    ) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.index.insert(id, Place::One(resource.clone()));
         let queue = self.queues.entry(resource).or_insert_with(WaitQueue::new);
-        queue.push_back(Waiter {
+        queue.insert(Waiter {
             id,
+            rank: Rank {
+                key: priority.key,
+                id,
+            },
+            priority: priority.level,
             token: token.into(),
             wants,
             ttl_ms,
@@ -176,8 +216,12 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         let entries = &queue.entries;
         let gone = queue.giving_up.due(now_ms, |id| entries.contains(id));
         // In queue order, as they waited.
-        let mut gone = gone;
+        let mut gone: Vec<(Rank, u64)> = gone
+            .into_iter()
+            .filter_map(|id| Some((entries.get(id)?.rank, id)))
+            .collect();
         gone.sort_unstable();
+        let gone = gone.into_iter().map(|(_, id)| id);
         gone.into_iter().filter_map(|id| self.remove(id)).collect()
     }
 
@@ -328,16 +372,20 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
 mod fifo;
 mod frontier;
 mod give_ups;
+mod rank;
 mod ranks;
 mod sets;
 mod timers;
 mod wait_queue;
 mod waiter;
 pub use frontier::Frontier;
+pub use rank::{Priority, Rank, MAX_AGING_MS, MAX_PRIORITY};
 pub use sets::{Component, Request};
 pub use waiter::{Grantee, Waiter, Wants};
 
 #[cfg(test)]
 mod position_tests;
+#[cfg(test)]
+mod rank_tests;
 #[cfg(test)]
 mod tests;

@@ -109,6 +109,22 @@ impl<K: Ord + Copy> Ranks<K> {
         None
     }
 
+    /// How many keys are below `key`, present or not: the rank `key` has
+    /// or would have once inserted.
+    pub fn count_below(&self, key: &K) -> usize {
+        let mut at = self.root;
+        let mut before = 0usize;
+        while let Some(n) = self.node(at) {
+            if *key <= n.key {
+                at = n.left;
+            } else {
+                before += self.size(n.left) as usize + 1;
+                at = n.right;
+            }
+        }
+        before
+    }
+
     /// Adds `key`; a key already present is left as it is (false).
     pub fn insert(&mut self, key: K) -> bool {
         if self.rank(&key).is_some() || self.nodes.len() >= NIL as usize && self.vacant.is_empty() {
@@ -354,6 +370,7 @@ mod tests {
             assert_eq!(r.len(), model.len());
             let probe = rng() % 4096;
             assert_eq!(r.rank(&probe), model.binary_search(&probe).ok());
+            assert_eq!(r.count_below(&probe), model.partition_point(|k| *k < probe));
             let from = (rng() % (model.len() as u64 + 2)) as usize;
             let walked: Vec<u64> = r.iter_from(from).take(8).collect();
             let expected: Vec<u64> = model.iter().skip(from).take(8).copied().collect();

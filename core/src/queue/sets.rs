@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
+use super::rank::{Priority, Rank};
 use super::wait_queue::WaitQueue;
 use super::{Place, WaitQueues, Waiter, Wants};
 
@@ -12,6 +13,8 @@ use super::{Place, WaitQueues, Waiter, Wants};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub id: u64,
+    /// Its place in every queue it waits in.
+    pub rank: Rank,
     pub token: Box<[u8]>,
     pub wants: Wants,
     pub ttl_ms: u64,
@@ -20,7 +23,7 @@ pub struct Request {
 }
 
 /// Resources whose queues share set requests, and the requests queued on
-/// them that one step decides, in enqueue order (ids grow with every push).
+/// them that one step decides, in rank order (the order of every queue).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Component<K> {
     pub resources: Vec<K>,
@@ -30,11 +33,14 @@ pub struct Component<K> {
     /// `requests` after it (`requests.len()`: after all); `None` when none
     /// is left out there.
     pub reserved_from: Vec<Option<usize>>,
+    /// Per resource: the rank of that first request left out (a command's
+    /// own request goes before or after it by rank).
+    pub reserved_rank: Vec<Option<Rank>>,
 }
 
 impl<K: Hash + Eq + Clone, H: Clone> WaitQueues<K, H> {
-    /// Appends one request for every resource of `members` (distinct) at
-    /// the tail of each of their queues; returns its id.
+    /// Queues one request on every resource of `members` (distinct) in
+    /// arrival order (`Priority::FIFO`); returns its id.
     pub fn push_set(
         &mut self,
         members: Vec<K>,
@@ -44,15 +50,39 @@ impl<K: Hash + Eq + Clone, H: Clone> WaitQueues<K, H> {
         gives_up_at: Option<u64>,
         handle: H,
     ) -> u64 {
+        let fifo = Priority::FIFO;
+        self.push_set_ranked(members, token, wants, ttl_ms, gives_up_at, handle, fifo)
+    }
+
+    /// Queues one request on every resource of `members` (distinct), at one
+    /// rank in every queue (the one global order the component decides
+    /// in); returns its id.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push_set_ranked(
+        &mut self,
+        members: Vec<K>,
+        token: &[u8],
+        wants: Wants,
+        ttl_ms: u64,
+        gives_up_at: Option<u64>,
+        handle: H,
+        priority: Priority,
+    ) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
+        let rank = Rank {
+            key: priority.key,
+            id,
+        };
         for key in &members {
             let queue = self
                 .queues
                 .entry(key.clone())
                 .or_insert_with(WaitQueue::new);
-            queue.push_back(Waiter {
+            queue.insert(Waiter {
                 id,
+                rank,
+                priority: priority.level,
                 token: token.into(),
                 wants: wants.clone(),
                 ttl_ms,
@@ -76,7 +106,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
 
     /// The component of `starts`: those resources, every resource reachable
     /// through the set requests queued on them, and every request queued on
-    /// any of these, in enqueue order.
+    /// any of these, in rank order.
     pub fn component(&self, starts: &[K]) -> Component<K> {
         let mut resources: Vec<K> = Vec::new();
         let mut position: HashMap<K, usize> = HashMap::new();
@@ -111,11 +141,12 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                 }
             }
         }
-        found.sort_by_key(|w| w.id);
+        found.sort_by_key(|w| w.rank);
         let requests = found
             .into_iter()
             .map(|w| Request {
                 id: w.id,
+                rank: w.rank,
                 token: w.token.clone(),
                 wants: w.wants.clone(),
                 ttl_ms: w.ttl_ms,
@@ -130,6 +161,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             .collect();
         let reserved_from = vec![None; resources.len()];
         Component {
+            reserved_rank: vec![None; resources.len()],
             resources,
             requests,
             reserved_from,

@@ -105,6 +105,6 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         self.queues
             .get(resource)
             .into_iter()
-            .flat_map(move |q| q.served_from(from))
+            .flat_map(move |q| q.entries_from(from))
     }
 }

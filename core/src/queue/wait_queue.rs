@@ -2,11 +2,12 @@
 //! and the counts that keep the plain handoff exact.
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
 
 use super::fifo::Fifo;
 use super::give_ups::GiveUps;
+use super::rank::Rank;
 use super::ranks::Ranks;
 use super::waiter::Waiter;
 
@@ -14,11 +15,15 @@ use super::waiter::Waiter;
 /// the plain handoff cost O(log n) in its length.
 #[derive(Debug)]
 pub(super) struct WaitQueue<H> {
-    /// The entries in enqueue order (ids rise with it), found by id.
+    /// The entries in the order they are served (by rank), found by id.
     pub(super) entries: Fifo<Waiter<H>>,
-    /// The entries' ranks in the order they are served (`order_key`): a
-    /// waiter's position without walking the ones ahead of it.
-    pub(super) order: Ranks<u64>,
+    /// The entries' ranks, ordered: a waiter's position without walking
+    /// the ones ahead of it, and where a request that outranks some of
+    /// them goes.
+    pub(super) order: Ranks<Rank>,
+    /// How many entries wait at each priority above 0 (usually none): the
+    /// highest priority waiting in O(log P).
+    pub(super) priorities: BTreeMap<u16, u32>,
     /// Ids of the entries per token, by the token's hash under this map's
     /// own random keys: a token queued more than once (a client that
     /// reconnected and retried) is granted once for all of them, and a
@@ -57,6 +62,7 @@ impl<H> WaitQueue<H> {
         WaitQueue {
             entries: Fifo::default(),
             order: Ranks::default(),
+            priorities: BTreeMap::new(),
             tokens: HashMap::new(),
             giving_up: GiveUps::default(),
             by_owner: HashMap::new(),
@@ -73,8 +79,12 @@ impl<H> WaitQueue<H> {
         self.tokens.hasher().hash_one(token)
     }
 
-    pub(super) fn push_back(&mut self, waiter: Waiter<H>) {
+    /// Queues `waiter` at its rank: at the tail (O(1)) unless it outranks
+    /// the tail, before the first entry it outranks otherwise (O(log n)).
+    pub(super) fn insert(&mut self, waiter: Waiter<H>) {
         let id = waiter.id;
+        let rank = waiter.rank;
+        let priority = waiter.priority;
         let not_plain = !waiter.is_plain();
         let in_set = waiter.in_set;
         let key = self.token_key(&waiter.token);
@@ -82,10 +92,21 @@ impl<H> WaitQueue<H> {
         let owner = owner_hash(waiter.ask().owner());
         // Ids are never reused, so this is never refused; if it were, the
         // counts below would stay as they are.
-        if self.entries.push_back(id, waiter).is_err() {
+        let outranks_tail = self.entries.last().is_some_and(|t| rank < t.rank);
+        let next = outranks_tail
+            .then(|| self.order.iter_from(self.order.count_below(&rank)).next())
+            .flatten();
+        let queued = match next {
+            Some(next) => self.entries.insert_before(next.id, id, waiter),
+            None => self.entries.push_back(id, waiter),
+        };
+        if queued.is_err() {
             return;
         }
-        self.order.insert(order_key(id));
+        self.order.insert(rank);
+        if priority > 0 {
+            *self.priorities.entry(priority).or_default() += 1;
+        }
         self.not_plain += usize::from(not_plain);
         self.in_sets += usize::from(in_set);
         match self.tokens.entry(key) {
@@ -108,7 +129,15 @@ impl<H> WaitQueue<H> {
     /// Takes entry `id` out, keeping the counts and indexes right.
     pub(super) fn remove(&mut self, id: u64) -> Option<Waiter<H>> {
         let waiter = self.entries.remove(id)?;
-        self.order.remove(&order_key(id));
+        self.order.remove(&waiter.rank);
+        if let std::collections::btree_map::Entry::Occupied(mut n) =
+            self.priorities.entry(waiter.priority)
+        {
+            *n.get_mut() -= 1;
+            if *n.get() == 0 {
+                n.remove();
+            }
+        }
         self.not_plain -= usize::from(!waiter.is_plain());
         self.in_sets -= usize::from(waiter.in_set);
         if let Entry::Occupied(mut ids) = self.tokens.entry(self.token_key(&waiter.token)) {
@@ -135,6 +164,11 @@ impl<H> WaitQueue<H> {
         Some(waiter)
     }
 
+    /// The highest priority of an entry, 0 when none asked for one.
+    pub(super) fn top_priority(&self) -> u16 {
+        self.priorities.keys().next_back().copied().unwrap_or(0)
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -153,30 +187,24 @@ impl<H> WaitQueue<H> {
     /// queue is served, if it waits here.
     pub(super) fn position(&self, token: &[u8]) -> Option<usize> {
         self.ids_of(token)
-            .filter_map(|id| self.order.rank(&order_key(id)))
+            .filter_map(|id| self.order.rank(&self.entries.get(id)?.rank))
             .min()
             .map(|rank| rank + 1)
     }
 
     /// The entries from position `from` (1-based) on, in the order the
     /// queue is served, each with its position.
-    pub(super) fn served_from(
+    pub(super) fn entries_from(
         &self,
         from: usize,
     ) -> impl Iterator<Item = (usize, &Waiter<H>)> + '_ {
         let from = from.max(1);
         self.order
             .iter_from(from - 1)
-            .filter_map(|key| self.entries.get(key))
+            .filter_map(|rank| self.entries.get(rank.id))
             .zip(from..)
             .map(|(w, at)| (at, w))
     }
-}
-
-/// An entry's key in the order the queue is served: its id, the order of
-/// arrival. (`Ranks` takes any key fixed while the entry waits.)
-fn order_key(id: u64) -> u64 {
-    id
 }
 
 /// The ids of one owner's entries in a queue, in enqueue order: nearly

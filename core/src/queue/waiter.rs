@@ -1,6 +1,7 @@
 //! A queued request as the queues keep it: what it wants, who waits, and
 //! who gets the lock next.
 
+use super::rank::Rank;
 use crate::ask::{Ask, Mode};
 
 /// What a queued request asks for besides its token: `SHARED`, `LIMIT`,
@@ -13,6 +14,8 @@ pub struct Wants {
     /// `SESSION id`: the waiter leaves when the session ends, and its
     /// grant is bound to the session.
     pub session: Option<Box<[u8]>>,
+    /// `MAXHOLD ms`: the grant's hold is capped that long from the grant.
+    pub max_hold_ms: Option<u64>,
 }
 
 impl Wants {
@@ -22,6 +25,7 @@ impl Wants {
             limit: ask.limit,
             owner: ask.owner.map(Into::into),
             session: ask.session.map(Into::into),
+            max_hold_ms: ask.max_hold_ms,
         }
     }
 
@@ -33,6 +37,10 @@ impl Wants {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiter<H> {
     pub id: u64,
+    /// Its place in every queue it waits in (its `id` is `rank.id`).
+    pub rank: Rank,
+    /// The priority it asked for (0 when none).
+    pub priority: u16,
     pub token: Box<[u8]>,
     pub wants: Wants,
     pub ttl_ms: u64,
@@ -64,6 +72,7 @@ impl<H> Waiter<H> {
             limit: self.wants.limit,
             ttl_ms: self.ttl_ms,
             session: self.wants.session.as_deref(),
+            max_hold_ms: self.wants.max_hold_ms,
         }
     }
 

@@ -70,6 +70,11 @@ pub struct Acquire<'a> {
     pub owner: Option<&'a [u8]>,
     /// `SESSION id`: the hold (and the wait) bound to that session.
     pub session: Option<&'a [u8]>,
+    /// `MAXHOLD ms`: the longest the hold may live from its grant.
+    pub max_hold_ms: Option<u64>,
+    /// `PRIORITY p` (0 to `MAX_PRIORITY`, higher first; `None`: 0): where
+    /// it waits, aged with its wait (`crate::queue::Rank`).
+    pub priority: Option<u16>,
 }
 
 impl<'a> Acquire<'a> {
@@ -92,6 +97,7 @@ impl<'a> Acquire<'a> {
             && self.limit.is_none()
             && self.owner.is_none()
             && self.session.is_none()
+            && self.max_hold_ms.is_none()
     }
 
     /// What the request asks of the resource's holds.
@@ -103,6 +109,7 @@ impl<'a> Acquire<'a> {
             limit: self.limit,
             ttl_ms: self.ttl_ms,
             session: self.session,
+            max_hold_ms: self.max_hold_ms,
         }
     }
 }
@@ -157,6 +164,8 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
         limit: None,
         owner: None,
         session: None,
+        max_hold_ms: None,
+        priority: None,
     };
     let (mut shared, mut limit) = (false, None);
     let mut rest = options;
@@ -185,10 +194,19 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
                 req.session = Some(parse_session_id(value)?);
                 tail
             }
+            [value, tail @ ..] if is(b"MAXHOLD") && req.max_hold_ms.is_none() => {
+                req.max_hold_ms = Some(parse_max_hold(value)?);
+                tail
+            }
+            [value, tail @ ..] if is(b"PRIORITY") && req.priority.is_none() => {
+                req.priority = Some(parse_priority(value)?);
+                tail
+            }
             _ => return Err(Error::Syntax),
         };
     }
     req.ttl_ms = hold_ttl(ttl, req.session.is_some(), limits)?;
+    check_max_hold(req.max_hold_ms, req.session)?;
     if shared {
         req.mode = Mode::Shared;
     }
@@ -212,6 +230,26 @@ pub(crate) fn hold_ttl(raw: &[u8], bound: bool, limits: &Limits) -> Result<u64, 
     parse_u64(raw)
         .filter(|t| *t <= crate::limits::MAX_TTL_MS)
         .ok_or(Error::ttl())
+}
+
+/// `MAXHOLD ms`: 1 to `MAX_TTL_MS`, like a ttl (and not held to
+/// `dlock.max-ttl`: the lease granted is the smaller of the two).
+pub(crate) fn parse_max_hold(raw: &[u8]) -> Result<u64, Error> {
+    parse_u64(raw)
+        .filter(|ms| (1..=MAX_TTL_MS).contains(ms))
+        .ok_or(Error::InvalidInteger {
+            arg: "MAXHOLD",
+            min: 1,
+            max: MAX_TTL_MS,
+        })
+}
+
+/// A hold bound to a session has no deadline for `MAXHOLD` to cap.
+pub(crate) fn check_max_hold(max_hold: Option<u64>, session: Option<&[u8]>) -> Result<(), Error> {
+    if max_hold.is_some() && session.is_some() {
+        return Err(Error::MaxHoldSession);
+    }
+    Ok(())
 }
 
 /// A session id: opaque bytes, 1 to `MAX_SESSION_ID`.
@@ -239,6 +277,19 @@ fn parse_owner(raw: &[u8]) -> Result<&[u8], Error> {
         return Err(Error::EmptyOwner);
     }
     parse_token(raw, MAX_STORED_TOKEN)
+}
+
+/// `PRIORITY p`: 0 to `MAX_PRIORITY`.
+pub(crate) fn parse_priority(raw: &[u8]) -> Result<u16, Error> {
+    let max = crate::limits::MAX_PRIORITY;
+    parse_u64(raw)
+        .filter(|p| *p <= u64::from(max))
+        .map(|p| p as u16)
+        .ok_or(Error::InvalidInteger {
+            arg: "PRIORITY",
+            min: 0,
+            max: u64::from(max),
+        })
 }
 
 fn parse_wait(raw: &[u8]) -> Result<u64, Error> {

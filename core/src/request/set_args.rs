@@ -101,6 +101,8 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
         limit: None,
         owner: None,
         session: None,
+        max_hold_ms: None,
+        priority: None,
     };
     let mut rest = options;
     while let [name, tail @ ..] = rest {
@@ -124,10 +126,19 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
                 req.session = Some(args::parse_session_id(value)?);
                 tail
             }
+            [value, tail @ ..] if is(b"MAXHOLD") && req.max_hold_ms.is_none() => {
+                req.max_hold_ms = Some(args::parse_max_hold(value)?);
+                tail
+            }
+            [value, tail @ ..] if is(b"PRIORITY") && req.priority.is_none() => {
+                req.priority = Some(args::parse_priority(value)?);
+                tail
+            }
             _ => return Err(Error::Syntax),
         };
     }
     req.ttl_ms = args::hold_ttl(ttl, req.session.is_some(), limits)?;
+    args::check_max_hold(req.max_hold_ms, req.session)?;
     Ok(req)
 }
 
@@ -182,6 +193,24 @@ mod tests {
         assert_eq!(
             (a.members.count, a.mode, a.wait_ms),
             (1, Mode::Exclusive, None)
+        );
+    }
+
+    #[test]
+    fn macquire_takes_max_hold_for_every_member() {
+        let a = acquire(&argv(&["M", "2", "a", "b", "t", "100", "MAXHOLD", "50"]), L).unwrap();
+        assert_eq!(a.max_hold_ms, Some(50));
+        assert_eq!(a.ask().max_hold_ms, Some(50));
+        assert!(matches!(
+            acquire(&argv(&["M", "1", "a", "t", "100", "MAXHOLD", "0"]), L),
+            Err(Error::InvalidInteger { arg: "MAXHOLD", .. })
+        ));
+        assert_eq!(
+            acquire(
+                &argv(&["M", "1", "a", "t", "100", "SESSION", "s", "MAXHOLD", "5"]),
+                L
+            ),
+            Err(Error::MaxHoldSession)
         );
     }
 

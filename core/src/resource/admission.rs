@@ -66,6 +66,10 @@ pub trait Indexed: std::fmt::Debug {
     fn session_of(&self, _token: &[u8]) -> Option<&[u8]> {
         None
     }
+    /// The `MAXHOLD` `token`'s hold was granted with.
+    fn max_hold_of(&self, _token: &[u8]) -> Option<u64> {
+        None
+    }
 }
 
 /// One owner's holds.
@@ -250,6 +254,19 @@ impl<'x> Summary<'x> {
         self.base.and_then(|b| b.session_of(token)) != session
     }
 
+    /// Whether `token`'s hold was granted with another `MAXHOLD` (or
+    /// none) than `max_hold`; as `session_differs`, a hold granted in this
+    /// step was granted to the same request.
+    fn max_hold_differs(&self, token: &[u8], max_hold: Option<u64>) -> bool {
+        if self.one.is_some() {
+            return max_hold.is_some();
+        }
+        if self.tokens.contains_key(token) {
+            return false;
+        }
+        self.base.and_then(|b| b.max_hold_of(token)) != max_hold
+    }
+
     fn token(&self, token: &[u8]) -> Option<Held<'x>> {
         if let Some(e) = &self.one {
             return (e.token == token).then_some((e.mode, e.owner, e.fence));
@@ -324,6 +341,7 @@ impl<'x> Summary<'x> {
             || ask.owner.is_some()
             || ask.mode != Mode::Exclusive
             || ask.session.is_some()
+            || ask.max_hold_ms.is_some()
         {
             return None;
         }
@@ -359,6 +377,8 @@ impl<'x> Summary<'x> {
                 Err(Error::TokenInUse)
             } else if self.session_differs(ask.token, ask.session) {
                 Err(Error::SessionMismatch)
+            } else if self.max_hold_differs(ask.token, ask.max_hold_ms) {
+                Err(Error::MaxHoldMismatch)
             } else {
                 Ok(Admission::Retry { fence })
             };

@@ -4,9 +4,12 @@
 //! effects (`DLOCK.APPLY`, `PEXPIREAT`, `DEL`).
 //!
 //! - `DLOCK.ADDHOLD key token owner fence mode limit deadline_ms last_fence
-//!   [session]` (`mode` is `exclusive` or `shared`; `owner` equal to `token`
-//!   when the request named none; `session` for a hold bound to one, whose
-//!   deadline is then ignored)
+//!   [session | MAXHOLD cap_ms max_hold_ms]` (`mode` is `exclusive` or
+//!   `shared`; `owner` equal to `token` when the request named none;
+//!   `session` for a hold bound to one, whose deadline is then ignored;
+//!   `MAXHOLD` for a capped hold: its cap, absolute unix ms, and the
+//!   `MAXHOLD` it was granted with; written only for a capped hold, so a
+//!   release without caps reads every other effect)
 //! - `DLOCK.MOVEHOLD key token deadline_ms`
 //! - `DLOCK.DROPHOLD key token`
 //! - `DLOCK.SETHOLDS key value last_fence`: a whole value in the multi-hold
@@ -60,9 +63,15 @@ pub fn mode_name(mode: Mode) -> &'static [u8] {
 /// An added hold: `key token owner fence mode limit deadline_ms last_fence`.
 /// Returns the change and the sender's fence high-water mark.
 pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
-    let (argv, session) = match argv {
-        [head @ .., session] if argv.len() == 10 => (head, Some(bytes(session, "session")?)),
-        _ => (argv, None),
+    let (argv, session, cap) = match argv {
+        [head @ .., session] if argv.len() == 10 => (head, Some(bytes(session, "session")?), None),
+        [head @ .., keyword, at, ms] if argv.len() == 12 => {
+            if !keyword.eq_ignore_ascii_case(b"MAXHOLD") {
+                return Err(Error::BadEffect("MAXHOLD"));
+            }
+            (head, None, Some(parse_cap(at, ms)?))
+        }
+        _ => (argv, None, None),
     };
     let [_, _, token, owner, fence, mode, limit, deadline, last] = argv else {
         return Err(Error::WrongArity);
@@ -81,6 +90,12 @@ pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
         },
         deadline_ms: parse_deadline(deadline)?,
         session: session.map(Into::into),
+        cap,
+    };
+    // No hold outlives its cap, whatever the effect says.
+    let hold = Hold {
+        deadline_ms: cap.map_or(hold.deadline_ms, |c| hold.deadline_ms.min(c.at_ms)),
+        ..hold
     };
     let limit = parse_u64(limit)
         .filter(|n| (1..=u64::from(MAX_LIMIT)).contains(n))
@@ -91,6 +106,15 @@ pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
     let last = parse_fence(last).ok_or(Error::BadEffect("last_fence"))?;
     let mark = last.max(hold.fence);
     Ok((Change::Add { hold, limit }, mark))
+}
+
+/// A cap as an effect carries it: `cap_ms max_hold_ms`, both in range.
+fn parse_cap(at: &[u8], ms: &[u8]) -> Result<crate::ask::Cap, Error> {
+    let at_ms = parse_deadline(at).map_err(|_| Error::BadEffect("cap"))?;
+    let ms = parse_u64(ms)
+        .filter(|m| (1..=crate::limits::MAX_TTL_MS).contains(m))
+        .ok_or(Error::BadEffect("max_hold"))?;
+    Ok(crate::ask::Cap { at_ms, ms })
 }
 
 /// A whole value: `key value last_fence`. Returns the holds and the
@@ -176,6 +200,39 @@ mod tests {
     }
 
     #[test]
+    fn a_capped_hold_carries_its_cap_and_nonsense_is_refused() {
+        let add = |extra: &[&str]| {
+            let mut v = vec!["X", "k", "t", "t", "7", "exclusive", "1", "1000", "9"];
+            v.extend_from_slice(extra);
+            parse_add(&argv(&v)).map(|(c, _)| c)
+        };
+        let Ok(Change::Add { hold, .. }) = add(&["MAXHOLD", "1500", "600"]) else {
+            panic!("a capped hold");
+        };
+        let cap = crate::ask::Cap {
+            at_ms: 1500,
+            ms: 600,
+        };
+        assert_eq!((hold.cap, hold.deadline_ms), (Some(cap), 1000));
+        let Ok(Change::Add { hold, .. }) = add(&["maxhold", "800", "600"]) else {
+            panic!("a capped hold");
+        };
+        assert_eq!(hold.deadline_ms, 800, "never past its cap");
+        let mut h = Holds::new(1);
+        add(&["MAXHOLD", "1500", "600"]).unwrap().apply(&mut h);
+        assert_eq!(h.hold_of(b"t").and_then(|x| x.cap), Some(cap));
+        for bad in [
+            &["MAXHOLD", "1500", "0"][..],
+            &["MAXHOLD", "-1", "600"],
+            &["MAXHOLD", "1500", "140737488355329"],
+            &["NOPE", "1500", "600"],
+            &["MAXHOLD", "1500"],
+        ] {
+            assert!(add(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn a_whole_value_parses_and_nonsense_is_refused() {
         let mut h = Holds::new(3);
         h.push(Hold {
@@ -185,6 +242,7 @@ mod tests {
             mode: Mode::Exclusive,
             deadline_ms: 1000,
             session: None,
+            cap: None,
         });
         let bytes = crate::resource::layout::encode(&h);
         let argv: Vec<&[u8]> = vec![b"X", b"k", &bytes, b"3"];

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::ask::Mode;
+use crate::ask::{Cap, Mode};
 use crate::observe::hold_mark;
 use crate::resource::admission::OwnerHolds;
 
@@ -37,6 +37,8 @@ pub struct Hold {
     /// delay's end as its deadline: held by nobody until then (its token
     /// may release it, never extend or retry it).
     pub session: Option<Box<[u8]>>,
+    /// `MAXHOLD`: the latest it may ever end (never with `session`).
+    pub cap: Option<Cap>,
 }
 
 impl Hold {
@@ -55,6 +57,7 @@ pub struct HoldRef<'h> {
     pub mode: Mode,
     pub deadline_ms: u64,
     pub session: Option<&'h [u8]>,
+    pub cap: Option<Cap>,
 }
 
 impl HoldRef<'_> {
@@ -71,6 +74,7 @@ impl HoldRef<'_> {
             mode: self.mode,
             deadline_ms: self.deadline_ms,
             session: self.session.map(Into::into),
+            cap: self.cap,
         }
     }
 }
@@ -112,13 +116,18 @@ struct Held {
 const SHARED_BIT: u64 = 1 << 63;
 const NAMED_BIT: u64 = 1 << 62;
 const BOUND_BIT: u64 = 1 << 61;
-const SEQ_BITS: u64 = BOUND_BIT - 1;
+const CAPPED_BIT: u64 = 1 << 60;
+const SEQ_BITS: u64 = CAPPED_BIT - 1;
 
 impl Held {
-    fn new(fence: u64, mode: Mode, deadline_ms: u64, seq: u64, named: bool, bound: bool) -> Self {
+    fn new(fence: u64, mode: Mode, deadline_ms: u64, seq: u64, extras: Extras) -> Self {
+        let (named, bound, capped) = extras;
         let mut bits = seq & SEQ_BITS;
         if bound {
             bits |= BOUND_BIT;
+        }
+        if capped {
+            bits |= CAPPED_BIT;
         }
         if mode == Mode::Shared {
             bits |= SHARED_BIT;
@@ -148,7 +157,16 @@ impl Held {
     fn is_bound(&self) -> bool {
         self.bits & BOUND_BIT != 0
     }
+    fn is_capped(&self) -> bool {
+        self.bits & CAPPED_BIT != 0
+    }
 }
+
+/// Whether a hold has a named owner, a session, a cap.
+type Extras = (bool, bool, bool);
+
+/// What a hold may have beside its token: a named owner, a session, a cap.
+type Beside = (Option<Bytes>, Option<Bytes>, Option<Cap>);
 
 /// The holds of one resource, indexed so that every operation on one hold
 /// costs O(log n) in their number: by token, by deadline (pruning, the
@@ -165,6 +183,8 @@ pub struct Holds {
     owner_of: HashMap<Bytes, Bytes>,
     /// token -> its session, for the holds bound to one (rare too).
     session_of: HashMap<Bytes, Bytes>,
+    /// token -> its cap, for the holds granted with `MAXHOLD` (rare too).
+    cap_of: HashMap<Bytes, Cap>,
     /// (deadline, grant order) -> token: ordered by integers alone, so a
     /// search among holds ending in the same millisecond never reads a
     /// token.
@@ -255,7 +275,7 @@ impl Holds {
         let session = hold.session.map(Bytes::from);
         self.insert_at(
             token,
-            (owner, session),
+            (owner, session, hold.cap),
             hold.fence,
             hold.mode,
             hold.deadline_ms,
@@ -267,7 +287,7 @@ impl Holds {
     fn insert_at(
         &mut self,
         token: Bytes,
-        (owner, session): (Option<Bytes>, Option<Bytes>),
+        (owner, session, cap): Beside,
         fence: u64,
         mode: Mode,
         deadline_ms: u64,
@@ -298,9 +318,11 @@ impl Holds {
             mode,
             deadline_ms,
             seq,
-            owner.is_some(),
-            session.is_some(),
+            (owner.is_some(), session.is_some(), cap.is_some()),
         );
+        if let Some(c) = cap {
+            self.cap_of.insert(token.clone(), c);
+        }
         if let Some(o) = owner {
             self.owner_of.insert(token.clone(), o);
         }
@@ -333,6 +355,11 @@ impl Holds {
         } else {
             None
         };
+        let cap = if held.is_capped() {
+            self.cap_of.remove(&token)
+        } else {
+            None
+        };
         if let Some(o) = &owner {
             if let Some(e) = self.named.get_mut(o) {
                 e.holds -= 1;
@@ -353,6 +380,7 @@ impl Holds {
             mode: held.mode(),
             deadline_ms: held.deadline_ms,
             session: session.map(|s| Box::from(&*s)),
+            cap,
         };
         Some((hold, held.seq()))
     }
@@ -367,7 +395,7 @@ impl Holds {
         let session = hold.session.map(Bytes::from);
         self.insert_at(
             token,
-            (owner, session),
+            (owner, session, hold.cap),
             hold.fence,
             hold.mode,
             hold.deadline_ms,
@@ -388,6 +416,11 @@ impl Holds {
         } else {
             None
         };
+        let cap = if h.is_capped() {
+            self.cap_of.get(token).copied()
+        } else {
+            None
+        };
         HoldRef {
             token,
             owner,
@@ -395,6 +428,7 @@ impl Holds {
             mode: h.mode(),
             deadline_ms: h.deadline_ms,
             session,
+            cap,
         }
     }
 }

@@ -9,25 +9,28 @@
 //! u32 limit               u32 count of holds
 //! count x { u64 fence, u64 deadline_ms, u8 mode (0 exclusive, 1 shared),
 //!           u32 token length, token, u32 owner length (0: the token), owner
-//!           [layout 2: u32 session length (0: none), session,
-//!                      u64 ends_by] }
+//!           [layout 2 and 3: u32 session length (0: none), session,
+//!                            u64 ends_by]
+//!           [layout 3: u64 cap_ms, u64 max_hold_ms (both 0: no cap)] }
 //! ```
 //! Little-endian throughout. Layout 2 is written only when a hold is bound
-//! to a session, so a value without one stays readable by a release that
-//! knows only layout 1. `ends_by` is when a bound hold ends at the latest
+//! to a session, layout 3 only when a hold is capped (`MAXHOLD`), so a
+//! value without either stays readable by a release that knows only
+//! layout 1 (and one without a cap by a release that knows layout 2). `ends_by` is when a bound hold ends at the latest
 //! as the writer saw it: its session's deadline, or its own (`encode_with`).
 //! Where the session does not exist when the value is read (`MIGRATE`,
 //! `RESTORE` elsewhere) the hold becomes an ordinary one ending then.
 
 use crate::ask::Mode;
 use crate::fence::MAX_FENCE;
-use crate::limits::{MAX_LIMIT, MAX_SESSION_ID, MAX_STORED_TOKEN};
+use crate::limits::{MAX_LIMIT, MAX_SESSION_ID, MAX_STORED_TOKEN, MAX_TTL_MS};
 use crate::resource::holds::{Hold, HoldRef, Holds};
 use crate::resource::lease::DecodeError;
 
 const MARKER: [u8; 8] = [0; 8];
 const LAYOUT_VERSION: u8 = 1;
 const LAYOUT_WITH_SESSIONS: u8 = 2;
+const LAYOUT_WITH_CAPS: u8 = 3;
 /// The smallest hold on disk: fence, deadline, mode, two lengths, one token byte.
 const MIN_HOLD: usize = 8 + 8 + 1 + 4 + 1 + 4;
 
@@ -43,7 +46,8 @@ pub fn encode(holds: &Holds) -> Vec<u8> {
 /// As `encode`, a bound hold's `ends_by` being what `session_deadline` says
 /// of its session (`None`: its own deadline).
 pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64>) -> Vec<u8> {
-    let bound = holds.iter().any(|h| h.session.is_some());
+    let capped = holds.iter().any(|h| h.cap.is_some());
+    let bound = capped || holds.iter().any(|h| h.session.is_some());
     let size: usize = holds
         .iter()
         .map(|h| {
@@ -55,14 +59,15 @@ pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64
                 } else {
                     0
                 }
+                + if capped { 16 } else { 0 }
         })
         .sum();
     let mut out = Vec::with_capacity(8 + 1 + 4 + 4 + size);
     out.extend_from_slice(&MARKER);
-    out.push(if bound {
-        LAYOUT_WITH_SESSIONS
-    } else {
-        LAYOUT_VERSION
+    out.push(match (capped, bound) {
+        (true, _) => LAYOUT_WITH_CAPS,
+        (false, true) => LAYOUT_WITH_SESSIONS,
+        (false, false) => LAYOUT_VERSION,
     });
     out.extend_from_slice(&holds.limit.to_le_bytes());
     out.extend_from_slice(&(holds.len() as u32).to_le_bytes());
@@ -89,6 +94,11 @@ pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64
                 _ => h.deadline_ms,
             };
             out.extend_from_slice(&ends_by.to_le_bytes());
+        }
+        if capped {
+            let (at, ms) = h.cap.map_or((0, 0), |c| (c.at_ms, c.ms));
+            out.extend_from_slice(&at.to_le_bytes());
+            out.extend_from_slice(&ms.to_le_bytes());
         }
     }
     out
@@ -117,9 +127,10 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
     if r.take(8)? != MARKER {
         return Err(DecodeError::Layout("no multi-hold marker"));
     }
-    let with_sessions = match r.u8()? {
-        LAYOUT_VERSION => false,
-        LAYOUT_WITH_SESSIONS => true,
+    let (with_sessions, with_caps) = match r.u8()? {
+        LAYOUT_VERSION => (false, false),
+        LAYOUT_WITH_SESSIONS => (true, false),
+        LAYOUT_WITH_CAPS => (true, true),
         _ => return Err(DecodeError::Layout("unknown multi-hold layout version")),
     };
     let limit = r.u32()?;
@@ -160,6 +171,12 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
         if ends_by > i64::MAX as u64 {
             return Err(DecodeError::Layout("deadline out of range"));
         }
+        let cap = if with_caps { read_cap(&mut r)? } else { None };
+        if cap.is_some() && !session.is_empty() {
+            return Err(DecodeError::Layout("a cap on a session's hold"));
+        }
+        // No hold outlives its cap, whatever wrote the bytes.
+        let deadline_ms = cap.map_or(deadline_ms, |c| deadline_ms.min(c.at_ms));
         let (session, deadline_ms) = match session {
             [] => (None, deadline_ms),
             s if exists(s) => (Some(s.into()), deadline_ms),
@@ -172,6 +189,7 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
             mode,
             deadline_ms,
             session,
+            cap,
         });
         if !fresh {
             return Err(DecodeError::Layout("holds that exclude each other"));
@@ -189,6 +207,18 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
         return Err(DecodeError::Layout("holds that exclude each other"));
     }
     Ok(holds)
+}
+
+/// A hold's cap as layout 3 stores it: both 0 for none.
+fn read_cap(r: &mut Reader<'_>) -> Result<Option<crate::ask::Cap>, DecodeError> {
+    let (at_ms, ms) = (r.u64()?, r.u64()?);
+    match (at_ms, ms) {
+        (0, 0) => Ok(None),
+        (at_ms, ms) if at_ms <= i64::MAX as u64 && (1..=MAX_TTL_MS).contains(&ms) => {
+            Ok(Some(crate::ask::Cap { at_ms, ms }))
+        }
+        _ => Err(DecodeError::Layout("cap out of range")),
+    }
 }
 
 struct Reader<'a>(&'a [u8]);
@@ -241,6 +271,7 @@ mod tests {
             mode,
             deadline_ms: 1_700_000_000_000,
             session: None,
+            cap: None,
         }
     }
 
@@ -263,6 +294,48 @@ mod tests {
         assert_eq!(decode(&bytes), Ok(h));
         let sem = Holds::from_holds(3, vec![hold("p", "p", 5, Mode::Exclusive)]);
         assert_eq!(decode(&encode(&sem)), Ok(sem));
+    }
+
+    #[test]
+    fn a_cap_is_written_in_layout_3_only_when_a_hold_has_one() {
+        let mut h = sample();
+        assert_eq!(encode(&h)[8], LAYOUT_VERSION, "no cap: the old layout");
+        let cap = crate::ask::Cap {
+            at_ms: 1_700_000_000_500,
+            ms: 2_000,
+        };
+        h.push(Hold {
+            cap: Some(cap),
+            ..hold("c", "c", 12, Mode::Shared)
+        });
+        let bytes = encode(&h);
+        assert_eq!(bytes[8], LAYOUT_WITH_CAPS);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back, h);
+        assert_eq!(back.hold_of(b"c").and_then(|x| x.cap), Some(cap));
+        assert_eq!(back.hold_of(b"r").and_then(|x| x.cap), None);
+        for n in 0..bytes.len() {
+            assert!(decode(&bytes[..n]).is_err(), "truncated to {n}");
+        }
+        // A deadline past the cap, from whatever wrote it, ends at the cap.
+        let mut late = Holds::new(1);
+        late.push(Hold {
+            cap: Some(crate::ask::Cap {
+                at_ms: 1_600_000_000_000,
+                ms: 5,
+            }),
+            ..hold("x", "x", 3, Mode::Exclusive)
+        });
+        let back = decode(&encode(&late)).unwrap();
+        assert_eq!(
+            back.hold_of(b"x").map(|x| x.deadline_ms),
+            Some(1_600_000_000_000)
+        );
+        // A cap out of range is refused.
+        let mut bad = encode(&late);
+        let at = bad.len() - 8;
+        bad[at..].copy_from_slice(&0u64.to_le_bytes());
+        assert!(decode(&bad).is_err(), "MAXHOLD 0 with a cap");
     }
 
     #[test]

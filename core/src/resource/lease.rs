@@ -157,6 +157,8 @@ mod tests {
             limit: None,
             owner: None,
             session: None,
+            max_hold_ms: None,
+            priority: None,
         }
     }
 

@@ -56,6 +56,15 @@ pub const LONGEST_TTL: NumericConfig = NumericConfig {
     default: 0,
 };
 
+/// `dlock.priority-aging-ms`: how many ms of waiting are worth one level
+/// of `PRIORITY` (`crate::queue::Rank`); read when a request queues.
+pub const PRIORITY_AGING_MS: NumericConfig = NumericConfig {
+    name: c"priority-aging-ms",
+    min: 1,
+    max: crate::queue::MAX_AGING_MS,
+    default: 1000,
+};
+
 impl NumericConfig {
     pub fn name(&self) -> &'static str {
         self.name.to_str().unwrap_or("config")

@@ -194,7 +194,7 @@ static DOCS: [Doc; 31] = [
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
 OWNER) and returns its fencing token, or nil while others hold the resource. With WAIT, blocks \
-in FIFO order until granted or until timeout_ms passes.",
+in queue order (FIFO within a PRIORITY) until granted or until timeout_ms passes.",
         complexity: COMPLEXITY,
         arity: -4,
         // Reads the holder (a refresh replies with its fence) and grants or
@@ -209,6 +209,8 @@ in FIFO order until granted or until timeout_ms passes.",
             option(c"owner", Kind::String, c"OWNER"),
             option(c"timeout_ms", Kind::Integer, c"WAIT"),
             option(c"id", Kind::String, c"SESSION"),
+            option(c"ms", Kind::Integer, c"MAXHOLD"),
+            option(c"p", Kind::Integer, c"PRIORITY"),
         ],
     },
     Doc {
@@ -223,8 +225,8 @@ gets the lock next.",
     Doc {
         name: c"dlock.extend",
         summary: c"Makes the lease of a lock held by token end ttl_ms from now and returns 1, \
-else returns 0. With WANTED, returns a map of extended (1 or 0) and waiters (the requests \
-queued on the resource).",
+else returns 0. With WANTED, returns a map of extended (1 or 0), waiters (the requests \
+queued on the resource) and, when above 0, priority (the highest queued).",
         complexity: COMPLEXITY,
         arity: -4,
         keys: Keys::One(RW | ACCESS | UPDATE),
@@ -306,7 +308,7 @@ when it does not wait there.",
         name: c"dlock.waiters",
         summary: c"Returns the requests queued on the resource in the order they are served, \
 from position k + 1 on, at most n (10 unless COUNT says): position, token, owner, mode, limit, \
-set, session, waited and timeout of each.",
+priority, set, session, waited and timeout of each.",
         complexity: c"O(log N + M) with N the requests queued on the resource and M the ones \
 returned",
         arity: -2,
@@ -321,7 +323,7 @@ returned",
         name: c"dlock.macquire",
         summary: c"Acquires every resource of a set for token, all or nothing, under one fencing \
 token and one deadline, or returns nil. With WAIT, queues on every member at once and is granted \
-in FIFO order when all of them are free for it.",
+in queue order (FIFO within a PRIORITY) when all of them are free for it.",
         complexity: COMPLEXITY,
         // `numkeys` alone reaches the handler, which checks it before
         // counting the arguments after it: a bad `numkeys` gets its own
@@ -336,6 +338,8 @@ in FIFO order when all of them are free for it.",
             option(c"shared", Kind::PureToken, c"SHARED"),
             option(c"timeout_ms", Kind::Integer, c"WAIT"),
             option(c"id", Kind::String, c"SESSION"),
+            option(c"ms", Kind::Integer, c"MAXHOLD"),
+            option(c"p", Kind::Integer, c"PRIORITY"),
         ],
     },
     Doc {
@@ -354,7 +358,8 @@ released.",
         name: c"dlock.mextend",
         summary: c"Makes token's holds on every resource of a set end ttl_ms from now and \
 returns 1, or returns 0 and changes nothing when token no longer holds all of them. With \
-WANTED, returns a map of extended (1 or 0) and waiters (per member, the requests queued).",
+WANTED, returns a map of extended (1 or 0), waiters (per member, the requests queued) and, \
+when any is above 0, priority (per member, the highest queued).",
         complexity: COMPLEXITY,
         // `numkeys` alone reaches the handler, which checks it before
         // counting the arguments after it: a bad `numkeys` gets its own
@@ -533,10 +538,16 @@ the order they were granted, and the cursor to continue after.",
             arg(c"limit", Kind::Integer),
             arg(c"deadline_ms", Kind::UnixTime),
             arg(c"last_fence", Kind::Integer),
-            Arg {
-                optional: true,
-                ..arg(c"session", Kind::String)
-            },
+            // A bound hold's session, or a capped hold's `MAXHOLD cap_ms`
+            // followed by the `max_hold_ms` it was granted with.
+            optional(one_of(
+                c"bound-or-capped",
+                &[
+                    arg(c"session", Kind::String),
+                    keyword(c"cap_ms", Kind::UnixTime, c"MAXHOLD"),
+                ],
+            )),
+            optional(arg(c"max_hold_ms", Kind::Integer)),
         ],
     },
     Doc {

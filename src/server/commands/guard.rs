@@ -81,6 +81,7 @@ fn holds(ctx: Ctx, argv: &Argv, proof: Proof<'_>) -> Result<bool, Error> {
                 mode: Mode::Exclusive,
                 deadline_ms: NEVER,
                 session: None,
+                cap: None,
             };
             let live = !is_revoked(hold.token, hold.fence);
             Ok(guard::holder(

@@ -38,7 +38,9 @@ fn acquire_key(
 ) -> Result<(), Error> {
     let key = LockKey::open_write(ctx, name)?;
     let waiting = blocking::waiting_resource(ctx, name)?;
-    if let Routed::Plain(()) = plain::acquire(ctx, key, name, req, waiting)? {
+    // Once per command: the plain path and a step rank it alike.
+    let priority = blocking::arriving(req.priority);
+    if let Routed::Plain(()) = plain::acquire(ctx, key, name, req, waiting, priority)? {
         return Ok(());
     }
     let wait_ms = match req.wait_ms {
@@ -47,6 +49,7 @@ fn acquire_key(
     };
     let acquire = Command::Acquire {
         ask: req.ask(),
+        priority,
         members: 1,
         blocks: wait_ms.is_some(),
         new_token: req.check_new_token(),
@@ -89,7 +92,7 @@ pub fn release_key(
 
 /// `DLOCK.EXTEND resource token ttl_ms [WANTED]` -> 1 if the owner's
 /// lease now ends `ttl_ms` from now, else 0; with `WANTED` a map that also
-/// counts the requests waiting (`wanted`).
+/// counts the requests waiting and their highest priority (`wanted`).
 pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::extend(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
@@ -98,7 +101,7 @@ pub fn extend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let now = now_us();
     let held = extend_key(ctx, name, req.token, req.ttl_ms, now)?;
     if req.wanted {
-        return wanted::reply(ctx, held, wanted::waiters_of(ctx, name)?);
+        return wanted::reply(ctx, held, wanted::wanted_of(ctx, name)?);
     }
     ctx.reply_integer(i64::from(held))
 }

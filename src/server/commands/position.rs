@@ -73,10 +73,10 @@ fn settle(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<(), Error> {
 }
 
 /// One waiter's map: position, token, owner (when named), mode, limit,
-/// set (a set request's member count), session (when bound), waited,
+/// priority, set (a set request's member count), session (when bound), waited,
 /// timeout (ms left, -1: forever).
 fn reply_waiter(ctx: Ctx, w: &blocking::QueuedRequest) -> Result<(), Error> {
-    let pairs = 6
+    let pairs = 7
         + usize::from(w.owner.is_some())
         + usize::from(w.set.is_some())
         + usize::from(w.session.is_some());
@@ -93,6 +93,8 @@ fn reply_waiter(ctx: Ctx, w: &blocking::QueuedRequest) -> Result<(), Error> {
     ctx.reply_bytes(mode_name(w.mode))?;
     ctx.reply_bytes(b"limit")?;
     ctx.reply_integer(i64::from(w.limit))?;
+    ctx.reply_bytes(b"priority")?;
+    ctx.reply_integer(i64::from(w.priority))?;
     if let Some(members) = w.set {
         ctx.reply_bytes(b"set")?;
         ctx.reply_integer(members as i64)?;

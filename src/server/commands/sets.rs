@@ -54,6 +54,7 @@ pub fn macquire(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let members = resources(ctx, argv, &req.members)?;
     let acquire = Command::Acquire {
         ask: req.ask(),
+        priority: blocking::arriving(req.priority),
         members: members.len(),
         blocks: wait_ms.is_some(),
         new_token: req.check_new_token(),
@@ -106,8 +107,8 @@ pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 /// `DLOCK.MEXTEND numkeys resource [resource ...] token ttl_ms [WANTED]`
 /// -> 1 when `token` held every member (now all ending `ttl_ms` from now),
 /// else 0 and nothing changed: a set with a lost member is no longer a
-/// lock. With `WANTED` a map that also counts each member's waiters
-/// (`wanted`).
+/// lock. With `WANTED` a map that also counts each member's waiters and
+/// their highest priority (`wanted`).
 pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     if keys_request(ctx, argv) {
         return Ok(());
@@ -117,12 +118,12 @@ pub fn mextend(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     revoke::before_command(ctx, names(argv, &req.members)?)?;
     let extended = extend_members(ctx, argv, &req)?;
     if req.wanted {
-        let waiters = req
+        let wanted = req
             .members
             .indexes()
-            .map(|i| wanted::waiters_of(ctx, argv.raw(i)?))
+            .map(|i| wanted::wanted_of(ctx, argv.raw(i)?))
             .collect::<Result<Vec<_>, _>>()?;
-        return wanted::reply_set(ctx, extended, &waiters);
+        return wanted::reply_set(ctx, extended, &wanted);
     }
     ctx.reply_integer(i64::from(extended))
 }
@@ -136,6 +137,11 @@ fn extend_members(ctx: Ctx, argv: &Argv, req: &set_args::SetExtend<'_>) -> Resul
         if !holds_live(ctx, argv.raw(i)?, req.token, now / 1000)? {
             return Ok(false);
         }
+    }
+    // A member whose cap the new deadline would pass refuses the command
+    // before any member moves.
+    for i in req.members.indexes() {
+        within_cap(ctx, argv.raw(i)?, req.token, req.ttl_ms, now / 1000)?;
     }
     if blocking::anyone_waiting() {
         // Dead holds of others, pruned on the way, may let a queue in: the
@@ -198,6 +204,24 @@ fn holds_live(
         }
         Some(Stored::Multi(h)) => h.live(now_ms).any(|hold| *hold.token == *token),
     })
+}
+
+/// `Error::MaxHold` when `token`'s hold on `name` has a cap (`MAXHOLD`)
+/// that a deadline `ttl_ms` after `now_ms` would pass (read only).
+fn within_cap(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    token: &[u8],
+    ttl_ms: u64,
+    now_ms: u64,
+) -> Result<(), Error> {
+    let key = LockKey::open_read(ctx, name)?;
+    if let Some(Stored::Multi(h)) = key.stored()? {
+        if let Some(cap) = h.hold_of(token).and_then(|hold| hold.cap) {
+            cap.allows(now_ms.saturating_add(ttl_ms), now_ms)?;
+        }
+    }
+    Ok(())
 }
 
 /// The set's key names.

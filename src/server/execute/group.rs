@@ -187,6 +187,7 @@ pub fn open(
                 resources: starts.clone(),
                 requests: Vec::new(),
                 reserved_from: vec![None; starts.len()],
+                reserved_rank: vec![None; starts.len()],
             };
             (Frontier::around(&[]), component)
         };

@@ -173,7 +173,7 @@ impl Work {
         if self.holds.hold_of(ask.token).is_some() {
             return;
         }
-        self.holds.add(ask, fence, deadline);
+        self.holds.add(ask, fence, deadline, self.now_ms());
         match ask.session {
             Some(s) => self.bound.push((ask.token.into(), s.into())),
             None => quarantine::note_ttl(ask.ttl_ms),
@@ -188,10 +188,12 @@ impl Work {
     }
 
     pub fn move_deadline(&mut self, token: &[u8], ttl_ms: u64) {
-        let deadline_ms = self.now_ms() + ttl_ms;
-        let Some(old) = self.holds.hold_of(token).map(|h| h.deadline_ms) else {
+        let Some((old, cap)) = self.holds.hold_of(token).map(|h| (h.deadline_ms, h.cap)) else {
             return;
         };
+        // The plan refused the command's own moves past a cap; a queued
+        // retry of a capped hold ends at its cap at the latest.
+        let deadline_ms = (self.now_ms() + ttl_ms).min(cap.map_or(u64::MAX, |c| c.at_ms));
         if self
             .holds
             .hold_of(token)

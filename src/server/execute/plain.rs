@@ -15,6 +15,7 @@ use crate::server::waiting::blocking::{self, Resource};
 use crate::server::{notify::stats, quarantine, state};
 use dlock_core::plan::plain::{self, Acquire, Reads, Release, Route, View};
 use dlock_core::queue::Wants;
+use dlock_core::queue::{Priority, Rank};
 use dlock_core::resource::lease::LeaseRef;
 use dlock_core::{request::args, Error};
 
@@ -34,6 +35,7 @@ pub fn acquire(
     name: *mut raw::RedisModuleString,
     req: &args::Acquire<'_>,
     res: Option<Resource>,
+    priority: Priority,
 ) -> Result<Routed<()>, Error> {
     let inputs = Inputs::of(ctx, res.as_ref(), req);
     let plan = {
@@ -47,11 +49,24 @@ pub fn acquire(
             (None, Some(res)) => blocking::plain_head(res),
             _ => None,
         };
+        let head_rank = match (&head, &res) {
+            (Some(_), Some(res)) => blocking::head_rank(res),
+            _ => None,
+        };
         let view = View {
             lease,
             head: head.as_deref(),
+            head_rank,
         };
-        state::with_clock(|clock| plain::acquire(&view, &req.ask(), &inputs, clock))?
+        let rank = Rank::arriving(priority.key);
+        let own_wait = || {
+            res.as_ref()
+                .is_some_and(|r| blocking::position(r, req.token).is_some())
+        };
+        if plain::outranks_own_wait(&view, rank, own_wait) {
+            return Ok(Routed::Step);
+        }
+        state::with_clock(|clock| plain::acquire(&view, &req.ask(), rank, &inputs, clock))?
     };
     if let (Some(h), Some(res)) = (plan.handoff, &res) {
         handoff::carry_out(ctx, &mut key, name, res, h, inputs.now_us())?;
@@ -62,7 +77,7 @@ pub fn acquire(
             stats::CONTENDED.add();
             return ctx.reply_null().map(Routed::Plain);
         }
-        Acquire::Wait => return wait(ctx, &key, name, req, res).map(Routed::Plain),
+        Acquire::Wait => return wait(ctx, &key, name, req, res, priority).map(Routed::Plain),
         Acquire::Grant { fence } => {
             let deadline = deadline();
             key.store(LeaseRef::new(req.token, fence))?;
@@ -101,6 +116,7 @@ fn wait(
     name: *mut raw::RedisModuleString,
     req: &args::Acquire,
     res: Option<Resource>,
+    priority: Priority,
 ) -> Result<(), Error> {
     stats::CONTENDED.add();
     let res = match res {
@@ -109,7 +125,16 @@ fn wait(
     };
     let timeout = req.wait_ms.unwrap_or(0);
     let wants = Wants::of(&req.ask());
-    blocking::block(ctx, res.clone(), req.token, wants, req.ttl_ms, timeout)?;
+    let ttl_ms = req.ttl_ms;
+    blocking::block(
+        ctx,
+        res.clone(),
+        req.token,
+        wants,
+        ttl_ms,
+        timeout,
+        priority,
+    )?;
     match key.deadline()? {
         Some(at) => blocking::arm_expiry(&res, at),
         None => Ok(()),
@@ -139,6 +164,7 @@ pub fn release(
         let view = View {
             lease,
             head: head.as_deref(),
+            head_rank: None,
         };
         let inputs = Inputs::serving(ctx, res.as_ref());
         state::with_clock(|clock| plain::release(&view, token, &inputs, clock))?

@@ -33,8 +33,10 @@ pub fn try_acquire(
     names: &[*mut raw::RedisModuleString],
     req: &Acquire<'_>,
 ) -> Result<Option<Option<u64>>, Error> {
-    // A session's holds are stored as holds, never as plain leases.
-    let exclusive = req.mode == Mode::Exclusive && req.session.is_none();
+    // A session's holds, and capped ones, are stored as holds, never as
+    // plain leases.
+    let exclusive =
+        req.mode == Mode::Exclusive && req.session.is_none() && req.max_hold_ms.is_none();
     if plain::set_route(blocking::anyone_waiting(), exclusive) == Route::Step {
         return Ok(None);
     }

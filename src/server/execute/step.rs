@@ -190,10 +190,11 @@ fn decide(
                 QueueSeen::Served {
                     requests: has_waiters.get(i).copied().unwrap_or(false),
                     left_from: comp.reserved_from.get(i).copied().flatten(),
+                    left_rank: comp.reserved_rank.get(i).copied().flatten(),
                 }
             } else {
                 QueueSeen::Left {
-                    waiters: res.is_some_and(|r| blocking::waiters_on(r) > 0),
+                    head: res.and_then(blocking::head_rank),
                 }
             };
             Member::found(
@@ -208,6 +209,7 @@ fn decide(
         .requests
         .iter()
         .map(|r| Waiting {
+            rank: r.rank,
             members: r.members.clone(),
             ask: ask_of(&r.token, &r.wants, r.ttl_ms),
         })
@@ -303,10 +305,11 @@ fn execute(
     if !granted.is_empty() || !refused.is_empty() {
         blocking::grant_entries(&granted, &retried, refused);
     }
-    if let (Outcome::Wait, Command::Acquire { ask, .. }) = (plan.outcome, command) {
+    if let (Outcome::Wait, Command::Acquire { ask, priority, .. }) = (plan.outcome, command) {
         let members: Vec<Resource> = comp.resources.iter().take(n).cloned().collect();
         let timeout = wait_ms.unwrap_or(0);
-        blocking::block_on(ctx, members, ask.token, Wants::of(ask), ask.ttl_ms, timeout)?;
+        let (token, wants, ttl_ms) = (ask.token, Wants::of(ask), ask.ttl_ms);
+        blocking::block_on(ctx, members, token, wants, ttl_ms, timeout, *priority)?;
     }
     let now_ms = group.now_us / 1000;
     for (i, res) in comp.resources.iter().enumerate() {
@@ -365,5 +368,6 @@ fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> Ask<'a> {
         limit: wants.limit,
         ttl_ms,
         session: wants.session.as_deref(),
+        max_hold_ms: wants.max_hold_ms,
     }
 }

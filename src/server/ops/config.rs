@@ -12,7 +12,7 @@ use crate::server::edge::api::{self, rm, Ctx};
 use crate::server::edge::ffi::guard;
 use crate::server::{notify::watchers, quarantine, state};
 use dlock_core::rules::config::{
-    NumericConfig, LONGEST_TTL, MAX_TOKEN_LENGTH, MAX_TTL, OBSERVE_RATE,
+    NumericConfig, LONGEST_TTL, MAX_TOKEN_LENGTH, MAX_TTL, OBSERVE_RATE, PRIORITY_AGING_MS,
 };
 use dlock_core::rules::quarantine::Setting;
 use dlock_core::Error;
@@ -28,6 +28,7 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
     let mut max_ttl = MAX_TTL.default;
     let mut max_token = MAX_TOKEN_LENGTH.default;
     let mut observe_rate = OBSERVE_RATE.default;
+    let mut aging = PRIORITY_AGING_MS.default;
     let mut pairs = argv.chunks(2);
     for pair in pairs.by_ref() {
         let [name, value] = pair else {
@@ -42,6 +43,7 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
             b"max-ttl" => max_ttl = MAX_TTL.parse(value)?,
             b"max-token-length" => max_token = MAX_TOKEN_LENGTH.parse(value)?,
             b"observe-rate" => observe_rate = OBSERVE_RATE.parse(value)?,
+            b"priority-aging-ms" => aging = PRIORITY_AGING_MS.parse(value)?,
             // Nothing to lower before the data loads; checked all the same.
             b"longest-ttl" => {
                 LONGEST_TTL.parse(value)?;
@@ -70,6 +72,7 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
         && register_numeric(ctx, MAX_TTL, max_ttl)?
         && register_numeric(ctx, MAX_TOKEN_LENGTH, max_token)?
         && register_numeric(ctx, OBSERVE_RATE, observe_rate)?
+        && register_numeric(ctx, PRIORITY_AGING_MS, aging)?
         && register_numeric(ctx, LONGEST_TTL, LONGEST_TTL.default)?)
     {
         return Err(Error::BadConfig("invalid dlock configuration"));
@@ -118,6 +121,8 @@ extern "C" fn get_number(_name: *const c_char, privdata: *mut c_void) -> c_longl
             state::limits().max_token as c_longlong
         } else if name == OBSERVE_RATE.name.to_bytes() {
             state::observe_rate() as c_longlong
+        } else if name == PRIORITY_AGING_MS.name.to_bytes() {
+            state::priority_aging_ms() as c_longlong
         } else if name == LONGEST_TTL.name.to_bytes() {
             quarantine::longest_ttl() as c_longlong
         } else {
@@ -142,6 +147,8 @@ extern "C" fn set_number(
         } else if name == OBSERVE_RATE.name.to_bytes() {
             state::set_observe_rate(v);
             watchers::rate_changed();
+        } else if name == PRIORITY_AGING_MS.name.to_bytes() {
+            state::set_priority_aging_ms(v);
         } else if name == LONGEST_TTL.name.to_bytes() {
             if let Err(e) = quarantine::lower_longest_ttl(v) {
                 report(err, &e);

@@ -90,6 +90,12 @@ extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
                     ll(h.fence);
                     ll(u64::from(h.mode == Mode::Shared));
                     ll(h.deadline_ms);
+                    // A cap counts where there is one, so values without
+                    // caps digest as before.
+                    if let Some(cap) = h.cap {
+                        ll(cap.at_ms);
+                        ll(cap.ms);
+                    }
                 }
             }
         }

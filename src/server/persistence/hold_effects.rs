@@ -72,10 +72,19 @@ fn emit(ctx: Ctx, name: *mut raw::RedisModuleString, change: &Change) -> Result<
             let d = Decimal::new(hold.deadline_ms);
             let m = Decimal::new(state::last_fence().max(hold.fence));
             let mode = mode_name(hold.mode);
-            // A bound hold's session goes last; without one the format
-            // stops before it (C ignores the unread variadic pair).
+            // A bound hold's session goes last, or a capped hold's
+            // `MAXHOLD cap_ms max_hold_ms` (never both); without either the
+            // format stops before them (C ignores unread variadic pairs).
             let session: &[u8] = hold.session.as_deref().unwrap_or_default();
-            let format = if hold.session.is_some() {
+            let (cap_at, cap_ms) = hold.cap.map_or((0, 0), |c| (c.at_ms, c.ms));
+            let (cap_at, cap_ms) = (Decimal::new(cap_at), Decimal::new(cap_ms));
+            let (extra, extra2, extra3): (&[u8], &[u8], &[u8]) = match hold.cap {
+                Some(_) => (b"MAXHOLD", cap_at.as_bytes(), cap_ms.as_bytes()),
+                None => (session, b"", b""),
+            };
+            let format = if hold.cap.is_some() {
+                c"sbbbbbbbbbb"
+            } else if hold.session.is_some() {
                 c"sbbbbbbbb"
             } else {
                 c"sbbbbbbb"
@@ -100,8 +109,12 @@ fn emit(ctx: Ctx, name: *mut raw::RedisModuleString, change: &Change) -> Result<
                     d.as_bytes().len(),
                     ptr(m.as_bytes()),
                     m.as_bytes().len(),
-                    ptr(session),
-                    session.len(),
+                    ptr(extra),
+                    extra.len(),
+                    ptr(extra2),
+                    extra2.len(),
+                    ptr(extra3),
+                    extra3.len(),
                 )
             }
         }

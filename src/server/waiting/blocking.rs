@@ -28,7 +28,7 @@ use crate::server::edge::api::{rm, Ctx};
 use crate::server::notify::watchers;
 use crate::server::sessions;
 use answers::{free_answer, on_disconnected, on_reply, on_timeout};
-use dlock_core::queue::Wants;
+use dlock_core::queue::{Priority, Rank, Wants};
 use dlock_core::Error;
 use parked::{wait_clock_us, with_parking, Blocked};
 use wait_timer::arm_wait_timer;
@@ -61,6 +61,7 @@ pub fn is_queued(id: u64) -> bool {
 
 /// Parks the calling client at the tail of `res`'s queue; `timeout_ms` 0
 /// waits forever.
+#[allow(clippy::too_many_arguments)]
 pub fn block(
     ctx: Ctx,
     res: Resource,
@@ -68,12 +69,44 @@ pub fn block(
     wants: Wants,
     ttl_ms: u64,
     timeout_ms: u64,
+    priority: Priority,
 ) -> Result<(), Error> {
-    block_on(ctx, vec![res], token, wants, ttl_ms, timeout_ms)
+    block_on(ctx, vec![res], token, wants, ttl_ms, timeout_ms, priority)
 }
 
-/// Parks the calling client at the tail of the queue of every resource of
-/// `members` at once (one set request, or a single one).
+/// A command's `PRIORITY` with its rank key, computed once when it runs,
+/// on the clock waits are reckoned on (monotonic: a wall clock stepping
+/// back would let a later request pass), with `dlock.priority-aging-ms`
+/// as it is now.
+pub fn arriving(priority: Option<u16>) -> Priority {
+    let level = priority.unwrap_or(0);
+    let aging = crate::server::state::priority_aging_ms();
+    Priority {
+        level,
+        key: Rank::key(wait_clock_us() / 1000, level, aging),
+    }
+}
+
+/// The rank of `res`'s head waiter, if anyone waits.
+pub fn head_rank(res: &Resource) -> Option<Rank> {
+    if waiters_on(res) == 0 {
+        return None;
+    }
+    parked::parking().queues().head_rank(res)
+}
+
+/// The highest priority waiting on `res`: 0 when nobody waits or none
+/// asked for one.
+pub fn top_priority(res: &Resource) -> u16 {
+    if waiters_on(res) == 0 {
+        return 0;
+    }
+    parked::parking().queues().top_priority(res)
+}
+
+/// Parks the calling client, at its rank (`priority`), in the queue of
+/// every resource of `members` at once (one set request, or a single one).
+#[allow(clippy::too_many_arguments)]
 pub fn block_on(
     ctx: Ctx,
     members: Vec<Resource>,
@@ -81,6 +114,7 @@ pub fn block_on(
     wants: Wants,
     ttl_ms: u64,
     timeout_ms: u64,
+    priority: Priority,
 ) -> Result<(), Error> {
     let block = rm!(RedisModule_BlockClient);
     let on_disconnect = rm!(RedisModule_SetDisconnectCallback);
@@ -117,8 +151,10 @@ pub fn block_on(
     let session = wants.session.clone();
     let id = with_parking(|p| {
         let id = match <[Resource; 1]>::try_from(members) {
-            Ok([res]) => p.park(res, token, wants, ttl_ms, gives_up_at, handle),
-            Err(members) => p.park_set(members, token, wants, ttl_ms, gives_up_at, handle),
+            Ok([res]) => p.park_ranked(res, token, wants, ttl_ms, gives_up_at, handle, priority),
+            Err(members) => {
+                p.park_set_ranked(members, token, wants, ttl_ms, gives_up_at, handle, priority)
+            }
         };
         p.queues_mut().joined_at(id, now / 1000);
         if let Some(at) = ends_at {

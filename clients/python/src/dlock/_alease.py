@@ -30,7 +30,7 @@ from ._core.retry import REPLY_MARGIN
 from ._lease import FOREIGN, note_release_failure
 from ._spec import Duration, Key, now, seconds
 from ._spec import ttl_ms as to_ttl_ms
-from .errors import DlockError, InvalidRequest, LockLost
+from .errors import DlockError, InvalidRequest, lost_error
 
 log = logging.getLogger("dlock")
 
@@ -147,6 +147,14 @@ class Lease:
         """True once the lease is known lost or its budget has passed (even
         while a renewal is out); never after a release that returned True."""
         return self._st.lost_at(now())
+
+    @property
+    def loss_reason(self) -> Optional[str]:
+        """Why the lease was lost, when the server said: the refusal of a
+        renewal past the lease's cap (``max_hold``), as the server sent it
+        (``MAXHOLD the hold may live N ms more: ...``). None while held,
+        and for a lease that simply ended (expired, released, taken over)."""
+        return self._st.loss_reason
 
     @property
     def released(self) -> bool:
@@ -293,7 +301,7 @@ class Lease:
                 note_release_failure(exc, e, self.resource)
                 return
         if lost and exc_type is None and raise_on_lost:
-            raise LockLost(f"the lease on {self.resource!r} was lost before the block ended")
+            raise lost_error(self.resource, self._st.loss_reason)
 
     async def __aenter__(self) -> "Lease":
         return self

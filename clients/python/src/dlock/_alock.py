@@ -45,7 +45,7 @@ from ._request import (
     resources_text,
 )
 from ._single import OnRetry, Settings
-from ._spec import Duration, Key, Spec, check_token, new_token, now
+from ._spec import _max_hold, Duration, Key, Spec, check_token, new_token, now
 from .errors import InvalidRequest, LockLost, NotAcquired
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ class Lock:
             task = _calling_task()  # called outside a running loop
         spec = self.spec
         if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, _owner_of(task))
+            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, _owner_of(task), _max_hold(spec), spec.priority)
         given = token or self.token
         if given:
             self._given.reserve(given)

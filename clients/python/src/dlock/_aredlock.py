@@ -46,7 +46,7 @@ from ._redlock_common import (
     server_list,
 )
 from ._single import Settings
-from ._spec import Duration, Key, Spec, check_token, new_token, now, seconds, to_ms
+from ._spec import _max_hold, Duration, Key, Spec, check_token, new_token, now, seconds, to_ms
 from .errors import (
     FATAL,
     RETRY,
@@ -538,7 +538,7 @@ class RedlockLock(Lock):
             task = _calling_task()
         spec = self.spec
         if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, _owner_of(task))
+            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, _owner_of(task), _max_hold(spec), spec.priority)
         rl: Redlock = self.locker  # type: ignore[assignment]
         lease = await rl.acquire_spec(spec, wait_ms, self.settings.retry_for, watchdog, self.on_lost)
         if lease is not None:

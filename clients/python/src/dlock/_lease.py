@@ -36,7 +36,7 @@ from ._process import pid
 from ._single import SingleBackend
 from ._spec import Duration, Key, now, seconds, ttl_ms as to_ttl_ms
 from ._watchdog import _Shared
-from .errors import DlockError, InvalidRequest, LockLost
+from .errors import DlockError, InvalidRequest, lost_error
 
 __all__ = ["EXTENDED", "FAILED", "LOST", "Lease", "OnLost", "Renewal", "budget_over", "retry_pause"]
 
@@ -194,6 +194,14 @@ class Lease:
         does not stretch the budget). Never true after a release that
         returned True."""
         return self._sh.state.lost_at(now())
+
+    @property
+    def loss_reason(self) -> Optional[str]:
+        """Why the lease was lost, when the server said: the refusal of a
+        renewal past the lease's cap (``max_hold``), as the server sent it
+        (``MAXHOLD the hold may live N ms more: ...``). None while held,
+        and for a lease that simply ended (expired, released, taken over)."""
+        return self._sh.state.loss_reason
 
     @property
     def released(self) -> bool:
@@ -362,7 +370,7 @@ class Lease:
                 note_release_failure(exc, e, self.resource)
                 return
         if lost and exc_type is None and raise_on_lost:
-            raise LockLost(f"the lease on {self.resource!r} was lost before the block ended")
+            raise lost_error(self.resource, self._sh.state.loss_reason)
 
     def __enter__(self) -> "Lease":
         return self

@@ -30,7 +30,7 @@ from ._request import (
 )
 from ._single import OnRetry, SingleBackend
 from ._wanted import OnWanted, wanted_state
-from ._spec import Duration, Key, Spec, check_token, new_token, now
+from ._spec import _max_hold, Duration, Key, Spec, check_token, new_token, now
 from .errors import DlockError, InvalidRequest, LockLost, NotAcquired
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class Lock:
         """One acquisition on the server (the part a Redlock does its own way)."""
         spec = self.spec
         if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner())
+            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner(), _max_hold(spec), spec.priority)
         given = token or self.token
         tok = given or new_token()
         if given:

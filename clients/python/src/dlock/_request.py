@@ -117,8 +117,16 @@ def lock_settings(
     return s.copy(**kw) if kw else s
 
 
-def make_spec(resource: Any, ttl: Duration, shared: bool, limit: Optional[int], owner: Any) -> Spec:
-    return Spec(resource, ttl, shared, limit, owner)
+def make_spec(
+    resource: Any,
+    ttl: Duration,
+    shared: bool,
+    limit: Optional[int],
+    owner: Any,
+    max_hold: Optional[Duration] = None,
+    priority: Optional[int] = None,
+) -> Spec:
+    return Spec(resource, ttl, shared, limit, owner, max_hold, priority)
 
 
 def one_or_set(resources: Any) -> Union[Key, List[Key]]:

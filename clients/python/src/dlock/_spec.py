@@ -21,6 +21,8 @@ MAX_MS = 1 << 47
 MAX_SET = 64
 #: The largest ``LIMIT`` (permits of a semaphore) the server takes: 2^20.
 MAX_LIMIT = 1 << 20
+#: The highest ``PRIORITY`` the server takes.
+MAX_PRIORITY = 1000
 #: Socket timeouts are capped here (about 11 days): the platform's clock
 #: arithmetic overflows long before 2^47 ms. A wait that long times out and
 #: is retried with the same token.
@@ -134,7 +136,7 @@ def as_str(k: Key) -> str:
 class Spec:
     """The shape of a lock request (shared by Locker and Redlock)."""
 
-    __slots__ = ("resources", "ttl_ms", "shared", "limit", "owner", "_route", "_acquire", "_options", "_extend", "_release")
+    __slots__ = ("resources", "ttl_ms", "shared", "limit", "owner", "max_hold_ms", "priority", "_route", "_acquire", "_options", "_extend", "_release")
 
     def __init__(
         self,
@@ -143,6 +145,8 @@ class Spec:
         shared: bool = False,
         limit: Optional[int] = None,
         owner: Optional[Key] = None,
+        max_hold: Optional[Duration] = None,
+        priority: Optional[int] = None,
     ) -> None:
         if isinstance(resources, (str, bytes)):
             resources = [resources]
@@ -151,9 +155,19 @@ class Spec:
         except TypeError:
             raise InvalidRequest(f"a resource is a str or bytes, not {resources!r}") from None
         self.ttl_ms = ttl_ms(ttl)
+        #: ``MAXHOLD``: the lease may live this long from its grant, at
+        #: most; the lease (and its budget) is the smaller of the two.
+        self.max_hold_ms: Optional[int] = None
+        if max_hold is not None:
+            try:
+                self.max_hold_ms = ttl_ms(max_hold)
+            except InvalidRequest as e:
+                raise InvalidRequest(str(e).replace("ttl", "max_hold", 1)) from None
+            self.ttl_ms = min(self.ttl_ms, self.max_hold_ms)
         self.shared = bool(shared)
         self.limit = limit
         self.owner = owner
+        self.priority = priority
         self.validate()
         self._shape()
 
@@ -203,6 +217,12 @@ class Spec:
             _encodable(o, "owner")
         if self.owner is not None and self.limit is not None and self.limit > 1:
             raise InvalidRequest("owner cannot be combined with a limit above 1")
+        p = self.priority
+        if p is not None:
+            if isinstance(p, bool) or not isinstance(p, int):
+                raise InvalidRequest("priority must be an integer")
+            if not 0 <= p <= MAX_PRIORITY:
+                raise InvalidRequest("priority must be from 0 to 1000")
         if self.is_set() and (self.limit is not None or self.owner is not None):
             raise InvalidRequest("a set of resources takes no limit and no owner")
 
@@ -222,6 +242,10 @@ class Spec:
             opts += ["LIMIT", self.limit]
         if self.owner is not None:
             opts += ["OWNER", self.owner]
+        if self.max_hold_ms is not None:
+            opts += ["MAXHOLD", self.max_hold_ms]
+        if self.priority is not None:
+            opts += ["PRIORITY", self.priority]
         self._options = tuple(opts)
         self._extend = self._keys("EXTEND")
         self._release = self._keys("RELEASE")
@@ -258,3 +282,8 @@ def check_token(token: Optional[str]) -> None:
             # The token itself is not shown: messages never carry one.
             raise InvalidRequest("token cannot be encoded as UTF-8 (a lone surrogate)") from None
 
+
+
+def _max_hold(spec: Spec) -> Optional[float]:
+    """A spec's cap in seconds, to make the same request again."""
+    return None if spec.max_hold_ms is None else spec.max_hold_ms / 1000

@@ -17,6 +17,7 @@ __all__ = [
     "InvalidRequest",
     "NotAcquired",
     "LockLost",
+    "MaxHoldReached",
     "Unavailable",
     "NoQuorum",
     "Quarantined",
@@ -43,7 +44,28 @@ class NotAcquired(DlockError):
 class LockLost(DlockError):
     """The lease ended (expired, deleted by an admin, taken over) before the
     operation, or while the ``with`` block ran: work done meanwhile ran
-    without the lock."""
+    without the lock. ``reason``: why, when the server said (the refusal of
+    a renewal past the lease's ``max_hold`` cap, as the server sent it),
+    else None."""
+
+    def __init__(self, *args: object, reason: Optional[str] = None) -> None:
+        super().__init__(*args)
+        self.reason = reason
+
+
+def lost_error(resource: object, reason: Optional[str]) -> LockLost:
+    """The error leaving a ``with`` block whose lease was lost: with the
+    server's reason, when it gave one."""
+    text = f"the lease on {resource!r} was lost before the block ended"
+    if reason is None:
+        return LockLost(text)
+    return MaxHoldReached(f"{text}: {reason}", reason=reason)
+
+
+class MaxHoldReached(LockLost):
+    """The server refused a renewal past the lease's cap (``max_hold``,
+    the server's ``MAXHOLD`` error): the lease ends at its cap. ``reason``
+    is the server's refusal."""
 
 
 class Unavailable(DlockError):
@@ -238,6 +260,8 @@ def classify(e: BaseException) -> Failure:
         return Failure(FATAL, Denied("authentication failed"))
     if text.startswith("QUARANTINE"):
         return Failure(FATAL, Quarantined(text))
+    if text.startswith("MAXHOLD"):
+        return Failure(FATAL, MaxHoldReached(text, reason=text))
     if text.startswith("UNBLOCKED"):
         # A waiter's server became a replica (a failover): the new master
         # may grant it.

@@ -194,7 +194,9 @@ class Locker:
         replicas_timeout: Optional[Duration] = None,
         on_retry: Optional[OnRetry] = None,
         raise_on_lost: bool = True,
+        max_hold: Optional[Duration] = None,
         on_wanted: Optional[OnWanted] = None,
+        priority: Optional[int] = None,
     ) -> "Lock":
         """A lock on ``resource`` (exclusive unless ``shared``, ``limit`` or
         ``owner`` say otherwise), to use as ``with locker.lock(...) as
@@ -226,8 +228,20 @@ class Locker:
         - ``raise_on_lost``: leaving the ``with`` block (and the Lock's
           ``release()``/``extend()``) raises :class:`~dlock.LockLost` when
           the lease was lost meanwhile (default True).
+        - ``max_hold``: a cap on holding (the server's ``MAXHOLD``): the
+          lease may live at most ``max_hold`` seconds from its grant however
+          often it is renewed, and the lease is the smaller of ``ttl`` and
+          ``max_hold``. The renewal past the cap is refused: the lease is
+          then lost as for any loss (``on_lost``, ``lease.lost``), with
+          ``lease.loss_reason`` the server's refusal, and leaving the
+          ``with`` block raises :class:`~dlock.MaxHoldReached` (a
+          :class:`~dlock.LockLost` whose ``reason`` says why).
+        - ``priority``: where the request stands in the server's queue, 0
+          (the default) to 1000, higher first, FIFO within one priority,
+          aged by the server's ``dlock.priority-aging-ms`` so that nobody
+          starves (``PRIORITY``).
         """
-        spec = _spec(resource, ttl, shared, limit, owner)
+        spec = _spec(resource, ttl, shared, limit, owner, max_hold, priority)
         return Lock(
             self,
             spec,

@@ -87,7 +87,7 @@ from ._redlock_common import (
     server_list,
 )
 from ._single import Settings
-from ._spec import Duration, Key, Spec, new_token, now, seconds
+from ._spec import _max_hold, Duration, Key, Spec, new_token, now, seconds
 from .errors import (
     FATAL,
     RETRY,
@@ -599,6 +599,6 @@ class RedlockLock(Lock):
         attempt takes a fresh one)."""
         spec = self.spec
         if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner())
+            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner(), _max_hold(spec), spec.priority)
         rl: Redlock = self.locker  # type: ignore[assignment]
         return rl.acquire_spec(spec, wait_ms, self.settings.retry_for, watchdog, self.on_lost)

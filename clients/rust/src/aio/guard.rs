@@ -37,6 +37,7 @@ impl Guard {
         let shared = Arc::new(Shared {
             status,
             on_lost: Mutex::new(on_lost),
+            loss_reason: Mutex::new(None),
         });
         // A bound guard is kept by its session: no renewal of its own.
         let watchdog = watchdog && lease.session.is_none();
@@ -79,6 +80,14 @@ impl Guard {
     /// ran out (with a watchdog: it could not renew in time).
     pub fn is_lost(&self) -> bool {
         self.shared.status().budget.is_over(Instant::now())
+    }
+
+    /// Why the lease was lost, when the server said: the refusal of a
+    /// renewal past the hold's cap (`max_hold`), as the server sent it
+    /// (`MAXHOLD the hold may live N ms more: ...`). `None` while held, and
+    /// for a lease that simply ended (expired, released or taken over).
+    pub fn loss_reason(&self) -> Option<String> {
+        self.shared.loss_reason()
     }
 
     /// Resolves when the lease is lost: answered 0, or its budget passed

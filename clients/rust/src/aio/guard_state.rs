@@ -3,7 +3,7 @@
 //! callback. Below both the guard and the session, so either can mark the
 //! lease lost.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lease::{Budget, Renewal};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -23,9 +23,20 @@ pub(super) struct Status {
 pub(super) struct Shared {
     pub(super) status: watch::Sender<Status>,
     pub(super) on_lost: Mutex<Option<Callback>>,
+    /// Why the server ended the lease, when it said (a renewal past the
+    /// hold's `MAXHOLD` cap).
+    pub(super) loss_reason: Mutex<Option<String>>,
 }
 
 impl Shared {
+    /// Why the server ended the lease, if it said.
+    pub(super) fn loss_reason(&self) -> Option<String> {
+        self.loss_reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     pub(super) fn status(&self) -> Status {
         *self.status.borrow()
     }
@@ -66,6 +77,16 @@ impl Shared {
             Renewal::Lost => {
                 self.mark_lost();
                 Ok(false)
+            }
+            // The server ended the lease at its cap: lost, with the
+            // reason, and the caller hears the refusal.
+            Renewal::Failed(Error::MaxHold(why)) => {
+                self.loss_reason
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert_with(|| why.clone());
+                self.mark_lost();
+                Err(Error::MaxHold(why))
             }
             Renewal::Failed(e) => Err(e),
         }

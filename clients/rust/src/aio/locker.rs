@@ -239,15 +239,17 @@ impl LockRequest<'_> {
         }
         let started = Instant::now();
         let server = &self.locker.inner;
-        // A bound hold is kept by its session, and the renewal that asks
-        // who waits is the hold's own `EXTEND`.
-        let session = match self.watchdog && self.on_wanted.is_none() {
-            true => {
-                let sessions = &self.locker.sessions;
-                sessions.for_request(server, self.spec.ttl).await
-            }
-            false => None,
-        };
+        // A bound hold is kept by its session: a capped hold has a deadline
+        // to cap, and the renewal that asks who waits is the hold's own
+        // `EXTEND`, so neither is bound.
+        let session =
+            match self.watchdog && self.spec.max_hold.is_none() && self.on_wanted.is_none() {
+                true => {
+                    let sessions = &self.locker.sessions;
+                    sessions.for_request(server, self.spec.ttl).await
+                }
+                false => None,
+            };
         let mut lease = AsyncLease {
             server: server.clone(),
             spec: self.spec,

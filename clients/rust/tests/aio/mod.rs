@@ -349,3 +349,27 @@ fn an_async_election_campaigns_observes_and_cancels_cleanly() {
         );
     });
 }
+
+#[test]
+fn the_watchdog_reports_the_cap_as_the_loss_with_its_reason() {
+    let server = Server::start();
+    runtime().block_on(async {
+        let locker = Locker::new(&server.url()).unwrap();
+        let g = locker
+            .request("res")
+            .ttl(ms(600))
+            .max_hold(ms(900))
+            .watchdog()
+            .acquire()
+            .await
+            .unwrap()
+            .expect("free");
+        assert_eq!(g.loss_reason(), None);
+        tokio::time::timeout(10 * SEC, g.lost())
+            .await
+            .expect("lost at the cap");
+        let why = g.loss_reason().expect("a reason");
+        assert!(why.starts_with("MAXHOLD the hold may live "), "{why}");
+        assert!(!g.extend(SEC).await.unwrap(), "a lost guard stays lost");
+    });
+}

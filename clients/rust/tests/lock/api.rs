@@ -3,7 +3,7 @@
 //! whole milliseconds the server got, the scoped `run`, `on_retry`, and
 //! errors that name the server.
 
-use crate::common::{dead_url, holder, ms, pttl, Server, SEC};
+use crate::common::{dead_url, holder, ms, pttl, waiters, Server, SEC};
 use dlock_client::{Error, Locker, Redlock};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -208,4 +208,56 @@ fn bad_urls_are_explained_without_the_password() {
         assert!(e.contains(dlock_client::URL_FORMS), "{e}");
         assert!(e.contains("u:***@h") && !e.contains("pw"), "{e}");
     }
+}
+
+/// `.priority(p)`: a waiter of higher priority that queued later is
+/// granted first (an aging of an hour: no timing involved); a priority the
+/// server would refuse is refused before it is asked.
+#[test]
+fn a_higher_priority_waiter_is_granted_first() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("dlock.priority-aging-ms")
+        .arg(3_600_000)
+        .query(&mut c)
+        .unwrap();
+    let locker = Locker::new(&server.url()).unwrap();
+    let first = locker
+        .request("res")
+        .ttl(30 * SEC)
+        .acquire()
+        .unwrap()
+        .expect("free: granted at once");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut threads = Vec::new();
+    for (i, p) in [(1, 0u16), (2, 9)] {
+        let (locker, tx) = (locker.clone(), tx.clone());
+        threads.push(std::thread::spawn(move || {
+            let g = locker
+                .request("res")
+                .ttl(30 * SEC)
+                .wait(60 * SEC)
+                .priority(p)
+                .acquire()
+                .unwrap()
+                .expect("granted within the wait");
+            tx.send(p).unwrap();
+            g.release().unwrap();
+        }));
+        let deadline = Instant::now() + 10 * SEC;
+        while waiters(&mut c, "res") < i {
+            assert!(Instant::now() < deadline, "waiter {i} never queued");
+            std::thread::sleep(ms(5));
+        }
+    }
+    assert!(first.release().unwrap());
+    let order: Vec<u16> = (0..2).map(|_| rx.recv_timeout(30 * SEC).unwrap()).collect();
+    assert_eq!(order, [9, 0]);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let e = locker.request("res").priority(1001).acquire().unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "{e}");
 }

@@ -11,6 +11,7 @@ mod faults;
 mod guard;
 mod guarded;
 mod loss;
+mod max_hold;
 mod position;
 mod session;
 mod wanted;

@@ -57,19 +57,37 @@ fn ask(token: &'static str) -> Ask<'static> {
         limit: None,
         ttl_ms: 100,
         session: None,
+        max_hold_ms: None,
     }
 }
 
 fn view(lease: Option<LeaseRef<'static>>, head: Option<&'static [u8]>) -> View<'static> {
-    View { lease, head }
+    // Every waiter ranks ahead of a newcomer at the same priority.
+    View {
+        lease,
+        head,
+        head_rank: head.map(|_| Rank { key: 0, id: 1 }),
+    }
 }
+
+/// A newcomer at the waiters' priority: behind all of them.
+const NEWCOMER: Rank = Rank {
+    key: 0,
+    id: u64::MAX,
+};
 
 fn head(token: &'static str) -> Option<&'static [u8]> {
     Some(token.as_bytes())
 }
 
 fn plan(v: View<'_>, token: &'static str, server: Fixed) -> Result<AcquirePlan, Error> {
-    acquire(&v, &ask(token), &server, &mut FenceClock::starting_at(7))
+    acquire(
+        &v,
+        &ask(token),
+        NEWCOMER,
+        &server,
+        &mut FenceClock::starting_at(7),
+    )
 }
 
 fn outcome(v: View<'_>, token: &'static str, server: Fixed) -> Result<Acquire, Error> {
@@ -234,7 +252,7 @@ fn a_long_token_may_refresh_but_not_hold_anew_or_wait() {
     // Refused before the handoff draws its fence: nothing is to be done.
     let mut clock = FenceClock::starting_at(7);
     let queued = view(None, head("h"));
-    assert!(acquire(&queued, &ask("n"), &long_blocks, &mut clock).is_err());
+    assert!(acquire(&queued, &ask("n"), NEWCOMER, &long_blocks, &mut clock).is_err());
     assert_eq!(clock, FenceClock::starting_at(7));
 }
 
@@ -319,4 +337,61 @@ fn a_revocation_releases_exactly_the_grant_it_names() {
     assert!(!revokes(lease, b"t", 5));
     assert!(!revokes(lease, b"u", 4));
     assert!(!revokes(None, b"t", 4));
+}
+
+/// A newcomer that outranks every waiter (a higher `PRIORITY`).
+const OUTRANKING: Rank = Rank {
+    key: 0,
+    id: u64::MAX,
+};
+
+fn ranked(lease: Option<LeaseRef<'static>>, head: Option<&'static [u8]>) -> View<'static> {
+    View {
+        lease,
+        head,
+        head_rank: head.map(|_| Rank { key: 10, id: 1 }),
+    }
+}
+
+#[test]
+fn a_newcomer_outranking_the_head_takes_a_free_lock_before_the_handoff() {
+    let mut clock = FenceClock::starting_at(7);
+    let p = acquire(
+        &ranked(None, head("h")),
+        &ask("n"),
+        OUTRANKING,
+        &SERVER,
+        &mut clock,
+    );
+    assert_eq!(
+        p,
+        Ok(AcquirePlan {
+            handoff: None,
+            outcome: Acquire::Grant { fence: NOW_US }
+        })
+    );
+}
+
+/// The head's own token asking again at a higher priority (a client that
+/// retried its wait): its grant answers the queued entry too, as a step
+/// answers it (`Granted::AnsweredBy`), rather than a fresh lease for the
+/// newcomer that leaves the token's earlier wait queued to be granted a
+/// second time after it releases.
+#[test]
+fn a_newcomer_outranking_its_own_tokens_queued_wait_shares_its_grant() {
+    let mut clock = FenceClock::starting_at(7);
+    let p = acquire(
+        &ranked(None, head("h")),
+        &ask("h"),
+        OUTRANKING,
+        &SERVER,
+        &mut clock,
+    );
+    assert_eq!(
+        p,
+        Ok(AcquirePlan {
+            handoff: Some(Handoff::Grant { fence: NOW_US }),
+            outcome: Acquire::Refresh { fence: NOW_US }
+        })
+    );
 }

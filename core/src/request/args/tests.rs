@@ -361,3 +361,42 @@ fn observe_takes_since_and_wait_once_each_in_any_order() {
         Err(Error::InvalidInteger { .. })
     ));
 }
+
+#[test]
+fn max_hold_parses_once_in_range_and_never_with_a_session() {
+    let a = acquire(&argv(&["A", "r", "t", "10", "maxhold", "5000"]), MAX).unwrap();
+    assert_eq!(a.max_hold_ms, Some(5000));
+    assert!(!a.is_plain(), "a capped hold is not the plain lock");
+    assert_eq!(a.ask().max_hold_ms, Some(5000));
+    let a = acquire(
+        &argv(&["A", "r", "t", "10", "MAXHOLD", "140737488355328"]),
+        MAX,
+    )
+    .unwrap();
+    assert_eq!(a.max_hold_ms, Some(MAX_TTL_MS));
+    for bad in ["0", "-1", "1.5", "x", "", "140737488355329"] {
+        let got = acquire(&argv(&["A", "r", "t", "10", "MAXHOLD", bad]), MAX);
+        assert!(
+            matches!(got, Err(Error::InvalidInteger { arg: "MAXHOLD", .. })),
+            "{bad:?}: {got:?}"
+        );
+    }
+    for bad in [&["MAXHOLD"][..], &["MAXHOLD", "5", "MAXHOLD", "5"]] {
+        let mut v = vec!["A", "r", "t", "10"];
+        v.extend_from_slice(bad);
+        assert_eq!(acquire(&argv(&v), MAX), Err(Error::Syntax), "{bad:?}");
+    }
+    assert_eq!(
+        acquire(
+            &argv(&["A", "r", "t", "10", "MAXHOLD", "5", "SESSION", "s"]),
+            MAX
+        ),
+        Err(Error::MaxHoldSession)
+    );
+    // Not held to dlock.max-ttl: the lease is the smaller of the two.
+    let capped = Limits {
+        max_token: 512,
+        max_ttl: 1000,
+    };
+    assert!(acquire(&argv(&["A", "r", "t", "10", "MAXHOLD", "5000"]), &capped).is_ok());
+}

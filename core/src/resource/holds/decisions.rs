@@ -100,8 +100,9 @@ impl Holds {
         out
     }
 
-    /// Adds the hold `decide` granted.
-    pub fn add(&mut self, ask: &Ask<'_>, fence: u64, deadline_ms: u64) {
+    /// Adds the hold `decide` granted at `now_ms` (its cap counts from
+    /// then), ending at `deadline_ms`.
+    pub fn add(&mut self, ask: &Ask<'_>, fence: u64, deadline_ms: u64, now_ms: u64) {
         if self.is_empty() {
             self.limit = ask.limit();
         }
@@ -113,7 +114,7 @@ impl Holds {
         let session = ask.session.map(Bytes::from);
         self.insert_at(
             token,
-            (owner, session),
+            (owner, session, ask.cap(now_ms)),
             fence,
             ask.mode,
             deadline_ms,
@@ -171,6 +172,9 @@ impl Indexed for Holds {
     }
     fn owner(&self, owner: &[u8]) -> Option<OwnerHolds> {
         Holds::owner(self, owner)
+    }
+    fn max_hold_of(&self, token: &[u8]) -> Option<u64> {
+        self.hold_of(token)?.cap.map(|c| c.ms)
     }
     fn session_of(&self, token: &[u8]) -> Option<&[u8]> {
         let h = self.hold_of(token)?;

@@ -2,7 +2,7 @@
 //! highest fence and size, and the check that their indexes agree.
 
 use super::{Bytes, Held, HoldRef, Holds, NEVER};
-use crate::ask::Mode;
+use crate::ask::{Cap, Mode};
 use crate::resource::admission::OwnerHolds;
 use crate::resource::lease::LeaseRef;
 
@@ -36,7 +36,7 @@ impl Holds {
         let mut h = Holds::new(1);
         h.insert_at(
             Bytes::from(lease.token()),
-            (None, None),
+            (None, None, None),
             lease.fence(),
             Mode::Exclusive,
             deadline_ms.unwrap_or(NEVER),
@@ -66,7 +66,8 @@ impl Holds {
             return None;
         }
         let (t, h) = self.by_token.iter().next()?;
-        (h.mode() == Mode::Exclusive && !h.is_named() && !h.is_bound()).then(|| self.view(t, h))
+        let plain = h.mode() == Mode::Exclusive && !h.is_named() && !h.is_bound() && !h.is_capped();
+        plain.then(|| self.view(t, h))
     }
 
     /// Whether these holds could have come from the rules: a semaphore's
@@ -132,6 +133,7 @@ impl Holds {
         let deadline_entry = std::mem::size_of::<((u64, u64), Bytes)>();
         let named_slot = std::mem::size_of::<(Bytes, OwnerHolds)>() + 1;
         let owner_slot = std::mem::size_of::<(Bytes, Bytes)>() + 1;
+        let cap_slot = std::mem::size_of::<(Bytes, Cap)>() + 1;
         let tokens: usize = self.by_token.keys().map(|t| ARC + t.len()).sum();
         let owners: usize = self.named.keys().map(|o| ARC + o.len()).sum();
         tokens
@@ -140,5 +142,6 @@ impl Holds {
             + self.len() * deadline_entry * 4
             + self.named.capacity() * named_slot
             + self.owner_of.capacity() * owner_slot
+            + self.cap_of.capacity() * cap_slot
     }
 }

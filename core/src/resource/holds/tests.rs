@@ -17,6 +17,7 @@ fn ask(token: &'static str, mode: Mode) -> Ask<'static> {
         limit: None,
         ttl_ms: 1000,
         session: None,
+        max_hold_ms: None,
     }
 }
 
@@ -46,7 +47,7 @@ fn permit(token: &'static str, n: u32) -> Ask<'static> {
 fn take(h: &mut Holds, a: &Ask<'_>, queued: bool, clock: &mut FenceClock) -> Decision {
     let d = h.decide(a, queued, None, clock, || NOW * 1000).unwrap();
     if let Decision::Grant { fence } = d {
-        h.add(a, fence, NOW + a.ttl_ms);
+        h.add(a, fence, NOW + a.ttl_ms, 0);
     }
     d
 }
@@ -334,46 +335,46 @@ fn plain_shape() {
     let h = Holds::from_plain(lease.as_ref(), None);
     assert_eq!(h.as_plain().map(|h| h.deadline_ms), Some(NEVER));
     let mut h = Holds::new(1);
-    h.add(&owned(excl("t"), "A"), 5, NOW);
+    h.add(&owned(excl("t"), "A"), 5, NOW, 0);
     assert!(h.as_plain().is_none(), "an owner apart from the token");
     let mut h = Holds::new(1);
-    h.add(&shared("t"), 5, NOW);
+    h.add(&shared("t"), 5, NOW, 0);
     assert!(h.as_plain().is_none());
     let mut h = Holds::new(1);
-    h.add(&permit("t", 2), 5, NOW);
+    h.add(&permit("t", 2), 5, NOW, 0);
     assert!(h.as_plain().is_none());
     let mut h = Holds::new(1);
-    h.add(&excl("t"), 5, NOW);
+    h.add(&excl("t"), 5, NOW, 0);
     assert!(h.as_plain().is_some());
 }
 
 #[test]
 fn only_holds_the_rules_can_make_are_consistent() {
     let mut h = Holds::new(1);
-    h.add(&owned(shared("a1"), "A"), 5, NOW);
-    h.add(&owned(excl("a2"), "A"), 5, NOW);
-    h.add(&owned(shared("a3"), "A"), 5, NOW);
+    h.add(&owned(shared("a1"), "A"), 5, NOW, 0);
+    h.add(&owned(excl("a2"), "A"), 5, NOW, 0);
+    h.add(&owned(shared("a3"), "A"), 5, NOW, 0);
     assert!(h.is_consistent());
     let mut two_writers = h.clone();
-    two_writers.add(&excl("b"), 6, NOW);
+    two_writers.add(&excl("b"), 6, NOW, 0);
     assert!(!two_writers.is_consistent());
     let mut reader_beside_writer = h.clone();
-    reader_beside_writer.add(&shared("r"), 7, NOW);
+    reader_beside_writer.add(&shared("r"), 7, NOW, 0);
     assert!(!reader_beside_writer.is_consistent());
     let mut two_fences = h.clone();
-    two_fences.add(&owned(shared("a4"), "A"), 9, NOW);
+    two_fences.add(&owned(shared("a4"), "A"), 9, NOW, 0);
     assert!(!two_fences.is_consistent());
     // A token holds once: adding it again changes nothing (and the
     // decoder refuses a value naming it twice, layout.rs).
     let mut dup = h.clone();
-    dup.add(&owned(shared("a1"), "A"), 5, NOW + 9);
+    dup.add(&owned(shared("a1"), "A"), 5, NOW + 9, 0);
     assert_eq!(dup, h);
     assert_eq!(dup.deadline_ms(), Some(NOW));
     let mut sem = Holds::new(1);
-    sem.add(&permit("p", 2), 5, NOW);
-    sem.add(&permit("q", 2), 6, NOW);
+    sem.add(&permit("p", 2), 5, NOW, 0);
+    sem.add(&permit("q", 2), 6, NOW, 0);
     assert!(sem.is_consistent());
-    sem.add(&permit("r", 2), 7, NOW);
+    sem.add(&permit("r", 2), 7, NOW, 0);
     assert!(!sem.is_consistent(), "over the limit");
 }
 
@@ -461,6 +462,7 @@ fn the_indexed_rules_decide_as_the_reference() {
                 limit,
                 ttl_ms: 10,
                 session: None,
+                max_hold_ms: None,
             });
         }
         for (i, ask) in asks.iter().enumerate() {
@@ -471,7 +473,7 @@ fn the_indexed_rules_decide_as_the_reference() {
                 "step {i}: {ask:?} on {h:?}"
             );
             if let Ok(Decision::Grant { fence }) = h.decide(ask, queued, None, &mut clock, || NOW) {
-                h.add(ask, fence, NOW + 10);
+                h.add(ask, fence, NOW + 10, 0);
             }
             assert!(h.is_consistent(), "{h:?}");
         }
@@ -481,9 +483,9 @@ fn the_indexed_rules_decide_as_the_reference() {
 #[test]
 fn clamp_ends_every_later_hold_at_the_given_time() {
     let mut h = Holds::new(1);
-    h.add(&shared("a"), 1, NOW + 100);
-    h.add(&shared("b"), 2, NOW + 500);
-    h.add(&shared("c"), 3, NEVER);
+    h.add(&shared("a"), 1, NOW + 100, 0);
+    h.add(&shared("b"), 2, NOW + 500, 0);
+    h.add(&shared("c"), 3, NEVER, 0);
     let moved = h.clamp(NOW + 200);
     assert_eq!(moved, vec![Box::from(&b"b"[..]), Box::from(&b"c"[..])]);
     let deadlines: Vec<u64> = h.iter().map(|x| x.deadline_ms).collect();
@@ -500,9 +502,9 @@ fn the_marks_follow_every_change_of_the_live_holds() {
     };
     let mut h = Holds::new(3);
     assert_eq!(h.live_marks(NOW), 0, "nobody holds");
-    h.add(&permit("a", 3), 1, NOW + 10);
-    h.add(&permit("b", 3), 2, NOW + 20);
-    h.add(&permit("c", 3), 3, NOW + 30);
+    h.add(&permit("a", 3), 1, NOW + 10, 0);
+    h.add(&permit("b", 3), 2, NOW + 20, 0);
+    h.add(&permit("c", 3), 3, NOW + 30, 0);
     let all = h.live_marks(NOW);
     assert_eq!(all, recount(&h, NOW));
     assert_ne!(all, 0);
@@ -523,7 +525,7 @@ fn the_marks_follow_every_change_of_the_live_holds() {
     h.release(b"c");
     assert_eq!(h.live_marks(NOW), 0);
     // A new grant to the same token is another state (another fence).
-    h.add(&permit("a", 3), 4, NOW + 10);
+    h.add(&permit("a", 3), 4, NOW + 10, 0);
     assert_ne!(h.live_marks(NOW), 0);
     assert_ne!(h.live_marks(NOW), hold_mark(b"a", 1, Mode::Exclusive));
 }
@@ -537,6 +539,7 @@ fn a_hold_is_found_by_its_fence_while_it_holds() {
         mode: Mode::Shared,
         deadline_ms: NOW,
         session: None,
+        cap: None,
     };
     let mut h = Holds::from_holds(
         1,

@@ -7,7 +7,9 @@
 //! limit    the number of holds that may coexist
 //! waiters  requests queued
 //! holds    an array of maps: token, owner, fence, ttl (ms, -1: none), mode,
-//!          and session for a hold bound to one
+//!          session for a hold bound to one, and maxhold (ms left to its
+//!          cap) for a hold granted with `MAXHOLD` (a capped plain lock is
+//!          shown in this form too)
 //! ```
 //!
 //! Holds past their deadline are left out: a replica keeps them until its
@@ -39,7 +41,8 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(),
     ctx.reply_bytes(b"holds")?;
     ctx.reply_array(holds.live(now_ms).count())?;
     for h in holds.live(now_ms) {
-        ctx.reply_map(if h.session.is_some() { 6 } else { 5 })?;
+        let extra = usize::from(h.session.is_some()) + usize::from(h.cap.is_some());
+        ctx.reply_map(5 + extra)?;
         ctx.reply_bytes(b"token")?;
         ctx.reply_bytes(h.token)?;
         ctx.reply_bytes(b"owner")?;
@@ -53,6 +56,10 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(),
         if let Some(session) = h.session {
             ctx.reply_bytes(b"session")?;
             ctx.reply_bytes(session)?;
+        }
+        if let Some(cap) = h.cap {
+            ctx.reply_bytes(b"maxhold")?;
+            ctx.reply_integer(cap.at_ms.saturating_sub(now_ms) as i64)?;
         }
     }
     Ok(())

@@ -36,6 +36,7 @@ pub fn component(starts: &[Resource]) -> Component<Resource> {
             resources: starts.to_vec(),
             requests: Vec::new(),
             reserved_from: vec![None; starts.len()],
+            reserved_rank: vec![None; starts.len()],
         };
     }
     parking().queues().component(starts)
@@ -103,6 +104,8 @@ pub struct QueuedRequest {
     pub owner: Option<Box<[u8]>>,
     pub mode: Mode,
     pub limit: u32,
+    /// Its `PRIORITY` (0 when none).
+    pub priority: u16,
     /// A set request's member count.
     pub set: Option<usize>,
     pub session: Option<Box<[u8]>>,
@@ -134,6 +137,7 @@ pub fn waiters_page(res: &Resource, offset: u64, count: usize) -> Vec<QueuedRequ
             owner: w.wants.owner.clone(),
             mode: w.wants.mode,
             limit: w.wants.limit.unwrap_or(1),
+            priority: w.priority,
             set: w
                 .in_set
                 .then(|| queues.resources_of(w.id).map_or(0, <[Resource]>::len)),

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from ..errors import DlockError
+from ..errors import DlockError, LockLost
 
 EXTENDED, LOST, FAILED = "extended", "lost", "failed"
 #: A renewal that came back after the lease was released: the release's
@@ -86,6 +86,7 @@ class LeaseState:
         "retry_under",
         "retry_at",
         "pid",
+        "loss_reason",
     )
 
     def __init__(self, ttl_ms: int, valid_until: float, pid: int) -> None:
@@ -107,6 +108,9 @@ class LeaseState:
         self.retry_at = 0.0
         #: The process that acquired the lease.
         self.pid = pid
+        #: Why the server ended the lease, when it said (a renewal past the
+        #: lease's ``max_hold`` cap refused).
+        self.loss_reason: Optional[str] = None
 
     # --- what the lease is ---------------------------------------------------
 
@@ -200,6 +204,11 @@ class LeaseState:
             self.ttl_ms = ttl_ms
             self.retry_under = None
             return EXTENDED
+        if r.kind == FAILED and isinstance(r.error, LockLost):
+            # The server ended the lease (a renewal past its cap refused):
+            # lost, with the reason it gave.
+            self.loss_reason = r.error.reason or str(r.error)
+            return LOST
         if r.kind == LOST or self.over(t):
             # No answer, and the budget passed meanwhile: lost, as it would
             # be had the renewal never been sent.

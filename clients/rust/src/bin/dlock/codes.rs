@@ -32,7 +32,7 @@ pub fn of(e: &Error) -> i32 {
         // A server without the module cannot serve locks at all.
         | Error::ModuleMissing(_) => UNAVAILABLE,
         Error::Denied { .. } => NOPERM,
-        Error::Lost => LOST,
+        Error::Lost | Error::MaxHold(_) => LOST,
         _ => SOFTWARE,
     }
 }
