@@ -123,9 +123,21 @@ impl Spec {
         wait_ms: Option<u64>,
         session: Option<&str>,
     ) -> redis::Cmd {
+        self.acquire_cmd_for(token, self.ttl, wait_ms, session)
+    }
+
+    /// [`Spec::acquire_cmd_in`] asking for `ttl` (a capped hold's retry
+    /// asks for what is left to its cap's floor).
+    pub(crate) fn acquire_cmd_for(
+        &self,
+        token: &str,
+        ttl: Duration,
+        wait_ms: Option<u64>,
+        session: Option<&str>,
+    ) -> redis::Cmd {
         let mut c = redis::Cmd::new();
         self.keys("ACQUIRE", &mut c);
-        c.arg(token).arg(millis(self.ttl));
+        c.arg(token).arg(millis(ttl));
         if self.shared {
             c.arg("SHARED");
         }

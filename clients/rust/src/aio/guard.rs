@@ -31,7 +31,7 @@ impl Guard {
         let listening = on_lost.is_some();
         let ttl = lease.session.as_ref().map_or(lease.spec.ttl, |s| s.ttl());
         let (status, _) = watch::channel(Status {
-            budget: Budget::new(ttl, grant.valid_until),
+            budget: Budget::new(ttl, grant.valid_until).capped(grant.cap),
             released: false,
         });
         let shared = Arc::new(Shared {

@@ -4,7 +4,7 @@
 //! lease lost.
 
 use crate::error::{Error, Result};
-use crate::lease::{Budget, Renewal};
+use crate::lease::{Budget, Renewal, CAP_REACHED};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -45,8 +45,17 @@ impl Shared {
     /// loss is published (whoever sees it may count on the callback having
     /// run).
     pub(super) fn mark_lost(&self) {
-        if self.status.borrow().budget.is_lost() {
+        let budget = self.status.borrow().budget;
+        if budget.is_lost() {
             return;
+        }
+        // A capped hold whose budget ended at its cap's floor: lost at the
+        // cap, and said so.
+        if budget.at_cap() && budget.has_passed(Instant::now()) {
+            self.loss_reason
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert_with(|| CAP_REACHED.into());
         }
         let cb = self
             .on_lost

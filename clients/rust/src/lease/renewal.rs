@@ -75,13 +75,19 @@ impl Schedule {
             Some(r) if r.under == b.valid_until() => r.at,
             _ => b.renewal_due(),
         };
-        if now >= due {
-            Wake::Renew {
-                ttl: b.ttl(),
+        // A capped hold at its cap's floor is renewed no further: it ends
+        // with its budget.
+        let ttl = match b.at_cap() {
+            true => None,
+            false => b.renewal_ttl(now),
+        };
+        match ttl {
+            Some(ttl) if now >= due => Wake::Renew {
+                ttl,
                 under: b.valid_until(),
-            }
-        } else {
-            Wake::Sleep(due.min(b.valid_until()))
+            },
+            Some(_) => Wake::Sleep(due.min(b.valid_until())),
+            None => Wake::Sleep(b.valid_until()),
         }
     }
 
@@ -220,5 +226,34 @@ mod tests {
         assert_eq!(retry_pause(MS), 10 * MS);
         assert_eq!(retry_pause(S), 50 * MS);
         assert_eq!(retry_pause(60 * S), 250 * MS);
+    }
+
+    #[test]
+    fn a_capped_hold_is_renewed_short_of_its_floor_then_ends_with_its_budget() {
+        let t0 = Instant::now();
+        let s = Schedule::new(true);
+        // max_hold 3 s: the floor t0 + 3 s, the margin 60 ms; a 2 s ttl.
+        let cap = Some(super::super::Cap::new(t0, 3 * S));
+        let b = Budget::new(2 * S, t0 + 2 * S).capped(cap);
+        assert_eq!(
+            s.next(&b, false, t0 + S),
+            Wake::Renew {
+                ttl: 2 * S - 60 * MS,
+                under: t0 + 2 * S
+            }
+        );
+        // A lease granted as long as the cap (ttl = max_hold) is at the
+        // floor from the start: never renewed.
+        let full = Budget::new(3 * S, t0 + 3 * S).capped(cap);
+        assert_eq!(s.next(&full, false, t0 + S), Wake::Sleep(t0 + 3 * S));
+        // Renewed up to the floor: no more renewals, the loss at the budget.
+        let mut b2 = Budget::new(3 * S, t0 + 2 * S).capped(cap);
+        assert!(b2.renewed(t0 + 3 * S - 59 * MS, 2 * S, t0 + S));
+        assert!(b2.at_cap());
+        assert_eq!(
+            s.next(&b2, false, t0 + S),
+            Wake::Sleep(t0 + 3 * S - 59 * MS)
+        );
+        assert_eq!(s.next(&b2, false, t0 + 3 * S), Wake::Lost);
     }
 }
