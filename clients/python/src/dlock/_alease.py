@@ -25,6 +25,7 @@ from ._core.lease import (
     STOP,
     LeaseState,
     Renewal,
+    cap_of,
 )
 from ._core.retry import REPLY_MARGIN
 from ._lease import FOREIGN, note_release_failure
@@ -56,6 +57,7 @@ class Lease:
         self._b = backend
         self._fence = fence
         self._st = LeaseState(backend.spec.ttl_ms, valid_until, os.getpid())
+        self._st.cap = cap_of(backend)
         self._event = asyncio.Event()
         self._changed = asyncio.Event()
         self._callbacks: List[Callable[[], Any]] = []
