@@ -147,10 +147,11 @@ impl Guard {
         self.shared.state().budget.is_over(Instant::now())
     }
 
-    /// Why the lease was lost, when the server said: the refusal of a
-    /// renewal past the hold's cap (`max_hold`), as the server sent it
-    /// (`MAXHOLD the hold may live N ms more: ...`). `None` while held, and
-    /// for a lease that simply ended (expired, released or taken over).
+    /// Why the lease was lost, for a capped hold (`max_hold`): its budget
+    /// ended at the cap (`MAXHOLD the hold reached its cap ...`), or the
+    /// server refused an `extend` past it, as the server sent it (`MAXHOLD
+    /// the hold may live N ms more: ...`). `None` while held, and for a
+    /// lease that simply ended (expired, released or taken over).
     pub fn loss_reason(&self) -> Option<String> {
         self.shared.state().loss_reason.clone()
     }

@@ -195,10 +195,12 @@ macro_rules! lock_options {
             }
             /// A cap on holding (`MAXHOLD`): the hold may live at most
             /// `max_hold` from its grant, however often it is renewed; the
-            /// lease is the smaller of the ttl and `max_hold`. A renewal
-            /// past the cap is refused by the server, and the guard is
-            /// then lost with that reason ([`crate::Error::MaxHold`];
-            /// `loss_reason` on the guard). A capped guard is never bound
+            /// lease is the smaller of the ttl and `max_hold`. Renewals
+            /// stay short of the cap (they ask for at most what is left to
+            /// the acquire's first send plus `max_hold`), and the guard is
+            /// then lost at the cap with that reason (`loss_reason` on the
+            /// guard); a manual `extend` past it is refused by the server
+            /// ([`crate::Error::MaxHold`]). A capped guard is never bound
             /// to a session. 1 ms to 2^47 ms.
             pub fn max_hold(mut self, max_hold: std::time::Duration) -> Self {
                 self.spec.set_max_hold(max_hold);
