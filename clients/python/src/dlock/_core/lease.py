@@ -98,10 +98,17 @@ class Cap:
 
 
 def cap_of(backend: object) -> Optional[Cap]:
-    """The cap's floor a single-server back end's acquire found (None for
-    an uncapped hold, or a Redlock's)."""
-    cap = getattr(getattr(backend, "rules", None), "cap", None)
+    """The cap's floor of the hold a back end holds: a Redlock's own
+    (``cap``), or a single server's acquire's (``rules.cap``); None for an
+    uncapped hold."""
+    cap = getattr(backend, "cap", None) or getattr(getattr(backend, "rules", None), "cap", None)
     return cap if isinstance(cap, Cap) else None
+
+
+def cap_from(first_send: float, max_hold_ms: Optional[int]) -> Optional[Cap]:
+    """The cap's floor of a hold whose acquire first sent at ``first_send``
+    (None without ``max_hold``)."""
+    return None if max_hold_ms is None else Cap(first_send, max_hold_ms)
 
 
 def capped_ttl_ms(cap: Optional[Cap], ttl_ms: int, t: float) -> Optional[int]:
