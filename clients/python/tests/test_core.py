@@ -361,3 +361,20 @@ def test_a_capped_lease_is_renewed_up_to_the_floor_then_lost_with_the_caps_reaso
     full.watch(True)
     assert full.look(T0 + 1.0, 1) == (SLEEP, T0 + 3.0)
     assert full.budget_passed(T0 + 3.0) and full.loss_reason == CAP_REACHED
+
+
+def test_a_watchdog_renewal_refused_at_the_cap_ends_renewal_and_the_loss_waits_for_the_budget():
+    refusal = dlock.MaxHoldReached("MAXHOLD the hold may live 5 ms more", reason="MAXHOLD the hold may live 5 ms more")
+    st = LeaseState(3000, T0 + 3.0, 1)
+    st.watch(True)
+    assert st.look(T0 + 1.0, 1)[0] == RENEW
+    assert st.renewed(Renewal(FAILED, error=refusal), 3000, T0 + 3.0, T0 + 1.0, watchdog=True) == FAILED
+    assert not st.lost and st.loss_reason is None, "held until its budget"
+    assert st.look(T0 + 1.1, 1) == (SLEEP, T0 + 3.0)
+    assert st.look(T0 + 3.0, 1) == (LOSE, 0.0)
+    assert st.loss_reason == refusal.reason
+    # The holder's own extend refused: lost at once, as before.
+    st = LeaseState(3000, T0 + 3.0, 1)
+    assert st.begin_extend(T0 + 1.0)
+    assert st.renewed(Renewal(FAILED, error=refusal), 3000, T0 + 3.0, T0 + 1.0) == LOST
+    assert st.loss_reason == refusal.reason

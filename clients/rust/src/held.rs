@@ -70,6 +70,17 @@ impl Held {
         None
     }
 
+    /// [`Held::mark_lost`], with the reason a refused renewal gave.
+    pub(crate) fn mark_lost_because(&self, why: Option<&str>) {
+        if let Some(why) = why {
+            let mut s = self.state();
+            if !s.budget.is_lost() {
+                s.loss_reason.get_or_insert_with(|| why.to_string());
+            }
+        }
+        self.mark_lost()
+    }
+
     /// Marks the lease lost for good and tells everyone listening, once.
     pub(crate) fn mark_lost(&self) {
         {

@@ -199,8 +199,8 @@ class Lease:
 
     # --- what the holder does -----------------------------------------------------
 
-    def _after_renewal(self, r: Renewal, ttl_ms: int, under: float) -> str:
-        verdict = self._st.renewed(r, ttl_ms, under, now())
+    def _after_renewal(self, r: Renewal, ttl_ms: int, under: float, watchdog: bool = False) -> str:
+        verdict = self._st.renewed(r, ttl_ms, under, now(), watchdog)
         if verdict == LOST:
             self._mark_lost()
         elif verdict != IGNORED:
@@ -217,7 +217,7 @@ class Lease:
         except Exception as e:  # a backend bug must not end renewal silently
             log.exception("dlock: renewal failed")
             r = Renewal(FAILED, error=DlockError(str(e)))
-        return self._after_renewal(r, ttl_ms, under)
+        return self._after_renewal(r, ttl_ms, under, watchdog=True)
 
     async def extend(self, ttl: Optional[Duration] = None) -> bool:
         """Extends the lease to ``ttl`` seconds from now (default: the

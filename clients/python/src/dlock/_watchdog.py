@@ -143,14 +143,14 @@ class _Shared:
             except Exception as e:  # a backend bug must not end renewal silently
                 log.exception("dlock: renewal failed")
                 r = Renewal(FAILED, error=DlockError(str(e)))
-            self.after_renewal(r, ttl, under)
+            self.after_renewal(r, ttl, under, watchdog=True)
         finally:
             self.renewing.release()
 
-    def after_renewal(self, r: Renewal, ttl_ms: int, under: float) -> str:
+    def after_renewal(self, r: Renewal, ttl_ms: int, under: float, watchdog: bool = False) -> str:
         """Applies a renewal's outcome (see ``LeaseState.renewed``)."""
         with self.lock:
-            verdict = self.state.renewed(r, ttl_ms, under, now())
+            verdict = self.state.renewed(r, ttl_ms, under, now(), watchdog)
             if verdict == EXTENDED:
                 self.notify()
         if verdict == LOST:

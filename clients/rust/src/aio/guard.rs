@@ -7,7 +7,7 @@ use super::guard_state::{Callback, Shared, Status};
 use super::lease::AsyncLease;
 use crate::error::{Error, Result};
 use crate::guarded;
-use crate::lease::{Budget, Grant, Schedule, Wake};
+use crate::lease::{Budget, Grant, Renewal, Schedule, Wake};
 use crate::limits::check_ttl;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -248,7 +248,7 @@ async fn watch_lease(lease: Arc<AsyncLease>, shared: Arc<Shared>, renew: bool) {
         let s = *rx.borrow_and_update();
         match schedule.next(&s.budget, s.released, Instant::now()) {
             Wake::Stop => return,
-            Wake::Lost => return shared.mark_lost(),
+            Wake::Lost => return shared.mark_lost_because(schedule.refusal()),
             Wake::Sleep(wake) => {
                 tokio::select! {
                     changed = rx.changed() => {
@@ -270,7 +270,14 @@ async fn watch_lease(lease: Arc<AsyncLease>, shared: Arc<Shared>, renew: bool) {
         else {
             continue;
         };
-        match shared.apply(lease.extend(ttl).await, ttl) {
+        let renewal = match lease.extend(ttl).await {
+            Renewal::Failed(Error::MaxHold(why)) => {
+                schedule.refused_at_cap(why);
+                continue;
+            }
+            r => r,
+        };
+        match shared.apply(renewal, ttl) {
             Ok(true) => schedule.renewed(),
             Ok(false) => return,
             Err(_) => schedule.failed(under, ttl, Instant::now()),

@@ -44,6 +44,19 @@ impl Shared {
     /// Marks the lease lost for good: the callback runs once, before the
     /// loss is published (whoever sees it may count on the callback having
     /// run).
+    /// [`Shared::mark_lost`], with the reason a refused renewal gave.
+    pub(super) fn mark_lost_because(&self, why: Option<&str>) {
+        if let Some(why) = why {
+            if !self.status.borrow().budget.is_lost() {
+                self.loss_reason
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert_with(|| why.to_string());
+            }
+        }
+        self.mark_lost()
+    }
+
     pub(super) fn mark_lost(&self) {
         let budget = self.status.borrow().budget;
         if budget.is_lost() {

@@ -53,11 +53,18 @@ pub(crate) struct Schedule {
     /// A watchdog renews; without one, only the budget's end is watched.
     renew: bool,
     retry: Option<Retry>,
+    /// The server refused a renewal at the hold's cap (`MAXHOLD`, as it
+    /// sent it): renewal ended, and the loss at the budget's end says so.
+    refused: Option<String>,
 }
 
 impl Schedule {
     pub(crate) fn new(renew: bool) -> Schedule {
-        Schedule { renew, retry: None }
+        Schedule {
+            renew,
+            retry: None,
+            refused: None,
+        }
     }
 
     /// What to do at `now`, with the lease's budget as it is now.
@@ -89,6 +96,19 @@ impl Schedule {
             Some(_) => Wake::Sleep(due.min(b.valid_until())),
             None => Wake::Sleep(b.valid_until()),
         }
+    }
+
+    /// The server refused a renewal at the hold's cap (a race the cap's
+    /// margin lost): a refusal changes nothing, so the lease lasts its
+    /// budget; renewal ends, and the loss comes at the budget's end.
+    pub(crate) fn refused_at_cap(&mut self, why: String) {
+        self.renew = false;
+        self.refused = Some(why);
+    }
+
+    /// Why renewal ended at the cap, if the server said.
+    pub(crate) fn refusal(&self) -> Option<&str> {
+        self.refused.as_deref()
     }
 
     /// The renewal was applied: back to a third of the ttl.
@@ -255,5 +275,17 @@ mod tests {
             Wake::Sleep(t0 + 3 * S - 59 * MS)
         );
         assert_eq!(s.next(&b2, false, t0 + 3 * S), Wake::Lost);
+    }
+
+    #[test]
+    fn a_renewal_refused_at_the_cap_ends_renewal_and_the_loss_waits_for_the_budget() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(true);
+        let b = Budget::new(3 * S, t0 + 3 * S);
+        assert!(matches!(s.next(&b, false, t0 + S), Wake::Renew { .. }));
+        s.refused_at_cap("MAXHOLD the hold may live 5 ms more".into());
+        assert_eq!(s.next(&b, false, t0 + S), Wake::Sleep(t0 + 3 * S));
+        assert_eq!(s.next(&b, false, t0 + 3 * S), Wake::Lost);
+        assert_eq!(s.refusal(), Some("MAXHOLD the hold may live 5 ms more"));
     }
 }

@@ -145,6 +145,7 @@ class LeaseState:
         "pid",
         "loss_reason",
         "cap",
+        "refused",
     )
 
     def __init__(self, ttl_ms: int, valid_until: float, pid: int) -> None:
@@ -171,6 +172,9 @@ class LeaseState:
         self.loss_reason: Optional[str] = None
         #: A capped hold's floor (``max_hold``): renewals stop short of it.
         self.cap: Optional[Cap] = None
+        #: The server refused a watchdog's renewal at the cap (a race the
+        #: cap's margin lost): renewal ended, the loss at the budget's end.
+        self.refused: Optional[str] = None
 
     # --- what the lease is ---------------------------------------------------
 
@@ -193,9 +197,14 @@ class LeaseState:
         shell marks the lease lost (never one released cleanly). A capped
         hold whose budget ended at its floor gets the cap's reason."""
         passed = not self.lost and not self.release_ok and t >= self.valid_until
-        if passed and self.at_cap():
-            self.loss_reason = self.loss_reason or CAP_REACHED
+        if passed:
+            self._note_cap()
         return passed
+
+    def _note_cap(self) -> None:
+        """The budget passed: a capped hold's loss says it was the cap."""
+        if self.refused is not None or self.at_cap():
+            self.loss_reason = self.loss_reason or self.refused or CAP_REACHED
 
     def at_cap(self) -> bool:
         """A capped hold whose budget already reaches its floor: no renewal
@@ -237,8 +246,7 @@ class LeaseState:
         if not self.watching or self.released or self.lost or not self.owned_by(pid):
             return STOP, 0.0
         if t >= self.valid_until:
-            if self.at_cap():
-                self.loss_reason = self.loss_reason or CAP_REACHED
+            self._note_cap()
             return LOSE, 0.0
         if self.renews and self.in_flight == 0 and not self.at_cap() and t >= self.renewal_due():
             ttl = capped_ttl_ms(self.cap, self.ttl_ms, t)
@@ -260,13 +268,15 @@ class LeaseState:
         self.in_flight += 1
         return True
 
-    def renewed(self, r: Renewal, ttl_ms: int, under: float, t: float) -> str:
+    def renewed(self, r: Renewal, ttl_ms: int, under: float, t: float, watchdog: bool = False) -> str:
         """Applies a renewal's outcome (sent under the budget ``under``, back
         at ``t``): EXTENDED (the budget moved), LOST (the shell marks the
         lease lost: answered 0, or back after the budget passed) or FAILED
         (the budget stays; the watchdog retries after a pause); IGNORED
         once the lease was released (a RELEASE may overtake an EXTEND, which
-        then answers 0: that is no loss)."""
+        then answers 0: that is no loss). A ``watchdog`` renewal refused at
+        the cap changed nothing on the server: renewal ends, and the loss
+        comes at the budget's end (FAILED)."""
         self.in_flight = max(0, self.in_flight - 1)
         if self.released:
             return IGNORED
@@ -277,6 +287,10 @@ class LeaseState:
             self.ttl_ms = ttl_ms
             self.retry_under = None
             return EXTENDED
+        if r.kind == FAILED and isinstance(r.error, LockLost) and watchdog:
+            self.renews = False
+            self.refused = r.error.reason or str(r.error)
+            return FAILED
         if r.kind == FAILED and isinstance(r.error, LockLost):
             # The server ended the lease (a renewal past its cap refused):
             # lost, with the reason it gave.
