@@ -153,7 +153,9 @@ impl Guard {
     /// the hold may live N ms more: ...`). `None` while held, and for a
     /// lease that simply ended (expired, released or taken over).
     pub fn loss_reason(&self) -> Option<String> {
-        self.shared.state().loss_reason.clone()
+        let s = self.shared.state();
+        let reason = s.loss_reason.clone();
+        reason.or_else(|| s.budget.cap_reached(Instant::now()))
     }
 
     /// A channel that receives `()` when the lease is lost: an `EXTEND` or

@@ -31,10 +31,12 @@ pub(super) struct Shared {
 impl Shared {
     /// Why the server ended the lease, if it said.
     pub(super) fn loss_reason(&self) -> Option<String> {
-        self.loss_reason
+        let said = self
+            .loss_reason
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .clone();
+        said.or_else(|| self.status().budget.cap_reached(Instant::now()))
     }
 
     pub(super) fn status(&self) -> Status {

@@ -46,6 +46,12 @@ impl Budget {
         super::cap::capped(self.cap, self.ttl, now)
     }
 
+    /// The cap's reason, once a capped hold's budget that reached its
+    /// floor has passed at `now` (whether or not anyone marked it lost).
+    pub(crate) fn cap_reached(&self, now: Instant) -> Option<String> {
+        (self.at_cap() && self.has_passed(now)).then(|| super::cap::REACHED.to_string())
+    }
+
     /// True when the hold is capped and its budget already reaches the
     /// cap's floor: no renewal can move it, and its end is the loss at the
     /// cap.

@@ -206,6 +206,15 @@ class LeaseState:
         if self.refused is not None or self.at_cap():
             self.loss_reason = self.loss_reason or self.refused or CAP_REACHED
 
+    def reason_at(self, t: float) -> Optional[str]:
+        """The loss reason at ``t``: as noted, or the cap's once a capped
+        hold's budget that reached its floor has passed (whether or not
+        anyone marked it lost)."""
+        if self.loss_reason is None and not self.release_ok and t >= self.valid_until:
+            if self.refused is not None or self.at_cap():
+                return self.refused or CAP_REACHED
+        return self.loss_reason
+
     def at_cap(self) -> bool:
         """A capped hold whose budget already reaches its floor: no renewal
         can move it."""
