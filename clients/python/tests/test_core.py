@@ -311,3 +311,70 @@ def test_a_renewal_overtaken_by_the_release_is_no_loss():
     assert st.begin_release(T0 + 1.1) is False
     assert st.renewed(Renewal(LOST), 3000, T0 + 3.0, T0 + 1.2) == IGNORED and not st.lost
     assert st.released_as(True, False) and not st.lost_at(T0 + 10)
+
+
+# --- a capped hold (max_hold) --------------------------------------------------
+
+
+def capped(ttl: float, max_hold: float) -> Tuple[Single, Clock]:
+    clock = Clock()
+    return Single(Spec(["res"], ttl=ttl, max_hold=max_hold), TOKEN, Settings(), clock, cut), clock
+
+
+def test_a_capped_holds_refresh_and_retries_stay_short_of_the_cap_floor():
+    # max_hold 3 s: the floor T0 + 3 s, the margin 60 ms.
+    s, clock = capped(ttl=10.0, max_hold=3.0)
+    answers = [ok(42, after=1.5), ok(1, after=0.01)]
+    got, effects = drive(s.acquire(10_000), clock, lambda c, n: answers[n])
+    acquire, refresh = calls(effects)
+    assert acquire.cmds[0][3] == 3000, "the first attempt asks for the cap"
+    assert refresh.cmds == (("DLOCK.EXTEND", "res", TOKEN, 1440),), "what is left to the floor"
+    assert got == (42, T0 + 1.5 + 1.44)
+    # A same-token retry likewise.
+    s, clock = capped(ttl=10.0, max_hold=3.0)
+    answers = [broke(after=0.5), ok(42)]
+    got, effects = drive(s.acquire(None), clock, lambda c, n: answers[n])
+    first, second = calls(effects)
+    assert (first.cmds[0][3], second.cmds[0][3]) == (3000, 3000 - 520 - 60)
+    # A grant after a wait as long as the cap: no refresh, the lease as it
+    # surely lasts from the attempt's send.
+    s, clock = capped(ttl=10.0, max_hold=3.0)
+    got, effects = drive(s.acquire(10_000), clock, lambda c, n: ok(42, after=4.0))
+    assert names(effects) == ["DLOCK.ACQUIRE"] and got == (42, T0 + 3.0)
+
+
+def test_a_capped_lease_is_renewed_up_to_the_floor_then_lost_with_the_caps_reason():
+    from dlock._core.lease import CAP_REACHED, Cap
+
+    st = LeaseState(2000, T0 + 2.0, 1)
+    st.cap = Cap(T0, 3000)
+    st.watch(True)
+    assert st.look(T0 + 1.0, 1) == (RENEW, 2000 - 60.0), "what is left to the floor, less the margin"
+    assert st.renewed(Renewal(EXTENDED, until=T0 + 2.94), 1940, T0 + 2.0, T0 + 1.0) == EXTENDED
+    assert st.at_cap()
+    assert st.look(T0 + 2.0, 1) == (SLEEP, T0 + 2.94), "no renewal past the floor"
+    assert st.look(T0 + 2.94, 1) == (LOSE, 0.0)
+    assert st.loss_reason == CAP_REACHED
+    # ttl = max_hold: at the floor from the grant, never renewed.
+    full = LeaseState(3000, T0 + 3.0, 1)
+    full.cap = Cap(T0, 3000)
+    full.watch(True)
+    assert full.look(T0 + 1.0, 1) == (SLEEP, T0 + 3.0)
+    assert full.budget_passed(T0 + 3.0) and full.loss_reason == CAP_REACHED
+
+
+def test_a_watchdog_renewal_refused_at_the_cap_ends_renewal_and_the_loss_waits_for_the_budget():
+    refusal = dlock.MaxHoldReached("MAXHOLD the hold may live 5 ms more", reason="MAXHOLD the hold may live 5 ms more")
+    st = LeaseState(3000, T0 + 3.0, 1)
+    st.watch(True)
+    assert st.look(T0 + 1.0, 1)[0] == RENEW
+    assert st.renewed(Renewal(FAILED, error=refusal), 3000, T0 + 3.0, T0 + 1.0, watchdog=True) == FAILED
+    assert not st.lost and st.loss_reason is None, "held until its budget"
+    assert st.look(T0 + 1.1, 1) == (SLEEP, T0 + 3.0)
+    assert st.look(T0 + 3.0, 1) == (LOSE, 0.0)
+    assert st.loss_reason == refusal.reason
+    # The holder's own extend refused: lost at once, as before.
+    st = LeaseState(3000, T0 + 3.0, 1)
+    assert st.begin_extend(T0 + 1.0)
+    assert st.renewed(Renewal(FAILED, error=refusal), 3000, T0 + 3.0, T0 + 1.0) == LOST
+    assert st.loss_reason == refusal.reason

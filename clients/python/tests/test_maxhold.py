@@ -1,12 +1,16 @@
-"""``max_hold``: the server's ``MAXHOLD`` cap on holding. The renewal past
-the cap is refused, the lease is lost as for any loss, and the loss carries
-the server's reason (``lease.loss_reason``, ``LockLost.reason``; leaving the
-block raises ``MaxHoldReached``), blocking and asyncio alike."""
+"""``max_hold``: the server's ``MAXHOLD`` cap on holding. The client's
+commands for a capped hold (the refresh after a wait, the watchdog's
+renewals) stay short of the cap, so the server never refuses them; the
+lease is lost at the cap as for any loss, and the loss carries the cap's
+reason (``lease.loss_reason``, ``LockLost.reason``; leaving the block
+raises ``MaxHoldReached``), blocking and asyncio alike. A manual
+``extend`` past the cap gets the server's refusal."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 import redis
@@ -16,6 +20,14 @@ import dlock
 import dlock.asyncio as dla
 
 REFUSAL = "MAXHOLD the hold may live "
+#: Either reason: the server's refusal, or the cap reached.
+MAXHOLD = "MAXHOLD "
+
+
+def _refusals(server) -> int:
+    """How many ``MAXHOLD`` refusals the server has sent (``INFO errorstats``)."""
+    stats = redis.Redis(port=server.port).info("errorstats")
+    return int(stats.get("errorstat_MAXHOLD", {}).get("count", 0))
 
 
 def _locker(server, **kw) -> dlock.Locker:
@@ -37,19 +49,41 @@ def test_the_lease_is_capped_and_the_cap_is_sent(server):
         lease.release()
 
 
-def test_the_watchdog_ends_the_lease_at_the_cap_with_its_reason(server):
+def test_the_watchdog_renews_up_to_the_cap_and_ends_the_lease_there_with_its_reason(server):
     lk = _locker(server)
     lost = threading.Event()
-    # Renewed every 0.2 s by 0.6 s: the second renewal passes the cap at
-    # 0.9 s and is refused.
+    # A ttl close to the cap: the renewal a third of the way in asks for
+    # what is left to the cap, not the ttl (which the server would refuse).
+    started = time.monotonic()
     with pytest.raises(dlock.MaxHoldReached) as caught:
-        with lk.lock("res", ttl=0.6, max_hold=0.9, on_lost=lambda lease: lost.set()) as lease:
+        with lk.lock("res", ttl=2.7, max_hold=3.0, on_lost=lambda lease: lost.set()) as lease:
             assert lost.wait(10), "lost at the cap"
+            held = time.monotonic() - started
             assert lease.lost
-            assert lease.loss_reason.startswith(REFUSAL), lease.loss_reason
+            assert lease.loss_reason.startswith(MAXHOLD), lease.loss_reason
+    # Kept well past a third of the cap (a loaded machine only makes the
+    # loss later), and lost by the cap with a generous slack.
+    assert 1.5 <= held <= 5.0, held
     assert isinstance(caught.value, dlock.LockLost)
-    assert caught.value.reason.startswith(REFUSAL)
-    assert REFUSAL in str(caught.value)
+    assert caught.value.reason.startswith(MAXHOLD)
+    assert MAXHOLD in str(caught.value)
+    assert _refusals(server) == 0, "no renewal was refused"
+
+
+def test_a_waiting_acquire_with_max_hold_within_its_ttl_is_granted_and_ends_by_the_cap(server):
+    lk = _locker(server)
+    # Held by another for a second: the request waits past a third of its
+    # lease, and its grant is refreshed with the same token.
+    other = lk.lock("res", ttl=1.0, watchdog=False).acquire()
+    assert other is not None
+    started = time.monotonic()
+    lease = lk.lock("res", ttl=4.0, max_hold=2.0, wait=10, watchdog=False).acquire()
+    assert lease is not None, "granted after the wait"
+    assert redis.Redis(port=server.port).pttl("res") <= 2000
+    assert lease.wait_lost(10), "lost by the cap"
+    assert time.monotonic() - started <= 2.0 + 2.0
+    assert lease.loss_reason.startswith(MAXHOLD)
+    assert _refusals(server) == 0, "the refresh was not refused"
 
 
 def test_an_extend_past_the_cap_loses_the_lease_with_its_reason(server):
@@ -72,10 +106,14 @@ def test_a_bad_max_hold_is_refused_before_any_server_is_asked(server):
 def test_asyncio_the_watchdog_ends_the_lease_at_the_cap_with_its_reason(server):
     async def main():
         lk = dla.Locker(redis.asyncio.Redis(port=server.port))
+        started = time.monotonic()
         with pytest.raises(dlock.MaxHoldReached) as caught:
-            async with lk.lock("res", ttl=0.6, max_hold=0.9) as lease:
+            async with lk.lock("res", ttl=2.7, max_hold=3.0) as lease:
                 await asyncio.wait_for(lease.lost_event.wait(), 10)
-                assert lease.loss_reason.startswith(REFUSAL)
-        assert caught.value.reason.startswith(REFUSAL)
+                held = time.monotonic() - started
+                assert lease.loss_reason.startswith(MAXHOLD)
+        assert 1.5 <= held <= 5.0, held
+        assert caught.value.reason.startswith(MAXHOLD)
+        assert _refusals(server) == 0, "no renewal was refused"
 
     asyncio.run(asyncio.wait_for(main(), 60))

@@ -21,9 +21,10 @@ pub enum Error {
     /// The lease ended (expired, deleted by an admin, or taken over) before
     /// the operation: the guard is lost.
     Lost,
-    /// The server refused a renewal (or a same-token retry) past the
-    /// hold's cap (`max_hold`, the server's `MAXHOLD` error, as it was
-    /// sent): the lease ends at the cap, and the guard is lost with this
+    /// The hold's cap (`max_hold`): the server refused an extend past it
+    /// (its `MAXHOLD` error, as it was sent), or a same-token retry of the
+    /// acquire would have asked past it (not sent; the possible grant is
+    /// released). The lease ends at the cap, and a guard is lost with this
     /// reason.
     MaxHold(String),
     /// Redlock: a quorum of the servers could not be reached.

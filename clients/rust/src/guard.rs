@@ -5,7 +5,7 @@
 
 use crate::error::Result;
 use crate::held::{Callback, Held};
-use crate::lease::{Budget, Lease};
+use crate::lease::{Budget, Cap, Lease};
 use crate::limits::after;
 use crate::session::Session;
 use crate::watchdog;
@@ -23,6 +23,8 @@ pub(crate) struct Granted {
     pub fences: Vec<Option<u64>>,
     pub ttl: Duration,
     pub valid_until: Instant,
+    /// A capped hold's floor (`max_hold`).
+    pub cap: Option<Cap>,
     pub watchdog: bool,
     pub on_lost: Option<Callback>,
     /// The session the holds are bound to: it keeps them, and its end
@@ -52,7 +54,7 @@ impl Guard {
         let listening = g.on_lost.is_some();
         let shared = Arc::new(Held::new(
             lease,
-            Budget::new(g.ttl, g.valid_until),
+            Budget::new(g.ttl, g.valid_until).capped(g.cap),
             g.on_lost,
         ));
         if let Some(s) = &g.session {
@@ -145,12 +147,15 @@ impl Guard {
         self.shared.state().budget.is_over(Instant::now())
     }
 
-    /// Why the lease was lost, when the server said: the refusal of a
-    /// renewal past the hold's cap (`max_hold`), as the server sent it
-    /// (`MAXHOLD the hold may live N ms more: ...`). `None` while held, and
-    /// for a lease that simply ended (expired, released or taken over).
+    /// Why the lease was lost, for a capped hold (`max_hold`): its budget
+    /// ended at the cap (`MAXHOLD the hold reached its cap ...`), or the
+    /// server refused an `extend` past it, as the server sent it (`MAXHOLD
+    /// the hold may live N ms more: ...`). `None` while held, and for a
+    /// lease that simply ended (expired, released or taken over).
     pub fn loss_reason(&self) -> Option<String> {
-        self.shared.state().loss_reason.clone()
+        let s = self.shared.state();
+        let reason = s.loss_reason.clone();
+        reason.or_else(|| s.budget.cap_reached(Instant::now()))
     }
 
     /// A channel that receives `()` when the lease is lost: an `EXTEND` or
@@ -301,6 +306,7 @@ mod tests {
         Guard::new(
             Box::new(StillHeld(sent.clone())),
             Granted {
+                cap: None,
                 resources: vec!["r".into()],
                 token: "t".into(),
                 fences: vec![Some(1)],

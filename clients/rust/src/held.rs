@@ -3,7 +3,7 @@
 //! its loss. What the guard and its watchdog thread share.
 
 use crate::error::{Error, Result};
-use crate::lease::{Budget, Lease, Renewal};
+use crate::lease::{Budget, Lease, Renewal, CAP_REACHED};
 use std::sync::mpsc;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -70,10 +70,29 @@ impl Held {
         None
     }
 
+    /// [`Held::mark_lost`], with the reason a refused renewal gave.
+    pub(crate) fn mark_lost_because(&self, why: Option<&str>) {
+        if let Some(why) = why {
+            let mut s = self.state();
+            if !s.budget.is_lost() {
+                s.loss_reason.get_or_insert_with(|| why.to_string());
+            }
+        }
+        self.mark_lost()
+    }
+
     /// Marks the lease lost for good and tells everyone listening, once.
     pub(crate) fn mark_lost(&self) {
-        if !self.state().budget.lose() {
-            return;
+        {
+            let mut s = self.state();
+            // A capped hold whose budget ended at its cap's floor: lost at
+            // the cap, and said so.
+            if !s.budget.is_lost() && s.budget.at_cap() && s.budget.has_passed(Instant::now()) {
+                s.loss_reason.get_or_insert_with(|| CAP_REACHED.into());
+            }
+            if !s.budget.lose() {
+                return;
+            }
         }
         self.changed.notify_all();
         let (senders, callbacks) = {

@@ -480,6 +480,7 @@ impl LockRequest<'_> {
             fences: vec![Some(grant.fence)],
             ttl,
             valid_until: grant.valid_until,
+            cap: grant.cap,
             watchdog: self.watchdog,
             on_lost: self.on_lost,
             session: lease.session.clone(),

@@ -131,9 +131,21 @@ impl Spec {
         wait_ms: Option<u64>,
         session: Option<&str>,
     ) -> redis::Cmd {
+        self.acquire_cmd_for(token, self.ttl, wait_ms, session)
+    }
+
+    /// [`Spec::acquire_cmd_in`] asking for `ttl` (a capped hold's retry
+    /// asks for what is left to its cap's floor).
+    pub(crate) fn acquire_cmd_for(
+        &self,
+        token: &str,
+        ttl: Duration,
+        wait_ms: Option<u64>,
+        session: Option<&str>,
+    ) -> redis::Cmd {
         let mut c = redis::Cmd::new();
         self.keys("ACQUIRE", &mut c);
-        c.arg(token).arg(millis(self.ttl));
+        c.arg(token).arg(millis(ttl));
         if self.shared {
             c.arg("SHARED");
         }
@@ -204,10 +216,12 @@ macro_rules! lock_options {
             }
             /// A cap on holding (`MAXHOLD`): the hold may live at most
             /// `max_hold` from its grant, however often it is renewed; the
-            /// lease is the smaller of the ttl and `max_hold`. A renewal
-            /// past the cap is refused by the server, and the guard is
-            /// then lost with that reason ([`crate::Error::MaxHold`];
-            /// `loss_reason` on the guard). A capped guard is never bound
+            /// lease is the smaller of the ttl and `max_hold`. Renewals
+            /// stay short of the cap (they ask for at most what is left to
+            /// the acquire's first send plus `max_hold`), and the guard is
+            /// then lost at the cap with that reason (`loss_reason` on the
+            /// guard); a manual `extend` past it is refused by the server
+            /// ([`crate::Error::MaxHold`]). A capped guard is never bound
             /// to a session. 1 ms to 2^47 ms.
             pub fn max_hold(mut self, max_hold: std::time::Duration) -> Self {
                 self.spec.set_max_hold(max_hold);

@@ -124,13 +124,16 @@ impl SingleLease {
             io_timeout: self.settings.io_timeout,
             retry_for: self.settings.retry_for,
             min_replicas: self.settings.min_replicas.map(|(n, _)| n),
+            max_hold: self.spec.max_hold,
         };
         let (mut machine, mut step) = AcquireLoop::start(terms, Instant::now());
         loop {
             step = match step {
                 Step::Send(a) => {
                     let session = self.session.as_ref().map(|s| s.id());
-                    let cmd = self.spec.acquire_cmd_in(&self.token, a.wait_ms, session);
+                    let cmd = self
+                        .spec
+                        .acquire_cmd_for(&self.token, a.ttl, a.wait_ms, session);
                     let connected = std::cell::Cell::new(false);
                     let got = self.call(&cmd, a.durable, a.io, a.waiting, Some(&connected));
                     machine.replied(Reply::of(got, connected.get()), Instant::now())
@@ -142,12 +145,12 @@ impl SingleLease {
                     std::thread::sleep(pause);
                     machine.resumed(Instant::now())
                 }
-                Step::Refresh { by } => {
+                Step::Refresh { ttl, by } => {
                     let r = match &self.session {
                         // A bound grant lasts as long as the session: a
                         // keep-alive sent now budgets it from its send.
                         Some(s) => s.keep_alive(),
-                        None => self.extend_by(self.spec.ttl, by),
+                        None => self.extend_by(ttl, by),
                     };
                     machine.refreshed(r, Instant::now())
                 }
@@ -171,6 +174,7 @@ impl SingleLease {
         Grant {
             fence: grant.fence,
             valid_until: session.unwrap_or(now),
+            cap: grant.cap,
         }
     }
 

@@ -5,8 +5,9 @@
 //! without a watchdog too). Every change of deadline wakes the thread;
 //! release stops it before the `RELEASE` is sent.
 
+use crate::error::Error;
 use crate::held::Held;
-use crate::lease::{Schedule, Wake};
+use crate::lease::{Renewal, Schedule, Wake};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
@@ -42,7 +43,7 @@ fn run(held: &Held, mut schedule: Schedule) {
     loop {
         match next(held, &schedule) {
             Wake::Stop => return,
-            Wake::Lost => return held.mark_lost(),
+            Wake::Lost => return held.mark_lost_because(schedule.refusal()),
             Wake::Sleep(_) | Wake::Renew { .. } => {}
         }
         // One renewal at a time: a manual extend may be under way; once it
@@ -57,11 +58,18 @@ fn run(held: &Held, mut schedule: Schedule) {
                 Wake::Stop => return,
                 Wake::Lost => {
                     drop(s);
-                    return held.mark_lost();
+                    return held.mark_lost_because(schedule.refusal());
                 }
             }
         };
-        match held.apply(held.lease.extend(ttl), ttl) {
+        let renewal = match held.lease.extend(ttl) {
+            Renewal::Failed(Error::MaxHold(why)) => {
+                schedule.refused_at_cap(why);
+                continue;
+            }
+            r => r,
+        };
+        match held.apply(renewal, ttl) {
             Ok(true) => schedule.renewed(),
             // Lost, or the budget ran out before the renewal came back:
             // the guard is marked lost, and renewal ends for good.

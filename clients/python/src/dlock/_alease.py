@@ -25,6 +25,7 @@ from ._core.lease import (
     STOP,
     LeaseState,
     Renewal,
+    cap_of,
 )
 from ._core.retry import REPLY_MARGIN
 from ._lease import FOREIGN, note_release_failure
@@ -56,6 +57,7 @@ class Lease:
         self._b = backend
         self._fence = fence
         self._st = LeaseState(backend.spec.ttl_ms, valid_until, os.getpid())
+        self._st.cap = cap_of(backend)
         self._event = asyncio.Event()
         self._changed = asyncio.Event()
         self._callbacks: List[Callable[[], Any]] = []
@@ -150,11 +152,12 @@ class Lease:
 
     @property
     def loss_reason(self) -> Optional[str]:
-        """Why the lease was lost, when the server said: the refusal of a
-        renewal past the lease's cap (``max_hold``), as the server sent it
+        """Why the lease was lost, for a capped lease (``max_hold``): its
+        budget ended at the cap (``MAXHOLD the hold reached its cap ...``),
+        or the server refused an extend past it, as the server sent it
         (``MAXHOLD the hold may live N ms more: ...``). None while held,
         and for a lease that simply ended (expired, released, taken over)."""
-        return self._st.loss_reason
+        return self._st.reason_at(now())
 
     @property
     def released(self) -> bool:
@@ -197,8 +200,8 @@ class Lease:
 
     # --- what the holder does -----------------------------------------------------
 
-    def _after_renewal(self, r: Renewal, ttl_ms: int, under: float) -> str:
-        verdict = self._st.renewed(r, ttl_ms, under, now())
+    def _after_renewal(self, r: Renewal, ttl_ms: int, under: float, watchdog: bool = False) -> str:
+        verdict = self._st.renewed(r, ttl_ms, under, now(), watchdog)
         if verdict == LOST:
             self._mark_lost()
         elif verdict != IGNORED:
@@ -215,7 +218,7 @@ class Lease:
         except Exception as e:  # a backend bug must not end renewal silently
             log.exception("dlock: renewal failed")
             r = Renewal(FAILED, error=DlockError(str(e)))
-        return self._after_renewal(r, ttl_ms, under)
+        return self._after_renewal(r, ttl_ms, under, watchdog=True)
 
     async def extend(self, ttl: Optional[Duration] = None) -> bool:
         """Extends the lease to ``ttl`` seconds from now (default: the

@@ -30,6 +30,7 @@ from ._alease import Lease, OnLost
 from ._alock import _calling_task, _owner_of
 from ._alocker import Lock
 from ._anode import Conn, _abort, _Node, _pack, _pipeline, _settings_of
+from ._core.lease import Cap, cap_from
 from ._core.redlock import EXTENDED, LOST, Acquiring, Attempt, judge_extend, quorum, tally_round
 from ._lease import Renewal
 from ._redlock_common import (
@@ -318,6 +319,8 @@ class RedlockBackend:
         self.spec = spec
         self.token = token
         self.timeout = timeout
+        #: A capped hold's floor (``max_hold``), from its round's first send.
+        self.cap: Optional[Cap] = None
 
     async def _answers(self, cmd: Tuple[Any, ...]) -> Tuple[List[Tuple[str, Any]], float]:
         sent = now()
@@ -511,6 +514,7 @@ class Redlock(LockKinds["RedlockLock"]):
             rules, vu = await _attempt(self.nodes, spec, token, plan.wait_for(now()), timeout)
             if vu is not None:
                 backend = RedlockBackend(self.nodes, spec, token, timeout)
+                backend.cap = cap_from(rules.first_send, spec.max_hold_ms)
                 return RedlockLease(backend, rules.fences, vu, watchdog, on_lost)
             pause = plan.after_miss(rules.tally.miss(), now(), random.random())
             if pause is None:

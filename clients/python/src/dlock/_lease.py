@@ -197,11 +197,13 @@ class Lease:
 
     @property
     def loss_reason(self) -> Optional[str]:
-        """Why the lease was lost, when the server said: the refusal of a
-        renewal past the lease's cap (``max_hold``), as the server sent it
+        """Why the lease was lost, for a capped lease (``max_hold``): its
+        budget ended at the cap (``MAXHOLD the hold reached its cap ...``),
+        or the server refused an extend past it, as the server sent it
         (``MAXHOLD the hold may live N ms more: ...``). None while held,
         and for a lease that simply ended (expired, released, taken over)."""
-        return self._sh.state.loss_reason
+        with self._sh.lock:
+            return self._sh.state.reason_at(now())
 
     @property
     def released(self) -> bool:

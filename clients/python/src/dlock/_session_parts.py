@@ -27,8 +27,8 @@ class SessionSpec(Spec):
         super().__init__(resources, ttl, shared, limit, owner)
         self.session_id = session_id
 
-    def acquire_cmd(self, token: str, wait_ms: Optional[int]) -> Tuple[Any, ...]:
-        return (*super().acquire_cmd(token, wait_ms), "SESSION", self.session_id)
+    def acquire_cmd(self, token: str, wait_ms: Optional[int], ttl_ms: Optional[int] = None) -> Tuple[Any, ...]:
+        return (*super().acquire_cmd(token, wait_ms, ttl_ms), "SESSION", self.session_id)
 
 
 def settings_of(ttl: Duration, lock_delay: Optional[Duration]) -> Tuple[int, Optional[int]]:

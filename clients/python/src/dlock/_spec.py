@@ -250,13 +250,14 @@ class Spec:
         self._extend = self._keys("EXTEND")
         self._release = self._keys("RELEASE")
 
-    def acquire_cmd(self, token: str, wait_ms: Optional[int]) -> Tuple[Any, ...]:
+    def acquire_cmd(self, token: str, wait_ms: Optional[int], ttl_ms: Optional[int] = None) -> Tuple[Any, ...]:
         """``ACQUIRE``/``MACQUIRE``, with ``WAIT wait_ms`` only when above 0
         (the server's ``WAIT 0`` waits forever: a wait used up is a plain
-        try)."""
+        try); ``ttl_ms`` in place of the request's (a capped hold's retry)."""
+        ttl = self.ttl_ms if ttl_ms is None else ttl_ms
         if wait_ms is not None and wait_ms > 0:
-            return (*self._acquire, token, self.ttl_ms, *self._options, "WAIT", wait_ms)
-        return (*self._acquire, token, self.ttl_ms, *self._options)
+            return (*self._acquire, token, ttl, *self._options, "WAIT", wait_ms)
+        return (*self._acquire, token, ttl, *self._options)
 
     def extend_cmd(self, token: str, ttl_ms: int) -> Tuple[Any, ...]:
         return (*self._extend, token, ttl_ms)

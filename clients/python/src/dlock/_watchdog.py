@@ -22,7 +22,7 @@ import queue
 import threading
 from typing import Any, Callable, List, Optional
 
-from ._core.lease import EXTENDED, FAILED, IGNORED, LOSE, LOST, RENEW, SLEEP, STOP, LeaseState, Renewal
+from ._core.lease import EXTENDED, FAILED, IGNORED, LOSE, LOST, RENEW, SLEEP, STOP, LeaseState, Renewal, cap_of
 from ._process import pid
 from ._spec import now
 from .errors import DlockError
@@ -37,6 +37,7 @@ class _Shared:
     def __init__(self, backend: Any, ttl_ms: int, valid_until: float) -> None:
         self.backend = backend
         self.state = LeaseState(ttl_ms, valid_until, pid())
+        self.state.cap = cap_of(backend)
         # Guards the state. The condition (``wait_lost``) and the event
         # (``lost_event``) on it are made only when asked for: most leases
         # are released without anyone waiting for their loss.
@@ -142,14 +143,14 @@ class _Shared:
             except Exception as e:  # a backend bug must not end renewal silently
                 log.exception("dlock: renewal failed")
                 r = Renewal(FAILED, error=DlockError(str(e)))
-            self.after_renewal(r, ttl, under)
+            self.after_renewal(r, ttl, under, watchdog=True)
         finally:
             self.renewing.release()
 
-    def after_renewal(self, r: Renewal, ttl_ms: int, under: float) -> str:
+    def after_renewal(self, r: Renewal, ttl_ms: int, under: float, watchdog: bool = False) -> str:
         """Applies a renewal's outcome (see ``LeaseState.renewed``)."""
         with self.lock:
-            verdict = self.state.renewed(r, ttl_ms, under, now())
+            verdict = self.state.renewed(r, ttl_ms, under, now(), watchdog)
             if verdict == EXTENDED:
                 self.notify()
         if verdict == LOST:

@@ -44,9 +44,9 @@ class NotAcquired(DlockError):
 class LockLost(DlockError):
     """The lease ended (expired, deleted by an admin, taken over) before the
     operation, or while the ``with`` block ran: work done meanwhile ran
-    without the lock. ``reason``: why, when the server said (the refusal of
-    a renewal past the lease's ``max_hold`` cap, as the server sent it),
-    else None."""
+    without the lock. ``reason``: why, for a capped lease (``max_hold``):
+    the cap reached, or the server's refusal of an extend past it; else
+    None."""
 
     def __init__(self, *args: object, reason: Optional[str] = None) -> None:
         super().__init__(*args)
@@ -63,9 +63,8 @@ def lost_error(resource: object, reason: Optional[str]) -> LockLost:
 
 
 class MaxHoldReached(LockLost):
-    """The server refused a renewal past the lease's cap (``max_hold``,
-    the server's ``MAXHOLD`` error): the lease ends at its cap. ``reason``
-    is the server's refusal."""
+    """The lease's cap (``max_hold``, the server's ``MAXHOLD``): reached,
+    or an extend past it refused by the server. ``reason`` says which."""
 
 
 class Unavailable(DlockError):

@@ -231,11 +231,12 @@ class Locker:
         - ``max_hold``: a cap on holding (the server's ``MAXHOLD``): the
           lease may live at most ``max_hold`` seconds from its grant however
           often it is renewed, and the lease is the smaller of ``ttl`` and
-          ``max_hold``. The renewal past the cap is refused: the lease is
-          then lost as for any loss (``on_lost``, ``lease.lost``), with
-          ``lease.loss_reason`` the server's refusal, and leaving the
-          ``with`` block raises :class:`~dlock.MaxHoldReached` (a
-          :class:`~dlock.LockLost` whose ``reason`` says why).
+          ``max_hold``. Renewals stay short of the cap (see docs/python.md):
+          the lease is then lost at the cap as for any loss (``on_lost``,
+          ``lease.lost``), with ``lease.loss_reason`` saying so, and leaving
+          the ``with`` block raises :class:`~dlock.MaxHoldReached` (a
+          :class:`~dlock.LockLost` whose ``reason`` says why). A manual
+          ``extend`` past the cap is refused by the server.
         - ``priority``: where the request stands in the server's queue, 0
           (the default) to 1000, higher first, FIFO within one priority,
           aged by the server's ``dlock.priority-aging-ms`` so that nobody

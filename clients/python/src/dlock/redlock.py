@@ -71,6 +71,7 @@ from ._core.redlock import (
     tally_round,
     valid_until,
 )
+from ._core.lease import Cap, cap_from
 from ._lease import Lease, OnLost, Renewal
 from ._node import Node, close, read_all, run_pipeline, send, set_timeout, settings_of
 from ._redlock_common import (
@@ -383,6 +384,8 @@ class RedlockBackend:
         self.spec = spec
         self.token = token
         self.timeout = timeout
+        #: A capped hold's floor (``max_hold``), from its round's first send.
+        self.cap: Optional[Cap] = None
         #: Released for an acquire that was interrupted: a watchdog that
         #: got started meanwhile renews nothing.
         self.abandoned = False
@@ -569,6 +572,7 @@ class Redlock(LockKinds["RedlockLock"]):
                 rules, vu = _attempt(self.nodes, spec, token, plan.wait_for(now()), timeout)
                 if vu is not None:
                     backend = RedlockBackend(self.nodes, spec, token, timeout)
+                    backend.cap = cap_from(rules.first_send, spec.max_hold_ms)
                     return Lease(backend, spec.resources, token, rules.fences, spec.ttl_ms, vu, watchdog, on_lost)
             except BaseException as e:
                 # Interrupted (also after the quorum, before the lease

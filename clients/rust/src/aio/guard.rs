@@ -7,7 +7,7 @@ use super::guard_state::{Callback, Shared, Status};
 use super::lease::AsyncLease;
 use crate::error::{Error, Result};
 use crate::guarded;
-use crate::lease::{Budget, Grant, Schedule, Wake};
+use crate::lease::{Budget, Grant, Renewal, Schedule, Wake};
 use crate::limits::check_ttl;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ impl Guard {
         let listening = on_lost.is_some();
         let ttl = lease.session.as_ref().map_or(lease.spec.ttl, |s| s.ttl());
         let (status, _) = watch::channel(Status {
-            budget: Budget::new(ttl, grant.valid_until),
+            budget: Budget::new(ttl, grant.valid_until).capped(grant.cap),
             released: false,
         });
         let shared = Arc::new(Shared {
@@ -82,10 +82,11 @@ impl Guard {
         self.shared.status().budget.is_over(Instant::now())
     }
 
-    /// Why the lease was lost, when the server said: the refusal of a
-    /// renewal past the hold's cap (`max_hold`), as the server sent it
-    /// (`MAXHOLD the hold may live N ms more: ...`). `None` while held, and
-    /// for a lease that simply ended (expired, released or taken over).
+    /// Why the lease was lost, for a capped hold (`max_hold`): its budget
+    /// ended at the cap (`MAXHOLD the hold reached its cap ...`), or the
+    /// server refused an `extend` past it, as the server sent it (`MAXHOLD
+    /// the hold may live N ms more: ...`). `None` while held, and for a
+    /// lease that simply ended (expired, released or taken over).
     pub fn loss_reason(&self) -> Option<String> {
         self.shared.loss_reason()
     }
@@ -247,7 +248,7 @@ async fn watch_lease(lease: Arc<AsyncLease>, shared: Arc<Shared>, renew: bool) {
         let s = *rx.borrow_and_update();
         match schedule.next(&s.budget, s.released, Instant::now()) {
             Wake::Stop => return,
-            Wake::Lost => return shared.mark_lost(),
+            Wake::Lost => return shared.mark_lost_because(schedule.refusal()),
             Wake::Sleep(wake) => {
                 tokio::select! {
                     changed = rx.changed() => {
@@ -269,7 +270,14 @@ async fn watch_lease(lease: Arc<AsyncLease>, shared: Arc<Shared>, renew: bool) {
         else {
             continue;
         };
-        match shared.apply(lease.extend(ttl).await, ttl) {
+        let renewal = match lease.extend(ttl).await {
+            Renewal::Failed(Error::MaxHold(why)) => {
+                schedule.refused_at_cap(why);
+                continue;
+            }
+            r => r,
+        };
+        match shared.apply(renewal, ttl) {
             Ok(true) => schedule.renewed(),
             Ok(false) => return,
             Err(_) => schedule.failed(under, ttl, Instant::now()),

@@ -4,7 +4,7 @@
 //! lease lost.
 
 use crate::error::{Error, Result};
-use crate::lease::{Budget, Renewal};
+use crate::lease::{Budget, Renewal, CAP_REACHED};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -31,10 +31,12 @@ pub(super) struct Shared {
 impl Shared {
     /// Why the server ended the lease, if it said.
     pub(super) fn loss_reason(&self) -> Option<String> {
-        self.loss_reason
+        let said = self
+            .loss_reason
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .clone();
+        said.or_else(|| self.status().budget.cap_reached(Instant::now()))
     }
 
     pub(super) fn status(&self) -> Status {
@@ -44,9 +46,31 @@ impl Shared {
     /// Marks the lease lost for good: the callback runs once, before the
     /// loss is published (whoever sees it may count on the callback having
     /// run).
+    /// [`Shared::mark_lost`], with the reason a refused renewal gave.
+    pub(super) fn mark_lost_because(&self, why: Option<&str>) {
+        if let Some(why) = why {
+            if !self.status.borrow().budget.is_lost() {
+                self.loss_reason
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert_with(|| why.to_string());
+            }
+        }
+        self.mark_lost()
+    }
+
     pub(super) fn mark_lost(&self) {
-        if self.status.borrow().budget.is_lost() {
+        let budget = self.status.borrow().budget;
+        if budget.is_lost() {
             return;
+        }
+        // A capped hold whose budget ended at its cap's floor: lost at the
+        // cap, and said so.
+        if budget.at_cap() && budget.has_passed(Instant::now()) {
+            self.loss_reason
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert_with(|| CAP_REACHED.into());
         }
         let cb = self
             .on_lost

@@ -46,13 +46,16 @@ impl AsyncLease {
             io_timeout: self.server.io_timeout,
             retry_for: self.server.retry_for,
             min_replicas: self.min_replicas(),
+            max_hold: self.spec.max_hold,
         };
         let (mut machine, mut step) = AcquireLoop::start(terms, Instant::now());
         loop {
             step = match step {
                 Step::Send(a) => {
                     let session = self.session.as_ref().map(|s| s.id());
-                    let cmd = self.spec.acquire_cmd_in(&self.token, a.wait_ms, session);
+                    let cmd = self
+                        .spec
+                        .acquire_cmd_for(&self.token, a.ttl, a.wait_ms, session);
                     let connected = AtomicBool::new(false);
                     // A waiting attempt blocks its connection: one of its own.
                     let dedicated = a.wait_ms.is_some();
@@ -67,10 +70,10 @@ impl AsyncLease {
                     tokio::time::sleep(pause).await;
                     machine.resumed(Instant::now())
                 }
-                Step::Refresh { by } => {
+                Step::Refresh { ttl, by } => {
                     let r = match &self.session {
                         Some(s) => s.keep_alive().await,
-                        None => self.extend_by(self.spec.ttl, by).await,
+                        None => self.extend_by(ttl, by).await,
                     };
                     machine.refreshed(r, Instant::now())
                 }
@@ -95,6 +98,7 @@ impl AsyncLease {
         Grant {
             fence: grant.fence,
             valid_until: s.bindable(now).unwrap_or(now),
+            cap: grant.cap,
         }
     }
 

@@ -13,6 +13,7 @@
 //! token and budgeted from the refresh's send; too few replicas on a grant
 //! undo it.
 
+use super::cap::{capped, Cap, REACHED};
 use super::renewal::Renewal;
 use crate::error::{millis, Error, Failure, Result};
 use crate::limits::{after, lease};
@@ -68,11 +69,17 @@ pub(crate) struct Terms {
     pub retry_for: Duration,
     /// The acknowledgements `min_replicas` asks for, if any.
     pub min_replicas: Option<u32>,
+    /// `max_hold`: every attempt after the first, and the refresh, stay
+    /// short of the cap's floor ([`Cap`]).
+    pub max_hold: Option<Duration>,
 }
 
 /// One `ACQUIRE` to send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Attempt {
+    /// The ttl to ask for: the request's, or for a capped hold's retry
+    /// what is left to the cap's floor.
+    pub ttl: Duration,
     /// `WAIT wait_ms` in the server's queue; None: a plain try (a wait used
     /// up, or under 1 ms: `WAIT 0` would wait forever).
     pub wait_ms: Option<u64>,
@@ -122,6 +129,8 @@ impl Reply {
 pub(crate) struct Grant {
     pub fence: u64,
     pub valid_until: Instant,
+    /// A capped hold's floor, which its renewals stay short of.
+    pub cap: Option<Cap>,
 }
 
 /// What the driver does next.
@@ -133,10 +142,10 @@ pub(crate) enum Step {
     /// (telling whoever listens what is retried), then
     /// [`AcquireLoop::resumed`].
     Pause { pause: Duration, retrying: Error },
-    /// Refresh the grant (`EXTEND` with the same token and the ttl),
+    /// Refresh the grant (`EXTEND` with the same token and `ttl`),
     /// retried through connection errors until `by`, then
     /// [`AcquireLoop::refreshed`].
-    Refresh { by: Instant },
+    Refresh { ttl: Duration, by: Instant },
     /// Release with the token, best effort, retried until `by`, then
     /// [`AcquireLoop::abandoned`].
     Abandon { by: Instant },
@@ -155,9 +164,13 @@ pub(crate) struct AcquireLoop {
     /// up releases with the token first.
     maybe_granted: bool,
     outage: Outage,
-    /// When the attempt under way was sent, and whether it waits.
+    /// When the attempt under way was sent, with what ttl, and whether
+    /// it waits.
     sent: Instant,
+    sent_ttl: Duration,
     waits: bool,
+    /// A capped hold's floor, from the first attempt's send.
+    cap: Option<Cap>,
     /// The fence of a waiting grant, while it is refreshed.
     fence: u64,
     /// What the call ends with once its grant is abandoned.
@@ -174,11 +187,13 @@ impl AcquireLoop {
             maybe_granted: false,
             outage: Outage::new(),
             sent: now,
+            sent_ttl: terms.ttl,
             waits: false,
+            cap: terms.max_hold.map(|m| Cap::new(now, m)),
             fence: 0,
             after_abandon: None,
         };
-        let first = l.send(now);
+        let first = l.send_with(terms.ttl, now);
         (l, first)
     }
 
@@ -188,15 +203,26 @@ impl AcquireLoop {
         self.deadline
     }
 
+    /// A retry: a capped hold's asks for what is left to the floor (the
+    /// first attempt may have been granted), and none is sent past it.
     fn send(&mut self, now: Instant) -> Step {
+        match capped(self.cap, self.terms.ttl, now) {
+            Some(ttl) => self.send_with(ttl, now),
+            None => self.abandon(Err(Error::MaxHold(REACHED.into())), now),
+        }
+    }
+
+    fn send_with(&mut self, ttl: Duration, now: Instant) -> Step {
         let wait_ms = self
             .wait_deadline
             .map(|d| millis(d.saturating_duration_since(now)))
             .filter(|&w| w > 0);
         let waiting = Duration::from_millis(wait_ms.unwrap_or(0));
         self.sent = now;
+        self.sent_ttl = ttl;
         self.waits = wait_ms.is_some();
         Step::Send(Attempt {
+            ttl,
             wait_ms,
             waiting,
             io: io_within(self.terms.io_timeout, self.deadline, waiting, now),
@@ -218,16 +244,25 @@ impl AcquireLoop {
                 if let Some(e) = too_few(self.terms.min_replicas, acked) {
                     return self.abandon(Err(e), now);
                 }
+                let sure = Grant {
+                    fence,
+                    valid_until: self.sent + lease(self.sent_ttl),
+                    cap: self.cap,
+                };
                 if !self.waits {
-                    return Step::Done(Ok(Some(Grant {
-                        fence,
-                        valid_until: self.sent + lease(self.terms.ttl),
-                    })));
+                    return Step::Done(Ok(Some(sure)));
                 }
+                // A capped hold granted after a wait as long as its cap
+                // is renewed no further: its lease surely lasts from the
+                // attempt's send.
+                let Some(ttl) = capped(self.cap, self.terms.ttl, now) else {
+                    return Step::Done(Ok(Some(sure)));
+                };
                 // The refresh gets what is left of the call, and at least
                 // a reply's margin.
                 self.fence = fence;
                 Step::Refresh {
+                    ttl,
                     by: self.deadline.max(now + REPLY_MARGIN),
                 }
             }
@@ -273,6 +308,7 @@ impl AcquireLoop {
             Renewal::Extended(valid_until) => Step::Done(Ok(Some(Grant {
                 fence: self.fence,
                 valid_until,
+                cap: self.cap,
             }))),
             Renewal::Lost => Step::Done(Err(Error::Lost)),
             Renewal::Failed(e) => self.abandon(Err(e), now),
@@ -299,6 +335,7 @@ mod tests {
             io_timeout: 2 * S,
             retry_for: 2 * S,
             min_replicas: None,
+            max_hold: None,
         }
     }
 
@@ -380,6 +417,7 @@ mod tests {
         assert_eq!(
             a,
             Attempt {
+                ttl: 10 * S,
                 wait_ms: None,
                 waiting: Duration::ZERO,
                 io: 2 * S,
@@ -400,7 +438,8 @@ mod tests {
             g,
             Grant {
                 fence: 7,
-                valid_until: t0 + 10 * S
+                valid_until: t0 + 10 * S,
+                cap: None,
             }
         );
     }
@@ -598,5 +637,75 @@ mod tests {
         else {
             panic!("TooFewReplicas expected")
         };
+    }
+
+    #[test]
+    fn a_capped_hold_retries_and_refreshes_short_of_the_cap_floor() {
+        let t = Terms {
+            ttl: 3 * S,
+            max_hold: Some(3 * S),
+            ..terms(Some(5 * S))
+        };
+        let t0 = Instant::now();
+        // The refresh after a waiting grant asks for what is left to the
+        // floor (t0 + 3 s) less the margin (60 ms), and the guard's budget
+        // carries the floor.
+        let (mut m, s) = AcquireLoop::start(t, t0);
+        assert!(
+            matches!(s, Step::Send(Attempt { ttl, .. }) if ttl == 3 * S),
+            "{s:?}"
+        );
+        let s = m.replied(
+            Reply::Granted {
+                fence: 4,
+                acked: None,
+            },
+            t0 + S,
+        );
+        let Step::Refresh { ttl, .. } = s else {
+            panic!("{s:?}")
+        };
+        assert_eq!(ttl, 2 * S - 60 * MS);
+        let s = m.refreshed(Renewal::Extended(t0 + 3 * S - 60 * MS), t0 + S + MS);
+        let Step::Done(Ok(Some(g))) = s else {
+            panic!("{s:?}")
+        };
+        assert_eq!(g.cap, Some(Cap::new(t0, 3 * S)));
+        // A same-token retry, likewise.
+        let (mut m, _) = AcquireLoop::start(t, t0);
+        let _ = m.replied(retry(true), t0 + 500 * MS);
+        let s = m.resumed(t0 + S);
+        assert!(
+            matches!(s, Step::Send(Attempt { ttl, .. }) if ttl == 2 * S - 60 * MS),
+            "{s:?}"
+        );
+        // A grant after a wait as long as the cap: no refresh, the lease
+        // as it surely lasts from the attempt's send.
+        let (mut m, _) = AcquireLoop::start(t, t0);
+        let s = m.replied(
+            Reply::Granted {
+                fence: 4,
+                acked: None,
+            },
+            t0 + 4 * S,
+        );
+        let Step::Done(Ok(Some(g))) = s else {
+            panic!("{s:?}")
+        };
+        assert_eq!(g.valid_until, t0 + 3 * S);
+        // A retry past the floor is not sent: the possible grant is
+        // released, and the call fails with the cap's reason.
+        let (mut m, _) = AcquireLoop::start(
+            Terms {
+                wait: None,
+                retry_for: 10 * S,
+                ..t
+            },
+            t0,
+        );
+        let _ = m.replied(retry(true), t0 + 2 * S);
+        let s = m.resumed(t0 + 3 * S);
+        assert!(matches!(s, Step::Abandon { .. }), "{s:?}");
+        assert!(matches!(m.abandoned(), Step::Done(Err(Error::MaxHold(_)))));
     }
 }

@@ -2,6 +2,7 @@
 //! the ttl it was last granted or renewed with, and whether it is known
 //! lost. Time is passed in; nothing here reads a clock.
 
+use super::cap::Cap;
 use std::time::{Duration, Instant};
 
 /// How long a held lease surely lasts. The deadline only moves through
@@ -18,6 +19,8 @@ pub(crate) struct Budget {
     /// An `EXTEND` or `RELEASE` was answered 0, or the budget was seen to
     /// pass: lost for good.
     lost: bool,
+    /// A capped hold's floor (`max_hold`): renewals stop short of it.
+    cap: Option<Cap>,
 }
 
 impl Budget {
@@ -26,9 +29,37 @@ impl Budget {
             ttl,
             valid_until,
             lost: false,
+            cap: None,
         }
     }
 
+    /// The budget of a capped hold (`max_hold`), when `cap` is given.
+    pub(crate) fn capped(mut self, cap: Option<Cap>) -> Budget {
+        self.cap = cap;
+        self
+    }
+
+    /// The ttl a renewal sent at `now` asks for: the last one, or what is
+    /// left to a capped hold's floor; None when a capped hold can be
+    /// renewed no further.
+    pub(crate) fn renewal_ttl(&self, now: Instant) -> Option<Duration> {
+        super::cap::capped(self.cap, self.ttl, now)
+    }
+
+    /// The cap's reason, once a capped hold's budget that reached its
+    /// floor has passed at `now` (whether or not anyone marked it lost).
+    pub(crate) fn cap_reached(&self, now: Instant) -> Option<String> {
+        (self.at_cap() && self.has_passed(now)).then(|| super::cap::REACHED.to_string())
+    }
+
+    /// True when the hold is capped and its budget already reaches the
+    /// cap's floor: no renewal can move it, and its end is the loss at the
+    /// cap.
+    pub(crate) fn at_cap(&self) -> bool {
+        self.cap.is_some_and(|c| c.reached_by(self.valid_until))
+    }
+
+    #[cfg(test)]
     pub(crate) fn ttl(&self) -> Duration {
         self.ttl
     }

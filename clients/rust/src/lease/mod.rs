@@ -5,6 +5,8 @@
 //!
 //! - [`Budget`]: until when a held lease surely lasts; a passed budget is
 //!   never revived.
+//! - [`Cap`]: a capped hold's floor (`max_hold`), which every command for
+//!   the hold after its first attempt stays short of.
 //! - [`Renewal`] and [`Schedule`]: what a renewal came back with, and when
 //!   the thread or task behind a guard renews or reports the loss.
 //! - [`AcquireLoop`]: the acquire on one server (same-token retries, the
@@ -16,11 +18,13 @@
 
 mod acquire;
 mod budget;
+mod cap;
 mod renewal;
 mod session;
 
 pub(crate) use acquire::{io_within, too_few, AcquireLoop, Grant, Reply, Step, Terms};
 pub(crate) use budget::Budget;
+pub(crate) use cap::{Cap, REACHED as CAP_REACHED};
 pub(crate) use renewal::{Renewal, Schedule, Wake};
 pub(crate) use session::{
     is_no_session, lacks_sessions, new_session_id, End, Next, Phase, SessionCore,

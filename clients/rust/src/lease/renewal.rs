@@ -53,11 +53,18 @@ pub(crate) struct Schedule {
     /// A watchdog renews; without one, only the budget's end is watched.
     renew: bool,
     retry: Option<Retry>,
+    /// The server refused a renewal at the hold's cap (`MAXHOLD`, as it
+    /// sent it): renewal ended, and the loss at the budget's end says so.
+    refused: Option<String>,
 }
 
 impl Schedule {
     pub(crate) fn new(renew: bool) -> Schedule {
-        Schedule { renew, retry: None }
+        Schedule {
+            renew,
+            retry: None,
+            refused: None,
+        }
     }
 
     /// What to do at `now`, with the lease's budget as it is now.
@@ -75,14 +82,33 @@ impl Schedule {
             Some(r) if r.under == b.valid_until() => r.at,
             _ => b.renewal_due(),
         };
-        if now >= due {
-            Wake::Renew {
-                ttl: b.ttl(),
+        // A capped hold at its cap's floor is renewed no further: it ends
+        // with its budget.
+        let ttl = match b.at_cap() {
+            true => None,
+            false => b.renewal_ttl(now),
+        };
+        match ttl {
+            Some(ttl) if now >= due => Wake::Renew {
+                ttl,
                 under: b.valid_until(),
-            }
-        } else {
-            Wake::Sleep(due.min(b.valid_until()))
+            },
+            Some(_) => Wake::Sleep(due.min(b.valid_until())),
+            None => Wake::Sleep(b.valid_until()),
         }
+    }
+
+    /// The server refused a renewal at the hold's cap (a race the cap's
+    /// margin lost): a refusal changes nothing, so the lease lasts its
+    /// budget; renewal ends, and the loss comes at the budget's end.
+    pub(crate) fn refused_at_cap(&mut self, why: String) {
+        self.renew = false;
+        self.refused = Some(why);
+    }
+
+    /// Why renewal ended at the cap, if the server said.
+    pub(crate) fn refusal(&self) -> Option<&str> {
+        self.refused.as_deref()
     }
 
     /// The renewal was applied: back to a third of the ttl.
@@ -220,5 +246,46 @@ mod tests {
         assert_eq!(retry_pause(MS), 10 * MS);
         assert_eq!(retry_pause(S), 50 * MS);
         assert_eq!(retry_pause(60 * S), 250 * MS);
+    }
+
+    #[test]
+    fn a_capped_hold_is_renewed_short_of_its_floor_then_ends_with_its_budget() {
+        let t0 = Instant::now();
+        let s = Schedule::new(true);
+        // max_hold 3 s: the floor t0 + 3 s, the margin 60 ms; a 2 s ttl.
+        let cap = Some(super::super::Cap::new(t0, 3 * S));
+        let b = Budget::new(2 * S, t0 + 2 * S).capped(cap);
+        assert_eq!(
+            s.next(&b, false, t0 + S),
+            Wake::Renew {
+                ttl: 2 * S - 60 * MS,
+                under: t0 + 2 * S
+            }
+        );
+        // A lease granted as long as the cap (ttl = max_hold) is at the
+        // floor from the start: never renewed.
+        let full = Budget::new(3 * S, t0 + 3 * S).capped(cap);
+        assert_eq!(s.next(&full, false, t0 + S), Wake::Sleep(t0 + 3 * S));
+        // Renewed up to the floor: no more renewals, the loss at the budget.
+        let mut b2 = Budget::new(3 * S, t0 + 2 * S).capped(cap);
+        assert!(b2.renewed(t0 + 3 * S - 59 * MS, 2 * S, t0 + S));
+        assert!(b2.at_cap());
+        assert_eq!(
+            s.next(&b2, false, t0 + S),
+            Wake::Sleep(t0 + 3 * S - 59 * MS)
+        );
+        assert_eq!(s.next(&b2, false, t0 + 3 * S), Wake::Lost);
+    }
+
+    #[test]
+    fn a_renewal_refused_at_the_cap_ends_renewal_and_the_loss_waits_for_the_budget() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(true);
+        let b = Budget::new(3 * S, t0 + 3 * S);
+        assert!(matches!(s.next(&b, false, t0 + S), Wake::Renew { .. }));
+        s.refused_at_cap("MAXHOLD the hold may live 5 ms more".into());
+        assert_eq!(s.next(&b, false, t0 + S), Wake::Sleep(t0 + 3 * S));
+        assert_eq!(s.next(&b, false, t0 + 3 * S), Wake::Lost);
+        assert_eq!(s.refusal(), Some("MAXHOLD the hold may live 5 ms more"));
     }
 }

@@ -8,6 +8,7 @@ mod round;
 
 use crate::error::{Error, Result};
 use crate::guard::{Granted, Guard};
+use crate::lease::Cap;
 use crate::node::Node;
 use crate::request::{lock_options, new_token, Spec};
 use attempts::Attempts;
@@ -343,9 +344,12 @@ impl RedlockRequest<'_> {
         let missed = loop {
             let token: Arc<str> = new_token().into();
             let wait = attempts.wait(Instant::now());
+            // A capped hold's floor: from before the round's first send.
+            let cap = spec.max_hold.map(|m| Cap::new(Instant::now(), m));
             let missed = match round::attempt(&nodes, &spec, token.clone(), wait, timeout) {
                 Ok(won) => {
                     let granted = Granted {
+                        cap,
                         resources: spec.resources.clone(),
                         token: token.to_string(),
                         fences: won.fences,

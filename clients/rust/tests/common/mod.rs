@@ -160,3 +160,11 @@ pub fn demote_then_promote(
             .unwrap();
     })
 }
+
+/// How many `MAXHOLD` refusals the server has sent (`INFO errorstats`).
+pub fn maxhold_refusals(c: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("errorstats").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("errorstat_MAXHOLD:count="))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}

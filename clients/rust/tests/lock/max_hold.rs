@@ -1,25 +1,29 @@
-//! `max_hold`: the server's `MAXHOLD` cap. The watchdog's renewal past the
-//! cap is refused, and the guard is lost with that reason; a manual
-//! `extend` past it gets the refusal as its error.
+//! `max_hold`: the server's `MAXHOLD` cap. The client's commands for a
+//! capped hold (the acquire's refresh after a wait, the watchdog's
+//! renewals) stay short of the cap, so the server never refuses them, and
+//! the guard is lost at the cap with that reason; a manual `extend` past it
+//! gets the server's refusal as its error.
 
-use crate::common::{holder, ms, pttl, Server, SEC};
+use crate::common::{holder, maxhold_refusals, ms, pttl, Server, SEC};
 use dlock_client::{Error, Locker};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 #[test]
-fn the_watchdog_reports_the_cap_as_the_loss_with_its_reason() {
+fn the_watchdog_renews_up_to_the_cap_and_reports_it_as_the_loss() {
     let server = Server::start();
     let mut c = server.conn();
     let locker = Locker::new(&server.url()).unwrap();
     let called = Arc::new(AtomicBool::new(false));
     let flag = called.clone();
-    // Renewed every 200 ms by 600 ms: the renewal after the first must
-    // pass the cap at 900 ms, and is refused.
+    // A ttl close to the cap: the renewal a third of the way in asks for
+    // what is left to the cap, not the ttl (which the server would refuse).
+    let started = Instant::now();
     let g = locker
         .request("res")
-        .ttl(ms(600))
-        .max_hold(ms(900))
+        .ttl(ms(2700))
+        .max_hold(ms(3000))
         .watchdog()
         .on_lost(move || flag.store(true, Ordering::SeqCst))
         .acquire()
@@ -31,14 +35,45 @@ fn the_watchdog_reports_the_cap_as_the_loss_with_its_reason() {
     assert_eq!(g.loss_reason(), None, "held");
     let lost = g.lost_signal();
     lost.recv_timeout(10 * SEC).expect("lost at the cap");
+    let held = started.elapsed();
+    // Kept well past a third of the cap (a loaded machine only makes the
+    // loss later), and lost by the cap with a generous slack.
+    assert!(held >= ms(1500), "lost after {held:?}");
+    assert!(held <= ms(5000), "lost after {held:?}");
     assert!(called.load(Ordering::SeqCst));
     assert!(g.is_lost());
     let why = g.loss_reason().expect("a reason");
+    assert!(why.starts_with("MAXHOLD "), "{why}");
+    assert_eq!(maxhold_refusals(&mut c), 0, "no renewal was refused");
+}
+
+#[test]
+fn a_waiting_acquire_with_max_hold_within_its_ttl_is_granted_and_ends_by_the_cap() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let locker = Locker::new(&server.url()).unwrap();
+    // Held by another for a moment: the request waits, and its grant is
+    // refreshed with the same token.
+    let other = locker.try_lock("res", ms(300)).unwrap().expect("free");
+    let started = Instant::now();
+    let g = locker
+        .request("res")
+        .ttl(ms(4000))
+        .max_hold(ms(2000))
+        .wait(10 * SEC)
+        .acquire()
+        .unwrap()
+        .expect("granted after the wait");
+    drop(other);
+    assert!(pttl(&mut c, "res") <= 2000);
     assert!(
-        why.starts_with("MAXHOLD the hold may live ")
-            && why.ends_with("ms more: it cannot be extended past its MAXHOLD"),
-        "{why}"
+        g.valid_until() <= Instant::now() + ms(2000),
+        "the budget counts the cap"
     );
+    assert!(g.wait_lost(10 * SEC), "lost by the cap");
+    assert!(started.elapsed() <= ms(2000) + 2 * SEC);
+    assert!(g.loss_reason().expect("a reason").starts_with("MAXHOLD "));
+    assert_eq!(maxhold_refusals(&mut c), 0, "the refresh was not refused");
 }
 
 #[test]

@@ -21,6 +21,14 @@ The rules:
   however long ago its ttl passed.
 - A lease belongs to the process that acquired it: a forked child never
   renews or releases it.
+- A capped hold (``max_hold``, the server's ``MAXHOLD``) ends at its grant
+  plus ``max_hold``, and the server refuses any command for it whose
+  deadline would pass that. The grant came after the acquire's first
+  attempt was sent: that send plus ``max_hold`` is the cap's floor
+  (:class:`Cap`), and every command for the hold after the first (a retry,
+  the refresh after a wait, each renewal) asks for at most what is left to
+  it, less a margin. Once the budget reaches the floor, renewal ends and
+  the lease is lost at its budget with :data:`CAP_REACHED` as its reason.
 """
 
 from __future__ import annotations
@@ -59,6 +67,55 @@ def budget_over(lost: bool, valid_until: float, t: float) -> bool:
     return lost or t >= valid_until
 
 
+#: The loss reason of a lease whose budget ended at its cap's floor.
+CAP_REACHED = "MAXHOLD the hold reached its cap (max_hold): it cannot be extended past its MAXHOLD"
+
+
+class Cap:
+    """A capped hold's floor: the acquire's first send plus ``max_hold``,
+    never later than the server's cap; ``margin``: how far before it a
+    command's deadline ends (a fiftieth of ``max_hold``, 5 to 100 ms: the
+    command's way to the server, the server's whole milliseconds)."""
+
+    __slots__ = ("floor", "margin")
+
+    def __init__(self, first_send: float, max_hold_ms: int) -> None:
+        self.floor = first_send + max_hold_ms / 1000
+        self.margin = min(max(max_hold_ms / 50000, 0.005), 0.100)
+
+    def ttl_ms(self, ttl_ms: int, t: float) -> Optional[int]:
+        """The ttl a command sent at ``t`` asks for in place of ``ttl_ms``:
+        what is left to the floor less the margin, if shorter; None when
+        under 1 ms (no command is sent then)."""
+        left = int((self.floor - self.margin - t) * 1000)
+        ttl = min(ttl_ms, left)
+        return ttl if ttl >= 1 else None
+
+    def reached_by(self, valid_until: float) -> bool:
+        """True when a budget ending at ``valid_until`` is as long as a
+        renewal could make it: renewal ends."""
+        return self.floor - self.margin - valid_until < 0.001
+
+
+def cap_of(backend: object) -> Optional[Cap]:
+    """The cap's floor of the hold a back end holds: a Redlock's own
+    (``cap``), or a single server's acquire's (``rules.cap``); None for an
+    uncapped hold."""
+    cap = getattr(backend, "cap", None) or getattr(getattr(backend, "rules", None), "cap", None)
+    return cap if isinstance(cap, Cap) else None
+
+
+def cap_from(first_send: float, max_hold_ms: Optional[int]) -> Optional[Cap]:
+    """The cap's floor of a hold whose acquire first sent at ``first_send``
+    (None without ``max_hold``)."""
+    return None if max_hold_ms is None else Cap(first_send, max_hold_ms)
+
+
+def capped_ttl_ms(cap: Optional[Cap], ttl_ms: int, t: float) -> Optional[int]:
+    """The ttl a command for a hold with ``cap`` (if any) asks for at ``t``."""
+    return ttl_ms if cap is None else cap.ttl_ms(ttl_ms, t)
+
+
 def retry_pause(ttl_ms: int) -> float:
     """Pause between attempts after a failed renewal."""
     return min(max(ttl_ms / 20000, 0.010), 0.250)
@@ -87,6 +144,8 @@ class LeaseState:
         "retry_at",
         "pid",
         "loss_reason",
+        "cap",
+        "refused",
     )
 
     def __init__(self, ttl_ms: int, valid_until: float, pid: int) -> None:
@@ -111,6 +170,11 @@ class LeaseState:
         #: Why the server ended the lease, when it said (a renewal past the
         #: lease's ``max_hold`` cap refused).
         self.loss_reason: Optional[str] = None
+        #: A capped hold's floor (``max_hold``): renewals stop short of it.
+        self.cap: Optional[Cap] = None
+        #: The server refused a watchdog's renewal at the cap (a race the
+        #: cap's margin lost): renewal ended, the loss at the budget's end.
+        self.refused: Optional[str] = None
 
     # --- what the lease is ---------------------------------------------------
 
@@ -130,8 +194,31 @@ class LeaseState:
 
     def budget_passed(self, t: float) -> bool:
         """The budget passed at ``t`` and the loss is not told yet: the
-        shell marks the lease lost (never one released cleanly)."""
-        return not self.lost and not self.release_ok and t >= self.valid_until
+        shell marks the lease lost (never one released cleanly). A capped
+        hold whose budget ended at its floor gets the cap's reason."""
+        passed = not self.lost and not self.release_ok and t >= self.valid_until
+        if passed:
+            self._note_cap()
+        return passed
+
+    def _note_cap(self) -> None:
+        """The budget passed: a capped hold's loss says it was the cap."""
+        if self.refused is not None or self.at_cap():
+            self.loss_reason = self.loss_reason or self.refused or CAP_REACHED
+
+    def reason_at(self, t: float) -> Optional[str]:
+        """The loss reason at ``t``: as noted, or the cap's once a capped
+        hold's budget that reached its floor has passed (whether or not
+        anyone marked it lost)."""
+        if self.loss_reason is None and not self.release_ok and t >= self.valid_until:
+            if self.refused is not None or self.at_cap():
+                return self.refused or CAP_REACHED
+        return self.loss_reason
+
+    def at_cap(self) -> bool:
+        """A capped hold whose budget already reaches its floor: no renewal
+        can move it."""
+        return self.cap is not None and self.cap.reached_by(self.valid_until)
 
     # --- the watchdog ----------------------------------------------------------
 
@@ -156,7 +243,7 @@ class LeaseState:
         (while a renewal is out: the budget's end). None: never again."""
         if not self.watching or self.released or self.lost:
             return None
-        if self.renews and self.in_flight == 0:
+        if self.renews and self.in_flight == 0 and not self.at_cap():
             return min(self.renewal_due(), self.valid_until)
         return self.valid_until
 
@@ -168,10 +255,13 @@ class LeaseState:
         if not self.watching or self.released or self.lost or not self.owned_by(pid):
             return STOP, 0.0
         if t >= self.valid_until:
+            self._note_cap()
             return LOSE, 0.0
-        if self.renews and self.in_flight == 0 and t >= self.renewal_due():
-            self.in_flight += 1
-            return RENEW, float(self.ttl_ms)
+        if self.renews and self.in_flight == 0 and not self.at_cap() and t >= self.renewal_due():
+            ttl = capped_ttl_ms(self.cap, self.ttl_ms, t)
+            if ttl is not None:
+                self.in_flight += 1
+                return RENEW, float(ttl)
         at = self.next_look()
         assert at is not None
         return SLEEP, at
@@ -187,13 +277,15 @@ class LeaseState:
         self.in_flight += 1
         return True
 
-    def renewed(self, r: Renewal, ttl_ms: int, under: float, t: float) -> str:
+    def renewed(self, r: Renewal, ttl_ms: int, under: float, t: float, watchdog: bool = False) -> str:
         """Applies a renewal's outcome (sent under the budget ``under``, back
         at ``t``): EXTENDED (the budget moved), LOST (the shell marks the
         lease lost: answered 0, or back after the budget passed) or FAILED
         (the budget stays; the watchdog retries after a pause); IGNORED
         once the lease was released (a RELEASE may overtake an EXTEND, which
-        then answers 0: that is no loss)."""
+        then answers 0: that is no loss). A ``watchdog`` renewal refused at
+        the cap changed nothing on the server: renewal ends, and the loss
+        comes at the budget's end (FAILED)."""
         self.in_flight = max(0, self.in_flight - 1)
         if self.released:
             return IGNORED
@@ -204,6 +296,10 @@ class LeaseState:
             self.ttl_ms = ttl_ms
             self.retry_under = None
             return EXTENDED
+        if r.kind == FAILED and isinstance(r.error, LockLost) and watchdog:
+            self.renews = False
+            self.refused = r.error.reason or str(r.error)
+            return FAILED
         if r.kind == FAILED and isinstance(r.error, LockLost):
             # The server ended the lease (a renewal past its cap refused):
             # lost, with the reason it gave.

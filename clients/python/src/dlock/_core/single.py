@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Protocol, Sequence, Tuple
 
-from ..errors import RETRY, DlockError, LockLost, TooFewReplicas, unexpected
+from ..errors import RETRY, DlockError, LockLost, MaxHoldReached, TooFewReplicas, unexpected
 from .effects import Call, Clock, Cmd, Outcome, Rand, Rule, Sleep
-from .lease import EXTENDED, FAILED, LOST, Renewal
+from .lease import CAP_REACHED, EXTENDED, FAILED, LOST, Cap, Renewal, capped_ttl_ms
 from .retry import LONGEST, REPLY_MARGIN, Outage, call_deadline, io_until
 from .wanted import WantedState, read_reply
 
@@ -23,9 +23,11 @@ class SpecLike(Protocol):
     @property
     def ttl_ms(self) -> int: ...
     @property
+    def max_hold_ms(self) -> Optional[int]: ...
+    @property
     def resources(self) -> Sequence[Any]: ...
     def route_key(self) -> bytes: ...
-    def acquire_cmd(self, token: str, wait_ms: Optional[int]) -> Cmd: ...
+    def acquire_cmd(self, token: str, wait_ms: Optional[int], ttl_ms: Optional[int] = None) -> Cmd: ...
     def extend_cmd(self, token: str, ttl_ms: int) -> Cmd: ...
     def release_cmd(self, token: str) -> Cmd: ...
     def released(self, reply: object) -> Optional[bool]: ...
@@ -58,7 +60,7 @@ class Single:
     """One lease's requests on one server: ``spec`` with ``token`` under
     ``settings``, reading ``clock`` and drawing jitter from ``rand``."""
 
-    __slots__ = ("spec", "token", "settings", "clock", "rand", "granted", "wanted")
+    __slots__ = ("spec", "token", "settings", "clock", "rand", "granted", "wanted", "cap")
 
     def __init__(self, spec: SpecLike, token: str, settings: Settings, clock: Clock, rand: Rand) -> None:
         self.spec = spec
@@ -72,6 +74,9 @@ class Single:
         #: ``on_wanted``: renewals ask who waits (set by the shell once the
         #: lease exists).
         self.wanted: Optional[WantedState] = None
+        #: A capped hold's floor (``max_hold``), from the acquire's first
+        #: send: the lease's renewals stay short of it.
+        self.cap: Optional[Cap] = None
 
     # --- calls -----------------------------------------------------------------
 
@@ -117,6 +122,9 @@ class Single:
     def _acquire(self, wait_ms: Optional[int], on_retry: Optional[OnRetry]) -> Rule[Optional[Tuple[int, float]]]:
         clock, settings = self.clock, self.settings
         start = clock()
+        max_hold_ms = getattr(self.spec, "max_hold_ms", None)
+        cap = self.cap = None if max_hold_ms is None else Cap(start, max_hold_ms)
+        ttl_ms = self.spec.ttl_ms
         wait_deadline = None if wait_ms is None else start + wait_ms / 1000
         deadline = call_deadline(start, wait_ms, settings.retry_for)
         # Once an attempt may have been granted without our hearing, a
@@ -137,10 +145,10 @@ class Single:
             # The reply of a waiting attempt is due when its wait ends; a
             # waiting grant's durability is confirmed by the refresh below.
             io = io_until(settings.io_timeout, deadline, waiting, sent)
-            call = self._call(self.spec.acquire_cmd(self.token, w), w is None, io, waiting, undo)
+            call = self._call(self.spec.acquire_cmd(self.token, w, ttl_ms), w is None, io, waiting, undo)
             if wait_deadline is not None and w is not None:
                 call.waits = waiting
-                call.cmds_at = self._acquire_at(wait_deadline)
+                call.cmds_at = self._acquire_at(wait_deadline, ttl_ms)
             o = yield call
             assert o is not None
             f = o.failure
@@ -158,6 +166,13 @@ class Single:
                     if on_retry is not None:
                         on_retry(f.error)
                     yield Sleep(pause)
+                    # The first attempt may have been granted: a capped
+                    # hold's retry stays short of the cap's floor.
+                    left = capped_ttl_ms(cap, self.spec.ttl_ms, clock())
+                    if left is None:
+                        yield from self.abandon(deadline)
+                        raise MaxHoldReached(CAP_REACHED, reason=CAP_REACHED)
+                    ttl_ms = left
                     continue
                 if maybe_granted:
                     yield from self.abandon(deadline)
@@ -174,7 +189,7 @@ class Single:
                 raise short
             fence = reply
             break
-        ttl = self.spec.ttl_ms / 1000
+        ttl = ttl_ms / 1000
         if w is None:
             return fence, sent + ttl
         # A grant handed over while waiting started its lease at the
@@ -189,7 +204,12 @@ class Single:
         # The refresh gets what is left of the call, and at least a
         # reply's margin.
         refresh_by = max(deadline, clock() + REPLY_MARGIN)
-        r = yield from self.extend_by(self.spec.ttl_ms, refresh_by)
+        # A capped hold's refresh stays short of the cap's floor; granted
+        # after a wait as long as the cap, it is renewed no further.
+        refresh_ms = capped_ttl_ms(cap, self.spec.ttl_ms, clock())
+        if refresh_ms is None:
+            return fence, sent + ttl
+        r = yield from self.extend_by(refresh_ms, refresh_by)
         if r.kind == EXTENDED:
             return fence, r.until
         if r.kind == LOST:
@@ -198,14 +218,14 @@ class Single:
         assert r.error is not None
         raise r.error
 
-    def _acquire_at(self, wait_deadline: float) -> Callable[[float], Tuple[Cmd, ...]]:
+    def _acquire_at(self, wait_deadline: float, ttl_ms: int) -> Callable[[float], Tuple[Cmd, ...]]:
         """The waiting ``ACQUIRE`` as sent at a clock reading: its ``WAIT``
         is what is left of the wait then (none left: a plain try)."""
         spec, token = self.spec, self.token
 
         def at(t: float) -> Tuple[Cmd, ...]:
             w = int((wait_deadline - t) * 1000)
-            return (spec.acquire_cmd(token, w if w > 0 else None),)
+            return (spec.acquire_cmd(token, w if w > 0 else None, ttl_ms),)
 
         return at
 
