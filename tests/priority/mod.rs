@@ -14,6 +14,9 @@ use crate::common::*;
 use redis::{Connection, Value};
 use std::time::Duration;
 
+mod mix;
+mod turns;
+
 const AN_HOUR_MS: u64 = 3_600_000;
 const PRIORITY_ERR: &str = "ERR PRIORITY must be an integer from 0 to 1000";
 
@@ -41,10 +44,13 @@ fn queue(s: &Server, res: &str, tok: &str, priority: Option<u16>, shared: bool) 
     Waiter::send(s, cmd)
 }
 
-/// The tokens waiting on `res`, head first, with their priorities.
+/// The tokens waiting on `res` (up to 1,000), head first, with their
+/// priorities.
 fn waiting(c: &mut Connection, res: &str) -> Vec<(String, i64)> {
     let page: Vec<Value> = redis::cmd("DLOCK.WAITERS")
         .arg(res)
+        .arg("COUNT")
+        .arg(1000)
         .query(c)
         .expect("DLOCK.WAITERS");
     page.into_iter()
