@@ -25,7 +25,7 @@ pub const WAITERS: u32 = 1;
 pub const TOP: u16 = 3;
 /// The stream's longest lease (ms): a holder that stalls lets go by then.
 pub const LEASE_MS: u64 = 300;
-/// The waiter's `WAIT` (ms): well past its bound (docs/history.md).
+/// The waiter's `WAIT` (ms): past its bound of 2500 ms (docs/history.md).
 pub const WAIT_MS: u64 = 3000;
 
 /// Short holds at priority `TOP`, back to back.
