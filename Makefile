@@ -204,6 +204,9 @@ check-deb: build
 #   make bench DLOCK_BENCH_SECTIONS=floor
 # Guarded writes (DLOCK.GUARD) against the Lua script and a plain SET:
 #   make bench DLOCK_BENCH_SECTIONS=guard
+# What PRIORITY costs a queue (vs FIFO, BLPOP beside), and the longest wait
+# of priority 0 under a stream of higher ones against its bound:
+#   make bench DLOCK_BENCH_SECTIONS=priorities DLOCK_BENCH_CONFIGS=aof
 BASELINE ?=
 bench: build
 	$(CARGO) build --release -p dlock-floor
