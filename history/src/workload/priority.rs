@@ -4,7 +4,7 @@
 //! loop waits of priority 0 (`PRIORITY 0`, or none named). With the
 //! servers' aging of `servers::PRIORITY_AGING_MS`, a stream request passes
 //! a waiting one of priority 0 only within `TOP` levels of aging of its
-//! arrival (600 ms), far inside the waiter's `WAIT`: the FIFO rule sees
+//! arrival (1000 ms), inside the waiter's `WAIT`: the FIFO rule sees
 //! passes inside that window (allowed, counted) and none after it, and
 //! the `priority` rule bounds the waiter's wait. Every client connects
 //! directly (no lost-reply proxy): the rules judge only direct clients.
@@ -21,12 +21,14 @@ pub const RESOURCE: &str = "p0";
 /// Stream clients, numbered after the guard's writers, then the waiters.
 pub const STREAM: u32 = 3;
 pub const WAITERS: u32 = 1;
-/// The stream's priority.
-pub const TOP: u16 = 3;
+/// The stream's priority: its window (`TOP` x 200 ms) well past the
+/// FIFO rule's 500 ms for arrival, so that the passes it counts (B sent
+/// at least 500 ms after A, inside the window) happen many times a run.
+pub const TOP: u16 = 5;
 /// The stream's longest lease (ms): a holder that stalls lets go by then.
 pub const LEASE_MS: u64 = 300;
-/// The waiter's `WAIT` (ms): past its bound of 2500 ms (docs/history.md).
-pub const WAIT_MS: u64 = 3000;
+/// The waiter's `WAIT` (ms): past its bound of 2900 ms (docs/history.md).
+pub const WAIT_MS: u64 = 4000;
 
 /// Short holds at priority `TOP`, back to back.
 pub fn stream_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
