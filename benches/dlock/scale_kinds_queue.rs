@@ -11,6 +11,7 @@ use crate::cases::Config;
 use crate::common::Server;
 use crate::info_u64;
 use crate::load::{self, Rng};
+use crate::priorities::Spread;
 use crate::scale_kinds::{cmdstat, per_call, Fill, Settings};
 use crate::scale_kinds_holds::HOUR;
 use crate::scale_kinds_pool::Pool;
@@ -81,6 +82,8 @@ pub struct Queue {
     next: u64,
     sha: String,
     rng: Rng,
+    /// The `PRIORITY` each waiter asks with (the `priorities` section).
+    spread: Spread,
     pub fill: Fill,
     /// Ops per second of each run: enqueue, handoff, leave.
     pub rates: [Vec<f64>; 3],
@@ -130,12 +133,23 @@ impl Queue {
         };
         args.extend([token, HOUR.to_vec()]);
         if wait {
+            if let Some(p) = self.spread.of(serial) {
+                args.extend([b"PRIORITY".to_vec(), p.to_string().into_bytes()]);
+            }
             args.extend([b"WAIT".to_vec(), HOUR.to_vec()]);
         }
         args
     }
 
-    pub fn new(config: &Config, kind: Kind, w: u64, set: &Settings) -> Queue {
+    /// A queue whose waiters ask with the priorities of `spread`
+    /// (`Spread::Fifo`: none).
+    pub fn with_spread(
+        config: &Config,
+        kind: Kind,
+        w: u64,
+        set: &Settings,
+        spread: Spread,
+    ) -> Queue {
         let conns = w as usize + set.batch;
         let mut config = config.clone();
         let maxclients = (conns + 256).max(10_000).to_string();
@@ -161,6 +175,7 @@ impl Queue {
             next: 1,
             sha: String::new(),
             rng: Rng::new(0x9e7e ^ w),
+            spread,
             fill: Fill {
                 wanted: w,
                 ..Fill::default()

@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use crate::cases::Config;
+use crate::priorities::Spread;
 use crate::scale_kinds::{median, num, order, vs, Fill, Goals, Settings};
 use crate::scale_kinds_pool::raise_nofile;
 use crate::scale_kinds_queue::{Kind, Queue};
@@ -25,12 +26,12 @@ pub struct Measured {
 }
 
 impl Measured {
-    fn rate(&self, op: usize) -> f64 {
+    pub fn rate(&self, op: usize) -> f64 {
         median(&self.rates[op])
     }
 }
 
-const OPS: [&str; 3] = ["enqueue", "handoff", "leave"];
+pub const OPS: [&str; 3] = ["enqueue", "handoff", "leave"];
 
 /// Waiters on one resource, then (`reference`) the same sizes of `BLPOP`
 /// waiters on one list measured the same way: a resource with 10,000 waiters also means
@@ -39,7 +40,7 @@ const OPS: [&str; 3] = ["enqueue", "handoff", "leave"];
 /// largest queues at once would need more open files than this machine's
 /// hard limit of 20,000.
 pub fn waiters(config: &Config, set: &Settings, reference: bool, goals: &mut Goals) {
-    let dlock = measure(config, set, Kind::Waiters);
+    let dlock = measure(config, set, Kind::Waiters, Spread::Fifo);
     table(
         "Waiters on one resource",
         "waiters",
@@ -50,7 +51,7 @@ pub fn waiters(config: &Config, set: &Settings, reference: bool, goals: &mut Goa
         judge(set, "waiters", &dlock, None, Goal::AtLeast(0.7), goals);
         return;
     }
-    let blpop = measure(config, set, Kind::Blpop);
+    let blpop = measure(config, set, Kind::Blpop, Spread::Fifo);
     table(
         "Reference: the server's own blocking pop, BLPOP on one list (no module)",
         "waiters",
@@ -77,7 +78,7 @@ pub fn waiters(config: &Config, set: &Settings, reference: bool, goals: &mut Goa
 
 /// A component of queued sets.
 pub fn sets(config: &Config, set: &Settings, goals: &mut Goals) {
-    let sets = measure(config, set, Kind::Sets);
+    let sets = measure(config, set, Kind::Sets, Spread::Fifo);
     table(
         "A component of queued sets",
         "queued sets",
@@ -87,15 +88,16 @@ pub fn sets(config: &Config, set: &Settings, goals: &mut Goals) {
     judge(set, "queued sets", &sets, None, Goal::AtLeast(0.5), goals);
 }
 
-/// Loads every size's queue of `kind`, then runs them in turn.
-fn measure(config: &Config, set: &Settings, kind: Kind) -> Vec<Measured> {
+/// Loads every size's queue of `kind` (its waiters asking with the
+/// priorities of `spread`), then runs them in turn.
+pub fn measure(config: &Config, set: &Settings, kind: Kind, spread: Spread) -> Vec<Measured> {
     let sizes = if kind == Kind::Sets {
         &set.sets
     } else {
         &set.waiters
     };
     let what = match kind {
-        Kind::Waiters => "waiters",
+        Kind::Waiters => spread.waiters(),
         Kind::Sets => "sets",
         Kind::Blpop => "BLPOP waiters",
     };
@@ -104,7 +106,7 @@ fn measure(config: &Config, set: &Settings, kind: Kind) -> Vec<Measured> {
     let mut queues: Vec<Queue> = Vec::new();
     for &w in sizes {
         let t = Instant::now();
-        let mut q = Queue::new(config, kind, w, set);
+        let mut q = Queue::with_spread(config, kind, w, set, spread);
         if let Err(e) = &limit {
             q.fill.error.get_or_insert_with(|| e.clone());
         }
@@ -152,7 +154,7 @@ fn measure(config: &Config, set: &Settings, kind: Kind) -> Vec<Measured> {
     queues.into_iter().map(Queue::measured).collect()
 }
 
-fn table(title: &str, unit: &str, us_of: &str, queues: &[Measured]) {
+pub fn table(title: &str, unit: &str, us_of: &str, queues: &[Measured]) {
     println!("#### {title}\n");
     println!(
         "| {unit} | fill s | fill/s | enqueue/s | vs first | handoff/s | vs first | leave/s | \
@@ -188,7 +190,7 @@ fn table(title: &str, unit: &str, us_of: &str, queues: &[Measured]) {
 }
 
 /// The largest size's rate of `op` over the smallest's, or why there is none.
-fn ratio(set: &Settings, unit: &str, queues: &[Measured], op: usize) -> Result<f64, String> {
+pub fn ratio(set: &Settings, unit: &str, queues: &[Measured], op: usize) -> Result<f64, String> {
     let (Some(a), Some(b)) = (queues.first(), queues.last()) else {
         return Err("no size".into());
     };

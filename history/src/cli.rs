@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: check-history run [--secs N] [--seed S] [--clients C] [--out FILE] [--workload locks,election,sessions,guard]\n       check-history check FILE";
+const USAGE: &str = "usage: check-history run [--secs N] [--seed S] [--clients C] [--out FILE] [--workload locks,election,sessions,guard,priority]\n       check-history check FILE";
 
 /// Runs the command line; returns how many violations and coverage gaps
 /// the report counted.
@@ -51,6 +51,7 @@ fn run_config(mut args: impl Iterator<Item = String>) -> Result<workload::Config
             election: true,
             sessions: true,
             guard: true,
+            priority: true,
         },
     };
     while let Some(flag) = args.next() {
@@ -83,7 +84,7 @@ fn run_config(mut args: impl Iterator<Item = String>) -> Result<workload::Config
     Ok(cfg)
 }
 
-/// `locks`, `election`, `sessions`, `guard`, comma-separated (`all`:
+/// `locks`, `election`, `sessions`, `guard`, `priority`, comma-separated (`all`:
 /// every one).
 fn workloads(value: &str) -> Result<workload::Workloads, String> {
     let mut w = workload::Workloads {
@@ -91,6 +92,7 @@ fn workloads(value: &str) -> Result<workload::Workloads, String> {
         election: false,
         sessions: false,
         guard: false,
+        priority: false,
     };
     for name in value.split(',') {
         match name {
@@ -98,10 +100,14 @@ fn workloads(value: &str) -> Result<workload::Workloads, String> {
             "election" => w.election = true,
             "sessions" => w.sessions = true,
             "guard" => w.guard = true,
-            "all" => (w.locks, w.election, w.sessions, w.guard) = (true, true, true, true),
+            "priority" => w.priority = true,
+            "all" => {
+                (w.locks, w.election, w.sessions, w.guard, w.priority) =
+                    (true, true, true, true, true)
+            }
             _ => {
                 return Err(format!(
-                    "--workload: locks, election, sessions, guard (comma-separated), not {value}"
+                    "--workload: locks, election, sessions, guard, priority (comma-separated), not {value}"
                 ))
             }
         }
@@ -146,11 +152,16 @@ mod tests {
             guard.map(|c| c.workloads.names()).ok(),
             Some(vec!["guard".to_string()])
         );
+        let priority = super::run_config(["--workload", "priority"].map(String::from).into_iter());
+        assert_eq!(
+            priority.map(|c| c.workloads.names()).ok(),
+            Some(vec!["priority".to_string()])
+        );
         let all = super::run_config(std::iter::empty()).map(|c| c.workloads.names());
         assert_eq!(
             all.ok(),
             Some(
-                ["locks", "election", "sessions", "guard"]
+                ["locks", "election", "sessions", "guard", "priority"]
                     .map(String::from)
                     .to_vec()
             )

@@ -79,6 +79,11 @@ pub struct Meta {
     /// locks alone.
     #[serde(default = "locks_only")]
     pub workloads: Vec<String>,
+    /// The servers' `dlock.priority-aging-ms`: how many ms of waiting one
+    /// level of `PRIORITY` is worth. Absent in histories written before
+    /// priorities, whose requests named none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_aging_ms: Option<u64>,
 }
 
 fn locks_only() -> Vec<String> {
@@ -180,6 +185,9 @@ pub struct Op {
     pub owner: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
+    /// `PRIORITY p` (absent: none named, which is 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u16>,
     /// Followed by `WAIT 1` on the same connection (the durability recipe):
     /// a grant no replica acknowledged is released and reported `Fail`.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -245,6 +253,7 @@ impl Op {
             limit: None,
             owner: None,
             wait_ms: None,
+            priority: None,
             durable: false,
             retry_of: None,
             leave_after_ms: None,

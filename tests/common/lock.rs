@@ -190,19 +190,22 @@ pub fn as_int(v: &Value) -> i64 {
     }
 }
 
-/// Checks the exact layout of the INFO pairs: token, fence, ttl, waiters.
+/// Checks the exact layout of the INFO pairs: token, fence, ttl, waiters,
+/// and `priority` (above 0) last only while a request queued there named
+/// one (docs/commands/dlock.info.md).
 pub fn parse_pairs(pairs: &[(Value, Value)]) -> LockInfo {
     let keys: Vec<Vec<u8>> = pairs.iter().map(|(k, _)| as_bytes(k)).collect();
-    assert_eq!(
-        keys,
-        vec![
-            b"token".to_vec(),
-            b"fence".to_vec(),
-            b"ttl".to_vec(),
-            b"waiters".to_vec()
-        ],
-        "DLOCK.INFO fields"
-    );
+    let mut want = vec![
+        b"token".to_vec(),
+        b"fence".to_vec(),
+        b"ttl".to_vec(),
+        b"waiters".to_vec(),
+    ];
+    if pairs.len() == 5 {
+        want.push(b"priority".to_vec());
+        assert!(as_int(&pairs[4].1) > 0, "priority shown only above 0");
+    }
+    assert_eq!(keys, want, "DLOCK.INFO fields");
     assert!(
         matches!(pairs[0].1, Value::BulkString(_)),
         "token must be a bulk string: {:?}",
@@ -221,7 +224,10 @@ pub fn parse_info(v: Value) -> Option<LockInfo> {
     match v {
         Value::Nil => None,
         Value::Array(items) => {
-            assert_eq!(items.len(), 8, "RESP2 INFO is a flat array: {items:?}");
+            assert!(
+                items.len() == 8 || items.len() == 10,
+                "RESP2 INFO is a flat array: {items:?}"
+            );
             let pairs: Vec<(Value, Value)> = items
                 .chunks(2)
                 .map(|p| (p[0].clone(), p[1].clone()))

@@ -307,3 +307,5 @@ fn a_reader_that_outranks_a_waiting_writer_joins_the_readers() {
     release(&mut c, "r", "r3");
     let (_, _) = writer.granted();
 }
+
+mod info;

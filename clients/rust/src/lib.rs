@@ -79,7 +79,7 @@ pub use locker::{LockRequest, Locker};
 pub use queue::{Waiter, MAX_WAITERS_PAGE};
 pub use redis;
 pub use redlock::{Redlock, RedlockRequest};
-pub use request::{MAX_LIMIT, MAX_SET};
+pub use request::{MAX_LIMIT, MAX_PRIORITY, MAX_SET};
 pub use tls::TlsSettings;
 pub use url::{redact_url, same_login_at, URL_FORMS};
 pub use wanted::Wanted;

@@ -43,6 +43,12 @@ impl Rank {
     /// enqueue, and a change must not let later requests without
     /// `PRIORITY` pass the ones already waiting.
     pub fn key(arrival_ms: u64, priority: u16, aging_ms: u64) -> u64 {
+        if cfg!(feature = "planted-priority-no-aging") {
+            // Strict priority, then arrival: nobody ages, so a low
+            // priority starves while higher ones keep coming.
+            let level = u64::from(priority.min(MAX_PRIORITY));
+            return ((u64::from(MAX_PRIORITY) - level) << 42) | (arrival_ms & ((1 << 42) - 1));
+        }
         let level = u64::from(priority.min(MAX_PRIORITY));
         let ahead = level * aging_ms.min(MAX_AGING_MS);
         let base = u64::from(MAX_PRIORITY) * MAX_AGING_MS;

@@ -1,5 +1,11 @@
-//! `liveness` (FIFO): among exclusive waiters of a plain lock, one that
-//! surely queued first is not passed.
+//! `liveness` (FIFO within a priority, bounded passing across): among
+//! exclusive waiters of a plain lock, one that surely ranks first is not
+//! passed. With priorities (docs/waiting.md#priorities) B may pass an
+//! earlier A only when `arrival_B - arrival_A < (p_B - p_A) * aging`: a
+//! pair is judged only when B was sent so much later that it surely
+//! ranks behind A, and the passes the bound allows (B of a higher
+//! priority, surely sent after A, granted first) are counted, as
+//! coverage.
 use super::prep::{FaultRec, OpRec, Prepared};
 use super::Violation;
 use crate::history::{Command, FaultKind, Kind, Mode, Value};
@@ -16,11 +22,34 @@ pub const FAULT_MARGIN_US: u64 = 1_000_000;
 /// B's grant must come this long before A's timeout (µs).
 pub const TIMEOUT_SLACK_US: u64 = 100_000;
 
+/// The servers' `dlock.priority-aging-ms` when the history does not say
+/// (the module's default).
+pub const DEFAULT_AGING_MS: u64 = 1000;
+
 /// What the FIFO rule found: its violations and, per resource, how many
-/// pairs it judged (a run that judges none is a coverage gap).
+/// pairs it judged (a run that judges none is a coverage gap) and how many
+/// passes the priorities' bound allowed.
 pub struct Fifo {
     pub violations: Vec<Violation>,
     pub judged: BTreeMap<String, u64>,
+    /// Pairs where B, of a higher priority and sent at least `AHEAD_US`
+    /// after A (so surely queued after it), was granted first while still
+    /// inside its window: passes the bound allows, seen happening. Only
+    /// resources where some request named a priority above 0.
+    pub passes: BTreeMap<String, u64>,
+}
+
+/// A request's priority: `PRIORITY p`, or 0 when it named none.
+pub fn priority(o: &OpRec) -> u16 {
+    o.op.priority.unwrap_or(0)
+}
+
+/// How much later than A (µs) B must be sent to surely rank behind A:
+/// `AHEAD_US` for arrival, plus B's head start `(p_B - p_A) * aging`
+/// when B's priority is higher.
+pub fn behind_after(p: &Prepared, a: &OpRec, b: &OpRec) -> u64 {
+    let aging_us = p.priority_aging_ms.unwrap_or(DEFAULT_AGING_MS) * 1000;
+    AHEAD_US + u64::from(priority(b).saturating_sub(priority(a))) * aging_us
 }
 
 /// Candidates: single-resource exclusive `ACQUIRE ... WAIT` without `OWNER`
@@ -58,6 +87,7 @@ pub fn check(p: &Prepared) -> Fifo {
     let mut out = Fifo {
         violations: Vec::new(),
         judged: BTreeMap::new(),
+        passes: BTreeMap::new(),
     };
     for (r, list) in per_res.into_iter().enumerate() {
         let res = &p.resources[r];
@@ -65,6 +95,8 @@ pub fn check(p: &Prepared) -> Fifo {
             continue;
         }
         let mut judged = 0;
+        let mut passes = 0;
+        let prioritized = list.iter().any(|&i| priority(&p.ops[i]) > 0);
         // `list` is in invocation order; `waiting` holds the As sent at
         // least 500 ms before the current B and not completed before it.
         let mut waiting: Vec<usize> = Vec::new();
@@ -80,17 +112,26 @@ pub fn check(p: &Prepared) -> Fifo {
             }
             waiting.retain(|&a| p.ops[a].complete.is_some_and(|c| c > ob.invoke));
             for &a in &waiting {
-                match judge(p, res.group, &p.ops[a], ob, *fb) {
+                let oa = &p.ops[a];
+                // Sent within B's head start: B may rank either side.
+                let surely_behind = ob.invoke >= oa.invoke + behind_after(p, oa, ob);
+                match judge(p, res.group, oa, ob, *fb) {
                     Judged::Not => {}
-                    Judged::Kept => judged += 1,
-                    Judged::Passed(v) => {
+                    Judged::Kept if surely_behind => judged += 1,
+                    Judged::Passed(v) if surely_behind => {
                         judged += 1;
                         out.violations.push(v);
                     }
+                    Judged::Kept => {}
+                    // A higher B inside its window: allowed.
+                    Judged::Passed(_) => passes += 1,
                 }
             }
         }
         out.judged.insert(res.name.to_string(), judged);
+        if prioritized {
+            out.passes.insert(res.name.to_string(), passes);
+        }
     }
     out
 }
@@ -112,7 +153,7 @@ enum Judged {
 /// changes the pair (an unblocked A is told nil early); another client's
 /// leaves the order of the rest as it was. `lost_reply` only drops a
 /// proxied client's reply, and neither is proxied.
-fn disturbs(f: &FaultRec, group: &str, a: &OpRec, b: &OpRec) -> bool {
+pub fn disturbs(f: &FaultRec, group: &str, a: &OpRec, b: &OpRec) -> bool {
     if f.group != group {
         return false;
     }
@@ -133,7 +174,7 @@ fn disturbs(f: &FaultRec, group: &str, a: &OpRec, b: &OpRec) -> bool {
 }
 
 /// A `client_kill` or `client_unblock` that (may have) hit A's client.
-fn hits(f: &FaultRec, group: &str, a: &OpRec) -> bool {
+pub fn hits(f: &FaultRec, group: &str, a: &OpRec) -> bool {
     f.group == group
         && matches!(f.kind, FaultKind::ClientKill | FaultKind::ClientUnblock)
         && f.client.is_none_or(|c| c == a.client)
@@ -174,10 +215,20 @@ fn judge(p: &Prepared, group: &str, a: &OpRec, b: &OpRec, fb: u64) -> Judged {
     let Some(how) = how else {
         return Judged::Kept;
     };
+    let ranks = if a.op.priority.is_some() || b.op.priority.is_some() {
+        format!(
+            " (priority {} and {}: B may pass only if sent less than {} ms after A, with the 500 ms allowance for arrival)",
+            priority(a),
+            priority(b),
+            behind_after(p, a, b) / 1000
+        )
+    } else {
+        String::new()
+    };
     Judged::Passed(Violation {
         checker: "liveness",
         what: format!(
-            "{}: FIFO: waiter A (client {}, sent at {}) was passed by B (client {}, sent at {}, granted fence {fb}): A {how}",
+            "{}: FIFO: waiter A (client {}, sent at {}) was passed by B (client {}, sent at {}, granted fence {fb}): A {how}{ranks}",
             p.resources[a.res[0] as usize].name,
             a.client,
             a.invoke,

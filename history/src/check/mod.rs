@@ -5,6 +5,7 @@
 //! - `prep`: events in time order, operations paired, faults as intervals
 //! - `believe`: every grant, and the holds each client believed it had
 //! - `mutex`, `fences`, `sink`, `lost`, `liveness` (+ `fifo`): the checkers
+//! - `priority`: the longest wait of priority 0 against the aging's bound
 //! - `session_bounds`, `sessions`: bound holds believed, and the sessions' rules
 //! - `guard`: the guarded sink's writes against the holds' lives
 //! - `linear`: linearizability of the `lin` group against each kind's model
@@ -25,6 +26,7 @@ mod lost;
 mod mutex;
 mod prep;
 mod print;
+mod priority;
 mod session_bounds;
 mod sessions;
 mod shown;
@@ -68,6 +70,12 @@ pub struct Report {
     pub linear: Vec<linear::Stats>,
     /// Pairs of waiters the FIFO rule judged, per plain resource.
     pub fifo_judged: BTreeMap<String, u64>,
+    /// Passes the priorities' bound allowed, seen happening, per resource
+    /// where requests named priorities.
+    pub fifo_passes: BTreeMap<String, u64>,
+    /// Waits of priority 0 against their bound, per resource where
+    /// requests named priorities.
+    pub priority: priority::Stats,
     /// What the election's checks saw, when the election ran.
     pub election: Option<election::Stats>,
     /// What the sessions' rules saw, when the sessions workload ran.
@@ -97,6 +105,22 @@ pub fn check(events: &[Event]) -> Report {
             .push("the FIFO rule judged no pair of waiters".to_string());
     }
     report.fifo_judged = fifo.judged;
+    let (starved, waits) = priority::check(&p);
+    v.extend(starved);
+    let prioritized = p.ran("priority") || !fifo.passes.is_empty();
+    if prioritized && fifo.passes.values().sum::<u64>() == 0 {
+        report.gaps.push(
+            "priorities were used, but no request of a higher priority was seen passing an earlier one within its window".to_string(),
+        );
+    }
+    if prioritized && waits.values().map(|w| w.granted).sum::<u64>() == 0 {
+        report.gaps.push(
+            "priorities were used, but no wait of priority 0 was granted clear of faults"
+                .to_string(),
+        );
+    }
+    report.fifo_passes = fifo.passes;
+    report.priority = waits;
     v.extend(shown::check(&p));
     if p.ran("election") {
         let (found, stats) = election::check(&p, &mut limits);

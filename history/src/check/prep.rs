@@ -129,6 +129,9 @@ pub struct Prepared<'a> {
     pub seed: u64,
     /// The workloads the meta line names (`locks`, `election`).
     pub workloads: &'a [String],
+    /// The servers' `dlock.priority-aging-ms` (the meta line's; absent in
+    /// histories written before priorities).
+    pub priority_aging_ms: Option<u64>,
     pub resources: Vec<Res<'a>>,
     /// In invocation order.
     pub ops: Vec<OpRec<'a>>,
@@ -160,6 +163,7 @@ impl<'a> Prepared<'a> {
         let mut p = Prepared {
             seed: 0,
             workloads: &[],
+            priority_aging_ms: None,
             resources: Vec::new(),
             ops: Vec::new(),
             by_id: HashMap::new(),
@@ -183,6 +187,7 @@ impl<'a> Prepared<'a> {
                 Event::Meta(m) => {
                     p.seed = m.seed;
                     p.workloads = &m.workloads;
+                    p.priority_aging_ms = m.priority_aging_ms;
                     for r in &m.resources {
                         res_ix.entry(&r.name).or_insert_with(|| {
                             p.resources.push(Res {

@@ -54,6 +54,22 @@ impl Report {
             self.fifo_judged.values().sum::<u64>(),
             judged.join(", ")
         );
+        for (r, w) in &self.priority {
+            let _ = writeln!(
+                s,
+                "priority: {r}: {} passes within the window seen (allowed); {} waits of priority 0 judged: {} granted, the longest {} ms{}, {} told nil; bound {} ms (priority {} from {} clients, leases up to {} ms)",
+                self.fifo_passes.get(r).copied().unwrap_or(0),
+                w.granted + w.told_nil,
+                w.granted,
+                w.longest_us / 1000,
+                w.longest_op.map_or(String::new(), |id| format!(" (op {id})")),
+                w.told_nil,
+                w.bound_us / 1000,
+                w.top,
+                w.clients,
+                w.longest_lease_ms
+            );
+        }
         if let Some(x) = &self.sessions {
             let _ = writeln!(
                 s,

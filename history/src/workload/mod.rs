@@ -10,6 +10,8 @@
 //! - `election`: candidates and observers of an election (`e0`).
 //! - `sessions`: pairs of clients with sessions (`s*`).
 //! - `guard`: writers through `DLOCK.GUARD` to sinks in Redis (`g*`).
+//! - `priority`: a stream of higher priorities and a waiter of priority 0
+//!   (`p0`).
 //! - `faults`: the fault thread.
 mod choose;
 mod client;
@@ -18,6 +20,7 @@ mod election;
 mod faults;
 mod guard;
 mod ops;
+mod priority;
 mod record;
 mod servers;
 mod sessions;
@@ -55,6 +58,9 @@ pub struct Workloads {
     /// Guarded writes on `g*`: `guard::WRITERS` clients, numbered after
     /// the sessions'.
     pub guard: bool,
+    /// Priorities on `p0`: `priority::STREAM` clients at a higher
+    /// priority and `priority::WAITERS` at 0, numbered after the writers.
+    pub priority: bool,
 }
 
 impl Workloads {
@@ -71,6 +77,9 @@ impl Workloads {
         }
         if self.guard {
             v.push("guard".to_string());
+        }
+        if self.priority {
+            v.push("priority".to_string());
         }
         v
     }
@@ -109,12 +118,14 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
             .filter(|b| !b.is_empty()),
         resources: resources(cfg.workloads),
         workloads: cfg.workloads.names(),
+        priority_aging_ms: Some(servers::PRIORITY_AGING_MS),
     }));
     let (servers, groups) = servers::start(cfg.seed)?;
     // Every client, of either workload, has its slot in `killed` and `ids`.
     let sessions_from = cfg.clients + election::CANDIDATES + election::OBSERVERS;
     let guard_from = sessions_from + 2 * sessions::PAIRS;
-    let all = guard_from + guard::WRITERS;
+    let priority_from = guard_from + guard::WRITERS;
+    let all = priority_from + priority::STREAM + priority::WAITERS;
     let ctx = Arc::new(Ctx {
         rec,
         groups,
@@ -164,6 +175,14 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
     if cfg.workloads.guard {
         for c in guard_from..all {
             spawn(c, "writer", guard::writer_loop)?;
+        }
+    }
+    if cfg.workloads.priority {
+        for c in priority_from..priority_from + priority::STREAM {
+            spawn(c, "priority stream", priority::stream_loop)?;
+        }
+        for c in priority_from + priority::STREAM..all {
+            spawn(c, "priority 0 waiter", priority::waiter_loop)?;
         }
     }
     let (servers, fault_result) = faults
@@ -262,6 +281,9 @@ fn resources(workloads: Workloads) -> Vec<Resource> {
                 },
             ),
         ]);
+    }
+    if workloads.priority {
+        v.push(r(priority::RESOURCE, "main", Kind::Plain));
     }
     if workloads.election {
         v.push(Resource {

@@ -29,6 +29,9 @@ pub fn args(op: &Op) -> Vec<String> {
             if let Some(o) = &op.owner {
                 a.extend(["OWNER".into(), o.clone()]);
             }
+            if let Some(p) = op.priority {
+                a.extend(["PRIORITY".into(), p.to_string()]);
+            }
             if let Some(w) = op.wait_ms {
                 a.extend(["WAIT".into(), w.to_string()]);
             }

@@ -66,10 +66,19 @@ pub fn guard<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
+/// `dlock.priority-aging-ms` on every server (a module argument, so that
+/// a restart keeps it): low, so that the priority workload's window
+/// (`priority::TOP` levels of it) is short beside its waiter's `WAIT`.
+pub const PRIORITY_AGING_MS: u64 = 200;
+
 pub fn start(seed: u64) -> Result<(Servers, [Group; 2]), String> {
     let node = || {
         guard("starting a main server", || {
-            Server::builder().aof("always").try_start()
+            Server::builder()
+                .aof("always")
+                .module_arg("priority-aging-ms")
+                .module_arg(PRIORITY_AGING_MS.to_string())
+                .try_start()
         })?
     };
     let a = node()?;
@@ -80,7 +89,11 @@ pub fn start(seed: u64) -> Result<(Servers, [Group; 2]), String> {
     })
     .map_err(|e| format!("{e}\n--- replica log ---\n{}", b.log()))?;
     let lin = guard("starting the lin server", || {
-        Server::builder().aof("always").try_start()
+        Server::builder()
+            .aof("always")
+            .module_arg("priority-aging-ms")
+            .module_arg(PRIORITY_AGING_MS.to_string())
+            .try_start()
     })??;
     let groups = [
         Group {

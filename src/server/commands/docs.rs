@@ -240,7 +240,7 @@ queued on the resource) and, when above 0, priority (the highest queued).",
     Doc {
         name: c"dlock.info",
         summary: c"Returns the holder's token, fencing token, remaining TTL in ms and number of \
-waiters, or nil when the lock is free.",
+waiters (and, when above 0, the highest priority queued), or nil when the lock is free.",
         complexity: COMPLEXITY,
         arity: 2,
         keys: Keys::One(RO | ACCESS),

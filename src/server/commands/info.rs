@@ -6,6 +6,7 @@ pub mod holds;
 
 use redis_module::raw;
 
+use crate::server::commands::wanted::Wanted;
 use crate::server::edge::api::{self, Ctx};
 use crate::server::edge::ffi::Argv;
 use crate::server::execute::inputs;
@@ -32,20 +33,20 @@ pub enum View<'a> {
     Free,
     /// Nobody holds it; a handoff to its queue is pending.
     Reserved {
-        waiters: usize,
+        queue: Wanted,
     },
     Plain {
         token: &'a [u8],
         fence: u64,
         /// Like PTTL: -1 when an admin removed the expiry.
         ttl: i64,
-        waiters: usize,
+        queue: Wanted,
     },
     /// A resource that is not a plain lock, with a live hold.
     Holds {
         holds: &'a Holds,
         now_ms: u64,
-        waiters: usize,
+        queue: Wanted,
     },
 }
 
@@ -55,18 +56,18 @@ impl View<'_> {
             View::Free => ctx.reply_null(),
             // The same map as a held lock, with no token (nil), fence 0 and
             // ttl -2.
-            View::Reserved { waiters } => holds::reply_plain(ctx, None, 0, -2, *waiters),
+            View::Reserved { queue } => holds::reply_plain(ctx, None, 0, -2, *queue),
             View::Plain {
                 token,
                 fence,
                 ttl,
-                waiters,
-            } => holds::reply_plain(ctx, Some(token), *fence, *ttl, *waiters),
+                queue,
+            } => holds::reply_plain(ctx, Some(token), *fence, *ttl, *queue),
             View::Holds {
                 holds,
                 now_ms,
-                waiters,
-            } => holds::reply(ctx, holds, *now_ms, *waiters),
+                queue,
+            } => holds::reply(ctx, holds, *now_ms, *queue),
         }
     }
 
@@ -123,7 +124,12 @@ pub fn read<R>(
         settle_before_reading(ctx, name, res)?;
     }
     let key = LockKey::open_read(ctx, name)?;
-    let waiters = waiting.as_ref().map_or(0, blocking::waiters_on);
+    // Who waits: how many, and the highest priority among them (shown
+    // only when above 0).
+    let queue = waiting.as_ref().map_or(Wanted::default(), |res| Wanted {
+        waiters: blocking::waiters_on(res),
+        priority: blocking::top_priority(res),
+    });
     // Revocations that must wait (writes are held back): their grants
     // reached nobody, and an owner reading its fence here would believe it
     // holds the lock its revocation is about to release.
@@ -135,10 +141,10 @@ pub fn read<R>(
     let is_revoked =
         |token: &[u8], fence: u64| revoked.iter().any(|(t, f)| **t == *token && *f == fence);
     let now_ms = api::read_now_us(in_unit || multi_read_in_unit(ctx, &key)?) / 1000;
-    let nobody = if waiters > 0 {
+    let nobody = if queue.waiters > 0 {
         // Free, but reserved for its queue: the handoff waits for a
         // quarantine, paused writes or an evicted lease's deadline.
-        View::Reserved { waiters }
+        View::Reserved { queue }
     } else {
         View::Free
     };
@@ -177,7 +183,7 @@ pub fn read<R>(
             return f(&View::Holds {
                 holds: h,
                 now_ms,
-                waiters,
+                queue,
             });
         }
         // Every hold has passed its deadline: free (or reserved).
@@ -195,7 +201,7 @@ pub fn read<R>(
         token: lease.token(),
         fence: lease.fence(),
         ttl,
-        waiters,
+        queue,
     })
 }
 

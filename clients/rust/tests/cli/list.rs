@@ -165,6 +165,7 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
             &r[1][7],
             "tok-plain",
             "-",
+            "0",
             "next-1"
         ],
         "{table}"
@@ -172,7 +173,11 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
     // The head of the queue: only where someone waits.
     assert!(r
         .iter()
-        .all(|w| (w[10] == "next-1") == (w[0] == "job:plain")));
+        .all(|w| (w[11] == "next-1") == (w[0] == "job:plain")));
+    // Its priority (none named: 0) beside it, `-` where nobody waits.
+    assert!(r.iter().all(
+        |w| (w[10] == "0") == (w[0] == "job:plain") && (w[10] == "-") != (w[0] == "job:plain")
+    ));
     assert_eq!(r[0][8], "t\\x80", "{table}");
     assert_eq!(
         r[2][..6],
@@ -210,6 +215,8 @@ fn every_lock_with_its_holders_and_waiters_sorted_and_filtered() {
     assert_eq!(field(o[1], "fence"), plain_fence.to_string());
     assert_eq!(field(o[1], "next"), "next-1");
     assert_eq!(field(o[2], "next"), "null");
+    assert_eq!(field(o[1], "next_priority"), "0");
+    assert_eq!(field(o[2], "next_priority"), "null");
     assert!(o[1].contains(r#""owner":null"#), "{json}");
     assert_eq!(field(o[2], "kind"), "rwlock");
     assert_eq!(o[2].matches(r#""mode":"shared""#).count(), 2, "{json}");
@@ -327,7 +334,7 @@ fn a_resource_reserved_for_its_queue_is_listed_as_reserved() {
     });
     assert_eq!(
         rows(&table),
-        [["rq", "lock", "reserved", "0", "1", "-", "-", "-", "-", "-", "w-rq"]],
+        [["rq", "lock", "reserved", "0", "1", "-", "-", "-", "-", "-", "0", "w-rq"]],
         "{table}"
     );
     let json = list(&url, &dir, &["--json", "rq"]);
@@ -335,7 +342,7 @@ fn a_resource_reserved_for_its_queue_is_listed_as_reserved() {
     assert_eq!(o.len(), 1, "{json}");
     assert_eq!(field(o[0], "state"), "reserved");
     assert!(
-        o[0].ends_with(r#""waiters":1,"holds":[],"next":"w-rq"}"#),
+        o[0].ends_with(r#""waiters":1,"holds":[],"next":"w-rq","next_priority":0}"#),
         "{json}"
     );
     let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut c).unwrap();
@@ -383,10 +390,10 @@ fn a_reserved_member_without_a_key_is_listed_with_its_waiter() {
         ],
         "{table}"
     );
-    assert_eq!(r[0][10], "setter", "the set is next on both members");
+    assert_eq!(r[0][11], "setter", "the set is next on both members");
     assert_eq!(
         r[1],
-        ["{j}:b", "lock", "reserved", "0", "1", "-", "-", "-", "-", "-", "setter"],
+        ["{j}:b", "lock", "reserved", "0", "1", "-", "-", "-", "-", "-", "0", "setter"],
         "{table}"
     );
     let table = list(&url, &dir, &["*:b"]);
@@ -399,7 +406,7 @@ fn a_reserved_member_without_a_key_is_listed_with_its_waiter() {
     let b = o.iter().find(|o| field(o, "resource") == "{j}:b").unwrap();
     assert_eq!(field(b, "state"), "reserved");
     assert!(
-        b.ends_with(r#""waiters":1,"holds":[],"next":"setter"}"#),
+        b.ends_with(r#""waiters":1,"holds":[],"next":"setter","next_priority":0}"#),
         "{json}"
     );
 

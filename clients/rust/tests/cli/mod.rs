@@ -11,6 +11,7 @@ mod exec;
 mod guarded;
 mod lease;
 mod list;
+mod priority;
 mod reaper;
 mod redlock;
 mod scripts;

@@ -225,6 +225,7 @@ fn help_documents_every_option() {
         "--no-wait",
         "--shared",
         "--limit",
+        "--priority",
         "--grace",
         "--conflict-exit-code",
         "DLOCK_TOKEN",
@@ -242,6 +243,7 @@ fn help_documents_every_option() {
         "--no-wait",
         "--shared",
         "--limit",
+        "--priority",
     ] {
         assert!(acquire.contains(s), "dlock acquire --help lacks {s}");
     }

@@ -8,6 +8,7 @@ mod election;
 mod guard;
 mod input;
 mod liveness;
+mod priority;
 mod safety;
 mod sessions;
 
@@ -43,6 +44,7 @@ impl H {
                     r("l0", "lin", Kind::Plain),
                 ],
                 workloads: vec!["locks".into()],
+                priority_aging_ms: None,
             })],
             next: 1,
         }

@@ -10,24 +10,31 @@
 //!          session for a hold bound to one, and maxhold (ms left to its
 //!          cap) for a hold granted with `MAXHOLD` (a capped plain lock is
 //!          shown in this form too)
+//! priority the highest `PRIORITY` queued; only when above 0
 //! ```
+//!
+//! Both forms end with `priority` only while a request queued there named
+//! a priority above 0: the shapes clients read stay as they were
+//! whenever priorities are unused, and the field comes last, so a reader
+//! by position finds every other field where it was.
 //!
 //! Holds past their deadline are left out: a replica keeps them until its
 //! master drops them, but they are gone for every client.
 
+use crate::server::commands::wanted::Wanted;
 use crate::server::edge::api::Ctx;
 use dlock_core::resource::changes::mode_name;
 use dlock_core::resource::holds::{Holds, NEVER};
 use dlock_core::Error;
 
-pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(), Error> {
+pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, queue: Wanted) -> Result<(), Error> {
     let live = Holds::from_holds(holds.limit, holds.live(now_ms).map(|h| h.to_hold()));
     if let Some(h) = live.as_plain() {
         // What a plain lock answers (its dead holds' drop is pending).
         let ttl = ttl(h.deadline_ms, now_ms);
-        return reply_plain(ctx, Some(h.token), h.fence, ttl, waiters);
+        return reply_plain(ctx, Some(h.token), h.fence, ttl, queue);
     }
-    ctx.reply_map(4)?;
+    ctx.reply_map(4 + usize::from(queue.priority > 0))?;
     ctx.reply_bytes(b"kind")?;
     ctx.reply_bytes(if holds.limit > 1 {
         b"semaphore"
@@ -37,7 +44,7 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(),
     ctx.reply_bytes(b"limit")?;
     ctx.reply_integer(i64::from(holds.limit))?;
     ctx.reply_bytes(b"waiters")?;
-    ctx.reply_integer(waiters as i64)?;
+    ctx.reply_integer(queue.waiters as i64)?;
     ctx.reply_bytes(b"holds")?;
     ctx.reply_array(holds.live(now_ms).count())?;
     for h in holds.live(now_ms) {
@@ -62,19 +69,28 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(),
             ctx.reply_integer(cap.at_ms.saturating_sub(now_ms) as i64)?;
         }
     }
+    top_priority(ctx, queue)
+}
+
+/// The last field of either form: the highest priority queued, when above 0.
+fn top_priority(ctx: Ctx, queue: Wanted) -> Result<(), Error> {
+    if queue.priority > 0 {
+        ctx.reply_bytes(b"priority")?;
+        ctx.reply_integer(i64::from(queue.priority))?;
+    }
     Ok(())
 }
 
 /// The plain lock's map: token (nil when reserved for the queue), fence,
-/// ttl, waiters.
+/// ttl, waiters, and priority when above 0.
 pub fn reply_plain(
     ctx: Ctx,
     token: Option<&[u8]>,
     fence: u64,
     ttl: i64,
-    waiters: usize,
+    queue: Wanted,
 ) -> Result<(), Error> {
-    ctx.reply_map(4)?;
+    ctx.reply_map(4 + usize::from(queue.priority > 0))?;
     ctx.reply_bytes(b"token")?;
     match token {
         Some(t) => ctx.reply_bytes(t)?,
@@ -85,7 +101,8 @@ pub fn reply_plain(
     ctx.reply_bytes(b"ttl")?;
     ctx.reply_integer(ttl)?;
     ctx.reply_bytes(b"waiters")?;
-    ctx.reply_integer(waiters as i64)
+    ctx.reply_integer(queue.waiters as i64)?;
+    top_priority(ctx, queue)
 }
 
 /// Milliseconds left, like `PTTL`: -1 for a hold without a deadline.

@@ -31,6 +31,7 @@ pub struct LockSpec {
     pub retry_for: Duration,
     pub shared: bool,
     pub limit: Option<u32>,
+    pub priority: Option<u16>,
     pub token: Option<String>,
     pub watchdog: bool,
     /// Bound to a session where the server has them (one server only).
@@ -55,6 +56,9 @@ macro_rules! build {
         }
         if let Some(n) = spec.limit {
             r = r.limit(n);
+        }
+        if let Some(p) = spec.priority {
+            r = r.priority(p);
         }
         if spec.watchdog {
             r = r.watchdog();

@@ -150,6 +150,9 @@ OPTIONS
     --wait DURATION         campaign up to DURATION (default: until leading)
     --no-wait               lead now or not at all (exit 75)
     --retry-for DURATION    as for exec
+    --priority P            as for exec: a candidate of a higher priority
+                            leads before those of a lower one waiting less
+                            than (difference) x dlock.priority-aging-ms
     --grace DURATION        as for exec
     --no-session            as for exec
     --on-wanted SIGNAL      as for exec: a candidate waits to lead
@@ -217,6 +220,11 @@ OPTIONS
                             reason is said on stderr
     --shared                a shared hold: excludes exclusive holders only
     --limit N               one of N permits (a semaphore; N at most 1048576)
+    --priority P            wait at priority P, 0 (default) to 1000: higher
+                            is served first, FIFO within one priority; a
+                            waiter gains a level per dlock.priority-aging-ms
+                            waited (the server's, default 1s), so none
+                            starves
     --grace DURATION        time between SIGTERM and SIGKILL when the lease
                             ends (default 5s, or ttl/4 if less); must be below
                             ttl/3
@@ -316,8 +324,8 @@ of the cluster; with PATTERN (a glob, as SCAN MATCH takes it: job:*,
 {order:42}*) those whose name matches. Per lock: its resource, kind (lock,
 read-write, reentrant, semaphore), state (held, or reserved: nobody holds
 it, it is kept for the first waiter), holders (of the limit, for a
-semaphore), waiters and NEXT (the token its queue serves next, - when
-nobody waits); per holder its mode (exclusive, shared, permit), fence, TTL,
+semaphore), waiters, NEXT (the token its queue serves next, - when
+nobody waits) and PRIORITY (the priority NEXT waits with); per holder its mode (exclusive, shared, permit), fence, TTL,
 token and owner, one line each. Read with SCAN ... TYPE dlocklock,
 DLOCK.QUEUED (the resources clients wait for, which have no key while
 nobody holds them), pipelined DLOCK.INFO and DLOCK.WAITERS ... COUNT 1, never
@@ -330,7 +338,7 @@ moved while it runs may be missing or shown as it was.
     --json        one JSON document, an array with one object per lock:
                   {\"server\":\"127.0.0.1:6379\",\"resource\":\"r\",\"state\":\"held\",
                    \"kind\":\"lock\",\"limit\":1,\"waiters\":0,\"holds\":[...],
-                   \"next\":null}
+                   \"next\":null,\"next_priority\":null}
                   (holds as dlock status --json shows them; kind and mode
                   as DLOCK.INFO says them: rwlock for read-write and
                   reentrant alike, exclusive for a permit)
@@ -392,6 +400,7 @@ after dlock exits, until its TTL passes or `dlock release RESOURCE TOKEN`;
                             (default 5s)
     --shared                a shared hold
     --limit N               one of N permits (a semaphore; N at most 1048576)
+    --priority P            wait at priority P (0 to 1000, as for exec)
     --token TOKEN           use TOKEN instead of a random one (an acquire
                             with the token that holds the lock is a retry:
                             granted again, same fence)

@@ -1,6 +1,6 @@
 //! `dlock list [PATTERN] [--sort KEY] [--json]`: every lock on the server,
 //! or on every master of its cluster, with its holders and waiters, and
-//! the request its queue serves next.
+//! the request its queue serves next with the priority it asked with.
 
 use crate::args::{self, usage, Args, Item, Parsed};
 use crate::backend::{Backend, Hold, Info};
@@ -206,7 +206,7 @@ fn shown_mode(kind: &str, mode: String) -> String {
 pub fn to_table(locks: &[Listed], with_server: bool) -> String {
     let mut rows: Vec<Vec<String>> = vec![[
         "SERVER", "RESOURCE", "KIND", "STATE", "HOLDERS", "WAITERS", "MODE", "FENCE", "TTL",
-        "TOKEN", "OWNER", "NEXT",
+        "TOKEN", "OWNER", "PRIORITY", "NEXT",
     ]
     .map(String::from)
     .to_vec()];
@@ -226,9 +226,14 @@ pub fn to_table(locks: &[Listed], with_server: bool) -> String {
             l.info.waiters().to_string(),
         ];
         let next = l.next.as_ref().map_or("-".into(), |t| cell(&t.text()));
+        let priority = match (&l.next, l.next_priority) {
+            (Some(_), Some(p)) => p.to_string(),
+            _ => "-".into(),
+        };
         if hs.is_empty() {
             let mut row = lock.to_vec();
             row.extend(["-"; 5].map(String::from));
+            row.push(priority.clone());
             row.push(next.clone());
             rows.push(row);
         }
@@ -240,6 +245,7 @@ pub fn to_table(locks: &[Listed], with_server: bool) -> String {
                 ttl(h.ttl_ms),
                 cell(&h.token.text()),
                 h.owner.as_ref().map_or("-".into(), |o| cell(&o.text())),
+                priority.clone(),
                 next.clone(),
             ]);
             rows.push(row);
@@ -280,8 +286,12 @@ pub fn to_json_array(locks: &[Listed]) -> String {
                 .next
                 .as_ref()
                 .map_or("\"next\":null".into(), |t| json_field("next", t));
+            let priority = match (&l.next, l.next_priority) {
+                (Some(_), Some(p)) => p.to_string(),
+                _ => "null".into(),
+            };
             format!(
-                "{{\"server\":{},{},{next}}}",
+                "{{\"server\":{},{},{next},\"next_priority\":{priority}}}",
                 quote(&l.server),
                 &object[1..object.len() - 1]
             )
@@ -306,6 +316,7 @@ mod tests {
                 waiters,
             },
             next: None,
+            next_priority: None,
         }
     }
 
@@ -320,6 +331,7 @@ mod tests {
                 waiters,
             },
             next: None,
+            next_priority: None,
         }
     }
 
@@ -398,9 +410,11 @@ mod tests {
                     .into(),
             },
             next: None,
+            next_priority: None,
         };
         let mut b = reserved("b", 3);
         b.next = Some(Bytes(b"w1".to_vec()));
+        b.next_priority = Some(7);
         let t = to_table(&[lock("a", 7, 2000, 1), b, rw], false);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 5, "{t}");
@@ -409,7 +423,7 @@ mod tests {
             words(lines[0]),
             [
                 "RESOURCE", "KIND", "STATE", "HOLDERS", "WAITERS", "MODE", "FENCE", "TTL", "TOKEN",
-                "OWNER", "NEXT"
+                "OWNER", "PRIORITY", "NEXT"
             ]
         );
         assert_eq!(
@@ -425,12 +439,13 @@ mod tests {
                 "2.000s",
                 "t-a",
                 "-",
+                "-",
                 "-"
             ]
         );
         assert_eq!(
             words(lines[2]),
-            ["b", "lock", "reserved", "0", "3", "-", "-", "-", "-", "-", "w1"]
+            ["b", "lock", "reserved", "0", "3", "-", "-", "-", "-", "-", "7", "w1"]
         );
         assert_eq!(
             words(lines[4]),
@@ -445,6 +460,7 @@ mod tests {
                 "1.500s",
                 "h2",
                 "h2-owner",
+                "-",
                 "-"
             ]
         );
@@ -473,6 +489,7 @@ mod tests {
                 holds,
             },
             next: None,
+            next_priority: None,
         };
         let t = to_table(
             &[
@@ -516,12 +533,13 @@ mod tests {
         assert_eq!(to_json_array(&[]), "[]\n");
         let mut b = reserved("b", 3);
         b.next = Some(Bytes(b"w".to_vec()));
+        b.next_priority = Some(0);
         let j = to_json_array(&[lock("a\"\\", 7, 2000, 1), b]);
         assert_eq!(
             j,
             "[\n\
-             {\"server\":\"s:1\",\"resource\":\"a\\\"\\\\\",\"state\":\"held\",\"kind\":\"lock\",\"limit\":1,\"waiters\":1,\"holds\":[{\"token\":\"t-a\\\"\\\\\",\"owner\":null,\"fence\":7,\"ttl_ms\":2000,\"mode\":\"exclusive\"}],\"next\":null},\n\
-             {\"server\":\"s:1\",\"resource\":\"b\",\"state\":\"reserved\",\"kind\":\"lock\",\"limit\":1,\"waiters\":3,\"holds\":[],\"next\":\"w\"}\n\
+             {\"server\":\"s:1\",\"resource\":\"a\\\"\\\\\",\"state\":\"held\",\"kind\":\"lock\",\"limit\":1,\"waiters\":1,\"holds\":[{\"token\":\"t-a\\\"\\\\\",\"owner\":null,\"fence\":7,\"ttl_ms\":2000,\"mode\":\"exclusive\"}],\"next\":null,\"next_priority\":null},\n\
+             {\"server\":\"s:1\",\"resource\":\"b\",\"state\":\"reserved\",\"kind\":\"lock\",\"limit\":1,\"waiters\":3,\"holds\":[],\"next\":\"w\",\"next_priority\":0}\n\
              ]\n"
         );
     }

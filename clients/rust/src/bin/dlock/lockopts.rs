@@ -1,7 +1,7 @@
 //! The options every command that takes a lock shares: `--url` (and the
 //! TLS options of `tlsopts`), `--ttl`,
-//! `--wait`/`--no-wait`, `--retry-for`, `--shared`, `--limit` (and
-//! `--token` for `acquire`).
+//! `--wait`/`--no-wait`, `--retry-for`, `--shared`, `--limit`,
+//! `--priority` (and `--token` for `acquire`).
 
 use crate::args::{self, usage, Args, Parsed};
 use crate::backend::{LockSpec, Wait};
@@ -21,6 +21,9 @@ pub struct LockOpts {
     pub retry_for: Duration,
     pub shared: bool,
     pub limit: Option<u32>,
+    /// `PRIORITY p`: 0 (the default) to 1000, higher served first, aged
+    /// by the server (docs/waiting.md#priorities).
+    pub priority: Option<u16>,
     pub token: Option<String>,
     /// Hold the lock in a session where the server has them (exec, elect).
     pub session: bool,
@@ -36,6 +39,7 @@ impl LockOpts {
             retry_for: RETRY_FOR,
             shared: false,
             limit: None,
+            priority: None,
             token: None,
             session: true,
         }
@@ -86,6 +90,18 @@ impl LockOpts {
                 }
                 self.limit = Some(n);
             }
+            "priority" => {
+                let v = a.value(name, inline)?;
+                match v.parse::<u16>() {
+                    Ok(p) if p <= dlock_client::MAX_PRIORITY => self.priority = Some(p),
+                    _ => {
+                        return usage(format!(
+                            "--priority {v:?}: a whole number from 0 to {} (the server's maximum)",
+                            dlock_client::MAX_PRIORITY
+                        ))
+                    }
+                }
+            }
             // exec and elect: the lease renewed on its own (`EXTEND`), not
             // kept by a session.
             "no-session" if !token_ok => {
@@ -113,6 +129,7 @@ impl LockOpts {
             retry_for: self.retry_for,
             shared: self.shared,
             limit: self.limit,
+            priority: self.priority,
             token: self.token.clone(),
             watchdog: false,
             session: self.session,

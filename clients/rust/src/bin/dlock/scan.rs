@@ -41,6 +41,10 @@ pub struct Listed {
     /// ... COUNT 1`), if anyone waits; `None` too from a server without
     /// that command.
     pub next: Option<Bytes>,
+    /// The `PRIORITY` that request asked with (0 when it named none, and
+    /// from a server whose `DLOCK.WAITERS` predates priorities); `None`
+    /// when `next` is.
+    pub next_priority: Option<u16>,
 }
 
 /// What a listing found.
@@ -465,7 +469,7 @@ fn scan_into(
             next = replies.pop();
         }
         let head_replies = replies.split_off(keys.len().min(replies.len()));
-        let heads: HashMap<&Vec<u8>, Bytes> = waited
+        let heads: HashMap<&Vec<u8>, (Bytes, u16)> = waited
             .into_iter()
             .zip(head_replies)
             .filter_map(|(k, r)| Some((k, head(r)?)))
@@ -492,7 +496,8 @@ fn scan_into(
                         server: name.clone(),
                         resource: Bytes(key.clone()),
                         info,
-                        next: heads.get(key).cloned(),
+                        next: heads.get(key).map(|(t, _)| t.clone()),
+                        next_priority: heads.get(key).map(|(_, p)| *p),
                     }),
                     Err(_) => {
                         return Err(Error::Server(format!(
@@ -507,21 +512,27 @@ fn scan_into(
     Ok(())
 }
 
-/// The head's token from a `DLOCK.WAITERS ... COUNT 1` reply; `None` for
-/// an empty queue or an error (a server without the command, a user
-/// refused it: the listing goes on without the head).
-fn head(reply: Value) -> Option<Bytes> {
+/// The head's token and priority from a `DLOCK.WAITERS ... COUNT 1`
+/// reply (priority 0 when the reply has none: a module older than
+/// priorities); `None` for an empty queue or an error (a server without
+/// the command, a user refused it: the listing goes on without the head).
+fn head(reply: Value) -> Option<(Bytes, u16)> {
     let Value::Array(mut items) = reply else {
         return None;
     };
-    let first = items.drain(..).next()?;
-    fields(first)?
-        .into_iter()
+    let first = fields(items.drain(..).next()?)?;
+    let token = first
+        .iter()
         .find(|(k, _)| k == "token")
         .and_then(|(_, v)| match v {
-            Value::BulkString(b) => Some(Bytes(b)),
+            Value::BulkString(b) => Some(Bytes(b.clone())),
             _ => None,
-        })
+        })?;
+    let priority = first
+        .iter()
+        .find(|(k, _)| k == "priority")
+        .map_or(0, |(_, v)| u16::try_from(int(v)).unwrap_or(0));
+    Some((token, priority))
 }
 
 /// Why `DLOCK.QUEUED` gave no names.

@@ -111,6 +111,7 @@ impl H {
                     },
                 ],
                 workloads: vec!["locks".into()],
+                priority_aging_ms: None,
             })],
             next_id: 0,
         }
