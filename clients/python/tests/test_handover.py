@@ -71,3 +71,37 @@ def test_a_preferred_candidate_gets_the_lead_as_soon_as_it_waits(server):
     b["lead"].resign()
     with pytest.raises(dlock.InvalidRequest):
         locker.election("leader", prefer="a/b")
+
+
+def test_asyncio_hand_over_and_prefer(server):
+    import asyncio
+
+    import dlock.asyncio as dla
+
+    c = server.conn()
+    blocking = dlock.Locker(server.url)
+
+    async def main():
+        locker = dla.Locker(server.url)
+        a = await locker.election("leader", id="a", ttl=3).campaign(0)
+        tp, p = campaign_in_thread(blocking, "leader", "p")
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: wait_until(STEP, "p queued", lambda: waiters(c, "leader") == 1)
+        )
+        assert await a.hand_over("nobody") is False
+        with pytest.raises(dlock.InvalidRequest):
+            await a.hand_over("x/y")
+        assert await a.hand_over("p") is True
+        assert a.lost
+        await asyncio.get_running_loop().run_in_executor(None, tp.join, STEP)
+        assert p["lead"].term > a.term
+        p["lead"].resign()
+        # A lead that prefers q hands over once q campaigns.
+        lead = await locker.election("leader", id="c", ttl=3, prefer="q").campaign(0)
+        tq, q = campaign_in_thread(blocking, "leader", "q")
+        assert await lead.lease.wait_lost(STEP), "the lead went to q"
+        await asyncio.get_running_loop().run_in_executor(None, tq.join, STEP)
+        assert q["lead"].term > lead.term
+        q["lead"].resign()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
