@@ -84,3 +84,34 @@ fn a_preferred_candidate_gets_the_lead_as_soon_as_it_waits() {
     let b = b.join().unwrap().unwrap().unwrap();
     assert!(!b.is_lost());
 }
+
+#[test]
+fn a_handover_the_server_refuses_changes_nothing_and_the_guard_still_holds() {
+    // A reader hands over to a writer while another reader stays:
+    // NOTREADY, answered false, nothing changed.
+    let server = Server::start();
+    let locker = Locker::new(&server.url()).unwrap();
+    let reader = |t: &str| {
+        let r = locker.request("res").token(t).shared().ttl(30 * SEC);
+        r.acquire().unwrap().unwrap()
+    };
+    let (r1, _r2) = (reader("r1"), reader("r2"));
+    let url = server.url();
+    let w = std::thread::spawn(move || {
+        let l = Locker::new(&url).unwrap();
+        let r = l.request("res").token("p/w").ttl(30 * SEC).wait(30 * SEC);
+        r.acquire().unwrap().map(|g| g.release().unwrap())
+    });
+    let mut c = server.conn();
+    crate::common::server::wait_until(10 * SEC, "the writer queued", || {
+        crate::common::waiters(&mut c, "res") == 1
+    });
+    assert!(!locker.hand_over(&r1, "p").unwrap());
+    assert!(!r1.is_lost());
+    assert!(r1.extend(30 * SEC).unwrap(), "r1 still holds");
+    assert_eq!(crate::common::waiters(&mut c, "res"), 1);
+    drop(_r2);
+    assert!(locker.hand_over(&r1, "p").unwrap());
+    assert!(r1.is_lost());
+    assert_eq!(w.join().unwrap(), Some(true));
+}
