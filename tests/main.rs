@@ -25,6 +25,8 @@ mod faults;
 mod guard;
 /// `DLOCK.GUARD` under faults: a paused holder, a failover, resharding.
 mod guarded;
+/// `RELEASE ... TO`: a hold handed over to one waiter out of turn.
+mod handover;
 /// The test harness itself.
 mod harness;
 /// `SHARED`, `LIMIT` and `OWNER` holds; their durability; very many holds.

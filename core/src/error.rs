@@ -124,6 +124,17 @@ pub enum Error {
         count: usize,
         text: Box<[u8]>,
     },
+    /// `RELEASE ... TO waiter_token`: that token does not wait on the
+    /// resource (never queued, granted, gone, or its `WAIT` ran out).
+    NotWaiting,
+    /// `RELEASE ... TO waiter_token`: the waiter does not fit while the
+    /// resource's other holds stay.
+    NotReady,
+    /// `RELEASE ... TO waiter_token`, where that token waits as a set
+    /// request (`DLOCK.MACQUIRE`).
+    HandoverToSet,
+    /// `RELEASE ... TO` naming the releasing token itself.
+    HandoverToSelf,
     /// Something the server should have provided was missing.
     Internal(&'static str),
 }
@@ -314,6 +325,21 @@ impl fmt::Display for Error {
                      undone and nothing written: {message}"
                 )
             }
+            Error::NotWaiting => write!(
+                f,
+                "NOTWAITING dlock: waiter_token is not queued on the resource (or its WAIT ran out); \
+                 nothing was released"
+            ),
+            Error::NotReady => write!(
+                f,
+                "NOTREADY dlock: the waiter does not fit while the resource's other holds stay; \
+                 nothing was released"
+            ),
+            Error::HandoverToSet => write!(
+                f,
+                "ERR TO cannot name a set request (DLOCK.MACQUIRE); nothing was released"
+            ),
+            Error::HandoverToSelf => write!(f, "ERR TO must name another token than the releaser's"),
             Error::Internal(what) => write!(f, "ERR dlock internal error: {what}"),
         }
     }

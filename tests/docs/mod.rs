@@ -47,7 +47,11 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             ("ms", "integer", Some("MAXHOLD"), &["optional"][..]),
             ("p", "integer", Some("PRIORITY"), &["optional"][..]),
         ],
-        "dlock.release" => vec![resource, token],
+        "dlock.release" => vec![
+            resource,
+            token,
+            ("waiter_token", "string", Some("TO"), &["optional"][..]),
+        ],
         "dlock.extend" => vec![
             resource,
             token,
@@ -94,7 +98,7 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
 fn expected_info(cmd: &str) -> (i64, [i64; 3], Option<&'static [&'static str]>) {
     match cmd {
         "dlock.acquire" => (-4, [1, 1, 1], Some(&["RW", "access", "update"])),
-        "dlock.release" => (3, [1, 1, 1], Some(&["RW", "access", "delete"])),
+        "dlock.release" => (-3, [1, 1, 1], Some(&["RW", "access", "delete"])),
         "dlock.extend" => (-4, [1, 1, 1], Some(&["RW", "access", "update"])),
         "dlock.info" => (2, [1, 1, 1], Some(&["RO", "access"])),
         // The handler checks the internal commands' arity itself.

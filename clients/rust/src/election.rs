@@ -62,6 +62,7 @@ pub struct Election {
     name: String,
     id: Option<String>,
     ttl: Duration,
+    prefer: Option<String>,
 }
 
 impl Locker {
@@ -72,7 +73,24 @@ impl Locker {
             name: name.into(),
             id: None,
             ttl: Duration::from_secs(15),
+            prefer: None,
         }
+    }
+}
+
+impl Locker {
+    /// Hands the lock `guard` holds to the election candidate `id` waiting
+    /// on its resource, as [`Leadership::hand_over`] does (for a lead held
+    /// through a plain guard, as `dlock elect` holds it). `Ok(true)`: `id`
+    /// holds it now, and `guard` is lost (its loss reason says it was
+    /// handed over). A guard of a set is refused.
+    pub fn hand_over(&self, guard: &Guard, id: &str) -> Result<bool> {
+        let [name] = guard.resources() else {
+            return Err(Error::Invalid(
+                "a set's guard cannot be handed over (RELEASE ... TO names one resource)".into(),
+            ));
+        };
+        crate::prefer::hand_over(self, name, guard.held(), guard.token(), id)
     }
 }
 
@@ -88,6 +106,18 @@ impl Election {
     /// (crashed, cut off) is replaced within this long.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
+        self
+    }
+
+    /// Prefer candidate `id` as the leader: while this candidate leads
+    /// and `id` waits in the queue, it hands the lead over
+    /// ([`Leadership::hand_over`]), tried when it starts leading and again
+    /// at every renewal (a third of the ttl). Nothing changes while `id`
+    /// does not campaign; `id` itself (and a candidate without this) keeps
+    /// its lead. An id that is empty or holds a `/` is refused by
+    /// [`Election::campaign`].
+    pub fn prefer(mut self, id: impl Into<String>) -> Self {
+        self.prefer = Some(id.into());
         self
     }
 
@@ -108,10 +138,31 @@ impl Election {
         if let Some(token) = candidate_token(self.id.as_deref())? {
             req = req.token(token);
         }
+        if let Some(p) = &self.prefer {
+            crate::handover::check_id(p)?;
+        }
         if !wait.is_zero() {
             req = req.wait(wait);
         }
-        Ok(req.acquire()?.map(|guard| Leadership { guard }))
+        let Some(guard) = req.acquire()? else {
+            return Ok(None);
+        };
+        let lead = Leadership {
+            guard,
+            locker: self.locker.clone(),
+            name: self.name.clone(),
+        };
+        if let Some(p) = self
+            .prefer
+            .as_ref()
+            .filter(|p| self.id.as_ref() != Some(*p))
+        {
+            let g = &lead.guard;
+            let (held, token) = (g.held().clone(), g.token().to_string());
+            let (locker, name, every) = (self.locker.clone(), self.name.clone(), self.ttl / 3);
+            crate::prefer::start(locker, name, held, token, p.clone(), every);
+        }
+        Ok(Some(lead))
     }
 
     /// Who leads now.
@@ -156,6 +207,8 @@ impl Election {
 /// The leadership this candidate holds. Dropping it resigns.
 pub struct Leadership {
     guard: Guard,
+    locker: Locker,
+    name: String,
 }
 
 impl Leadership {
@@ -197,6 +250,18 @@ impl Leadership {
     /// this candidate still led.
     pub fn resign(self) -> Result<bool> {
         self.guard.release()
+    }
+
+    /// Hands the lead to candidate `id` (its [`Election::id`]) if it waits
+    /// in the queue: `DLOCK.RELEASE ... TO` its token, found with
+    /// `DLOCK.WAITERS`. `Ok(true)`: `id` leads now and this leadership
+    /// ended, as by [`Leadership::resign`] ([`Leadership::is_lost`] is
+    /// true and its loss was signalled); `Ok(false)`: `id` does not wait
+    /// (or no longer fits), and this candidate still leads, or its
+    /// leadership had been lost already.
+    pub fn hand_over(&self, id: &str) -> Result<bool> {
+        let g = &self.guard;
+        crate::prefer::hand_over(&self.locker, &self.name, g.held(), g.token(), id)
     }
 
     /// The lock behind the leadership.

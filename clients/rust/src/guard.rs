@@ -78,8 +78,9 @@ impl Guard {
         guard
     }
 
-    /// The held lease, for the guarded writes (`guard_write.rs`).
-    pub(crate) fn held(&self) -> &Held {
+    /// The held lease, for the guarded writes (`guard_write.rs`) and an
+    /// election's handover (`prefer.rs`).
+    pub(crate) fn held(&self) -> &Arc<Held> {
         &self.shared
     }
 

@@ -48,6 +48,14 @@ pub enum Granted {
     AnsweredBy(usize),
 }
 
+/// The fence a request granted in a step holds under in the holds as the
+/// step leaves them (`after`) until its real fence is drawn: above every
+/// real fence, so that a later request of its token or owner is told to
+/// share its grant (`Granted::AnsweredBy`, `Granted::SameOwnerAs`).
+pub(crate) fn stand_in(i: usize) -> u64 {
+    u64::MAX - i as u64
+}
+
 /// Decides the component's queued requests against its resources' holds:
 /// `Ok` requests are granted (on every member), `Err` ones leave with that
 /// error, the others keep waiting (and reserve their members).
@@ -70,7 +78,6 @@ pub fn admit_reserved<'x>(
     reserved_from: &[Option<usize>],
     queued: &'x [Queued<'x>],
 ) -> Vec<(usize, Result<Granted, Error>)> {
-    let stand_in = |i: usize| u64::MAX - i as u64;
     let drawn_by = |fence: u64| {
         (fence > crate::fence::MAX_FENCE)
             .then(|| usize::try_from(u64::MAX - fence).ok())

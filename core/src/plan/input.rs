@@ -97,8 +97,14 @@ pub enum Command<'a> {
         blocks: bool,
         new_token: Result<(), Error>,
     },
-    /// The token's hold of each member ends.
-    Release { token: &'a [u8], members: usize },
+    /// The token's hold of each member ends. `to`: the token of a single
+    /// request queued on the first member that is granted in the same
+    /// step, out of turn (`RELEASE ... TO`), or the step is refused.
+    Release {
+        token: &'a [u8],
+        members: usize,
+        to: Option<&'a [u8]>,
+    },
     /// The token's hold of each member ends `ttl_ms` after now.
     Extend {
         token: &'a [u8],

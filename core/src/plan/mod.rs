@@ -121,7 +121,16 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
         Some(at) if i > at => i - 1,
         _ => i,
     };
-    let decisions = admit_reserved(after, &reserved, &queued);
+    // A handover's target is decided first, past the reservations; the
+    // rest of the queue is then served as usual, without it.
+    let handed = handover::decide(step, &queued, &plan, &mut after)?;
+    if let Some(q) = handed.and_then(|(i, _)| queued.get_mut(i)) {
+        q.frozen = true;
+        q.stays = false;
+    }
+    let mut decisions: Vec<(usize, Result<Granted, Error>)> =
+        handed.map(|(i, g)| (i, Ok(g))).into_iter().collect();
+    decisions.extend(admit_reserved(after, &reserved, &queued));
     let fences = draw_fences(step, &decisions, new_at, &mut plan)?;
     for (i, _) in &mut plan.refused {
         *i = waiting_at(*i);
@@ -170,6 +179,9 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
             plan.granted.push((waiting_at(i), fence));
             plan.counts.grants += 1;
             plan.counts.handoffs += 1;
+            if handed.is_some_and(|(t, _)| t == i) {
+                plan.counts.handovers += 1;
+            }
         }
     }
     let mut handed = vec![false; step.members.len()];
@@ -378,10 +390,14 @@ fn draw_fences(
 }
 
 pub mod component;
+mod handover;
 pub mod plain;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod handover_tests;
 
 #[cfg(test)]
 mod max_hold_tests;

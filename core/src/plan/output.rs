@@ -59,6 +59,8 @@ pub enum Outcome {
 pub struct Counts {
     pub grants: u64,
     pub handoffs: u64,
+    /// Grants out of turn (`RELEASE ... TO`), counted in `handoffs` too.
+    pub handovers: u64,
     pub refreshes: u64,
     pub releases: u64,
     pub extends: u64,

@@ -347,7 +347,11 @@ fn prepare(model: &mut Model, spec: &Spec) -> Input {
                 Ok(())
             },
         },
-        Cmd::Release { token } => Command::Release { token, members: n },
+        Cmd::Release { token } => Command::Release {
+            token,
+            members: n,
+            to: None,
+        },
         Cmd::Extend { token, ttl_ms } => Command::Extend {
             token,
             ttl_ms,

@@ -129,6 +129,7 @@ fn a_release_hands_the_resource_to_the_head_of_the_queue_in_one_plan() {
         Command::Release {
             token: b"x",
             members: 1,
+            to: None,
         },
     )
     .unwrap();
@@ -166,6 +167,7 @@ fn a_release_whose_handoff_has_no_fence_left_fails_whole() {
         command: Command::Release {
             token: b"x",
             members: 2,
+            to: None,
         },
         quarantined_ms: 0,
         now_us: NOW_US,
@@ -306,6 +308,7 @@ fn a_slot_this_node_may_not_grant_sends_the_waiters_away_instead_of_granting_the
     let release = step(Command::Release {
         token: b"a",
         members: 1,
+        to: None,
     });
     let clock = FenceClock::starting_at(10);
     let owned = plan(&release, &clock, || Ok(true)).unwrap();

@@ -88,6 +88,14 @@ impl<K: Hash + Eq + Clone> Frontier<K> {
         frontier
     }
 
+    /// The frontier also decides the requests `ids`, however deep they
+    /// wait (the target of a handover, `RELEASE ... TO`, and its token's
+    /// other entries).
+    pub fn with(mut self, ids: &[u64]) -> Self {
+        self.extra.extend(ids.iter().copied());
+        self
+    }
+
     /// The resources found so far, the starts first.
     pub fn resources(&self) -> &[K] {
         &self.resources

@@ -89,6 +89,15 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
         Some(self.queues.get(first)?.entries.get(id)?.rank)
     }
 
+    /// The ids of `token`'s requests queued on `resource`, in enqueue
+    /// order: O(1) through the queue's token index (a hash shared with
+    /// another token is told apart by comparing the tokens).
+    pub fn ids_of_token(&self, resource: &K, token: &[u8]) -> Vec<u64> {
+        self.queues
+            .get(resource)
+            .map_or_else(Vec::new, |q| q.ids_of(token).collect())
+    }
+
     /// The rank of the head of `resource`'s queue, if anyone waits.
     pub fn head_rank(&self, resource: &K) -> Option<Rank> {
         Some(self.queues.get(resource)?.entries.first()?.rank)

@@ -117,10 +117,13 @@ impl<'a> Acquire<'a> {
 /// `WAIT` timeouts share the TTL's ceiling; 0 means no timeout.
 pub const MAX_WAIT_MS: u64 = MAX_TTL_MS;
 
-/// `DLOCK.RELEASE resource token`
+/// `DLOCK.RELEASE resource token [TO waiter_token]`
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Release<'a> {
     pub token: &'a [u8],
+    /// `TO waiter_token`: the queued request the hold is handed over to,
+    /// out of turn, in the same step.
+    pub to: Option<&'a [u8]>,
 }
 
 /// `DLOCK.EXTEND resource token ttl_ms [WANTED]`
@@ -302,14 +305,21 @@ fn parse_wait(raw: &[u8]) -> Result<u64, Error> {
         })
 }
 
-/// Any token a lock can hold: `max_token` limits new grants only.
+/// Any token a lock can hold: `max_token` limits new grants only (the
+/// waiter a `TO` names is queued, so its token was accepted).
 pub fn release<'a>(argv: &[&'a [u8]], _limits: &Limits) -> Result<Release<'a>, Error> {
-    let [_, _, token] = argv else {
-        return Err(Error::WrongArity);
+    let (token, to) = match argv {
+        [_, _, token] => (token, None),
+        [_, _, token, to, waiter] if to.eq_ignore_ascii_case(b"TO") => (token, Some(waiter)),
+        [_, _, _, _, _] => return Err(Error::Syntax),
+        _ => return Err(Error::WrongArity),
     };
-    Ok(Release {
-        token: parse_token(token, MAX_STORED_TOKEN)?,
-    })
+    let token = parse_token(token, MAX_STORED_TOKEN)?;
+    let to = to.map(|w| parse_token(w, MAX_STORED_TOKEN)).transpose()?;
+    if to == Some(token) {
+        return Err(Error::HandoverToSelf);
+    }
+    Ok(Release { token, to })
 }
 
 /// Any token a lock can hold: `max_token` limits new grants only.

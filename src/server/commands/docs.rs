@@ -216,11 +216,16 @@ in queue order (FIFO within a PRIORITY) until granted or until timeout_ms passes
     Doc {
         name: c"dlock.release",
         summary: c"Releases a lock held by token and returns 1, else returns 0. A queued waiter \
-gets the lock next.",
+gets the lock next; with TO, the queued waiter_token gets it out of turn in the same step, or an \
+error changes nothing.",
         complexity: COMPLEXITY,
-        arity: 3,
+        arity: -3,
         keys: Keys::One(RW | ACCESS | DELETE),
-        args: &[RESOURCE, arg(c"token", Kind::String)],
+        args: &[
+            RESOURCE,
+            arg(c"token", Kind::String),
+            option(c"waiter_token", Kind::String, c"TO"),
+        ],
     },
     Doc {
         name: c"dlock.extend",

@@ -62,16 +62,39 @@ fn acquire_key(
     }
 }
 
-/// `DLOCK.RELEASE resource token` -> 1 if the owner released it, else 0.
-/// With waiters queued the lock passes straight to the head waiter.
-/// A RELEASE that fails (no fence left for the handoff) changes nothing.
+/// `DLOCK.RELEASE resource token [TO waiter_token]` -> 1 if the owner
+/// released it, else 0. With waiters queued the lock passes straight to
+/// the head waiter; with `TO`, to the queued `waiter_token` out of turn.
+/// A RELEASE that fails (no fence left for the handoff, a `TO` that cannot
+/// be granted now) changes nothing.
 pub fn release(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     let req = args::release(argv.bytes(), &state::limits())?;
     refuse_on_replica(ctx)?;
     let name = argv.key()?;
     revoke::before_command(ctx, [name])?;
-    let released = release_key(ctx, name, req.token)?;
+    let released = match req.to {
+        Some(to) => hand_over(ctx, name, req.token, to)?,
+        None => release_key(ctx, name, req.token)?,
+    };
     ctx.reply_integer(i64::from(released))
+}
+
+/// Releases `token`'s hold of `name` and grants it, in the same step, to
+/// the request of `to` queued there; whether `token` held it. Never the
+/// plain path: a handover is rare, and the plain path serves only the head.
+fn hand_over(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    token: &[u8],
+    to: &[u8],
+) -> Result<bool, Error> {
+    let release = Command::Release {
+        token,
+        members: 1,
+        to: Some(to),
+    };
+    let released = run_step(ctx, name, &release, None, now_us())?;
+    Ok(released != Outcome::Count(0))
 }
 
 /// Releases `token`'s hold of `name`; whether it held one.
@@ -85,7 +108,11 @@ pub fn release_key(
     if let Routed::Plain(released) = plain::release(ctx, key, name, token, waiting)? {
         return Ok(released);
     }
-    let release = Command::Release { token, members: 1 };
+    let release = Command::Release {
+        token,
+        members: 1,
+        to: None,
+    };
     let released = run_step(ctx, name, &release, None, now_us())?;
     Ok(released != Outcome::Count(0))
 }

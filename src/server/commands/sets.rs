@@ -88,6 +88,7 @@ pub fn mrelease(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         let release = Command::Release {
             token: req.token,
             members: members.len(),
+            to: None,
         };
         let released = match step::run(ctx, &members, &release, None, now_us())? {
             Outcome::Count(n) => n,

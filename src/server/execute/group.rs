@@ -141,7 +141,8 @@ impl Group {
 
 /// Opens `starts` and, if the step serves the queues (`serves` says so of
 /// a start's holds, or a set waits on a start), their component, at
-/// `now_us`. A start of another type is an error when
+/// `now_us`; its part decides the requests `chosen` too, however deep they
+/// wait (a handover's target, see `Frontier::with`). A start of another type is an error when
 /// `refuses_other_types`; otherwise
 /// (and for every other resource) its waiters are answered with the error
 /// and the group is opened again without it. `None`: no start is left.
@@ -150,6 +151,7 @@ pub fn open(
     starts: &[Resource],
     serves: impl Fn(&Work) -> bool,
     refuses_other_types: bool,
+    chosen: &[u64],
     now_us: u64,
 ) -> Result<Option<Group>, Error> {
     let mut starts = starts.to_vec();
@@ -181,7 +183,7 @@ pub fn open(
         let serves_queues = waited
             && (members.iter().any(|m| serves(&m.work)) || starts.iter().any(blocking::has_sets));
         let (frontier, component) = if serves_queues {
-            gather(ctx, &starts, &members)?
+            gather(ctx, &starts, &members, chosen)?
         } else {
             let component = Component {
                 resources: starts.clone(),
@@ -237,13 +239,14 @@ fn gather(
     ctx: Ctx,
     starts: &[Resource],
     opened: &[Opened],
+    chosen: &[u64],
 ) -> Result<(Frontier<Resource>, Component<Resource>), Error> {
-    let mut frontier = Frontier::around(starts);
+    let mut frontier = Frontier::around(starts).with(chosen);
     let comp = part(&mut frontier, opened);
     let sets = comp.requests.iter().any(|r| r.members.len() > 1);
     if sets && !may_grant(ctx, &comp)? {
         send_away(starts);
-        let mut frontier = Frontier::around(starts);
+        let mut frontier = Frontier::around(starts).with(chosen);
         let comp = part(&mut frontier, opened);
         return Ok((frontier, comp));
     }

@@ -74,6 +74,12 @@ pub fn run(
     // Asked at most once a step: in Redis Cluster it reads `CLUSTER NODES`.
     let owns_slot = OnceCell::new();
     let token = command.token();
+    // A handover's target (and its token's other entries) is decided
+    // however deep it waits.
+    let chosen = match (command, starts.first()) {
+        (Command::Release { to: Some(to), .. }, Some(res)) => blocking::ids_of_token(res, to),
+        _ => Vec::new(),
+    };
     'open: loop {
         let serves = |work: &Work| {
             command.serves_queue(Found {
@@ -83,7 +89,7 @@ pub fn run(
             })
         };
         let refuses = command.refuses_other_types();
-        let Some(mut group) = group::open(ctx, starts, serves, refuses, now_us)? else {
+        let Some(mut group) = group::open(ctx, starts, serves, refuses, &chosen, now_us)? else {
             return Ok(Outcome::Count(0));
         };
         let n = group.own;
@@ -332,6 +338,7 @@ fn count(plan: &Plan) {
     stats::EXTENDS.add_n(c.extends);
     stats::GRANTS.add_n(c.grants);
     stats::HANDOFFS.add_n(c.handoffs);
+    stats::HANDOVERS.add_n(c.handovers);
     stats::REFRESHES.add_n(c.refreshes);
     stats::CONTENDED.add_n(c.contended);
 }

@@ -42,6 +42,8 @@ pub static EXTENDS: Counter = Counter::new();
 pub static EXPIRED: Counter = Counter::new();
 /// Grants made to a queued waiter.
 pub static HANDOFFS: Counter = Counter::new();
+/// Handoffs out of turn (`RELEASE ... TO`), counted in `HANDOFFS` too.
+pub static HANDOVERS: Counter = Counter::new();
 /// Waiters whose WAIT ran out, or who were `CLIENT UNBLOCK`ed (with or
 /// without ERROR).
 pub static WAIT_TIMEOUTS: Counter = Counter::new();

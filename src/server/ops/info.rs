@@ -121,6 +121,7 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
             (c"extends", &stats::EXTENDS),
             (c"expired_locks", &stats::EXPIRED),
             (c"handoffs", &stats::HANDOFFS),
+            (c"handovers", &stats::HANDOVERS),
             (c"wait_timeouts", &stats::WAIT_TIMEOUTS),
             (c"revoked_grants", &stats::REVOKED),
             (c"observers_paced", &stats::OBSERVERS_PACED),

@@ -37,8 +37,8 @@ pub use crate::server::resource::Resource;
 pub use answers::hand_over;
 pub use grants::{confirm, fail, grant_entries, grant_head, move_grants, plain_head};
 pub use lookups::{
-    component, has_sets, held_until, part, position, queue_is_plain, resources, resources_where,
-    waiters_page, waiting_resource, widen, QueuedRequest,
+    component, has_sets, held_until, ids_of_token, part, position, queue_is_plain, resources,
+    resources_where, waiters_page, waiting_resource, widen, QueuedRequest,
 };
 pub use parked::{anyone_waiting, total_waiters, waiters_on};
 pub use wait_timer::{rearm_late, time_out_given_up};

@@ -9,7 +9,9 @@ import os
 import random
 from typing import TYPE_CHECKING, Any, Generator, Generic, List, Optional, Tuple, TypeVar, cast, overload
 
+from ._ahandover import hand_over, prefer
 from ._alease import Lease
+from ._handover import check_id
 from ._anode import Conn, _pipeline
 from ._core.election import Leader, NoLeader, Observation, candidate_token
 from ._spec import Duration, Key, new_token, now, seconds
@@ -35,8 +37,10 @@ class Election:
         id: Optional[str] = None,
         ttl: Duration = 15.0,
         retry_for: Optional[Duration] = None,
+        prefer: Optional[str] = None,
     ) -> None:
         self._spec = _election_spec(name, id, ttl)
+        self._prefer = None if prefer is None else check_id(prefer)
         self._locker = locker
         self._name = name
         self._id = id
@@ -79,7 +83,10 @@ class Election:
             if wait is None:
                 raise NotAcquired(f"{self._name!r}: still not leading after the longest wait the server allows")
             return None
-        return Leadership(lease)
+        lead = Leadership(lease, self._locker, self._name)
+        if self._prefer is not None and self._prefer != self._id:
+            lead._prefer = prefer(self._locker, self._name, lease, self._prefer, self._ttl / 3)
+        return lead
 
     async def leader(self) -> Leader:
         """Who leads now (one look)."""
@@ -134,8 +141,11 @@ class Leadership:
     """The leadership this candidate holds (see :class:`dlock.Leadership`);
     its watchdog is a task of the event loop it was won on."""
 
-    def __init__(self, lease: Lease) -> None:
+    def __init__(self, lease: Lease, locker: "Locker", name: Key) -> None:
         self._lease = lease
+        self._locker = locker
+        self._name = name
+        self._prefer: Optional["asyncio.Task[None]"] = None
         # A forked child must never resign what its parent leads.
         self._pid = os.getpid()
 
@@ -179,6 +189,15 @@ class Leadership:
         if os.getpid() != self._pid:
             raise InvalidRequest(FOREIGN)
         return await self._lease.release()
+
+    async def hand_over(self, id: str) -> bool:
+        """Hands the lead to candidate ``id`` if it waits (see
+        :meth:`dlock.Leadership.hand_over`): True, ``id`` leads and this
+        leadership ended; False, this candidate still leads (or had lost
+        its lead)."""
+        if os.getpid() != self._pid:
+            raise InvalidRequest(FOREIGN)
+        return await hand_over(self._locker, self._name, self._lease, id)
 
     async def __aenter__(self) -> "Leadership":
         return self

@@ -317,10 +317,17 @@ class Locker:
             on_retry=on_retry, raise_on_lost=raise_on_lost)
 
     def election(
-        self, name: Key, *, id: Optional[str] = None, ttl: Duration = 15.0, retry_for: Optional[Duration] = None
+        self,
+        name: Key,
+        *,
+        id: Optional[str] = None,
+        ttl: Duration = 15.0,
+        retry_for: Optional[Duration] = None,
+        prefer: Optional[str] = None,
     ) -> "Election":
-        """The leader election held on ``name`` (see :class:`dlock.asyncio.Election`)."""
-        return Election(self, name, id=id, ttl=ttl, retry_for=retry_for)
+        """The leader election held on ``name`` (see :class:`dlock.asyncio.Election`;
+        ``prefer``, as for :meth:`dlock.Locker.election`: a task of the loop)."""
+        return Election(self, name, id=id, ttl=ttl, retry_for=retry_for, prefer=prefer)
 
     async def extend_token(self, resource: Key, token: str, ttl: Duration) -> bool:
         """As :meth:`dlock.Locker.extend_token`."""

@@ -26,6 +26,7 @@ from ._core.election import (
     candidate_token,
     id_problem,
 )
+from ._handover import check_id, hand_over, prefer
 from ._lease import Lease
 from ._node import check, run_pipeline
 from ._spec import Duration, Key, Spec, new_token, now, seconds
@@ -93,8 +94,10 @@ class Election:
         id: Optional[str] = None,
         ttl: Duration = 15.0,
         retry_for: Optional[Duration] = None,
+        prefer: Optional[str] = None,
     ) -> None:
         self._spec = _election_spec(name, id, ttl)
+        self._prefer = None if prefer is None else check_id(prefer)
         self._locker = locker
         self._name = name
         self._id = id
@@ -138,7 +141,10 @@ class Election:
             if wait is None:
                 raise NotAcquired(f"{self._name!r}: still not leading after the longest wait the server allows")
             return None
-        return Leadership(lease)
+        lead = Leadership(lease, self._locker, self._name)
+        if self._prefer is not None and self._prefer != self._id:
+            prefer(self._locker, self._name, lease, self._prefer, self._ttl / 3)
+        return lead
 
     def leader(self) -> Leader:
         """Who leads now (one look)."""
@@ -168,8 +174,10 @@ class Leadership:
     (a loss is told by :attr:`lost`, :attr:`lost_event` and
     :meth:`wait_lost`, not by an exception on leaving)."""
 
-    def __init__(self, lease: Lease) -> None:
+    def __init__(self, lease: Lease, locker: "Locker", name: Key) -> None:
         self._lease = lease
+        self._locker = locker
+        self._name = name
         # A forked child must never resign what its parent leads.
         self._pid = os.getpid()
 
@@ -224,6 +232,18 @@ class Leadership:
         if os.getpid() != self._pid:
             raise InvalidRequest(FOREIGN)
         return self._lease.release()
+
+    def hand_over(self, id: str) -> bool:
+        """Hands the lead to candidate ``id`` (its election ``id``) if it
+        waits in the queue, however deep (``DLOCK.RELEASE ... TO`` its
+        token, found with ``DLOCK.WAITERS``). True: ``id`` leads now with
+        the next term and this leadership ended as by :meth:`resign`
+        (:attr:`lost` is True, its loss told; ``lease.loss_reason`` says it
+        was handed over). False: nobody by that id waits (or it no longer
+        fits), and this candidate still leads, or had lost its lead."""
+        if os.getpid() != self._pid:
+            raise InvalidRequest(FOREIGN)
+        return hand_over(self._locker, self._name, self._lease, id)
 
     def __enter__(self) -> "Leadership":
         return self

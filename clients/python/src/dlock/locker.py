@@ -396,12 +396,20 @@ class Locker:
             on_retry=on_retry, raise_on_lost=raise_on_lost)
 
     def election(
-        self, name: Key, *, id: Optional[str] = None, ttl: Duration = 15.0, retry_for: Optional[Duration] = None
+        self,
+        name: Key,
+        *,
+        id: Optional[str] = None,
+        ttl: Duration = 15.0,
+        retry_for: Optional[Duration] = None,
+        prefer: Optional[str] = None,
     ) -> "Election":
         """The leader election held on ``name`` (see :class:`dlock.Election`):
         ``id`` is what observers see of this candidate, ``ttl`` the
-        leadership's lease (default 15 s)."""
-        return Election(self, name, id=id, ttl=ttl, retry_for=retry_for)
+        leadership's lease (default 15 s); ``prefer``, the id of a
+        candidate this one hands its lead to as soon as it waits (tried
+        when it starts leading and every ttl/3)."""
+        return Election(self, name, id=id, ttl=ttl, retry_for=retry_for, prefer=prefer)
 
     # --- by token, info ----------------------------------------------------------
 

@@ -6,7 +6,10 @@ use super::guard::Guard;
 use super::locker::Locker;
 use crate::election::{candidate_token, observe_cmd, observed, Leader, OBSERVE_CHUNK};
 use crate::error::Result;
+use crate::handover::{candidate_in, check_id, HandedOver};
+use crate::queue::MAX_WAITERS_PAGE;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One election (see [`crate::Election`]).
@@ -16,6 +19,7 @@ pub struct Election {
     name: String,
     id: Option<String>,
     ttl: Duration,
+    prefer: Option<String>,
 }
 
 impl Locker {
@@ -26,6 +30,7 @@ impl Locker {
             name: name.into(),
             id: None,
             ttl: Duration::from_secs(15),
+            prefer: None,
         }
     }
 }
@@ -43,6 +48,15 @@ impl Election {
         self
     }
 
+    /// Prefer candidate `id` as the leader (see
+    /// [`crate::Election::prefer`]): a task of the runtime hands the lead
+    /// over once `id` waits, tried when this candidate starts leading and
+    /// again every third of the ttl.
+    pub fn prefer(mut self, id: impl Into<String>) -> Self {
+        self.prefer = Some(id.into());
+        self
+    }
+
     /// Waits up to `wait` to lead. Cancelling the future (dropping it)
     /// leaves no hold and no waiter behind: the blocking acquire's
     /// connection is closed, which the server counts as the waiter leaving.
@@ -55,10 +69,40 @@ impl Election {
         if let Some(token) = candidate_token(self.id.as_deref())? {
             req = req.token(token);
         }
+        if let Some(p) = &self.prefer {
+            crate::handover::check_id(p)?;
+        }
         if !wait.is_zero() {
             req = req.wait(wait);
         }
-        Ok(req.acquire().await?.map(|guard| Leadership { guard }))
+        let Some(guard) = req.acquire().await? else {
+            return Ok(None);
+        };
+        let lead = Leadership {
+            guard: Arc::new(guard),
+            locker: self.locker.clone(),
+            name: self.name.clone(),
+        };
+        if let Some(p) = self.prefer.clone().filter(|p| self.id.as_ref() != Some(p)) {
+            let guard = Arc::downgrade(&lead.guard);
+            let (locker, name) = (lead.locker.clone(), lead.name.clone());
+            let every = self.ttl / 3;
+            tokio::spawn(async move {
+                // Ends with the lead: handed over, resigned or dropped (the
+                // guard gone), or lost.
+                loop {
+                    let Some(guard) = guard.upgrade().filter(|g| !g.is_lost()) else {
+                        return;
+                    };
+                    if let Ok(true) = hand_over(&locker, &name, &guard, &p).await {
+                        return;
+                    }
+                    drop(guard);
+                    tokio::time::sleep(every).await;
+                }
+            });
+        }
+        Ok(Some(lead))
     }
 
     /// Who leads now.
@@ -104,7 +148,9 @@ impl Election {
 
 /// The leadership this candidate holds (see [`crate::Leadership`]).
 pub struct Leadership {
-    guard: Guard,
+    guard: Arc<Guard>,
+    locker: Locker,
+    name: String,
 }
 
 impl Leadership {
@@ -129,9 +175,27 @@ impl Leadership {
         self.guard.valid_until()
     }
 
-    /// Steps down; whether this candidate still led.
+    /// Steps down; whether this candidate still led. A [`Election::prefer`]
+    /// task that is trying a handover at this moment ends first.
     pub async fn resign(self) -> Result<bool> {
-        self.guard.release().await
+        let mut guard = self.guard;
+        loop {
+            match Arc::try_unwrap(guard) {
+                Ok(g) => return g.release().await,
+                Err(shared) => {
+                    guard = shared;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        }
+    }
+
+    /// Hands the lead to candidate `id` if it waits (see the blocking
+    /// [`crate::Leadership::hand_over`]): `Ok(true)`, `id` leads and this
+    /// leadership ended; `Ok(false)`, this candidate still leads (or had
+    /// lost its lead already).
+    pub async fn hand_over(&self, id: &str) -> Result<bool> {
+        hand_over(&self.locker, &self.name, &self.guard, id).await
     }
 
     pub fn guard(&self) -> &Guard {
@@ -165,4 +229,22 @@ impl Observe {
             }
         }
     }
+}
+
+/// Hands the lead of `guard` on `name` to candidate `id` if it waits:
+/// its token found a `DLOCK.WAITERS` page at a time.
+async fn hand_over(locker: &Locker, name: &str, guard: &Guard, id: &str) -> Result<bool> {
+    check_id(id)?;
+    let mut offset = 0;
+    let to = loop {
+        let page = locker.waiters(name, offset, MAX_WAITERS_PAGE).await?;
+        if let Some(t) = candidate_in(&page, id) {
+            break t;
+        }
+        if page.len() < MAX_WAITERS_PAGE {
+            return Ok(false);
+        }
+        offset += page.len() as u64;
+    };
+    Ok(guard.hand_over(&to).await? == HandedOver::Yes)
 }

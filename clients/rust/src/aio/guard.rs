@@ -7,6 +7,7 @@ use super::guard_state::{Callback, Shared, Status};
 use super::lease::AsyncLease;
 use crate::error::{Error, Result};
 use crate::guarded;
+use crate::handover::{handover_cmd, handover_reply, is_refusal_error, HandedOver, HANDED_OVER};
 use crate::lease::{Budget, Grant, Renewal, Schedule, Wake};
 use crate::limits::check_ttl;
 use std::sync::{Arc, Mutex};
@@ -179,6 +180,37 @@ impl Guard {
         }
         let r = self.lease.extend(ttl).await;
         self.shared.apply(r, ttl)
+    }
+
+    /// Hands the lease over to the queued `to` (`DLOCK.RELEASE ... TO`,
+    /// an election's handover), with no renewal in flight meanwhile. On
+    /// `Yes` the guard is released and marked lost (`HANDED_OVER`); on
+    /// `NotHeld`, lost.
+    pub(super) async fn hand_over(&self, to: &str) -> Result<HandedOver> {
+        let one = self.lease.renewing.lock().await;
+        let s = self.shared.status();
+        if s.released || s.budget.is_lost() {
+            return Ok(HandedOver::Refused);
+        }
+        let cmd = handover_cmd(self.resource(), self.token(), to);
+        let reply = match self.lease.server.call_live(&cmd, &mut None).await {
+            Ok(v) => Ok(v),
+            Err(f) => match f.into_error() {
+                e if is_refusal_error(&e) => Ok(redis::Value::Nil),
+                e => return Err(e),
+            },
+        };
+        let outcome = handover_reply(reply)?;
+        drop(one);
+        match outcome {
+            HandedOver::Yes => {
+                self.shared.status.send_modify(|s| s.released = true);
+                self.shared.mark_lost_because(Some(HANDED_OVER));
+            }
+            HandedOver::NotHeld => self.shared.mark_lost(),
+            HandedOver::Refused => {}
+        }
+        Ok(outcome)
     }
 
     /// Stops the watchdog, then releases. `Ok(true)`: the lock was still

@@ -3,6 +3,7 @@
 use crate::common;
 
 mod guarded;
+mod handover;
 mod position;
 mod session;
 mod wanted;

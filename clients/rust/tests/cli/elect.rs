@@ -182,3 +182,42 @@ fn observe_on_a_shared_lock_and_a_semaphore() {
         );
     }
 }
+
+#[test]
+fn a_leader_with_prefer_hands_the_lead_to_that_candidate_and_exits_0() {
+    let server = Server::start();
+    let dir = Dir::new();
+    let script = format!("touch {started}; sleep 60", started = dir.sh("started1"));
+    let mut one = Dlock::spawn(
+        dlock(&server.url())
+            .args(["elect", "--id", "one", "--prefer", "two", "--ttl", "3s"])
+            .args(["--grace", "500ms", "sched", "--"])
+            .args(["sh", "-c", &script]),
+        &dir,
+        "one",
+    );
+    wait_until(20 * SEC, "one leads", || dir.exists("started1"));
+    let job = format!("echo $DLOCK_TERM > {term}", term = dir.sh("term2"));
+    let mut two = Dlock::spawn(
+        dlock(&server.url())
+            .args([
+                "elect", "--id", "two", "--prefer", "two", "--ttl", "3s", "sched",
+            ])
+            .args(["--", "sh", "-c", &job]),
+        &dir,
+        "two",
+    );
+    assert_eq!(one.wait(20 * SEC), 0, "{}", one.stderr());
+    assert!(
+        one.stderr()
+            .contains("handed the lead on sched over to two"),
+        "{}",
+        one.stderr()
+    );
+    assert_eq!(two.wait(20 * SEC), 0, "{}", two.stderr());
+    assert!(dir.read("term2").trim().parse::<u64>().unwrap() > 0);
+    // A bad id is a usage error.
+    let bad = ["elect", "--prefer", "a/b", "x", "true"];
+    let (code, _, err) = run(dlock(&server.url()).args(bad), &dir, 20 * SEC);
+    assert_eq!(code, 64, "{err}");
+}

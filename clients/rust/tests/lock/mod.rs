@@ -10,6 +10,7 @@ mod election_safety;
 mod faults;
 mod guard;
 mod guarded;
+mod handover;
 mod loss;
 mod max_hold;
 mod position;

@@ -185,7 +185,12 @@ impl World {
             let plan = self.decide(&comp, command);
             return (comp, plan);
         }
-        let mut frontier = Frontier::around(starts);
+        // A handover's target is decided however deep it waits.
+        let target = match command {
+            Command::Release { to: Some(to), .. } => self.queues.ids_of_token(&starts[0], to),
+            _ => Vec::new(),
+        };
+        let mut frontier = Frontier::around(starts).with(&target);
         loop {
             let keys = frontier.resources().to_vec();
             let holds = |i: usize| Some(&self.holds[*keys.get(i)? as usize]);
@@ -306,6 +311,15 @@ impl World {
         let r = *held.get(rng.below(held.len() as u64) as usize)?;
         let token = self.holds[r as usize].iter().next()?.token.to_vec();
         Some((r, Box::leak(token.into_boxed_slice())))
+    }
+
+    /// A holder of a resource someone waits on, and the token of one of
+    /// its waiters (leaked, as `some_holder`'s).
+    fn some_handover(&self, rng: &mut Rng) -> Option<(u8, &'static [u8], &'static [u8])> {
+        let (r, token) = self.some_holder(rng)?;
+        let waiters: Vec<&[u8]> = self.queues.waiters(&r).map(|w| &*w.token).collect();
+        let to = waiters.get(rng.below(waiters.len() as u64) as usize)?;
+        Some((r, token, Box::leak(to.to_vec().into_boxed_slice())))
     }
 
     /// A waiting request picked at random leaves (a timeout, a
@@ -439,13 +453,14 @@ fn check(world: &World, starts: &[u8], command: &Command<'_>, what: &str) -> usi
 fn a_frontier_decides_as_the_whole_component() {
     let mut grants = 0;
     let mut steps = 0;
+    let mut handovers = 0;
     for seed in 1..400u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let mut world = World::new(&mut rng);
         world.rest();
         for _ in 0..30 {
             let mut arriving = Priority::FIFO;
-            let what = rng.below(3);
+            let what = rng.below(4);
             let (starts, command, label): (Vec<u8>, Command<'_>, _) = match what {
                 0 => {
                     // A holder releases.
@@ -454,7 +469,29 @@ fn a_frontier_decides_as_the_whole_component() {
                         world.rest();
                         continue;
                     };
-                    (vec![r], Command::Release { token, members: 1 }, "release")
+                    (
+                        vec![r],
+                        Command::Release {
+                            token,
+                            members: 1,
+                            to: None,
+                        },
+                        "release",
+                    )
+                }
+                3 => {
+                    // A holder hands over to one of its resource's waiters.
+                    let Some((r, token, to)) = world.some_handover(&mut rng) else {
+                        world.enqueue(&mut rng);
+                        world.rest();
+                        continue;
+                    };
+                    let command = Command::Release {
+                        token,
+                        members: 1,
+                        to: Some(to),
+                    };
+                    (vec![r], command, "release to")
                 }
                 1 => {
                     // A waiter leaves (timeout, disconnect): its queues are
@@ -490,6 +527,7 @@ fn a_frontier_decides_as_the_whole_component() {
             let Ok(plan) = plan else {
                 continue;
             };
+            handovers += plan.counts.handovers;
             world.apply(&comp, &command, &plan);
             if let (crate::plan::Outcome::Wait, Command::Acquire { ask, .. }) =
                 (plan.outcome, &command)
@@ -515,4 +553,8 @@ fn a_frontier_decides_as_the_whole_component() {
     }
     // The comparison saw queues being served, not only quiet steps.
     assert!(grants > steps / 10, "{grants} grants in {steps} steps");
+    assert!(
+        handovers as usize > steps / 50,
+        "{handovers} handovers in {steps} steps"
+    );
 }

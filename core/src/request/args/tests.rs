@@ -212,6 +212,43 @@ fn release_extend_info_arity() {
 }
 
 #[test]
+fn release_takes_to_once_naming_another_token() {
+    let r = release(&argv(&["R", "r", "t"]), MAX).unwrap();
+    assert_eq!((r.token, r.to), (&b"t"[..], None));
+    for to in ["TO", "to", "To"] {
+        let r = release(&argv(&["R", "r", "t", to, "w"]), MAX).unwrap();
+        assert_eq!((r.token, r.to), (&b"t"[..], Some(&b"w"[..])));
+    }
+    assert_eq!(
+        release(&argv(&["R", "r", "t", "TOO", "w"]), MAX),
+        Err(Error::Syntax)
+    );
+    assert_eq!(
+        release(&argv(&["R", "r", "t", "TO"]), MAX),
+        Err(Error::WrongArity)
+    );
+    assert_eq!(
+        release(&argv(&["R", "r", "t", "TO", "w", "TO"]), MAX),
+        Err(Error::WrongArity)
+    );
+    assert_eq!(
+        release(&argv(&["R", "r", "t", "TO", ""]), MAX),
+        Err(Error::EmptyToken)
+    );
+    assert_eq!(
+        release(&argv(&["R", "r", "t", "TO", "t"]), MAX),
+        Err(Error::HandoverToSelf)
+    );
+    let too_long = vec![b'x'; MAX_STORED_TOKEN + 1];
+    assert_eq!(
+        release(&[b"R", b"r", b"t", b"TO", &too_long], MAX),
+        Err(Error::TokenTooLong {
+            max: MAX_STORED_TOKEN
+        })
+    );
+}
+
+#[test]
 fn extend_takes_wanted_once_and_nothing_else() {
     for w in ["WANTED", "wanted", "Wanted"] {
         let e = extend(&argv(&["E", "r", "t", "77", w]), MAX).unwrap();

@@ -74,6 +74,15 @@ pub fn resources_where(keep: impl FnMut(&Resource) -> bool) -> Vec<Resource> {
     parking().queues().resources(keep)
 }
 
+/// The ids of `token`'s requests queued on `res` (O(1): the queue's token
+/// index), in enqueue order; none when it does not wait there.
+pub fn ids_of_token(res: &Resource, token: &[u8]) -> Vec<u64> {
+    if !anyone_waiting() {
+        return Vec::new();
+    }
+    parking().queues().ids_of_token(res, token)
+}
+
 /// Whether every request queued on `res` is a plain one (then the plain
 /// handoff applies).
 pub fn queue_is_plain(res: &Resource) -> bool {

@@ -12,6 +12,7 @@ use crate::signals;
 use crate::waitline::WaitLine;
 use crate::wanted::OnWanted;
 use std::ffi::OsString;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +43,8 @@ struct Opts {
     resource: String,
     command: Vec<OsString>,
     on_wanted: Option<Arc<OnWanted>>,
+    /// `elect --prefer ID`: hand the lead to candidate ID once it waits.
+    prefer: Option<String>,
 }
 
 /// `None`: `--help` was asked for.
@@ -54,6 +57,7 @@ fn parse(mut a: Args, urls: Vec<String>, mode: Mode) -> Parsed<Option<Opts>> {
     let mut resource: Option<String> = None;
     let mut command = Vec::new();
     let mut on_wanted = None;
+    let mut prefer: Option<String> = None;
     while let Some(item) = a.next_item()? {
         match item {
             Item::Opt { name, inline } => {
@@ -68,6 +72,13 @@ fn parse(mut a: Args, urls: Vec<String>, mode: Mode) -> Parsed<Option<Opts>> {
                             return usage(format!("--id {v:?}: not empty, and no '/'"));
                         }
                         id = Some(v);
+                    }
+                    "prefer" if mode == Mode::Elect => {
+                        let v = a.value(&name, inline)?;
+                        if v.is_empty() || v.contains('/') {
+                            return usage(format!("--prefer {v:?}: not empty, and no '/'"));
+                        }
+                        prefer = Some(v);
                     }
                     "grace" => grace = Some(args::duration(&name, &a.value(&name, inline)?)?),
                     "on-wanted" => {
@@ -106,6 +117,10 @@ fn parse(mut a: Args, urls: Vec<String>, mode: Mode) -> Parsed<Option<Opts>> {
         if lock.shared || lock.limit.is_some() {
             return usage("elect: a leader holds the election alone (no --shared or --limit)");
         }
+        // The preferred candidate itself keeps its lead.
+        if prefer.is_some() && prefer == id {
+            prefer = None;
+        }
         // Observers see the id before the '/' of the lease's token.
         if let Some(id) = id {
             lock.token = Some(format!("{id}/{}", uuid::Uuid::new_v4().simple()));
@@ -119,6 +134,7 @@ fn parse(mut a: Args, urls: Vec<String>, mode: Mode) -> Parsed<Option<Opts>> {
         resource,
         command,
         on_wanted,
+        prefer,
     }))
 }
 
@@ -237,8 +253,41 @@ fn run(opts: Opts, grace: Duration, backend: Backend, signals: signals::Signals)
             );
         }
     };
-    let ended = child.supervise(res, &guard, grace, &signals, opts.on_wanted.as_deref());
+    let handed_over = AtomicBool::new(false);
+    let ended = std::thread::scope(|scope| {
+        // Dropped (the command ended) stops the handover thread.
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        if let (Some(id), Some(locker)) = (&opts.prefer, backend.locker()) {
+            let every = opts.lock.ttl / 3;
+            let (guard, handed_over) = (&guard, &handed_over);
+            scope.spawn(move || {
+                // Tried now, then every renewal period, until the lead
+                // ends (handed over, lost) or the command does.
+                while !guard.is_lost() {
+                    if let Ok(true) = locker.hand_over(guard, id) {
+                        handed_over.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    let timed_out = std::sync::mpsc::RecvTimeoutError::Timeout;
+                    if stopped.recv_timeout(every) != Err(timed_out) {
+                        return;
+                    }
+                }
+            });
+        }
+        let ended = child.supervise(res, &guard, grace, &signals, opts.on_wanted.as_deref());
+        let _ = stop.send(());
+        ended
+    });
     reaper.dismiss();
+    if handed_over.load(Ordering::Relaxed) {
+        // The lead went to the preferred candidate: the command was
+        // stopped as for a lost lead, on purpose.
+        let how = child::describe(ended.status);
+        let id = opts.prefer.as_deref().unwrap_or_default();
+        eprintln!("dlock: handed the lead on {res} over to {id} (the command {how})");
+        return 0;
+    }
     let status = codes::of_wait_status(ended.status);
     // Once the lease ended the command (lost, or renewals failing), a
     // release is not needed; try anyway (it may free the resource sooner),

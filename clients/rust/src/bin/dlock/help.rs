@@ -156,6 +156,10 @@ OPTIONS
     --grace DURATION        as for exec
     --no-session            as for exec
     --on-wanted SIGNAL      as for exec: a candidate waits to lead
+    --prefer ID             hand the lead to the candidate with --id ID as
+                            soon as it waits (checked at the start of the lead
+                            and every ttl/3): the command is stopped as for a
+                            lost lead, and dlock exits 0
     --conflict-exit-code N  exit status when another leads when the wait ends
                             (default 75)
     -h, --help

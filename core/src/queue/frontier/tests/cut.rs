@@ -133,7 +133,11 @@ fn a_step_cut_short_decides_as_the_whole_with_the_uncovered_kept_waiting() {
                     world.rest();
                     continue;
                 };
-                let command = Command::Release { token, members: 1 };
+                let command = Command::Release {
+                    token,
+                    members: 1,
+                    to: None,
+                };
                 let cut = plan_cut(&world, &[r], &command, rounds);
                 let whole = whole_with_waiting(&world, &[r], &cut.waiting);
                 let by_whole = world.decide(&whole, &command);
