@@ -1,6 +1,7 @@
 //! Properties of the planner, over random runs: sequences of steps on three
 //! resources, drawn by a fixed-seed xorshift generator from a small
-//! alphabet (tokens a..d, `OWNER` o1/o2, `SHARED`, `LIMIT` 2/3, sets of two
+//! alphabet (tokens a..d, `OWNER` o1/o2, `SHARED`, `LIMIT` 2/3 with
+//! `PERMITS` 1 to 3 on `LIMIT` 3, sets of two
 //! or three resources, `WAIT`, release, extend, revoke, settle, a waiter
 //! giving up, the quarantine, an evicted lease, time passing). The test
 //! keeps what the server keeps: each resource's holds (pruned before every
@@ -8,7 +9,7 @@
 //! plan out as the module's `server/execute/step.rs` does and checks after every step:
 //!
 //! 1. every resource's holds are consistent (`Holds::is_consistent`),
-//!    within their limit, an exclusive hold of a lock beside holds of its
+//!    within their limit (a semaphore's holds' permits summed), an exclusive hold of a lock beside holds of its
 //!    own owner only, every new hold of the resource's limit;
 //! 2. fences only rise: the clock never goes back, a fence new to its
 //!    owner on a resource is above every fence drawn before (and within
@@ -192,6 +193,9 @@ fn ask_text(ask: &Ask<'_>) -> String {
     }
     if let Some(l) = ask.limit {
         s += &format!(" LIMIT {l}");
+    }
+    if let Some(k) = ask.permits {
+        s += &format!(" PERMITS {k}");
     }
     s
 }
@@ -765,7 +769,7 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
         if !h.is_consistent() {
             return Err(format!("invariant 1: r{r}'s holds are inconsistent"));
         }
-        if h.limit > 1 && h.len() > h.limit as usize {
+        if h.limit > 1 && h.used_permits() > u64::from(h.limit) {
             return Err(format!(
                 "invariant 1: r{r} holds past its limit {}",
                 h.limit
@@ -988,6 +992,8 @@ struct Tally {
     quarantined: usize,
     /// Grants that passed a waiting request (their owners held).
     passes: usize,
+    /// Queued requests granted several permits at once (`PERMITS`).
+    weighted_handoffs: usize,
 }
 
 impl Tally {
@@ -999,6 +1005,7 @@ impl Tally {
         self.joint_handoffs += o.joint_handoffs;
         self.queued_refusals += o.queued_refusals;
         self.grants += o.grants;
+        self.weighted_handoffs += o.weighted_handoffs;
         self.refreshes += o.refreshes;
         self.waits += o.waits;
         self.busy += o.busy;
@@ -1049,6 +1056,11 @@ fn step(model: &mut Model, spec: &Spec, plant: Plant, tally: &mut Tally) -> Resu
         .filter(|(i, _)| input.waiting[*i].members.len() > 1)
         .count();
     tally.joint_handoffs += usize::from(plan.granted.len() > 1);
+    tally.weighted_handoffs += plan
+        .granted
+        .iter()
+        .filter(|(i, _)| input.waiting[*i].ask.permits.is_some())
+        .count();
     tally.queued_refusals += plan.refused.len();
     tally.kept_queues += usize::from(input.reserved.iter().any(|r| *r));
     tally.quarantined += usize::from(input.quarantined_ms > 0);
@@ -1136,6 +1148,7 @@ fn draw(rng: &mut Rng, model: &Model) -> Spec {
                 ttl_ms: rng.pick(&TTLS),
                 session: None,
                 max_hold_ms: None,
+                permits: None,
             };
             if rng.one_in(3) {
                 ask.mode = Mode::Shared;
@@ -1148,6 +1161,11 @@ fn draw(rng: &mut Rng, model: &Model) -> Spec {
                     2 => {
                         ask.limit = Some(rng.pick(&[2, 3]));
                         ask.mode = Mode::Exclusive;
+                        // A weighted request takes 1 to 3 of LIMIT 3's
+                        // permits at once (`PERMITS 1` is none).
+                        if ask.limit == Some(3) {
+                            ask.permits = Some(rng.pick(&[1, 2, 3])).filter(|k| *k > 1);
+                        }
                     }
                     _ => {}
                 }
@@ -1298,6 +1316,7 @@ fn random_steps_keep_every_invariant() {
         ("quarantined steps planned", total.quarantined, 7_000),
         ("refused steps", total.refused_steps, 10_000),
         ("grants past a waiting request", total.passes, 600),
+        ("weighted handoffs", total.weighted_handoffs, 50),
     ];
     for (what, seen, floor) in floors {
         assert!(
@@ -1425,6 +1444,7 @@ fn handoff() -> (Model, Input, Plan) {
         ttl_ms: 1_000,
         session: None,
         max_hold_ms: None,
+        permits: None,
     };
     model.holds[0].add(&x, 5, START_US / 1000 + 1_000, 0);
     model.owner_of_fence.insert(5, b"x");
@@ -1556,6 +1576,7 @@ fn the_checker_catches_a_nil_answer_that_holds() {
         ttl_ms: 1_000,
         session: None,
         max_hold_ms: None,
+        permits: None,
     };
     model.holds[2].add(&x, 5, START_US / 1000 + 1_000, 0);
     let spec = Spec {

@@ -9,7 +9,8 @@
 //!   `session` for a hold bound to one, whose deadline is then ignored;
 //!   `MAXHOLD` for a capped hold: its cap, absolute unix ms, and the
 //!   `MAXHOLD` it was granted with; written only for a capped hold, so a
-//!   release without caps reads every other effect)
+//!   release without caps reads every other effect), then `PERMITS k` for
+//!   a hold counting as k > 1 of a semaphore's permits (written only then)
 //! - `DLOCK.MOVEHOLD key token deadline_ms`
 //! - `DLOCK.DROPHOLD key token`
 //! - `DLOCK.SETHOLDS key value last_fence`: a whole value in the multi-hold
@@ -63,6 +64,17 @@ pub fn mode_name(mode: Mode) -> &'static [u8] {
 /// An added hold: `key token owner fence mode limit deadline_ms last_fence`.
 /// Returns the change and the sender's fence high-water mark.
 pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
+    // `PERMITS k` goes last, after whatever else the hold has (its
+    // keyword never stands where a session, a last fence or a cap is).
+    let (argv, permits) = match argv {
+        [head @ .., keyword, k] if argv.len() >= 11 && keyword.eq_ignore_ascii_case(b"PERMITS") => {
+            let k = parse_u64(k)
+                .filter(|k| (2..=u64::from(MAX_LIMIT)).contains(k))
+                .ok_or(Error::BadEffect("permits"))?;
+            (head, k as u32)
+        }
+        _ => (argv, 1),
+    };
     let (argv, session, cap) = match argv {
         [head @ .., session] if argv.len() == 10 => (head, Some(bytes(session, "session")?), None),
         [head @ .., keyword, at, ms] if argv.len() == 12 => {
@@ -91,6 +103,7 @@ pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
         deadline_ms: parse_deadline(deadline)?,
         session: session.map(Into::into),
         cap,
+        permits,
     };
     // No hold outlives its cap, whatever the effect says.
     let hold = Hold {
@@ -102,6 +115,9 @@ pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
         .ok_or(Error::BadEffect("limit"))? as u32;
     if limit > 1 && (hold.mode == Mode::Shared || hold.owner != hold.token) {
         return Err(Error::BadEffect("semaphore hold"));
+    }
+    if permits > limit {
+        return Err(Error::BadEffect("permits"));
     }
     let last = parse_fence(last).ok_or(Error::BadEffect("last_fence"))?;
     let mark = last.max(hold.fence);
@@ -243,6 +259,7 @@ mod tests {
             deadline_ms: 1000,
             session: None,
             cap: None,
+            permits: 1,
         });
         let bytes = crate::resource::layout::encode(&h);
         let argv: Vec<&[u8]> = vec![b"X", b"k", &bytes, b"3"];

@@ -369,5 +369,6 @@ fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> Ask<'a> {
         ttl_ms,
         session: wants.session.as_deref(),
         max_hold_ms: wants.max_hold_ms,
+        permits: wants.permits,
     }
 }

@@ -85,6 +85,7 @@ fn wants(rng: &mut Rng) -> Wants {
         owner,
         session: None,
         max_hold_ms: None,
+        permits: None,
     }
 }
 
@@ -374,6 +375,7 @@ fn ask_of<'a>(token: &'a [u8], wants: &'a Wants) -> Ask<'a> {
         ttl_ms: TTL_MS,
         session: None,
         max_hold_ms: None,
+        permits: None,
     }
 }
 

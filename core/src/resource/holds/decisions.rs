@@ -94,7 +94,13 @@ impl Holds {
                     owner_fence: Some(f),
                 }) => (QueueGrant::Owner { fence: f }, f),
             };
-            after.add(ask.token, ask.owner(), ask.mode, grant.1, ask.limit());
+            after.add(
+                ask.token,
+                ask.owner(),
+                ask.mode,
+                grant.1,
+                (ask.limit(), ask.permits()),
+            );
             out.push((i, Ok(grant.0)));
         }
         out
@@ -114,7 +120,7 @@ impl Holds {
         let session = ask.session.map(Bytes::from);
         self.insert_at(
             token,
-            (owner, session, ask.cap(now_ms)),
+            (owner, session, ask.cap(now_ms), ask.permits()),
             fence,
             ask.mode,
             deadline_ms,
@@ -175,6 +181,12 @@ impl Indexed for Holds {
     }
     fn max_hold_of(&self, token: &[u8]) -> Option<u64> {
         self.hold_of(token)?.cap.map(|c| c.ms)
+    }
+    fn used(&self) -> u64 {
+        self.used_permits()
+    }
+    fn permits_of(&self, token: &[u8]) -> u32 {
+        self.hold_of(token).map_or(1, |h| h.permits)
     }
     fn session_of(&self, token: &[u8]) -> Option<&[u8]> {
         let h = self.hold_of(token)?;
