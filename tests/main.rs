@@ -47,6 +47,8 @@ mod sessions;
 mod sets;
 /// `EXTEND ... WANTED`: telling a holder that someone waits.
 mod wanted;
+/// `LIMIT n PERMITS k`: one hold counting as k of a semaphore's permits.
+mod weighted;
 
 static QUIET: Mutex<()> = Mutex::new(());
 

@@ -178,3 +178,17 @@ def test_a_higher_priority_waiter_is_handed_the_lock_first(server, locker):
     assert order == [9, None]
     with pytest.raises(dlock.InvalidRequest):
         locker.lock("res", priority=1001)
+
+
+def test_a_weighted_lease_holds_all_of_its_permits(server, locker):
+    big = locker.lock("pool", ttl=30, limit=4, permits=3).acquire(blocking=False)
+    assert big is not None
+    assert locker.lock("pool", ttl=30, limit=4, permits=2).acquire(blocking=False) is None, "3 + 2 of 4"
+    one = locker.lock("pool", ttl=30, limit=4).acquire(blocking=False)
+    assert one is not None, "3 + 1 of 4"
+    assert big.release()
+    again = locker.lock("pool", ttl=30, limit=4, permits=3).acquire(blocking=False)
+    assert again is not None, "all 3 given back"
+    assert one.release() and again.release()
+    with pytest.raises(dlock.InvalidRequest):
+        locker.lock("pool", limit=4, permits=5)

@@ -192,8 +192,8 @@ const ARGS: Arg = Arg {
 static DOCS: [Doc; 31] = [
     Doc {
         name: c"dlock.acquire",
-        summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
-OWNER) and returns its fencing token, or nil while others hold the resource. With WAIT, blocks \
+        summary: c"Acquires a hold (exclusive, SHARED, one or PERMITS k of LIMIT n permits, \
+reentrant under OWNER) and returns its fencing token, or nil while others hold the resource. With WAIT, blocks \
 in queue order (FIFO within a PRIORITY) until granted or until timeout_ms passes.",
         complexity: COMPLEXITY,
         arity: -4,
@@ -206,6 +206,7 @@ in queue order (FIFO within a PRIORITY) until granted or until timeout_ms passes
             arg(c"ttl_ms", Kind::Integer),
             option(c"shared", Kind::PureToken, c"SHARED"),
             option(c"n", Kind::Integer, c"LIMIT"),
+            option(c"k", Kind::Integer, c"PERMITS"),
             option(c"owner", Kind::String, c"OWNER"),
             option(c"timeout_ms", Kind::Integer, c"WAIT"),
             option(c"id", Kind::String, c"SESSION"),
@@ -548,6 +549,8 @@ the order they were granted, and the cursor to continue after.",
                 ],
             )),
             optional(arg(c"max_hold_ms", Kind::Integer)),
+            // A hold counting as k > 1 of a semaphore's permits.
+            option(c"k", Kind::Integer, c"PERMITS"),
         ],
     },
     Doc {

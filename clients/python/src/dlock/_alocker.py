@@ -161,12 +161,13 @@ class Locker:
         max_hold: Optional[Duration] = None,
         on_wanted: Optional[OnWanted] = None,
         priority: Optional[int] = None,
+        permits: Optional[int] = None,
     ) -> "Lock":
         """As :meth:`dlock.Locker.lock`, for ``async with`` and
-        ``await lock.acquire()`` (``max_hold`` and ``priority`` too); ``on_wanted(lease,
+        ``await lock.acquire()`` (``max_hold``, ``priority`` and ``permits`` too); ``on_wanted(lease,
         waiters)`` is called on the event loop after the renewal that saw
         the waiters (a coroutine function's coroutine runs as a task)."""
-        spec = make_spec(resource, ttl, shared, limit, owner, max_hold, priority)
+        spec = make_spec(resource, ttl, shared, limit, owner, max_hold, priority, permits)
         check_token(token)
         w = given_wait(_UNSET if wait is None else wait, blocking_timeout)
         settings = lock_settings(self.settings, retry_for, min_replicas, replicas_timeout)

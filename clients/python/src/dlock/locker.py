@@ -197,6 +197,7 @@ class Locker:
         max_hold: Optional[Duration] = None,
         on_wanted: Optional[OnWanted] = None,
         priority: Optional[int] = None,
+        permits: Optional[int] = None,
     ) -> "Lock":
         """A lock on ``resource`` (exclusive unless ``shared``, ``limit`` or
         ``owner`` say otherwise), to use as ``with locker.lock(...) as
@@ -241,8 +242,11 @@ class Locker:
           (the default) to 1000, higher first, FIFO within one priority,
           aged by the server's ``dlock.priority-aging-ms`` so that nobody
           starves (``PRIORITY``).
+        - ``permits``: with ``limit`` n above 1, the lease counts as
+          ``permits`` of the n permits (``PERMITS``), granted all at once
+          or not at all, renewed and released as one; 1 (the default) to n.
         """
-        spec = _spec(resource, ttl, shared, limit, owner, max_hold, priority)
+        spec = _spec(resource, ttl, shared, limit, owner, max_hold, priority, permits)
         return Lock(
             self,
             spec,
