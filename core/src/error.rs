@@ -62,6 +62,8 @@ pub enum Error {
     PermitsRange,
     /// A same-token `ACQUIRE` naming another `PERMITS` than its hold's.
     PermitsMismatch,
+    /// `DLOCK.RESIZE` of a resource held but not as a semaphore.
+    ResizeNotSemaphore,
     /// A set names one resource twice.
     DuplicateResource,
     /// `MACQUIRE` with a token that holds part of the set, or holds its
@@ -219,6 +221,10 @@ impl fmt::Display for Error {
             Error::PermitsMismatch => write!(
                 f,
                 "ERR token already holds this resource with another PERMITS"
+            ),
+            Error::ResizeNotSemaphore => write!(
+                f,
+                "ERR DLOCK.RESIZE applies to a semaphore (LIMIT above 1)"
             ),
             Error::EmptyOwner => write!(f, "ERR owner must not be empty"),
             Error::DuplicateResource => write!(f, "ERR a set names the same resource twice"),

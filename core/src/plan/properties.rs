@@ -162,6 +162,10 @@ enum Cmd {
     Leave {
         at: usize,
     },
+    /// `DLOCK.RESIZE` of the one resource.
+    Resize {
+        limit: u32,
+    },
 }
 
 /// One step as drawn: plain data, so a failing run can be replayed and
@@ -217,6 +221,7 @@ impl fmt::Display for Spec {
         let on = &self.resources;
         match &self.cmd {
             Cmd::Settle => write!(f, "SETTLE {on:?}"),
+            Cmd::Resize { limit } => write!(f, "RESIZE {on:?} {limit}"),
             Cmd::Acquire {
                 ask,
                 priority,
@@ -298,7 +303,7 @@ struct Input {
 
 fn command_token(command: &Command<'static>) -> &'static [u8] {
     match command {
-        Command::Settle => b"",
+        Command::Settle | Command::Resize { .. } => b"",
         Command::Acquire { ask, .. } => ask.token,
         Command::Release { token, .. }
         | Command::Extend { token, .. }
@@ -352,6 +357,7 @@ fn prepare(model: &mut Model, spec: &Spec) -> Input {
             },
         },
         Cmd::Release { token } => Command::Release { token, members: n },
+        Cmd::Resize { limit } => Command::Resize { limit, members: n },
         Cmd::Extend { token, ttl_ms } => Command::Extend {
             token,
             ttl_ms,
@@ -463,6 +469,7 @@ fn apply(before: &Model, input: &Input, plan: &Plan) -> Model {
             continue;
         };
         match *op {
+            Op::SetLimit(limit) => holds.set_limit(limit),
             Op::Add { who, fence } => {
                 if let Some(ask) = ask_of(who) {
                     holds.add(&ask, fence, now_ms + ask.ttl_ms, 0);
@@ -516,11 +523,13 @@ fn apply(before: &Model, input: &Input, plan: &Plan) -> Model {
     after
 }
 
-/// A refused step: only an acquire (its own request's error) or a fence
-/// clock at its end may refuse one; nothing of it is carried out.
+/// A refused step: only an acquire (its own request's error), a resize of
+/// what is no semaphore or a fence clock at its end may refuse one; nothing of it is carried out.
 fn check_refusal(input: &Input, err: &Error) -> Result<(), String> {
     match input.command {
         Command::Acquire { .. } => Ok(()),
+        // A resize of what is no semaphore, before anything is decided.
+        Command::Resize { .. } if *err == Error::ResizeNotSemaphore => Ok(()),
         _ if *err == Error::FenceExhausted => Ok(()),
         ref c => Err(format!(
             "invariant 4: {c:?} refused with {err:?}: only an acquire or an exhausted \
@@ -599,6 +608,16 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
             Command::Release { .. } | Command::Extend { .. } | Command::Revoke { .. },
             Outcome::Count(c),
         ) => c == counted,
+        // The previous limit of what holds it, or nothing (0) when nothing
+        // does.
+        (Command::Resize { .. }, Outcome::Count(c)) => {
+            let before = held_before(0);
+            c == if before.is_empty() {
+                0
+            } else {
+                before.limit as usize
+            }
+        }
         _ => false,
     };
     if !fits {
@@ -665,6 +684,12 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
             ));
         }
         let (who, value) = match op {
+            Op::SetLimit(_) => {
+                if !matches!(input.command, Command::Resize { .. }) || m != 0 {
+                    return Err(format!("invariant 5: {}", at("a limit set by no resize")));
+                }
+                continue;
+            }
             Op::Drop => {
                 let ends = matches!(
                     input.command,
@@ -733,6 +758,8 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
                     return Err(format!("invariant 5: {}", at("not a retry's hold")));
                 }
             }
+            // Taken before (`continue`).
+            Op::SetLimit(_) => {}
             Op::Add { fence: added, .. } => {
                 if who == Who::Command && matches!(outcome, Outcome::Granted { refresh: true, .. })
                 {
@@ -769,7 +796,12 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
         if !h.is_consistent() {
             return Err(format!("invariant 1: r{r}'s holds are inconsistent"));
         }
-        if h.limit > 1 && h.used_permits() > u64::from(h.limit) {
+        // A resize down leaves holds past the limit; nobody new joins them.
+        let added = plan
+            .ops
+            .iter()
+            .any(|(m, op)| input.order.get(*m) == Some(&r) && matches!(op, Op::Add { .. }));
+        if h.limit > 1 && (!h.resized || added) && h.used_permits() > u64::from(h.limit) {
             return Err(format!(
                 "invariant 1: r{r} holds past its limit {}",
                 h.limit
@@ -792,8 +824,10 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
             Who::Command => command_ask(&input.command),
             Who::Queued(i) => input.waiting.get(*i).map(|w| w.ask),
         };
-        let limit = after.holds[input.order[*m]].limit;
-        if ask.is_some_and(|a| a.limit() != limit) {
+        let held = &after.holds[input.order[*m]];
+        let limit = held.limit;
+        let joins = |a: Ask<'_>| a.limit() == limit || (held.resized && a.limit() > 1 && limit > 1);
+        if ask.is_some_and(|a| !joins(a)) {
             return Err(format!(
                 "invariant 1: a hold of LIMIT {:?} added to r{} of limit {limit}",
                 ask.map(|a| a.limit),
@@ -1189,6 +1223,9 @@ fn draw(rng: &mut Rng, model: &Model) -> Spec {
         15 => Cmd::Revoke {
             token,
             held: !rng.one_in(4),
+        },
+        17 if size == 1 => Cmd::Resize {
+            limit: rng.pick(&[2, 3, 4]),
         },
         16 | 17 => Cmd::Settle,
         _ if model.queue.is_empty() => Cmd::Settle,

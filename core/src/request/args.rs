@@ -509,3 +509,18 @@ pub fn parse_u64(raw: &[u8]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests;
+
+/// `DLOCK.RESIZE resource n`: the new limit, from 2 to `MAX_LIMIT`.
+pub fn resize(argv: &[&[u8]]) -> Result<u32, Error> {
+    let [_, _, n] = argv else {
+        return Err(Error::WrongArity);
+    };
+    parse_u64(n)
+        .filter(|n| (2..=u64::from(MAX_LIMIT)).contains(n))
+        .map(|n| n as u32)
+        .ok_or(Error::InvalidInteger {
+            arg: "n",
+            min: 2,
+            max: MAX_LIMIT as u64,
+        })
+}

@@ -78,6 +78,10 @@ pub trait Indexed: std::fmt::Debug {
     fn permits_of(&self, _token: &[u8]) -> u32 {
         1
     }
+    /// Whether `DLOCK.RESIZE` set the limit (any limit above 1 joins).
+    fn resized(&self) -> bool {
+        false
+    }
 }
 
 /// One owner's holds.
@@ -122,6 +126,8 @@ pub struct Summary<'x> {
     /// The permits the holds take together (`len`, unless a hold counts
     /// as several).
     used: u64,
+    /// The limit was set by `DLOCK.RESIZE` (see `Holds::resized`).
+    resized: bool,
     base: Option<&'x dyn Indexed>,
     /// The only hold of a resource read without `base` while it has one.
     one: Option<Entry<'x>>,
@@ -144,6 +150,7 @@ impl<'x> Summary<'x> {
             limit,
             len: 0,
             used: 0,
+            resized: false,
             base: None,
             one: None,
             tokens: HashMap::new(),
@@ -160,6 +167,7 @@ impl<'x> Summary<'x> {
             limit: holds.limit(),
             len: holds.holds(),
             used: holds.used(),
+            resized: holds.resized(),
             base: Some(holds),
             exclusive_owners: holds.exclusive_owners(),
             ..Summary::new(holds.limit())
@@ -190,6 +198,7 @@ impl<'x> Summary<'x> {
     ) {
         if self.len == 0 {
             self.limit = limit;
+            self.resized = false;
         }
         self.used += u64::from(permits);
         if permits > 1 {
@@ -239,6 +248,24 @@ impl<'x> Summary<'x> {
         self.owners.insert(e.owner, Some(after));
         self.tokens
             .insert(e.token, Some((e.mode, e.owner, e.fence)));
+    }
+
+    /// `DLOCK.RESIZE` in this step: the limit becomes `limit`, marked
+    /// resized.
+    pub fn set_limit(&mut self, limit: u32) {
+        self.limit = limit;
+        self.resized = true;
+    }
+
+    /// The limit of the holds (the request's own once none is left).
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Whether a request asking `limit` is under the same limit as the
+    /// holds: the same number, or any above 1 on a resized semaphore.
+    fn same_limit(&self, limit: u32) -> bool {
+        self.limit == limit || (self.resized && limit > 1 && self.limit > 1)
     }
 
     /// `token`'s hold ended in this step.
@@ -417,7 +444,7 @@ impl<'x> Summary<'x> {
         let owner = ask.owner.unwrap_or(ask.token);
         if let Some((mode, held_by, fence)) = self.token(ask.token) {
             // The same token: a retry only if everything matches.
-            let same = mode == ask.mode && held_by == owner && self.limit == limit;
+            let same = mode == ask.mode && held_by == owner && self.same_limit(limit);
             return if !same {
                 Err(Error::TokenInUse)
             } else if self.session_differs(ask.token, ask.session) {
@@ -433,7 +460,7 @@ impl<'x> Summary<'x> {
         if limit > 1 && ask.mode == Mode::Shared {
             return Err(Error::SharedSemaphore);
         }
-        if self.len > 0 && self.limit != limit {
+        if self.len > 0 && !self.same_limit(limit) {
             return Err(Error::LimitMismatch { limit: self.limit });
         }
         let me = self.owner(owner);
@@ -443,7 +470,11 @@ impl<'x> Summary<'x> {
             // A semaphore: every hold's permits count, and a request
             // fits only with all of its own (never some now, the rest
             // later).
-            (_, n) if n > 1 => self.used + u64::from(ask.permits()) <= u64::from(n),
+            // Against the holds' limit, which a resize may have set.
+            (_, n) if n > 1 => {
+                let n = if self.len > 0 { self.limit } else { n };
+                self.used + u64::from(ask.permits()) <= u64::from(n)
+            }
             (Mode::Exclusive, _) => self.len == mine,
             (Mode::Shared, _) => self.exclusive_owners == usize::from(my_exclusive > 0),
         };

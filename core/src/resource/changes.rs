@@ -13,6 +13,8 @@
 //!   a hold counting as k > 1 of a semaphore's permits (written only then)
 //! - `DLOCK.MOVEHOLD key token deadline_ms`
 //! - `DLOCK.DROPHOLD key token`
+//! - `DLOCK.SETLIMIT key n`: `DLOCK.RESIZE`'s new limit (the holds marked
+//!   resized), before the grants it made
 //! - `DLOCK.SETHOLDS key value last_fence`: a whole value in the multi-hold
 //!   layout (`layout.rs`), as an AOF rewrite writes it (one effect per key,
 //!   so replaying a rewritten AOF is linear in the holds)
@@ -29,9 +31,21 @@ use crate::Error;
 /// One change to one hold, as the master made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    Add { hold: Hold, limit: u32 },
-    Move { token: Box<[u8]>, deadline_ms: u64 },
-    Drop { token: Box<[u8]> },
+    Add {
+        hold: Hold,
+        limit: u32,
+    },
+    Move {
+        token: Box<[u8]>,
+        deadline_ms: u64,
+    },
+    Drop {
+        token: Box<[u8]>,
+    },
+    /// `DLOCK.RESIZE`: the limit set, the holds marked resized.
+    Limit {
+        limit: u32,
+    },
 }
 
 impl Change {
@@ -41,6 +55,7 @@ impl Change {
             Change::Add { hold, limit } => {
                 if holds.is_empty() {
                     holds.limit = *limit;
+                    holds.resized = false;
                 }
                 holds.put(hold.clone());
             }
@@ -50,6 +65,7 @@ impl Change {
             Change::Drop { token } => {
                 holds.release(token);
             }
+            Change::Limit { limit } => holds.set_limit(*limit),
         }
     }
 }
@@ -146,6 +162,17 @@ pub fn parse_set(argv: &[&[u8]]) -> Result<(Holds, u64), Error> {
     let last = parse_fence(last).ok_or(Error::BadEffect("last_fence"))?;
     let mark = last.max(holds.max_fence());
     Ok((holds, mark))
+}
+
+/// A resized limit: `key n`, n from 2 to `MAX_LIMIT`.
+pub fn parse_limit(argv: &[&[u8]]) -> Result<Change, Error> {
+    let [_, _, n] = argv else {
+        return Err(Error::WrongArity);
+    };
+    let limit = parse_u64(n)
+        .filter(|n| (2..=u64::from(MAX_LIMIT)).contains(n))
+        .ok_or(Error::BadEffect("limit"))? as u32;
+    Ok(Change::Limit { limit })
 }
 
 /// A moved deadline: `key token deadline_ms`.

@@ -191,6 +191,10 @@ type Beside = (Option<Bytes>, Option<Bytes>, Option<Cap>, u32);
 pub struct Holds {
     /// How many holds may coexist (1 for plain and read-write locks).
     pub limit: u32,
+    /// The limit was set by `DLOCK.RESIZE` while permits were held: any
+    /// request with a limit above 1 joins, and holds past a lowered limit
+    /// stay. Forgotten with the last hold.
+    pub resized: bool,
     by_token: HashMap<Bytes, Held>,
     /// token -> its named owner, for the holds that have one.
     owner_of: HashMap<Bytes, Bytes>,
@@ -230,7 +234,10 @@ pub struct Holds {
 /// Equal when they hold the same holds in the same grant order.
 impl PartialEq for Holds {
     fn eq(&self, other: &Self) -> bool {
-        self.limit == other.limit && self.len() == other.len() && self.iter().eq(other.iter())
+        self.limit == other.limit
+            && self.resized == other.resized
+            && self.len() == other.len()
+            && self.iter().eq(other.iter())
     }
 }
 

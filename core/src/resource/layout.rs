@@ -18,9 +18,11 @@
 //! ```
 //! Layout 4's flags say which optional fields every hold has, in bit
 //! order: bit 0 the session fields, bit 1 the cap fields, bit 2 the
-//! permits (`PERMITS`); any other bit is refused. Layout 4 is written only
-//! when a hold counts as more than one permit, so every other value keeps
-//! the layout an older release reads.
+//! permits (`PERMITS`); bit 3 marks the value resized (`DLOCK.RESIZE`: its
+//! holds may pass its limit); any other bit is refused. Layout 4 is
+//! written only when a hold counts as more than one permit or the value
+//! was resized, so every other value keeps the layout an older release
+//! reads.
 //! Little-endian throughout. Layout 2 is written only when a hold is bound
 //! to a session, layout 3 only when a hold is capped (`MAXHOLD`), so a
 //! value without either stays readable by a release that knows only
@@ -43,7 +45,8 @@ const LAYOUT_WITH_FLAGS: u8 = 4;
 const FLAG_SESSIONS: u8 = 1 << 0;
 const FLAG_CAPS: u8 = 1 << 1;
 const FLAG_PERMITS: u8 = 1 << 2;
-const KNOWN_FLAGS: u8 = FLAG_SESSIONS | FLAG_CAPS | FLAG_PERMITS;
+const FLAG_RESIZED: u8 = 1 << 3;
+const KNOWN_FLAGS: u8 = FLAG_SESSIONS | FLAG_CAPS | FLAG_PERMITS | FLAG_RESIZED;
 /// The smallest hold on disk: fence, deadline, mode, two lengths, one token byte.
 const MIN_HOLD: usize = 8 + 8 + 1 + 4 + 1 + 4;
 
@@ -62,12 +65,14 @@ pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64
     let capped = holds.iter().any(|h| h.cap.is_some());
     let with_session = holds.iter().any(|h| h.session.is_some());
     let weighted = holds.is_weighted();
+    let flagged = weighted || holds.resized;
     // Layouts 1-3 as before while nothing needs layout 4; in layout 3 a
     // capped value carries the session fields too.
-    let bound = with_session || (capped && !weighted);
+    let bound = with_session || (capped && !flagged);
     let flags = (if bound { FLAG_SESSIONS } else { 0 })
         | (if capped { FLAG_CAPS } else { 0 })
-        | (if weighted { FLAG_PERMITS } else { 0 });
+        | (if weighted { FLAG_PERMITS } else { 0 })
+        | (if holds.resized { FLAG_RESIZED } else { 0 });
     let size: usize = holds
         .iter()
         .map(|h| {
@@ -85,7 +90,7 @@ pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64
         .sum();
     let mut out = Vec::with_capacity(8 + 2 + 4 + 4 + size);
     out.extend_from_slice(&MARKER);
-    if weighted {
+    if flagged {
         out.push(LAYOUT_WITH_FLAGS);
         out.push(flags);
     } else {
@@ -169,6 +174,7 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
     let with_sessions = flags & FLAG_SESSIONS != 0;
     let with_caps = flags & FLAG_CAPS != 0;
     let with_permits = flags & FLAG_PERMITS != 0;
+    let resized = flags & FLAG_RESIZED != 0;
     let limit = r.u32()?;
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(DecodeError::Layout("limit out of range"));
@@ -178,7 +184,11 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
     if count == 0 || count > r.0.len() / MIN_HOLD {
         return Err(DecodeError::Layout("hold count out of range"));
     }
+    if resized && limit < 2 {
+        return Err(DecodeError::Layout("a resized value that is no semaphore"));
+    }
     let mut holds = Holds::new(limit);
+    holds.resized = resized;
     for _ in 0..count {
         let fence = r.u64()?;
         if fence == 0 || fence > MAX_FENCE {
@@ -240,7 +250,8 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
         return Err(DecodeError::Layout("trailing bytes"));
     }
     if limit > 1
-        && (holds.used_permits() > u64::from(limit) || holds.iter().any(|h| h.mode == Mode::Shared))
+        && ((!resized && holds.used_permits() > u64::from(limit))
+            || holds.iter().any(|h| h.mode == Mode::Shared))
     {
         return Err(DecodeError::Layout("semaphore holds out of range"));
     }

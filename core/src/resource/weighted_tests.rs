@@ -173,7 +173,7 @@ fn layout_4_refuses_unknown_flags_and_permits_out_of_range() {
         b[at] = v;
         decode(&b)
     };
-    for bit in 3..8 {
+    for bit in 4..8 {
         assert!(with(9, 4 | 1 << bit).is_err(), "flag bit {bit}");
     }
     assert!(with(44, 0).is_err(), "permits 0");
@@ -266,4 +266,48 @@ fn addhold_carries_permits_only_above_one() {
             "{bad:?}"
         );
     }
+}
+
+#[test]
+fn a_resized_value_is_written_in_layout_4_and_may_pass_its_limit() {
+    let mut h = held(4, &[("a", 1), ("b", 1), ("c", 1)]);
+    assert_eq!(encode(&h)[8], 1, "not resized: layout 1");
+    h.set_limit(2);
+    assert!(h.is_consistent(), "3 holds past a lowered limit of 2 stay");
+    let bytes = encode(&h);
+    assert_eq!((bytes[8], bytes[9]), (4, 0b1000));
+    assert_eq!(decode(&bytes), Ok(h.clone()));
+    assert!(decode(&bytes).unwrap().resized);
+    // Without the mark the same holds are refused.
+    let mut unmarked = bytes.clone();
+    unmarked[9] = 0;
+    assert!(decode(&unmarked).is_err());
+    // Forgotten once the holds are gone and a hold starts them again.
+    for t in [&b"a"[..], b"b", b"c"] {
+        h.release(t);
+    }
+    h.add(&permits("d", 3, 1), 20, DEADLINE, 0);
+    assert_eq!((h.limit, h.resized), (3, false));
+    // Admission on a resized semaphore: any LIMIT above 1 joins, LIMIT 1
+    // does not, PERMITS count against the new limit.
+    let mut r = held(2, &[("a", 1)]);
+    r.set_limit(4);
+    let new = Ok(Admission::New { owner_fence: None });
+    assert_eq!(r.admit(&permits("b", 2, 2), false), new);
+    assert_eq!(r.admit(&permits("b", 9, 3), false), new);
+    assert_eq!(r.admit(&permits("b", 9, 4), false), Ok(Admission::Busy));
+    assert_eq!(
+        r.admit(
+            &Ask {
+                limit: None,
+                ..permits("b", 2, 1)
+            },
+            false
+        ),
+        Err(Error::LimitMismatch { limit: 4 })
+    );
+    assert_eq!(
+        r.admit(&permits("a", 7, 1), false),
+        Ok(Admission::Retry { fence: 10 })
+    );
 }

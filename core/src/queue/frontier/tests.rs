@@ -257,6 +257,7 @@ impl World {
                 _ => None,
             };
             match *op {
+                Op::SetLimit(limit) => holds.set_limit(limit),
                 Op::Add { who, fence } => {
                     if let Some(a) = ask(who) {
                         holds.add(&a, fence, NOW_MS + a.ttl_ms, 0);
@@ -399,6 +400,7 @@ fn shown(comp: &Component<u8>, plan: &Result<Plan, Error>) -> String {
                 Op::Add { who: w, fence } => format!("{r}+{}@{fence}", who(*w)),
                 Op::Move { who: w, ttl_ms } => format!("{r}~{}@{ttl_ms}", who(*w)),
                 Op::Drop => format!("{r}-"),
+                Op::SetLimit(n) => format!("{r}={n}"),
             }
         })
         .collect();

@@ -111,6 +111,7 @@ impl Holds {
     pub fn add(&mut self, ask: &Ask<'_>, fence: u64, deadline_ms: u64, now_ms: u64) {
         if self.is_empty() {
             self.limit = ask.limit();
+            self.resized = false;
         }
         let token = Bytes::from(ask.token);
         if self.by_token.contains_key(&token) {
@@ -126,6 +127,13 @@ impl Holds {
             deadline_ms,
             self.next_seq,
         );
+    }
+
+    /// `DLOCK.RESIZE`: the limit becomes `limit`, and the holds are marked
+    /// resized (see `resized`).
+    pub fn set_limit(&mut self, limit: u32) {
+        self.limit = limit;
+        self.resized = true;
     }
 
     /// Adds or replaces `hold` (a replayed effect): the master's hold wins.
@@ -187,6 +195,9 @@ impl Indexed for Holds {
     }
     fn permits_of(&self, token: &[u8]) -> u32 {
         self.hold_of(token).map_or(1, |h| h.permits)
+    }
+    fn resized(&self) -> bool {
+        self.resized
     }
     fn session_of(&self, token: &[u8]) -> Option<&[u8]> {
         let h = self.hold_of(token)?;

@@ -81,14 +81,16 @@ impl Holds {
     /// `push` reports).
     pub fn is_consistent(&self) -> bool {
         if self.limit > 1 {
-            return self.used_permits <= u64::from(self.limit)
+            // Holds past a lowered limit stay until they end.
+            return (self.resized || self.used_permits <= u64::from(self.limit))
                 && self
                     .by_token
                     .values()
                     .all(|h| h.mode() == Mode::Exclusive && !h.is_named());
         }
-        // Only a semaphore's holds count as several permits.
-        if self.is_weighted() {
+        // Only a semaphore's holds count as several permits, and only a
+        // semaphore is resized.
+        if self.is_weighted() || self.resized {
             return false;
         }
         let one_fence = self.iter().all(|h| {
