@@ -41,6 +41,8 @@ mod ops;
 mod position;
 /// `PRIORITY`: who goes first, aged by `dlock.priority-aging-ms`.
 mod priority;
+/// `DLOCK.RESIZE`: a held semaphore's limit changed while permits are held.
+mod resize;
 /// Sessions: one liveness lease for many holds and waits.
 mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.

@@ -189,7 +189,7 @@ const ARGS: Arg = Arg {
     ..arg(c"arg", Kind::String)
 };
 
-static DOCS: [Doc; 31] = [
+static DOCS: [Doc; 33] = [
     Doc {
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one or PERMITS k of LIMIT n permits, \
@@ -222,6 +222,16 @@ gets the lock next.",
         arity: 3,
         keys: Keys::One(RW | ACCESS | DELETE),
         args: &[RESOURCE, arg(c"token", Kind::String)],
+    },
+    Doc {
+        name: c"dlock.resize",
+        summary: c"Sets the limit of a held semaphore to n and returns the previous limit, or nil \
+when nothing holds the resource. Up: waiters are granted in the same command; down: holds stay, \
+and nobody is granted until the holds fit.",
+        complexity: COMPLEXITY,
+        arity: 3,
+        keys: Keys::One(RW | ACCESS | UPDATE),
+        args: &[RESOURCE, arg(c"n", Kind::Integer)],
     },
     Doc {
         name: c"dlock.extend",
@@ -568,6 +578,14 @@ the order they were granted, and the cursor to continue after.",
         arity: 0,
         keys: Keys::One(RW | DELETE),
         args: &[RESOURCE, TOKEN],
+    },
+    Doc {
+        name: hold_effects::SETLIMIT,
+        summary: INTERNAL,
+        complexity: COMPLEXITY,
+        arity: 0,
+        keys: Keys::One(RW | UPDATE),
+        args: &[RESOURCE, arg(c"n", Kind::Integer)],
     },
     Doc {
         name: hold_effects::SETHOLDS,

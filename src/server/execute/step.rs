@@ -256,6 +256,7 @@ fn execute(
             Op::Drop => {
                 member.work.drop_hold(command.token());
             }
+            Op::SetLimit(limit) => member.work.set_limit(limit),
             Op::Move { who, ttl_ms } => member.work.move_deadline(token_of(who), ttl_ms),
             Op::Add { who, fence } => {
                 let ask = match (who, command) {

@@ -25,6 +25,7 @@ pub const ADDHOLD: &CStr = c"DLOCK.ADDHOLD";
 pub const MOVEHOLD: &CStr = c"DLOCK.MOVEHOLD";
 pub const DROPHOLD: &CStr = c"DLOCK.DROPHOLD";
 pub const SETHOLDS: &CStr = c"DLOCK.SETHOLDS";
+pub const SETLIMIT: &CStr = c"DLOCK.SETLIMIT";
 
 /// `DLOCK.ADDHOLD`'s formats by how many optional arguments follow the
 /// fixed ones (`emit`).
@@ -156,6 +157,19 @@ fn emit(ctx: Ctx, name: *mut raw::RedisModuleString, change: &Change) -> Result<
                 )
             }
         }
+        Change::Limit { limit } => {
+            let n = Decimal::new(u64::from(*limit));
+            unsafe {
+                replicate(
+                    ctx.0,
+                    SETLIMIT.as_ptr(),
+                    c"sb".as_ptr(),
+                    name,
+                    ptr(n.as_bytes()),
+                    n.as_bytes().len(),
+                )
+            }
+        }
         Change::Drop { token } => unsafe {
             replicate(
                 ctx.0,
@@ -178,7 +192,7 @@ fn ptr(b: &[u8]) -> *const c_char {
     b.as_ptr().cast::<c_char>()
 }
 
-/// `DLOCK.ADDHOLD`, `DLOCK.MOVEHOLD`, `DLOCK.DROPHOLD` from the master or
+/// `DLOCK.ADDHOLD`, `DLOCK.MOVEHOLD`, `DLOCK.DROPHOLD`, `DLOCK.SETLIMIT` from the master or
 /// the AOF. Refused from clients, as `DLOCK.APPLY` is.
 pub fn apply_add(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_forged(ctx, "DLOCK.ADDHOLD")?;
@@ -190,6 +204,12 @@ pub fn apply_add(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 pub fn apply_move(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_forged(ctx, "DLOCK.MOVEHOLD")?;
     let change = changes::parse_move(argv.bytes())?;
+    apply(ctx, argv, &change)
+}
+
+pub fn apply_set_limit(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    refuse_forged(ctx, "DLOCK.SETLIMIT")?;
+    let change = changes::parse_limit(argv.bytes())?;
     apply(ctx, argv, &change)
 }
 

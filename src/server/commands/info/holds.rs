@@ -8,6 +8,7 @@
 //! waiters  requests queued
 //! used     the permits the live holds take together, only while one of
 //!          them counts as several (`PERMITS`)
+//! resized  1, only when `DLOCK.RESIZE` set the limit
 //! holds    an array of maps: token, owner, fence, ttl (ms, -1: none), mode,
 //!          session for a hold bound to one, maxhold (ms left to its
 //!          cap) for a hold granted with `MAXHOLD` (a capped plain lock is
@@ -31,7 +32,7 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(),
         return reply_plain(ctx, Some(h.token), h.fence, ttl, waiters);
     }
     let weighted = live.is_weighted();
-    ctx.reply_map(4 + usize::from(weighted))?;
+    ctx.reply_map(4 + usize::from(weighted) + usize::from(holds.resized))?;
     ctx.reply_bytes(b"kind")?;
     ctx.reply_bytes(if holds.limit > 1 {
         b"semaphore"
@@ -45,6 +46,10 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, waiters: usize) -> Result<(),
     if weighted {
         ctx.reply_bytes(b"used")?;
         ctx.reply_integer(live.used_permits() as i64)?;
+    }
+    if holds.resized {
+        ctx.reply_bytes(b"resized")?;
+        ctx.reply_integer(1)?;
     }
     ctx.reply_bytes(b"holds")?;
     ctx.reply_array(holds.live(now_ms).count())?;
