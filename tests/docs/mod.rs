@@ -14,9 +14,10 @@ use common::*;
 use redis::{Connection, Value};
 use std::collections::HashMap;
 
-const PUBLIC: [&str; 4] = [
+const PUBLIC: [&str; 5] = [
     "dlock.acquire",
     "dlock.release",
+    "dlock.resize",
     "dlock.extend",
     "dlock.info",
 ];
@@ -49,6 +50,8 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             ("p", "integer", Some("PRIORITY"), &["optional"][..]),
         ],
         "dlock.release" => vec![resource, token],
+        "dlock.resize" => vec![resource, ("n", "integer", None, &[][..])],
+        "dlock.setlimit" => vec![resource, ("n", "integer", None, &[][..])],
         "dlock.extend" => vec![
             resource,
             token,
@@ -103,6 +106,8 @@ fn expected_info(cmd: &str) -> (i64, [i64; 3], Option<&'static [&'static str]>) 
         "dlock.apply" => (-1, [1, 1, 1], Some(&["OW", "update"])),
         "dlock.addhold" | "dlock.movehold" => (-1, [1, 1, 1], Some(&["RW", "update"])),
         "dlock.drophold" => (-1, [1, 1, 1], Some(&["RW", "delete"])),
+        "dlock.setlimit" => (-1, [1, 1, 1], Some(&["RW", "update"])),
+        "dlock.resize" => (3, [1, 1, 1], Some(&["RW", "access", "update"])),
         "dlock.setholds" => (-1, [1, 1, 1], Some(&["OW", "update"])),
         "dlock.meta" => (-1, [0, 0, 0], None),
         other => panic!("no expectation for {other}"),
@@ -242,6 +247,7 @@ fn internal_commands_are_documented_as_internal() {
         "dlock.addhold",
         "dlock.movehold",
         "dlock.drophold",
+        "dlock.setlimit",
         "dlock.setholds",
     ];
     for cmd in internal {
@@ -295,6 +301,7 @@ fn command_info_shows_arity_and_key_spec_flags() {
         "dlock.addhold",
         "dlock.movehold",
         "dlock.drophold",
+        "dlock.setlimit",
         "dlock.setholds",
     ];
     for cmd in PUBLIC.into_iter().chain(internal) {
