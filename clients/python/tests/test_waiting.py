@@ -192,3 +192,18 @@ def test_a_weighted_lease_holds_all_of_its_permits(server, locker):
     assert one.release() and again.release()
     with pytest.raises(dlock.InvalidRequest):
         locker.lock("pool", limit=4, permits=5)
+
+
+def test_resize_grows_a_held_semaphore(server, locker):
+    take = lambda: locker.lock("pool", ttl=30, limit=2).acquire(blocking=False)  # noqa: E731
+    a, b = take(), take()
+    assert a is not None and b is not None
+    assert take() is None, "full"
+    assert locker.resize("pool", 3) == 2
+    c = take()
+    assert c is not None, "3 of 3, under the old limit"
+    assert locker.resize("free", 3) is None
+    for bad in (0, 1, 2**20 + 1, True, "3"):
+        with pytest.raises(dlock.InvalidRequest):
+            locker.resize("pool", bad)
+    assert a.release() and b.release() and c.release()

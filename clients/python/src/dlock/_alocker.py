@@ -368,6 +368,12 @@ class Locker:
 
         return _queue.decode_position(await self._read(resource, _queue.position_command(resource, token)))
 
+    async def resize(self, resource: Key, n: int) -> Optional[int]:
+        """As :meth:`dlock.Locker.resize`: ``DLOCK.RESIZE``."""
+        from . import _queue
+
+        return _queue.decode_resize(await self._read(resource, _queue.resize_command(resource, n)))
+
     async def waiters(self, resource: Key, *, offset: int = 0, count: int = 10) -> List[Dict[str, Any]]:
         """As :meth:`dlock.Locker.waiters`: ``DLOCK.WAITERS``."""
         from . import _queue

@@ -465,6 +465,19 @@ class Locker:
 
         return _queue.decode_position(self._read(resource, _queue.position_command(resource, token)))
 
+    def resize(self, resource: Key, n: int) -> Optional[int]:
+        """Sets the limit of the semaphore ``resource`` to ``n`` while its
+        permits are held (``DLOCK.RESIZE``): growing it grants the waiters
+        that fit at once, shrinking it keeps every hold and grants nobody
+        until they fit. The previous limit, or None when nothing holds it
+        (nothing changes). The new limit is forgotten with the last permit.
+        ``n`` from 2 to 2^20, else :class:`~dlock.InvalidRequest` before any
+        server is asked. Setting a limit twice leaves what once does, so it
+        is retried through connection errors."""
+        from . import _queue
+
+        return _queue.decode_resize(self._read(resource, _queue.resize_command(resource, n)))
+
     def waiters(self, resource: Key, *, offset: int = 0, count: int = 10) -> List[Dict[str, Any]]:
         """The requests waiting on ``resource`` in the order they are
         served (``DLOCK.WAITERS``), ``count`` (1 to 1000) from position
