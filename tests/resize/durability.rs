@@ -20,7 +20,10 @@ fn populate(c: &mut Connection) {
     fence_of(c, &permit("weighted", "b", 4, &["PERMITS", "2"]));
 }
 
-fn exactly(c: &mut Connection) -> Vec<(Vec<u8>, String, i64, Option<String>, Option<String>)> {
+/// A key as compared: `DUMP`, digest, expiry, limit and resized mark.
+type Exactly = (Vec<u8>, String, i64, Option<String>, Option<String>);
+
+fn exactly(c: &mut Connection) -> Vec<Exactly> {
     KEYS.iter()
         .map(|k| {
             let at: i64 = redis::cmd("PEXPIRETIME").arg(*k).query(c).unwrap();
