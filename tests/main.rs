@@ -43,12 +43,16 @@ mod ops;
 mod position;
 /// `PRIORITY`: who goes first, aged by `dlock.priority-aging-ms`.
 mod priority;
+/// `DLOCK.RESIZE`: a held semaphore's limit changed while permits are held.
+mod resize;
 /// Sessions: one liveness lease for many holds and waits.
 mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.
 mod sets;
 /// `EXTEND ... WANTED`: telling a holder that someone waits.
 mod wanted;
+/// `LIMIT n PERMITS k`: one hold counting as k of a semaphore's permits.
+mod weighted;
 
 static QUIET: Mutex<()> = Mutex::new(());
 

@@ -11,7 +11,7 @@ pub enum Mode {
 }
 
 /// What a request asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Ask<'a> {
     pub token: &'a [u8],
     /// `OWNER owner`; `None`: the token is the owner.
@@ -26,9 +26,16 @@ pub struct Ask<'a> {
     /// `MAXHOLD ms`: the hold may live at most this long from its grant,
     /// across every extend (never with `session`).
     pub max_hold_ms: Option<u64>,
+    /// `PERMITS k` above 1 (with `LIMIT` above 1): one hold that counts as
+    /// k of the semaphore's permits; `None` is one permit.
+    pub permits: Option<u32>,
 }
 
 impl<'a> Ask<'a> {
+    /// How many of a semaphore's permits the hold takes.
+    pub fn permits(&self) -> u32 {
+        self.permits.unwrap_or(1)
+    }
     pub fn owner(&self) -> &'a [u8] {
         self.owner.unwrap_or(self.token)
     }

@@ -56,6 +56,14 @@ pub enum Error {
     SharedSemaphore,
     /// `OWNER` with `LIMIT` above 1: each permit is its own owner.
     OwnerSemaphore,
+    /// `PERMITS` without `LIMIT` above 1.
+    PermitsNeedLimit,
+    /// `PERMITS k` with k not from 1 to the request's `LIMIT`.
+    PermitsRange,
+    /// A same-token `ACQUIRE` naming another `PERMITS` than its hold's.
+    PermitsMismatch,
+    /// `DLOCK.RESIZE` of a resource held but not as a semaphore.
+    ResizeNotSemaphore,
     /// A set names one resource twice.
     DuplicateResource,
     /// `MACQUIRE` with a token that holds part of the set, or holds its
@@ -217,6 +225,18 @@ impl fmt::Display for Error {
             Error::OwnerSemaphore => {
                 write!(f, "ERR OWNER cannot be combined with LIMIT above 1")
             }
+            Error::PermitsNeedLimit => write!(f, "ERR PERMITS needs LIMIT above 1"),
+            Error::PermitsRange => {
+                write!(f, "ERR PERMITS must be an integer from 1 to LIMIT")
+            }
+            Error::PermitsMismatch => write!(
+                f,
+                "ERR token already holds this resource with another PERMITS"
+            ),
+            Error::ResizeNotSemaphore => write!(
+                f,
+                "ERR DLOCK.RESIZE applies to a semaphore (LIMIT above 1)"
+            ),
             Error::EmptyOwner => write!(f, "ERR owner must not be empty"),
             Error::DuplicateResource => write!(f, "ERR a set names the same resource twice"),
             Error::SetMismatch => write!(

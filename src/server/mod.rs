@@ -41,6 +41,8 @@ command_entry!(meta_entry => persistence::effects::meta);
 command_entry!(add_hold_entry => persistence::hold_effects::apply_add);
 command_entry!(move_hold_entry => persistence::hold_effects::apply_move);
 command_entry!(drop_hold_entry => persistence::hold_effects::apply_drop);
+command_entry!(set_limit_entry => persistence::hold_effects::apply_set_limit);
+command_entry!(resize_entry => commands::lock::resize);
 command_entry!(set_holds_entry => persistence::hold_effects::apply_set);
 command_entry!(session_open_entry => commands::session::open);
 command_entry!(session_keep_alive_entry => commands::session::keep_alive);
@@ -83,6 +85,14 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         true,
     )?;
     register(ctx, c"dlock.release", Some(release_entry), c"write", true)?;
+    // Grows or shrinks a held semaphore; growing grants waiters.
+    register(
+        ctx,
+        c"dlock.resize",
+        Some(resize_entry),
+        c"write deny-oom",
+        true,
+    )?;
     // Not deny-oom: a holder must keep its lease at maxmemory, as PEXPIRE can.
     register(
         ctx,
@@ -187,6 +197,13 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
         ctx,
         persistence::hold_effects::DROPHOLD,
         Some(drop_hold_entry),
+        c"write deny-script",
+        true,
+    )?;
+    register(
+        ctx,
+        persistence::hold_effects::SETLIMIT,
+        Some(set_limit_entry),
         c"write deny-script",
         true,
     )?;

@@ -14,9 +14,10 @@ use common::*;
 use redis::{Connection, Value};
 use std::collections::HashMap;
 
-const PUBLIC: [&str; 4] = [
+const PUBLIC: [&str; 5] = [
     "dlock.acquire",
     "dlock.release",
+    "dlock.resize",
     "dlock.extend",
     "dlock.info",
 ];
@@ -41,6 +42,7 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             ttl,
             ("shared", "pure-token", Some("SHARED"), &["optional"][..]),
             ("n", "integer", Some("LIMIT"), &["optional"][..]),
+            ("k", "integer", Some("PERMITS"), &["optional"][..]),
             ("owner", "string", Some("OWNER"), &["optional"][..]),
             ("timeout_ms", "integer", Some("WAIT"), &["optional"][..]),
             ("id", "string", Some("SESSION"), &["optional"][..]),
@@ -52,6 +54,8 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             token,
             ("waiter_token", "string", Some("TO"), &["optional"][..]),
         ],
+        "dlock.resize" => vec![resource, ("n", "integer", None, &[][..])],
+        "dlock.setlimit" => vec![resource, ("n", "integer", None, &[][..])],
         "dlock.extend" => vec![
             resource,
             token,
@@ -77,6 +81,7 @@ fn expected_args(cmd: &str) -> Vec<ArgDoc> {
             ("last_fence", "integer", None, &[][..]),
             ("bound-or-capped", "oneof", None, &["optional"][..]),
             ("max_hold_ms", "integer", None, &["optional"][..]),
+            ("k", "integer", Some("PERMITS"), &["optional"][..]),
         ],
         "dlock.movehold" => vec![resource, token, ("deadline_ms", "unix-time", None, &[][..])],
         "dlock.drophold" => vec![resource, token],
@@ -105,6 +110,8 @@ fn expected_info(cmd: &str) -> (i64, [i64; 3], Option<&'static [&'static str]>) 
         "dlock.apply" => (-1, [1, 1, 1], Some(&["OW", "update"])),
         "dlock.addhold" | "dlock.movehold" => (-1, [1, 1, 1], Some(&["RW", "update"])),
         "dlock.drophold" => (-1, [1, 1, 1], Some(&["RW", "delete"])),
+        "dlock.setlimit" => (-1, [1, 1, 1], Some(&["RW", "update"])),
+        "dlock.resize" => (3, [1, 1, 1], Some(&["RW", "access", "update"])),
         "dlock.setholds" => (-1, [1, 1, 1], Some(&["OW", "update"])),
         "dlock.meta" => (-1, [0, 0, 0], None),
         other => panic!("no expectation for {other}"),
@@ -244,6 +251,7 @@ fn internal_commands_are_documented_as_internal() {
         "dlock.addhold",
         "dlock.movehold",
         "dlock.drophold",
+        "dlock.setlimit",
         "dlock.setholds",
     ];
     for cmd in internal {
@@ -297,6 +305,7 @@ fn command_info_shows_arity_and_key_spec_flags() {
         "dlock.addhold",
         "dlock.movehold",
         "dlock.drophold",
+        "dlock.setlimit",
         "dlock.setholds",
     ];
     for cmd in PUBLIC.into_iter().chain(internal) {

@@ -27,6 +27,15 @@ def test_a_passed_budget_is_never_revived():
     assert budget_over(True, 10.0, 0.0) is True, "a lost lease stays lost"
 
 
+def test_permits_are_sent_only_above_one_and_checked_against_the_limit():
+    weighted = Spec(["r"], limit=4, permits=3)
+    assert weighted.acquire_cmd("t", None) == ("DLOCK.ACQUIRE", "r", "t", 30000, "LIMIT", 4, "PERMITS", 3)
+    assert "PERMITS" not in Spec(["r"], limit=4, permits=1).acquire_cmd("t", None)
+    for limit, bad in ((4, 5), (4, 0), (4, 1.5), (4, True), (4, "2"), (None, 2), (1, 1)):
+        with pytest.raises(dlock.InvalidRequest):
+            Spec(["r"], limit=limit, permits=bad)
+
+
 def test_commands_for_single_resources_and_sets():
     s = Spec(["r"], ttl=1.5, limit=1, owner="app")
     assert s.acquire_cmd("t", 200) == ("DLOCK.ACQUIRE", "r", "t", 1500, "LIMIT", 1, "OWNER", "app", "WAIT", 200)

@@ -178,3 +178,32 @@ def test_a_higher_priority_waiter_is_handed_the_lock_first(server, locker):
     assert order == [9, None]
     with pytest.raises(dlock.InvalidRequest):
         locker.lock("res", priority=1001)
+
+
+def test_a_weighted_lease_holds_all_of_its_permits(server, locker):
+    big = locker.lock("pool", ttl=30, limit=4, permits=3).acquire(blocking=False)
+    assert big is not None
+    assert locker.lock("pool", ttl=30, limit=4, permits=2).acquire(blocking=False) is None, "3 + 2 of 4"
+    one = locker.lock("pool", ttl=30, limit=4).acquire(blocking=False)
+    assert one is not None, "3 + 1 of 4"
+    assert big.release()
+    again = locker.lock("pool", ttl=30, limit=4, permits=3).acquire(blocking=False)
+    assert again is not None, "all 3 given back"
+    assert one.release() and again.release()
+    with pytest.raises(dlock.InvalidRequest):
+        locker.lock("pool", limit=4, permits=5)
+
+
+def test_resize_grows_a_held_semaphore(server, locker):
+    take = lambda: locker.lock("pool", ttl=30, limit=2).acquire(blocking=False)  # noqa: E731
+    a, b = take(), take()
+    assert a is not None and b is not None
+    assert take() is None, "full"
+    assert locker.resize("pool", 3) == 2
+    c = take()
+    assert c is not None, "3 of 3, under the old limit"
+    assert locker.resize("free", 3) is None
+    for bad in (0, 1, 2**20 + 1, True, "3"):
+        with pytest.raises(dlock.InvalidRequest):
+            locker.resize("pool", bad)
+    assert a.release() and b.release() and c.release()

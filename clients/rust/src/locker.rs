@@ -289,6 +289,21 @@ impl Locker {
         crate::queue::waiters_reply(self.read(resource, &cmd)?)
     }
 
+    /// Sets the limit of the semaphore `resource` to `n` while its permits
+    /// are held (`DLOCK.RESIZE`; docs/commands/dlock.resize.md): growing
+    /// it grants the waiters that fit at once, shrinking it keeps every
+    /// hold and grants nobody until they fit. `Ok(Some(previous))`, or
+    /// `Ok(None)` when nothing holds it (nothing changes: the next
+    /// request's limit sets it). The new limit is forgotten with the last
+    /// permit. `n` from 2 to [`crate::MAX_LIMIT`], else
+    /// [`crate::Error::Invalid`] before any server is asked. Setting a
+    /// limit twice leaves what once does, so it is retried through
+    /// connection errors as [`Locker::position`].
+    pub fn resize(&self, resource: &str, n: u32) -> Result<Option<u32>> {
+        let cmd = crate::queue::resize_cmd(resource, n)?;
+        crate::queue::resize_reply(self.read(resource, &cmd)?)
+    }
+
     /// Runs the read-only `cmd` on `resource`'s server.
     fn read(&self, resource: &str, cmd: &redis::Cmd) -> Result<Value> {
         let call = crate::guarded::Call::check(self.settings.retry_for);

@@ -64,6 +64,33 @@ pub(crate) fn position_reply(v: Value) -> Result<Option<u64>> {
     }
 }
 
+/// `DLOCK.RESIZE resource n`, `n` from 2 to [`crate::MAX_LIMIT`].
+pub(crate) fn resize_cmd(resource: &str, n: u32) -> Result<Cmd> {
+    resource_arg(resource)?;
+    if !(2..=crate::MAX_LIMIT).contains(&n) {
+        return Err(Error::Invalid(format!(
+            "a resize takes a limit from 2 to {}, not {n}",
+            crate::MAX_LIMIT
+        )));
+    }
+    let mut cmd = redis::cmd("DLOCK.RESIZE");
+    cmd.arg(resource).arg(n);
+    Ok(cmd)
+}
+
+/// The previous limit, or `None` when nothing held the resource.
+pub(crate) fn resize_reply(v: Value) -> Result<Option<u32>> {
+    match v {
+        Value::Nil => Ok(None),
+        Value::Int(n) => u32::try_from(n)
+            .map(Some)
+            .map_err(|_| Error::Server(format!("unexpected DLOCK.RESIZE reply {n}"))),
+        other => Err(Error::Server(format!(
+            "unexpected DLOCK.RESIZE reply {other:?}"
+        ))),
+    }
+}
+
 /// `DLOCK.WAITERS resource OFFSET offset COUNT count`.
 pub(crate) fn waiters_cmd(resource: &str, offset: u64, count: usize) -> Result<Cmd> {
     resource_arg(resource)?;

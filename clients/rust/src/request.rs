@@ -29,6 +29,8 @@ pub(crate) struct Spec {
     /// The ttl asked for; `ttl` is the lease, which a cap may shorten.
     pub asked_ttl: Duration,
     pub priority: Option<u16>,
+    /// `PERMITS k`: the hold counts as k of the semaphore's permits.
+    pub permits: Option<u32>,
 }
 
 impl Spec {
@@ -43,6 +45,7 @@ impl Spec {
             max_hold: None,
             asked_ttl: Duration::from_secs(30),
             priority: None,
+            permits: None,
         }
     }
 
@@ -99,6 +102,15 @@ impl Spec {
         if self.owner.as_deref() == Some("") {
             return invalid("owner must not be empty");
         }
+        if let Some(k) = self.permits {
+            let n = self.limit.filter(|n| *n > 1);
+            let Some(n) = n else {
+                return invalid("permits needs a limit above 1");
+            };
+            if !(1..=n).contains(&k) {
+                return invalid("permits must be from 1 to the limit");
+            }
+        }
         if self.priority.is_some_and(|p| p > MAX_PRIORITY) {
             return invalid("priority must be at most 1000, the server's maximum");
         }
@@ -151,6 +163,10 @@ impl Spec {
         }
         if let Some(l) = self.limit {
             c.arg("LIMIT").arg(l);
+        }
+        // One permit is what the server grants without PERMITS.
+        if let Some(k) = self.permits.filter(|k| *k > 1) {
+            c.arg("PERMITS").arg(k);
         }
         if let Some(o) = &self.owner {
             c.arg("OWNER").arg(o);
@@ -236,6 +252,16 @@ macro_rules! lock_options {
             /// servers only `1`).
             pub fn limit(mut self, n: u32) -> Self {
                 self.spec.limit = Some(n);
+                self
+            }
+            /// With [`Self::limit`] `n` above 1: the hold counts as `k` of
+            /// the `n` permits (`PERMITS`; docs/lock-kinds.md#weighted-permits),
+            /// granted all at once or not at all, renewed and released as
+            /// one. `k` from 1 (the default) to `n`; otherwise the acquire
+            /// fails with [`crate::Error::Invalid`] before any server is
+            /// asked.
+            pub fn permits(mut self, k: u32) -> Self {
+                self.spec.permits = Some(k);
                 self
             }
             /// Where the request stands in the servers' queues: 0 (the
@@ -336,6 +362,15 @@ mod tests {
         let ranked = args(&s.acquire_cmd("t", Some(200)));
         assert_eq!(ranked[ranked.len() - 4..], ["WAIT", "200", "PRIORITY", "7"]);
         s.priority = None;
+        s.permits = Some(2);
+        let weighted = args(&s.acquire_cmd("t", None));
+        assert_eq!(weighted[4..8], ["LIMIT", "3", "PERMITS", "2"]);
+        s.permits = Some(1);
+        assert!(
+            !args(&s.acquire_cmd("t", None)).contains(&"PERMITS".to_string()),
+            "one permit is sent as none"
+        );
+        s.permits = None;
         // WAIT 0 would wait forever: a wait used up is a plain try.
         assert!(!args(&s.acquire_cmd("t", Some(0))).contains(&"WAIT".to_string()));
         let mut set = Spec::new(vec!["{o}a".into(), "{o}b".into()]);
@@ -386,6 +421,19 @@ mod tests {
         bad(&|s| {
             s.resources.push("b".into());
             s.owner = Some("o".into())
+        });
+        bad(&|s| s.permits = Some(2));
+        bad(&|s| {
+            s.limit = Some(1);
+            s.permits = Some(1)
+        });
+        bad(&|s| {
+            s.limit = Some(3);
+            s.permits = Some(4)
+        });
+        bad(&|s| {
+            s.limit = Some(3);
+            s.permits = Some(0)
         });
         bad(&|s| s.priority = Some(1001));
         bad(&|s| s.priority = Some(u16::MAX));

@@ -19,6 +19,7 @@ fn hold<'a>(
         deadline_ms,
         session,
         cap: None,
+        permits: 1,
     }
 }
 

@@ -133,7 +133,7 @@ pub fn admit_reserved<'x>(
                 for m in &q.members {
                     if let Some(s) = after.get_mut(*m) {
                         let a = &q.ask;
-                        s.add(a.token, a.owner(), a.mode, fence, a.limit());
+                        s.add(a.token, a.owner(), a.mode, fence, (a.limit(), a.permits()));
                     }
                 }
             }
@@ -198,6 +198,7 @@ mod tests {
             ttl_ms: 10,
             session: None,
             max_hold_ms: None,
+            permits: None,
         }
     }
 

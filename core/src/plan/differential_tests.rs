@@ -32,6 +32,7 @@ fn alphabet() -> Vec<Ask<'static>> {
                         ttl_ms: 1000,
                         session: None,
                         max_hold_ms: None,
+                        permits: None,
                     });
                 }
             }
@@ -93,6 +94,7 @@ fn a_plain_lock_is_decided_alike_inline_and_indexed() {
             ttl_ms: 1000,
             session: None,
             max_hold_ms: None,
+            permits: None,
         }]) {
             for queued in [false, true] {
                 let decide = |s: Summary<'_>| {

@@ -118,6 +118,9 @@ pub enum Command<'a> {
         fence: u64,
         members: usize,
     },
+    /// `DLOCK.RESIZE`: a held semaphore's limit becomes `limit`; the queue
+    /// is then served under it.
+    Resize { limit: u32, members: usize },
 }
 
 /// What a step finds on one of its own resources when it opens it.
@@ -135,7 +138,7 @@ impl<'a> Command<'a> {
     /// The token the command names (none when it only serves the queues).
     pub fn token(&self) -> &'a [u8] {
         match self {
-            Command::Settle => b"",
+            Command::Settle | Command::Resize { .. } => b"",
             Command::Acquire { ask, .. } => ask.token,
             Command::Release { token, .. }
             | Command::Extend { token, .. }
@@ -152,7 +155,8 @@ impl<'a> Command<'a> {
             Command::Acquire { members, .. }
             | Command::Release { members, .. }
             | Command::Extend { members, .. }
-            | Command::Revoke { members, .. } => *members = n,
+            | Command::Revoke { members, .. }
+            | Command::Resize { members, .. } => *members = n,
         }
         command
     }
@@ -171,7 +175,7 @@ impl<'a> Command<'a> {
     /// nothing.
     pub fn serves_queue(&self, found: Found) -> bool {
         match self {
-            Command::Settle | Command::Revoke { .. } => true,
+            Command::Settle | Command::Revoke { .. } | Command::Resize { .. } => true,
             Command::Acquire { .. } => found.freed,
             Command::Release { .. } => found.pruned || found.held_by_token,
             Command::Extend { .. } => found.pruned,
@@ -184,7 +188,8 @@ impl<'a> Command<'a> {
             Command::Acquire { members, .. }
             | Command::Release { members, .. }
             | Command::Extend { members, .. }
-            | Command::Revoke { members, .. } => *members,
+            | Command::Revoke { members, .. }
+            | Command::Resize { members, .. } => *members,
         }
     }
 }

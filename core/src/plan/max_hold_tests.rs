@@ -17,6 +17,7 @@ fn ask(token: &'static str, ttl_ms: u64, max_hold_ms: Option<u64>) -> Ask<'stati
         ttl_ms,
         session: None,
         max_hold_ms,
+        permits: None,
     }
 }
 

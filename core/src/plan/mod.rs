@@ -59,6 +59,11 @@ fn plan_served(step: &Step<'_, '_>, clock: &FenceClock) -> Result<Plan, Error> {
         // deadline must stay within the hold's cap.
         within_caps(step, n, ask.token, ask.ttl_ms)?;
     }
+    if let (Command::Resize { .. }, Some(m)) = (&step.command, step.members.first()) {
+        if !m.holds.is_empty() && m.holds.limit < 2 {
+            return Err(Error::ResizeNotSemaphore);
+        }
+    }
     if let Command::Extend { token, ttl_ms, .. } = &step.command {
         // A session's keep-alive keeps its holds: no member moves.
         let bound = |m: &Member<'_>| m.holds.hold_of(token).is_some_and(|h| h.session.is_some());
@@ -257,6 +262,12 @@ fn precheck(
 ) -> Result<(), Error> {
     let admission = if n == 1 {
         let m = members.first().ok_or(Error::Internal("no resource"))?;
+        // A new request's PERMITS within a resized limit (without a resize
+        // the limits must match, and the parser held k to its own).
+        let held = &m.holds;
+        if held.resized && ask.permits() > held.limit && held.hold_of(ask.token).is_none() {
+            return Err(Error::PermitsRange);
+        }
         match m.holds.admit(ask, m.has_waiters)? {
             Admission::Busy => None,
             a => Some(a),
@@ -287,6 +298,22 @@ fn command_change<'x>(step: &Step<'x, '_>, n: usize, plan: &mut Plan, after: &mu
     let mut count = 0;
     match step.command {
         Command::Settle | Command::Acquire { .. } => return,
+        Command::Resize { limit, .. } => {
+            // Nothing holds it: nothing changes, the next LIMIT sets it.
+            let held = step
+                .members
+                .first()
+                .map(|m| m.holds)
+                .filter(|h| !h.is_empty());
+            plan.outcome = Outcome::Count(held.map_or(0, |h| h.limit as usize));
+            if held.is_some() {
+                plan.ops.push((0, Op::SetLimit(limit)));
+                if let Some(s) = after.first_mut() {
+                    s.set_limit(limit);
+                }
+            }
+            return;
+        }
         Command::Release { token, .. } => {
             for (i, m) in members {
                 if m.holds.hold_of(token).is_some() {

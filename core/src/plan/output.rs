@@ -21,6 +21,9 @@ pub enum Op {
     Move { who: Who, ttl_ms: u64 },
     /// The command token's hold ends.
     Drop,
+    /// `DLOCK.RESIZE`: the limit becomes this, the holds marked resized
+    /// (before any grant of the same step).
+    SetLimit(u32),
 }
 
 /// A keyspace event on one resource.

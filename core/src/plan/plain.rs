@@ -395,6 +395,7 @@ pub fn set(members: &[Member<'_>], token: &[u8]) -> Result<Set, Error> {
         ttl_ms: 0,
         session: None,
         max_hold_ms: None,
+        permits: None,
     };
     // Every member first: one the fast path cannot read is the general
     // path's, wherever it is.

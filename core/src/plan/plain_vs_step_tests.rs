@@ -50,6 +50,7 @@ fn ask(token: &'static [u8]) -> Ask<'static> {
         ttl_ms: 100,
         session: None,
         max_hold_ms: None,
+        permits: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Properties of the planner, over random runs: sequences of steps on three
 //! resources, drawn by a fixed-seed xorshift generator from a small
-//! alphabet (tokens a..d, `OWNER` o1/o2, `SHARED`, `LIMIT` 2/3, sets of two
+//! alphabet (tokens a..d, `OWNER` o1/o2, `SHARED`, `LIMIT` 2/3 with
+//! `PERMITS` 1 to 3 on `LIMIT` 3, sets of two
 //! or three resources, `WAIT`, release, extend, revoke, settle, a waiter
 //! giving up, the quarantine, an evicted lease, time passing). The test
 //! keeps what the server keeps: each resource's holds (pruned before every
@@ -8,7 +9,7 @@
 //! plan out as the module's `server/execute/step.rs` does and checks after every step:
 //!
 //! 1. every resource's holds are consistent (`Holds::is_consistent`),
-//!    within their limit, an exclusive hold of a lock beside holds of its
+//!    within their limit (a semaphore's holds' permits summed), an exclusive hold of a lock beside holds of its
 //!    own owner only, every new hold of the resource's limit;
 //! 2. fences only rise: the clock never goes back, a fence new to its
 //!    owner on a resource is above every fence drawn before (and within
@@ -161,6 +162,10 @@ enum Cmd {
     Leave {
         at: usize,
     },
+    /// `DLOCK.RESIZE` of the one resource.
+    Resize {
+        limit: u32,
+    },
 }
 
 /// One step as drawn: plain data, so a failing run can be replayed and
@@ -193,6 +198,9 @@ fn ask_text(ask: &Ask<'_>) -> String {
     if let Some(l) = ask.limit {
         s += &format!(" LIMIT {l}");
     }
+    if let Some(k) = ask.permits {
+        s += &format!(" PERMITS {k}");
+    }
     s
 }
 
@@ -213,6 +221,7 @@ impl fmt::Display for Spec {
         let on = &self.resources;
         match &self.cmd {
             Cmd::Settle => write!(f, "SETTLE {on:?}"),
+            Cmd::Resize { limit } => write!(f, "RESIZE {on:?} {limit}"),
             Cmd::Acquire {
                 ask,
                 priority,
@@ -294,7 +303,7 @@ struct Input {
 
 fn command_token(command: &Command<'static>) -> &'static [u8] {
     match command {
-        Command::Settle => b"",
+        Command::Settle | Command::Resize { .. } => b"",
         Command::Acquire { ask, .. } => ask.token,
         Command::Release { token, .. }
         | Command::Extend { token, .. }
@@ -352,6 +361,7 @@ fn prepare(model: &mut Model, spec: &Spec) -> Input {
             members: n,
             to: None,
         },
+        Cmd::Resize { limit } => Command::Resize { limit, members: n },
         Cmd::Extend { token, ttl_ms } => Command::Extend {
             token,
             ttl_ms,
@@ -463,6 +473,7 @@ fn apply(before: &Model, input: &Input, plan: &Plan) -> Model {
             continue;
         };
         match *op {
+            Op::SetLimit(limit) => holds.set_limit(limit),
             Op::Add { who, fence } => {
                 if let Some(ask) = ask_of(who) {
                     holds.add(&ask, fence, now_ms + ask.ttl_ms, 0);
@@ -516,11 +527,13 @@ fn apply(before: &Model, input: &Input, plan: &Plan) -> Model {
     after
 }
 
-/// A refused step: only an acquire (its own request's error) or a fence
-/// clock at its end may refuse one; nothing of it is carried out.
+/// A refused step: only an acquire (its own request's error), a resize of
+/// what is no semaphore or a fence clock at its end may refuse one; nothing of it is carried out.
 fn check_refusal(input: &Input, err: &Error) -> Result<(), String> {
     match input.command {
         Command::Acquire { .. } => Ok(()),
+        // A resize of what is no semaphore, before anything is decided.
+        Command::Resize { .. } if *err == Error::ResizeNotSemaphore => Ok(()),
         _ if *err == Error::FenceExhausted => Ok(()),
         ref c => Err(format!(
             "invariant 4: {c:?} refused with {err:?}: only an acquire or an exhausted \
@@ -599,6 +612,16 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
             Command::Release { .. } | Command::Extend { .. } | Command::Revoke { .. },
             Outcome::Count(c),
         ) => c == counted,
+        // The previous limit of what holds it, or nothing (0) when nothing
+        // does.
+        (Command::Resize { .. }, Outcome::Count(c)) => {
+            let before = held_before(0);
+            c == if before.is_empty() {
+                0
+            } else {
+                before.limit as usize
+            }
+        }
         _ => false,
     };
     if !fits {
@@ -665,6 +688,12 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
             ));
         }
         let (who, value) = match op {
+            Op::SetLimit(_) => {
+                if !matches!(input.command, Command::Resize { .. }) || m != 0 {
+                    return Err(format!("invariant 5: {}", at("a limit set by no resize")));
+                }
+                continue;
+            }
             Op::Drop => {
                 let ends = matches!(
                     input.command,
@@ -733,6 +762,8 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
                     return Err(format!("invariant 5: {}", at("not a retry's hold")));
                 }
             }
+            // Taken before (`continue`).
+            Op::SetLimit(_) => {}
             Op::Add { fence: added, .. } => {
                 if who == Who::Command && matches!(outcome, Outcome::Granted { refresh: true, .. })
                 {
@@ -769,7 +800,12 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
         if !h.is_consistent() {
             return Err(format!("invariant 1: r{r}'s holds are inconsistent"));
         }
-        if h.limit > 1 && h.len() > h.limit as usize {
+        // A resize down leaves holds past the limit; nobody new joins them.
+        let added = plan
+            .ops
+            .iter()
+            .any(|(m, op)| input.order.get(*m) == Some(&r) && matches!(op, Op::Add { .. }));
+        if h.limit > 1 && (!h.resized || added) && h.used_permits() > u64::from(h.limit) {
             return Err(format!(
                 "invariant 1: r{r} holds past its limit {}",
                 h.limit
@@ -792,8 +828,10 @@ fn check(before: &Model, input: &Input, plan: &Plan, after: &Model) -> Result<()
             Who::Command => command_ask(&input.command),
             Who::Queued(i) => input.waiting.get(*i).map(|w| w.ask),
         };
-        let limit = after.holds[input.order[*m]].limit;
-        if ask.is_some_and(|a| a.limit() != limit) {
+        let held = &after.holds[input.order[*m]];
+        let limit = held.limit;
+        let joins = |a: Ask<'_>| a.limit() == limit || (held.resized && a.limit() > 1 && limit > 1);
+        if ask.is_some_and(|a| !joins(a)) {
             return Err(format!(
                 "invariant 1: a hold of LIMIT {:?} added to r{} of limit {limit}",
                 ask.map(|a| a.limit),
@@ -992,6 +1030,8 @@ struct Tally {
     quarantined: usize,
     /// Grants that passed a waiting request (their owners held).
     passes: usize,
+    /// Queued requests granted several permits at once (`PERMITS`).
+    weighted_handoffs: usize,
 }
 
 impl Tally {
@@ -1003,6 +1043,7 @@ impl Tally {
         self.joint_handoffs += o.joint_handoffs;
         self.queued_refusals += o.queued_refusals;
         self.grants += o.grants;
+        self.weighted_handoffs += o.weighted_handoffs;
         self.refreshes += o.refreshes;
         self.waits += o.waits;
         self.busy += o.busy;
@@ -1053,6 +1094,11 @@ fn step(model: &mut Model, spec: &Spec, plant: Plant, tally: &mut Tally) -> Resu
         .filter(|(i, _)| input.waiting[*i].members.len() > 1)
         .count();
     tally.joint_handoffs += usize::from(plan.granted.len() > 1);
+    tally.weighted_handoffs += plan
+        .granted
+        .iter()
+        .filter(|(i, _)| input.waiting[*i].ask.permits.is_some())
+        .count();
     tally.queued_refusals += plan.refused.len();
     tally.kept_queues += usize::from(input.reserved.iter().any(|r| *r));
     tally.quarantined += usize::from(input.quarantined_ms > 0);
@@ -1140,6 +1186,7 @@ fn draw(rng: &mut Rng, model: &Model) -> Spec {
                 ttl_ms: rng.pick(&TTLS),
                 session: None,
                 max_hold_ms: None,
+                permits: None,
             };
             if rng.one_in(3) {
                 ask.mode = Mode::Shared;
@@ -1152,6 +1199,11 @@ fn draw(rng: &mut Rng, model: &Model) -> Spec {
                     2 => {
                         ask.limit = Some(rng.pick(&[2, 3]));
                         ask.mode = Mode::Exclusive;
+                        // A weighted request takes 1 to 3 of LIMIT 3's
+                        // permits at once (`PERMITS 1` is none).
+                        if ask.limit == Some(3) {
+                            ask.permits = Some(rng.pick(&[1, 2, 3])).filter(|k| *k > 1);
+                        }
                     }
                     _ => {}
                 }
@@ -1175,6 +1227,9 @@ fn draw(rng: &mut Rng, model: &Model) -> Spec {
         15 => Cmd::Revoke {
             token,
             held: !rng.one_in(4),
+        },
+        17 if size == 1 => Cmd::Resize {
+            limit: rng.pick(&[2, 3, 4]),
         },
         16 | 17 => Cmd::Settle,
         _ if model.queue.is_empty() => Cmd::Settle,
@@ -1302,6 +1357,7 @@ fn random_steps_keep_every_invariant() {
         ("quarantined steps planned", total.quarantined, 7_000),
         ("refused steps", total.refused_steps, 10_000),
         ("grants past a waiting request", total.passes, 600),
+        ("weighted handoffs", total.weighted_handoffs, 50),
     ];
     for (what, seen, floor) in floors {
         assert!(
@@ -1429,6 +1485,7 @@ fn handoff() -> (Model, Input, Plan) {
         ttl_ms: 1_000,
         session: None,
         max_hold_ms: None,
+        permits: None,
     };
     model.holds[0].add(&x, 5, START_US / 1000 + 1_000, 0);
     model.owner_of_fence.insert(5, b"x");
@@ -1560,6 +1617,7 @@ fn the_checker_catches_a_nil_answer_that_holds() {
         ttl_ms: 1_000,
         session: None,
         max_hold_ms: None,
+        permits: None,
     };
     model.holds[2].add(&x, 5, START_US / 1000 + 1_000, 0);
     let spec = Spec {

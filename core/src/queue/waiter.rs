@@ -16,6 +16,8 @@ pub struct Wants {
     pub session: Option<Box<[u8]>>,
     /// `MAXHOLD ms`: the grant's hold is capped that long from the grant.
     pub max_hold_ms: Option<u64>,
+    /// `PERMITS k` above 1: the grant's hold counts as k permits.
+    pub permits: Option<u32>,
 }
 
 impl Wants {
@@ -26,6 +28,7 @@ impl Wants {
             owner: ask.owner.map(Into::into),
             session: ask.session.map(Into::into),
             max_hold_ms: ask.max_hold_ms,
+            permits: ask.permits,
         }
     }
 
@@ -73,6 +76,7 @@ impl<H> Waiter<H> {
             ttl_ms: self.ttl_ms,
             session: self.wants.session.as_deref(),
             max_hold_ms: self.wants.max_hold_ms,
+            permits: self.wants.permits,
         }
     }
 

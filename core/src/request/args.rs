@@ -75,6 +75,9 @@ pub struct Acquire<'a> {
     /// `PRIORITY p` (0 to `MAX_PRIORITY`, higher first; `None`: 0): where
     /// it waits, aged with its wait (`crate::queue::Rank`).
     pub priority: Option<u16>,
+    /// `PERMITS k` above 1 (only with `LIMIT` above 1, k up to it): one
+    /// hold counting as k permits (`PERMITS 1` is `None`).
+    pub permits: Option<u32>,
 }
 
 impl<'a> Acquire<'a> {
@@ -110,6 +113,7 @@ impl<'a> Acquire<'a> {
             ttl_ms: self.ttl_ms,
             session: self.session,
             max_hold_ms: self.max_hold_ms,
+            permits: self.permits,
         }
     }
 }
@@ -168,9 +172,10 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
         owner: None,
         session: None,
         max_hold_ms: None,
+        permits: None,
         priority: None,
     };
-    let (mut shared, mut limit) = (false, None);
+    let (mut shared, mut limit, mut permits) = (false, None, None);
     let mut rest = options;
     // Anything unknown, repeated or missing its value is refused rather than
     // silently ignored.
@@ -201,6 +206,10 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
                 req.max_hold_ms = Some(parse_max_hold(value)?);
                 tail
             }
+            [value, tail @ ..] if is(b"PERMITS") && permits.is_none() => {
+                permits = Some(parse_permits(value)?);
+                tail
+            }
             [value, tail @ ..] if is(b"PRIORITY") && req.priority.is_none() => {
                 req.priority = Some(parse_priority(value)?);
                 tail
@@ -221,6 +230,14 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
     if req.limit.is_some() && req.owner.is_some() {
         return Err(Error::OwnerSemaphore);
     }
+    if let Some(k) = permits {
+        let n = req.limit.ok_or(Error::PermitsNeedLimit)?;
+        if k > n {
+            return Err(Error::PermitsRange);
+        }
+    }
+    // `PERMITS 1` is one permit, as without it.
+    req.permits = permits.filter(|k| *k > 1);
     Ok(req)
 }
 
@@ -272,6 +289,15 @@ fn parse_limit(raw: &[u8]) -> Result<u32, Error> {
             min: 1,
             max: MAX_LIMIT as u64,
         })
+}
+
+/// `PERMITS k`: at least 1 (its upper bound, `LIMIT`, is checked once
+/// every option is read).
+fn parse_permits(raw: &[u8]) -> Result<u32, Error> {
+    parse_u64(raw)
+        .filter(|k| (1..=u64::from(MAX_LIMIT)).contains(k))
+        .map(|k| k as u32)
+        .ok_or(Error::PermitsRange)
 }
 
 /// Owners are opaque bytes, like tokens; `max_token` applies to new holds.
@@ -493,3 +519,18 @@ pub fn parse_u64(raw: &[u8]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests;
+
+/// `DLOCK.RESIZE resource n`: the new limit, from 2 to `MAX_LIMIT`.
+pub fn resize(argv: &[&[u8]]) -> Result<u32, Error> {
+    let [_, _, n] = argv else {
+        return Err(Error::WrongArity);
+    };
+    parse_u64(n)
+        .filter(|n| (2..=u64::from(MAX_LIMIT)).contains(n))
+        .map(|n| n as u32)
+        .ok_or(Error::InvalidInteger {
+            arg: "n",
+            min: 2,
+            max: MAX_LIMIT as u64,
+        })
+}

@@ -102,6 +102,7 @@ pub fn acquire<'a>(argv: &[&'a [u8]], limits: &Limits) -> Result<Acquire<'a>, Er
         owner: None,
         session: None,
         max_hold_ms: None,
+        permits: None,
         priority: None,
     };
     let mut rest = options;

@@ -70,6 +70,18 @@ pub trait Indexed: std::fmt::Debug {
     fn max_hold_of(&self, _token: &[u8]) -> Option<u64> {
         None
     }
+    /// The permits the holds take together (`PERMITS`).
+    fn used(&self) -> u64 {
+        self.holds() as u64
+    }
+    /// The permits `token`'s hold counts as (1 when it holds none).
+    fn permits_of(&self, _token: &[u8]) -> u32 {
+        1
+    }
+    /// Whether `DLOCK.RESIZE` set the limit (any limit above 1 joins).
+    fn resized(&self) -> bool {
+        false
+    }
 }
 
 /// One owner's holds.
@@ -111,11 +123,19 @@ pub type Held<'x> = (Mode, &'x [u8], u64);
 pub struct Summary<'x> {
     limit: u32,
     len: usize,
+    /// The permits the holds take together (`len`, unless a hold counts
+    /// as several).
+    used: u64,
+    /// The limit was set by `DLOCK.RESIZE` (see `Holds::resized`).
+    resized: bool,
     base: Option<&'x dyn Indexed>,
     /// The only hold of a resource read without `base` while it has one.
     one: Option<Entry<'x>>,
     /// Holds granted (`Some`) or ended (`None`) in this step.
     tokens: HashMap<&'x [u8], Option<Held<'x>>>,
+    /// The permits of the holds granted in this step that count as more
+    /// than one.
+    weights: HashMap<&'x [u8], u32>,
     /// Owners whose holds this step changed: what they hold now.
     owners: HashMap<&'x [u8], Option<Owner>>,
     /// Owners with at least one exclusive hold.
@@ -129,9 +149,12 @@ impl<'x> Summary<'x> {
         Summary {
             limit,
             len: 0,
+            used: 0,
+            resized: false,
             base: None,
             one: None,
             tokens: HashMap::new(),
+            weights: HashMap::new(),
             owners: HashMap::new(),
             exclusive_owners: 0,
         }
@@ -143,6 +166,8 @@ impl<'x> Summary<'x> {
         Summary {
             limit: holds.limit(),
             len: holds.holds(),
+            used: holds.used(),
+            resized: holds.resized(),
             base: Some(holds),
             exclusive_owners: holds.exclusive_owners(),
             ..Summary::new(holds.limit())
@@ -155,16 +180,29 @@ impl<'x> Summary<'x> {
     pub fn of_plain(lease: Option<LeaseRef<'x>>) -> Self {
         let mut s = Summary::new(1);
         if let Some(l) = lease {
-            s.add(l.token(), l.token(), Mode::Exclusive, l.fence(), 1);
+            s.add(l.token(), l.token(), Mode::Exclusive, l.fence(), (1, 1));
         }
         s
     }
 
-    /// A hold granted (or present).
+    /// A hold granted (or present), under `(limit, permits)`: the limit
+    /// it asked for and the permits it counts as.
     #[inline]
-    pub fn add(&mut self, token: &'x [u8], owner: &'x [u8], mode: Mode, fence: u64, limit: u32) {
+    pub fn add(
+        &mut self,
+        token: &'x [u8],
+        owner: &'x [u8],
+        mode: Mode,
+        fence: u64,
+        (limit, permits): (u32, u32),
+    ) {
         if self.len == 0 {
             self.limit = limit;
+            self.resized = false;
+        }
+        self.used += u64::from(permits);
+        if permits > 1 {
+            self.weights.insert(token, permits);
         }
         let entry = Entry {
             token,
@@ -212,6 +250,24 @@ impl<'x> Summary<'x> {
             .insert(e.token, Some((e.mode, e.owner, e.fence)));
     }
 
+    /// `DLOCK.RESIZE` in this step: the limit becomes `limit`, marked
+    /// resized.
+    pub fn set_limit(&mut self, limit: u32) {
+        self.limit = limit;
+        self.resized = true;
+    }
+
+    /// The limit of the holds (the request's own once none is left).
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Whether a request asking `limit` is under the same limit as the
+    /// holds: the same number, or any above 1 on a resized semaphore.
+    fn same_limit(&self, limit: u32) -> bool {
+        self.limit == limit || (self.resized && limit > 1 && self.limit > 1)
+    }
+
     /// `token`'s hold ended in this step.
     #[inline]
     pub fn remove(&mut self, token: &'x [u8]) {
@@ -233,6 +289,8 @@ impl<'x> Summary<'x> {
         if exclusive > 0 && after.is_none_or(|o| o.exclusive == 0) {
             self.exclusive_owners = self.exclusive_owners.saturating_sub(1);
         }
+        self.used = self.used.saturating_sub(u64::from(self.permits_of(token)));
+        self.weights.remove(token);
         self.owners.insert(owner, after);
         self.tokens.insert(token, None);
         self.len = self.len.saturating_sub(1);
@@ -265,6 +323,19 @@ impl<'x> Summary<'x> {
             return false;
         }
         self.base.and_then(|b| b.max_hold_of(token)) != max_hold
+    }
+
+    /// The permits `token`'s hold counts as (1 when it holds none): a
+    /// hold granted in this step by its request's `PERMITS`, a stored one
+    /// by its own.
+    fn permits_of(&self, token: &[u8]) -> u32 {
+        if let Some(k) = self.weights.get(token) {
+            return *k;
+        }
+        if self.one.is_some() || self.tokens.contains_key(token) {
+            return 1;
+        }
+        self.base.map_or(1, |b| b.permits_of(token))
     }
 
     fn token(&self, token: &[u8]) -> Option<Held<'x>> {
@@ -342,6 +413,7 @@ impl<'x> Summary<'x> {
             || ask.mode != Mode::Exclusive
             || ask.session.is_some()
             || ask.max_hold_ms.is_some()
+            || ask.permits.is_some()
         {
             return None;
         }
@@ -372,13 +444,15 @@ impl<'x> Summary<'x> {
         let owner = ask.owner.unwrap_or(ask.token);
         if let Some((mode, held_by, fence)) = self.token(ask.token) {
             // The same token: a retry only if everything matches.
-            let same = mode == ask.mode && held_by == owner && self.limit == limit;
+            let same = mode == ask.mode && held_by == owner && self.same_limit(limit);
             return if !same {
                 Err(Error::TokenInUse)
             } else if self.session_differs(ask.token, ask.session) {
                 Err(Error::SessionMismatch)
             } else if self.max_hold_differs(ask.token, ask.max_hold_ms) {
                 Err(Error::MaxHoldMismatch)
+            } else if self.permits_of(ask.token) != ask.permits() {
+                Err(Error::PermitsMismatch)
             } else {
                 Ok(Admission::Retry { fence })
             };
@@ -386,15 +460,21 @@ impl<'x> Summary<'x> {
         if limit > 1 && ask.mode == Mode::Shared {
             return Err(Error::SharedSemaphore);
         }
-        if self.len > 0 && self.limit != limit {
+        if self.len > 0 && !self.same_limit(limit) {
             return Err(Error::LimitMismatch { limit: self.limit });
         }
         let me = self.owner(owner);
         let mine = me.map_or(0, |o| o.holds);
         let my_exclusive = me.map_or(0, |o| o.exclusive);
         let fits = match (ask.mode, limit) {
-            // A semaphore: any owner's permits count.
-            (_, n) if n > 1 => self.len < n as usize,
+            // A semaphore: every hold's permits count, and a request
+            // fits only with all of its own (never some now, the rest
+            // later).
+            // Against the holds' limit, which a resize may have set.
+            (_, n) if n > 1 => {
+                let n = if self.len > 0 { self.limit } else { n };
+                self.used + u64::from(ask.permits()) <= u64::from(n)
+            }
             (Mode::Exclusive, _) => self.len == mine,
             (Mode::Shared, _) => self.exclusive_owners == usize::from(my_exclusive > 0),
         };

@@ -9,9 +9,12 @@
 //!   `session` for a hold bound to one, whose deadline is then ignored;
 //!   `MAXHOLD` for a capped hold: its cap, absolute unix ms, and the
 //!   `MAXHOLD` it was granted with; written only for a capped hold, so a
-//!   release without caps reads every other effect)
+//!   release without caps reads every other effect), then `PERMITS k` for
+//!   a hold counting as k > 1 of a semaphore's permits (written only then)
 //! - `DLOCK.MOVEHOLD key token deadline_ms`
 //! - `DLOCK.DROPHOLD key token`
+//! - `DLOCK.SETLIMIT key n`: `DLOCK.RESIZE`'s new limit (the holds marked
+//!   resized), before the grants it made
 //! - `DLOCK.SETHOLDS key value last_fence`: a whole value in the multi-hold
 //!   layout (`layout.rs`), as an AOF rewrite writes it (one effect per key,
 //!   so replaying a rewritten AOF is linear in the holds)
@@ -28,9 +31,21 @@ use crate::Error;
 /// One change to one hold, as the master made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    Add { hold: Hold, limit: u32 },
-    Move { token: Box<[u8]>, deadline_ms: u64 },
-    Drop { token: Box<[u8]> },
+    Add {
+        hold: Hold,
+        limit: u32,
+    },
+    Move {
+        token: Box<[u8]>,
+        deadline_ms: u64,
+    },
+    Drop {
+        token: Box<[u8]>,
+    },
+    /// `DLOCK.RESIZE`: the limit set, the holds marked resized.
+    Limit {
+        limit: u32,
+    },
 }
 
 impl Change {
@@ -40,6 +55,7 @@ impl Change {
             Change::Add { hold, limit } => {
                 if holds.is_empty() {
                     holds.limit = *limit;
+                    holds.resized = false;
                 }
                 holds.put(hold.clone());
             }
@@ -49,6 +65,7 @@ impl Change {
             Change::Drop { token } => {
                 holds.release(token);
             }
+            Change::Limit { limit } => holds.set_limit(*limit),
         }
     }
 }
@@ -63,6 +80,17 @@ pub fn mode_name(mode: Mode) -> &'static [u8] {
 /// An added hold: `key token owner fence mode limit deadline_ms last_fence`.
 /// Returns the change and the sender's fence high-water mark.
 pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
+    // `PERMITS k` goes last, after whatever else the hold has (its
+    // keyword never stands where a session, a last fence or a cap is).
+    let (argv, permits) = match argv {
+        [head @ .., keyword, k] if argv.len() >= 11 && keyword.eq_ignore_ascii_case(b"PERMITS") => {
+            let k = parse_u64(k)
+                .filter(|k| (2..=u64::from(MAX_LIMIT)).contains(k))
+                .ok_or(Error::BadEffect("permits"))?;
+            (head, k as u32)
+        }
+        _ => (argv, 1),
+    };
     let (argv, session, cap) = match argv {
         [head @ .., session] if argv.len() == 10 => (head, Some(bytes(session, "session")?), None),
         [head @ .., keyword, at, ms] if argv.len() == 12 => {
@@ -91,6 +119,7 @@ pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
         deadline_ms: parse_deadline(deadline)?,
         session: session.map(Into::into),
         cap,
+        permits,
     };
     // No hold outlives its cap, whatever the effect says.
     let hold = Hold {
@@ -102,6 +131,9 @@ pub fn parse_add(argv: &[&[u8]]) -> Result<(Change, u64), Error> {
         .ok_or(Error::BadEffect("limit"))? as u32;
     if limit > 1 && (hold.mode == Mode::Shared || hold.owner != hold.token) {
         return Err(Error::BadEffect("semaphore hold"));
+    }
+    if permits > limit {
+        return Err(Error::BadEffect("permits"));
     }
     let last = parse_fence(last).ok_or(Error::BadEffect("last_fence"))?;
     let mark = last.max(hold.fence);
@@ -130,6 +162,17 @@ pub fn parse_set(argv: &[&[u8]]) -> Result<(Holds, u64), Error> {
     let last = parse_fence(last).ok_or(Error::BadEffect("last_fence"))?;
     let mark = last.max(holds.max_fence());
     Ok((holds, mark))
+}
+
+/// A resized limit: `key n`, n from 2 to `MAX_LIMIT`.
+pub fn parse_limit(argv: &[&[u8]]) -> Result<Change, Error> {
+    let [_, _, n] = argv else {
+        return Err(Error::WrongArity);
+    };
+    let limit = parse_u64(n)
+        .filter(|n| (2..=u64::from(MAX_LIMIT)).contains(n))
+        .ok_or(Error::BadEffect("limit"))? as u32;
+    Ok(Change::Limit { limit })
 }
 
 /// A moved deadline: `key token deadline_ms`.
@@ -243,6 +286,7 @@ mod tests {
             deadline_ms: 1000,
             session: None,
             cap: None,
+            permits: 1,
         });
         let bytes = crate::resource::layout::encode(&h);
         let argv: Vec<&[u8]> = vec![b"X", b"k", &bytes, b"3"];

@@ -39,6 +39,9 @@ pub struct Hold {
     pub session: Option<Box<[u8]>>,
     /// `MAXHOLD`: the latest it may ever end (never with `session`).
     pub cap: Option<Cap>,
+    /// How many of a semaphore's permits the hold counts as (`PERMITS`; 1
+    /// for every other hold).
+    pub permits: u32,
 }
 
 impl Hold {
@@ -58,6 +61,7 @@ pub struct HoldRef<'h> {
     pub deadline_ms: u64,
     pub session: Option<&'h [u8]>,
     pub cap: Option<Cap>,
+    pub permits: u32,
 }
 
 impl HoldRef<'_> {
@@ -75,6 +79,7 @@ impl HoldRef<'_> {
             deadline_ms: self.deadline_ms,
             session: self.session.map(Into::into),
             cap: self.cap,
+            permits: self.permits,
         }
     }
 }
@@ -117,12 +122,16 @@ const SHARED_BIT: u64 = 1 << 63;
 const NAMED_BIT: u64 = 1 << 62;
 const BOUND_BIT: u64 = 1 << 61;
 const CAPPED_BIT: u64 = 1 << 60;
-const SEQ_BITS: u64 = CAPPED_BIT - 1;
+const WEIGHTED_BIT: u64 = 1 << 59;
+const SEQ_BITS: u64 = WEIGHTED_BIT - 1;
 
 impl Held {
     fn new(fence: u64, mode: Mode, deadline_ms: u64, seq: u64, extras: Extras) -> Self {
-        let (named, bound, capped) = extras;
+        let (named, bound, capped, weighted) = extras;
         let mut bits = seq & SEQ_BITS;
+        if weighted {
+            bits |= WEIGHTED_BIT;
+        }
         if bound {
             bits |= BOUND_BIT;
         }
@@ -160,13 +169,17 @@ impl Held {
     fn is_capped(&self) -> bool {
         self.bits & CAPPED_BIT != 0
     }
+    fn is_weighted(&self) -> bool {
+        self.bits & WEIGHTED_BIT != 0
+    }
 }
 
-/// Whether a hold has a named owner, a session, a cap.
-type Extras = (bool, bool, bool);
+/// Whether a hold has a named owner, a session, a cap, permits above 1.
+type Extras = (bool, bool, bool, bool);
 
-/// What a hold may have beside its token: a named owner, a session, a cap.
-type Beside = (Option<Bytes>, Option<Bytes>, Option<Cap>);
+/// What a hold may have beside its token: a named owner, a session, a cap,
+/// its permits (1 for most).
+type Beside = (Option<Bytes>, Option<Bytes>, Option<Cap>, u32);
 
 /// The holds of one resource, indexed so that every operation on one hold
 /// costs O(log n) in their number: by token, by deadline (pruning, the
@@ -178,6 +191,10 @@ type Beside = (Option<Bytes>, Option<Bytes>, Option<Cap>);
 pub struct Holds {
     /// How many holds may coexist (1 for plain and read-write locks).
     pub limit: u32,
+    /// The limit was set by `DLOCK.RESIZE` while permits were held: any
+    /// request with a limit above 1 joins, and holds past a lowered limit
+    /// stay. Forgotten with the last hold.
+    pub resized: bool,
     by_token: HashMap<Bytes, Held>,
     /// token -> its named owner, for the holds that have one.
     owner_of: HashMap<Bytes, Bytes>,
@@ -185,6 +202,12 @@ pub struct Holds {
     session_of: HashMap<Bytes, Bytes>,
     /// token -> its cap, for the holds granted with `MAXHOLD` (rare too).
     cap_of: HashMap<Bytes, Cap>,
+    /// token -> its permits, for the holds that count as more than one
+    /// (`PERMITS`, rare too).
+    permits_of: HashMap<Bytes, u32>,
+    /// The permits the holds count as together (`len` unless some hold
+    /// has `PERMITS` above 1).
+    used_permits: u64,
     /// (deadline, grant order) -> token: ordered by integers alone, so a
     /// search among holds ending in the same millisecond never reads a
     /// token.
@@ -211,7 +234,10 @@ pub struct Holds {
 /// Equal when they hold the same holds in the same grant order.
 impl PartialEq for Holds {
     fn eq(&self, other: &Self) -> bool {
-        self.limit == other.limit && self.len() == other.len() && self.iter().eq(other.iter())
+        self.limit == other.limit
+            && self.resized == other.resized
+            && self.len() == other.len()
+            && self.iter().eq(other.iter())
     }
 }
 
@@ -237,6 +263,17 @@ impl Holds {
 
     pub fn len(&self) -> usize {
         self.by_token.len()
+    }
+
+    /// The permits the holds take together: their number, unless some
+    /// hold counts as several (`PERMITS`).
+    pub fn used_permits(&self) -> u64 {
+        self.used_permits
+    }
+
+    /// Whether some hold counts as more than one permit.
+    pub fn is_weighted(&self) -> bool {
+        !self.permits_of.is_empty()
     }
 
     /// Every owner that holds (a token is its own owner), among the
@@ -275,7 +312,7 @@ impl Holds {
         let session = hold.session.map(Bytes::from);
         self.insert_at(
             token,
-            (owner, session, hold.cap),
+            (owner, session, hold.cap, hold.permits),
             hold.fence,
             hold.mode,
             hold.deadline_ms,
@@ -287,7 +324,7 @@ impl Holds {
     fn insert_at(
         &mut self,
         token: Bytes,
-        (owner, session, cap): Beside,
+        (owner, session, cap, permits): Beside,
         fence: u64,
         mode: Mode,
         deadline_ms: u64,
@@ -313,13 +350,24 @@ impl Holds {
         self.next_seq = self.next_seq.max(seq + 1);
         self.top_fence = self.top_fence.max(fence);
         self.marks ^= hold_mark(&token, fence, mode);
+        // A hold counts as one permit at least (a decoder refuses 0).
+        let permits = permits.max(1);
+        self.used_permits += u64::from(permits);
         let held = Held::new(
             fence,
             mode,
             deadline_ms,
             seq,
-            (owner.is_some(), session.is_some(), cap.is_some()),
+            (
+                owner.is_some(),
+                session.is_some(),
+                cap.is_some(),
+                permits > 1,
+            ),
         );
+        if permits > 1 {
+            self.permits_of.insert(token.clone(), permits);
+        }
         if let Some(c) = cap {
             self.cap_of.insert(token.clone(), c);
         }
@@ -360,6 +408,12 @@ impl Holds {
         } else {
             None
         };
+        let permits = if held.is_weighted() {
+            self.permits_of.remove(&token).unwrap_or(1)
+        } else {
+            1
+        };
+        self.used_permits = self.used_permits.saturating_sub(u64::from(permits));
         if let Some(o) = &owner {
             if let Some(e) = self.named.get_mut(o) {
                 e.holds -= 1;
@@ -381,6 +435,7 @@ impl Holds {
             deadline_ms: held.deadline_ms,
             session: session.map(|s| Box::from(&*s)),
             cap,
+            permits,
         };
         Some((hold, held.seq()))
     }
@@ -395,7 +450,7 @@ impl Holds {
         let session = hold.session.map(Bytes::from);
         self.insert_at(
             token,
-            (owner, session, hold.cap),
+            (owner, session, hold.cap, hold.permits),
             hold.fence,
             hold.mode,
             hold.deadline_ms,
@@ -421,6 +476,11 @@ impl Holds {
         } else {
             None
         };
+        let permits = if h.is_weighted() {
+            self.permits_of.get(token).copied().unwrap_or(1)
+        } else {
+            1
+        };
         HoldRef {
             token,
             owner,
@@ -429,6 +489,7 @@ impl Holds {
             deadline_ms: h.deadline_ms,
             session,
             cap,
+            permits,
         }
     }
 }

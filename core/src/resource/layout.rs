@@ -5,14 +5,24 @@
 //! cleanly, so a release that knows only plain locks never misreads it.
 //!
 //! ```text
-//! [0; 8]  marker          u8 layout version (1)
+//! [0; 8]  marker          u8 layout version (1 to 4)
+//! [layout 4: u8 flags]
 //! u32 limit               u32 count of holds
 //! count x { u64 fence, u64 deadline_ms, u8 mode (0 exclusive, 1 shared),
 //!           u32 token length, token, u32 owner length (0: the token), owner
-//!           [layout 2 and 3: u32 session length (0: none), session,
-//!                            u64 ends_by]
-//!           [layout 3: u64 cap_ms, u64 max_hold_ms (both 0: no cap)] }
+//!           [layout 2 and 3, layout 4 with flag bit 0:
+//!                u32 session length (0: none), session, u64 ends_by]
+//!           [layout 3, layout 4 with flag bit 1:
+//!                u64 cap_ms, u64 max_hold_ms (both 0: no cap)]
+//!           [layout 4 with flag bit 2: u32 permits (1 to limit)] }
 //! ```
+//! Layout 4's flags say which optional fields every hold has, in bit
+//! order: bit 0 the session fields, bit 1 the cap fields, bit 2 the
+//! permits (`PERMITS`); bit 3 marks the value resized (`DLOCK.RESIZE`: its
+//! holds may pass its limit); any other bit is refused. Layout 4 is
+//! written only when a hold counts as more than one permit or the value
+//! was resized, so every other value keeps the layout an older release
+//! reads.
 //! Little-endian throughout. Layout 2 is written only when a hold is bound
 //! to a session, layout 3 only when a hold is capped (`MAXHOLD`), so a
 //! value without either stays readable by a release that knows only
@@ -31,6 +41,12 @@ const MARKER: [u8; 8] = [0; 8];
 const LAYOUT_VERSION: u8 = 1;
 const LAYOUT_WITH_SESSIONS: u8 = 2;
 const LAYOUT_WITH_CAPS: u8 = 3;
+const LAYOUT_WITH_FLAGS: u8 = 4;
+const FLAG_SESSIONS: u8 = 1 << 0;
+const FLAG_CAPS: u8 = 1 << 1;
+const FLAG_PERMITS: u8 = 1 << 2;
+const FLAG_RESIZED: u8 = 1 << 3;
+const KNOWN_FLAGS: u8 = FLAG_SESSIONS | FLAG_CAPS | FLAG_PERMITS | FLAG_RESIZED;
 /// The smallest hold on disk: fence, deadline, mode, two lengths, one token byte.
 const MIN_HOLD: usize = 8 + 8 + 1 + 4 + 1 + 4;
 
@@ -47,7 +63,16 @@ pub fn encode(holds: &Holds) -> Vec<u8> {
 /// of its session (`None`: its own deadline).
 pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64>) -> Vec<u8> {
     let capped = holds.iter().any(|h| h.cap.is_some());
-    let bound = capped || holds.iter().any(|h| h.session.is_some());
+    let with_session = holds.iter().any(|h| h.session.is_some());
+    let weighted = holds.is_weighted();
+    let flagged = weighted || holds.resized;
+    // Layouts 1-3 as before while nothing needs layout 4; in layout 3 a
+    // capped value carries the session fields too.
+    let bound = with_session || (capped && !flagged);
+    let flags = (if bound { FLAG_SESSIONS } else { 0 })
+        | (if capped { FLAG_CAPS } else { 0 })
+        | (if weighted { FLAG_PERMITS } else { 0 })
+        | (if holds.resized { FLAG_RESIZED } else { 0 });
     let size: usize = holds
         .iter()
         .map(|h| {
@@ -60,15 +85,21 @@ pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64
                     0
                 }
                 + if capped { 16 } else { 0 }
+                + if weighted { 4 } else { 0 }
         })
         .sum();
-    let mut out = Vec::with_capacity(8 + 1 + 4 + 4 + size);
+    let mut out = Vec::with_capacity(8 + 2 + 4 + 4 + size);
     out.extend_from_slice(&MARKER);
-    out.push(match (capped, bound) {
-        (true, _) => LAYOUT_WITH_CAPS,
-        (false, true) => LAYOUT_WITH_SESSIONS,
-        (false, false) => LAYOUT_VERSION,
-    });
+    if flagged {
+        out.push(LAYOUT_WITH_FLAGS);
+        out.push(flags);
+    } else {
+        out.push(match (capped, bound) {
+            (true, _) => LAYOUT_WITH_CAPS,
+            (false, true) => LAYOUT_WITH_SESSIONS,
+            (false, false) => LAYOUT_VERSION,
+        });
+    }
     out.extend_from_slice(&holds.limit.to_le_bytes());
     out.extend_from_slice(&(holds.len() as u32).to_le_bytes());
     for h in holds.iter() {
@@ -100,6 +131,9 @@ pub fn encode_with(holds: &Holds, session_deadline: impl Fn(&[u8]) -> Option<u64
             out.extend_from_slice(&at.to_le_bytes());
             out.extend_from_slice(&ms.to_le_bytes());
         }
+        if weighted {
+            out.extend_from_slice(&h.permits.to_le_bytes());
+        }
     }
     out
 }
@@ -127,12 +161,20 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
     if r.take(8)? != MARKER {
         return Err(DecodeError::Layout("no multi-hold marker"));
     }
-    let (with_sessions, with_caps) = match r.u8()? {
-        LAYOUT_VERSION => (false, false),
-        LAYOUT_WITH_SESSIONS => (true, false),
-        LAYOUT_WITH_CAPS => (true, true),
+    let flags = match r.u8()? {
+        LAYOUT_VERSION => 0,
+        LAYOUT_WITH_SESSIONS => FLAG_SESSIONS,
+        LAYOUT_WITH_CAPS => FLAG_SESSIONS | FLAG_CAPS,
+        LAYOUT_WITH_FLAGS => match r.u8()? {
+            f if f & !KNOWN_FLAGS == 0 => f,
+            _ => return Err(DecodeError::Layout("unknown multi-hold layout flags")),
+        },
         _ => return Err(DecodeError::Layout("unknown multi-hold layout version")),
     };
+    let with_sessions = flags & FLAG_SESSIONS != 0;
+    let with_caps = flags & FLAG_CAPS != 0;
+    let with_permits = flags & FLAG_PERMITS != 0;
+    let resized = flags & FLAG_RESIZED != 0;
     let limit = r.u32()?;
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(DecodeError::Layout("limit out of range"));
@@ -142,7 +184,11 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
     if count == 0 || count > r.0.len() / MIN_HOLD {
         return Err(DecodeError::Layout("hold count out of range"));
     }
+    if resized && limit < 2 {
+        return Err(DecodeError::Layout("a resized value that is no semaphore"));
+    }
     let mut holds = Holds::new(limit);
+    holds.resized = resized;
     for _ in 0..count {
         let fence = r.u64()?;
         if fence == 0 || fence > MAX_FENCE {
@@ -172,6 +218,10 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
             return Err(DecodeError::Layout("deadline out of range"));
         }
         let cap = if with_caps { read_cap(&mut r)? } else { None };
+        let permits = if with_permits { r.u32()? } else { 1 };
+        if !(1..=limit).contains(&permits) {
+            return Err(DecodeError::Layout("permits out of range"));
+        }
         if cap.is_some() && !session.is_empty() {
             return Err(DecodeError::Layout("a cap on a session's hold"));
         }
@@ -190,6 +240,7 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
             deadline_ms,
             session,
             cap,
+            permits,
         });
         if !fresh {
             return Err(DecodeError::Layout("holds that exclude each other"));
@@ -198,7 +249,10 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
     if !r.0.is_empty() {
         return Err(DecodeError::Layout("trailing bytes"));
     }
-    if limit > 1 && (holds.len() > limit as usize || holds.iter().any(|h| h.mode == Mode::Shared)) {
+    if limit > 1
+        && ((!resized && holds.used_permits() > u64::from(limit))
+            || holds.iter().any(|h| h.mode == Mode::Shared))
+    {
         return Err(DecodeError::Layout("semaphore holds out of range"));
     }
     // Bytes that decode but describe holds no command could make (two
@@ -272,6 +326,7 @@ mod tests {
             deadline_ms: 1_700_000_000_000,
             session: None,
             cap: None,
+            permits: 1,
         }
     }
 

@@ -158,6 +158,7 @@ mod tests {
             owner: None,
             session: None,
             max_hold_ms: None,
+            permits: None,
             priority: None,
         }
     }

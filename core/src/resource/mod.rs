@@ -7,3 +7,5 @@ pub mod changes;
 pub mod holds;
 pub mod layout;
 pub mod lease;
+#[cfg(test)]
+mod weighted_tests;

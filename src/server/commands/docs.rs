@@ -189,11 +189,11 @@ const ARGS: Arg = Arg {
     ..arg(c"arg", Kind::String)
 };
 
-static DOCS: [Doc; 31] = [
+static DOCS: [Doc; 33] = [
     Doc {
         name: c"dlock.acquire",
-        summary: c"Acquires a hold (exclusive, SHARED, one of LIMIT n permits, reentrant under \
-OWNER) and returns its fencing token, or nil while others hold the resource. With WAIT, blocks \
+        summary: c"Acquires a hold (exclusive, SHARED, one or PERMITS k of LIMIT n permits, \
+reentrant under OWNER) and returns its fencing token, or nil while others hold the resource. With WAIT, blocks \
 in queue order (FIFO within a PRIORITY) until granted or until timeout_ms passes.",
         complexity: COMPLEXITY,
         arity: -4,
@@ -206,6 +206,7 @@ in queue order (FIFO within a PRIORITY) until granted or until timeout_ms passes
             arg(c"ttl_ms", Kind::Integer),
             option(c"shared", Kind::PureToken, c"SHARED"),
             option(c"n", Kind::Integer, c"LIMIT"),
+            option(c"k", Kind::Integer, c"PERMITS"),
             option(c"owner", Kind::String, c"OWNER"),
             option(c"timeout_ms", Kind::Integer, c"WAIT"),
             option(c"id", Kind::String, c"SESSION"),
@@ -226,6 +227,16 @@ error changes nothing.",
             arg(c"token", Kind::String),
             option(c"waiter_token", Kind::String, c"TO"),
         ],
+    },
+    Doc {
+        name: c"dlock.resize",
+        summary: c"Sets the limit of a held semaphore to n and returns the previous limit, or nil \
+when nothing holds the resource. Up: waiters are granted in the same command; down: holds stay, \
+and nobody is granted until the holds fit.",
+        complexity: COMPLEXITY,
+        arity: 3,
+        keys: Keys::One(RW | ACCESS | UPDATE),
+        args: &[RESOURCE, arg(c"n", Kind::Integer)],
     },
     Doc {
         name: c"dlock.extend",
@@ -553,6 +564,8 @@ the order they were granted, and the cursor to continue after.",
                 ],
             )),
             optional(arg(c"max_hold_ms", Kind::Integer)),
+            // A hold counting as k > 1 of a semaphore's permits.
+            option(c"k", Kind::Integer, c"PERMITS"),
         ],
     },
     Doc {
@@ -570,6 +583,14 @@ the order they were granted, and the cursor to continue after.",
         arity: 0,
         keys: Keys::One(RW | DELETE),
         args: &[RESOURCE, TOKEN],
+    },
+    Doc {
+        name: hold_effects::SETLIMIT,
+        summary: INTERNAL,
+        complexity: COMPLEXITY,
+        arity: 0,
+        keys: Keys::One(RW | UPDATE),
+        args: &[RESOURCE, arg(c"n", Kind::Integer)],
     },
     Doc {
         name: hold_effects::SETHOLDS,

@@ -82,6 +82,7 @@ fn holds(ctx: Ctx, argv: &Argv, proof: Proof<'_>) -> Result<bool, Error> {
                 deadline_ms: NEVER,
                 session: None,
                 cap: None,
+                permits: 1,
             };
             let live = !is_revoked(hold.token, hold.fence);
             Ok(guard::holder(

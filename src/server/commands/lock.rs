@@ -155,6 +155,23 @@ pub fn extend_key(
     Ok(run_step(ctx, name, &extend, None, now_us)? != Outcome::Count(0))
 }
 
+/// `DLOCK.RESIZE resource n` -> the previous limit of a held semaphore,
+/// now `n`, or nil when nothing holds it. Growing it grants the queued
+/// requests that fit now, in this command.
+pub fn resize(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    let limit = args::resize(argv.bytes())?;
+    refuse_on_replica(ctx)?;
+    let name = argv.key()?;
+    revoke::before_command(ctx, [name])?;
+    // WRONGTYPE before anything is decided.
+    LockKey::open_write(ctx, name)?.stored()?;
+    let resize = Command::Resize { limit, members: 1 };
+    match run_step(ctx, name, &resize, None, now_us())? {
+        Outcome::Count(previous) if previous > 0 => ctx.reply_integer(previous as i64),
+        _ => ctx.reply_null(),
+    }
+}
+
 /// One step of `command` on `name` (see `step`).
 fn run_step(
     ctx: Ctx,

@@ -56,6 +56,8 @@ enum Undo {
     Restore(Hold, u64),
     /// A hold's deadline moved from this one.
     Deadline(Box<[u8]>, u64),
+    /// The limit was this, resized or not (`DLOCK.RESIZE`).
+    Limit(u32, bool),
 }
 
 impl Work {
@@ -211,6 +213,15 @@ impl Work {
         });
     }
 
+    /// `DLOCK.RESIZE`: the limit becomes `limit`, the holds marked
+    /// resized.
+    pub fn set_limit(&mut self, limit: u32) {
+        self.undo
+            .push(Undo::Limit(self.holds.limit, self.holds.resized));
+        self.holds.set_limit(limit);
+        self.changes.push(Change::Limit { limit });
+    }
+
     pub fn drop_hold(&mut self, token: &[u8]) -> bool {
         let Some((hold, seq)) = self.holds.take(token) else {
             return false;
@@ -288,6 +299,10 @@ impl Work {
                 Undo::Restore(hold, seq) => self.holds.restore(hold, seq),
                 Undo::Deadline(token, old) => {
                     self.holds.set_deadline(&token, old);
+                }
+                Undo::Limit(limit, resized) => {
+                    self.holds.limit = limit;
+                    self.holds.resized = resized;
                 }
             }
         }

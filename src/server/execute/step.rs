@@ -262,6 +262,7 @@ fn execute(
             Op::Drop => {
                 member.work.drop_hold(command.token());
             }
+            Op::SetLimit(limit) => member.work.set_limit(limit),
             Op::Move { who, ttl_ms } => member.work.move_deadline(token_of(who), ttl_ms),
             Op::Add { who, fence } => {
                 let ask = match (who, command) {
@@ -376,5 +377,6 @@ fn ask_of<'a>(token: &'a [u8], wants: &'a Wants, ttl_ms: u64) -> Ask<'a> {
         ttl_ms,
         session: wants.session.as_deref(),
         max_hold_ms: wants.max_hold_ms,
+        permits: wants.permits,
     }
 }

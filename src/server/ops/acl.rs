@@ -16,9 +16,10 @@ pub const CATEGORY: &CStr = c"dlock";
 /// fit them (a module command has none unless it says so, so `-@write`
 /// would not stop a grant). The internal effect commands are left out: they
 /// are refused from clients whatever the ACL says.
-const COMMANDS: [(&CStr, &CStr); 22] = [
+const COMMANDS: [(&CStr, &CStr); 23] = [
     (c"dlock.acquire", c"write dlock"),
     (c"dlock.release", c"write dlock"),
+    (c"dlock.resize", c"write dlock"),
     (c"dlock.extend", c"write fast dlock"),
     (c"dlock.info", c"read fast dlock"),
     // Its inner commands are checked against the caller's ACL each.

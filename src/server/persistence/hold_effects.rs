@@ -25,6 +25,18 @@ pub const ADDHOLD: &CStr = c"DLOCK.ADDHOLD";
 pub const MOVEHOLD: &CStr = c"DLOCK.MOVEHOLD";
 pub const DROPHOLD: &CStr = c"DLOCK.DROPHOLD";
 pub const SETHOLDS: &CStr = c"DLOCK.SETHOLDS";
+pub const SETLIMIT: &CStr = c"DLOCK.SETLIMIT";
+
+/// `DLOCK.ADDHOLD`'s formats by how many optional arguments follow the
+/// fixed ones (`emit`).
+const ADDHOLD_FORMATS: [&CStr; 6] = [
+    c"sbbbbbbb",
+    c"sbbbbbbbb",
+    c"sbbbbbbbbb",
+    c"sbbbbbbbbbb",
+    c"sbbbbbbbbbbb",
+    c"sbbbbbbbbbbbb",
+];
 
 /// Propagates `changes`, which turned holds that were plain (or none:
 /// `was_plain`) into `after`.
@@ -72,23 +84,31 @@ fn emit(ctx: Ctx, name: *mut raw::RedisModuleString, change: &Change) -> Result<
             let d = Decimal::new(hold.deadline_ms);
             let m = Decimal::new(state::last_fence().max(hold.fence));
             let mode = mode_name(hold.mode);
-            // A bound hold's session goes last, or a capped hold's
-            // `MAXHOLD cap_ms max_hold_ms` (never both); without either the
-            // format stops before them (C ignores unread variadic pairs).
-            let session: &[u8] = hold.session.as_deref().unwrap_or_default();
+            // A bound hold's session goes after the fixed arguments, or a
+            // capped hold's `MAXHOLD cap_ms max_hold_ms` (never both), then
+            // `PERMITS k` for a hold counting as k > 1 permits; each only
+            // when used, so the format stops before what is unused (C
+            // ignores unread variadic pairs).
             let (cap_at, cap_ms) = hold.cap.map_or((0, 0), |c| (c.at_ms, c.ms));
             let (cap_at, cap_ms) = (Decimal::new(cap_at), Decimal::new(cap_ms));
-            let (extra, extra2, extra3): (&[u8], &[u8], &[u8]) = match hold.cap {
-                Some(_) => (b"MAXHOLD", cap_at.as_bytes(), cap_ms.as_bytes()),
-                None => (session, b"", b""),
-            };
-            let format = if hold.cap.is_some() {
-                c"sbbbbbbbbbb"
-            } else if hold.session.is_some() {
-                c"sbbbbbbbb"
-            } else {
-                c"sbbbbbbb"
-            };
+            let k = Decimal::new(u64::from(hold.permits));
+            let mut tail: Vec<&[u8]> = Vec::with_capacity(5);
+            match (&hold.session, hold.cap) {
+                (_, Some(_)) => {
+                    tail.extend([&b"MAXHOLD"[..], cap_at.as_bytes(), cap_ms.as_bytes()])
+                }
+                (Some(session), None) => tail.push(session),
+                (None, None) => {}
+            }
+            if hold.permits > 1 {
+                tail.extend([&b"PERMITS"[..], k.as_bytes()]);
+            }
+            let format = ADDHOLD_FORMATS
+                .get(tail.len())
+                .ok_or(Error::Internal("ADDHOLD arguments"))?;
+            tail.resize(5, b"");
+            let [t0, t1, t2, t3, t4] =
+                <[&[u8]; 5]>::try_from(tail).map_err(|_| Error::Internal("ADDHOLD arguments"))?;
             unsafe {
                 replicate(
                     ctx.0,
@@ -109,12 +129,16 @@ fn emit(ctx: Ctx, name: *mut raw::RedisModuleString, change: &Change) -> Result<
                     d.as_bytes().len(),
                     ptr(m.as_bytes()),
                     m.as_bytes().len(),
-                    ptr(extra),
-                    extra.len(),
-                    ptr(extra2),
-                    extra2.len(),
-                    ptr(extra3),
-                    extra3.len(),
+                    ptr(t0),
+                    t0.len(),
+                    ptr(t1),
+                    t1.len(),
+                    ptr(t2),
+                    t2.len(),
+                    ptr(t3),
+                    t3.len(),
+                    ptr(t4),
+                    t4.len(),
                 )
             }
         }
@@ -130,6 +154,19 @@ fn emit(ctx: Ctx, name: *mut raw::RedisModuleString, change: &Change) -> Result<
                     token.len(),
                     ptr(d.as_bytes()),
                     d.as_bytes().len(),
+                )
+            }
+        }
+        Change::Limit { limit } => {
+            let n = Decimal::new(u64::from(*limit));
+            unsafe {
+                replicate(
+                    ctx.0,
+                    SETLIMIT.as_ptr(),
+                    c"sb".as_ptr(),
+                    name,
+                    ptr(n.as_bytes()),
+                    n.as_bytes().len(),
                 )
             }
         }
@@ -155,7 +192,7 @@ fn ptr(b: &[u8]) -> *const c_char {
     b.as_ptr().cast::<c_char>()
 }
 
-/// `DLOCK.ADDHOLD`, `DLOCK.MOVEHOLD`, `DLOCK.DROPHOLD` from the master or
+/// `DLOCK.ADDHOLD`, `DLOCK.MOVEHOLD`, `DLOCK.DROPHOLD`, `DLOCK.SETLIMIT` from the master or
 /// the AOF. Refused from clients, as `DLOCK.APPLY` is.
 pub fn apply_add(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_forged(ctx, "DLOCK.ADDHOLD")?;
@@ -167,6 +204,12 @@ pub fn apply_add(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
 pub fn apply_move(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
     refuse_forged(ctx, "DLOCK.MOVEHOLD")?;
     let change = changes::parse_move(argv.bytes())?;
+    apply(ctx, argv, &change)
+}
+
+pub fn apply_set_limit(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
+    refuse_forged(ctx, "DLOCK.SETLIMIT")?;
+    let change = changes::parse_limit(argv.bytes())?;
     apply(ctx, argv, &change)
 }
 

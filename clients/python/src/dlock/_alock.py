@@ -171,7 +171,7 @@ class Lock:
             task = _calling_task()  # called outside a running loop
         spec = self.spec
         if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, _owner_of(task), _max_hold(spec), spec.priority)
+            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, _owner_of(task), _max_hold(spec), spec.priority, spec.permits)
         given = token or self.token
         if given:
             self._given.reserve(given)

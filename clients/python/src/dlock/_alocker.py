@@ -161,12 +161,13 @@ class Locker:
         max_hold: Optional[Duration] = None,
         on_wanted: Optional[OnWanted] = None,
         priority: Optional[int] = None,
+        permits: Optional[int] = None,
     ) -> "Lock":
         """As :meth:`dlock.Locker.lock`, for ``async with`` and
-        ``await lock.acquire()`` (``max_hold`` and ``priority`` too); ``on_wanted(lease,
+        ``await lock.acquire()`` (``max_hold``, ``priority`` and ``permits`` too); ``on_wanted(lease,
         waiters)`` is called on the event loop after the renewal that saw
         the waiters (a coroutine function's coroutine runs as a task)."""
-        spec = make_spec(resource, ttl, shared, limit, owner, max_hold, priority)
+        spec = make_spec(resource, ttl, shared, limit, owner, max_hold, priority, permits)
         check_token(token)
         w = given_wait(_UNSET if wait is None else wait, blocking_timeout)
         settings = lock_settings(self.settings, retry_for, min_replicas, replicas_timeout)
@@ -373,6 +374,12 @@ class Locker:
         from . import _queue
 
         return _queue.decode_position(await self._read(resource, _queue.position_command(resource, token)))
+
+    async def resize(self, resource: Key, n: int) -> Optional[int]:
+        """As :meth:`dlock.Locker.resize`: ``DLOCK.RESIZE``."""
+        from . import _queue
+
+        return _queue.decode_resize(await self._read(resource, _queue.resize_command(resource, n)))
 
     async def waiters(self, resource: Key, *, offset: int = 0, count: int = 10) -> List[Dict[str, Any]]:
         """As :meth:`dlock.Locker.waiters`: ``DLOCK.WAITERS``."""

@@ -542,7 +542,7 @@ class RedlockLock(Lock):
             task = _calling_task()
         spec = self.spec
         if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, _owner_of(task), _max_hold(spec), spec.priority)
+            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, _owner_of(task), _max_hold(spec), spec.priority, spec.permits)
         rl: Redlock = self.locker  # type: ignore[assignment]
         lease = await rl.acquire_spec(spec, wait_ms, self.settings.retry_for, watchdog, self.on_lost)
         if lease is not None:

@@ -126,7 +126,7 @@ class Lock:
         """One acquisition on the server (the part a Redlock does its own way)."""
         spec = self.spec
         if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner(), _max_hold(spec), spec.priority)
+            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner(), _max_hold(spec), spec.priority, spec.permits)
         given = token or self.token
         tok = given or new_token()
         if given:

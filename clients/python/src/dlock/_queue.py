@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._spec import Key, check_token
+from ._spec import MAX_LIMIT, Key, check_token
 from .errors import InvalidRequest, ServerError
 
 #: The most waiters one ``waiters`` call lists (the server's bound on COUNT).
@@ -27,6 +27,20 @@ def decode_position(v: Any) -> Optional[int]:
     if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
         return v
     raise ServerError(f"unexpected DLOCK.POSITION reply {v!r}")
+
+
+def resize_command(resource: Key, n: int) -> Tuple[Any, ...]:
+    if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_LIMIT:
+        raise InvalidRequest(f"a resize takes a limit from 2 to {MAX_LIMIT}, not {n!r}")
+    return ("DLOCK.RESIZE", resource, n)
+
+
+def decode_resize(v: Any) -> Optional[int]:
+    if v is None:
+        return None
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+        return v
+    raise ServerError(f"unexpected DLOCK.RESIZE reply {v!r}")
 
 
 def waiters_command(resource: Key, offset: int, count: int) -> Tuple[Any, ...]:

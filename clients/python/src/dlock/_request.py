@@ -125,8 +125,9 @@ def make_spec(
     owner: Any,
     max_hold: Optional[Duration] = None,
     priority: Optional[int] = None,
+    permits: Optional[int] = None,
 ) -> Spec:
-    return Spec(resource, ttl, shared, limit, owner, max_hold, priority)
+    return Spec(resource, ttl, shared, limit, owner, max_hold, priority, permits)
 
 
 def one_or_set(resources: Any) -> Union[Key, List[Key]]:

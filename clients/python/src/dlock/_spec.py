@@ -136,7 +136,7 @@ def as_str(k: Key) -> str:
 class Spec:
     """The shape of a lock request (shared by Locker and Redlock)."""
 
-    __slots__ = ("resources", "ttl_ms", "shared", "limit", "owner", "max_hold_ms", "priority", "_route", "_acquire", "_options", "_extend", "_release")
+    __slots__ = ("resources", "ttl_ms", "shared", "limit", "owner", "max_hold_ms", "priority", "permits", "_route", "_acquire", "_options", "_extend", "_release")
 
     def __init__(
         self,
@@ -147,6 +147,7 @@ class Spec:
         owner: Optional[Key] = None,
         max_hold: Optional[Duration] = None,
         priority: Optional[int] = None,
+        permits: Optional[int] = None,
     ) -> None:
         if isinstance(resources, (str, bytes)):
             resources = [resources]
@@ -168,6 +169,8 @@ class Spec:
         self.limit = limit
         self.owner = owner
         self.priority = priority
+        #: ``PERMITS k``: the hold counts as k of the semaphore's permits.
+        self.permits = permits
         self.validate()
         self._shape()
 
@@ -223,6 +226,14 @@ class Spec:
                 raise InvalidRequest("priority must be an integer")
             if not 0 <= p <= MAX_PRIORITY:
                 raise InvalidRequest("priority must be from 0 to 1000")
+        weight = self.permits
+        if weight is not None:
+            if isinstance(weight, bool) or not isinstance(weight, int):
+                raise InvalidRequest("permits must be an integer")
+            if self.limit is None or self.limit < 2:
+                raise InvalidRequest("permits needs a limit above 1")
+            if not 1 <= weight <= self.limit:
+                raise InvalidRequest("permits must be from 1 to the limit")
         if self.is_set() and (self.limit is not None or self.owner is not None):
             raise InvalidRequest("a set of resources takes no limit and no owner")
 
@@ -240,6 +251,9 @@ class Spec:
             opts.append("SHARED")
         if self.limit is not None:
             opts += ["LIMIT", self.limit]
+        # One permit is what the server grants without PERMITS.
+        if self.permits is not None and self.permits > 1:
+            opts += ["PERMITS", self.permits]
         if self.owner is not None:
             opts += ["OWNER", self.owner]
         if self.max_hold_ms is not None:

@@ -197,6 +197,7 @@ class Locker:
         max_hold: Optional[Duration] = None,
         on_wanted: Optional[OnWanted] = None,
         priority: Optional[int] = None,
+        permits: Optional[int] = None,
     ) -> "Lock":
         """A lock on ``resource`` (exclusive unless ``shared``, ``limit`` or
         ``owner`` say otherwise), to use as ``with locker.lock(...) as
@@ -241,8 +242,11 @@ class Locker:
           (the default) to 1000, higher first, FIFO within one priority,
           aged by the server's ``dlock.priority-aging-ms`` so that nobody
           starves (``PRIORITY``).
+        - ``permits``: with ``limit`` n above 1, the lease counts as
+          ``permits`` of the n permits (``PERMITS``), granted all at once
+          or not at all, renewed and released as one; 1 (the default) to n.
         """
-        spec = _spec(resource, ttl, shared, limit, owner, max_hold, priority)
+        spec = _spec(resource, ttl, shared, limit, owner, max_hold, priority, permits)
         return Lock(
             self,
             spec,
@@ -468,6 +472,19 @@ class Locker:
         from . import _queue
 
         return _queue.decode_position(self._read(resource, _queue.position_command(resource, token)))
+
+    def resize(self, resource: Key, n: int) -> Optional[int]:
+        """Sets the limit of the semaphore ``resource`` to ``n`` while its
+        permits are held (``DLOCK.RESIZE``): growing it grants the waiters
+        that fit at once, shrinking it keeps every hold and grants nobody
+        until they fit. The previous limit, or None when nothing holds it
+        (nothing changes). The new limit is forgotten with the last permit.
+        ``n`` from 2 to 2^20, else :class:`~dlock.InvalidRequest` before any
+        server is asked. Setting a limit twice leaves what once does, so it
+        is retried through connection errors."""
+        from . import _queue
+
+        return _queue.decode_resize(self._read(resource, _queue.resize_command(resource, n)))
 
     def waiters(self, resource: Key, *, offset: int = 0, count: int = 10) -> List[Dict[str, Any]]:
         """The requests waiting on ``resource`` in the order they are

@@ -603,6 +603,6 @@ class RedlockLock(Lock):
         attempt takes a fresh one)."""
         spec = self.spec
         if spec.owner is PER_THREAD:
-            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner(), _max_hold(spec), spec.priority)
+            spec = Spec(spec.resources, spec.ttl_ms / 1000, spec.shared, spec.limit, thread_owner(), _max_hold(spec), spec.priority, spec.permits)
         rl: Redlock = self.locker  # type: ignore[assignment]
         return rl.acquire_spec(spec, wait_ms, self.settings.retry_for, watchdog, self.on_lost)

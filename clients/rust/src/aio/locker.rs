@@ -171,6 +171,13 @@ impl Locker {
         crate::guarded::check_reply(v)
     }
 
+    /// [`crate::Locker::resize`], asynchronously.
+    pub async fn resize(&self, resource: &str, n: u32) -> Result<Option<u32>> {
+        let cmd = crate::queue::resize_cmd(resource, n)?;
+        let call = crate::guarded::Call::check(self.inner.retry_for);
+        crate::queue::resize_reply(super::guarded::run(&self.inner, call, &cmd).await?)
+    }
+
     /// Where `token` waits in `resource`'s queue (see the blocking
     /// [`crate::Locker::position`]).
     pub async fn position(&self, resource: &str, token: &str) -> Result<Option<u64>> {

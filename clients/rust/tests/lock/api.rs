@@ -261,3 +261,59 @@ fn a_higher_priority_waiter_is_granted_first() {
     let e = locker.request("res").priority(1001).acquire().unwrap_err();
     assert!(matches!(e, Error::Invalid(_)), "{e}");
 }
+
+/// `.permits(k)`: one guard holding k of a semaphore's permits, given back
+/// whole on release; k out of range is refused before the server is asked.
+#[test]
+fn a_weighted_guard_holds_all_of_its_permits() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url()).unwrap();
+    let request = |k: u32| locker.request("pool").ttl(30 * SEC).limit(4).permits(k);
+    let big = request(3)
+        .acquire()
+        .unwrap()
+        .expect("free: granted at once");
+    assert!(
+        request(2).acquire().unwrap().is_none(),
+        "3 + 2 of 4: none now"
+    );
+    let one = request(1).acquire().unwrap().expect("3 + 1 of 4");
+    assert!(big.release().unwrap());
+    let again = request(3).acquire().unwrap().expect("all 3 given back");
+    assert!(one.release().unwrap() && again.release().unwrap());
+    for (limit, k) in [(4, 5), (4, 0), (1, 1)] {
+        let e = locker
+            .request("pool")
+            .limit(limit)
+            .permits(k)
+            .acquire()
+            .unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{limit} {k}: {e}");
+    }
+    let e = locker.request("pool").permits(2).acquire().unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "no limit: {e}");
+}
+
+/// `resize`: growing a held semaphore lets one more permit in, the
+/// previous limit back; nothing held answers `None`; a limit out of range
+/// is refused before the server is asked.
+#[test]
+fn resize_grows_a_held_semaphore() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url()).unwrap();
+    let request = || locker.request("pool").ttl(30 * SEC).limit(2);
+    let a = request().acquire().unwrap().expect("free");
+    let b = request().acquire().unwrap().expect("2 of 2");
+    assert!(request().acquire().unwrap().is_none(), "full");
+    assert_eq!(locker.resize("pool", 3).unwrap(), Some(2));
+    let c = request()
+        .acquire()
+        .unwrap()
+        .expect("3 of 3, under the old limit");
+    assert_eq!(locker.resize("free", 3).unwrap(), None);
+    for n in [0, 1, dlock_client::MAX_LIMIT + 1] {
+        let e = locker.resize("pool", n).unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{n}: {e}");
+    }
+    assert!(a.release().unwrap() && b.release().unwrap() && c.release().unwrap());
+}

@@ -58,6 +58,7 @@ fn ask(token: &'static str) -> Ask<'static> {
         ttl_ms: 100,
         session: None,
         max_hold_ms: None,
+        permits: None,
     }
 }
 

@@ -85,6 +85,7 @@ fn wants(rng: &mut Rng) -> Wants {
         owner,
         session: None,
         max_hold_ms: None,
+        permits: None,
     }
 }
 
@@ -261,6 +262,7 @@ impl World {
                 _ => None,
             };
             match *op {
+                Op::SetLimit(limit) => holds.set_limit(limit),
                 Op::Add { who, fence } => {
                     if let Some(a) = ask(who) {
                         holds.add(&a, fence, NOW_MS + a.ttl_ms, 0);
@@ -388,6 +390,7 @@ fn ask_of<'a>(token: &'a [u8], wants: &'a Wants) -> Ask<'a> {
         ttl_ms: TTL_MS,
         session: None,
         max_hold_ms: None,
+        permits: None,
     }
 }
 
@@ -411,6 +414,7 @@ fn shown(comp: &Component<u8>, plan: &Result<Plan, Error>) -> String {
                 Op::Add { who: w, fence } => format!("{r}+{}@{fence}", who(*w)),
                 Op::Move { who: w, ttl_ms } => format!("{r}~{}@{ttl_ms}", who(*w)),
                 Op::Drop => format!("{r}-"),
+                Op::SetLimit(n) => format!("{r}={n}"),
             }
         })
         .collect();

@@ -437,3 +437,46 @@ fn max_hold_parses_once_in_range_and_never_with_a_session() {
     };
     assert!(acquire(&argv(&["A", "r", "t", "10", "MAXHOLD", "5000"]), &capped).is_ok());
 }
+
+#[test]
+fn permits_need_a_limit_above_one_and_stay_within_it() {
+    let parse = |opts: &[&str]| {
+        let mut v = vec!["A", "r", "t", "10"];
+        v.extend_from_slice(opts);
+        acquire(&argv(&v), MAX).map(|a| (a.limit, a.permits))
+    };
+    assert_eq!(
+        parse(&["LIMIT", "5", "PERMITS", "3"]),
+        Ok((Some(5), Some(3)))
+    );
+    assert_eq!(
+        parse(&["permits", "5", "limit", "5"]),
+        Ok((Some(5), Some(5)))
+    );
+    assert_eq!(parse(&["LIMIT", "5", "PERMITS", "1"]), Ok((Some(5), None)));
+    assert_eq!(parse(&["PERMITS", "2"]), Err(Error::PermitsNeedLimit));
+    assert_eq!(
+        parse(&["LIMIT", "1", "PERMITS", "1"]),
+        Err(Error::PermitsNeedLimit)
+    );
+    for bad in ["0", "6", "-1", "x", "99999999999"] {
+        assert_eq!(
+            parse(&["LIMIT", "5", "PERMITS", bad]),
+            Err(Error::PermitsRange),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        parse(&["LIMIT", "5", "PERMITS", "2", "PERMITS", "2"]),
+        Err(Error::Syntax)
+    );
+    assert_eq!(parse(&["LIMIT", "5", "PERMITS"]), Err(Error::Syntax));
+    assert_eq!(
+        Error::PermitsNeedLimit.to_string(),
+        "ERR PERMITS needs LIMIT above 1"
+    );
+    assert_eq!(
+        Error::PermitsRange.to_string(),
+        "ERR PERMITS must be an integer from 1 to LIMIT"
+    );
+}

@@ -94,7 +94,13 @@ impl Holds {
                     owner_fence: Some(f),
                 }) => (QueueGrant::Owner { fence: f }, f),
             };
-            after.add(ask.token, ask.owner(), ask.mode, grant.1, ask.limit());
+            after.add(
+                ask.token,
+                ask.owner(),
+                ask.mode,
+                grant.1,
+                (ask.limit(), ask.permits()),
+            );
             out.push((i, Ok(grant.0)));
         }
         out
@@ -105,6 +111,7 @@ impl Holds {
     pub fn add(&mut self, ask: &Ask<'_>, fence: u64, deadline_ms: u64, now_ms: u64) {
         if self.is_empty() {
             self.limit = ask.limit();
+            self.resized = false;
         }
         let token = Bytes::from(ask.token);
         if self.by_token.contains_key(&token) {
@@ -114,12 +121,19 @@ impl Holds {
         let session = ask.session.map(Bytes::from);
         self.insert_at(
             token,
-            (owner, session, ask.cap(now_ms)),
+            (owner, session, ask.cap(now_ms), ask.permits()),
             fence,
             ask.mode,
             deadline_ms,
             self.next_seq,
         );
+    }
+
+    /// `DLOCK.RESIZE`: the limit becomes `limit`, and the holds are marked
+    /// resized (see `resized`).
+    pub fn set_limit(&mut self, limit: u32) {
+        self.limit = limit;
+        self.resized = true;
     }
 
     /// Adds or replaces `hold` (a replayed effect): the master's hold wins.
@@ -175,6 +189,15 @@ impl Indexed for Holds {
     }
     fn max_hold_of(&self, token: &[u8]) -> Option<u64> {
         self.hold_of(token)?.cap.map(|c| c.ms)
+    }
+    fn used(&self) -> u64 {
+        self.used_permits()
+    }
+    fn permits_of(&self, token: &[u8]) -> u32 {
+        self.hold_of(token).map_or(1, |h| h.permits)
+    }
+    fn resized(&self) -> bool {
+        self.resized
     }
     fn session_of(&self, token: &[u8]) -> Option<&[u8]> {
         let h = self.hold_of(token)?;

@@ -36,7 +36,7 @@ impl Holds {
         let mut h = Holds::new(1);
         h.insert_at(
             Bytes::from(lease.token()),
-            (None, None, None),
+            (None, None, None, 1),
             lease.fence(),
             Mode::Exclusive,
             deadline_ms.unwrap_or(NEVER),
@@ -66,7 +66,11 @@ impl Holds {
             return None;
         }
         let (t, h) = self.by_token.iter().next()?;
-        let plain = h.mode() == Mode::Exclusive && !h.is_named() && !h.is_bound() && !h.is_capped();
+        let plain = h.mode() == Mode::Exclusive
+            && !h.is_named()
+            && !h.is_bound()
+            && !h.is_capped()
+            && !h.is_weighted();
         plain.then(|| self.view(t, h))
     }
 
@@ -77,11 +81,17 @@ impl Holds {
     /// `push` reports).
     pub fn is_consistent(&self) -> bool {
         if self.limit > 1 {
-            return self.len() <= self.limit as usize
+            // Holds past a lowered limit stay until they end.
+            return (self.resized || self.used_permits <= u64::from(self.limit))
                 && self
                     .by_token
                     .values()
                     .all(|h| h.mode() == Mode::Exclusive && !h.is_named());
+        }
+        // Only a semaphore's holds count as several permits, and only a
+        // semaphore is resized.
+        if self.is_weighted() || self.resized {
+            return false;
         }
         let one_fence = self.iter().all(|h| {
             self.named.get(h.owner).is_none_or(|o| o.fence == h.fence)
@@ -134,6 +144,7 @@ impl Holds {
         let named_slot = std::mem::size_of::<(Bytes, OwnerHolds)>() + 1;
         let owner_slot = std::mem::size_of::<(Bytes, Bytes)>() + 1;
         let cap_slot = std::mem::size_of::<(Bytes, Cap)>() + 1;
+        let permits_slot = std::mem::size_of::<(Bytes, u32)>() + 1;
         let tokens: usize = self.by_token.keys().map(|t| ARC + t.len()).sum();
         let owners: usize = self.named.keys().map(|o| ARC + o.len()).sum();
         tokens
@@ -143,5 +154,6 @@ impl Holds {
             + self.named.capacity() * named_slot
             + self.owner_of.capacity() * owner_slot
             + self.cap_of.capacity() * cap_slot
+            + self.permits_of.capacity() * permits_slot
     }
 }

@@ -18,6 +18,7 @@ fn ask(token: &'static str, mode: Mode) -> Ask<'static> {
         ttl_ms: 1000,
         session: None,
         max_hold_ms: None,
+        permits: None,
     }
 }
 
@@ -463,6 +464,7 @@ fn the_indexed_rules_decide_as_the_reference() {
                 ttl_ms: 10,
                 session: None,
                 max_hold_ms: None,
+                permits: None,
             });
         }
         for (i, ask) in asks.iter().enumerate() {
@@ -540,6 +542,7 @@ fn a_hold_is_found_by_its_fence_while_it_holds() {
         deadline_ms: NOW,
         session: None,
         cap: None,
+        permits: 1,
     };
     let mut h = Holds::from_holds(
         1,

@@ -6,10 +6,14 @@
 //! kind     "rwlock" (limit 1: shared and exclusive holds) or "semaphore"
 //! limit    the number of holds that may coexist
 //! waiters  requests queued
+//! used     the permits the live holds take together, only while one of
+//!          them counts as several (`PERMITS`)
+//! resized  1, only when `DLOCK.RESIZE` set the limit
 //! holds    an array of maps: token, owner, fence, ttl (ms, -1: none), mode,
-//!          session for a hold bound to one, and maxhold (ms left to its
+//!          session for a hold bound to one, maxhold (ms left to its
 //!          cap) for a hold granted with `MAXHOLD` (a capped plain lock is
-//!          shown in this form too)
+//!          shown in this form too), and permits for a hold counting as
+//!          more than one
 //! priority the highest `PRIORITY` queued; only when above 0
 //! ```
 //!
@@ -34,7 +38,12 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, queue: Wanted) -> Result<(), 
         let ttl = ttl(h.deadline_ms, now_ms);
         return reply_plain(ctx, Some(h.token), h.fence, ttl, queue);
     }
-    ctx.reply_map(4 + usize::from(queue.priority > 0))?;
+    let weighted = live.is_weighted();
+    ctx.reply_map(
+        4 + usize::from(weighted)
+            + usize::from(holds.resized)
+            + usize::from(queue.priority > 0),
+    )?;
     ctx.reply_bytes(b"kind")?;
     ctx.reply_bytes(if holds.limit > 1 {
         b"semaphore"
@@ -45,10 +54,20 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, queue: Wanted) -> Result<(), 
     ctx.reply_integer(i64::from(holds.limit))?;
     ctx.reply_bytes(b"waiters")?;
     ctx.reply_integer(queue.waiters as i64)?;
+    if weighted {
+        ctx.reply_bytes(b"used")?;
+        ctx.reply_integer(live.used_permits() as i64)?;
+    }
+    if holds.resized {
+        ctx.reply_bytes(b"resized")?;
+        ctx.reply_integer(1)?;
+    }
     ctx.reply_bytes(b"holds")?;
     ctx.reply_array(holds.live(now_ms).count())?;
     for h in holds.live(now_ms) {
-        let extra = usize::from(h.session.is_some()) + usize::from(h.cap.is_some());
+        let extra = usize::from(h.session.is_some())
+            + usize::from(h.cap.is_some())
+            + usize::from(h.permits > 1);
         ctx.reply_map(5 + extra)?;
         ctx.reply_bytes(b"token")?;
         ctx.reply_bytes(h.token)?;
@@ -67,6 +86,10 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, queue: Wanted) -> Result<(), 
         if let Some(cap) = h.cap {
             ctx.reply_bytes(b"maxhold")?;
             ctx.reply_integer(cap.at_ms.saturating_sub(now_ms) as i64)?;
+        }
+        if h.permits > 1 {
+            ctx.reply_bytes(b"permits")?;
+            ctx.reply_integer(i64::from(h.permits))?;
         }
     }
     top_priority(ctx, queue)
