@@ -40,9 +40,7 @@ pub fn reply(ctx: Ctx, holds: &Holds, now_ms: u64, queue: Wanted) -> Result<(), 
     }
     let weighted = live.is_weighted();
     ctx.reply_map(
-        4 + usize::from(weighted)
-            + usize::from(holds.resized)
-            + usize::from(queue.priority > 0),
+        4 + usize::from(weighted) + usize::from(holds.resized) + usize::from(queue.priority > 0),
     )?;
     ctx.reply_bytes(b"kind")?;
     ctx.reply_bytes(if holds.limit > 1 {
