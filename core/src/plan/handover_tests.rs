@@ -17,6 +17,7 @@ fn ask(token: &'static str, mode: Mode) -> Ask<'static> {
         ttl_ms: 100,
         session: None,
         max_hold_ms: None,
+        permits: None,
     }
 }
 
