@@ -69,7 +69,7 @@ pub(super) fn decide<'x>(
     for m in &q.members {
         if let Some(s) = after.get_mut(*m) {
             let a = &q.ask;
-            s.add(a.token, a.owner(), a.mode, fence, a.limit());
+            s.add_granted(a, fence);
         }
     }
     Ok(Some((i, grant)))
