@@ -57,10 +57,12 @@ pub(super) fn decide<'x>(
         Some(Ok(Admission::New {
             owner_fence: Some(fence),
         })) => Granted::Owner { fence },
-        // A token that holds is answered when it asks, never left queued.
-        Some(Ok(Admission::Retry { .. } | Admission::Busy)) => {
-            return Err(Error::Internal("handover target holds"))
-        }
+        // Its token holds the resource already (a `COPY` or `RESTORE` onto
+        // the key in the same turn, before the timer that answers the wait
+        // with that hold): granted already, as `NOTWAITING` says.
+        Some(Ok(Admission::Retry { .. })) => return Err(Error::NotWaiting),
+        // `admit_request` answers a request that does not fit with `None`.
+        Some(Ok(Admission::Busy)) => return Err(Error::NotReady),
     };
     let fence = match grant {
         Granted::Owner { fence } => fence,
