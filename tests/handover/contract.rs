@@ -90,6 +90,50 @@ fn a_token_queued_twice_is_answered_by_the_one_grant() {
     assert!(a.pending());
 }
 
+/// A second entry of a token that asks for another session or `MAXHOLD`
+/// (or none) than the entry granted is refused as a same-token retry of
+/// that shape is, never handed a grant it did not ask for: a hold its
+/// session does not keep, or a lease capped below what it asked.
+#[test]
+fn a_token_queued_twice_with_other_terms_is_refused_not_answered() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let _: i64 = redis::cmd("DLOCK.SESSION")
+        .arg("OPEN")
+        .arg("s1")
+        .arg(60_000)
+        .query(&mut c)
+        .unwrap();
+    let shapes: [(&[&str], &[&str], &str); 4] = [
+        (&[], &["SESSION", "s1"], "another session"),
+        (&["SESSION", "s1"], &[], "another session"),
+        (&[], &["MAXHOLD", "5000"], "another MAXHOLD"),
+        (&["MAXHOLD", "5000"], &[], "another MAXHOLD"),
+    ];
+    for (handover, (first, second, refusal)) in [false, true]
+        .into_iter()
+        .flat_map(|h| shapes.iter().map(move |s| (h, s)))
+    {
+        let res = format!("r-{handover}-{first:?}-{second:?}");
+        grant(&mut c, &res, "h", 60_000);
+        let t1 = queue(&s, &mut c, &res, "t", first);
+        let t2 = queue(&s, &mut c, &res, "t", second);
+        let released = if handover {
+            release_to(&mut c, &res, "h", "t")
+        } else {
+            release(&mut c, &res, "h")
+        };
+        assert_eq!(released, 1);
+        let (f1, _) = t1.granted();
+        match t2.reply() {
+            (Err(e), _) => assert!(e.to_string().contains(refusal), "{res}: {e}"),
+            (other, _) => panic!("{res}: the second entry got {other:?}, not a refusal"),
+        }
+        assert_eq!(holders(&mut c, &res), [("t".to_string(), f1)]);
+        assert!(waiting(&mut c, &res).is_empty());
+    }
+}
+
 /// Everything a refused handover must leave as it was: each key's value,
 /// holders and queue, and the counters.
 fn snapshot(c: &mut Connection, keys: &[&str]) -> Vec<String> {

@@ -7,8 +7,9 @@
 //!   step, a semaphore permit handed over, the `handovers` counter, a
 //!   release of nothing and every error changing nothing.
 //! - `races.rs` — in one `MULTI`/`EXEC` turn: the target's `WAIT` running
-//!   out before the release (`DEBUG SLEEP`), and the target's client
-//!   killed after it (the grant revoked, the head granted).
+//!   out before the release (`DEBUG SLEEP`), the target's client
+//!   killed after it (the grant revoked, the head granted), and the
+//!   target's token made a holder by a `COPY` before it (`NOTWAITING`).
 //! - `durability.rs` — a replica and the AOF (replayed, and rewritten)
 //!   hold exactly what the master holds after handovers of every kind.
 //!

@@ -60,3 +60,52 @@ fn a_target_killed_in_the_same_turn_is_revoked_and_the_head_granted() {
     assert_eq!(counter(&mut c, "revoked_grants"), 1);
     assert!(waiting(&mut c, "r").is_empty());
 }
+
+#[test]
+fn a_target_that_holds_already_is_not_waiting_and_nothing_changes() {
+    // A `COPY` in the same turn makes the target's token hold the resource
+    // (beside the releaser) while its wait is still queued, its answer due
+    // in a later timer: the handover is refused as for a target granted
+    // already, never an internal error, and the release does not happen.
+    let s = Server::start();
+    let mut c = s.conn();
+    let src_h: i64 = redis::cmd("DLOCK.ACQUIRE")
+        .arg("src")
+        .arg("h")
+        .arg(60_000)
+        .arg("SHARED")
+        .query(&mut c)
+        .unwrap();
+    let src_t: i64 = redis::cmd("DLOCK.ACQUIRE")
+        .arg("src")
+        .arg("t")
+        .arg(60_000)
+        .arg("SHARED")
+        .query(&mut c)
+        .unwrap();
+    grant(&mut c, "r", "h", 60_000);
+    let t = queue(&s, &mut c, "r", "t", &["SHARED"]);
+    let replies = transaction(
+        &mut c,
+        &[
+            redis::cmd("COPY")
+                .arg("src")
+                .arg("r")
+                .arg("REPLACE")
+                .clone(),
+            release_to_cmd("r", "h", "t"),
+        ],
+    );
+    let err = match &replies[1] {
+        Value::ServerError(e) => format!("{} {}", e.code(), e.details().unwrap_or_default()),
+        other => panic!("the handover was answered {other:?}"),
+    };
+    assert!(err.starts_with("NOTWAITING "), "{err}");
+    let mut held = holders(&mut c, "r");
+    held.sort();
+    assert_eq!(held, [("h".to_string(), src_h), ("t".to_string(), src_t)]);
+    // The wait is answered by the hold its token has.
+    let (fence, _) = t.granted();
+    assert_eq!(fence, src_t);
+    assert_eq!(counter(&mut c, "handovers"), 0);
+}

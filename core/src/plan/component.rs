@@ -133,7 +133,7 @@ pub fn admit_reserved<'x>(
                 for m in &q.members {
                     if let Some(s) = after.get_mut(*m) {
                         let a = &q.ask;
-                        s.add(a.token, a.owner(), a.mode, fence, (a.limit(), a.permits()));
+                        s.add_granted(a, fence);
                     }
                 }
             }
@@ -275,6 +275,63 @@ mod tests {
     fn a_token_queued_twice_is_one_grant() {
         let res = [Holds::new(1), Holds::new(1)];
         let queue = [q(&[0, 1], "s"), q(&[0, 1], "s")];
+        let out = admit_component(&refs(&res), &queue);
+        assert_eq!(
+            out,
+            vec![(0, Ok(Granted::Fresh)), (1, Ok(Granted::AnsweredBy(0)))]
+        );
+    }
+
+    #[test]
+    fn a_token_queued_twice_with_other_terms_is_refused_not_answered() {
+        // The grant of its first entry answers a second entry only when
+        // that asks the same: a hold of another session (or none) or
+        // another MAXHOLD (or none) is not what the second entry asked for.
+        let with = |session: Option<&'static [u8]>, max_hold_ms: Option<u64>| Queued {
+            members: vec![0],
+            ask: Ask {
+                session,
+                max_hold_ms,
+                ..ask("t", Mode::Exclusive)
+            },
+            frozen: false,
+            stays: true,
+        };
+        let res = [Holds::new(1)];
+        let cases = [
+            (
+                with(None, None),
+                with(Some(b"s1"), None),
+                Error::SessionMismatch,
+            ),
+            (
+                with(Some(b"s1"), None),
+                with(None, None),
+                Error::SessionMismatch,
+            ),
+            (
+                with(None, None),
+                with(None, Some(5_000)),
+                Error::MaxHoldMismatch,
+            ),
+            (
+                with(None, Some(5_000)),
+                with(None, None),
+                Error::MaxHoldMismatch,
+            ),
+            (
+                with(None, Some(5_000)),
+                with(None, Some(9_000)),
+                Error::MaxHoldMismatch,
+            ),
+        ];
+        for (first, second, refused) in cases {
+            let queue = [first, second];
+            let out = admit_component(&refs(&res), &queue);
+            assert_eq!(out, vec![(0, Ok(Granted::Fresh)), (1, Err(refused))]);
+        }
+        // The same terms: one grant.
+        let queue = [with(Some(b"s1"), Some(5)), with(Some(b"s1"), Some(5))];
         let out = admit_component(&refs(&res), &queue);
         assert_eq!(
             out,

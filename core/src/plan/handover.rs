@@ -57,10 +57,12 @@ pub(super) fn decide<'x>(
         Some(Ok(Admission::New {
             owner_fence: Some(fence),
         })) => Granted::Owner { fence },
-        // A token that holds is answered when it asks, never left queued.
-        Some(Ok(Admission::Retry { .. } | Admission::Busy)) => {
-            return Err(Error::Internal("handover target holds"))
-        }
+        // Its token holds the resource already (a `COPY` or `RESTORE` onto
+        // the key in the same turn, before the timer that answers the wait
+        // with that hold): granted already, as `NOTWAITING` says.
+        Some(Ok(Admission::Retry { .. })) => return Err(Error::NotWaiting),
+        // `admit_request` answers a request that does not fit with `None`.
+        Some(Ok(Admission::Busy)) => return Err(Error::NotReady),
     };
     let fence = match grant {
         Granted::Owner { fence } => fence,
@@ -69,7 +71,7 @@ pub(super) fn decide<'x>(
     for m in &q.members {
         if let Some(s) = after.get_mut(*m) {
             let a = &q.ask;
-            s.add(a.token, a.owner(), a.mode, fence, (a.limit(), a.permits()));
+            s.add_granted(a, fence);
         }
     }
     Ok(Some((i, grant)))

@@ -140,7 +140,14 @@ pub struct Summary<'x> {
     owners: HashMap<&'x [u8], Option<Owner>>,
     /// Owners with at least one exclusive hold.
     exclusive_owners: usize,
+    /// The session and `MAXHOLD` of each hold granted in this step
+    /// (`add_granted`): a later request of the same token is answered by
+    /// that grant only if it asks the same.
+    granted_terms: HashMap<&'x [u8], Terms<'x>>,
 }
+
+/// A hold's session and `MAXHOLD`, as its request asked.
+type Terms<'x> = (Option<&'x [u8]>, Option<u64>);
 
 impl<'x> Summary<'x> {
     /// No holds yet (`add` adds them).
@@ -157,6 +164,7 @@ impl<'x> Summary<'x> {
             weights: HashMap::new(),
             owners: HashMap::new(),
             exclusive_owners: 0,
+            granted_terms: HashMap::new(),
         }
     }
 
@@ -183,6 +191,21 @@ impl<'x> Summary<'x> {
             s.add(l.token(), l.token(), Mode::Exclusive, l.fence(), (1, 1));
         }
         s
+    }
+
+    /// A hold granted in this step to `ask`, remembering its session and
+    /// `MAXHOLD` (`add` records mode, owner and fence only).
+    #[inline]
+    pub fn add_granted(&mut self, ask: &Ask<'x>, fence: u64) {
+        self.add(
+            ask.token,
+            ask.owner(),
+            ask.mode,
+            fence,
+            (ask.limit(), ask.permits()),
+        );
+        self.granted_terms
+            .insert(ask.token, (ask.session, ask.max_hold_ms));
     }
 
     /// A hold granted (or present), under `(limit, permits)`: the limit
@@ -277,6 +300,7 @@ impl<'x> Summary<'x> {
         if let Some(first) = self.one.take() {
             self.put(first, true);
         }
+        self.granted_terms.remove(token);
         let exclusive = usize::from(mode == Mode::Exclusive);
         let after = self.owner(owner).and_then(|o| {
             let left = Owner {
@@ -300,9 +324,13 @@ impl<'x> Summary<'x> {
     #[inline]
     /// Whether `token`'s hold is bound to another session than `session`
     /// (or to one where `session` is none, or the other way round). A hold
-    /// granted in this step was granted to a request with the same token,
-    /// which the planner answers as one.
+    /// granted in this step is compared with the session its request asked
+    /// for: a token queued twice is answered by one grant only if both
+    /// entries ask the same.
     fn session_differs(&self, token: &[u8], session: Option<&[u8]>) -> bool {
+        if let Some((granted, _)) = self.granted_terms.get(token) {
+            return *granted != session;
+        }
         if self.one.is_some() {
             return session.is_some();
         }
@@ -316,6 +344,9 @@ impl<'x> Summary<'x> {
     /// none) than `max_hold`; as `session_differs`, a hold granted in this
     /// step was granted to the same request.
     fn max_hold_differs(&self, token: &[u8], max_hold: Option<u64>) -> bool {
+        if let Some((_, granted)) = self.granted_terms.get(token) {
+            return *granted != max_hold;
+        }
         if self.one.is_some() {
             return max_hold.is_some();
         }

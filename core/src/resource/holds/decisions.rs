@@ -94,13 +94,7 @@ impl Holds {
                     owner_fence: Some(f),
                 }) => (QueueGrant::Owner { fence: f }, f),
             };
-            after.add(
-                ask.token,
-                ask.owner(),
-                ask.mode,
-                grant.1,
-                (ask.limit(), ask.permits()),
-            );
+            after.add_granted(ask, grant.1);
             out.push((i, Ok(grant.0)));
         }
         out
