@@ -315,6 +315,12 @@ impl Locker {
         self.settings.io_timeout
     }
 
+    /// How long a command whose outcome matters is retried through
+    /// connection errors.
+    pub(crate) fn retry_window(&self) -> Duration {
+        self.settings.retry_for
+    }
+
     pub(crate) fn topology(&self) -> &Topology {
         &self.topology
     }

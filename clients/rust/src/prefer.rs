@@ -9,12 +9,14 @@ use crate::handover::{
     candidate_in, check_id, handover_cmd, handover_reply, is_refusal, HandedOver, HANDED_OVER,
 };
 use crate::held::Held;
+use crate::limits::LONGEST;
 use crate::locker::Locker;
 use crate::queue::MAX_WAITERS_PAGE;
+use crate::retry::Outage;
 use crate::single::with_asking;
 use redis::Value;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The token candidate `id` waits with on `name`, the first in line; one
 /// `DLOCK.WAITERS` page per thousand waiters ahead of it.
@@ -56,16 +58,29 @@ pub(crate) fn hand_over(
         }
     }
     let cmd = handover_cmd(name, token, &to);
-    let reply = locker
-        .topology()
-        .run(name, locker.io_timeout(), Duration::ZERO, |c, asking| {
-            match with_asking(asking, &cmd, None).query::<Vec<Value>>(c) {
-                Err(e) if is_refusal(&e) => Ok(Value::Nil),
-                // The command's reply is the last (after an `ASKING`).
-                r => r.map(|mut v| v.pop().unwrap_or(Value::Nil)),
-            }
-        })
-        .map_err(Failure::into_error)?;
+    // A reply lost on the way leaves the outcome unknown: the command is
+    // sent again, and a hold handed over already answers 0 (not held).
+    let deadline = Instant::now() + locker.retry_window();
+    let mut outage = Outage::new();
+    let reply = loop {
+        let r = locker
+            .topology()
+            .run(name, locker.io_timeout(), Duration::ZERO, |c, asking| {
+                match with_asking(asking, &cmd, None).query::<Vec<Value>>(c) {
+                    Err(e) if is_refusal(&e) => Ok(Value::Nil),
+                    // The command's reply is the last (after an `ASKING`).
+                    r => r.map(|mut v| v.pop().unwrap_or(Value::Nil)),
+                }
+            });
+        match r {
+            Ok(v) => break v,
+            Err(Failure::Retry(e)) => match outage.next_pause(LONGEST, deadline, Instant::now()) {
+                Some(pause) => std::thread::sleep(pause),
+                None => return Err(e),
+            },
+            Err(f) => return Err(f.into_error()),
+        }
+    };
     match handover_reply(Ok(reply))? {
         HandedOver::Yes => {
             held.state().released = true;

@@ -5,11 +5,12 @@
 
 use super::guard_state::{Callback, Shared, Status};
 use super::lease::AsyncLease;
-use crate::error::{Error, Result};
+use crate::error::{Error, Failure, Result};
 use crate::guarded;
 use crate::handover::{handover_cmd, handover_reply, is_refusal_error, HandedOver, HANDED_OVER};
 use crate::lease::{Budget, Grant, Renewal, Schedule, Wake};
-use crate::limits::check_ttl;
+use crate::limits::{check_ttl, LONGEST};
+use crate::retry::Outage;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -193,12 +194,24 @@ impl Guard {
             return Ok(HandedOver::Refused);
         }
         let cmd = handover_cmd(self.resource(), self.token(), to);
-        let reply = match self.lease.server.call_live(&cmd, &mut None).await {
-            Ok(v) => Ok(v),
-            Err(f) => match f.into_error() {
-                e if is_refusal_error(&e) => Ok(redis::Value::Nil),
-                e => return Err(e),
-            },
+        // A reply lost on the way leaves the outcome unknown: the command is
+        // sent again, and a hold handed over already answers 0 (not held).
+        let deadline = Instant::now() + self.lease.server.retry_for;
+        let mut outage = Outage::new();
+        let reply = loop {
+            match self.lease.server.call_live(&cmd, &mut None).await {
+                Ok(v) => break Ok(v),
+                Err(Failure::Retry(e)) => {
+                    match outage.next_pause(LONGEST, deadline, Instant::now()) {
+                        Some(pause) => tokio::time::sleep(pause).await,
+                        None => return Err(e),
+                    }
+                }
+                Err(f) => match f.into_error() {
+                    e if is_refusal_error(&e) => break Ok(redis::Value::Nil),
+                    e => return Err(e),
+                },
+            }
         };
         let outcome = handover_reply(reply)?;
         drop(one);
