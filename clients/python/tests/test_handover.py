@@ -105,3 +105,60 @@ def test_asyncio_hand_over_and_prefer(server):
         q["lead"].resign()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def first_handover_only():
+    """A proxy filter that selects the first ``DLOCK.RELEASE ... TO`` only."""
+    seen = []
+
+    def select(args):
+        if len(args) > 3 and args[0].upper() == b"DLOCK.RELEASE" and args[3].upper() == b"TO" and not seen:
+            seen.append(args)
+            return True
+        return False
+
+    return select
+
+
+def test_a_handover_whose_reply_is_lost_is_sent_again_and_ends_the_lead(server, make_proxy):
+    # The handover runs on the server but its reply never arrives: sent
+    # again, it finds the lead handed over already (0), so the leader
+    # knows its lead ended instead of believing it still leads.
+    c = server.conn()
+    proxy = make_proxy(server.port, 1, 1000, first_handover_only())
+    a = dlock.Locker(proxy.url).election("leader", id="a", ttl=10).campaign(0)
+    tp, p = campaign_in_thread(dlock.Locker(server.url), "leader", "p")
+    wait_until(STEP, "p queued", lambda: waiters(c, "leader") == 1)
+    assert a.hand_over("p") is False
+    assert len(proxy.dropped_named("DLOCK.RELEASE")) == 1
+    assert a.lost
+    tp.join(STEP)
+    assert p["lead"].term > a.term
+    p["lead"].resign()
+
+
+def test_asyncio_a_handover_whose_reply_is_lost_is_sent_again(server, make_proxy):
+    import asyncio
+
+    import dlock.asyncio as dla
+
+    c = server.conn()
+    proxy = make_proxy(server.port, 1, 1000, first_handover_only())
+    tp, p = None, None
+
+    async def main():
+        nonlocal tp, p
+        a = await dla.Locker(proxy.url).election("leader", id="a", ttl=10).campaign(0)
+        tp, p = campaign_in_thread(dlock.Locker(server.url), "leader", "p")
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: wait_until(STEP, "p queued", lambda: waiters(c, "leader") == 1)
+        )
+        assert await a.hand_over("p") is False
+        assert a.lost
+        await a.resign()
+
+    asyncio.run(main())
+    assert len(proxy.dropped_named("DLOCK.RELEASE")) == 1
+    tp.join(STEP)
+    assert p["lead"].term > 0
+    p["lead"].resign()

@@ -6,10 +6,12 @@ blocking :mod:`dlock._handover` with ``await`` (the candidate found in
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import TYPE_CHECKING, Any, Optional
 
 from ._anode import Conn, _pipeline
-from ._handover import HANDED_OVER, PAGE, candidate_in, check_id, is_refusal
+from ._core.retry import Outage
+from ._handover import HANDED_OVER, PAGE, candidate_in, check_id, is_refusal, lost_reply_pause
 from ._spec import Key, Spec, now
 from .errors import ServerError
 
@@ -46,14 +48,23 @@ async def hand_over(locker: "Locker", name: Key, lease: "Lease", id: str) -> boo
                 raise r
             return r
 
-        try:
-            key = Spec([name], 1.0).route_key()
-            reply = await locker.topology.run(key, locker.settings.io_timeout, 0.0, op)
-        except Exception as e:  # noqa: BLE001 - a Failure or a server error
-            err = e.into_error() if hasattr(e, "into_error") else e
-            if is_refusal(err):
-                return False
-            raise err from None
+        key = Spec([name], 1.0).route_key()
+        # As the blocking handover: a lost reply is resolved by sending again.
+        deadline = now() + locker.settings.retry_for
+        outage = Outage(now, random.randrange)
+        while True:
+            try:
+                reply = await locker.topology.run(key, locker.settings.io_timeout, 0.0, op)
+                break
+            except Exception as e:  # noqa: BLE001 - a Failure or a server error
+                pause = lost_reply_pause(e, outage, locker.settings.retry_for, deadline)
+                if pause is not None:
+                    await asyncio.sleep(pause)
+                    continue
+                err = e.into_error() if hasattr(e, "into_error") else e
+                if is_refusal(err):
+                    return False
+                raise err from None
         if reply == 1:
             st.released = True
             st.loss_reason = HANDED_OVER

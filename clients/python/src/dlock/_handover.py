@@ -5,13 +5,16 @@ flight, and :meth:`dlock.Election` ``prefer``'s thread."""
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ._core.election import id_problem
+from ._core.retry import Outage
 from ._node import check, run_pipeline
 from ._spec import Key, Spec, now
-from .errors import InvalidRequest, ServerError
+from .errors import RETRY, InvalidRequest, ServerError
 
 if TYPE_CHECKING:
     from ._lease import Lease
@@ -62,6 +65,15 @@ def find(locker: "Locker", name: Key, id: str) -> Optional[str]:
         offset += len(page)
 
 
+def lost_reply_pause(e: BaseException, outage: Outage, retry_for: float, deadline: float) -> Optional[float]:
+    """After a failed handover: the pause before sending it again, when the
+    failure may have lost the reply (a connection error) and time is left;
+    else None."""
+    if getattr(e, "kind", None) != RETRY:
+        return None
+    return outage.next_pause(retry_for, deadline)
+
+
 def hand_over(locker: "Locker", name: Key, lease: "Lease", id: str) -> bool:
     """Hands the lead ``lease`` holds on ``name`` to candidate ``id`` if it
     waits: True when it leads now (the lease is released and marked lost,
@@ -81,14 +93,24 @@ def hand_over(locker: "Locker", name: Key, lease: "Lease", id: str) -> bool:
         def op(conn: Any, asking: bool) -> Any:
             return check(run_pipeline(conn, [("ASKING",), cmd] if asking else [cmd]))[-1]
 
-        try:
-            key = Spec([name], 1.0).route_key()
-            reply = locker.topology.run(key, locker.settings.io_timeout, 0.0, op)
-        except Exception as e:  # noqa: BLE001 - a Failure or a ServerError
-            err = e.into_error() if hasattr(e, "into_error") else e
-            if is_refusal(err):
-                return False
-            raise err from None
+        key = Spec([name], 1.0).route_key()
+        # A reply lost on the way leaves the outcome unknown: the command is
+        # sent again, and a hold handed over already answers 0 (not held).
+        deadline = now() + locker.settings.retry_for
+        outage = Outage(now, random.randrange)
+        while True:
+            try:
+                reply = locker.topology.run(key, locker.settings.io_timeout, 0.0, op)
+                break
+            except Exception as e:  # noqa: BLE001 - a Failure or a ServerError
+                pause = lost_reply_pause(e, outage, locker.settings.retry_for, deadline)
+                if pause is not None:
+                    time.sleep(pause)
+                    continue
+                err = e.into_error() if hasattr(e, "into_error") else e
+                if is_refusal(err):
+                    return False
+                raise err from None
         if reply == 1:
             with sh.lock:
                 sh.state.released = True

@@ -115,3 +115,83 @@ fn a_handover_the_server_refuses_changes_nothing_and_the_guard_still_holds() {
     assert!(r1.is_lost());
     assert_eq!(w.join().unwrap(), Some(true));
 }
+
+static SYNC_DROPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+#[cfg(feature = "tokio")]
+static ASYNC_DROPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn is_handover(args: &[Vec<u8>]) -> bool {
+    args.len() > 3
+        && args[0].eq_ignore_ascii_case(b"DLOCK.RELEASE")
+        && args[3].eq_ignore_ascii_case(b"TO")
+}
+
+/// Proxy filters: the first handover's reply only (one per test).
+fn first_sync_handover(args: &[Vec<u8>]) -> bool {
+    is_handover(args) && !SYNC_DROPPED.swap(true, std::sync::atomic::Ordering::SeqCst)
+}
+#[cfg(feature = "tokio")]
+fn first_async_handover(args: &[Vec<u8>]) -> bool {
+    is_handover(args) && !ASYNC_DROPPED.swap(true, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Candidate `p` campaigning directly on the server, on a thread.
+fn campaign_p(server: &Server) -> std::thread::JoinHandle<dlock_client::Leadership> {
+    let url = server.url();
+    std::thread::spawn(move || {
+        let l = Locker::new(&url).unwrap();
+        let e = l.election("leader").id("p").ttl(10 * SEC);
+        e.campaign(30 * SEC).unwrap().unwrap()
+    })
+}
+
+#[test]
+fn a_handover_whose_reply_is_lost_is_sent_again_and_ends_the_lead() {
+    // The handover runs on the server but its reply never arrives: sent
+    // again, it finds the lead handed over already (0), so the leader
+    // knows its lead ended instead of believing it still leads (a lead
+    // kept by a session never hears otherwise).
+    let server = Server::start();
+    let proxy = crate::lock::proxy::Proxy::start(server.port(), 1, 1000, first_sync_handover);
+    let locker = Locker::new(&proxy.url()).unwrap();
+    let election = locker.election("leader").ttl(10 * SEC);
+    let a = election.id("a").campaign(Duration::ZERO).unwrap().unwrap();
+    let mut c = server.conn();
+    let p = campaign_p(&server);
+    waiting(&mut c, 1);
+    assert!(!a.hand_over("p").unwrap());
+    assert!(a.is_lost());
+    assert_eq!(proxy.dropped().len(), 1);
+    let p = p.join().unwrap();
+    assert!(p.term() > a.term());
+    assert!(p.resign().unwrap());
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn an_async_handover_whose_reply_is_lost_is_sent_again_and_ends_the_lead() {
+    let server = Server::start();
+    let proxy = crate::lock::proxy::Proxy::start(server.port(), 1, 1000, first_async_handover);
+    let url = proxy.url();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut c = server.conn();
+    let (term, p) = rt.block_on(async {
+        let locker = dlock_client::aio::Locker::new(&url).unwrap();
+        let election = locker.election("leader").ttl(10 * SEC);
+        let a = election.id("a").campaign(Duration::ZERO).await;
+        let a = a.unwrap().unwrap();
+        let p = campaign_p(&server);
+        waiting(&mut c, 1);
+        assert!(!a.hand_over("p").await.unwrap());
+        assert!(a.is_lost());
+        (a.term(), p)
+    });
+    assert_eq!(proxy.dropped().len(), 1);
+    let p = p.join().unwrap();
+    assert!(p.term() > term);
+    assert!(p.resign().unwrap());
+}
