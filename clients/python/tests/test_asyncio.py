@@ -230,3 +230,25 @@ def test_a_server_without_the_module_is_named(make_server):
             await dla.Locker(plain.url).lock("r").acquire(blocking=False)
 
     run(main())
+
+
+def test_resize_grows_a_held_semaphore(server):
+    async def main():
+        lk = dla.Locker(redis.asyncio.Redis(port=server.port))
+
+        async def take():
+            return await lk.lock("pool", ttl=30, limit=2).acquire(blocking=False)
+
+        a, b = await take(), await take()
+        assert a is not None and b is not None
+        assert await take() is None, "full"
+        assert await lk.resize("pool", 3) == 2
+        c = await take()
+        assert c is not None, "3 of 3, under the old limit"
+        assert await lk.resize("free", 3) is None
+        for bad in (0, 1, 2**20 + 1, True, "3"):
+            with pytest.raises(dlock.InvalidRequest):
+                await lk.resize("pool", bad)
+        assert await a.release() and await b.release() and await c.release()
+
+    run(main())

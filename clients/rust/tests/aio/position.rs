@@ -1,4 +1,4 @@
-//! `position` and `waiters` through the async API.
+//! `position`, `waiters` and `resize` through the async API.
 
 use super::runtime;
 use crate::common::{server::wait_until, waiters, Server, SEC};
@@ -39,4 +39,30 @@ fn positions_and_waiters_through_the_async_api() {
     });
     holder.release().unwrap();
     waiter.join().unwrap();
+}
+
+#[test]
+fn resize_through_the_async_api_grows_a_held_semaphore() {
+    let server = Server::start();
+    runtime().block_on(async {
+        let locker = Locker::new(&server.url()).unwrap();
+        let request = || locker.request("pool").ttl(30 * SEC).limit(2);
+        let a = request().acquire().await.unwrap().expect("free");
+        let b = request().acquire().await.unwrap().expect("2 of 2");
+        assert!(request().acquire().await.unwrap().is_none(), "full");
+        assert_eq!(locker.resize("pool", 3).await.unwrap(), Some(2));
+        let c = request()
+            .acquire()
+            .await
+            .unwrap()
+            .expect("3 of 3, under the old limit");
+        assert_eq!(locker.resize("free", 3).await.unwrap(), None);
+        for n in [0, 1, dlock_client::MAX_LIMIT + 1] {
+            let e = locker.resize("pool", n).await.unwrap_err();
+            assert!(matches!(e, Error::Invalid(_)), "{n}: {e}");
+        }
+        assert!(a.release().await.unwrap());
+        assert!(b.release().await.unwrap());
+        assert!(c.release().await.unwrap());
+    });
 }
