@@ -11,6 +11,7 @@ mod exec;
 mod guarded;
 mod lease;
 mod list;
+mod permits;
 mod priority;
 mod reaper;
 mod redlock;

@@ -225,6 +225,7 @@ fn help_documents_every_option() {
         "--no-wait",
         "--shared",
         "--limit",
+        "--permits",
         "--priority",
         "--grace",
         "--conflict-exit-code",
@@ -243,6 +244,7 @@ fn help_documents_every_option() {
         "--no-wait",
         "--shared",
         "--limit",
+        "--permits",
         "--priority",
     ] {
         assert!(acquire.contains(s), "dlock acquire --help lacks {s}");

@@ -31,6 +31,7 @@ pub struct LockSpec {
     pub retry_for: Duration,
     pub shared: bool,
     pub limit: Option<u32>,
+    pub permits: Option<u32>,
     pub priority: Option<u16>,
     pub token: Option<String>,
     pub watchdog: bool,
@@ -56,6 +57,9 @@ macro_rules! build {
         }
         if let Some(n) = spec.limit {
             r = r.limit(n);
+        }
+        if let Some(k) = spec.permits {
+            r = r.permits(k);
         }
         if let Some(p) = spec.priority {
             r = r.priority(p);

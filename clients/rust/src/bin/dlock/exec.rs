@@ -108,14 +108,17 @@ fn parse(mut a: Args, urls: Vec<String>, mode: Mode) -> Parsed<Option<Opts>> {
     let Some(resource) = resource else {
         return usage(format!("{cmd}: RESOURCE and COMMAND are missing"));
     };
+    lock.check()?;
     if command.is_empty() {
         return usage(format!(
             "{cmd}: COMMAND is missing (dlock {cmd} RESOURCE -- COMMAND [ARGS...])"
         ));
     }
     if mode == Mode::Elect {
-        if lock.shared || lock.limit.is_some() {
-            return usage("elect: a leader holds the election alone (no --shared or --limit)");
+        if lock.shared || lock.limit.is_some() || lock.permits.is_some() {
+            return usage(
+                "elect: a leader holds the election alone (no --shared, --limit or --permits)",
+            );
         }
         // The preferred candidate itself keeps its lead.
         if prefer.is_some() && prefer == id {

@@ -224,6 +224,8 @@ OPTIONS
                             reason is said on stderr
     --shared                a shared hold: excludes exclusive holders only
     --limit N               one of N permits (a semaphore; N at most 1048576)
+    --permits K             with --limit N above 1: hold K of the N permits,
+                            granted all at once (K from 1 to N)
     --priority P            wait at priority P, 0 (default) to 1000: higher
                             is served first, FIFO within one priority; a
                             waiter gains a level per dlock.priority-aging-ms
@@ -404,6 +406,7 @@ after dlock exits, until its TTL passes or `dlock release RESOURCE TOKEN`;
                             (default 5s)
     --shared                a shared hold
     --limit N               one of N permits (a semaphore; N at most 1048576)
+    --permits K             hold K of the N permits (as for exec)
     --priority P            wait at priority P (0 to 1000, as for exec)
     --token TOKEN           use TOKEN instead of a random one (an acquire
                             with the token that holds the lock is a retry:

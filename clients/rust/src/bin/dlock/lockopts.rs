@@ -1,6 +1,6 @@
 //! The options every command that takes a lock shares: `--url` (and the
 //! TLS options of `tlsopts`), `--ttl`,
-//! `--wait`/`--no-wait`, `--retry-for`, `--shared`, `--limit`,
+//! `--wait`/`--no-wait`, `--retry-for`, `--shared`, `--limit`, `--permits`,
 //! `--priority` (and `--token` for `acquire`).
 
 use crate::args::{self, usage, Args, Parsed};
@@ -21,6 +21,8 @@ pub struct LockOpts {
     pub retry_for: Duration,
     pub shared: bool,
     pub limit: Option<u32>,
+    /// `PERMITS k`: the hold counts as k of `--limit`'s permits.
+    pub permits: Option<u32>,
     /// `PRIORITY p`: 0 (the default) to 1000, higher served first, aged
     /// by the server (docs/waiting.md#priorities).
     pub priority: Option<u16>,
@@ -39,6 +41,7 @@ impl LockOpts {
             retry_for: RETRY_FOR,
             shared: false,
             limit: None,
+            permits: None,
             priority: None,
             token: None,
             session: true,
@@ -90,6 +93,13 @@ impl LockOpts {
                 }
                 self.limit = Some(n);
             }
+            "permits" => {
+                let k = args::count(name, &a.value(name, inline)?)?;
+                if k == 0 {
+                    return usage("--permits must be at least 1");
+                }
+                self.permits = Some(k);
+            }
             "priority" => {
                 let v = a.value(name, inline)?;
                 match v.parse::<u16>() {
@@ -120,6 +130,17 @@ impl LockOpts {
         Ok(true)
     }
 
+    /// The options that only hold together: `--permits K` needs `--limit
+    /// N` above 1 and K at most N.
+    pub fn check(&self) -> Parsed<()> {
+        match (self.permits, self.limit) {
+            (Some(k), Some(n)) if n > 1 && k <= n => Ok(()),
+            (Some(k), Some(n)) if n > 1 => usage(format!("--permits {k}: at most --limit ({n})")),
+            (Some(_), _) => usage("--permits needs --limit N above 1"),
+            (None, _) => Ok(()),
+        }
+    }
+
     /// The request for `resource`, no watchdog.
     pub fn spec(&self, resource: &str) -> LockSpec {
         LockSpec {
@@ -129,6 +150,7 @@ impl LockOpts {
             retry_for: self.retry_for,
             shared: self.shared,
             limit: self.limit,
+            permits: self.permits,
             priority: self.priority,
             token: self.token.clone(),
             watchdog: false,

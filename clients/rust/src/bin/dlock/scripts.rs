@@ -36,6 +36,7 @@ fn parse_acquire(mut a: Args, urls: Vec<String>) -> Parsed<Option<(LockOpts, i32
             _ => return usage("acquire takes one RESOURCE"),
         }
     }
+    lock.check()?;
     match resource {
         Some(r) => Ok(Some((lock, conflict, r))),
         None => usage("acquire: RESOURCE is missing"),
