@@ -137,8 +137,8 @@ def test_async_leaving_with_no_block_open_raises_not_owned(server):
 # --- an interrupt between the grant and its caller --------------------------------
 
 
-class _Alarm(Exception):
-    pass
+class _Alarm(BaseException):
+    """Like KeyboardInterrupt, not an Exception: what a signal raises."""
 
 
 def _raise_alarm(*_):

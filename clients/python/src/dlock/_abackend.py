@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from inspect import GEN_CLOSED, getgeneratorstate
 from typing import Any, List, Optional, Set, Tuple
 
 import redis
@@ -107,14 +108,28 @@ async def drive(topology: _Topology, rule: Rule[T]) -> T:
 
 async def _drive_from(topology: _Topology, rule: Rule[T], effect: Effect) -> T:
     while True:
-        value: Any = None
-        error: Optional[BaseException] = None
+        # The loop runs inside the try: an interrupt landing between an
+        # effect's outcome and the rule hearing it goes to the rule too,
+        # which may have been granted.
         try:
-            if isinstance(effect, Sleep):
-                await asyncio.sleep(effect.seconds)
-            else:
-                value = await perform(topology, effect)
+            while True:
+                value: Any = None
+                error: Optional[BaseException] = None
+                try:
+                    if isinstance(effect, Sleep):
+                        await asyncio.sleep(effect.seconds)
+                    else:
+                        value = await perform(topology, effect)
+                except asyncio.CancelledError:
+                    raise
+                except BaseException as e:  # noqa: B036 - the rule decides
+                    error = e
+                effect = rule.throw(error) if error is not None else rule.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
         except asyncio.CancelledError as cancelled:
+            if getgeneratorstate(rule) == GEN_CLOSED:
+                raise  # the rule's own end
             cleanup: Optional[Effect] = None
             try:
                 cleanup = rule.throw(cancelled)
@@ -124,11 +139,12 @@ async def _drive_from(topology: _Topology, rule: Rule[T], effect: Effect) -> T:
                 in_background(_clean_up(topology, rule, cleanup))
             raise
         except BaseException as e:  # noqa: B036 - the rule decides
-            error = e
-        try:
-            effect = rule.throw(error) if error is not None else rule.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            if getgeneratorstate(rule) == GEN_CLOSED:
+                raise  # the rule's own end
+            try:
+                effect = rule.throw(e)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
 
 
 async def _clean_up(topology: _Topology, rule: Rule[Any], effect: Effect) -> None:

@@ -21,7 +21,9 @@ async def _close(conn: Conn) -> None:
 def _abort(conn: Conn, then_send: Optional[bytes] = None) -> None:
     """Closes a connection without awaiting (in a cancelled task), after
     writing ``then_send`` behind what it sent: the transport flushes it
-    before closing. Its slot in its pool is freed."""
+    before closing. Its slot in its pool is freed, and it sends nothing
+    more (see :func:`_send`)."""
+    conn._dlock_closed = True
     slots = getattr(conn, "_dlock_slots", None)
     if slots is not None:
         conn._dlock_slots = None
@@ -51,6 +53,7 @@ def _drop(conn: Conn) -> None:
     parent's (unregistering the socket there would stop the parent hearing
     from it). Closing this process's descriptor leaves the parent's socket
     as it is."""
+    conn._dlock_closed = True
     conn._dlock_slots = None
     w = getattr(conn, "_writer", None)
     # redis-py's own clean-up touches the transport: it must not.
@@ -84,6 +87,11 @@ def _pack(conn: Conn, cmds: Sequence[Tuple[Any, ...]]) -> bytes:
 
 
 async def _send(conn: Conn, cmds: Sequence[Tuple[Any, ...]]) -> None:
+    if getattr(conn, "_dlock_closed", False):
+        # Closed by its caller (interrupted while ``asyncio.wait_for`` had
+        # started the call in a task of its own): redis-py would connect
+        # again and send a command nobody waits for, such as an ACQUIRE.
+        raise redis.exceptions.ConnectionError("the connection was closed by its caller")
     await conn.send_packed_command(conn.pack_commands(cmds), check_health=False)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import socket
 import time
+from inspect import GEN_CLOSED, getgeneratorstate
 from typing import Any, List, Optional, Tuple
 
 import redis
@@ -90,17 +91,22 @@ def drive(topology: Topology, rule: Rule[T]) -> T:
     value: Any = None
     error: Optional[BaseException] = None
     while True:
+        # The loop runs inside the try: an interrupt landing between an
+        # effect's outcome and the rule hearing it (the loop's own jump
+        # back) goes to the rule too, which may have been granted.
         try:
-            effect = rule.throw(error) if error is not None else rule.send(value)
+            while True:
+                effect = rule.throw(error) if error is not None else rule.send(value)
+                value, error = None, None
+                if isinstance(effect, Sleep):
+                    time.sleep(effect.seconds)
+                else:
+                    value = perform(topology, effect)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            if isinstance(effect, Sleep):
-                time.sleep(effect.seconds)
-            else:
-                value = perform(topology, effect)
         except BaseException as e:  # noqa: B036 - the rule decides
+            if getgeneratorstate(rule) == GEN_CLOSED:
+                raise  # the rule's own end
             error = e
 
 
