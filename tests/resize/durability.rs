@@ -5,7 +5,7 @@ use common::dump::dump;
 use redis::ConnectionLike;
 use std::time::Duration;
 
-const KEYS: [&str; 3] = ["up", "down", "weighted"];
+const KEYS: [&str; 4] = ["up", "down", "weighted", "below"];
 
 fn populate(c: &mut Connection) {
     fence_of(c, &permit("up", "a", 2, &[]));
@@ -18,6 +18,9 @@ fn populate(c: &mut Connection) {
     fence_of(c, &permit("weighted", "a", 4, &["PERMITS", "3"]));
     assert_eq!(resize(c, "weighted", 6), Some(4));
     fence_of(c, &permit("weighted", "b", 4, &["PERMITS", "2"]));
+    // One hold of more permits than the lowered limit.
+    fence_of(c, &permit("below", "a", 4, &["PERMITS", "4"]));
+    assert_eq!(resize(c, "below", 2), Some(4));
 }
 
 /// A key as compared: `DUMP`, digest, expiry, limit and resized mark.
@@ -87,7 +90,7 @@ fn a_replica_and_the_aof_hold_exactly_the_masters_limits() {
         .into_iter()
         .filter(|cmd| cmd[0].eq_ignore_ascii_case("DLOCK.SETLIMIT"))
         .collect();
-    assert_eq!(setlimits.len(), 4, "{setlimits:?}");
+    assert_eq!(setlimits.len(), 5, "{setlimits:?}");
     assert_eq!(setlimits[1][1..], ["up".to_string(), "4".to_string()]);
     let before = exactly(&mut m);
     drop(replica);

@@ -219,7 +219,10 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
         }
         let cap = if with_caps { read_cap(&mut r)? } else { None };
         let permits = if with_permits { r.u32()? } else { 1 };
-        if !(1..=limit).contains(&permits) {
+        // A resize down keeps every hold, one of more permits than the new
+        // limit included.
+        let most = if resized { MAX_LIMIT } else { limit };
+        if !(1..=most).contains(&permits) {
             return Err(DecodeError::Layout("permits out of range"));
         }
         if cap.is_some() && !session.is_empty() {

@@ -282,6 +282,10 @@ fn a_resized_value_is_written_in_layout_4_and_may_pass_its_limit() {
     let mut unmarked = bytes.clone();
     unmarked[9] = 0;
     assert!(decode(&unmarked).is_err());
+    // One hold of more permits than the lowered limit reads back too.
+    let mut one = one_hold(4);
+    one.set_limit(2);
+    assert_eq!(decode(&encode(&one)), Ok(one.clone()));
     // Forgotten once the holds are gone and a hold starts them again.
     for t in [&b"a"[..], b"b", b"c"] {
         h.release(t);
