@@ -328,10 +328,10 @@ check-memory-canary:
 #   make check-history                         60 s, random seed (printed)
 #   make check-history HISTORY_SECS=1800 HISTORY_SEED=42 HISTORY_CLIENTS=16
 #   make check-history HISTORY_BROKEN=fence    a planted bug: must fail
-#     (fence, release, set, quarantine, fifo, observe, session, guard, priority, or 1 for
-#     all; built into target/broken/)
+#     (fence, release, set, quarantine, fifo, observe, session, guard, priority,
+#     permits, or 1 for all; built into target/broken/)
 #   make check-history HISTORY_WORKLOAD=election   one workload (locks,
-#     election, sessions, guard; default all four)
+#     election, sessions, guard, priority, handover, permits; default all)
 #   target/release/check-history check FILE    re-check a saved history
 HISTORY_SECS ?= 60
 HISTORY_SEED ?=
@@ -348,7 +348,8 @@ PLANTED_observe := planted-observe-miss
 PLANTED_session := planted-session-leaves-hold
 PLANTED_guard := planted-guard-skips-check
 PLANTED_priority := planted-priority-no-aging
-PLANTED_1 := $(PLANTED_fence),$(PLANTED_release),$(PLANTED_set),$(PLANTED_quarantine),$(PLANTED_fifo),$(PLANTED_observe),$(PLANTED_session),$(PLANTED_guard),$(PLANTED_priority)
+PLANTED_permits := planted-permits-as-one
+PLANTED_1 := $(PLANTED_fence),$(PLANTED_release),$(PLANTED_set),$(PLANTED_quarantine),$(PLANTED_fifo),$(PLANTED_observe),$(PLANTED_session),$(PLANTED_guard),$(PLANTED_priority),$(PLANTED_permits)
 PLANTED_all := $(PLANTED_1)
 HISTORY_FEATURES = $(PLANTED_$(HISTORY_BROKEN))
 HISTORY_MODULE = $(if $(HISTORY_BROKEN),$(CURDIR)/target/broken/release/libdlock.so,$(MODULE))
@@ -361,7 +362,7 @@ HISTORY_RUN = HISTORY_BROKEN="$(HISTORY_BROKEN)" DLOCK_MODULE=$(HISTORY_MODULE) 
 # The module with the planted bugs HISTORY_BROKEN names (nothing without it).
 history-module: build
 	@if [ -n "$(HISTORY_BROKEN)" ]; then \
-		[ -n "$(HISTORY_FEATURES)" ] || { echo "HISTORY_BROKEN: fence, release, set, quarantine, fifo, observe, session, guard, priority or 1 (all), not $(HISTORY_BROKEN)"; exit 2; }; \
+		[ -n "$(HISTORY_FEATURES)" ] || { echo "HISTORY_BROKEN: fence, release, set, quarantine, fifo, observe, session, guard, priority, permits or 1 (all), not $(HISTORY_BROKEN)"; exit 2; }; \
 		$(CARGO) build --release -p dlock --features $(HISTORY_FEATURES) --target-dir target/broken; \
 	fi
 

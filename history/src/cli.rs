@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: check-history run [--secs N] [--seed S] [--clients C] [--out FILE] [--workload locks,election,sessions,guard,priority]\n       check-history check FILE";
+const USAGE: &str = "usage: check-history run [--secs N] [--seed S] [--clients C] [--out FILE] [--workload locks,election,sessions,guard,priority,handover,permits]\n       check-history check FILE";
 
 /// Runs the command line; returns how many violations and coverage gaps
 /// the report counted.
@@ -52,6 +52,8 @@ fn run_config(mut args: impl Iterator<Item = String>) -> Result<workload::Config
             sessions: true,
             guard: true,
             priority: true,
+            handover: true,
+            permits: true,
         },
     };
     while let Some(flag) = args.next() {
@@ -84,8 +86,8 @@ fn run_config(mut args: impl Iterator<Item = String>) -> Result<workload::Config
     Ok(cfg)
 }
 
-/// `locks`, `election`, `sessions`, `guard`, `priority`, comma-separated (`all`:
-/// every one).
+/// `locks`, `election`, `sessions`, `guard`, `priority`, `handover`,
+/// `permits`, comma-separated (`all`: every one).
 fn workloads(value: &str) -> Result<workload::Workloads, String> {
     let mut w = workload::Workloads {
         locks: false,
@@ -93,6 +95,8 @@ fn workloads(value: &str) -> Result<workload::Workloads, String> {
         sessions: false,
         guard: false,
         priority: false,
+        handover: false,
+        permits: false,
     };
     for name in value.split(',') {
         match name {
@@ -101,13 +105,16 @@ fn workloads(value: &str) -> Result<workload::Workloads, String> {
             "sessions" => w.sessions = true,
             "guard" => w.guard = true,
             "priority" => w.priority = true,
+            "handover" => w.handover = true,
+            "permits" => w.permits = true,
             "all" => {
                 (w.locks, w.election, w.sessions, w.guard, w.priority) =
-                    (true, true, true, true, true)
+                    (true, true, true, true, true);
+                (w.handover, w.permits) = (true, true);
             }
             _ => {
                 return Err(format!(
-                    "--workload: locks, election, sessions, guard, priority (comma-separated), not {value}"
+                    "--workload: locks, election, sessions, guard, priority, handover, permits (comma-separated), not {value}"
                 ))
             }
         }
@@ -157,11 +164,20 @@ mod tests {
             priority.map(|c| c.workloads.names()).ok(),
             Some(vec!["priority".to_string()])
         );
+        let two = super::run_config(
+            ["--workload", "handover,permits"]
+                .map(String::from)
+                .into_iter(),
+        );
+        assert_eq!(
+            two.map(|c| c.workloads.names()).ok(),
+            Some(vec!["handover".to_string(), "permits".to_string()])
+        );
         let all = super::run_config(std::iter::empty()).map(|c| c.workloads.names());
         assert_eq!(
             all.ok(),
             Some(
-                ["locks", "election", "sessions", "guard", "priority"]
+                ["locks", "election", "sessions", "guard", "priority", "handover", "permits"]
                     .map(String::from)
                     .to_vec()
             )

@@ -146,6 +146,9 @@ pub enum Command {
     Guard,
     /// A read of the resource's guarded sink: its list and its counter.
     SinkRead,
+    /// `DLOCK.RESIZE resource limit`: the limit of a held semaphore
+    /// becomes `limit` (the reply: the previous one, nil when unheld).
+    Resize,
 }
 
 impl Command {
@@ -188,6 +191,12 @@ pub struct Op {
     /// `PRIORITY p` (absent: none named, which is 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<u16>,
+    /// `PERMITS k` beside `LIMIT` (absent: one permit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u32>,
+    /// `RELEASE ... TO token`: the waiter the hold is handed over to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
     /// Followed by `WAIT 1` on the same connection (the durability recipe):
     /// a grant no replica acknowledged is released and reported `Fail`.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -254,6 +263,8 @@ impl Op {
             owner: None,
             wait_ms: None,
             priority: None,
+            permits: None,
+            to: None,
             durable: false,
             retry_of: None,
             leave_after_ms: None,

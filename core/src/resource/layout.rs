@@ -252,10 +252,8 @@ pub fn decode_with(bytes: &[u8], exists: impl Fn(&[u8]) -> bool) -> Result<Holds
     if !r.0.is_empty() {
         return Err(DecodeError::Layout("trailing bytes"));
     }
-    if limit > 1
-        && ((!resized && holds.used_permits() > u64::from(limit))
-            || holds.iter().any(|h| h.mode == Mode::Shared))
-    {
+    // A semaphore's permits past its limit (unless resized), or a reader.
+    if limit > 1 && !holds.is_consistent() {
         return Err(DecodeError::Layout("semaphore holds out of range"));
     }
     // Bytes that decode but describe holds no command could make (two

@@ -2,7 +2,7 @@
 //! per (client, token, resource) the holds from grant to release or bound,
 //! with the replies that showed a hold lost before its bound.
 use super::prep::{intern, Grant, Hold, Loss, Prepared, MARGIN_US};
-use crate::history::{Command, Kind, Op, Value};
+use crate::history::{Command, Kind, Op, Outcome, Value};
 use std::collections::HashMap;
 
 impl<'a> Prepared<'a> {
@@ -89,6 +89,7 @@ impl<'a> Prepared<'a> {
                                     owner: owner_of.get(&(i, res)).copied().unwrap_or(token),
                                     res,
                                     mode: o.op.mode,
+                                    permits: o.op.permits.unwrap_or(1),
                                     fence: *fence,
                                     start: complete,
                                     bound: new_bound,
@@ -123,6 +124,11 @@ impl<'a> Prepared<'a> {
                         }
                     }
                     Command::Release | Command::Mrelease => {
+                        // A handover refused (an error reply) changed
+                        // nothing: the hold is still believed.
+                        if o.op.to.is_some() && matches!(o.outcome, Some(Outcome::Fail { .. })) {
+                            continue;
+                        }
                         let Some(h) = cur.take() else { continue };
                         let hold = &mut self.holds[h];
                         hold.end = hold.bound.min(o.invoke);

@@ -67,6 +67,8 @@ pub fn flavours(o: &OpRec) -> Vec<&'static str> {
         (op.guard.as_ref().is_some_and(|g| g.batch), "batch"),
         (op.guard.as_ref().is_some_and(|g| g.lua), "lua"),
         (o.info_reason() == Some("left"), "left"),
+        (op.permits.is_some(), "permits"),
+        (op.to.is_some(), "to"),
     ];
     for (on, name) in flags {
         if on {
@@ -157,4 +159,46 @@ pub fn count(p: &Prepared, r: &mut Report) {
         r.gaps
             .push("the fenced sink never accepted a write".to_string());
     }
+}
+
+/// What the `handover` and `permits` workloads must have exercised: holds
+/// handed over and handovers refused; grants of several permits at once,
+/// and resizes both up and down while the semaphore was held.
+pub fn handover_permits_gaps(p: &Prepared) -> Vec<String> {
+    let mut gaps = Vec::new();
+    if p.ran("handover") {
+        let to = p.ops.iter().filter(|o| o.op.to.is_some());
+        if !to.clone().any(|o| o.int() == Some(1)) {
+            gaps.push("no hold was handed over (RELEASE ... TO answered 1)".to_string());
+        }
+        if !to
+            .clone()
+            .any(|o| matches!(o.outcome, Some(Outcome::Fail { .. })))
+        {
+            gaps.push("no handover was refused (RELEASE ... TO answered an error)".to_string());
+        }
+    }
+    if p.ran("permits") {
+        let weighted = p.grants.iter().any(|g| {
+            let o = &p.ops[g.op];
+            o.op.permits.is_some_and(|k| k > 1) && matches!(o.value(), Some(Value::Fence(_)))
+        });
+        if !weighted {
+            gaps.push("no request for several permits was granted".to_string());
+        }
+        let resized = |up: bool| {
+            p.ops.iter().any(|o| {
+                let (Some(n), Some(prev)) = (o.op.limit, o.int()) else {
+                    return false;
+                };
+                o.op.command == Command::Resize
+                    && (i64::from(n) > prev) == up
+                    && i64::from(n) != prev
+            })
+        };
+        if !resized(true) || !resized(false) {
+            gaps.push("no held semaphore was resized both up and down".to_string());
+        }
+    }
+    gaps
 }

@@ -94,6 +94,49 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
         }
     }
     out.extend(owner_fence(p));
+    out.extend(handovers(p));
+    out
+}
+
+/// A hold handed over (`RELEASE r x TO y` answered 1) goes to `y` with a
+/// fence above `x`'s: the next one the server draws, as for any grant to a
+/// new owner, even when `y` asked before `x` was granted.
+fn handovers(p: &Prepared) -> Vec<Violation> {
+    // The first grant of each (resource, token): tokens are fresh per
+    // acquisition, so its retries are granted the same fence.
+    let mut grant_of: HashMap<(u32, &str), (u64, usize)> = HashMap::new();
+    for g in &p.grants {
+        let token = p.names[p.ops[g.op].token as usize];
+        grant_of.entry((g.res, token)).or_insert((g.fence, g.op));
+    }
+    let mut out = Vec::new();
+    for o in &p.ops {
+        let (Some(to), Some(1)) = (&o.op.to, o.int()) else {
+            continue;
+        };
+        let r = o.res[0];
+        let from = grant_of.get(&(r, p.names[o.token as usize]));
+        let (Some(&(fx, gx)), Some(&(fy, gy))) = (from, grant_of.get(&(r, to.as_str()))) else {
+            continue;
+        };
+        if fy > fx {
+            continue;
+        }
+        let mut ops = vec![p.ops[gx].id, o.id, p.ops[gy].id];
+        ops.sort_unstable();
+        out.push(Violation {
+            checker: "fences",
+            what: format!(
+                "{}: op {} handed the hold of token {} (fence {fx}, op {}) over to token {to}, granted fence {fy} (op {}), not above it",
+                p.resources[r as usize].name,
+                o.id,
+                p.names[o.token as usize],
+                p.ops[gx].id,
+                p.ops[gy].id
+            ),
+            ops,
+        });
+    }
     out
 }
 

@@ -64,8 +64,17 @@ pub fn behind_after(p: &Prepared, a: &OpRec, b: &OpRec) -> u64 {
 pub fn check(p: &Prepared) -> Fifo {
     let mut seen: HashSet<(u32, u32)> = HashSet::new();
     let mut per_res: Vec<Vec<usize>> = vec![Vec::new(); p.resources.len()];
+    // A waiter a holder handed over to (`RELEASE ... TO`) is granted out
+    // of turn: it is judged in no pair.
+    let handed: HashSet<(u32, &str)> = p
+        .ops
+        .iter()
+        .filter_map(|o| Some((*o.res.first()?, o.op.to.as_deref()?)))
+        .collect();
     for (i, o) in p.ops.iter().enumerate() {
-        if o.op.command != Command::Acquire {
+        if o.op.command != Command::Acquire
+            || handed.contains(&(o.res[0], p.names[o.token as usize]))
+        {
             continue;
         }
         let first = seen.insert((o.client, o.token));

@@ -20,6 +20,7 @@ mod fences;
 mod fifo;
 mod guard;
 mod hold_lives;
+mod limits;
 mod linear;
 mod liveness;
 mod lost;
@@ -146,6 +147,7 @@ pub fn check(events: &[Event]) -> Report {
         }
         report.guard = Some(stats);
     }
+    report.gaps.extend(coverage::handover_permits_gaps(&p));
     let (linearizability, stats) = linear::check_with_stats(events);
     v.extend(linearizability);
     report.linear = stats;
@@ -178,6 +180,7 @@ pub fn command_name(c: Command) -> &'static str {
         Command::Disconnect => "disconnect",
         Command::Guard => "guard",
         Command::SinkRead => "sink read",
+        Command::Resize => "resize",
     }
 }
 

@@ -1,4 +1,5 @@
 //! `mutex`: no two believed holds conflict at the same time on a resource.
+use super::limits::Limits;
 use super::prep::Prepared;
 use super::Violation;
 use crate::history::{Kind, Mode};
@@ -8,8 +9,15 @@ use std::collections::HashMap;
 /// (an end before a start at the same instant: touching intervals do not
 /// overlap) and reports each hold that began beside a conflicting one: an
 /// exclusive hold beside any hold of another owner, a shared hold beside
-/// another owner's exclusive one, a permit beyond a semaphore's limit.
+/// another owner's exclusive one, permits beyond a semaphore's limit.
+///
+/// A semaphore's holds count their permits. The limit may change while it
+/// is held (`DLOCK.RESIZE`; a limit lowered keeps the holds beyond it), so
+/// the permits believed at once are judged against the largest limit in
+/// force at some time from the earliest grant among them was sent to now:
+/// the last of them was granted then, beside all the others.
 pub fn check(p: &Prepared) -> Vec<Violation> {
+    let limits = Limits::new(p);
     let mut per_res: Vec<Vec<(u64, bool, usize)>> = vec![Vec::new(); p.resources.len()];
     for (i, h) in p.holds.iter().enumerate() {
         if h.start < h.end {
@@ -30,13 +38,25 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
                 continue;
             }
             let conflict = match kind {
-                Kind::Semaphore { limit } => (sweep.active.len() as u64 >= u64::from(limit))
-                    .then(|| sweep.active.keys().copied().min())
-                    .flatten(),
-                _ => sweep.conflict(h.owner, h.mode),
+                Kind::Semaphore { limit } => {
+                    let active = || sweep.active.keys().map(|&j| &p.holds[j]);
+                    let used: u64 = active().map(|x| u64::from(x.permits)).sum();
+                    let since = active()
+                        .map(|x| x.grant_invoke)
+                        .fold(h.grant_invoke, u64::min);
+                    let most = limits.largest(r as u32, limit, since, h.start);
+                    let n = used + u64::from(h.permits);
+                    (n > u64::from(most)).then(|| {
+                        (
+                            sweep.active.keys().copied().min().unwrap_or(i),
+                            Some((n, most)),
+                        )
+                    })
+                }
+                _ => sweep.conflict(h.owner, h.mode).map(|j| (j, None)),
             };
-            if let Some(j) = conflict {
-                out.push(violation(p, r, kind, j, i, sweep.active.len()));
+            if let Some((j, permits)) = conflict {
+                out.push(violation(p, r, j, i, permits));
             }
             sweep.add(i, h.owner, h.mode);
         }
@@ -44,11 +64,16 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
     out
 }
 
-fn violation(p: &Prepared, r: usize, kind: Kind, a: usize, b: usize, n: usize) -> Violation {
+fn violation(p: &Prepared, r: usize, a: usize, b: usize, permits: Option<(u64, u32)>) -> Violation {
     let (ha, hb) = (&p.holds[a], &p.holds[b]);
     let show = |h: &super::prep::Hold| {
+        let weight = if h.permits > 1 {
+            format!(", {} permits", h.permits)
+        } else {
+            String::new()
+        };
         format!(
-            "{} {} hold of owner {} (token {}, fence {}, believed {}..{})",
+            "{} {} hold of owner {} (token {}, fence {}{weight}, believed {}..{})",
             p.ops[h.op].id,
             super::mode_name(h.mode),
             p.names[h.owner as usize],
@@ -58,15 +83,14 @@ fn violation(p: &Prepared, r: usize, kind: Kind, a: usize, b: usize, n: usize) -
             h.end
         )
     };
-    let what = match kind {
-        Kind::Semaphore { limit } => format!(
-            "{}: {} permits held at once, limit {limit}: op {} began beside op {}",
+    let what = match permits {
+        Some((n, most)) => format!(
+            "{}: {n} permits held at once, limit {most} at most: op {} began beside op {}",
             p.resources[r].name,
-            n + 1,
             show(hb),
             show(ha)
         ),
-        _ => format!(
+        None => format!(
             "{}: op {} began beside op {}",
             p.resources[r].name,
             show(hb),

@@ -69,6 +69,8 @@ pub struct Hold {
     pub owner: u32,
     pub res: u32,
     pub mode: Mode,
+    /// The permits it counts for on a semaphore (`PERMITS k`; else 1).
+    pub permits: u32,
     pub fence: u64,
     pub start: u64,
     /// Where the server still surely held it: the last successful renewal's

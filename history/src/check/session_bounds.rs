@@ -209,6 +209,7 @@ impl<'a> Prepared<'a> {
                     owner: o.token,
                     res,
                     mode: o.op.mode,
+                    permits: o.op.permits.unwrap_or(1),
                     fence: *fence,
                     start,
                     bound: end,

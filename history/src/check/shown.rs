@@ -25,6 +25,8 @@ use crate::history::{Command, Kind, Mode, Outcome, Value};
 use std::collections::HashMap;
 
 pub fn check(p: &Prepared) -> Vec<Violation> {
+    // A resized semaphore may hold up to the largest limit it was given.
+    let limits = super::limits::Limits::new(p);
     // Acquires and sure releases by (token name, resource), in invocation
     // order (ops are).
     let mut acquires: HashMap<(&str, u32), Vec<usize>> = HashMap::new();
@@ -76,7 +78,13 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
                 ops,
             }
         };
-        if let Some(what) = conflict(p.resources[r as usize].kind, view) {
+        let kind = match p.resources[r as usize].kind {
+            Kind::Semaphore { limit } => Kind::Semaphore {
+                limit: limits.ever(r, limit),
+            },
+            kind => kind,
+        };
+        if let Some(what) = conflict(kind, view) {
             out.push(v(what, Vec::new()));
         }
         for h in &view.holds {

@@ -12,6 +12,8 @@
 //! - `guard`: writers through `DLOCK.GUARD` to sinks in Redis (`g*`).
 //! - `priority`: a stream of higher priorities and a waiter of priority 0
 //!   (`p0`).
+//! - `handover`: holders that hand the lock to a waiter (`h0`).
+//! - `permits`: requests for several permits at once and resizes (`w0`).
 //! - `faults`: the fault thread.
 mod choose;
 mod client;
@@ -19,7 +21,9 @@ mod conn;
 mod election;
 mod faults;
 mod guard;
+mod handover;
 mod ops;
+mod permits;
 mod priority;
 mod record;
 mod servers;
@@ -30,7 +34,7 @@ use record::Recorder;
 use servers::Group;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -61,6 +65,12 @@ pub struct Workloads {
     /// Priorities on `p0`: `priority::STREAM` clients at a higher
     /// priority and `priority::WAITERS` at 0, numbered after the writers.
     pub priority: bool,
+    /// Handovers on `h0`: `handover::CLIENTS` clients, numbered after the
+    /// priority workload's.
+    pub handover: bool,
+    /// Weighted permits and resizes on `w0`: `permits::HOLDERS` holders
+    /// and `permits::RESIZERS` resizer, numbered after the handover's.
+    pub permits: bool,
 }
 
 impl Workloads {
@@ -80,6 +90,12 @@ impl Workloads {
         }
         if self.priority {
             v.push("priority".to_string());
+        }
+        if self.handover {
+            v.push("handover".to_string());
+        }
+        if self.permits {
+            v.push("permits".to_string());
         }
         v
     }
@@ -101,6 +117,9 @@ pub struct Ctx {
     pub lin_ttl: u64,
     /// Clients queued on or holding `m5` now (`choose::FIFO_RES`).
     pub fifo_users: AtomicUsize,
+    /// The tokens the handover's clients wait on `h0` with now (or are
+    /// about to): whom a holder may hand over to.
+    pub handover_waiting: Mutex<Vec<String>>,
 }
 
 /// How long after the deadline client threads may take to finish.
@@ -125,7 +144,9 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
     let sessions_from = cfg.clients + election::CANDIDATES + election::OBSERVERS;
     let guard_from = sessions_from + 2 * sessions::PAIRS;
     let priority_from = guard_from + guard::WRITERS;
-    let all = priority_from + priority::STREAM + priority::WAITERS;
+    let handover_from = priority_from + priority::STREAM + priority::WAITERS;
+    let permits_from = handover_from + handover::CLIENTS;
+    let all = permits_from + permits::HOLDERS + permits::RESIZERS;
     let ctx = Arc::new(Ctx {
         rec,
         groups,
@@ -137,6 +158,7 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
             .collect(),
         lin_ttl: (cfg.secs + 600) * 1000,
         fifo_users: AtomicUsize::new(0),
+        handover_waiting: Mutex::new(Vec::new()),
     });
     let seed = cfg.seed;
     let fault_ctx = ctx.clone();
@@ -173,7 +195,7 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
         }
     }
     if cfg.workloads.guard {
-        for c in guard_from..all {
+        for c in guard_from..priority_from {
             spawn(c, "writer", guard::writer_loop)?;
         }
     }
@@ -181,8 +203,21 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
         for c in priority_from..priority_from + priority::STREAM {
             spawn(c, "priority stream", priority::stream_loop)?;
         }
-        for c in priority_from + priority::STREAM..all {
+        for c in priority_from + priority::STREAM..handover_from {
             spawn(c, "priority 0 waiter", priority::waiter_loop)?;
+        }
+    }
+    if cfg.workloads.handover {
+        for c in handover_from..permits_from {
+            spawn(c, "handover", handover::client_loop)?;
+        }
+    }
+    if cfg.workloads.permits {
+        for c in permits_from..permits_from + permits::HOLDERS {
+            spawn(c, "permits", permits::holder_loop)?;
+        }
+        for c in permits_from + permits::HOLDERS..all {
+            spawn(c, "resizer", permits::resizer_loop)?;
         }
     }
     let (servers, fault_result) = faults
@@ -284,6 +319,18 @@ fn resources(workloads: Workloads) -> Vec<Resource> {
     }
     if workloads.priority {
         v.push(r(priority::RESOURCE, "main", Kind::Plain));
+    }
+    if workloads.handover {
+        v.push(r(handover::RESOURCE, "main", Kind::Plain));
+    }
+    if workloads.permits {
+        v.push(r(
+            permits::RESOURCE,
+            "main",
+            Kind::Semaphore {
+                limit: permits::LIMIT,
+            },
+        ));
     }
     if workloads.election {
         v.push(Resource {

@@ -26,6 +26,9 @@ pub fn args(op: &Op) -> Vec<String> {
             if let Some(n) = op.limit {
                 a.extend(["LIMIT".into(), n.to_string()]);
             }
+            if let Some(k) = op.permits {
+                a.extend(["PERMITS".into(), k.to_string()]);
+            }
             if let Some(o) = &op.owner {
                 a.extend(["OWNER".into(), o.clone()]);
             }
@@ -40,6 +43,13 @@ pub fn args(op: &Op) -> Vec<String> {
         Command::Release => {
             single(&mut a, "DLOCK.RELEASE");
             a.push(op.token.clone());
+            if let Some(to) = &op.to {
+                a.extend(["TO".into(), to.clone()]);
+            }
+        }
+        Command::Resize => {
+            single(&mut a, "DLOCK.RESIZE");
+            a.push(op.limit.unwrap_or(2).to_string());
         }
         Command::Extend => {
             single(&mut a, "DLOCK.EXTEND");

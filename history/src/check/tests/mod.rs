@@ -6,6 +6,7 @@ use crate::history::{Kind, Meta, Op, Outcome, Phase, Resource, Value};
 mod adversarial;
 mod election;
 mod guard;
+mod handover_permits;
 mod input;
 mod liveness;
 mod priority;
