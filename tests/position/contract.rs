@@ -88,6 +88,49 @@ fn waiters_shows_every_field_of_each_request() {
     assert!(matches!(items[..], [Value::Map(_)]), "RESP3: a map");
 }
 
+/// A semaphore's waiter asking for `PERMITS 3` shows `permits` 3; one
+/// asking for a single permit (no `PERMITS`) shows no `permits` at all, so
+/// the reply of every request that names none is as it was. RESP2 and
+/// RESP3.
+#[test]
+fn waiters_shows_the_permits_a_request_asks_for() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut all = redis::cmd("DLOCK.ACQUIRE");
+    all.arg(&["pool", "h", "60000", "LIMIT", "5", "PERMITS", "5"]);
+    let fence: Option<i64> = all.query(&mut c).unwrap();
+    assert!(fence.is_some(), "all 5 permits held");
+    // Queued one after the other (`join` reads a plain lock's `DLOCK.INFO`).
+    let mut queue = |token: &str, extra: &[&str]| {
+        let w = Waiter::send(&s, wait_cmd("pool", token, extra, 0));
+        wait_until(SOON, &format!("{token} queued"), || {
+            position(&mut c, "pool", token).is_some()
+        });
+        w
+    };
+    let big = queue("big", &["LIMIT", "5", "PERMITS", "3"]);
+    let one = queue("one", &["LIMIT", "5"]);
+    for mut conn in [s.conn(), s.conn_resp3()] {
+        let page = waiters_page(&mut conn, "pool", &[]);
+        assert_eq!(tokens(&page), ["big", "one"]);
+        assert_eq!(as_int(&page[0]["limit"]), 5);
+        assert_eq!(page[0].get("permits").map(as_int), Some(3));
+        assert_eq!(as_int(&page[1]["limit"]), 5);
+        assert!(
+            !page[1].contains_key("permits"),
+            "one permit: {:?}",
+            page[1]
+        );
+    }
+    let _: i64 = redis::cmd("DLOCK.RELEASE")
+        .arg("pool")
+        .arg("h")
+        .query(&mut c)
+        .unwrap();
+    assert!(big.granted().0 > 0 && one.granted().0 > 0, "3 + 1 of 5 fit");
+    assert!(waiters_page(&mut c, "pool", &[]).is_empty());
+}
+
 /// `OFFSET` skips, `COUNT` bounds (10 unless given), past the end is empty.
 #[test]
 fn waiters_pages_through_a_long_queue() {

@@ -63,6 +63,25 @@ def test_positions_and_waiters_follow_the_queue(server, locker):
     assert locker.waiters("job", count=1000) == []
 
 
+def test_waiters_show_the_permits_asked_for(server, locker):
+    c = server.conn()
+    holder = locker.lock("pool", ttl=30, limit=5, permits=5).acquire(blocking=False)
+    assert holder
+    big = _wait_in_thread(locker, "pool", limit=5, permits=3)
+    wait_until(10, "big queued", lambda: waiters(c, "pool") == 1)
+    one = _wait_in_thread(locker, "pool", limit=5)
+    wait_until(10, "one queued", lambda: waiters(c, "pool") == 2)
+
+    page = locker.waiters("pool")
+    assert [(w["position"], w["limit"], w["permits"]) for w in page] == [(1, 5, 3), (2, 5, 1)]
+
+    assert holder.release()
+    for t, got in (big, one):
+        t.join(20)
+        assert got, "3 + 1 of 5 permits fit"
+    assert locker.waiters("pool") == []
+
+
 @pytest.mark.parametrize(
     "call",
     [

@@ -86,6 +86,7 @@ mod tests {
             owner: None,
             shared: false,
             limit: 1,
+            permits: 1,
             set,
             session: None,
             waited: Duration::ZERO,

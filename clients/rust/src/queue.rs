@@ -25,6 +25,9 @@ pub struct Waiter {
     pub shared: bool,
     /// The `LIMIT` it asks with (1 for a lock).
     pub limit: u32,
+    /// How many of the semaphore's permits it asks for (`PERMITS`; 1
+    /// when the server shows none).
+    pub permits: u32,
     /// For a set request: how many resources it waits for.
     pub set: Option<u32>,
     /// The session it is bound to, if any.
@@ -162,6 +165,7 @@ fn waiter_of(pairs: Vec<(Value, Value)>) -> Option<Waiter> {
         owner: None,
         shared: false,
         limit: 1,
+        permits: 1,
         set: None,
         session: None,
         waited: Duration::ZERO,
@@ -174,6 +178,7 @@ fn waiter_of(pairs: Vec<(Value, Value)>) -> Option<Waiter> {
             "owner" => w.owner = Some(text(v)?),
             "mode" => mode = text(v),
             "limit" => limit = int(v).and_then(|n| u32::try_from(n).ok()),
+            "permits" => w.permits = int(v).and_then(|n| u32::try_from(n).ok())?,
             "set" => w.set = Some(int(v).and_then(|n| u32::try_from(n).ok())?),
             "session" => w.session = Some(text(v)?),
             "waited" => waited = int(v).and_then(|n| u64::try_from(n).ok()),
@@ -245,6 +250,7 @@ mod tests {
             owner: Some("o".into()),
             shared: true,
             limit: 1,
+            permits: 1,
             set: Some(3),
             session: Some("s".into()),
             waited: Duration::from_millis(1500),
@@ -260,6 +266,13 @@ mod tests {
         timed[8].1 = Value::Int(250);
         let w = waiters_reply(Value::Array(vec![Value::Map(timed)])).unwrap();
         assert_eq!(w[0].timeout, Some(Duration::from_millis(250)));
+        let mut weighted = fields.clone();
+        weighted[4].1 = Value::Int(5);
+        weighted.push((bulk("permits"), Value::Int(3)));
+        let w = waiters_reply(Value::Array(vec![Value::Map(weighted.clone())])).unwrap();
+        assert_eq!((w[0].limit, w[0].permits), (5, 3));
+        weighted.last_mut().unwrap().1 = Value::Int(-1);
+        assert!(waiters_reply(Value::Array(vec![Value::Map(weighted)])).is_err());
         let mut bad_mode = fields.clone();
         bad_mode[3].1 = bulk("both");
         assert!(waiters_reply(Value::Array(vec![Value::Map(bad_mode)])).is_err());

@@ -324,7 +324,7 @@ when it does not wait there.",
         name: c"dlock.waiters",
         summary: c"Returns the requests queued on the resource in the order they are served, \
 from position k + 1 on, at most n (10 unless COUNT says): position, token, owner, mode, limit, \
-priority, set, session, waited and timeout of each.",
+permits, priority, set, session, waited and timeout of each.",
         complexity: c"O(log N + M) with N the requests queued on the resource and M the ones \
 returned",
         arity: -2,

@@ -73,11 +73,12 @@ fn settle(ctx: Ctx, name: *mut raw::RedisModuleString) -> Result<(), Error> {
 }
 
 /// One waiter's map: position, token, owner (when named), mode, limit,
-/// priority, set (a set request's member count), session (when bound), waited,
-/// timeout (ms left, -1: forever).
+/// permits (when above 1), priority, set (a set request's member count),
+/// session (when bound), waited, timeout (ms left, -1: forever).
 fn reply_waiter(ctx: Ctx, w: &blocking::QueuedRequest) -> Result<(), Error> {
     let pairs = 7
         + usize::from(w.owner.is_some())
+        + usize::from(w.permits.is_some())
         + usize::from(w.set.is_some())
         + usize::from(w.session.is_some());
     ctx.reply_map(pairs)?;
@@ -93,6 +94,10 @@ fn reply_waiter(ctx: Ctx, w: &blocking::QueuedRequest) -> Result<(), Error> {
     ctx.reply_bytes(mode_name(w.mode))?;
     ctx.reply_bytes(b"limit")?;
     ctx.reply_integer(i64::from(w.limit))?;
+    if let Some(k) = w.permits {
+        ctx.reply_bytes(b"permits")?;
+        ctx.reply_integer(i64::from(k))?;
+    }
     ctx.reply_bytes(b"priority")?;
     ctx.reply_integer(i64::from(w.priority))?;
     if let Some(members) = w.set {

@@ -61,7 +61,8 @@ def _text(v: Any) -> Any:
 
 def decode_waiters(v: Any) -> List[Dict[str, Any]]:
     """One dict per waiter (RESP2's flat arrays of pairs, or RESP3's
-    maps), str keys, tokens, owners and sessions as str where UTF-8."""
+    maps), str keys, tokens, owners and sessions as str where UTF-8;
+    ``permits`` 1 when the server sends none (one permit asked for)."""
     if not isinstance(v, list):
         raise ServerError(f"unexpected DLOCK.WAITERS reply {v!r}")
     out = []
@@ -75,5 +76,6 @@ def decode_waiters(v: Any) -> List[Dict[str, Any]]:
         fields = {_text(k): _text(x) for k, x in pairs}
         if "position" not in fields or "token" not in fields:
             raise ServerError(f"a DLOCK.WAITERS entry without its fields: {item!r}")
+        fields.setdefault("permits", 1)
         out.append(fields)
     return out

@@ -490,7 +490,8 @@ class Locker:
         """The requests waiting on ``resource`` in the order they are
         served (``DLOCK.WAITERS``), ``count`` (1 to 1000) from position
         ``offset + 1`` on: dicts with ``position``, ``token``, ``owner``
-        (when named), ``mode``, ``limit``, ``set`` (a set request's member
+        (when named), ``mode``, ``limit``, ``permits`` (the permits asked
+        for, 1 without ``PERMITS``), ``set`` (a set request's member
         count), ``session`` (when bound), ``waited`` and ``timeout`` (ms;
         -1: until granted)."""
         from . import _queue

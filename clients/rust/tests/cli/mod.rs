@@ -15,6 +15,7 @@ mod permits;
 mod priority;
 mod reaper;
 mod redlock;
+mod resize;
 mod scripts;
 mod sessions;
 mod signals;

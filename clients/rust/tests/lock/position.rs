@@ -59,6 +59,50 @@ fn positions_and_waiters_follow_the_queue() {
     assert!(locker.waiters("job", 0, 10).unwrap().is_empty());
 }
 
+/// A semaphore's waiter asking for 3 permits shows `permits` 3; one that
+/// names no `PERMITS` shows 1 (the server sends no field for it).
+#[test]
+fn waiters_show_the_permits_asked_for() {
+    let server = Server::start();
+    let locker = Locker::new(&server.url()).unwrap();
+    let mut c = server.conn();
+    let holder = locker
+        .request("pool")
+        .limit(5)
+        .permits(5)
+        .ttl(30 * SEC)
+        .acquire()
+        .unwrap()
+        .expect("all 5 permits free");
+    let mut threads = Vec::new();
+    for (i, permits) in [3, 1].into_iter().enumerate() {
+        let url = server.url();
+        threads.push(std::thread::spawn(move || {
+            let l = Locker::new(&url).unwrap();
+            let mut r = l.request("pool").limit(5).ttl(30 * SEC);
+            if permits > 1 {
+                r = r.permits(permits);
+            }
+            let guard = r.wait(Duration::from_secs(3600)).acquire().unwrap();
+            guard.expect("granted").release().unwrap();
+        }));
+        wait_until(SEC * 5, "queued", || {
+            waiters(&mut c, "pool") == i as i64 + 1
+        });
+    }
+    let page = locker.waiters("pool", 0, 10).unwrap();
+    let asked: Vec<(u64, u32, u32)> = page
+        .iter()
+        .map(|w| (w.position, w.limit, w.permits))
+        .collect();
+    assert_eq!(asked, [(1, 5, 3), (2, 5, 1)]);
+    holder.release().unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(locker.waiters("pool", 0, 10).unwrap().is_empty());
+}
+
 #[test]
 fn bad_arguments_are_refused_before_sending() {
     let server = Server::start();

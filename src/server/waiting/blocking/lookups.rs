@@ -113,6 +113,8 @@ pub struct QueuedRequest {
     pub owner: Option<Box<[u8]>>,
     pub mode: Mode,
     pub limit: u32,
+    /// The permits it asks for (`PERMITS k`), when more than 1.
+    pub permits: Option<u32>,
     /// Its `PRIORITY` (0 when none).
     pub priority: u16,
     /// A set request's member count.
@@ -146,6 +148,7 @@ pub fn waiters_page(res: &Resource, offset: u64, count: usize) -> Vec<QueuedRequ
             owner: w.wants.owner.clone(),
             mode: w.wants.mode,
             limit: w.wants.limit.unwrap_or(1),
+            permits: w.wants.permits,
             priority: w.priority,
             set: w
                 .in_set

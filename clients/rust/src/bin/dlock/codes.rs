@@ -11,6 +11,8 @@ use dlock_client::Error;
 pub const OK: i32 = 0;
 /// check: the fence is not a live hold (as test(1) answers false).
 pub const NOT_LIVE: i32 = 1;
+/// resize: nothing holds the resource, so it has no limit to change.
+pub const NOT_HELD: i32 = 1;
 pub const USAGE: i32 = 64; // EX_USAGE
 pub const UNAVAILABLE: i32 = 69; // EX_UNAVAILABLE
 pub const SOFTWARE: i32 = 70; // EX_SOFTWARE: an unexpected server reply
@@ -52,7 +54,8 @@ pub fn of_wait_status(status: libc::c_int) -> i32 {
 pub const TABLE: &str = "\
 EXIT STATUS
     0      success (exec: the command's own status is passed through)
-    1      check: the fence is not a live hold on the resource
+    1      check: the fence is not a live hold on the resource; resize:
+           nothing holds the resource (nothing changed)
     1..    exec: the command's exit status
     128+N  exec: the command died of signal N
     64     usage error: bad option, duration, URL, TLS file, --grace not

@@ -28,6 +28,8 @@ COMMANDS
     release RESOURCE TOKEN      release a lease by its token
     check RESOURCE FENCE        the sequencer check: exit 0 if FENCE is a live
                                 hold on RESOURCE now, 1 if not
+    resize RESOURCE LIMIT       change a held semaphore's limit; print the
+                                previous and the new one
 
 SERVER
     --url URL    the server, before or after COMMAND (default: $DLOCK_URL, else
@@ -73,6 +75,7 @@ PERMISSIONS
     extend           dlock.extend
     release          dlock.release
     check            dlock.check
+    resize           dlock.resize
     guarded writes   dlock.guard, and every command it runs (redis-cli in
                      exec's command, or the library)
     status           dlock.info
@@ -480,6 +483,7 @@ fn text(topic: &str) -> Option<&'static str> {
         "extend" => EXTEND,
         "release" => RELEASE,
         "check" => CHECK,
+        "resize" => crate::resize::HELP,
         _ => return None,
     })
 }

@@ -11,6 +11,7 @@ mod list;
 mod lockopts;
 mod observe;
 mod reaper;
+mod resize;
 mod scan;
 mod scripts;
 mod sessions;
@@ -73,6 +74,7 @@ fn run() -> i32 {
                     "extend" => scripts::by_token(a, urls, "extend"),
                     "release" => scripts::by_token(a, urls, "release"),
                     "check" => scripts::check(a, urls),
+                    "resize" => resize::main(a, urls),
                     "help" => match a.take_rest().first() {
                         Some(t) => help::print(&t.to_string_lossy()),
                         None => help::print(""),
