@@ -470,6 +470,26 @@ pub fn print(topic: &str) -> i32 {
     }
 }
 
+const RESIZE: &str = "\
+dlock resize [--url URL] [--json] RESOURCE LIMIT
+
+Sets the limit of the semaphore RESOURCE to LIMIT (2 to 1048576) while its
+permits are held (DLOCK.RESIZE), and prints the previous and the new limit:
+    pool: limit 2 -> 3
+Up: the waiters that fit now are granted at once, in queue order. Down:
+every hold stays, and nobody new is granted until the holds fit. The new
+limit lasts while some permit is held: once the last one ends, the next
+request's --limit sets it again.
+
+    --json    one line of JSON: {\"resource\":\"pool\",\"previous\":2,\"limit\":3}
+              (nothing held: \"previous\" and \"limit\" null)
+
+Exit status 0 resized; 1 nothing holds RESOURCE (nothing changed); 70 the
+server refused it (RESOURCE is not a semaphore: a lock, a read-write lock,
+OWNER holds); 69 server unreachable; 64 usage (LIMIT not from 2 to 1048576;
+one --url: a semaphore lives on one server).
+";
+
 fn text(topic: &str) -> Option<&'static str> {
     Some(match topic {
         "" => MAIN,
@@ -483,7 +503,7 @@ fn text(topic: &str) -> Option<&'static str> {
         "extend" => EXTEND,
         "release" => RELEASE,
         "check" => CHECK,
-        "resize" => crate::resize::HELP,
+        "resize" => RESIZE,
         _ => return None,
     })
 }
