@@ -3,7 +3,7 @@
 //! an owner's further holds reuse its fence.
 use super::prep::Prepared;
 use super::Violation;
-use crate::history::Kind;
+use crate::history::{Command, FaultKind, Kind, Value};
 use std::collections::HashMap;
 
 /// Every grant (acknowledged or not), member by member. A grant whose owner
@@ -98,9 +98,10 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
     out
 }
 
-/// A hold handed over (`RELEASE r x TO y` answered 1) goes to `y` with a
-/// fence above `x`'s: the next one the server draws, as for any grant to a
-/// new owner, even when `y` asked before `x` was granted.
+/// A hold handed over (`RELEASE r x TO y` answered 1) goes to `y`: the
+/// request `y` had queued then is granted (never told nil), with a fence
+/// above `x`'s, the next one the server draws, as for any grant to a new
+/// owner, even when `y` asked before `x` was granted.
 fn handovers(p: &Prepared) -> Vec<Violation> {
     // The first grant of each (resource, token): tokens are fresh per
     // acquisition, so its retries are granted the same fence.
@@ -109,12 +110,51 @@ fn handovers(p: &Prepared) -> Vec<Violation> {
         let token = p.names[p.ops[g.op].token as usize];
         grant_of.entry((g.res, token)).or_insert((g.fence, g.op));
     }
+    // Each (resource, token)'s acquires, by invocation.
+    let mut asked: HashMap<(u32, &str), Vec<usize>> = HashMap::new();
+    for (i, a) in p.ops.iter().enumerate() {
+        if a.op.command == Command::Acquire {
+            asked
+                .entry((a.res[0], p.names[a.token as usize]))
+                .or_default()
+                .push(i);
+        }
+    }
     let mut out = Vec::new();
     for o in &p.ops {
         let (Some(to), Some(1)) = (&o.op.to, o.int()) else {
             continue;
         };
         let r = o.res[0];
+        // The target's request queued when the handover was sent was
+        // granted by it: told nil is a handover that did not happen.
+        let pending = asked.get(&(r, to.as_str())).and_then(|list| {
+            list.iter()
+                .map(|&i| &p.ops[i])
+                .find(|a| a.invoke < o.invoke && a.complete.is_none_or(|c| c > o.invoke))
+        });
+        // `CLIENT UNBLOCK` of the target before its reply was sent revokes
+        // the grant and answers nil.
+        let unblocked = |a: &super::prep::OpRec| {
+            let end = a.complete.unwrap_or(u64::MAX);
+            p.fault_overlaps(a.invoke, end, |f| {
+                f.kind == FaultKind::ClientUnblock && f.client == Some(a.client)
+            })
+        };
+        let told_nil = pending.filter(|a| matches!(a.value(), Some(Value::Nil)) && !unblocked(a));
+        if let Some(a) = told_nil {
+            out.push(Violation {
+                checker: "fences",
+                what: format!(
+                    "{}: op {} handed the hold of token {} over to token {to}, whose request (op {}) was told nil",
+                    p.resources[r as usize].name,
+                    o.id,
+                    p.names[o.token as usize],
+                    a.id
+                ),
+                ops: vec![a.id.min(o.id), a.id.max(o.id)],
+            });
+        }
         let from = grant_of.get(&(r, p.names[o.token as usize]));
         let (Some(&(fx, gx)), Some(&(fy, gy))) = (from, grant_of.get(&(r, to.as_str()))) else {
             continue;

@@ -7,8 +7,9 @@
 //! a resize is over once a later resize surely took its place, unless a
 //! fault that loses acknowledged writes (a failover, an everysec crash)
 //! came soon after that later one and may have undone it. The limit the
-//! requests name comes back whenever the last permit ends, so it is always
-//! possible.
+//! requests name comes back whenever the last permit ends: it counts
+//! unless the resource was surely held without a break since a resize
+//! that surely took effect.
 use super::prep::Prepared;
 use crate::history::{Command, Outcome, Value};
 
@@ -31,6 +32,12 @@ struct Resize {
 pub struct Limits {
     /// Per resource, by invocation.
     per_res: Vec<Vec<Resize>>,
+    /// Per resource, the spans its believed holds cover without a gap
+    /// (merged, in time order): the server held it throughout each.
+    covered: Vec<Vec<(u64, u64)>>,
+    /// Per resource, each resize that surely took effect and stays:
+    /// (invocation, reply), by invocation.
+    stays: Vec<Vec<(u64, u64)>>,
 }
 
 impl Limits {
@@ -58,6 +65,7 @@ impl Limits {
             });
             took[r].push(surely);
         }
+        let mut stays_all: Vec<Vec<(u64, u64)>> = Vec::new();
         for (r, list) in per_res.iter_mut().enumerate() {
             let group = p.resources[r].group;
             // When each surely applied resize surely stays: its reply,
@@ -82,23 +90,79 @@ impl Limits {
                     .min()
                     .unwrap_or(u64::MAX);
             }
+            stays_all.push(
+                list.iter()
+                    .zip(&stays)
+                    .filter_map(|(x, s)| s.map(|done| (x.invoke, done)))
+                    .collect(),
+            );
         }
-        Limits { per_res }
+        let mut spans: Vec<Vec<(u64, u64)>> = vec![Vec::new(); p.resources.len()];
+        for h in p.holds.iter().filter(|h| h.start < h.end) {
+            spans[h.res as usize].push((h.start, h.end));
+        }
+        let covered = spans
+            .into_iter()
+            .map(|mut v| {
+                v.sort_unstable();
+                // Touching spans join: the one ending was released after
+                // its end, the one starting granted before its start.
+                let mut merged: Vec<(u64, u64)> = Vec::new();
+                for (s, e) in v {
+                    match merged.last_mut() {
+                        Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                        _ => merged.push((s, e)),
+                    }
+                }
+                merged
+            })
+            .collect();
+        Limits {
+            per_res,
+            covered,
+            stays: stays_all,
+        }
+    }
+
+    /// Whether the limit the requests name may be in force at some time in
+    /// `[from, to]`: unless a resize surely took effect (and stays) before
+    /// `from` and the resource was held without a gap from that resize's
+    /// invocation to `to`, no fault that loses writes coming between, so
+    /// its last permit never ended and no request named the limit again.
+    fn named_may_return(&self, p: &Prepared, r: u32, from: u64, to: u64) -> bool {
+        let group = p.resources[r as usize].group;
+        let covered = &self.covered[r as usize];
+        let held_throughout = |a: u64, b: u64| {
+            let i = covered.partition_point(|&(s, _)| s <= a);
+            i > 0 && covered[i - 1].1 >= b
+        };
+        !self.stays[r as usize]
+            .iter()
+            .filter(|&&(_, done)| done <= from)
+            .any(|&(invoke, _)| held_throughout(invoke, to) && !p.lossy_fault(group, invoke, to))
     }
 
     /// The largest limit that may have been in force on resource `r` at
     /// some time in `[from, to]`; `named` is the one its requests name.
-    pub fn largest(&self, r: u32, named: u32, from: u64, to: u64) -> u32 {
+    pub fn largest(&self, p: &Prepared, r: u32, named: u32, from: u64, to: u64) -> u32 {
+        let base = if self.named_may_return(p, r, from, to) {
+            named
+        } else {
+            0
+        };
         self.per_res[r as usize]
             .iter()
             .take_while(|x| x.invoke < to)
             .filter(|x| x.superseded >= from)
             .map(|x| x.limit)
-            .fold(named, u32::max)
+            .fold(base, u32::max)
     }
 
     /// The largest limit resource `r` may ever have had.
     pub fn ever(&self, r: u32, named: u32) -> u32 {
-        self.largest(r, named, 0, u64::MAX)
+        self.per_res[r as usize]
+            .iter()
+            .map(|x| x.limit)
+            .fold(named, u32::max)
     }
 }

@@ -14,8 +14,9 @@ use std::collections::HashMap;
 /// A semaphore's holds count their permits. The limit may change while it
 /// is held (`DLOCK.RESIZE`; a limit lowered keeps the holds beyond it), so
 /// the permits believed at once are judged against the largest limit in
-/// force at some time from the earliest grant among them was sent to now:
-/// the last of them was granted then, beside all the others.
+/// force at some time from the latest invocation of their grants to now:
+/// the last of them to be granted was granted then (after every other
+/// grant, each after its own invocation), beside all the others.
 pub fn check(p: &Prepared) -> Vec<Violation> {
     let limits = Limits::new(p);
     let mut per_res: Vec<Vec<(u64, bool, usize)>> = vec![Vec::new(); p.resources.len()];
@@ -43,8 +44,8 @@ pub fn check(p: &Prepared) -> Vec<Violation> {
                     let used: u64 = active().map(|x| u64::from(x.permits)).sum();
                     let since = active()
                         .map(|x| x.grant_invoke)
-                        .fold(h.grant_invoke, u64::min);
-                    let most = limits.largest(r as u32, limit, since, h.start);
+                        .fold(h.grant_invoke, u64::max);
+                    let most = limits.largest(p, r as u32, limit, since, h.start);
                     let n = used + u64::from(h.permits);
                     (n > u64::from(most)).then(|| {
                         (

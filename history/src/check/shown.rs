@@ -2,7 +2,8 @@
 //! showed on any group must be a state the server could be in. Every `INFO` reply is an observation of the holds at
 //! one instant within its operation:
 //! - no two holds it shows conflict (an exclusive hold beside another
-//!   owner's hold, more permits than the limit);
+//!   owner's hold, more holds of a semaphore than the largest limit it
+//!   was given);
 //! - a token it shows was asked for: some `ACQUIRE`/`MACQUIRE` of that
 //!   token naming the resource, invoked before the `INFO` completed, may
 //!   have been granted (a grant, an unknown outcome, or still pending). A

@@ -68,8 +68,9 @@ pub struct Workloads {
     /// Handovers on `h0`: `handover::CLIENTS` clients, numbered after the
     /// priority workload's.
     pub handover: bool,
-    /// Weighted permits and resizes on `w0`: `permits::HOLDERS` holders
-    /// and `permits::RESIZERS` resizer, numbered after the handover's.
+    /// Weighted permits and resizes on `w0`: `permits::HOLDERS` holders,
+    /// `permits::RESIZERS` resizer and `permits::ANCHORS` anchor, numbered
+    /// after the handover's.
     pub permits: bool,
 }
 
@@ -146,7 +147,7 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
     let priority_from = guard_from + guard::WRITERS;
     let handover_from = priority_from + priority::STREAM + priority::WAITERS;
     let permits_from = handover_from + handover::CLIENTS;
-    let all = permits_from + permits::HOLDERS + permits::RESIZERS;
+    let all = permits_from + permits::HOLDERS + permits::RESIZERS + permits::ANCHORS;
     let ctx = Arc::new(Ctx {
         rec,
         groups,
@@ -216,8 +217,12 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
         for c in permits_from..permits_from + permits::HOLDERS {
             spawn(c, "permits", permits::holder_loop)?;
         }
-        for c in permits_from + permits::HOLDERS..all {
+        let anchors_from = permits_from + permits::HOLDERS + permits::RESIZERS;
+        for c in permits_from + permits::HOLDERS..anchors_from {
             spawn(c, "resizer", permits::resizer_loop)?;
+        }
+        for c in anchors_from..all {
+            spawn(c, "anchor", permits::anchor_loop)?;
         }
     }
     let (servers, fault_result) = faults

@@ -4,12 +4,16 @@
 //! a `WAIT`), hold them briefly and release them, while one client resizes
 //! the semaphore every 100 to 500 ms to a limit from 2 to 6
 //! (`DLOCK.RESIZE w0 n`): up, waiters are granted at once; down, the holds
-//! stay and nobody is granted until they fit. Every client connects
-//! directly.
+//! stay and nobody is granted until they fit. One more client, the
+//! anchor, holds one permit for 3 to 6 s at a time (renewed every 200 ms),
+//! then lets go for 0.5 to 1.5 s: while it holds, `w0` is never free, so a
+//! limit a resize set stays in force and the limit the requests name does
+//! not come back (the `mutex` rule then judges against the resized limit
+//! alone). Every client connects directly.
 use super::client::{between, Client};
 use super::servers::MAIN;
 use super::Ctx;
-use crate::history::{Command, Op};
+use crate::history::{Command, Op, Outcome, Value};
 use std::sync::atomic::Ordering;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -18,9 +22,14 @@ use std::time::{Duration, Instant};
 pub const RESOURCE: &str = "w0";
 /// The limit every request names (a resize changes it while held).
 pub const LIMIT: u32 = 4;
-/// Holders, numbered after the handover's clients, then the resizer.
+/// Holders, numbered after the handover's clients, then the resizer and
+/// the anchor.
 pub const HOLDERS: u32 = 4;
 pub const RESIZERS: u32 = 1;
+pub const ANCHORS: u32 = 1;
+/// The anchor's lease and how often it renews it (ms).
+const ANCHOR_TTL_MS: u64 = 600;
+const ANCHOR_RENEW_MS: u64 = 200;
 
 pub fn holder_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
     let mut x = Client::new(ctx, c, seed);
@@ -67,4 +76,63 @@ pub fn resizer_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
         x.run(MAIN, &op)?;
     }
     Ok(())
+}
+
+pub fn anchor_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
+    let mut x = Client::new(ctx, c, seed);
+    x.proxied = false;
+    while Instant::now() < ctx.deadline {
+        if ctx.abort.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let token = x.token();
+        let op = Op {
+            ttl_ms: Some(ANCHOR_TTL_MS),
+            limit: Some(LIMIT),
+            wait_ms: Some(2000),
+            ..Op::new(Command::Acquire, vec![RESOURCE.to_string()], token.clone())
+        };
+        if x.acquired(MAIN, &op, true)? {
+            let until = Instant::now() + Duration::from_millis(between(&mut x.rng, 3000, 6000));
+            while Instant::now() < until && Instant::now() < ctx.deadline && renew(&mut x, &token)?
+            {
+                sleep(Duration::from_millis(ANCHOR_RENEW_MS));
+            }
+            x.forget_expired();
+            if x.holds.iter().any(|h| h.token == token) {
+                x.release(&token)?;
+            }
+        }
+        sleep(Duration::from_millis(between(&mut x.rng, 500, 1500)));
+    }
+    x.forget_expired();
+    x.release_all()
+}
+
+/// `EXTEND w0 token 600`: whether the anchor still holds.
+fn renew(x: &mut Client, token: &str) -> Result<bool, String> {
+    let op = Op {
+        ttl_ms: Some(ANCHOR_TTL_MS),
+        ..Op::new(
+            Command::Extend,
+            vec![RESOURCE.to_string()],
+            token.to_string(),
+        )
+    };
+    let done = x.run(MAIN, &op)?;
+    let held = matches!(
+        done.outcome,
+        Outcome::Ok {
+            value: Value::Int(1)
+        }
+    );
+    if held {
+        if let Some(h) = x.holds.iter_mut().find(|h| h.token == token) {
+            h.bound = done.t + ANCHOR_TTL_MS * 1000 - 5000;
+        }
+    } else if matches!(done.outcome, Outcome::Ok { .. }) {
+        x.holds.retain(|h| h.token != token);
+    }
+    x.forget_expired();
+    Ok(held && x.holds.iter().any(|h| h.token == token))
 }

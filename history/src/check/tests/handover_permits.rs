@@ -237,3 +237,97 @@ fn a_waiter_handed_the_lock_is_not_judged_by_fifo() {
     let v = found(&plain.check(), "liveness");
     assert_eq!(v.len(), 1, "{v:?}");
 }
+
+/// A history with `w0`, a semaphore whose requests name `LIMIT 4`.
+fn with_w0() -> H {
+    let mut h = H::new();
+    if let Event::Meta(m) = &mut h.events[0] {
+        m.resources.push(Resource {
+            name: "w0".into(),
+            group: "main".into(),
+            kind: Kind::Semaphore { limit: 4 },
+            election: false,
+        });
+    }
+    h
+}
+
+fn w0(token: &str, k: u32, ttl_ms: u64) -> Op {
+    Op {
+        limit: Some(4),
+        permits: (k > 1).then_some(k),
+        ..acq("w0", token, ttl_ms)
+    }
+}
+
+#[test]
+fn the_named_limit_comes_back_only_after_a_break() {
+    // An anchor holds one permit from 1 ms to 5 s; resized down to 2 at
+    // 10 ms; 1 + 2 permits at 100 ms pass the limit in force.
+    let history = |anchor_until: u64| {
+        let mut h = with_w0();
+        h.op(9, 0, ms(1), w0("c9-1", 1, 5000), ok(Value::Fence(5)));
+        h.op(
+            9,
+            ms(anchor_until),
+            ms(anchor_until + 1),
+            op(Command::Release, "w0", "c9-1"),
+            ok(Value::Int(1)),
+        );
+        let down = Op {
+            limit: Some(2),
+            ..op(Command::Resize, "w0", "")
+        };
+        h.op(8, ms(10), ms(11), down, ok(Value::Int(4)));
+        h.op(
+            1,
+            ms(100),
+            ms(101),
+            w0("c1-1", 2, 1000),
+            ok(Value::Fence(10)),
+        );
+        h
+    };
+    let held = history(4000);
+    assert_eq!(
+        found(&held.check(), "mutex").len(),
+        1,
+        "held throughout: the limit is 2"
+    );
+    // The anchor let go at 50 ms: w0 may have been free and re-created
+    // with LIMIT 4 (c1's 2 permits then fit beside nobody).
+    let mut gap = history(50);
+    gap.op(2, ms(60), ms(61), w0("c2-1", 1, 1000), ok(Value::Fence(11)));
+    assert!(found(&gap.check(), "mutex").is_empty());
+}
+
+#[test]
+fn a_handover_answered_1_grants_the_target() {
+    let history = |fault: bool| {
+        let mut h = H::new();
+        h.op(1, 0, ms(1), acq("m0", "c1-1", 1000), ok(Value::Fence(10)));
+        let waiter = Op {
+            wait_ms: Some(300),
+            ..acq("m0", "c2-1", 1000)
+        };
+        h.op(2, ms(5), ms(305), waiter, ok(Value::Nil));
+        h.op(
+            1,
+            ms(100),
+            ms(101),
+            release_to("m0", "c1-1", "c2-1"),
+            ok(Value::Int(1)),
+        );
+        if fault {
+            h.fault(FaultKind::ClientUnblock, ms(100), ms(101), Some(2));
+        }
+        h
+    };
+    let v = found(&history(false).check(), "fences");
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].what.contains("was told nil"), "{}", v[0].what);
+    assert!(
+        found(&history(true).check(), "fences").is_empty(),
+        "unblocked: revoked"
+    );
+}
