@@ -84,6 +84,11 @@ pub struct Meta {
     /// priorities, whose requests named none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_aging_ms: Option<u64>,
+    /// The clients that talk through the lost-reply proxy. Absent in
+    /// histories written before it was recorded: every fourth client
+    /// (`client % 4 == 3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxied: Option<Vec<u32>>,
 }
 
 fn locks_only() -> Vec<String> {

@@ -87,7 +87,7 @@ pub fn check(p: &Prepared) -> Fifo {
             && o.op.limit.is_none()
             && o.op.wait_ms.is_some()
             && o.op.retry_of.is_none()
-            && !Prepared::proxied(o.client)
+            && !p.proxied(o.client)
             && o.complete.is_some()
         {
             per_res[r as usize].push(i);

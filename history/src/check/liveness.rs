@@ -117,7 +117,7 @@ fn probe(
                 *limits.entry(CLOSING_CONNECTION).or_default() += 1;
                 return None;
             }
-            if Prepared::proxied(w.client) {
+            if p.proxied(w.client) {
                 *limits.entry(DROPPED_REPLY).or_default() += 1;
                 return None;
             }

@@ -134,6 +134,8 @@ pub struct Prepared<'a> {
     /// The servers' `dlock.priority-aging-ms` (the meta line's; absent in
     /// histories written before priorities).
     pub priority_aging_ms: Option<u64>,
+    /// The meta line's clients behind the proxy (None: every fourth).
+    pub proxied_clients: Option<&'a [u32]>,
     pub resources: Vec<Res<'a>>,
     /// In invocation order.
     pub ops: Vec<OpRec<'a>>,
@@ -166,6 +168,7 @@ impl<'a> Prepared<'a> {
             seed: 0,
             workloads: &[],
             priority_aging_ms: None,
+            proxied_clients: None,
             resources: Vec::new(),
             ops: Vec::new(),
             by_id: HashMap::new(),
@@ -190,6 +193,7 @@ impl<'a> Prepared<'a> {
                     p.seed = m.seed;
                     p.workloads = &m.workloads;
                     p.priority_aging_ms = m.priority_aging_ms;
+                    p.proxied_clients = m.proxied.as_deref();
                     for r in &m.resources {
                         res_ix.entry(&r.name).or_insert_with(|| {
                             p.resources.push(Res {
@@ -325,8 +329,12 @@ impl<'a> Prepared<'a> {
         })
     }
 
-    pub fn proxied(client: u32) -> bool {
-        client % 4 == 3
+    /// Whether `client` talked through the lost-reply proxy.
+    pub fn proxied(&self, client: u32) -> bool {
+        match self.proxied_clients {
+            Some(list) => list.contains(&client),
+            None => client % 4 == 3,
+        }
     }
 
     /// Whether the workload `name` ran.

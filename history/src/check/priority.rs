@@ -57,7 +57,7 @@ fn candidate(p: &Prepared, o: &OpRec) -> bool {
         && o.op.limit.is_none()
         && o.op.wait_ms.is_some()
         && o.op.retry_of.is_none()
-        && !Prepared::proxied(o.client)
+        && !p.proxied(o.client)
         && o.complete.is_some()
 }
 

@@ -139,6 +139,7 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
         resources: resources(cfg.workloads),
         workloads: cfg.workloads.names(),
         priority_aging_ms: Some(servers::PRIORITY_AGING_MS),
+        proxied: Some(proxied(cfg)),
     }));
     let (servers, groups) = servers::start(cfg.seed)?;
     // Every client, of either workload, has its slot in `killed` and `ids`.
@@ -266,6 +267,14 @@ pub fn run(cfg: &Config) -> Result<Vec<Event>, String> {
         return Err(format!("{}\n{logs}", errors.join("\n")));
     }
     Ok(events)
+}
+
+/// The clients behind the lost-reply proxy: every fourth of the locks'
+/// clients and of the election's (`Client::new`); the later workloads'
+/// clients all connect directly.
+fn proxied(cfg: &Config) -> Vec<u32> {
+    let direct_from = cfg.clients + election::CANDIDATES + election::OBSERVERS;
+    (0..direct_from).filter(|c| c % 4 == 3).collect()
 }
 
 fn client_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {

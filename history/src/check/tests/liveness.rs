@@ -327,3 +327,33 @@ fn an_unblock_under_way_excuses_a_wait_begun_after_its_start() {
     assert_eq!(v.len(), 1, "{v:?}");
     assert!(v[0].what.contains("before its timeout"), "{}", v[0].what);
 }
+
+#[test]
+fn the_meta_line_names_the_clients_behind_the_proxy() {
+    // Client 7's waiter lost its connection and a probe found it granted:
+    // a dropped reply only for a client behind the proxy.
+    let history = |proxied: Option<Vec<u32>>| {
+        let mut h = H::new();
+        if let Event::Meta(m) = &mut h.events[0] {
+            m.proxied = proxied;
+        }
+        let wait = Op {
+            wait_ms: Some(100),
+            ..acq("m0", "c7-1", 1000)
+        };
+        h.op(7, 0, ms(50), wait, info("closed"));
+        let probe = Op {
+            probe: true,
+            ..op(Command::Release, "m0", "c7-1")
+        };
+        h.op(7, ms(51), ms(52), probe, ok(Value::Int(1)));
+        h.check()
+    };
+    // Older histories: every fourth client (7 % 4 == 3) is behind it.
+    let old = history(None);
+    assert!(found(&old, "liveness").is_empty(), "{:?}", old.violations);
+    assert_eq!(old.known_limits[DROPPED_REPLY], 1);
+    assert!(found(&history(Some(vec![7])), "liveness").is_empty());
+    // Named direct, client 7's probe is judged.
+    assert_eq!(found(&history(Some(vec![3])), "liveness").len(), 1);
+}

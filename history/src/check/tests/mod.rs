@@ -46,6 +46,7 @@ impl H {
                 ],
                 workloads: vec!["locks".into()],
                 priority_aging_ms: None,
+                proxied: None,
             })],
             next: 1,
         }

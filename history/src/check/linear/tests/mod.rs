@@ -112,6 +112,7 @@ impl H {
                 ],
                 workloads: vec!["locks".into()],
                 priority_aging_ms: None,
+                proxied: None,
             })],
             next_id: 0,
         }
