@@ -319,6 +319,30 @@ impl<'a> Client<'a> {
         self.run(h.group, &Op::new(command, h.resources, h.token))
     }
 
+    /// Whether `token`'s hold is still believed (its bound not passed).
+    pub fn still_holds(&mut self, token: &str) -> bool {
+        self.forget_expired();
+        self.holds.iter().any(|h| h.token == token)
+    }
+
+    /// Releases `token`'s hold if it is still believed.
+    pub fn release_if_held(&mut self, token: &str) -> Result<(), String> {
+        if self.still_holds(token) {
+            self.release(token)?;
+        }
+        Ok(())
+    }
+
+    /// One acquire on `main`; a grant is held 0 to `hold_ms` ms and
+    /// released (if still believed).
+    pub fn take_briefly(&mut self, op: &Op, token: &str, hold_ms: u64) -> Result<(), String> {
+        if self.acquired(super::servers::MAIN, op, true)? {
+            sleep(Duration::from_millis(between(&mut self.rng, 0, hold_ms)));
+            self.release_if_held(token)?;
+        }
+        Ok(())
+    }
+
     /// Writes to the sink of every member of a believed exclusive hold.
     pub fn write(&mut self, token: &str) {
         let Some(h) = self.holds.iter().find(|h| h.token == token) else {
@@ -365,4 +389,24 @@ fn durable(first: Outcome, wait: Option<Frame>) -> Outcome {
         },
         (other, _) => other,
     }
+}
+
+/// A client of its own workload that connects directly, running `turn`
+/// until the deadline (or a breakdown), then releasing what it still holds.
+pub fn direct_loop(
+    ctx: &Ctx,
+    c: u32,
+    seed: u64,
+    mut turn: impl FnMut(&mut Client) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut x = Client::new(ctx, c, seed);
+    x.proxied = false;
+    while Instant::now() < ctx.deadline {
+        if ctx.abort.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        turn(&mut x)?;
+    }
+    x.forget_expired();
+    x.release_all()
 }

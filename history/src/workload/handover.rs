@@ -8,13 +8,12 @@
 //! sixteen) that name a token nobody waits with: the holder keeps its hold,
 //! writes to the sink once more 0 to 20 ms later and releases it plainly.
 //! Every client connects directly.
-use super::client::{between, Client};
+use super::client::{between, direct_loop, Client};
 use super::servers::MAIN;
 use super::Ctx;
 use crate::history::{Command, Op, Outcome};
-use std::sync::atomic::Ordering;
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The resource, a plain lock used only by this workload.
 pub const RESOURCE: &str = "h0";
@@ -22,12 +21,7 @@ pub const RESOURCE: &str = "h0";
 pub const CLIENTS: u32 = 4;
 
 pub fn client_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
-    let mut x = Client::new(ctx, c, seed);
-    x.proxied = false;
-    while Instant::now() < ctx.deadline {
-        if ctx.abort.load(Ordering::SeqCst) {
-            return Ok(());
-        }
+    direct_loop(ctx, c, seed, |x| {
         let token = x.token();
         let op = Op {
             ttl_ms: Some(between(&mut x.rng, 200, 600)),
@@ -39,8 +33,7 @@ pub fn client_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
         waiting(ctx).retain(|t| *t != token);
         if granted? {
             sleep(Duration::from_millis(between(&mut x.rng, 0, 30)));
-            x.forget_expired();
-            if x.holds.iter().any(|h| h.token == token) {
+            if x.still_holds(&token) {
                 let target = match x.rng.below(16) {
                     0..=3 => None,
                     // A token nobody waits with: refused, nothing changes.
@@ -51,7 +44,7 @@ pub fn client_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
                     }
                 };
                 match target {
-                    Some(to) => hand_over(&mut x, &token, to)?,
+                    Some(to) => hand_over(x, &token, to)?,
                     None => {
                         x.release(&token)?;
                     }
@@ -59,9 +52,8 @@ pub fn client_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
             }
         }
         sleep(Duration::from_millis(x.rng.below(20)));
-    }
-    x.forget_expired();
-    x.release_all()
+        Ok(())
+    })
 }
 
 fn waiting(ctx: &Ctx) -> std::sync::MutexGuard<'_, Vec<String>> {
@@ -89,9 +81,7 @@ fn hand_over(x: &mut Client, token: &str, to: String) -> Result<(), String> {
         sleep(Duration::from_millis(x.rng.below(20)));
         x.forget_expired();
         x.write(token);
-        if x.holds.iter().any(|h| h.token == token) {
-            x.release(token)?;
-        }
+        x.release_if_held(token)?;
     } else {
         x.holds.retain(|h| h.token != token);
     }

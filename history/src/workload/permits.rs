@@ -10,11 +10,10 @@
 //! limit a resize set stays in force and the limit the requests name does
 //! not come back (the `mutex` rule then judges against the resized limit
 //! alone). Every client connects directly.
-use super::client::{between, Client};
+use super::client::{between, direct_loop, Client};
 use super::servers::MAIN;
 use super::Ctx;
 use crate::history::{Command, Op, Outcome, Value};
-use std::sync::atomic::Ordering;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -32,12 +31,7 @@ const ANCHOR_TTL_MS: u64 = 600;
 const ANCHOR_RENEW_MS: u64 = 200;
 
 pub fn holder_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
-    let mut x = Client::new(ctx, c, seed);
-    x.proxied = false;
-    while Instant::now() < ctx.deadline {
-        if ctx.abort.load(Ordering::SeqCst) {
-            return Ok(());
-        }
+    direct_loop(ctx, c, seed, |x| {
         let token = x.token();
         let k = [1, 1, 2, 2, 3, 4][x.rng.below(6) as usize];
         let wait = x.rng.below(4) != 0;
@@ -48,43 +42,26 @@ pub fn holder_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
             wait_ms: wait.then(|| between(&mut x.rng, 200, 2000)),
             ..Op::new(Command::Acquire, vec![RESOURCE.to_string()], token.clone())
         };
-        if x.acquired(MAIN, &op, true)? {
-            sleep(Duration::from_millis(between(&mut x.rng, 0, 100)));
-            x.forget_expired();
-            if x.holds.iter().any(|h| h.token == token) {
-                x.release(&token)?;
-            }
-        }
+        x.take_briefly(&op, &token, 100)?;
         sleep(Duration::from_millis(x.rng.below(20)));
-    }
-    x.forget_expired();
-    x.release_all()
+        Ok(())
+    })
 }
 
 pub fn resizer_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
-    let mut x = Client::new(ctx, c, seed);
-    x.proxied = false;
-    while Instant::now() < ctx.deadline {
-        if ctx.abort.load(Ordering::SeqCst) {
-            return Ok(());
-        }
+    direct_loop(ctx, c, seed, |x| {
         sleep(Duration::from_millis(between(&mut x.rng, 100, 500)));
         let op = Op {
             limit: Some(between(&mut x.rng, 2, 6) as u32),
             ..Op::new(Command::Resize, vec![RESOURCE.to_string()], String::new())
         };
         x.run(MAIN, &op)?;
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 pub fn anchor_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
-    let mut x = Client::new(ctx, c, seed);
-    x.proxied = false;
-    while Instant::now() < ctx.deadline {
-        if ctx.abort.load(Ordering::SeqCst) {
-            return Ok(());
-        }
+    direct_loop(ctx, c, seed, |x| {
         let token = x.token();
         let op = Op {
             ttl_ms: Some(ANCHOR_TTL_MS),
@@ -94,19 +71,14 @@ pub fn anchor_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
         };
         if x.acquired(MAIN, &op, true)? {
             let until = Instant::now() + Duration::from_millis(between(&mut x.rng, 3000, 6000));
-            while Instant::now() < until && Instant::now() < ctx.deadline && renew(&mut x, &token)?
-            {
+            while Instant::now() < until && Instant::now() < ctx.deadline && renew(x, &token)? {
                 sleep(Duration::from_millis(ANCHOR_RENEW_MS));
             }
-            x.forget_expired();
-            if x.holds.iter().any(|h| h.token == token) {
-                x.release(&token)?;
-            }
+            x.release_if_held(&token)?;
         }
         sleep(Duration::from_millis(between(&mut x.rng, 500, 1500)));
-    }
-    x.forget_expired();
-    x.release_all()
+        Ok(())
+    })
 }
 
 /// `EXTEND w0 token 600`: whether the anchor still holds.
@@ -133,6 +105,5 @@ fn renew(x: &mut Client, token: &str) -> Result<bool, String> {
     } else if matches!(done.outcome, Outcome::Ok { .. }) {
         x.holds.retain(|h| h.token != token);
     }
-    x.forget_expired();
-    Ok(held && x.holds.iter().any(|h| h.token == token))
+    Ok(held && x.still_holds(token))
 }

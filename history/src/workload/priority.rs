@@ -8,13 +8,11 @@
 //! passes inside that window (allowed, counted) and none after it, and
 //! the `priority` rule bounds the waiter's wait. Every client connects
 //! directly (no lost-reply proxy): the rules judge only direct clients.
-use super::client::{between, Client};
-use super::servers::MAIN;
+use super::client::{between, direct_loop};
 use super::Ctx;
 use crate::history::{Command, Op};
-use std::sync::atomic::Ordering;
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The resource, a plain lock used only by this workload.
 pub const RESOURCE: &str = "p0";
@@ -32,12 +30,7 @@ pub const WAIT_MS: u64 = 4000;
 
 /// Short holds at priority `TOP`, back to back.
 pub fn stream_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
-    let mut x = Client::new(ctx, c, seed);
-    x.proxied = false;
-    while Instant::now() < ctx.deadline {
-        if ctx.abort.load(Ordering::SeqCst) {
-            return Ok(());
-        }
+    direct_loop(ctx, c, seed, |x| {
         let token = x.token();
         let op = Op {
             ttl_ms: Some(between(&mut x.rng, 100, LEASE_MS)),
@@ -45,22 +38,16 @@ pub fn stream_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
             priority: Some(TOP),
             ..Op::new(Command::Acquire, vec![RESOURCE.to_string()], token.clone())
         };
-        turn(&mut x, &op, &token, 30)?;
+        x.take_briefly(&op, &token, 30)?;
         let think = x.rng.below(6);
         sleep(Duration::from_millis(think));
-    }
-    x.forget_expired();
-    x.release_all()
+        Ok(())
+    })
 }
 
 /// Waits of priority 0 (`PRIORITY 0` or none named), one after another.
 pub fn waiter_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
-    let mut x = Client::new(ctx, c, seed);
-    x.proxied = false;
-    while Instant::now() < ctx.deadline {
-        if ctx.abort.load(Ordering::SeqCst) {
-            return Ok(());
-        }
+    direct_loop(ctx, c, seed, |x| {
         let token = x.token();
         let op = Op {
             ttl_ms: Some(LEASE_MS),
@@ -68,24 +55,9 @@ pub fn waiter_loop(ctx: &Ctx, c: u32, seed: u64) -> Result<(), String> {
             priority: (x.rng.below(2) == 0).then_some(0),
             ..Op::new(Command::Acquire, vec![RESOURCE.to_string()], token.clone())
         };
-        turn(&mut x, &op, &token, 20)?;
+        x.take_briefly(&op, &token, 20)?;
         let think = between(&mut x.rng, 50, 300);
         sleep(Duration::from_millis(think));
-    }
-    x.forget_expired();
-    x.release_all()
-}
-
-/// One acquire; a grant is held 0 to `hold_ms` ms and released (if still
-/// believed).
-fn turn(x: &mut Client, op: &Op, token: &str, hold_ms: u64) -> Result<(), String> {
-    if !x.acquired(MAIN, op, true)? {
-        return Ok(());
-    }
-    sleep(Duration::from_millis(between(&mut x.rng, 0, hold_ms)));
-    x.forget_expired();
-    if x.holds.iter().any(|h| h.token == token) {
-        x.release(token)?;
-    }
-    Ok(())
+        Ok(())
+    })
 }
