@@ -24,6 +24,9 @@ struct Resize {
     /// `u64::MAX` while pending.
     complete: u64,
     limit: u32,
+    /// It surely took effect (answered with the previous limit) and no
+    /// lossy fault soon after may have undone it.
+    stays: bool,
     /// From when its limit is surely no longer in force (`u64::MAX`: it
     /// may be as long as the resource is held).
     superseded: u64,
@@ -35,15 +38,11 @@ pub struct Limits {
     /// Per resource, the spans its believed holds cover without a gap
     /// (merged, in time order): the server held it throughout each.
     covered: Vec<Vec<(u64, u64)>>,
-    /// Per resource, each resize that surely took effect and stays:
-    /// (invocation, reply), by invocation.
-    stays: Vec<Vec<(u64, u64)>>,
 }
 
 impl Limits {
     pub fn new(p: &Prepared) -> Limits {
         let mut per_res: Vec<Vec<Resize>> = (0..p.resources.len()).map(|_| Vec::new()).collect();
-        let mut took: Vec<Vec<bool>> = per_res.iter().map(|_| Vec::new()).collect();
         for o in &p.ops {
             if o.op.command != Command::Resize {
                 continue;
@@ -57,45 +56,30 @@ impl Limits {
                 continue;
             };
             let r = o.res[0] as usize;
+            let complete = o.complete.unwrap_or(u64::MAX);
+            let undone = p.lossy_fault(
+                p.resources[r].group,
+                complete,
+                complete.saturating_add(UNDONE_WITHIN_US),
+            );
             per_res[r].push(Resize {
                 invoke: o.invoke,
-                complete: o.complete.unwrap_or(u64::MAX),
+                complete,
                 limit,
+                stays: surely && !undone,
                 superseded: u64::MAX,
             });
-            took[r].push(surely);
         }
-        let mut stays_all: Vec<Vec<(u64, u64)>> = Vec::new();
-        for (r, list) in per_res.iter_mut().enumerate() {
-            let group = p.resources[r].group;
-            // When each surely applied resize surely stays: its reply,
-            // unless a lossy fault came soon after.
-            let stays: Vec<Option<u64>> = list
-                .iter()
-                .zip(&took[r])
-                .map(|(x, &t)| {
-                    let undone = p.lossy_fault(
-                        group,
-                        x.complete,
-                        x.complete.saturating_add(UNDONE_WITHIN_US),
-                    );
-                    (t && !undone).then_some(x.complete)
-                })
-                .collect();
+        for list in &mut per_res {
             for i in 0..list.len() {
                 let done = list[i].complete;
-                list[i].superseded = (i + 1..list.len())
-                    .filter(|&j| list[j].invoke > done)
-                    .filter_map(|j| stays[j])
+                list[i].superseded = list[i + 1..]
+                    .iter()
+                    .filter(|y| y.stays && y.invoke > done)
+                    .map(|y| y.complete)
                     .min()
                     .unwrap_or(u64::MAX);
             }
-            stays_all.push(
-                list.iter()
-                    .zip(&stays)
-                    .filter_map(|(x, s)| s.map(|done| (x.invoke, done)))
-                    .collect(),
-            );
         }
         let mut spans: Vec<Vec<(u64, u64)>> = vec![Vec::new(); p.resources.len()];
         for h in p.holds.iter().filter(|h| h.start < h.end) {
@@ -117,11 +101,7 @@ impl Limits {
                 merged
             })
             .collect();
-        Limits {
-            per_res,
-            covered,
-            stays: stays_all,
-        }
+        Limits { per_res, covered }
     }
 
     /// Whether the limit the requests name may be in force at some time in
@@ -136,10 +116,10 @@ impl Limits {
             let i = covered.partition_point(|&(s, _)| s <= a);
             i > 0 && covered[i - 1].1 >= b
         };
-        !self.stays[r as usize]
+        !self.per_res[r as usize]
             .iter()
-            .filter(|&&(_, done)| done <= from)
-            .any(|&(invoke, _)| held_throughout(invoke, to) && !p.lossy_fault(group, invoke, to))
+            .filter(|x| x.stays && x.complete <= from)
+            .any(|x| held_throughout(x.invoke, to) && !p.lossy_fault(group, x.invoke, to))
     }
 
     /// The largest limit that may have been in force on resource `r` at
