@@ -49,6 +49,8 @@ mod resize;
 mod sessions;
 /// `MACQUIRE`, `MRELEASE`, `MEXTEND`: contract, load, durability.
 mod sets;
+/// `DLOCK.STATS` and `DLOCK.SLOWLOG`: statistics in a fixed memory bound.
+mod statistics;
 /// `EXTEND ... WANTED`: telling a holder that someone waits.
 mod wanted;
 /// `LIMIT n PERMITS k`: one hold counting as k of a semaphore's permits.

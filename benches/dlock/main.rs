@@ -15,7 +15,7 @@
 //! | --- | --- |
 //! | `DLOCK_BENCH_QUICK=1` | small sizes everywhere (a smoke run of ~1 min); explicit variables still win |
 //! | `DLOCK_BENCH_CONFIGS` | `aof,none` - which configurations, in order |
-//! | `DLOCK_BENCH_SECTIONS` | `throughput,native,floor,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe,sessions,guard,priorities` - which sections (`native`: ACQUIRE, RELEASE, EXTEND vs the server's `SET NX PX`, `DELEX IFEQ`/`DELIFEQ`, `SET IFEQ PX`, on servers that have them, native.rs; `floor`: ACQUIRE, RELEASE, EXTEND and those primitives vs `FLOOR.CHECK`, the least a module command on a lock does, floor.rs; `holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `scale-kinds`: one command's cost against the size of its resource, scale_kinds.rs; `contention`: lock schemes under contention, contention.rs; `observe`: a contended resource's critical sections per second with and without observers following it, and the delay from a change to an observer vs to a keyspace notification, observe.rs; `sessions`: a session's renewal cost against a per-lock watchdog, `kill -9` of a holder to the next grant, ending a session of 100,000 holds, `ACQUIRE ... SESSION` vs plain `ACQUIRE`, sessions.rs; `guard`: a guarded `SET` (`DLOCK.GUARD ... FENCE` and `TOKEN`) vs the Lua `GET`-compare-`SET` script and vs a plain `SET`, and guarded batches vs one script, guard.rs; `priorities`: a queue's enqueue, handoff and leave with waiters at one priority and at random ones vs plain FIFO at the scale-kinds waiters' sizes, BLPOP beside, and the longest wait of priority 0 under a stream of higher ones vs its bound, priorities.rs) |
+//! | `DLOCK_BENCH_SECTIONS` | `throughput,native,statistics,floor,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe,sessions,guard,priorities` - which sections (`statistics`: ACQUIRE and RELEASE with `dlock.stats` on vs off, statistics.rs; `native`: ACQUIRE, RELEASE, EXTEND vs the server's `SET NX PX`, `DELEX IFEQ`/`DELIFEQ`, `SET IFEQ PX`, on servers that have them, native.rs; `floor`: ACQUIRE, RELEASE, EXTEND and those primitives vs `FLOOR.CHECK`, the least a module command on a lock does, floor.rs; `holds`: SHARED and LIMIT vs Lua, holds.rs; `sets`: MACQUIRE/MRELEASE of 3 vs 3 single locks and vs Lua, sets.rs; `baseline`: this build vs `BASELINE`, baseline.rs; `scale-kinds`: one command's cost against the size of its resource, scale_kinds.rs; `contention`: lock schemes under contention, contention.rs; `observe`: a contended resource's critical sections per second with and without observers following it, and the delay from a change to an observer vs to a keyspace notification, observe.rs; `sessions`: a session's renewal cost against a per-lock watchdog, `kill -9` of a holder to the next grant, ending a session of 100,000 holds, `ACQUIRE ... SESSION` vs plain `ACQUIRE`, sessions.rs; `guard`: a guarded `SET` (`DLOCK.GUARD ... FENCE` and `TOKEN`) vs the Lua `GET`-compare-`SET` script and vs a plain `SET`, and guarded batches vs one script, guard.rs; `priorities`: a queue's enqueue, handoff and leave with waiters at one priority and at random ones vs plain FIFO at the scale-kinds waiters' sizes, BLPOP beside, and the longest wait of priority 0 under a stream of higher ones vs its bound, priorities.rs) |
 //! | `DLOCK_BENCH_NATIVE_SERVERS` | every folder in `../shared/servers/` - server builds (folders as for `make SERVER=...`) the `native` section runs on when the configured server lacks `DELEX`/`DELIFEQ` or `SET IFEQ`; those without them are passed over |
 //! | `DLOCK_BENCH_FLOOR_CONFIGS` | `aof,none` - configurations that run the `floor` section (on the configured server and, when it lacks the primitives, on the `DLOCK_BENCH_NATIVE_SERVERS` builds that have them) |
 //! | `DLOCK_BENCH_FLOOR_MODULE` | `target/release/libdlock_floor.so` (built by `make bench`) - the floor module (benches/floor/); missing, the `floor` section is skipped with a note |
@@ -108,6 +108,7 @@ mod sessions_crash;
 mod sessions_end;
 mod sets;
 mod sets_lua;
+mod statistics;
 mod stats;
 mod throughput;
 mod timing_goals;
@@ -205,7 +206,7 @@ fn main() {
     let polling_rounds = env_u64("DLOCK_BENCH_POLL_ROUNDS", q(100, 10)) as usize;
     let sections = env_list(
         "DLOCK_BENCH_SECTIONS",
-        "throughput,native,floor,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe,sessions,guard,priorities",
+        "throughput,native,statistics,floor,holds,sets,memory,baseline,scale,scale-kinds,crosscheck,handoff,contention,observe,sessions,guard,priorities",
     );
     let scale_kinds_set = scale_kinds::Settings::from_env(quick);
     let contention_set = contention::Settings::from_env(quick);
@@ -287,6 +288,9 @@ fn main() {
         }
         if on("native") {
             native::run(config, &sizes, &mut verdicts);
+        }
+        if on("statistics") {
+            statistics::run(config, &sizes, &mut verdicts);
         }
         if on("floor") && floor_configs.iter().any(|c| c == config.short) {
             floor::run(config, &sizes, &mut verdicts);

@@ -32,6 +32,7 @@ command_entry!(info_entry => commands::info::info);
 command_entry!(observe_entry => commands::observe::observe);
 command_entry!(queued_entry => commands::queued::queued);
 command_entry!(stats_entry => commands::stats::stats);
+command_entry!(slowlog_entry => commands::slowlog::slowlog);
 command_entry!(position_entry => commands::position::position);
 command_entry!(waiters_entry => commands::position::waiters);
 command_entry!(macquire_entry => commands::sets::macquire);
@@ -131,6 +132,13 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     register(ctx, c"dlock.queued", Some(queued_entry), c"readonly", false)?;
     // No key; RESET changes no data, as CONFIG RESETSTAT.
     register(ctx, c"dlock.stats", Some(stats_entry), c"readonly", false)?;
+    register(
+        ctx,
+        c"dlock.slowlog",
+        Some(slowlog_entry),
+        c"readonly",
+        false,
+    )?;
     // Read the queue as DLOCK.INFO reads the resource (a handoff that is
     // due first).
     register(

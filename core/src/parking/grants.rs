@@ -51,12 +51,18 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         for h in &g.handles {
             self.answer(*h, answer.clone());
         }
-        self.left.push(LeftQueue {
-            resource: Some(resource.clone()),
-            kind: Kind::Lock,
-            queued_at: g.queued_at,
-            granted: true,
-        });
+        if let Some(&handle) = g.handles.first() {
+            self.left.push(LeftQueue {
+                resource: Some(resource.clone()),
+                kind: Kind::Lock,
+                queued_at: g.queued_at,
+                granted: true,
+                token: g.token.clone(),
+                owner: None,
+                session: None,
+                handle,
+            });
+        }
         Some((g.token, g.ttl_ms))
     }
 

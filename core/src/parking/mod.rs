@@ -106,13 +106,13 @@ pub struct Parking<K, H> {
     next_grant: u64,
     wait_ends: WaitEnds,
     /// Waits that ended since the server last took them (`take_left`).
-    left: Vec<LeftQueue<K>>,
+    left: Vec<LeftQueue<K, H>>,
 }
 
 /// A request that left a queue: granted there, or gone without a grant
 /// (timeout, refusal, disconnect, sent away). What the statistics count.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeftQueue<K> {
+pub struct LeftQueue<K, H> {
     /// The queue it left: one entry per resource granted; a request that
     /// left without a grant is one entry, under its first resource (`None`
     /// when every queue was emptied at once).
@@ -121,6 +121,11 @@ pub struct LeftQueue<K> {
     /// `Waiter::queued_at` (0: the server never said when it joined).
     pub queued_at: u64,
     pub granted: bool,
+    /// Who it was, for the slow-lock log.
+    pub token: Box<[u8]>,
+    pub owner: Option<Box<[u8]>>,
+    pub session: Option<Box<[u8]>>,
+    pub handle: H,
 }
 
 impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Default for Parking<K, H> {
@@ -289,6 +294,10 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
             kind: kind_of(&w.wants),
             queued_at: w.queued_at,
             granted,
+            token: w.token.clone(),
+            owner: w.wants.owner.clone(),
+            session: w.wants.session.clone(),
+            handle: w.handle,
         });
     }
 
@@ -305,13 +314,17 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
                 kind: kind_of(&w.wants),
                 queued_at: w.queued_at,
                 granted: false,
+                token: w.token.clone(),
+                owner: w.wants.owner.clone(),
+                session: w.wants.session.clone(),
+                handle: w.handle,
             };
             self.left.push(left);
         }
     }
 
     /// The requests that left a queue since the last call.
-    pub fn take_left(&mut self) -> Vec<LeftQueue<K>> {
+    pub fn take_left(&mut self) -> Vec<LeftQueue<K, H>> {
         std::mem::take(&mut self.left)
     }
 

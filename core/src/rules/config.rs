@@ -65,6 +65,32 @@ pub const PRIORITY_AGING_MS: NumericConfig = NumericConfig {
     default: 1000,
 };
 
+/// `dlock.slowlog-hold-ms`: holds that last at least this long are logged
+/// (`DLOCK.SLOWLOG`); 0 logs none.
+pub const SLOWLOG_HOLD_MS: NumericConfig = NumericConfig {
+    name: c"slowlog-hold-ms",
+    min: 0,
+    max: MAX_TTL_MS,
+    default: 10_000,
+};
+
+/// `dlock.slowlog-wait-ms`: waits that last at least this long are logged;
+/// 0 logs none.
+pub const SLOWLOG_WAIT_MS: NumericConfig = NumericConfig {
+    name: c"slowlog-wait-ms",
+    min: 0,
+    max: MAX_TTL_MS,
+    default: 1000,
+};
+
+/// `dlock.slowlog-max-len`: entries the slow-lock log keeps, the newest.
+pub const SLOWLOG_MAX_LEN: NumericConfig = NumericConfig {
+    name: c"slowlog-max-len",
+    min: 0,
+    max: crate::stats::slowlog::MAX_LEN,
+    default: 128,
+};
+
 impl NumericConfig {
     pub fn name(&self) -> &'static str {
         self.name.to_str().unwrap_or("config")

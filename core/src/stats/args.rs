@@ -107,3 +107,61 @@ mod tests {
         assert!(matches!(p("hot by waits"), Err(Error::NotOneOf { .. })));
     }
 }
+
+/// What a `DLOCK.SLOWLOG` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlowlogCommand {
+    /// The newest entries, at most this many.
+    Get(usize),
+    Len,
+    Reset,
+}
+
+/// `DLOCK.SLOWLOG GET [count] | LEN | RESET`, the arguments after the
+/// command's name; `count` -1 is every entry, as `SLOWLOG GET -1`.
+pub fn parse_slowlog(args: &[&[u8]]) -> Result<SlowlogCommand, Error> {
+    let Some((sub, rest)) = args.split_first() else {
+        return Err(Error::WrongArity);
+    };
+    match (sub.to_ascii_lowercase().as_slice(), rest) {
+        (b"get", []) => Ok(SlowlogCommand::Get(10)),
+        (b"get", [b"-1"]) => Ok(SlowlogCommand::Get(usize::MAX)),
+        (b"get", [n]) => parse_u64(n)
+            .filter(|n| *n <= crate::stats::slowlog::MAX_LEN)
+            .map(|n| SlowlogCommand::Get(n as usize))
+            .ok_or(Error::InvalidInteger {
+                arg: "count",
+                min: 0,
+                max: crate::stats::slowlog::MAX_LEN,
+            }),
+        (b"len", []) => Ok(SlowlogCommand::Len),
+        (b"reset", []) => Ok(SlowlogCommand::Reset),
+        _ => Err(Error::Syntax),
+    }
+}
+
+#[cfg(test)]
+mod slowlog_tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<SlowlogCommand, Error> {
+        let words: Vec<&[u8]> = s.split_whitespace().map(str::as_bytes).collect();
+        parse_slowlog(&words)
+    }
+
+    #[test]
+    fn the_subcommands_and_their_refusals() {
+        assert_eq!(p("get"), Ok(SlowlogCommand::Get(10)));
+        assert_eq!(p("GET 3"), Ok(SlowlogCommand::Get(3)));
+        assert_eq!(p("get -1"), Ok(SlowlogCommand::Get(usize::MAX)));
+        assert_eq!(p("len"), Ok(SlowlogCommand::Len));
+        assert_eq!(p("Reset"), Ok(SlowlogCommand::Reset));
+        assert_eq!(p(""), Err(Error::WrongArity));
+        for bad in ["get 1 2", "len 1", "reset x", "top"] {
+            assert_eq!(p(bad), Err(Error::Syntax), "{bad}");
+        }
+        for bad in ["get -2", "get 10001", "get x"] {
+            assert!(matches!(p(bad), Err(Error::InvalidInteger { .. })), "{bad}");
+        }
+    }
+}

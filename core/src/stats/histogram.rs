@@ -79,6 +79,16 @@ impl Histogram {
         self.max = self.max.max(v);
     }
 
+    /// Back to empty, keeping its buckets' memory.
+    pub fn clear(&mut self) {
+        if self.count > 0 {
+            self.counts.fill(0);
+        }
+        self.count = 0;
+        self.sum = 0;
+        self.max = 0;
+    }
+
     /// Adds `other`'s counts (same `sub_bits`, else nothing happens).
     pub fn merge(&mut self, other: &Histogram) {
         if other.sub_bits != self.sub_bits {

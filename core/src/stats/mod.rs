@@ -7,11 +7,13 @@
 pub mod args;
 pub mod histogram;
 pub mod hot;
+pub mod slowlog;
 #[cfg(test)]
 mod tests;
 
 use crate::ask::Mode;
 use histogram::{Histogram, Summary};
+pub use hot::Resource;
 use hot::{HotEntry, HotTable};
 
 /// Entries of each hot table.
@@ -53,13 +55,6 @@ impl Kind {
             Kind::Semaphore => 2,
         }
     }
-}
-
-/// A resource as the hot tables know it.
-#[derive(Debug, Clone, Copy)]
-pub struct Resource<'a> {
-    pub db: i32,
-    pub name: &'a [u8],
 }
 
 /// How a hold ended.
@@ -238,9 +233,10 @@ impl Stats {
             h.waited += 1;
             h.wait.record(waited_us);
         };
-        self.table(HotBy::Wait).bump(r, waited_us, count);
-        self.table(HotBy::Contended).touch(r, count);
-        self.table(HotBy::Expired).touch(r, count);
+        let hash = r.hash();
+        self.table(HotBy::Wait).bump(r, hash, waited_us, count);
+        self.table(HotBy::Contended).touch(r, hash, count);
+        self.table(HotBy::Expired).touch(r, hash, count);
     }
 
     /// A grant out of turn (`RELEASE ... TO`): also counted by
@@ -253,18 +249,20 @@ impl Stats {
     pub fn contended(&mut self, r: &Resource<'_>, kind: Kind) {
         self.kind(kind).contended += 1;
         let count = |h: &mut hot::HotFigures| h.contended += 1;
-        self.table(HotBy::Contended).bump(r, 1, count);
-        self.table(HotBy::Wait).touch(r, count);
-        self.table(HotBy::Expired).touch(r, count);
+        let hash = r.hash();
+        self.table(HotBy::Contended).bump(r, hash, 1, count);
+        self.table(HotBy::Wait).touch(r, hash, count);
+        self.table(HotBy::Expired).touch(r, hash, count);
     }
 
     /// A queued request left `r`'s queue without a grant after `waited_us`.
     pub fn gave_up(&mut self, r: &Resource<'_>, kind: Kind, waited_us: u64) {
         self.kind(kind).wait_timeouts += 1;
         let count = |h: &mut hot::HotFigures| h.wait_timeouts += 1;
-        self.table(HotBy::Wait).bump(r, waited_us, count);
-        self.table(HotBy::Contended).touch(r, count);
-        self.table(HotBy::Expired).touch(r, count);
+        let hash = r.hash();
+        self.table(HotBy::Wait).bump(r, hash, waited_us, count);
+        self.table(HotBy::Contended).touch(r, hash, count);
+        self.table(HotBy::Expired).touch(r, hash, count);
     }
 
     /// A hold on `r` ended after `held_us`.
@@ -277,9 +275,10 @@ impl Stats {
             End::Expired => {
                 f.expired += 1;
                 let count = |h: &mut hot::HotFigures| h.expired += 1;
-                self.table(HotBy::Expired).bump(r, 1, count);
-                self.table(HotBy::Contended).touch(r, count);
-                self.table(HotBy::Wait).touch(r, count);
+                let hash = r.hash();
+                self.table(HotBy::Expired).bump(r, hash, 1, count);
+                self.table(HotBy::Contended).touch(r, hash, count);
+                self.table(HotBy::Wait).touch(r, hash, count);
             }
         }
     }

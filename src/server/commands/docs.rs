@@ -189,7 +189,7 @@ const ARGS: Arg = Arg {
     ..arg(c"arg", Kind::String)
 };
 
-static DOCS: [Doc; 34] = [
+static DOCS: [Doc; 35] = [
     Doc {
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one or PERMITS k of LIMIT n permits, \
@@ -335,6 +335,32 @@ the hottest resources by contention, wait time or expirations; RESET: starts the
                 ],
             )
         }],
+    },
+    Doc {
+        name: c"dlock.slowlog",
+        summary: c"Returns the slow-lock log: holds that lasted at least dlock.slowlog-hold-ms \
+and waits that lasted at least dlock.slowlog-wait-ms, newest first, with resource, token, owner, \
+session, client address and name (GET); or its length (LEN); or empties it (RESET).",
+        complexity: c"O(N) with N the entries returned; LEN and RESET O(1)",
+        arity: -2,
+        keys: Keys::None,
+        args: &[one_of(
+            c"subcommand",
+            &[
+                Arg {
+                    token: Some(c"GET"),
+                    ..arg(c"get", Kind::PureToken)
+                },
+                Arg {
+                    token: Some(c"LEN"),
+                    ..arg(c"len", Kind::PureToken)
+                },
+                Arg {
+                    token: Some(c"RESET"),
+                    ..arg(c"reset", Kind::PureToken)
+                },
+            ],
+        )],
     },
     Doc {
         name: c"dlock.position",

@@ -11,5 +11,6 @@ pub mod position;
 pub mod queued;
 pub mod session;
 pub mod sets;
+pub mod slowlog;
 pub mod stats;
 pub mod wanted;

@@ -6,10 +6,11 @@ use redis_module::raw;
 
 use crate::server::edge::api::{self, now_us, Ctx};
 use crate::server::keyspace::keys::LockKey;
-use crate::server::notify::{figures, stats};
+use crate::server::notify::figures::{self, Holder};
+use crate::server::notify::stats;
+use crate::server::quarantine;
 use crate::server::sessions::{self, Binding};
 use crate::server::{keyspace::hold_guards, persistence::hold_effects};
-use crate::server::{quarantine, resource::Resource};
 use dlock_core::resource::changes::Change;
 use dlock_core::resource::holds::{Hold, Holds, NEVER};
 use dlock_core::sessions::Fate;
@@ -49,8 +50,34 @@ pub struct Work {
     /// release once written.
     ended_with_session: bool,
     /// Holds that ran out or were released here, for the statistics once
-    /// written: (kind, fence, end in µs, how).
-    ended: Vec<(Kind, u64, u64, End)>,
+    /// written.
+    ended: Vec<EndedHold>,
+}
+
+/// A hold that ended in a work: kind, fence, end (µs), how, and who held
+/// it when the slow-lock log takes it.
+struct EndedHold {
+    kind: Kind,
+    fence: u64,
+    end_us: u64,
+    end: End,
+    holder: Option<Holder>,
+}
+
+impl EndedHold {
+    fn of(hold: &Hold, limit: u32, end_us: u64, end: End) -> Self {
+        let holder = figures::slow_hold(hold.fence, end_us).then(|| {
+            let owner = (hold.owner != hold.token).then_some(&hold.owner[..]);
+            Holder::of(&hold.token, owner, hold.session.as_deref())
+        });
+        EndedHold {
+            kind: Kind::of(hold.mode, limit),
+            fence: hold.fence,
+            end_us,
+            end,
+            holder,
+        }
+    }
 }
 
 /// What undoes one change.
@@ -119,8 +146,8 @@ impl Work {
         while let Some(token) = work.holds.first_dead(now_us / 1000) {
             if let Some((hold, seq)) = work.holds.take(&token) {
                 let end_us = now_us.min(hold.deadline_ms.saturating_mul(1000));
-                let kind = Kind::of(hold.mode, work.holds.limit);
-                work.ended.push((kind, hold.fence, end_us, End::Expired));
+                let ended = EndedHold::of(&hold, work.holds.limit, end_us, End::Expired);
+                work.ended.push(ended);
                 work.undo.push(Undo::Restore(hold, seq));
                 work.changes.push(Change::Drop { token });
                 work.pruned = true;
@@ -238,8 +265,8 @@ impl Work {
         let Some((hold, seq)) = self.holds.take(token) else {
             return false;
         };
-        let kind = Kind::of(hold.mode, self.holds.limit);
-        self.ended.push((kind, hold.fence, self.now_us, end));
+        let ended = EndedHold::of(&hold, self.holds.limit, self.now_us, end);
+        self.ended.push(ended);
         if let Some(s) = &hold.session {
             self.unbound.push((token.into(), s.clone()));
         }
@@ -284,10 +311,11 @@ impl Work {
             stats::notify(ctx, c"dlock.released", name);
         }
         let ended = std::mem::take(&mut self.ended);
-        if !ended.is_empty() && figures::enabled() {
-            if let Ok(res) = Resource::of(ctx, name) {
-                for (kind, fence, end_us, end) in ended {
-                    figures::hold_ended(&res, kind, fence, end_us, end);
+        if !ended.is_empty() {
+            if let Some(res) = figures::named(ctx, name) {
+                for h in &ended {
+                    let e = figures::ending(h.holder.as_ref(), h.kind, h.fence, h.end_us, h.end);
+                    figures::hold_ended(Some(ctx), &res, &e);
                 }
             }
         }

@@ -10,7 +10,8 @@ use crate::server::execute::handoff;
 use crate::server::execute::inputs::{route, Inputs};
 use crate::server::keyspace::keys::LockKey;
 use crate::server::keyspace::value::Stored;
-use crate::server::notify::{figures, stats};
+use crate::server::notify::figures::{self, Ending};
+use crate::server::notify::stats;
 use crate::server::persistence::effects;
 use crate::server::waiting::blocking::{self, Resource};
 use crate::server::{quarantine, state};
@@ -178,7 +179,16 @@ pub fn release(
     let (Release::Freed { handoff }, fence, now_us) = plan else {
         return Ok(Routed::Plain(false));
     };
-    figures::hold_of_name_ended(ctx, name, Kind::Lock, fence, now_us, End::Released);
+    let ending = Ending {
+        kind: Kind::Lock,
+        fence,
+        end_us: now_us,
+        end: End::Released,
+        token,
+        owner: None,
+        session: None,
+    };
+    figures::hold_of_name_ended(ctx, name, true, &ending);
     // Subscribers see the release before the handoff it causes.
     stats::RELEASES.add();
     stats::notify(ctx, c"dlock.released", name);

@@ -13,7 +13,8 @@ use crate::server::execute::inputs;
 use crate::server::execute::step;
 use crate::server::jobs::{self, Job, PAUSED_RETRY_MS};
 use crate::server::keyspace::keys::LockKey;
-use crate::server::notify::{figures, stats};
+use crate::server::notify::figures::{self, Ending};
+use crate::server::notify::stats;
 use crate::server::persistence::effects;
 use crate::server::state;
 use crate::server::waiting::blocking::{self, Resource};
@@ -194,7 +195,16 @@ fn revoke_key(
     }
     stats::notify(ctx, c"dlock.revoked", name);
     let now = now_us();
-    figures::hold_of_name_ended(ctx, name, Kind::Lock, rv.fence, now, End::Revoked);
+    let ending = Ending {
+        kind: Kind::Lock,
+        fence: rv.fence,
+        end_us: now,
+        end: End::Revoked,
+        token: &rv.token,
+        owner: None,
+        session: None,
+    };
+    figures::hold_of_name_ended(ctx, name, false, &ending);
     let handed_over =
         blocking::waiters_on(&rv.resource) > 0 && serve_queue(ctx, &mut key, name, &rv.resource)?;
     if !handed_over {

@@ -280,7 +280,7 @@ fn execute(
                     },
                     _ => continue,
                 };
-                let kind = Kind::of(ask.mode, member.work.holds.limit);
+                let kind = Kind::of(ask.mode, ask.limit.unwrap_or(member.work.holds.limit));
                 if member.work.add(&ask, fence) && who == Who::Command {
                     figures::granted(kind);
                 }

@@ -61,12 +61,19 @@ fn unlinked(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
     if let Some(stored) = &stored {
         state::observe_fence(stored.max_fence());
         match stored {
-            value::Stored::Plain(lease) => figures::unlinked_plain(lease.fence()),
-            value::Stored::Multi(holds) => figures::unlinked_holds(
-                holds
-                    .iter()
-                    .map(|h| (Kind::of(h.mode, holds.limit), h.fence, h.deadline_ms)),
-            ),
+            value::Stored::Plain(lease) => figures::unlinked(std::iter::once((
+                Kind::Lock,
+                lease.token(),
+                None,
+                None,
+                lease.fence(),
+                u64::MAX,
+            ))),
+            value::Stored::Multi(holds) => figures::unlinked(holds.iter().map(|h| {
+                let owner = (h.owner != h.token).then_some(h.owner);
+                let kind = Kind::of(h.mode, holds.limit);
+                (kind, h.token, owner, h.session, h.fence, h.deadline_ms)
+            })),
         }
     }
     let (Some(db_of), Some(name_of)) = (unsafe { raw::RedisModule_GetDbIdFromOptCtx }, unsafe {

@@ -9,9 +9,11 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use redis_module::raw;
 
 use crate::server::edge::api::{self, Ctx};
+use crate::server::notify::slowlog;
 use crate::server::resource::Resource;
 use crate::server::state;
 use dlock_core::parking::LeftQueue;
+use dlock_core::stats::slowlog::{Ended, Seen, Slow};
 use dlock_core::stats::{self, End, Kind, Stats};
 
 static STATS: LazyLock<Mutex<Stats>> =
@@ -52,8 +54,13 @@ fn as_stats(res: &Resource) -> stats::Resource<'_> {
 }
 
 /// `name` in the caller's database, as the statistics know it.
-fn named(ctx: Ctx, name: *mut raw::RedisModuleString) -> Option<Resource> {
-    Resource::of(ctx, name).ok()
+pub fn named<'a>(ctx: Ctx, name: *mut raw::RedisModuleString) -> Option<stats::Resource<'a>> {
+    let db_of = unsafe { raw::RedisModule_GetSelectedDb }?;
+    let db = unsafe { db_of(ctx.0) };
+    Some(stats::Resource {
+        db,
+        name: api::bytes(name).ok()?,
+    })
 }
 
 /// A command was granted at once.
@@ -64,7 +71,7 @@ pub fn granted(kind: Kind) {
 /// A request found `name` taken.
 pub fn contended(ctx: Ctx, name: *mut raw::RedisModuleString, kind: Kind) {
     if let Some(res) = named(ctx, name) {
-        contended_on(&res, kind);
+        count(|s| s.contended(&res, kind));
     }
 }
 
@@ -77,87 +84,200 @@ pub fn handed_over(kind: Kind) {
     count(|s| s.handed_over(kind));
 }
 
-/// A hold granted under `fence` (the server's clock in µs at the grant)
-/// ended at `end_us`.
-pub fn hold_ended(res: &Resource, kind: Kind, fence: u64, end_us: u64, end: End) {
-    count(|s| s.hold_ended(&as_stats(res), kind, end_us.saturating_sub(fence), end));
+/// A hold that ended: what the statistics and the slow-lock log know of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Ending<'a> {
+    pub kind: Kind,
+    /// Its fence: the server's clock in µs at its grant.
+    pub fence: u64,
+    pub end_us: u64,
+    pub end: End,
+    pub token: &'a [u8],
+    pub owner: Option<&'a [u8]>,
+    pub session: Option<&'a [u8]>,
 }
 
-/// As `hold_ended`, for `name` in the caller's database.
-pub fn hold_of_name_ended(
-    ctx: Ctx,
-    name: *mut raw::RedisModuleString,
+impl Ending<'_> {
+    fn held_us(&self) -> u64 {
+        self.end_us.saturating_sub(self.fence)
+    }
+}
+
+/// Who held a hold, kept for the slow-lock log until the hold's end is
+/// counted.
+#[derive(Debug, Clone)]
+pub struct Holder {
+    token: Box<[u8]>,
+    owner: Option<Box<[u8]>>,
+    session: Option<Box<[u8]>>,
+}
+
+impl Holder {
+    pub fn of(token: &[u8], owner: Option<&[u8]>, session: Option<&[u8]>) -> Self {
+        Holder {
+            token: token.into(),
+            owner: owner.map(Into::into),
+            session: session.map(Into::into),
+        }
+    }
+}
+
+/// A hold's end as counted: who held it when `holder` kept that.
+pub fn ending(
+    holder: Option<&Holder>,
     kind: Kind,
     fence: u64,
     end_us: u64,
     end: End,
+) -> Ending<'_> {
+    Ending {
+        kind,
+        fence,
+        end_us,
+        end,
+        token: holder.map_or(&[][..], |h| &h.token),
+        owner: holder.and_then(|h| h.owner.as_deref()),
+        session: holder.and_then(|h| h.session.as_deref()),
+    }
+}
+
+/// Whether a hold granted under `fence` and ending at `end_us` goes to the
+/// slow-lock log (so its caller keeps its token for it).
+pub fn slow_hold(fence: u64, end_us: u64) -> bool {
+    slowlog::logs(Slow::Hold, end_us.saturating_sub(fence))
+}
+
+/// A hold on `res` ended; `ctx` is the client's that ended it, if any.
+pub fn hold_ended(ctx: Option<Ctx>, res: &stats::Resource<'_>, e: &Ending<'_>) {
+    let held = e.held_us();
+    count(|s| s.hold_ended(res, e.kind, held, e.end));
+    if slowlog::logs(Slow::Hold, held) {
+        let seen = Seen {
+            slow: Slow::Hold,
+            ended: match e.end {
+                End::Released => Ended::Released,
+                End::Expired => Ended::Expired,
+                End::Revoked => Ended::Revoked,
+            },
+            micros: held,
+            db: res.db,
+            resource: res.name,
+            token: e.token,
+            owner: e.owner,
+            session: e.session,
+        };
+        slowlog::record(ctx, &seen);
+    }
+}
+
+/// As `hold_ended`, for `name` in the caller's database; `client` whether
+/// the caller's client ended it.
+pub fn hold_of_name_ended(
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    client: bool,
+    e: &Ending<'_>,
 ) {
-    if !enabled() {
+    if !enabled() && !slow_hold(e.fence, e.end_us) {
         return;
     }
     if let Some(res) = named(ctx, name) {
-        hold_ended(&res, kind, fence, end_us, end);
+        hold_ended(client.then_some(ctx), &res, e);
     }
 }
 
 /// Requests that left their queues, at `now_ms` on the clock their
 /// `queued_at` is on.
-pub fn left_queues(left: Vec<LeftQueue<Resource>>, now_ms: u64) {
+pub fn left_queues<H: Copy + Into<usize>>(left: Vec<LeftQueue<Resource, H>>, now_ms: u64) {
     if left.is_empty() {
         return;
     }
+    let waited = |l: &LeftQueue<Resource, H>| match l.queued_at {
+        0 => 0,
+        at => now_ms.saturating_sub(at).saturating_mul(1000),
+    };
+    let anonymous = Resource {
+        db: -1,
+        key: Box::default(),
+    };
     count(|s| {
         for l in &left {
-            let waited_us = match l.queued_at {
-                0 => 0,
-                at => now_ms.saturating_sub(at).saturating_mul(1000),
-            };
-            let anonymous = Resource {
-                db: -1,
-                key: Box::default(),
-            };
             let res = as_stats(l.resource.as_ref().unwrap_or(&anonymous));
             if l.granted {
-                s.granted_after_wait(&res, l.kind, waited_us);
+                s.granted_after_wait(&res, l.kind, waited(l));
             } else {
-                s.gave_up(&res, l.kind, waited_us);
+                s.gave_up(&res, l.kind, waited(l));
             }
         }
     });
+    for l in &left {
+        let micros = waited(l);
+        if !slowlog::logs(Slow::Wait, micros) {
+            continue;
+        }
+        let res = l.resource.as_ref().unwrap_or(&anonymous);
+        let seen = Seen {
+            slow: Slow::Wait,
+            ended: if l.granted {
+                Ended::Granted
+            } else {
+                Ended::GaveUp
+            },
+            micros,
+            db: res.db,
+            resource: &res.key,
+            token: &l.token,
+            owner: l.owner.as_deref(),
+            session: l.session.as_deref(),
+        };
+        slowlog::record_wait(l.handle.into(), &seen);
+    }
 }
 
-/// The holds of the lock value last unlinked, for its `expired` event
-/// (which comes right after, without the value): at most `UNLINKED_HOLDS`
-/// of them, as (kind, fence, deadline in ms; `u64::MAX` when the key's
-/// own expiry is the deadline).
-static UNLINKED: Mutex<Vec<(Kind, u64, u64)>> = Mutex::new(Vec::new());
+/// A hold of the lock value last unlinked, kept for its `expired` event
+/// (which comes right after, without the value): its kind, fence and
+/// deadline (ms; `u64::MAX` when the key's own expiry is the deadline),
+/// and, when the slow-lock log would take it, who held it.
+struct Unlinked {
+    kind: Kind,
+    fence: u64,
+    deadline_ms: u64,
+    holder: Option<Holder>,
+}
+
+static UNLINKED: Mutex<Vec<Unlinked>> = Mutex::new(Vec::new());
 
 /// Holds of one value counted when its key expires; a semaphore of more
 /// holds than this counts the first ones only.
 const UNLINKED_HOLDS: usize = 64;
 
-fn unlinked_stash() -> MutexGuard<'static, Vec<(Kind, u64, u64)>> {
+fn unlinked_stash() -> MutexGuard<'static, Vec<Unlinked>> {
     UNLINKED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A plain lock leaves the keyspace (a release, DEL, expiry ...).
-pub fn unlinked_plain(fence: u64) {
-    if !enabled() {
-        return;
-    }
-    let mut stash = unlinked_stash();
-    stash.clear();
-    stash.push((Kind::Lock, fence, u64::MAX));
-}
+/// A hold (kind, token, owner, session, fence, deadline in ms) of a value
+/// leaving the keyspace.
+pub type UnlinkedHold<'a> = (Kind, &'a [u8], Option<&'a [u8]>, Option<&'a [u8]>, u64, u64);
 
-/// A resource of several holds leaves the keyspace.
-pub fn unlinked_holds(holds: impl Iterator<Item = (Kind, u64, u64)>) {
-    if !enabled() {
+/// A lock value leaves the keyspace (a release, DEL, expiry ...): its
+/// holds are kept for an `expired` event that may follow.
+pub fn unlinked<'a>(holds: impl Iterator<Item = UnlinkedHold<'a>>) {
+    if !enabled() && slowlog::hold_ms() == 0 {
         return;
     }
+    let now_us = api::now_us();
     let mut stash = unlinked_stash();
     stash.clear();
-    stash.extend(holds.take(UNLINKED_HOLDS));
+    for (kind, token, owner, session, fence, deadline_ms) in holds.take(UNLINKED_HOLDS) {
+        let end_us = now_us.min(deadline_ms.saturating_mul(1000));
+        let holder = slow_hold(fence, end_us).then(|| Holder::of(token, owner, session));
+        stash.push(Unlinked {
+            kind,
+            fence,
+            deadline_ms,
+            holder,
+        });
+    }
 }
 
 /// The lock unlinked last (`was_lock` said so) expired: each of its holds
@@ -165,12 +285,16 @@ pub fn unlinked_holds(holds: impl Iterator<Item = (Kind, u64, u64)>) {
 /// which active expiry notices within about 100 ms).
 pub fn expired(ctx: Ctx, name: *mut raw::RedisModuleString) {
     let holds = std::mem::take(&mut *unlinked_stash());
+    if holds.is_empty() {
+        return;
+    }
     let Some(res) = named(ctx, name) else {
         return;
     };
     let now_us = api::now_us();
-    for (kind, fence, deadline_ms) in holds {
-        let end_us = now_us.min(deadline_ms.saturating_mul(1000));
-        hold_ended(&res, kind, fence, end_us, End::Expired);
+    for h in &holds {
+        let end_us = now_us.min(h.deadline_ms.saturating_mul(1000));
+        let e = ending(h.holder.as_ref(), h.kind, h.fence, end_us, End::Expired);
+        hold_ended(None, &res, &e);
     }
 }

@@ -3,5 +3,6 @@
 //! observers (`DLOCK.OBSERVE ... WAIT`).
 
 pub mod figures;
+pub mod slowlog;
 pub mod stats;
 pub mod watchers;

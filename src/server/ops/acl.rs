@@ -16,7 +16,7 @@ pub const CATEGORY: &CStr = c"dlock";
 /// fit them (a module command has none unless it says so, so `-@write`
 /// would not stop a grant). The internal effect commands are left out: they
 /// are refused from clients whatever the ACL says.
-const COMMANDS: [(&CStr, &CStr); 23] = [
+const COMMANDS: [(&CStr, &CStr); 25] = [
     (c"dlock.acquire", c"write dlock"),
     (c"dlock.release", c"write dlock"),
     (c"dlock.resize", c"write dlock"),
@@ -31,6 +31,8 @@ const COMMANDS: [(&CStr, &CStr); 23] = [
     (c"dlock.queued", c"keyspace read slow dlock"),
     (c"dlock.position", c"read fast dlock"),
     (c"dlock.waiters", c"read slow dlock"),
+    (c"dlock.stats", c"read slow dlock"),
+    (c"dlock.slowlog", c"read slow dlock"),
     (c"dlock.macquire", c"write dlock"),
     (c"dlock.mrelease", c"write dlock"),
     (c"dlock.mextend", c"write dlock"),

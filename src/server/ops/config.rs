@@ -10,10 +10,11 @@ use redis_module::raw;
 
 use crate::server::edge::api::{self, rm, Ctx};
 use crate::server::edge::ffi::guard;
-use crate::server::notify::{figures, watchers};
+use crate::server::notify::{figures, slowlog, watchers};
 use crate::server::{quarantine, state};
 use dlock_core::rules::config::{
     NumericConfig, LONGEST_TTL, MAX_TOKEN_LENGTH, MAX_TTL, OBSERVE_RATE, PRIORITY_AGING_MS,
+    SLOWLOG_HOLD_MS, SLOWLOG_MAX_LEN, SLOWLOG_WAIT_MS,
 };
 use dlock_core::rules::quarantine::Setting;
 use dlock_core::Error;
@@ -31,6 +32,9 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
     let mut observe_rate = OBSERVE_RATE.default;
     let mut aging = PRIORITY_AGING_MS.default;
     let mut stats_on = true;
+    let mut slow_hold = SLOWLOG_HOLD_MS.default;
+    let mut slow_wait = SLOWLOG_WAIT_MS.default;
+    let mut slow_len = SLOWLOG_MAX_LEN.default;
     let mut pairs = argv.chunks(2);
     for pair in pairs.by_ref() {
         let [name, value] = pair else {
@@ -47,6 +51,9 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
             b"observe-rate" => observe_rate = OBSERVE_RATE.parse(value)?,
             b"priority-aging-ms" => aging = PRIORITY_AGING_MS.parse(value)?,
             b"stats" => stats_on = parse_yes_no(value)?,
+            b"slowlog-hold-ms" => slow_hold = SLOWLOG_HOLD_MS.parse(value)?,
+            b"slowlog-wait-ms" => slow_wait = SLOWLOG_WAIT_MS.parse(value)?,
+            b"slowlog-max-len" => slow_len = SLOWLOG_MAX_LEN.parse(value)?,
             // Nothing to lower before the data loads; checked all the same.
             b"longest-ttl" => {
                 LONGEST_TTL.parse(value)?;
@@ -77,7 +84,10 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
         && register_numeric(ctx, OBSERVE_RATE, observe_rate)?
         && register_numeric(ctx, PRIORITY_AGING_MS, aging)?
         && register_numeric(ctx, LONGEST_TTL, LONGEST_TTL.default)?
-        && register_stats(ctx, stats_on))
+        && register_stats(ctx, stats_on)
+        && register_numeric(ctx, SLOWLOG_HOLD_MS, slow_hold)?
+        && register_numeric(ctx, SLOWLOG_WAIT_MS, slow_wait)?
+        && register_numeric(ctx, SLOWLOG_MAX_LEN, slow_len)?)
     {
         return Err(Error::BadConfig("invalid dlock configuration"));
     }
@@ -171,6 +181,12 @@ extern "C" fn get_number(_name: *const c_char, privdata: *mut c_void) -> c_longl
             state::priority_aging_ms() as c_longlong
         } else if name == LONGEST_TTL.name.to_bytes() {
             quarantine::longest_ttl() as c_longlong
+        } else if name == SLOWLOG_HOLD_MS.name.to_bytes() {
+            slowlog::hold_ms() as c_longlong
+        } else if name == SLOWLOG_WAIT_MS.name.to_bytes() {
+            slowlog::wait_ms() as c_longlong
+        } else if name == SLOWLOG_MAX_LEN.name.to_bytes() {
+            slowlog::max_len() as c_longlong
         } else {
             0
         }
@@ -195,6 +211,12 @@ extern "C" fn set_number(
             watchers::rate_changed();
         } else if name == PRIORITY_AGING_MS.name.to_bytes() {
             state::set_priority_aging_ms(v);
+        } else if name == SLOWLOG_HOLD_MS.name.to_bytes() {
+            slowlog::set_hold_ms(v);
+        } else if name == SLOWLOG_WAIT_MS.name.to_bytes() {
+            slowlog::set_wait_ms(v);
+        } else if name == SLOWLOG_MAX_LEN.name.to_bytes() {
+            slowlog::set_max_len(v);
         } else if name == LONGEST_TTL.name.to_bytes() {
             if let Err(e) = quarantine::lower_longest_ttl(v) {
                 report(err, &e);

@@ -89,6 +89,7 @@ pub(super) extern "C" fn on_reply(
             let Some(handed) = (unsafe { get(ctx).cast::<Handed>().as_mut() }) else {
                 return c.reply_error(&Error::Internal("wait ended without an answer"));
             };
+            crate::server::notify::slowlog::answered(c, handed.handle.into());
             match &handed.answer {
                 // The server drops replies to a client it has decided to
                 // close: that grant is not delivered (freed, then revoked).
@@ -122,8 +123,9 @@ pub(super) extern "C" fn on_timeout(
         };
         let handle = Blocked(unsafe { handle_of(ctx) });
         stats::WAIT_TIMEOUTS.add();
-        let _ = Ctx(ctx).reply_null();
         let l = with_parking(|p| p.leave(handle));
+        crate::server::notify::slowlog::answered(Ctx(ctx), handle.into());
+        let _ = Ctx(ctx).reply_null();
         left(l, handle);
         api::OK
     })
@@ -138,6 +140,7 @@ pub(super) extern "C" fn on_disconnected(
     guard("waiter disconnect", (), || {
         let handle = Blocked(bc);
         let l = with_parking(|p| p.leave(handle));
+        crate::server::notify::slowlog::forget(handle.into());
         if l.unblock && !crate::server::edge::clients::disconnecting(ctx) {
             // Unblocked with an error, still connected: the wait ended
             // without a grant, as a timeout does.
@@ -155,6 +158,7 @@ pub(super) extern "C" fn free_answer(_ctx: *mut raw::RedisModuleCtx, data: *mut 
             return;
         }
         let handed = unsafe { Box::from_raw(data.cast::<Handed>()) };
+        crate::server::notify::slowlog::forget(handed.handle.into());
         freed(&handed);
     })
 }

@@ -17,6 +17,13 @@ use dlock_core::queue::WaitQueues;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Blocked(pub(super) *mut raw::RedisModuleBlockedClient);
 
+/// The handle as a number, for the slow-lock log's waiters.
+impl From<Blocked> for usize {
+    fn from(b: Blocked) -> usize {
+        b.0 as usize
+    }
+}
+
 // SAFETY: handles are created, used and released on the main thread only; the
 // mutex around them exists for soundness, not for sharing across threads.
 unsafe impl Send for Blocked {}
