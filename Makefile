@@ -93,7 +93,7 @@ test: test-intro deps
 
 test-intro:
 	@echo "make test: about 13 minutes on 2 cores, more with a cold target/. It installs what is missing" \
-		"(apt-get: libclang-dev, libfaketime, redis-server, and valkey-server from backports for the Python suite;" \
+		"(apt-get: libclang-dev, libfaketime, tmux, redis-server, and valkey-server from backports for the Python suite;" \
 		"a Python venv in $(PY_VENV)) and builds the previous release's module ($(PREVIOUS_RELEASE), .ci/previous-release)" \
 		"into target/baseline/ for tests/durability/rollback/ (about 2 minutes the first time)."
 

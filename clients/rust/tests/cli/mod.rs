@@ -19,6 +19,8 @@ mod resize;
 mod scripts;
 mod sessions;
 mod signals;
+mod top;
+mod top_live;
 mod version;
 mod wanted;
 

@@ -19,6 +19,7 @@ mod signals;
 mod status;
 mod status_line;
 mod tlsopts;
+mod top;
 mod waitline;
 mod wanted;
 
@@ -70,6 +71,7 @@ fn run() -> i32 {
                     "status" => status::main(a, urls),
                     "list" => list::main(a, urls),
                     "sessions" => sessions::main(a, urls),
+                    "top" => top::main(a, urls),
                     "acquire" => scripts::acquire(a, urls),
                     "extend" => scripts::by_token(a, urls, "extend"),
                     "release" => scripts::by_token(a, urls, "release"),
