@@ -9,7 +9,6 @@ use crate::cli::{dead_url, dlock, run, wait_until, Dir, SEC};
 use crate::common::server::cluster::Cluster;
 use crate::common::{waiters, Server};
 use serde_json::Value;
-use std::process::Command;
 
 fn acquire(
     c: &mut redis::Connection,

@@ -101,7 +101,8 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
         Ok(None) => return crate::help::print("top"),
         Err(u) => return codes::usage_error(u, "top"),
     };
-    if !o.once && !(term::is_tty(libc::STDOUT_FILENO) && term::is_tty(libc::STDIN_FILENO)) {
+    let terminal = term::is_tty(libc::STDOUT_FILENO) && term::is_tty(libc::STDIN_FILENO);
+    if !o.once && !terminal {
         return codes::usage_error(
             args::Usage(
                 "top: the live view needs a terminal; use --once (and --json) for one snapshot"
