@@ -288,6 +288,23 @@ impl Drop for Paused<'_> {
     }
 }
 
+/// `DLOCK.ACQUIRE res token ttl_ms EXTRA...`: the fence, None when refused.
+pub fn acquire(
+    c: &mut redis::Connection,
+    res: &[u8],
+    token: &[u8],
+    ttl_ms: u64,
+    extra: &[&str],
+) -> Option<u64> {
+    redis::cmd("DLOCK.ACQUIRE")
+        .arg(res)
+        .arg(token)
+        .arg(ttl_ms)
+        .arg(extra)
+        .query(c)
+        .unwrap()
+}
+
 /// Nanoseconds since the epoch, as `date +%s%N` writes them.
 pub fn now_ns() -> i64 {
     std::time::SystemTime::now()

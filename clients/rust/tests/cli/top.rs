@@ -17,13 +17,7 @@ fn acquire(
     ttl_ms: u64,
     extra: &[&str],
 ) -> Option<u64> {
-    redis::cmd("DLOCK.ACQUIRE")
-        .arg(res)
-        .arg(token)
-        .arg(ttl_ms)
-        .arg(extra)
-        .query(c)
-        .unwrap()
+    crate::cli::acquire(c, res.as_bytes(), token.as_bytes(), ttl_ms, extra)
 }
 
 /// `res` held by `holder`, then tried `tries` times by others (each

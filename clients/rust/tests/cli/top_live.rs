@@ -4,7 +4,7 @@
 //! either way the terminal is given back: the main screen (the view's
 //! lines gone with the alternate screen) and the same `stty` settings.
 
-use crate::cli::{wait_until, SEC};
+use crate::cli::{acquire, wait_until, SEC};
 use crate::common::Server;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,18 +87,26 @@ fn script(url: &str) -> String {
 
 fn contended(server: &Server, res: &str) {
     let mut c = server.conn();
-    let acquire = |c: &mut redis::Connection, token: &str| -> Option<u64> {
-        redis::cmd("DLOCK.ACQUIRE")
-            .arg(res)
-            .arg(token)
-            .arg(60_000)
-            .query(c)
-            .unwrap()
-    };
-    assert!(acquire(&mut c, "holder-live").is_some());
+    assert!(acquire(&mut c, res.as_bytes(), b"holder-live", 60_000, &[]).is_some());
     for i in 0..3 {
-        assert_eq!(acquire(&mut c, &format!("t{i}")), None);
+        let token = format!("t{i}");
+        assert_eq!(
+            acquire(&mut c, res.as_bytes(), token.as_bytes(), 60_000, &[]),
+            None
+        );
     }
+}
+
+/// Once the view ended: its exit code in the pane, the main screen back
+/// (the view's lines gone with the alternate screen), the same `stty`.
+fn given_back(t: &Tmux, exit: i32) {
+    let screen = t.wait_for("tty-");
+    assert!(screen.contains(&format!("exit={exit}")), "{screen}");
+    assert!(screen.contains("tty-restored"), "{screen}");
+    assert!(
+        !screen.contains("dlock top - by"),
+        "the view's screen left: {screen}"
+    );
 }
 
 #[test]
@@ -117,13 +125,7 @@ fn keys_change_the_ordering_and_q_gives_the_terminal_back() {
     t.keys("c");
     t.wait_for("dlock top - by contended");
     t.keys("q");
-    let screen = t.wait_for("tty-");
-    assert!(screen.contains("exit=0"), "{screen}");
-    assert!(screen.contains("tty-restored"), "{screen}");
-    assert!(
-        !screen.contains("dlock top - by"),
-        "the view's screen left: {screen}"
-    );
+    given_back(&t, 0);
 }
 
 #[test]
@@ -133,11 +135,5 @@ fn ctrl_c_gives_the_terminal_back() {
     let t = Tmux::start(&script(&server.url()));
     t.wait_for("live:int");
     t.keys("C-c");
-    let screen = t.wait_for("tty-");
-    assert!(screen.contains("exit=130"), "{screen}");
-    assert!(screen.contains("tty-restored"), "{screen}");
-    assert!(
-        !screen.contains("dlock top - by"),
-        "the view's screen left: {screen}"
-    );
+    given_back(&t, 130);
 }
