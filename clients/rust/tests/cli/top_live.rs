@@ -1,10 +1,11 @@
 //! `dlock top`'s live view end to end, in a real terminal: tmux, on a
 //! private socket, 160x40. The view shows a contended resource, the keys
-//! change its ordering, `q` ends it with exit 0 and Ctrl-C with 130, and
-//! either way the terminal is given back: the main screen (the view's
-//! lines gone with the alternate screen) and the same `stty` settings.
+//! change its ordering; `q` ends it with exit 0, Ctrl-C with 130, SIGTERM
+//! with 143, and each way gives the terminal back: the main screen (the
+//! view's lines gone with the alternate screen) and the same `stty`
+//! settings.
 
-use crate::cli::{acquire, wait_until, SEC};
+use crate::cli::{acquire, kill, wait_until, SEC};
 use crate::common::Server;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +50,22 @@ impl Tmux {
     /// The pane's text now.
     fn screen(&self) -> String {
         String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p"]).stdout).into_owned()
+    }
+
+    /// The pid of the pane's process's child (`dlock top` under the
+    /// script's shell), once it runs.
+    fn dlock_pid(&self) -> i32 {
+        let o = self.tmux(&["list-panes", "-F", "#{pane_pid}"]);
+        let shell = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        let children = format!("/proc/{shell}/task/{shell}/children");
+        let mut pid = None;
+        wait_until(20 * SEC, "dlock top started", || {
+            pid = std::fs::read_to_string(&children)
+                .ok()
+                .and_then(|c| c.split_whitespace().next()?.parse().ok());
+            pid.is_some()
+        });
+        pid.unwrap()
     }
 
     fn keys(&self, keys: &str) {
@@ -136,4 +153,14 @@ fn ctrl_c_gives_the_terminal_back() {
     t.wait_for("live:int");
     t.keys("C-c");
     given_back(&t, 130);
+}
+
+#[test]
+fn sigterm_gives_the_terminal_back() {
+    let server = Server::start();
+    contended(&server, "live:term");
+    let t = Tmux::start(&script(&server.url()));
+    t.wait_for("live:term");
+    assert!(kill(t.dlock_pid(), libc::SIGTERM));
+    given_back(&t, 143);
 }
