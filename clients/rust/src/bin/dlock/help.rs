@@ -23,6 +23,8 @@ COMMANDS
                                 of its cluster), with holders and waiters
     sessions list|info|kill     the sessions on the server (or on every master
                                 of its cluster): list them, show one, end one
+    metrics                     lock statistics in the Prometheus text format,
+                                printed once or served (--listen ADDR)
     acquire RESOURCE            take the lock, print \"TOKEN FENCE\", keep it
     extend RESOURCE TOKEN       extend a lease by its token
     release RESOURCE TOKEN      release a lease by its token
@@ -87,6 +89,7 @@ PERMISSIONS
                      left out, and counted on stderr (exit 77)
     sessions         dlock.session (list: its list and info, info: info,
                      kill: kill)
+    metrics          dlock.stats, info (INFO dlock), and cluster|shards
     On a server with sessions, exec and elect also use dlock.session (open,
     keepalive, close) instead of dlock.extend; without it they fall back to
     dlock.extend.
@@ -499,6 +502,7 @@ fn text(topic: &str) -> Option<&'static str> {
         "status" => STATUS,
         "list" => LIST,
         "sessions" => SESSIONS,
+        "metrics" => crate::metrics::HELP,
         "acquire" => ACQUIRE,
         "extend" => EXTEND,
         "release" => RELEASE,
