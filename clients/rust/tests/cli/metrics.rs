@@ -2,11 +2,15 @@
 //! (Python's prometheus_client, in clients/python/.venv, which `make test`
 //! builds before these suites), printed once and served over HTTP, after
 //! grants, contention, a wait that timed out, a handoff and an expiry; a
-//! resource name that needs escaping; a server that cannot be reached.
+//! resource name that needs escaping; a server that cannot be reached;
+//! every master of a cluster.
 
 use crate::cli::{dead_url, dlock, run, wait_until, Dir, Dlock, SEC};
+use crate::common::server::cluster::Cluster;
 use crate::common::server::workspace_root;
 use crate::common::{waiters, Server};
+use dlock_client::Locker;
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
@@ -197,6 +201,7 @@ fn printed_once_and_parsed_by_prometheus_client() {
 
     let (code, text, err) = run(dlock(&url).arg("metrics"), &dir, 30 * SEC);
     assert_eq!((code, err.as_str()), (0, ""), "{text}");
+    // Most grants were at once: the wait's p50 is 0, its p99 the waiter's.
     let n = labels(&[("node", &node)]);
     let lock = labels(&[("node", &node), ("kind", "lock")]);
     let kind = |k: &str| labels(&[("node", &node), ("kind", k)]);
@@ -226,7 +231,7 @@ fn printed_once_and_parsed_by_prometheus_client() {
             ["dlock_hot_contended", {odd}, 5], ["dlock_hot_contended", {a}, 4],
             ["dlock_hot_expired", {exp}, 1]],
           "positive": [
-            ["dlock_wait_seconds", {q50}], ["dlock_wait_seconds", {q99}],
+            ["dlock_wait_seconds", {q99}],
             ["dlock_wait_seconds_sum", {lock}], ["dlock_wait_max_seconds", {lock}],
             ["dlock_hold_seconds", {q50}], ["dlock_hold_max_seconds", {lock}],
             ["dlock_hot_wait_seconds_total", {a}]]}}"#,
@@ -351,4 +356,52 @@ fn served_over_http_until_sigterm() {
 
     assert!(crate::cli::kill(d.pid(), libc::SIGTERM));
     assert_eq!(d.wait(20 * SEC), 0, "{}", d.stderr());
+}
+
+/// Given a replica of a cluster: every master, each its own `node`, and
+/// no replica.
+#[test]
+fn every_master_of_a_cluster() {
+    let cluster = Cluster::start(3, 1);
+    let dir = Dir::new();
+    let masters = cluster.masters();
+    let name = |i: usize| format!("127.0.0.1:{}", cluster.node(i).port());
+    let locker = Locker::cluster(&[cluster.node(masters[0]).url()]).unwrap();
+    let mut held: BTreeMap<String, u64> = masters.iter().map(|m| (name(*m), 0)).collect();
+    let mut guards = Vec::new();
+    for i in 0..30 {
+        let res = format!("res:{i}");
+        guards.push(locker.try_lock(&res, 60 * SEC).unwrap().expect("free"));
+        *held
+            .get_mut(&name(cluster.node_for_slot(cluster.key_slot(&res))))
+            .unwrap() += 1;
+    }
+    let replica = (0..cluster.nodes().len())
+        .find(|i| !masters.contains(i))
+        .unwrap();
+    let (code, text, err) = run(
+        dlock(&cluster.node(replica).url()).arg("metrics"),
+        &dir,
+        30 * SEC,
+    );
+    assert_eq!((code, err.as_str()), (0, ""), "{text}");
+    assert_eq!(text.matches("\ndlock_up{").count(), 3, "{text}");
+    assert!(!text.contains(&format!("\"{}\"", name(replica))), "{text}");
+    let equal: Vec<String> = held
+        .iter()
+        .flat_map(|(node, n)| {
+            let l = labels(&[("node", node)]);
+            let lock = labels(&[("node", node), ("kind", "lock")]);
+            [
+                format!(r#"["dlock_up", {l}, 1]"#),
+                format!(r#"["dlock_grants_total", {lock}, {n}]"#),
+                format!(r#"["dlock_locks", {l}, {n}]"#),
+            ]
+        })
+        .collect();
+    let want = format!(
+        r#"{{"families": {{"dlock_up": "gauge"}}, "equal": [{}], "positive": []}}"#,
+        equal.join(", ")
+    );
+    check_with_prometheus_client(&text, &want);
 }
