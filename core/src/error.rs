@@ -76,6 +76,11 @@ pub enum Error {
     UpgradeRefused,
     /// `SINCE` with something no `DLOCK.OBSERVE` reply gives.
     BadVersion,
+    /// An option's value is not one of the words it takes.
+    NotOneOf {
+        arg: &'static str,
+        words: &'static str,
+    },
     /// A session that does not exist (never opened, or ended).
     NoSession,
     /// The token holds the resource under another session, or without
@@ -164,6 +169,7 @@ impl fmt::Display for Error {
         match self {
             Error::WrongArity => write!(f, "ERR wrong number of arguments"),
             Error::Syntax => write!(f, "ERR syntax error"),
+            Error::NotOneOf { arg, words } => write!(f, "ERR {arg} must be {words}"),
             Error::BadVersion => write!(
                 f,
                 "ERR version must be 16 hex digits, as a DLOCK.OBSERVE reply gives it"

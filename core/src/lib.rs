@@ -43,6 +43,7 @@ pub mod request;
 pub mod resource;
 pub mod rules;
 pub mod sessions;
+pub mod stats;
 
 pub use error::Error;
 pub use fence::FenceClock;

@@ -31,6 +31,7 @@ command_entry!(extend_entry => commands::lock::extend);
 command_entry!(info_entry => commands::info::info);
 command_entry!(observe_entry => commands::observe::observe);
 command_entry!(queued_entry => commands::queued::queued);
+command_entry!(stats_entry => commands::stats::stats);
 command_entry!(position_entry => commands::position::position);
 command_entry!(waiters_entry => commands::position::waiters);
 command_entry!(macquire_entry => commands::sets::macquire);
@@ -128,6 +129,8 @@ pub fn load(ctx: Ctx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Re
     )?;
     // No key: it lists names from the parking lot, like `PUBSUB CHANNELS`.
     register(ctx, c"dlock.queued", Some(queued_entry), c"readonly", false)?;
+    // No key; RESET changes no data, as CONFIG RESETSTAT.
+    register(ctx, c"dlock.stats", Some(stats_entry), c"readonly", false)?;
     // Read the queue as DLOCK.INFO reads the resource (a handoff that is
     // due first).
     register(

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use super::{Answer, Grant, Parking};
+use super::{Answer, Grant, LeftQueue, Parking};
+use crate::stats::Kind;
 use crate::Error;
 
 impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
@@ -50,6 +51,12 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         for h in &g.handles {
             self.answer(*h, answer.clone());
         }
+        self.left.push(LeftQueue {
+            resource: Some(resource.clone()),
+            kind: Kind::Lock,
+            queued_at: g.queued_at,
+            granted: true,
+        });
         Some((g.token, g.ttl_ms))
     }
 
@@ -74,6 +81,9 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
             let Some(&fence) = fences.get(&w.id) else {
                 continue;
             };
+            for r in &resources {
+                self.note_left(Some(r.clone()), &w, true);
+            }
             let grant = match by_token.get(&(w.token.clone(), fence)) {
                 Some(g) => {
                     if let Some(g) = self.grants.get_mut(g) {
@@ -97,7 +107,8 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         }
         let errors: HashMap<u64, Error> = refused.into_iter().collect();
         let ids: Vec<u64> = errors.keys().copied().collect();
-        for (w, _) in self.queues.take(&ids) {
+        for (w, resources) in self.queues.take(&ids) {
+            self.note_left(resources.into_iter().next(), &w, false);
             if let Some(err) = errors.get(&w.id) {
                 self.answer(w.handle, Answer::Failed(err.clone()));
             }

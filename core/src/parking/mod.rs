@@ -18,7 +18,12 @@ use std::collections::HashMap;
 use std::hash::Hash;
 
 use crate::queue::{Priority, WaitQueues, Waiter, Wants};
+use crate::stats::Kind;
 use crate::Error;
+
+fn kind_of(w: &Wants) -> Kind {
+    Kind::of(w.mode, w.limit.unwrap_or(1))
+}
 use wait_ends::WaitEnds;
 
 /// What a parked client is answered.
@@ -100,6 +105,22 @@ pub struct Parking<K, H> {
     grants: HashMap<u64, Grant<K>>,
     next_grant: u64,
     wait_ends: WaitEnds,
+    /// Waits that ended since the server last took them (`take_left`).
+    left: Vec<LeftQueue<K>>,
+}
+
+/// A request that left a queue: granted there, or gone without a grant
+/// (timeout, refusal, disconnect, sent away). What the statistics count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftQueue<K> {
+    /// The queue it left: one entry per resource granted; a request that
+    /// left without a grant is one entry, under its first resource (`None`
+    /// when every queue was emptied at once).
+    pub resource: Option<K>,
+    pub kind: Kind,
+    /// `Waiter::queued_at` (0: the server never said when it joined).
+    pub queued_at: u64,
+    pub granted: bool,
 }
 
 impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Default for Parking<K, H> {
@@ -111,6 +132,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Default for Parking<K, H> {
             grants: HashMap::new(),
             next_grant: 1,
             wait_ends: WaitEnds::default(),
+            left: Vec::new(),
         }
     }
 }
@@ -254,10 +276,43 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         }
     }
 
-    fn answer_all(&mut self, gone: Vec<Waiter<H>>, answer: &Answer) {
+    fn answer_all(&mut self, gone: Vec<Waiter<H>>, resource: Option<&K>, answer: &Answer) {
         for w in gone {
+            self.note_left(resource.cloned(), &w, false);
             self.answer(w.handle, answer.clone());
         }
+    }
+
+    fn note_left(&mut self, resource: Option<K>, w: &Waiter<H>, granted: bool) {
+        self.left.push(LeftQueue {
+            resource,
+            kind: kind_of(&w.wants),
+            queued_at: w.queued_at,
+            granted,
+        });
+    }
+
+    /// Notes a queued request `id` leaving without a grant, under its first
+    /// resource (before it is removed).
+    fn note_leaving(&mut self, id: u64) {
+        let first = self
+            .queues
+            .resources_of(id)
+            .and_then(|r| r.first().cloned());
+        if let Some(w) = self.queues.waiter(id) {
+            let left = LeftQueue {
+                resource: first,
+                kind: kind_of(&w.wants),
+                queued_at: w.queued_at,
+                granted: false,
+            };
+            self.left.push(left);
+        }
+    }
+
+    /// The requests that left a queue since the last call.
+    pub fn take_left(&mut self) -> Vec<LeftQueue<K>> {
+        std::mem::take(&mut self.left)
     }
 
     /// The waiters of `resource` whose `WAIT` has run out are answered nil
@@ -265,7 +320,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
     pub fn time_out_given_up(&mut self, resource: &K, now_ms: u64) -> usize {
         let gone = self.queues.take_given_up(resource, now_ms);
         let n = gone.len();
-        self.answer_all(gone, &Answer::TimedOut);
+        self.answer_all(gone, Some(resource), &Answer::TimedOut);
         n
     }
 
@@ -279,6 +334,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
             return false;
         };
         let id = *id;
+        self.note_leaving(id);
         self.queues.remove(id);
         self.answer(handle, Answer::TimedOut);
         true
@@ -290,7 +346,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
             Some(r) => self.queues.drain(r),
             None => self.queues.drain_all(),
         };
-        self.answer_all(gone, &Answer::Failed(err))
+        self.answer_all(gone, resource, &Answer::Failed(err))
     }
 }
 

@@ -326,6 +326,7 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             self.retire(resource);
         }
         Some(Grantee {
+            queued_at: head.queued_at,
             token: head.token,
             ttl_ms: head.ttl_ms,
             handles,

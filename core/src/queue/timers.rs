@@ -68,8 +68,13 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
 
     /// The handle of request `id`, if it still waits.
     pub fn handle(&self, id: u64) -> Option<&H> {
+        Some(&self.waiter(id)?.handle)
+    }
+
+    /// Request `id` (its entry in its first queue), if it still waits.
+    pub fn waiter(&self, id: u64) -> Option<&Waiter<H>> {
         let key = self.index.get(&id)?.keys().first()?;
-        Some(&self.queues.get(key)?.entries.get(id)?.handle)
+        self.queues.get(key)?.entries.get(id)
     }
 }
 

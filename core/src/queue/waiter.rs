@@ -98,4 +98,6 @@ pub struct Grantee<H> {
     pub handles: Vec<H>,
     /// Ids of the entries granted, in queue order.
     pub ids: Vec<u64>,
+    /// When the head joined the queue (`Waiter::queued_at`).
+    pub queued_at: u64,
 }

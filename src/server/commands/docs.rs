@@ -189,7 +189,7 @@ const ARGS: Arg = Arg {
     ..arg(c"arg", Kind::String)
 };
 
-static DOCS: [Doc; 33] = [
+static DOCS: [Doc; 34] = [
     Doc {
         name: c"dlock.acquire",
         summary: c"Acquires a hold (exclusive, SHARED, one or PERMITS k of LIMIT n permits, \
@@ -309,6 +309,31 @@ of limited length",
         args: &[Arg {
             optional: true,
             ..arg(c"pattern", Kind::Pattern)
+        }],
+    },
+    Doc {
+        name: c"dlock.stats",
+        summary: c"Returns the statistics of the server's locks since the last reset: waits and \
+holds (p50, p90, p99, max) overall and per kind, grants, timeouts, expirations, releases; HOT: \
+the hottest resources by contention, wait time or expirations; RESET: starts them again.",
+        complexity: c"O(1); HOT O(k log k) with k the tracked resources (at most 32)",
+        arity: -1,
+        keys: Keys::None,
+        args: &[Arg {
+            optional: true,
+            ..one_of(
+                c"subcommand",
+                &[
+                    Arg {
+                        token: Some(c"HOT"),
+                        ..arg(c"hot", Kind::PureToken)
+                    },
+                    Arg {
+                        token: Some(c"RESET"),
+                        ..arg(c"reset", Kind::PureToken)
+                    },
+                ],
+            )
         }],
     },
     Doc {

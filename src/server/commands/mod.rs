@@ -11,4 +11,5 @@ pub mod position;
 pub mod queued;
 pub mod session;
 pub mod sets;
+pub mod stats;
 pub mod wanted;

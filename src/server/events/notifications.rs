@@ -8,7 +8,8 @@ use redis_module::raw;
 
 use crate::server::edge::api::{self, rm, Ctx};
 use crate::server::edge::ffi::guard;
-use crate::server::{keyspace::eviction, notify::stats};
+use crate::server::keyspace::eviction;
+use crate::server::notify::{figures, stats};
 use dlock_core::Error;
 
 pub fn subscribe(ctx: Ctx) -> Result<(), Error> {
@@ -44,6 +45,7 @@ extern "C" fn on_event(
 
 fn on_expired(c: Ctx, key: *mut raw::RedisModuleString) -> Result<(), Error> {
     if eviction::was_lock(c, key)? {
+        figures::expired(c, key);
         stats::EXPIRED.add();
         stats::notify(c, c"dlock.expired", key);
     }

@@ -6,12 +6,14 @@ use redis_module::raw;
 
 use crate::server::edge::api::{self, now_us, Ctx};
 use crate::server::keyspace::keys::LockKey;
+use crate::server::notify::{figures, stats};
 use crate::server::sessions::{self, Binding};
 use crate::server::{keyspace::hold_guards, persistence::hold_effects};
-use crate::server::{notify::stats, quarantine};
+use crate::server::{quarantine, resource::Resource};
 use dlock_core::resource::changes::Change;
 use dlock_core::resource::holds::{Hold, Holds, NEVER};
 use dlock_core::sessions::Fate;
+use dlock_core::stats::{End, Kind};
 use dlock_core::Error;
 
 /// A resource's holds being changed by one command: the holds as they will
@@ -46,6 +48,9 @@ pub struct Work {
     /// A hold ended (or began its lock-delay) with its session: told as a
     /// release once written.
     ended_with_session: bool,
+    /// Holds that ran out or were released here, for the statistics once
+    /// written: (kind, fence, end in µs, how).
+    ended: Vec<(Kind, u64, u64, End)>,
 }
 
 /// What undoes one change.
@@ -86,6 +91,7 @@ impl Work {
             bound: Vec::new(),
             unbound: Vec::new(),
             ended_with_session: false,
+            ended: Vec::new(),
         };
         if !was_plain {
             // The module keeps a multi-hold key's expiry at its latest hold
@@ -112,6 +118,9 @@ impl Work {
         }
         while let Some(token) = work.holds.first_dead(now_us / 1000) {
             if let Some((hold, seq)) = work.holds.take(&token) {
+                let end_us = now_us.min(hold.deadline_ms.saturating_mul(1000));
+                let kind = Kind::of(hold.mode, work.holds.limit);
+                work.ended.push((kind, hold.fence, end_us, End::Expired));
                 work.undo.push(Undo::Restore(hold, seq));
                 work.changes.push(Change::Drop { token });
                 work.pruned = true;
@@ -170,10 +179,11 @@ impl Work {
         }
     }
 
-    pub fn add(&mut self, ask: &dlock_core::ask::Ask<'_>, fence: u64) {
+    /// Adds `ask`'s hold under `fence`; whether it was not held already.
+    pub fn add(&mut self, ask: &dlock_core::ask::Ask<'_>, fence: u64) -> bool {
         let deadline = ask.deadline_ms(self.now_ms());
         if self.holds.hold_of(ask.token).is_some() {
-            return;
+            return false;
         }
         self.holds.add(ask, fence, deadline, self.now_ms());
         match ask.session {
@@ -187,6 +197,7 @@ impl Work {
             });
             self.undo.push(Undo::Remove(ask.token.into()));
         }
+        true
     }
 
     pub fn move_deadline(&mut self, token: &[u8], ttl_ms: u64) {
@@ -222,10 +233,13 @@ impl Work {
         self.changes.push(Change::Limit { limit });
     }
 
-    pub fn drop_hold(&mut self, token: &[u8]) -> bool {
+    /// Ends `token`'s hold (`end`: released or revoked); whether it held.
+    pub fn drop_hold(&mut self, token: &[u8], end: End) -> bool {
         let Some((hold, seq)) = self.holds.take(token) else {
             return false;
         };
+        let kind = Kind::of(hold.mode, self.holds.limit);
+        self.ended.push((kind, hold.fence, self.now_us, end));
         if let Some(s) = &hold.session {
             self.unbound.push((token.into(), s.clone()));
         }
@@ -269,6 +283,14 @@ impl Work {
         if std::mem::take(&mut self.ended_with_session) {
             stats::notify(ctx, c"dlock.released", name);
         }
+        let ended = std::mem::take(&mut self.ended);
+        if !ended.is_empty() && figures::enabled() {
+            if let Ok(res) = Resource::of(ctx, name) {
+                for (kind, fence, end_us, end) in ended {
+                    figures::hold_ended(&res, kind, fence, end_us, end);
+                }
+            }
+        }
         Ok(deadlines)
     }
 
@@ -310,6 +332,7 @@ impl Work {
         self.bound.clear();
         self.unbound.clear();
         self.ended_with_session = false;
+        self.ended.clear();
         self.put_back(key);
     }
 

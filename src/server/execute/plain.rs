@@ -5,18 +5,20 @@
 
 use redis_module::raw;
 
-use crate::server::edge::api::{now_us, Ctx};
+use crate::server::edge::api::Ctx;
 use crate::server::execute::handoff;
 use crate::server::execute::inputs::{route, Inputs};
 use crate::server::keyspace::keys::LockKey;
 use crate::server::keyspace::value::Stored;
+use crate::server::notify::{figures, stats};
 use crate::server::persistence::effects;
 use crate::server::waiting::blocking::{self, Resource};
-use crate::server::{notify::stats, quarantine, state};
+use crate::server::{quarantine, state};
 use dlock_core::plan::plain::{self, Acquire, Reads, Release, Route, View};
 use dlock_core::queue::Wants;
 use dlock_core::queue::{Priority, Rank};
 use dlock_core::resource::lease::LeaseRef;
+use dlock_core::stats::{End, Kind};
 use dlock_core::{request::args, Error};
 
 /// Which path took a command: the plain one (with its answer), or a step's
@@ -75,6 +77,7 @@ pub fn acquire(
     let (fence, deadline) = match plan.outcome {
         Acquire::Busy => {
             stats::CONTENDED.add();
+            figures::contended(ctx, name, Kind::Lock);
             return ctx.reply_null().map(Routed::Plain);
         }
         Acquire::Wait => return wait(ctx, &key, name, req, res, priority).map(Routed::Plain),
@@ -85,6 +88,7 @@ pub fn acquire(
             quarantine::note_ttl(req.ttl_ms);
             effects::granted(ctx, name, req.token, fence, deadline)?;
             stats::GRANTS.add();
+            figures::granted(Kind::Lock);
             (fence, deadline)
         }
         Acquire::Refresh { fence } => {
@@ -119,6 +123,7 @@ fn wait(
     priority: Priority,
 ) -> Result<(), Error> {
     stats::CONTENDED.add();
+    figures::contended(ctx, name, Kind::Lock);
     let res = match res {
         Some(res) => res,
         None => Resource::of(ctx, name)?,
@@ -167,16 +172,18 @@ pub fn release(
             head_rank: None,
         };
         let inputs = Inputs::serving(ctx, res.as_ref());
-        state::with_clock(|clock| plain::release(&view, token, &inputs, clock))?
+        let plan = state::with_clock(|clock| plain::release(&view, token, &inputs, clock))?;
+        (plan, lease.map_or(0, |l| l.fence()), inputs.now_us())
     };
-    let Release::Freed { handoff } = plan else {
+    let (Release::Freed { handoff }, fence, now_us) = plan else {
         return Ok(Routed::Plain(false));
     };
+    figures::hold_of_name_ended(ctx, name, Kind::Lock, fence, now_us, End::Released);
     // Subscribers see the release before the handoff it causes.
     stats::RELEASES.add();
     stats::notify(ctx, c"dlock.released", name);
     let handed_over = match (handoff, &res) {
-        (Some(h), Some(res)) => handoff::carry_out(ctx, &mut key, name, res, h, now_us())?,
+        (Some(h), Some(res)) => handoff::carry_out(ctx, &mut key, name, res, h, now_us)?,
         _ => false,
     };
     if !handed_over {

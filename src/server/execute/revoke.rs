@@ -13,12 +13,14 @@ use crate::server::execute::inputs;
 use crate::server::execute::step;
 use crate::server::jobs::{self, Job, PAUSED_RETRY_MS};
 use crate::server::keyspace::keys::LockKey;
+use crate::server::notify::{figures, stats};
 use crate::server::persistence::effects;
+use crate::server::state;
 use crate::server::waiting::blocking::{self, Resource};
-use crate::server::{notify::stats, state};
 use dlock_core::parking::Revoke;
 use dlock_core::plan::plain::{self, Route};
 use dlock_core::plan::{Command, Outcome};
+use dlock_core::stats::{End, Kind};
 use dlock_core::Error;
 
 /// A grant that never reached its waiter is released as if its owner had
@@ -191,6 +193,8 @@ fn revoke_key(
         return Ok(false);
     }
     stats::notify(ctx, c"dlock.revoked", name);
+    let now = now_us();
+    figures::hold_of_name_ended(ctx, name, Kind::Lock, rv.fence, now, End::Revoked);
     let handed_over =
         blocking::waiters_on(&rv.resource) > 0 && serve_queue(ctx, &mut key, name, &rv.resource)?;
     if !handed_over {

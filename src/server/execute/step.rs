@@ -26,14 +26,17 @@ use crate::server::execute::deadlock;
 use crate::server::execute::group::{self, Group};
 use crate::server::execute::hold_work::{Deadlines, Work};
 use crate::server::jobs::{self, Job};
+use crate::server::notify::{figures, stats};
 use crate::server::waiting::blocking::{self, Resource};
-use crate::server::{notify::stats, quarantine, sessions, state};
+use crate::server::{quarantine, sessions, state};
 use dlock_core::ask::Ask;
+use dlock_core::ask::Mode;
 use dlock_core::plan::{
     self, Command, Event, Found, Member, Op, Outcome, Plan, QueueSeen, Step, Waiting, Who,
 };
 use dlock_core::queue::Wants;
 use dlock_core::resource::holds::NEVER;
+use dlock_core::stats::{End, Kind};
 use dlock_core::Error;
 
 /// Requests and resources a step decides, summed over its rounds, before
@@ -260,7 +263,11 @@ fn execute(
         };
         match *op {
             Op::Drop => {
-                member.work.drop_hold(command.token());
+                let end = match command {
+                    Command::Revoke { .. } => End::Revoked,
+                    _ => End::Released,
+                };
+                member.work.drop_hold(command.token(), end);
             }
             Op::SetLimit(limit) => member.work.set_limit(limit),
             Op::Move { who, ttl_ms } => member.work.move_deadline(token_of(who), ttl_ms),
@@ -273,7 +280,10 @@ fn execute(
                     },
                     _ => continue,
                 };
-                member.work.add(&ask, fence);
+                let kind = Kind::of(ask.mode, member.work.holds.limit);
+                if member.work.add(&ask, fence) && who == Who::Command {
+                    figures::granted(kind);
+                }
             }
         }
     }
@@ -287,6 +297,26 @@ fn execute(
         }
     }
     count(&plan);
+    if plan.counts.contended > 0 || plan.counts.handovers > 0 {
+        let kind = match command {
+            Command::Acquire { ask, .. } => {
+                let limit = group.members.first().map_or(1, |m| m.work.holds.limit);
+                Kind::of(ask.mode, ask.limit.unwrap_or(limit))
+            }
+            _ => Kind::of(
+                Mode::Exclusive,
+                group.members.first().map_or(1, |m| m.work.holds.limit),
+            ),
+        };
+        for res in comp.resources.iter().take(n) {
+            if plan.counts.contended > 0 {
+                figures::contended_on(res, kind);
+            }
+        }
+        for _ in 0..plan.counts.handovers {
+            figures::handed_over(kind);
+        }
+    }
     let mut retried: Vec<&[u8]> = Vec::new();
     for who in &plan.confirmed {
         retried.push(token_of(*who));

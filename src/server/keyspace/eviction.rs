@@ -17,8 +17,10 @@ use redis_module::raw;
 use crate::server::edge::api::{self, now_us, rm, Ctx};
 use crate::server::edge::ffi::guard;
 use crate::server::jobs::{self, Job};
+use crate::server::notify::{figures, watchers};
 use crate::server::waiting::blocking::{self, Resource};
-use crate::server::{keyspace::hold_guards, keyspace::value, notify::watchers, sessions, state};
+use crate::server::{keyspace::hold_guards, keyspace::value, sessions, state};
+use dlock_core::stats::Kind;
 use dlock_core::Error;
 
 static LAST_UNLINKED: AtomicU64 = AtomicU64::new(0);
@@ -58,6 +60,14 @@ fn unlinked(optctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
     let stored = unsafe { value::view(value) };
     if let Some(stored) = &stored {
         state::observe_fence(stored.max_fence());
+        match stored {
+            value::Stored::Plain(lease) => figures::unlinked_plain(lease.fence()),
+            value::Stored::Multi(holds) => figures::unlinked_holds(
+                holds
+                    .iter()
+                    .map(|h| (Kind::of(h.mode, holds.limit), h.fence, h.deadline_ms)),
+            ),
+        }
     }
     let (Some(db_of), Some(name_of)) = (unsafe { raw::RedisModule_GetDbIdFromOptCtx }, unsafe {
         raw::RedisModule_GetKeyNameFromOptCtx

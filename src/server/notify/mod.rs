@@ -2,5 +2,6 @@
 //! keyspace events, and the hooks that queue a check for the resource's
 //! observers (`DLOCK.OBSERVE ... WAIT`).
 
+pub mod figures;
 pub mod stats;
 pub mod watchers;

@@ -10,7 +10,8 @@ use redis_module::raw;
 
 use crate::server::edge::api::{self, rm, Ctx};
 use crate::server::edge::ffi::guard;
-use crate::server::{notify::watchers, quarantine, state};
+use crate::server::notify::{figures, watchers};
+use crate::server::{quarantine, state};
 use dlock_core::rules::config::{
     NumericConfig, LONGEST_TTL, MAX_TOKEN_LENGTH, MAX_TTL, OBSERVE_RATE, PRIORITY_AGING_MS,
 };
@@ -29,6 +30,7 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
     let mut max_token = MAX_TOKEN_LENGTH.default;
     let mut observe_rate = OBSERVE_RATE.default;
     let mut aging = PRIORITY_AGING_MS.default;
+    let mut stats_on = true;
     let mut pairs = argv.chunks(2);
     for pair in pairs.by_ref() {
         let [name, value] = pair else {
@@ -44,6 +46,7 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
             b"max-token-length" => max_token = MAX_TOKEN_LENGTH.parse(value)?,
             b"observe-rate" => observe_rate = OBSERVE_RATE.parse(value)?,
             b"priority-aging-ms" => aging = PRIORITY_AGING_MS.parse(value)?,
+            b"stats" => stats_on = parse_yes_no(value)?,
             // Nothing to lower before the data loads; checked all the same.
             b"longest-ttl" => {
                 LONGEST_TTL.parse(value)?;
@@ -73,7 +76,8 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
         && register_numeric(ctx, MAX_TOKEN_LENGTH, max_token)?
         && register_numeric(ctx, OBSERVE_RATE, observe_rate)?
         && register_numeric(ctx, PRIORITY_AGING_MS, aging)?
-        && register_numeric(ctx, LONGEST_TTL, LONGEST_TTL.default)?)
+        && register_numeric(ctx, LONGEST_TTL, LONGEST_TTL.default)?
+        && register_stats(ctx, stats_on))
     {
         return Err(Error::BadConfig("invalid dlock configuration"));
     }
@@ -81,6 +85,48 @@ pub fn register(ctx: Ctx, argv: &[&[u8]]) -> Result<(), Error> {
         return Err(Error::BadConfig("invalid dlock configuration"));
     }
     Ok(())
+}
+
+fn parse_yes_no(value: &[u8]) -> Result<bool, Error> {
+    match value.to_ascii_lowercase().as_slice() {
+        b"yes" => Ok(true),
+        b"no" => Ok(false),
+        _ => Err(Error::BadConfig("stats must be yes or no")),
+    }
+}
+
+/// `dlock.stats yes|no`: whether `DLOCK.STATS` counts.
+fn register_stats(ctx: Ctx, on: bool) -> bool {
+    figures::set_enabled(on);
+    let Some(register) = (unsafe { raw::RedisModule_RegisterBoolConfig }) else {
+        return false;
+    };
+    unsafe {
+        register(
+            ctx.0,
+            c"stats".as_ptr(),
+            c_int::from(on),
+            raw::REDISMODULE_CONFIG_DEFAULT,
+            Some(get_stats),
+            Some(set_stats),
+            None,
+            std::ptr::null_mut(),
+        ) == api::OK
+    }
+}
+
+extern "C" fn get_stats(_name: *const c_char, _privdata: *mut c_void) -> c_int {
+    c_int::from(figures::enabled())
+}
+
+extern "C" fn set_stats(
+    _name: *const c_char,
+    val: c_int,
+    _privdata: *mut c_void,
+    _err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    figures::set_enabled(val != 0);
+    api::OK
 }
 
 /// Registers one numeric config with its range; `value` is its default

@@ -9,7 +9,8 @@ use redis_module::raw;
 
 use crate::server::edge::api::{self, rm, Ctx};
 use crate::server::edge::ffi::guard;
-use crate::server::{notify::stats, state};
+use crate::server::notify::{figures, stats};
+use crate::server::state;
 use crate::version;
 use dlock_core::{rules::policy, Error};
 
@@ -171,6 +172,26 @@ fn write_info(ictx: *mut raw::RedisModuleInfoCtx) -> Result<(), Error> {
         }
         add_u(ictx, c"session_holds_ending".as_ptr(), ending);
         add_u(ictx, c"observe_rate".as_ptr(), state::observe_rate());
+        // A summary of DLOCK.STATS (microseconds; since its last reset).
+        let (wait, hold) = figures::with(|s| {
+            let t = s.total();
+            (t.wait.summary(), t.hold.summary())
+        });
+        add_u(
+            ictx,
+            c"stats_enabled".as_ptr(),
+            u64::from(figures::enabled()),
+        );
+        for (name, value) in [
+            (c"wait_p50_us", wait.p50),
+            (c"wait_p99_us", wait.p99),
+            (c"wait_max_us", wait.max),
+            (c"hold_p50_us", hold.p50),
+            (c"hold_p99_us", hold.p99),
+            (c"hold_max_us", hold.max),
+        ] {
+            add_u(ictx, name.as_ptr(), value);
+        }
         add_u(ictx, c"last_fence".as_ptr(), state::last_fence());
         add_u(
             ictx,

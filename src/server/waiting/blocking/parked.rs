@@ -8,7 +8,7 @@ use redis_module::raw;
 
 use crate::server::edge::api::monotonic_us;
 use crate::server::jobs::{self, Job};
-use crate::server::notify::watchers;
+use crate::server::notify::{figures, watchers};
 use crate::server::resource::Resource;
 use dlock_core::parking::Parking;
 use dlock_core::queue::WaitQueues;
@@ -42,7 +42,9 @@ pub(super) fn with_parking<R>(f: impl FnOnce(&mut Parking<Resource, Blocked>) ->
     let stale = p.queues_mut().take_stale_timers();
     let to_settle = p.queues_mut().take_to_settle();
     let emptied = p.queues_mut().take_emptied();
+    let left = p.take_left();
     drop(p);
+    figures::left_queues(left, wait_clock_ms());
     if !stale.is_empty() {
         jobs::stop_wake_ups(&stale);
     }
