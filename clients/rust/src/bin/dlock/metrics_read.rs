@@ -1,8 +1,9 @@
 //! What `dlock metrics` reads from a server, parsed into plain structs:
 //! `DLOCK.STATS` (docs/commands/dlock.stats.md), `DLOCK.STATS HOT`, and
 //! the `INFO dlock` section (docs/operations.md). A map (RESP3) or a flat
-//! field/value array (RESP2); fields read by name, unknown ones ignored, a
-//! missing figure read as 0.
+//! field/value array (RESP2); fields read by name, unknown ones ignored; a
+//! counter the server does not give is None (left out, not reported as 0);
+//! a missing figure of a distribution is 0.
 
 use crate::backend::{bytes, fields, int, text};
 use redis::Value;
@@ -37,8 +38,8 @@ pub struct Dist {
 /// The figures of one kind.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Figures {
-    /// In the order of [`COUNTERS`].
-    pub counters: [u64; 9],
+    /// In the order of [`COUNTERS`]; None: not in the reply.
+    pub counters: [Option<u64>; 9],
     pub wait: Dist,
     pub hold: Dist,
 }
@@ -85,9 +86,9 @@ fn dist(v: Option<&Value>) -> Dist {
 
 fn figures(v: Value) -> Option<Figures> {
     let f = fields(v)?;
-    let mut counters = [0; 9];
+    let mut counters = [None; 9];
     for (slot, name) in counters.iter_mut().zip(COUNTERS) {
-        *slot = count(get(&f, name));
+        *slot = get(&f, name).map(|v| count(Some(v)));
     }
     Some(Figures {
         counters,
@@ -225,7 +226,7 @@ pub mod tests {
             let kinds: Vec<&str> = s.kinds.iter().map(|(k, _)| *k).collect();
             assert_eq!(kinds, KINDS, "total is not a kind");
             let lock = &s.kinds[0].1;
-            assert_eq!(lock.counters, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+            assert_eq!(lock.counters, [1, 2, 3, 4, 5, 6, 7, 8, 9].map(Some));
             assert_eq!(
                 lock.wait,
                 Dist {
@@ -238,9 +239,10 @@ pub mod tests {
                 }
             );
             assert_eq!(lock.hold.max, 105);
-            assert_eq!(s.kinds[2].1.counters[0], 3);
+            assert_eq!(s.kinds[2].1.counters[0], Some(3));
         }
-        // A kind missing, counting off, figures missing: what is there.
+        // A kind missing, counting off, figures missing: what is there (a
+        // negative count as 0).
         let s = stats(map(
             true,
             vec![
@@ -251,7 +253,9 @@ pub mod tests {
         .unwrap();
         assert!(!s.enabled);
         assert_eq!(s.kinds.len(), 1);
-        assert_eq!(s.kinds[0].1, Figures::default());
+        let mut want = Figures::default();
+        want.counters[0] = Some(0);
+        assert_eq!(s.kinds[0].1, want);
         for bad in [
             Value::Nil,
             Value::Int(3),

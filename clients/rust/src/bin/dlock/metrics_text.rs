@@ -184,8 +184,11 @@ pub fn families(nodes: &[Node]) -> Vec<Family> {
         let Some(r) = &n.read else { continue };
         enabled.add(node(n), u8::from(r.stats.enabled).to_string());
         for (kind, f) in &r.stats.kinds {
+            // A counter the server does not give is left out, not 0.
             for (family, v) in counters.iter_mut().zip(f.counters) {
-                family.add(with(n, &[("kind", kind)]), v.to_string());
+                if let Some(v) = v {
+                    family.add(with(n, &[("kind", kind)]), v.to_string());
+                }
             }
             summary(&mut wait, &mut wait_max, n, kind, &f.wait);
             summary(&mut hold, &mut hold_max, n, kind, &f.hold);
@@ -236,6 +239,9 @@ mod tests {
     use crate::prom::render;
 
     fn read() -> Read {
+        let mut stats = metrics_read::stats(stats_value(true)).unwrap();
+        // The shared kind's handoffs not in the reply.
+        stats.kinds[1].1.counters[2] = None;
         Read {
             info: vec![
                 ("dlock_version".into(), "0.4.0".into()),
@@ -244,7 +250,7 @@ mod tests {
                 ("dlock_quarantine_unbounded".into(), "0".into()),
                 ("dlock_evicted_locks".into(), "4".into()),
             ],
-            stats: metrics_read::stats(stats_value(true)).unwrap(),
+            stats,
             hot: [
                 vec![
                     Hot {
@@ -304,6 +310,11 @@ mod tests {
         // The total is no kind; a second series of one name is left out;
         // fields the server did not give, and empty tables, are left out.
         assert!(!t.contains("kind=\"total\""), "{t}");
+        has("dlock_handoffs_total{node=\"h:1\",kind=\"lock\"} 3");
+        assert!(
+            !t.contains("dlock_handoffs_total{node=\"h:1\",kind=\"shared\"}"),
+            "{t}"
+        );
         assert_eq!(t.matches("dlock_hot_contended{").count(), 1, "{t}");
         for absent in ["dlock_waiters", "dlock_hot_expired", "dlock_version"] {
             assert!(!t.contains(absent), "{absent} in\n{t}");
