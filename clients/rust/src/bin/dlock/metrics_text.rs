@@ -113,7 +113,8 @@ fn with(n: &Node, more: &[(&'static str, &str)]) -> Vec<(&'static str, String)> 
     l
 }
 
-/// A distribution as a summary (`name`) and its max (`max_name`).
+/// A distribution: its quantiles, `_sum` and `_count` in the summary `s`,
+/// its max in `max`.
 fn summary(s: &mut Family, max: &mut Family, n: &Node, kind: &str, d: &Dist) {
     for (q, v) in [("0.5", d.p50), ("0.9", d.p90), ("0.99", d.p99)] {
         s.add(with(n, &[("kind", kind), ("quantile", q)]), seconds(v));
@@ -174,10 +175,11 @@ pub fn families(nodes: &[Node]) -> Vec<Family> {
         Type::Gauge,
         "1 if a possible loss of grants could not be bounded.",
     );
+    // With whether the table's score is microseconds (`BY wait`).
     let mut hot = [
-        Family::new("dlock_hot_contended", Type::Gauge, "Requests that found the resource taken, for the 10 most contended resources (counted since the resource entered the hot table)."),
-        Family::new("dlock_hot_wait_seconds_total", Type::Counter, "Time requests waited for the resource, for the 10 resources waited for longest (counted since the resource entered the hot table)."),
-        Family::new("dlock_hot_expired", Type::Gauge, "Leases on the resource that ran out, for the 10 resources with the most (counted since the resource entered the hot table)."),
+        (Family::new("dlock_hot_contended", Type::Gauge, "Requests that found the resource taken, for the 10 most contended resources (counted since the resource entered the hot table)."), false),
+        (Family::new("dlock_hot_wait_seconds_total", Type::Counter, "Time requests waited for the resource, for the 10 resources waited for longest (counted since the resource entered the hot table)."), true),
+        (Family::new("dlock_hot_expired", Type::Gauge, "Leases on the resource that ran out, for the 10 resources with the most (counted since the resource entered the hot table)."), false),
     ];
     for n in nodes {
         up.add(node(n), u8::from(n.read.is_some()).to_string());
@@ -207,13 +209,13 @@ pub fn families(nodes: &[Node]) -> Vec<Family> {
         if let Some(v) = info_number(&r.info, "dlock_quarantine_unbounded") {
             q_unbounded.add(node(n), v.to_string());
         }
-        for (i, (family, table)) in hot.iter_mut().zip(&r.hot).enumerate() {
+        for ((family, in_us), table) in hot.iter_mut().zip(&r.hot) {
             // Two names that differ only in bytes that are not UTF-8 get
             // one label value: the hotter one (first) is kept, as a
             // scraper refuses a series twice.
             let mut seen = HashSet::new();
             for h in table.iter().filter(|h| seen.insert((&h.resource, h.db))) {
-                let value = if i == 1 {
+                let value = if *in_us {
                     seconds(h.score)
                 } else {
                     h.score.to_string()
@@ -228,7 +230,7 @@ pub fn families(nodes: &[Node]) -> Vec<Family> {
     all.extend([wait, wait_max, hold, hold_max]);
     all.extend(info);
     all.extend([q_active, q_left, q_unbounded]);
-    all.extend(hot);
+    all.extend(hot.map(|(f, _)| f));
     all
 }
 
