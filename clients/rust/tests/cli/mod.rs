@@ -11,6 +11,7 @@ mod exec;
 mod guarded;
 mod lease;
 mod list;
+mod metrics;
 mod permits;
 mod priority;
 mod reaper;

@@ -26,6 +26,8 @@ COMMANDS
     top                         the hottest resources (most contended, longest
                                 waits, most expired leases) with their holders
                                 and waiters, live, on the server or its cluster
+    metrics                     lock statistics in the Prometheus text format,
+                                printed once or served (--listen ADDR)
     acquire RESOURCE            take the lock, print \"TOKEN FENCE\", keep it
     extend RESOURCE TOKEN       extend a lease by its token
     release RESOURCE TOKEN      release a lease by its token
@@ -93,6 +95,7 @@ PERMISSIONS
     top              dlock.stats, dlock.info, info, time, cluster|shards
                      (as list), and select for resources of a database
                      other than the URL's
+    metrics          dlock.stats, info (INFO dlock), and cluster|shards
     On a server with sessions, exec and elect also use dlock.session (open,
     keepalive, close) instead of dlock.extend; without it they fall back to
     dlock.extend.
@@ -552,6 +555,7 @@ fn text(topic: &str) -> Option<&'static str> {
         "list" => LIST,
         "sessions" => SESSIONS,
         "top" => TOP,
+        "metrics" => crate::metrics::HELP,
         "acquire" => ACQUIRE,
         "extend" => EXTEND,
         "release" => RELEASE,

@@ -9,7 +9,12 @@ mod exec;
 mod help;
 mod list;
 mod lockopts;
+mod metrics;
+mod metrics_http;
+mod metrics_read;
+mod metrics_text;
 mod observe;
+mod prom;
 mod reaper;
 mod resize;
 mod scan;
@@ -72,6 +77,7 @@ fn run() -> i32 {
                     "list" => list::main(a, urls),
                     "sessions" => sessions::main(a, urls),
                     "top" => top::main(a, urls),
+                    "metrics" => metrics::main(a, urls),
                     "acquire" => scripts::acquire(a, urls),
                     "extend" => scripts::by_token(a, urls, "extend"),
                     "release" => scripts::by_token(a, urls, "release"),
