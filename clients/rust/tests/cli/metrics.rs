@@ -223,7 +223,7 @@ fn printed_once_and_parsed_by_prometheus_client() {
           "equal": [
             ["dlock_up", {n}, 1], ["dlock_stats_enabled", {n}, 1],
             ["dlock_grants_total", {lock}, 4], ["dlock_waited_total", {lock}, 1],
-            ["dlock_handoffs_total", {lock}, 1], ["dlock_handovers_total", {lock}, 0],
+            ["dlock_handovers_total", {lock}, 0],
             ["dlock_contended_total", {lock}, 9], ["dlock_wait_timeouts_total", {lock}, 1],
             ["dlock_releases_total", {lock}, 3], ["dlock_expired_total", {lock}, 1],
             ["dlock_revoked_total", {lock}, 0],

@@ -12,10 +12,9 @@ use redis::Value;
 pub const KINDS: [&str; 3] = ["lock", "shared", "semaphore"];
 
 /// The counters of one kind, by their names in the reply.
-pub const COUNTERS: [&str; 9] = [
+pub const COUNTERS: [&str; 8] = [
     "grants",
     "waited",
-    "handoffs",
     "handovers",
     "contended",
     "wait_timeouts",
@@ -39,7 +38,7 @@ pub struct Dist {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Figures {
     /// In the order of [`COUNTERS`]; None: not in the reply.
-    pub counters: [Option<u64>; 9],
+    pub counters: [Option<u64>; 8],
     pub wait: Dist,
     pub hold: Dist,
 }
@@ -226,7 +225,7 @@ pub mod tests {
             let kinds: Vec<&str> = s.kinds.iter().map(|(k, _)| *k).collect();
             assert_eq!(kinds, KINDS, "total is not a kind");
             let lock = &s.kinds[0].1;
-            assert_eq!(lock.counters, [1, 2, 3, 4, 5, 6, 7, 8, 9].map(Some));
+            assert_eq!(lock.counters, [1, 2, 3, 4, 5, 6, 7, 8].map(Some));
             assert_eq!(
                 lock.wait,
                 Dist {

@@ -24,7 +24,7 @@ pub struct Node {
 }
 
 /// The family of each counter of `metrics_read::COUNTERS`, in its order.
-const COUNTER_FAMILIES: [(&str, &str); 9] = [
+const COUNTER_FAMILIES: [(&str, &str); 8] = [
     (
         "dlock_grants_total",
         "Grants, to a command or to a queued waiter.",
@@ -34,12 +34,8 @@ const COUNTER_FAMILIES: [(&str, &str); 9] = [
         "Grants to a request that had waited in the queue.",
     ),
     (
-        "dlock_handoffs_total",
-        "Grants made by a release, expiry or other event to a queued waiter.",
-    ),
-    (
         "dlock_handovers_total",
-        "Grants out of turn by RELEASE ... TO (counted in handoffs too).",
+        "Grants out of turn by RELEASE ... TO (counted in waited too when the target waited).",
     ),
     (
         "dlock_contended_total",
@@ -242,7 +238,7 @@ mod tests {
 
     fn read() -> Read {
         let mut stats = metrics_read::stats(stats_value(true)).unwrap();
-        // The shared kind's handoffs not in the reply.
+        // The shared kind's handovers not in the reply.
         stats.kinds[1].1.counters[2] = None;
         Read {
             info: vec![
@@ -312,9 +308,9 @@ mod tests {
         // The total is no kind; a second series of one name is left out;
         // fields the server did not give, and empty tables, are left out.
         assert!(!t.contains("kind=\"total\""), "{t}");
-        has("dlock_handoffs_total{node=\"h:1\",kind=\"lock\"} 3");
+        has("dlock_handovers_total{node=\"h:1\",kind=\"lock\"} 3");
         assert!(
-            !t.contains("dlock_handoffs_total{node=\"h:1\",kind=\"shared\"}"),
+            !t.contains("dlock_handovers_total{node=\"h:1\",kind=\"shared\"}"),
             "{t}"
         );
         assert_eq!(t.matches("dlock_hot_contended{").count(), 1, "{t}");
