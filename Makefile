@@ -86,6 +86,9 @@ test: test-intro deps
 	$(CARGO) clippy -p dlock-floor -- -D warnings
 	$(CARGO) check --quiet --manifest-path fuzz/Cargo.toml
 	$(CARGO) build --release $(CLIENT_FEATURES)
+	@# The venv before the Rust suites: the tool's metrics test
+	@# (clients/rust/tests/cli/metrics.rs) parses with its prometheus_client.
+	$(MAKE) --no-print-directory $(PY_VENV)/.installed
 	previous="$$(CARGO='$(CARGO)' .ci/baseline-module.sh '$(or $(DLOCK_PREVIOUS_MODULE),$(PREVIOUS_RELEASE))')" && \
 		[ -n "$$previous" ] && \
 		DLOCK_PREVIOUS_MODULE="$$previous" $(CARGO) test --release $(CLIENT_FEATURES)
@@ -93,7 +96,7 @@ test: test-intro deps
 
 test-intro:
 	@echo "make test: about 13 minutes on 2 cores, more with a cold target/. It installs what is missing" \
-		"(apt-get: libclang-dev, libfaketime, redis-server, and valkey-server from backports for the Python suite;" \
+		"(apt-get: libclang-dev, libfaketime, tmux, redis-server, and valkey-server from backports for the Python suite;" \
 		"a Python venv in $(PY_VENV)) and builds the previous release's module ($(PREVIOUS_RELEASE), .ci/previous-release)" \
 		"into target/baseline/ for tests/durability/rollback/ (about 2 minutes the first time)."
 
@@ -136,7 +139,9 @@ bench-python: $(PY_VENV)/.installed
 # paths of tests/main.rs, `layers`, `client:<suite>`), e.g.
 #   make test-matrix MATRIX="valkey ../shared/servers/redis-7.2.6=locks::contract,blocking"
 MATRIX ?=
-test-matrix: deps
+# The venv: a client:cli suite runs the tool's metrics test, which parses
+# with its prometheus_client.
+test-matrix: deps $(PY_VENV)/.installed
 	.ci/test-matrix.sh $(MATRIX)
 
 install: build

@@ -65,6 +65,8 @@ dpkg -s libclang-dev >/dev/null 2>&1 || pkgs="$pkgs libclang-dev"
 dpkg -s libfaketime >/dev/null 2>&1 || pkgs="$pkgs libfaketime"
 # openssl: the client's TLS tests (clients/rust/tests/tls/) make their certificates.
 command -v openssl >/dev/null 2>&1 || pkgs="$pkgs openssl"
+# tmux: `dlock top`'s live view is tested in a real terminal (clients/rust/tests/cli/top_live.rs).
+command -v tmux >/dev/null 2>&1 || pkgs="$pkgs tmux"
 case "$kind" in
 redis)
 	command -v redis-server >/dev/null 2>&1 || pkgs="$pkgs redis-server"

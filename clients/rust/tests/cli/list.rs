@@ -71,13 +71,7 @@ fn acquire(
     ttl_ms: u64,
     extra: &[&str],
 ) -> u64 {
-    redis::cmd("DLOCK.ACQUIRE")
-        .arg(res)
-        .arg(token)
-        .arg(ttl_ms)
-        .arg(extra)
-        .query(c)
-        .unwrap()
+    crate::cli::acquire(c, res, token, ttl_ms, extra).expect("granted")
 }
 
 /// Every kind with its holders, a waiter, a name and a token that are not

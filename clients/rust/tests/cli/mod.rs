@@ -11,6 +11,7 @@ mod exec;
 mod guarded;
 mod lease;
 mod list;
+mod metrics;
 mod permits;
 mod priority;
 mod reaper;
@@ -19,6 +20,8 @@ mod resize;
 mod scripts;
 mod sessions;
 mod signals;
+mod top;
+mod top_live;
 mod version;
 mod wanted;
 
@@ -284,6 +287,23 @@ impl Drop for Paused<'_> {
     fn drop(&mut self) {
         self.0.cont();
     }
+}
+
+/// `DLOCK.ACQUIRE res token ttl_ms EXTRA...`: the fence, None when refused.
+pub fn acquire(
+    c: &mut redis::Connection,
+    res: &[u8],
+    token: &[u8],
+    ttl_ms: u64,
+    extra: &[&str],
+) -> Option<u64> {
+    redis::cmd("DLOCK.ACQUIRE")
+        .arg(res)
+        .arg(token)
+        .arg(ttl_ms)
+        .arg(extra)
+        .query(c)
+        .unwrap()
 }
 
 /// Nanoseconds since the epoch, as `date +%s%N` writes them.

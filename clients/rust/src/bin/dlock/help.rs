@@ -23,6 +23,11 @@ COMMANDS
                                 of its cluster), with holders and waiters
     sessions list|info|kill     the sessions on the server (or on every master
                                 of its cluster): list them, show one, end one
+    top                         the hottest resources (most contended, longest
+                                waits, most expired leases) with their holders
+                                and waiters, live, on the server or its cluster
+    metrics                     lock statistics in the Prometheus text format,
+                                printed once or served (--listen ADDR)
     acquire RESOURCE            take the lock, print \"TOKEN FENCE\", keep it
     extend RESOURCE TOKEN       extend a lease by its token
     release RESOURCE TOKEN      release a lease by its token
@@ -87,6 +92,10 @@ PERMISSIONS
                      left out, and counted on stderr (exit 77)
     sessions         dlock.session (list: its list and info, info: info,
                      kill: kill)
+    top              dlock.stats, dlock.info, info, time, cluster|shards
+                     (as list), and select for resources of a database
+                     other than the URL's
+    metrics          dlock.stats, info (INFO dlock), and cluster|shards
     On a server with sessions, exec and elect also use dlock.session (open,
     keepalive, close) instead of dlock.extend; without it they fall back to
     dlock.extend.
@@ -129,6 +138,10 @@ EXAMPLES
 
     # the locks of the jobs, the longest held first
     dlock list --sort fence 'job:*'
+
+    # the resources clients wait for longest, live; then once, for a script
+    dlock top --by wait
+    dlock top --once --json --count 5
 ";
 
 const ELECT: &str = "\
@@ -364,6 +377,48 @@ Exit status 0 listed; 69 a server or master could not be listed (what
 could be is printed); 77 a command or key refused; 64 usage.
 ";
 
+const TOP: &str = "\
+dlock top [--url URL]... [--by ORDER] [--interval D] [--count N]
+dlock top [--url URL]... [--by ORDER] [--count N] --once [--json]
+
+The hottest resources of the server, or, on a node of a Redis Cluster, of
+every master of the cluster (DLOCK.STATS HOT on each, merged by score), with
+who holds them and how many wait now (DLOCK.INFO), under a totals line:
+grants (and per second since the previous refresh), the highest wait p99
+and max of the nodes (percentiles of several nodes cannot be merged),
+leases that ran out, waits that timed out, clients waiting now (INFO dlock
+dlock_waiters). Per resource: HOLDERS (a plain lock: its token's first 8
+characters and how long it has been held, by the server's clock; else how
+many hold it; reserved: kept for its queue), WAITERS, CONTENDED, WAITED
+(grants after a wait), WAIT-P50/P99/MAX, EXPIRED, TIMEOUTS; NODE when
+several nodes are read. The figures count from when the resource entered
+the server's hot table (docs/commands/dlock.stats.md).
+
+A full-screen view refreshed every interval, on the alternate screen; the
+terminal is given back as it was on q, Ctrl-C, SIGTERM or SIGHUP. Keys:
+    c, w, e    order by contended, wait, expired
+    r          refresh now
+    q          quit (exit 0)
+
+    --by ORDER      contended (the default: requests that found it taken),
+                    wait (the total time requests waited for it), expired
+                    (leases on it that ran out)
+    --interval D    between refreshes (default 2s, at least 100ms)
+    --count N       resources shown, 1 to 32 (default 10)
+    --once          print one snapshot as a table and exit (needed when
+                    stdout is not a terminal)
+    --json          with --once: one JSON document, {\"by\":..,\"nodes\":[..],
+                    \"totals\":{..},\"resources\":[..]} (docs/cli.md lists
+                    the fields)
+
+A node that cannot be read is shown as such (the others are); --once names
+it on stderr after the snapshot.
+
+Exit status 0; 69 a server or master unreachable, or without DLOCK.STATS
+(--once: what could be read is printed); 77 a command refused; 64 usage
+(the live view without a terminal: use --once).
+";
+
 const SESSIONS: &str = "\
 dlock sessions list [--url URL]... [--match PATTERN]
 dlock sessions info [--url URL]... ID
@@ -499,6 +554,8 @@ fn text(topic: &str) -> Option<&'static str> {
         "status" => STATUS,
         "list" => LIST,
         "sessions" => SESSIONS,
+        "top" => TOP,
+        "metrics" => crate::metrics::HELP,
         "acquire" => ACQUIRE,
         "extend" => EXTEND,
         "release" => RELEASE,

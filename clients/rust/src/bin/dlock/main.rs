@@ -9,7 +9,12 @@ mod exec;
 mod help;
 mod list;
 mod lockopts;
+mod metrics;
+mod metrics_http;
+mod metrics_read;
+mod metrics_text;
 mod observe;
+mod prom;
 mod reaper;
 mod resize;
 mod scan;
@@ -19,6 +24,7 @@ mod signals;
 mod status;
 mod status_line;
 mod tlsopts;
+mod top;
 mod waitline;
 mod wanted;
 
@@ -70,6 +76,8 @@ fn run() -> i32 {
                     "status" => status::main(a, urls),
                     "list" => list::main(a, urls),
                     "sessions" => sessions::main(a, urls),
+                    "top" => top::main(a, urls),
+                    "metrics" => metrics::main(a, urls),
                     "acquire" => scripts::acquire(a, urls),
                     "extend" => scripts::by_token(a, urls, "extend"),
                     "release" => scripts::by_token(a, urls, "release"),

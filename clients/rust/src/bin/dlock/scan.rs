@@ -345,7 +345,7 @@ fn reply_error(code: Option<&str>, detail: Option<&str>, name: &str) -> Option<E
 }
 
 /// An error reply to one command of a pipeline.
-fn server_error(code: &str, detail: Option<&str>, name: &str) -> Error {
+pub fn server_error(code: &str, detail: Option<&str>, name: &str) -> Error {
     reply_error(Some(code), detail, name)
         .unwrap_or_else(|| Error::Server(format!("{code} {}", detail.unwrap_or(""))))
 }
@@ -362,7 +362,7 @@ fn scan_cmd(cursor: &str, pattern: Option<&[u8]>) -> redis::Cmd {
 
 /// Sends `pipe`; one reply per command, an error reply as
 /// [`Value::ServerError`].
-fn send(
+pub fn send(
     c: &mut redis::Connection,
     pipe: &redis::Pipeline,
     n: usize,

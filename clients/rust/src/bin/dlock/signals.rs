@@ -85,7 +85,7 @@ pub fn install() -> std::io::Result<Signals> {
 
 /// Ends the process by `sig` with its default action, as if dlock had not
 /// caught it (so a shell sees "killed by SIGINT").
-fn die_of(sig: c_int) -> ! {
+pub fn die_of(sig: c_int) -> ! {
     // SAFETY: resetting a disposition and unblocking in this thread only.
     unsafe {
         libc::signal(sig, libc::SIG_DFL);
