@@ -377,6 +377,32 @@ Exit status 0 listed; 69 a server or master could not be listed (what
 could be is printed); 77 a command or key refused; 64 usage.
 ";
 
+const METRICS: &str = "\
+dlock metrics [--url URL]... [--listen ADDR]
+
+The server's lock statistics (DLOCK.STATS and its HOT tables) and its
+INFO dlock gauges, in the Prometheus text format (version 0.0.4); on a node
+of a Redis Cluster, those of every master, each series labelled
+node=\"host:port\". docs/operations.md lists the metrics.
+
+Without --listen: printed once on stdout (for node_exporter's textfile
+collector, or cron).
+
+    --listen ADDR   serve them over HTTP at ADDR (e.g. 127.0.0.1:9487; port
+                    0: one the system picks): GET /metrics reads the servers
+                    at each request; \"dlock: metrics: listening on
+                    HOST:PORT\" on stderr once ready. SIGINT or SIGTERM stop
+                    it (exit 0).
+    --url URL       the server; given several times, each one
+
+A server that cannot be read (each within a few seconds) is reported as
+dlock_up{node=...} 0, the others as usual, and named on stderr.
+
+Exit status (without --listen) 0 every server read; 69 a server or master
+could not be read (the others are printed), or the module is missing; 77 a
+command refused; 70 an unexpected reply; 64 usage.
+";
+
 const TOP: &str = "\
 dlock top [--url URL]... [--by ORDER] [--interval D] [--count N]
 dlock top [--url URL]... [--by ORDER] [--count N] --once [--json]
@@ -555,7 +581,7 @@ fn text(topic: &str) -> Option<&'static str> {
         "list" => LIST,
         "sessions" => SESSIONS,
         "top" => TOP,
-        "metrics" => crate::metrics::HELP,
+        "metrics" => METRICS,
         "acquire" => ACQUIRE,
         "extend" => EXTEND,
         "release" => RELEASE,

@@ -174,32 +174,6 @@ fn read_node(name: &str, info: &ConnectionInfo) -> Result<Read, Error> {
     Ok(Read { info, stats, hot })
 }
 
-pub const HELP: &str = "\
-dlock metrics [--url URL]... [--listen ADDR]
-
-The server's lock statistics (DLOCK.STATS and its HOT tables) and its
-INFO dlock gauges, in the Prometheus text format (version 0.0.4); on a node
-of a Redis Cluster, those of every master, each series labelled
-node=\"host:port\". docs/operations.md lists the metrics.
-
-Without --listen: printed once on stdout (for node_exporter's textfile
-collector, or cron).
-
-    --listen ADDR   serve them over HTTP at ADDR (e.g. 127.0.0.1:9487; port
-                    0: one the system picks): GET /metrics reads the servers
-                    at each request; \"dlock: metrics: listening on
-                    HOST:PORT\" on stderr once ready. SIGINT or SIGTERM stop
-                    it (exit 0).
-    --url URL       the server; given several times, each one
-
-A server that cannot be read (each within a few seconds) is reported as
-dlock_up{node=...} 0, the others as usual, and named on stderr.
-
-Exit status (without --listen) 0 every server read; 69 a server or master
-could not be read (the others are printed), or the module is missing; 77 a
-command refused; 70 an unexpected reply; 64 usage.
-";
-
 #[cfg(test)]
 mod tests {
     use super::*;

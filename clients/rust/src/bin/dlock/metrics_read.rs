@@ -85,7 +85,7 @@ fn dist(v: Option<&Value>) -> Dist {
 
 fn figures(v: Value) -> Option<Figures> {
     let f = fields(v)?;
-    let mut counters = [None; 9];
+    let mut counters = [None; COUNTERS.len()];
     for (slot, name) in counters.iter_mut().zip(COUNTERS) {
         *slot = get(&f, name).map(|v| count(Some(v)));
     }
