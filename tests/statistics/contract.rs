@@ -213,3 +213,58 @@ fn bad_input_is_refused_and_changes_nothing() {
     assert_eq!(stats(&mut c), before);
     assert_eq!(hot(&mut c, "contended", 32), hot_before);
 }
+
+/// Reading is `@read`; a reset takes what the server's own reset takes
+/// (`CONFIG RESETSTAT`, `SLOWLOG RESET`), so a monitoring user cannot wipe
+/// the figures.
+#[test]
+fn a_reset_needs_the_servers_own_reset_permission() {
+    let s = Server::start();
+    let mut c = s.conn();
+    acquire(&mut c, "a", "t", 60_000).expect("free");
+    for (user, extra) in [("mon", ""), ("admin", "+config|resetstat +slowlog|reset")] {
+        let rules = format!("on >pw +dlock.stats +dlock.slowlog +info {extra}");
+        let () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(user)
+            .arg(rules.split_whitespace().collect::<Vec<_>>())
+            .query(&mut c)
+            .unwrap();
+    }
+    let mut mon = s.conn();
+    let () = redis::cmd("AUTH")
+        .arg("mon")
+        .arg("pw")
+        .query(&mut mon)
+        .unwrap();
+    assert_eq!(figure(&stats(&mut mon), "total", "grants"), 1);
+    for (cmd, want) in [
+        (
+            "DLOCK.STATS",
+            "NOPERM DLOCK.STATS RESET needs the permission to run CONFIG RESETSTAT",
+        ),
+        (
+            "DLOCK.SLOWLOG",
+            "NOPERM DLOCK.SLOWLOG RESET needs the permission to run SLOWLOG RESET",
+        ),
+    ] {
+        let r: redis::RedisResult<Value> = redis::cmd(cmd).arg("RESET").query(&mut mon);
+        assert_eq!(err_of(r), want);
+    }
+    assert_eq!(
+        figure(&stats(&mut c), "total", "grants"),
+        1,
+        "nothing reset"
+    );
+    let mut admin = s.conn();
+    let () = redis::cmd("AUTH")
+        .arg("admin")
+        .arg("pw")
+        .query(&mut admin)
+        .unwrap();
+    for cmd in ["DLOCK.STATS", "DLOCK.SLOWLOG"] {
+        let ok: String = redis::cmd(cmd).arg("RESET").query(&mut admin).unwrap();
+        assert_eq!(ok, "OK");
+    }
+    assert_eq!(figure(&stats(&mut c), "total", "grants"), 0);
+}

@@ -144,3 +144,70 @@ fn a_pruned_hold_is_measured_to_its_deadline_under_its_kind() {
     assert_eq!(figure(&st, "shared", "releases"), 1);
     assert_eq!(figure(&st, "lock", "grants"), 0);
 }
+
+/// A set counts a grant and a hold on each member; a set request that
+/// finds a member taken is one contended request, shown on each member.
+#[test]
+fn a_set_counts_per_member_and_its_contention_once() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let macquire = |c: &mut Connection, set: [&str; 2], token: &str, extra: &[&str]| {
+        redis::cmd("DLOCK.MACQUIRE")
+            .arg(2)
+            .arg(&set[..])
+            .arg(token)
+            .arg(60_000)
+            .arg(extra)
+            .query::<Option<i64>>(c)
+            .unwrap()
+    };
+    // The plain path (exclusive, nobody waits).
+    assert!(macquire(&mut c, ["{s}a", "{s}b"], "t1", &[]).is_some());
+    assert!(macquire(&mut c, ["{s}a", "{s}b"], "t2", &[]).is_none());
+    let st = stats(&mut c);
+    assert_eq!(figure(&st, "lock", "grants"), 2);
+    assert_eq!(figure(&st, "lock", "contended"), 1);
+    let mut names: Vec<String> = hot(&mut c, "contended", 5).iter().map(name_of).collect();
+    names.sort();
+    assert_eq!(names, ["{s}a", "{s}b"]);
+    // The step's path (shared holds).
+    assert!(macquire(&mut c, ["{s}c", "{s}d"], "r1", &["SHARED"]).is_some());
+    assert!(macquire(&mut c, ["{s}c", "{s}d"], "w1", &[]).is_none());
+    let st = stats(&mut c);
+    assert_eq!(figure(&st, "shared", "grants"), 2);
+    assert_eq!(figure(&st, "total", "contended"), 2);
+    assert_eq!(hot(&mut c, "contended", 5).len(), 4);
+}
+
+/// A key of more holds than the expiry keeps lengths for (64) still counts
+/// every one that ran out.
+#[test]
+fn every_hold_of_a_big_semaphore_that_runs_out_is_counted() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut p = redis::pipe();
+    p.atomic();
+    for i in 0..100 {
+        p.cmd("DLOCK.ACQUIRE")
+            .arg("big")
+            .arg(format!("t{i}"))
+            .arg(100)
+            .arg("LIMIT")
+            .arg(1000)
+            .ignore();
+    }
+    let () = p.query(&mut c).unwrap();
+    wait_until(Duration::from_secs(10), "the key expired", || {
+        !exists(&mut c, "big")
+    });
+    wait_until(Duration::from_secs(10), "every hold counted", || {
+        figure(&stats(&mut c), "semaphore", "expired") == 100
+    });
+    let st = stats(&mut c);
+    assert_eq!(
+        dist(&st, "semaphore", "hold", "count"),
+        64,
+        "lengths of the first 64"
+    );
+    assert_eq!(as_int(&hot(&mut c, "expired", 1)[0]["score"]), 100);
+}

@@ -259,3 +259,78 @@ fn bad_input_is_refused_and_a_replica_logs_nothing() {
     assert!(r.is_err());
     assert_eq!(entries(&mut c, -1), before);
 }
+
+/// A set request's wait is one entry, named after its client; a later
+/// waiter's entry is named after its own.
+#[test]
+fn a_set_wait_is_one_entry_and_later_waiters_keep_their_names() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set(&mut c, "dlock.slowlog-wait-ms", "1");
+    acquire(&mut c, "{s}x", "h", 60_000).expect("free");
+    let url = s.url();
+    let setwaiter = std::thread::spawn(move || {
+        let mut w = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let () = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg("setwaiter")
+            .query(&mut w)
+            .unwrap();
+        redis::cmd("DLOCK.MACQUIRE")
+            .arg(3)
+            .arg(&["{s}x", "{s}y", "{s}z"][..])
+            .arg("mt")
+            .arg(60_000)
+            .arg("WAIT")
+            .arg(30_000)
+            .query::<Option<i64>>(&mut w)
+            .unwrap()
+    });
+    wait_waiters(&mut c, "{s}x", 1);
+    std::thread::sleep(Duration::from_millis(20));
+    release(&mut c, "{s}x", "h");
+    assert!(setwaiter.join().unwrap().is_some());
+    for i in 0..3 {
+        acquire(&mut c, "later", "h", 60_000).expect("free");
+        let url = s.url();
+        let name = format!("later{i}");
+        let w = std::thread::spawn(move || {
+            let mut w = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let () = redis::cmd("CLIENT")
+                .arg("SETNAME")
+                .arg(&name)
+                .query(&mut w)
+                .unwrap();
+            acquire_wait(&mut w, "later", &format!("w{i}"), 60_000, 30_000).unwrap()
+        });
+        wait_waiters(&mut c, "later", 1);
+        std::thread::sleep(Duration::from_millis(5));
+        release(&mut c, "later", "h");
+        let fence = w.join().unwrap().expect("granted");
+        release(&mut c, "later", &format!("w{i}"));
+        assert!(fence > 0);
+    }
+    wait_until(
+        Duration::from_secs(10),
+        "every reply named its client",
+        || {
+            entries(&mut c, -1)
+                .iter()
+                .all(|e| e.contains_key("client_name"))
+        },
+    );
+    let log = entries(&mut c, -1);
+    let named: Vec<(String, String)> = log
+        .iter()
+        .map(|e| (text(e, "token").unwrap(), text(e, "client_name").unwrap()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("w2".to_string(), "later2".to_string()),
+            ("w1".into(), "later1".into()),
+            ("w0".into(), "later0".into()),
+            ("mt".into(), "setwaiter".into()),
+        ]
+    );
+}

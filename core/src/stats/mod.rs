@@ -248,6 +248,12 @@ impl Stats {
     /// A request found `r` taken (answered nil, or queued).
     pub fn contended(&mut self, r: &Resource<'_>, kind: Kind) {
         self.kind(kind).contended += 1;
+        self.contended_member(r);
+    }
+
+    /// The same contended request seen on another member of its set: the
+    /// hot tables count it there too, the counters once.
+    pub fn contended_member(&mut self, r: &Resource<'_>) {
         let count = |h: &mut hot::HotFigures| h.contended += 1;
         let hash = r.hash();
         self.table(HotBy::Contended).bump(r, hash, 1, count);
@@ -281,6 +287,20 @@ impl Stats {
                 self.table(HotBy::Wait).touch(r, hash, count);
             }
         }
+    }
+
+    /// `n` holds on `r` ran out whose lengths were not kept (a key of very
+    /// many holds expiring at once): counted, not in the distribution.
+    pub fn expired_unmeasured(&mut self, r: &Resource<'_>, kind: Kind, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.kind(kind).expired += n;
+        let count = |h: &mut hot::HotFigures| h.expired += n;
+        let hash = r.hash();
+        self.table(HotBy::Expired).bump(r, hash, n, count);
+        self.table(HotBy::Contended).touch(r, hash, count);
+        self.table(HotBy::Wait).touch(r, hash, count);
     }
 
     /// One kind's figures.

@@ -2,6 +2,7 @@
 //! (`notify::slowlog`), read or emptied. Reads no key and writes nothing.
 
 use crate::server::edge::api::Ctx;
+use crate::server::edge::clients;
 use crate::server::edge::ffi::Argv;
 use crate::server::notify::slowlog;
 use dlock_core::stats::args::{self, SlowlogCommand};
@@ -21,6 +22,12 @@ pub fn slowlog(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
         }
         SlowlogCommand::Len => ctx.reply_integer(slowlog::with(|l| l.len()) as i64),
         SlowlogCommand::Reset => {
+            if !clients::may_run(ctx, &[b"SLOWLOG", b"RESET"]) {
+                return Err(Error::Refused(
+                    b"NOPERM DLOCK.SLOWLOG RESET needs the permission to run SLOWLOG RESET"[..]
+                        .into(),
+                ));
+            }
             slowlog::with(|l| l.reset());
             ctx.reply_ok()
         }

@@ -2,6 +2,7 @@
 //! resources, or reset. Reads no key and writes nothing.
 
 use crate::server::edge::api::{now_us, Ctx};
+use crate::server::edge::clients;
 use crate::server::edge::ffi::Argv;
 use crate::server::notify::figures;
 use dlock_core::stats::args::{self, StatsCommand};
@@ -24,6 +25,14 @@ pub fn stats(ctx: Ctx, argv: &Argv) -> Result<(), Error> {
             Ok(())
         }
         StatsCommand::Reset => {
+            // Reading the figures is `@read`; wiping them takes what the
+            // server's own statistics take.
+            if !clients::may_run(ctx, &[b"CONFIG", b"RESETSTAT"]) {
+                return Err(Error::Refused(
+                    b"NOPERM DLOCK.STATS RESET needs the permission to run CONFIG RESETSTAT"[..]
+                        .into(),
+                ));
+            }
             figures::with(|s| s.reset(now_us() / 1000));
             ctx.reply_ok()
         }

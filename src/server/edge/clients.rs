@@ -109,3 +109,39 @@ pub fn disconnecting(ctx: *mut raw::RedisModuleCtx) -> bool {
     let id = unsafe { id_of(ctx) };
     id != 0 && id == CLOSING_CLIENT.load(Ordering::Relaxed)
 }
+
+/// Whether the user `ctx` runs for may run `argv` (a command of the
+/// server's own), as ACL decides: `true` where the server has no ACL API
+/// for modules (before 7.0) or `ctx` has no user (a timer's).
+pub fn may_run(ctx: Ctx, argv: &[&[u8]]) -> bool {
+    let (Some(user_name), Some(user_of), Some(check), Some(free_user), Some(create), Some(free)) = (
+        unsafe { raw::RedisModule_GetCurrentUserName },
+        unsafe { raw::RedisModule_GetModuleUserFromUserName },
+        unsafe { raw::RedisModule_ACLCheckCommandPermissions },
+        unsafe { raw::RedisModule_FreeModuleUser },
+        unsafe { raw::RedisModule_CreateString },
+        unsafe { raw::RedisModule_FreeString },
+    ) else {
+        return true;
+    };
+    let name = unsafe { user_name(ctx.0) };
+    if name.is_null() {
+        return true;
+    }
+    let user = unsafe { user_of(name) };
+    unsafe { free(ctx.0, name) };
+    if user.is_null() {
+        return false;
+    }
+    let mut args: Vec<*mut raw::RedisModuleString> = argv
+        .iter()
+        .map(|a| unsafe { create(ctx.0, a.as_ptr().cast(), a.len()) })
+        .collect();
+    let ok = unsafe { check(user, args.as_mut_ptr(), args.len() as std::ffi::c_int) }
+        == crate::server::edge::api::OK;
+    for a in args {
+        unsafe { free(ctx.0, a) };
+    }
+    unsafe { free_user(user) };
+    ok
+}

@@ -15,14 +15,16 @@ use crate::server::edge::api::Ctx;
 use crate::server::execute::inputs::Inputs;
 use crate::server::keyspace::keys::LockKey;
 use crate::server::keyspace::value::Stored;
+use crate::server::notify::{figures, stats};
 use crate::server::persistence::effects;
 use crate::server::resource::Resource;
 use crate::server::waiting::blocking;
-use crate::server::{notify::stats, quarantine, state};
+use crate::server::{quarantine, state};
 use dlock_core::ask::Mode;
 use dlock_core::plan::plain::{self, Reads, Route, SetPlan};
 use dlock_core::request::args::Acquire;
 use dlock_core::resource::lease::LeaseRef;
+use dlock_core::stats::Kind;
 use dlock_core::Error;
 
 /// `req` if it is the common case (`dlock_core::plan::plain::set_route`):
@@ -54,11 +56,15 @@ pub fn try_acquire(
         SetPlan::Step => Ok(None),
         SetPlan::Busy => {
             stats::CONTENDED.add();
+            figures::contended_names(ctx, names, Kind::Lock);
             Ok(Some(None))
         }
         SetPlan::Grant { fence } => {
             grant(ctx, &mut keys, names, req, fence, now)?;
             stats::GRANTS.add();
+            for _ in names {
+                figures::granted(Kind::Lock);
+            }
             notify_acquired(ctx, names);
             Ok(Some(Some(fence)))
         }

@@ -308,10 +308,8 @@ fn execute(
                 group.members.first().map_or(1, |m| m.work.holds.limit),
             ),
         };
-        for res in comp.resources.iter().take(n) {
-            if plan.counts.contended > 0 {
-                figures::contended_on(res, kind);
-            }
+        if plan.counts.contended > 0 {
+            figures::contended_set(comp.resources.get(..n).unwrap_or_default(), kind);
         }
         for _ in 0..plan.counts.handovers {
             figures::handed_over(kind);

@@ -75,8 +75,31 @@ pub fn contended(ctx: Ctx, name: *mut raw::RedisModuleString, kind: Kind) {
     }
 }
 
-pub fn contended_on(res: &Resource, kind: Kind) {
-    count(|s| s.contended(&as_stats(res), kind));
+/// As `contended_set`, for the names of the caller's database.
+pub fn contended_names(ctx: Ctx, names: &[*mut raw::RedisModuleString], kind: Kind) {
+    count(|s| {
+        for (i, r) in names.iter().filter_map(|n| named(ctx, *n)).enumerate() {
+            if i == 0 {
+                s.contended(&r, kind);
+            } else {
+                s.contended_member(&r);
+            }
+        }
+    });
+}
+
+/// A set request found one of `members` taken: one contended request,
+/// shown on each member in the hot tables.
+pub fn contended_set(members: &[Resource], kind: Kind) {
+    count(|s| {
+        for (i, res) in members.iter().enumerate() {
+            if i == 0 {
+                s.contended(&as_stats(res), kind);
+            } else {
+                s.contended_member(&as_stats(res));
+            }
+        }
+    });
 }
 
 /// A `RELEASE ... TO` handed a hold over.
@@ -210,11 +233,15 @@ pub fn left_queues<H: Copy + Into<usize>>(left: Vec<LeftQueue<Resource, H>>, now
             }
         }
     });
+    let mut logged: Vec<usize> = Vec::new();
     for l in &left {
         let micros = waited(l);
-        if !slowlog::logs(Slow::Wait, micros) {
+        // A set request leaves every member's queue: one entry for it.
+        let handle: usize = l.handle.into();
+        if !slowlog::logs(Slow::Wait, micros) || logged.contains(&handle) {
             continue;
         }
+        logged.push(handle);
         let res = l.resource.as_ref().unwrap_or(&anonymous);
         let seen = Seen {
             slow: Slow::Wait,
@@ -230,7 +257,7 @@ pub fn left_queues<H: Copy + Into<usize>>(left: Vec<LeftQueue<Resource, H>>, now
             owner: l.owner.as_deref(),
             session: l.session.as_deref(),
         };
-        slowlog::record_wait(l.handle.into(), &seen);
+        slowlog::record_wait(handle, &seen);
     }
 }
 
@@ -245,13 +272,23 @@ struct Unlinked {
     holder: Option<Holder>,
 }
 
-static UNLINKED: Mutex<Vec<Unlinked>> = Mutex::new(Vec::new());
+/// The first `UNLINKED_HOLDS` holds with their lengths, and how many more
+/// of each kind (counted without a length).
+struct Stash {
+    holds: Vec<Unlinked>,
+    more: [u64; 3],
+}
 
-/// Holds of one value counted when its key expires; a semaphore of more
-/// holds than this counts the first ones only.
+static UNLINKED: Mutex<Stash> = Mutex::new(Stash {
+    holds: Vec::new(),
+    more: [0; 3],
+});
+
+/// Holds of one value kept with their lengths when its key leaves: a key of
+/// more holds costs no more per deletion, the rest are only counted.
 const UNLINKED_HOLDS: usize = 64;
 
-fn unlinked_stash() -> MutexGuard<'static, Vec<Unlinked>> {
+fn unlinked_stash() -> MutexGuard<'static, Stash> {
     UNLINKED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -267,16 +304,31 @@ pub fn unlinked<'a>(holds: impl Iterator<Item = UnlinkedHold<'a>>) {
     }
     let now_us = api::now_us();
     let mut stash = unlinked_stash();
-    stash.clear();
-    for (kind, token, owner, session, fence, deadline_ms) in holds.take(UNLINKED_HOLDS) {
+    stash.holds.clear();
+    stash.more = [0; 3];
+    let mut holds = holds;
+    for (kind, token, owner, session, fence, deadline_ms) in holds.by_ref().take(UNLINKED_HOLDS) {
         let end_us = now_us.min(deadline_ms.saturating_mul(1000));
         let holder = slow_hold(fence, end_us).then(|| Holder::of(token, owner, session));
-        stash.push(Unlinked {
+        stash.holds.push(Unlinked {
             kind,
             fence,
             deadline_ms,
             holder,
         });
+    }
+    for (kind, ..) in holds {
+        if let Some(n) = stash.more.get_mut(slot(kind)) {
+            *n += 1;
+        }
+    }
+}
+
+fn slot(kind: Kind) -> usize {
+    match kind {
+        Kind::Lock => 0,
+        Kind::Shared => 1,
+        Kind::Semaphore => 2,
     }
 }
 
@@ -284,7 +336,13 @@ pub fn unlinked<'a>(holds: impl Iterator<Item = UnlinkedHold<'a>>) {
 /// ran out, at its deadline or, for a plain lock, now (the key's expiry,
 /// which active expiry notices within about 100 ms).
 pub fn expired(ctx: Ctx, name: *mut raw::RedisModuleString) {
-    let holds = std::mem::take(&mut *unlinked_stash());
+    let (holds, more) = {
+        let mut stash = unlinked_stash();
+        (
+            std::mem::take(&mut stash.holds),
+            std::mem::take(&mut stash.more),
+        )
+    };
     if holds.is_empty() {
         return;
     }
@@ -297,4 +355,9 @@ pub fn expired(ctx: Ctx, name: *mut raw::RedisModuleString) {
         let e = ending(h.holder.as_ref(), h.kind, h.fence, end_us, End::Expired);
         hold_ended(None, &res, &e);
     }
+    count(|s| {
+        for kind in Kind::ALL {
+            s.expired_unmeasured(&res, kind, more.get(slot(kind)).copied().unwrap_or(0));
+        }
+    });
 }

@@ -103,13 +103,23 @@ pub fn forget(handle: usize) {
     take_unnamed(handle);
 }
 
+/// The entry waiting for `handle`'s client, every other one of that
+/// handle dropped (a handle's address may be reused by a later waiter).
 fn take_unnamed(handle: usize) -> Option<u64> {
     let mut unnamed = unnamed();
     if unnamed.is_empty() {
         return None;
     }
-    let at = unnamed.iter().position(|(h, _)| *h == handle)?;
-    Some(unnamed.swap_remove(at).1)
+    let mut id = None;
+    unnamed.retain(|(h, i)| {
+        if *h == handle {
+            id = Some(*i);
+            false
+        } else {
+            true
+        }
+    });
+    id
 }
 
 /// Names entry `id` after the client `ctx` runs for.

@@ -57,7 +57,9 @@ pub struct Hot {
     /// value must be UTF-8).
     pub resource: String,
     pub db: i64,
-    /// The figure the table is ordered by (microseconds for `wait`).
+    /// The figure the table is ordered by (microseconds for `wait`),
+    /// counted since the resource entered the table: its `score` less the
+    /// `error` it inherited then.
     pub score: u64,
 }
 
@@ -124,7 +126,7 @@ pub fn hot(v: Value) -> Option<Vec<Hot>> {
             Some(Hot {
                 resource: String::from_utf8_lossy(&name.0).into_owned(),
                 db: get(&f, "db").map_or(0, int),
-                score: count(get(&f, "score")),
+                score: count(get(&f, "score")).saturating_sub(count(get(&f, "error"))),
             })
         })
         .collect()
@@ -273,8 +275,9 @@ pub mod tests {
                     vec![
                         ("resource", bulk(name)),
                         ("db", Value::Int(db)),
-                        ("score", Value::Int(score)),
-                        ("error", Value::Int(0)),
+                        // What it inherited on entering is not its own.
+                        ("score", Value::Int(score + 111)),
+                        ("error", Value::Int(111)),
                         ("wait", dist_value(resp3, 0)),
                     ],
                 )
