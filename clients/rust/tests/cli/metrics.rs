@@ -310,9 +310,30 @@ fn served_over_http_until_sigterm() {
         }
     });
 
-    // A client that leaves without asking holds nothing up.
+    // A client that leaves without asking holds nothing up; nor do three
+    // that start a request and go silent: the scrape is answered while
+    // they are still open (served one at a time, it would come only after
+    // their timeouts had closed them).
     drop(TcpStream::connect(&addr).unwrap());
+    let mut silent: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            s.write_all(b"G").unwrap();
+            s
+        })
+        .collect();
     let r = http(&addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    for s in &mut silent {
+        s.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        let still_open =
+            matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        assert!(
+            still_open,
+            "a silent connection was closed before the scrape was answered"
+        );
+    }
+    drop(silent);
     let (head, body) = r.split_once("\r\n\r\n").expect("a head");
     assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
     assert!(

@@ -85,14 +85,14 @@ pub fn main(a: Args, urls: Vec<String>) -> i32 {
         Ok(a) => eprintln!("dlock: metrics: listening on {a}"),
         Err(_) => eprintln!("dlock: metrics: listening on {addr}"),
     }
-    let mut scrape = || {
+    let scrape = || {
         let (text, errors) = metrics(&backend.urls(), backend.tls());
         for (server, e) in &errors {
             eprintln!("dlock: metrics: {}", explain(server, e));
         }
         text
     };
-    match crate::metrics_http::serve(listener, &stop, &mut scrape) {
+    match crate::metrics_http::serve(listener, &stop, &scrape) {
         Ok(()) => codes::OK,
         Err(e) => codes::fail(&format!("metrics: {e}"), codes::OSERR),
     }

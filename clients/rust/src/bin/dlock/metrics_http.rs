@@ -1,17 +1,18 @@
 //! `dlock metrics --listen ADDR`: a small HTTP/1.1 server on std::net for
-//! Prometheus to scrape. One connection at a time (a scrape every few
-//! seconds needs no more), each bounded: the request's head in at most
-//! [`MAX_HEAD`] bytes and [`HEAD_DEADLINE`], every read and write within
-//! [`IO_TIMEOUT`], so a slow or silent client cannot hold the server. It
-//! answers and closes (`Connection: close`). SIGINT and SIGTERM stop it
-//! between two requests.
+//! Prometheus to scrape. Each connection on a thread of its own (at most
+//! [`MAX_CONNECTIONS`] at once; more are closed at once), each bounded:
+//! the request's head in at most [`MAX_HEAD`] bytes and [`HEAD_DEADLINE`],
+//! every read and write within [`IO_TIMEOUT`], so silent clients cannot
+//! hold a scrape back. It answers and closes (`Connection: close`). SIGINT
+//! and SIGTERM stop it: it stops accepting, and the connections being
+//! served end within their bounds.
 
 use libc::c_int;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,8 @@ use std::time::{Duration, Instant};
 /// hundred bytes.
 pub const MAX_HEAD: usize = 8192;
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections served at once; a scraper needs one.
+pub const MAX_CONNECTIONS: usize = 16;
 const HEAD_DEADLINE: Duration = Duration::from_secs(10);
 
 /// What a request asks for.
@@ -119,7 +122,7 @@ fn read_head(s: &mut TcpStream) -> Head {
 }
 
 /// One connection: read its request, answer, close.
-fn handle(mut s: TcpStream, metrics: &mut dyn FnMut() -> String) {
+fn handle(mut s: TcpStream, metrics: &(dyn Fn() -> String + Sync)) {
     let text = "text/plain; charset=utf-8";
     let head = read_head(&mut s);
     let read_all = matches!(&head, Head::Got(h) if route(h) == Ok(Route::Metrics));
@@ -207,11 +210,22 @@ impl Stop {
 pub fn serve(
     listener: TcpListener,
     stop: &Stop,
-    metrics: &mut dyn FnMut() -> String,
+    metrics: &(dyn Fn() -> String + Sync),
 ) -> io::Result<()> {
     // Accepting never blocks: a connection gone between the poll and the
     // accept would otherwise hold the loop.
     listener.set_nonblocking(true)?;
+    let busy = AtomicUsize::new(0);
+    std::thread::scope(|scope| accept_loop(&listener, stop, metrics, &busy, scope))
+}
+
+fn accept_loop<'s>(
+    listener: &TcpListener,
+    stop: &Stop,
+    metrics: &'s (dyn Fn() -> String + Sync),
+    busy: &'s AtomicUsize,
+    scope: &'s std::thread::Scope<'s, '_>,
+) -> io::Result<()> {
     while !stop.stopped() {
         let mut fds = [
             libc::pollfd {
@@ -239,8 +253,18 @@ pub fn serve(
         }
         match listener.accept() {
             Ok((s, _)) => {
-                if s.set_nonblocking(false).is_ok() {
+                if busy.load(Ordering::SeqCst) >= MAX_CONNECTIONS
+                    || s.set_nonblocking(false).is_err()
+                {
+                    continue;
+                }
+                busy.fetch_add(1, Ordering::SeqCst);
+                let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
                     handle(s, metrics);
+                    busy.fetch_sub(1, Ordering::SeqCst);
+                });
+                if spawned.is_err() {
+                    busy.fetch_sub(1, Ordering::SeqCst);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
