@@ -211,3 +211,40 @@ fn every_hold_of_a_big_semaphore_that_runs_out_is_counted() {
     );
     assert_eq!(as_int(&hot(&mut c, "expired", 1)[0]["score"]), 100);
 }
+
+/// `RELEASE ... TO` a `SHARED` waiter: a handover under `shared`, and a
+/// grant after a wait there; the released hold under `lock`.
+#[test]
+fn a_handover_counts_under_its_targets_kind() {
+    let s = Server::start();
+    let mut c = s.conn();
+    acquire(&mut c, "hs", "t1", 60_000).expect("free");
+    let url = s.url();
+    let reader = std::thread::spawn(move || {
+        let mut w = redis::Client::open(url).unwrap().get_connection().unwrap();
+        redis::cmd("DLOCK.ACQUIRE")
+            .arg("hs")
+            .arg("ws")
+            .arg(60_000)
+            .arg("SHARED")
+            .arg("WAIT")
+            .arg(30_000)
+            .query::<Option<i64>>(&mut w)
+            .unwrap()
+    });
+    wait_waiters(&mut c, "hs", 1);
+    let released: i64 = redis::cmd("DLOCK.RELEASE")
+        .arg("hs")
+        .arg("t1")
+        .arg("TO")
+        .arg("ws")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(released, 1);
+    assert!(reader.join().unwrap().is_some());
+    let st = stats(&mut c);
+    assert_eq!(figure(&st, "shared", "handovers"), 1);
+    assert_eq!(figure(&st, "shared", "waited"), 1);
+    assert_eq!(figure(&st, "lock", "handovers"), 0);
+    assert_eq!(figure(&st, "lock", "releases"), 1);
+}

@@ -298,15 +298,18 @@ fn execute(
     }
     count(&plan);
     if plan.counts.contended > 0 || plan.counts.handovers > 0 {
+        let limit = group.members.first().map_or(1, |m| m.work.holds.limit);
         let kind = match command {
-            Command::Acquire { ask, .. } => {
-                let limit = group.members.first().map_or(1, |m| m.work.holds.limit);
-                Kind::of(ask.mode, ask.limit.unwrap_or(limit))
-            }
-            _ => Kind::of(
-                Mode::Exclusive,
-                group.members.first().map_or(1, |m| m.work.holds.limit),
-            ),
+            Command::Acquire { ask, .. } => Kind::of(ask.mode, ask.limit.unwrap_or(limit)),
+            // A handover is counted under the kind of what its target asked.
+            Command::Release { to: Some(to), .. } => comp
+                .requests
+                .iter()
+                .find(|r| &*r.token == *to)
+                .map_or(Kind::Lock, |r| {
+                    Kind::of(r.wants.mode, r.wants.limit.unwrap_or(limit))
+                }),
+            _ => Kind::of(Mode::Exclusive, limit),
         };
         if plan.counts.contended > 0 {
             figures::contended_set(comp.resources.get(..n).unwrap_or_default(), kind);

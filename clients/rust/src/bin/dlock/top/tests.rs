@@ -417,3 +417,17 @@ fn options() {
     }
     assert_eq!(By::of_key(b'x'), None);
 }
+
+/// A name longer than the table shows is cut there, so the figures stay on
+/// the screen; the JSON keeps it whole.
+#[test]
+fn a_long_name_is_cut_in_the_table_only() {
+    let mut snap = sample();
+    let long = "a".repeat(1000);
+    snap.rows[0] = row("127.0.0.1:7000", &long, 9);
+    let t = view::table(&snap);
+    assert!(t.iter().all(|l| l.len() < 200), "{t:?}");
+    let first = t[1].split_whitespace().next().unwrap();
+    assert_eq!(first, format!("{}...", "a".repeat(45)));
+    assert!(view::json(&snap).contains(&long));
+}

@@ -52,8 +52,19 @@ fn opt(n: Option<i64>) -> String {
     n.map_or("?".into(), |n| n.to_string())
 }
 
+/// Longest resource name a table shows (the rest as `...`), so one long
+/// name does not push every figure off the screen; `--json` has it whole.
+const NAME_CHARS: usize = 48;
+
 fn resource(r: &Row) -> String {
-    let name = cell(&r.hot.resource.text());
+    let full = cell(&r.hot.resource.text());
+    let name = if full.chars().count() > NAME_CHARS {
+        let mut cut: String = full.chars().take(NAME_CHARS - 3).collect();
+        cut.push_str("...");
+        cut
+    } else {
+        full
+    };
     match r.hot.db {
         0 => name,
         db => format!("{name} (db {db})"),
