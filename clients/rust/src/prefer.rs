@@ -83,10 +83,12 @@ pub(crate) fn hand_over(
     };
     match handover_reply(Ok(reply))? {
         HandedOver::Yes => {
+            // Lost before released: whoever wakes on `released` (as
+            // `Guard::wait_lost` does) must find the loss already there.
+            held.mark_lost_because(Some(HANDED_OVER));
             held.state().released = true;
             held.changed.notify_all();
             drop(one);
-            held.mark_lost_because(Some(HANDED_OVER));
             Ok(true)
         }
         HandedOver::NotHeld => {

@@ -217,8 +217,10 @@ impl Guard {
         drop(one);
         match outcome {
             HandedOver::Yes => {
-                self.shared.status.send_modify(|s| s.released = true);
+                // Lost before released: a watcher woken by `released` must
+                // find the loss already there.
                 self.shared.mark_lost_because(Some(HANDED_OVER));
+                self.shared.status.send_modify(|s| s.released = true);
             }
             HandedOver::NotHeld => self.shared.mark_lost(),
             HandedOver::Refused => {}
