@@ -48,7 +48,8 @@ impl Kind {
         }
     }
 
-    fn slot(self) -> usize {
+    /// Its place in `ALL` (0, 1, 2): an index for per-kind arrays.
+    pub fn slot(self) -> usize {
         match self {
             Kind::Lock => 0,
             Kind::Shared => 1,

@@ -77,26 +77,23 @@ pub fn contended(ctx: Ctx, name: *mut raw::RedisModuleString, kind: Kind) {
 
 /// As `contended_set`, for the names of the caller's database.
 pub fn contended_names(ctx: Ctx, names: &[*mut raw::RedisModuleString], kind: Kind) {
-    count(|s| {
-        for (i, r) in names.iter().filter_map(|n| named(ctx, *n)).enumerate() {
-            if i == 0 {
-                s.contended(&r, kind);
-            } else {
-                s.contended_member(&r);
-            }
-        }
-    });
+    contended_members(names.iter().filter_map(|n| named(ctx, *n)), kind);
 }
 
 /// A set request found one of `members` taken: one contended request,
 /// shown on each member in the hot tables.
 pub fn contended_set(members: &[Resource], kind: Kind) {
+    contended_members(members.iter().map(as_stats), kind);
+}
+
+/// One contended request, counted on the first member, shown on each.
+fn contended_members<'a>(members: impl Iterator<Item = stats::Resource<'a>>, kind: Kind) {
     count(|s| {
-        for (i, res) in members.iter().enumerate() {
+        for (i, r) in members.enumerate() {
             if i == 0 {
-                s.contended(&as_stats(res), kind);
+                s.contended(&r, kind);
             } else {
-                s.contended_member(&as_stats(res));
+                s.contended_member(&r);
             }
         }
     });
@@ -318,17 +315,9 @@ pub fn unlinked<'a>(holds: impl Iterator<Item = UnlinkedHold<'a>>) {
         });
     }
     for (kind, ..) in holds {
-        if let Some(n) = stash.more.get_mut(slot(kind)) {
+        if let Some(n) = stash.more.get_mut(kind.slot()) {
             *n += 1;
         }
-    }
-}
-
-fn slot(kind: Kind) -> usize {
-    match kind {
-        Kind::Lock => 0,
-        Kind::Shared => 1,
-        Kind::Semaphore => 2,
     }
 }
 
@@ -357,7 +346,7 @@ pub fn expired(ctx: Ctx, name: *mut raw::RedisModuleString) {
     }
     count(|s| {
         for kind in Kind::ALL {
-            s.expired_unmeasured(&res, kind, more.get(slot(kind)).copied().unwrap_or(0));
+            s.expired_unmeasured(&res, kind, more.get(kind.slot()).copied().unwrap_or(0));
         }
     });
 }
