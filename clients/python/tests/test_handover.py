@@ -73,6 +73,42 @@ def test_a_preferred_candidate_gets_the_lead_as_soon_as_it_waits(server):
         locker.election("leader", prefer="a/b")
 
 
+def test_a_wait_lost_woken_by_the_handover_sees_the_loss(server):
+    # The handover's end is forced between its two steps: the mark of the
+    # loss is held back until the waiter has answered (or a second passed),
+    # so a waiter woken by the lead's end before the loss was marked would
+    # answer False.
+    c = server.conn()
+    locker = dlock.Locker(server.url)
+    a = locker.election("leader", id="a", ttl=10).campaign(0)
+    tp, p = campaign_in_thread(locker, "leader", "p")
+    wait_until(STEP, "p queued", lambda: waiters(c, "leader") == 1)
+    answered = threading.Event()
+    box = {}
+
+    def wait():
+        box["lost"] = a.wait_lost(STEP)
+        answered.set()
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    sh = a.lease._sh
+    mark_lost = sh.mark_lost
+    handing = threading.current_thread()
+
+    def held_back():
+        if threading.current_thread() is handing:
+            answered.wait(1.0)
+        mark_lost()
+
+    sh.mark_lost = held_back
+    assert a.hand_over("p") is True
+    waiter.join(STEP)
+    assert box.get("lost") is True, "the waiter saw the lead end without its loss"
+    tp.join(STEP)
+    p["lead"].resign()
+
+
 def test_asyncio_hand_over_and_prefer(server):
     import asyncio
 

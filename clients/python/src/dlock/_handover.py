@@ -113,11 +113,14 @@ def hand_over(locker: "Locker", name: Key, lease: "Lease", id: str) -> bool:
                 raise err from None
         if reply == 1:
             with sh.lock:
-                sh.state.released = True
                 sh.state.loss_reason = HANDED_OVER
                 sh.gen += 1
-                sh.notify()
+            # The loss before `released`: a wait_lost woken by `released`
+            # answers False unless it finds the loss marked already.
             sh.mark_lost()
+            with sh.lock:
+                sh.state.released = True
+                sh.notify()
             return True
         if reply == 0:
             sh.mark_lost()
