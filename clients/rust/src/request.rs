@@ -234,7 +234,9 @@ macro_rules! lock_options {
             /// `max_hold` from its grant, however often it is renewed; the
             /// lease is the smaller of the ttl and `max_hold`. Renewals
             /// stay short of the cap (they ask for at most what is left to
-            /// the acquire's first send plus `max_hold`), and the guard is
+            /// the acquire's first send plus `max_hold`; after a wait
+            /// longer than that, the refresh learns from the server where
+            /// the cap counted from the grant is), and the guard is
             /// then lost at the cap with that reason (`loss_reason` on the
             /// guard); a manual `extend` past it is refused by the server
             /// ([`crate::Error::MaxHold`]). A capped guard is never bound

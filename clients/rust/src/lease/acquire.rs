@@ -13,7 +13,7 @@
 //! token and budgeted from the refresh's send; too few replicas on a grant
 //! undo it.
 
-use super::cap::{capped, Cap, REACHED};
+use super::cap::{capped, left_to_cap, Cap, REACHED};
 use super::renewal::Renewal;
 use crate::error::{millis, Error, Failure, Result};
 use crate::limits::{after, lease};
@@ -173,6 +173,9 @@ pub(crate) struct AcquireLoop {
     cap: Option<Cap>,
     /// The fence of a waiting grant, while it is refreshed.
     fence: u64,
+    /// A capped hold granted past its floor: the refresh asks for the
+    /// whole ttl to learn where the server's cap is; when it was sent.
+    probe: Option<Instant>,
     /// What the call ends with once its grant is abandoned.
     after_abandon: Option<Result<Option<Grant>>>,
 }
@@ -191,6 +194,7 @@ impl AcquireLoop {
             waits: false,
             cap: terms.max_hold.map(|m| Cap::new(now, m)),
             fence: 0,
+            probe: None,
             after_abandon: None,
         };
         let first = l.send_with(terms.ttl, now);
@@ -252,19 +256,16 @@ impl AcquireLoop {
                 if !self.waits {
                     return Step::Done(Ok(Some(sure)));
                 }
-                // A capped hold granted after a wait as long as its cap
-                // is renewed no further: its lease surely lasts from the
-                // attempt's send.
-                let Some(ttl) = capped(self.cap, self.terms.ttl, now) else {
-                    return Step::Done(Ok(Some(sure)));
-                };
-                // The refresh gets what is left of the call, and at least
-                // a reply's margin.
                 self.fence = fence;
-                Step::Refresh {
-                    ttl,
-                    by: self.deadline.max(now + REPLY_MARGIN),
-                }
+                // A capped hold granted after a wait past its floor: the
+                // server's cap counts from the grant, later than the
+                // floor, so the refresh asks for the whole ttl and the
+                // answer tells where the cap is (see `refreshed`).
+                let ttl = capped(self.cap, self.terms.ttl, now).unwrap_or_else(|| {
+                    self.probe = Some(now);
+                    self.terms.ttl
+                });
+                self.refresh(ttl, now)
             }
             Reply::Busy => Step::Done(Ok(None)),
             Reply::Unexpected(other) => {
@@ -302,8 +303,42 @@ impl AcquireLoop {
         self.send(now)
     }
 
+    /// The refresh gets what is left of the call, and at least a reply's
+    /// margin.
+    fn refresh(&self, ttl: Duration, now: Instant) -> Step {
+        Step::Refresh {
+            ttl,
+            by: self.deadline.max(now + REPLY_MARGIN),
+        }
+    }
+
     /// The refresh of a waiting grant came back at `now`.
     pub(crate) fn refreshed(&mut self, r: Renewal, now: Instant) -> Step {
+        // A probe's answer moves the floor: accepted, the server's cap is
+        // no earlier than the lease it gave; refused at the cap, the
+        // server said how long the hold may live from then on.
+        let probe = self.probe.take();
+        if let (Some(sent), Some(cap)) = (probe, self.cap.as_mut()) {
+            match &r {
+                Renewal::Extended(_) => cap.no_earlier_than(sent + self.terms.ttl),
+                Renewal::Failed(Error::MaxHold(why)) => {
+                    if let Some(left) = left_to_cap(why) {
+                        cap.no_earlier_than(sent + left);
+                        return match capped(self.cap, self.terms.ttl, now) {
+                            Some(ttl) => self.refresh(ttl, now),
+                            // The cap is at hand: the lease as it surely
+                            // lasts from the attempt's send.
+                            None => Step::Done(Ok(Some(Grant {
+                                fence: self.fence,
+                                valid_until: self.sent + lease(self.sent_ttl),
+                                cap: self.cap,
+                            }))),
+                        };
+                    }
+                }
+                _ => {}
+            }
+        }
         match r {
             Renewal::Extended(valid_until) => Step::Done(Ok(Some(Grant {
                 fence: self.fence,
@@ -639,6 +674,12 @@ mod tests {
         };
     }
 
+    /// The cap of `t` (its `max_hold`) whose floor is `at`.
+    fn floor(at: Instant, t: Terms) -> Cap {
+        let max_hold = t.max_hold.unwrap();
+        Cap::new(at - max_hold, max_hold)
+    }
+
     #[test]
     fn a_capped_hold_retries_and_refreshes_short_of_the_cap_floor() {
         let t = Terms {
@@ -679,20 +720,63 @@ mod tests {
             matches!(s, Step::Send(Attempt { ttl, .. }) if ttl == 2 * S - 60 * MS),
             "{s:?}"
         );
-        // A grant after a wait as long as the cap: no refresh, the lease
-        // as it surely lasts from the attempt's send.
+        // A grant after a wait past the floor: the refresh asks for the
+        // whole ttl; refused at the cap, the server's "2000 ms more" moves
+        // the floor to the probe's send plus 2 s, and the second refresh
+        // asks for what is left to it.
+        let granted_at = |m: &mut AcquireLoop, at| {
+            let s = m.replied(
+                Reply::Granted {
+                    fence: 4,
+                    acked: None,
+                },
+                at,
+            );
+            match s {
+                Step::Refresh { ttl, .. } => ttl,
+                s => panic!("{s:?}"),
+            }
+        };
+        let refused = |n: u64| {
+            Renewal::Failed(Error::MaxHold(format!(
+                "MAXHOLD the hold may live {n} ms more: it cannot be extended past its MAXHOLD"
+            )))
+        };
         let (mut m, _) = AcquireLoop::start(t, t0);
-        let s = m.replied(
-            Reply::Granted {
-                fence: 4,
-                acked: None,
-            },
-            t0 + 4 * S,
-        );
+        assert_eq!(granted_at(&mut m, t0 + 4 * S), 3 * S, "the probe");
+        let s = m.refreshed(refused(2000), t0 + 4 * S + 10 * MS);
+        let Step::Refresh { ttl, .. } = s else {
+            panic!("{s:?}")
+        };
+        assert_eq!(ttl, 2 * S - 10 * MS - 60 * MS);
+        let until = t0 + 6 * S - 70 * MS;
+        let s = m.refreshed(Renewal::Extended(until), t0 + 4 * S + 20 * MS);
+        let Step::Done(Ok(Some(g))) = s else {
+            panic!("{s:?}")
+        };
+        assert_eq!((g.valid_until, g.cap), (until, Some(floor(t0 + 6 * S, t))));
+        // The probe accepted: the floor is no earlier than its lease.
+        let (mut m, _) = AcquireLoop::start(t, t0);
+        assert_eq!(granted_at(&mut m, t0 + 4 * S), 3 * S);
+        let s = m.refreshed(Renewal::Extended(t0 + 7 * S), t0 + 4 * S + MS);
+        let Step::Done(Ok(Some(g))) = s else {
+            panic!("{s:?}")
+        };
+        assert_eq!(g.cap, Some(floor(t0 + 7 * S, t)));
+        // Refused with the cap at hand: the lease as it surely lasts from
+        // the attempt's send (lost), no second refresh.
+        let (mut m, _) = AcquireLoop::start(t, t0);
+        granted_at(&mut m, t0 + 4 * S);
+        let s = m.refreshed(refused(30), t0 + 4 * S + 10 * MS);
         let Step::Done(Ok(Some(g))) = s else {
             panic!("{s:?}")
         };
         assert_eq!(g.valid_until, t0 + 3 * S);
+        // A refusal that names no time: abandoned with it, as any failure.
+        let (mut m, _) = AcquireLoop::start(t, t0);
+        granted_at(&mut m, t0 + 4 * S);
+        let s = m.refreshed(Renewal::Failed(Error::MaxHold(REACHED.into())), t0 + 4 * S);
+        assert!(matches!(s, Step::Abandon { .. }), "{s:?}");
         // A retry past the floor is not sent: the possible grant is
         // released, and the call fails with the cap's reason.
         let (mut m, _) = AcquireLoop::start(

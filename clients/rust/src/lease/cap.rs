@@ -8,6 +8,12 @@
 //! whole milliseconds), so the server never has a reason to refuse it. Once
 //! the budget reaches the floor, renewal ends and the hold is lost at its
 //! budget, with [`REACHED`] as its reason.
+//!
+//! A waiting acquire granted past its floor (a wait longer than
+//! `max_hold`) would be born lost although the server's cap, counted from
+//! the grant, is still ahead: its refresh asks for the whole ttl instead,
+//! and the answer moves the floor (accepted: the cap is no earlier than
+//! that lease's end; refused: the refusal says how long the hold may live).
 
 use std::time::{Duration, Instant};
 
@@ -51,6 +57,12 @@ impl Cap {
         Some(ttl.min(left)).filter(|t| *t >= SHORTEST)
     }
 
+    /// The server's cap is known to come no earlier than `at`: the floor
+    /// moves there if it was earlier.
+    pub(crate) fn no_earlier_than(&mut self, at: Instant) {
+        self.floor = self.floor.max(at);
+    }
+
     /// True when a lease surely lasting until `valid_until` is as long as
     /// a renewal could make it: renewal ends.
     pub(crate) fn reached_by(&self, valid_until: Instant) -> bool {
@@ -59,6 +71,14 @@ impl Cap {
             .saturating_sub(self.margin)
             < SHORTEST
     }
+}
+
+/// How long the server said a hold may live from its answer on, from its
+/// refusal at the cap (`MAXHOLD the hold may live N ms more: ...`).
+pub(crate) fn left_to_cap(refusal: &str) -> Option<Duration> {
+    let rest = refusal.split_once("may live ")?.1;
+    let n = rest.split_once(" ms more")?.0;
+    n.parse::<u64>().ok().map(Duration::from_millis)
 }
 
 /// The ttl a command for a hold with `cap` (if any) asks for at `now`.
@@ -72,6 +92,24 @@ pub(crate) fn capped(cap: Option<Cap>, ttl: Duration, now: Instant) -> Option<Du
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_refusal_says_how_long_the_hold_may_live() {
+        let r = "MAXHOLD the hold may live 5 ms more: it cannot be extended past its MAXHOLD";
+        assert_eq!(left_to_cap(r), Some(Duration::from_millis(5)));
+        assert_eq!(
+            left_to_cap("MAXHOLD the hold may live 0 ms more"),
+            Some(Duration::ZERO)
+        );
+        for other in [
+            REACHED,
+            "MAXHOLD may live x ms more",
+            "MAXHOLD may live -1 ms more",
+            "",
+        ] {
+            assert_eq!(left_to_cap(other), None, "{other}");
+        }
+    }
 
     const S: Duration = Duration::from_secs(1);
     const MS: Duration = Duration::from_millis(1);

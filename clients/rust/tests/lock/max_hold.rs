@@ -77,6 +77,39 @@ fn a_waiting_acquire_with_max_hold_within_its_ttl_is_granted_and_ends_by_the_cap
 }
 
 #[test]
+fn a_wait_longer_than_the_cap_is_granted_until_the_cap_counted_from_the_grant() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let locker = Locker::new(&server.url()).unwrap();
+    // Held by another for longer than the request's cap: its grant comes
+    // (at the other's deadline) after a wait past max_hold, and the cap
+    // counts from that grant.
+    let other = locker.try_lock("res", ms(1500)).unwrap().expect("free");
+    let g = locker
+        .request("res")
+        .ttl(ms(1000))
+        .max_hold(ms(1000))
+        .wait(20 * SEC)
+        .acquire()
+        .unwrap()
+        .expect("granted after the wait");
+    let granted = Instant::now();
+    assert!(!g.is_lost(), "a grant after a wait past max_hold is held");
+    assert!(g.valid_until() > granted, "its budget lies ahead");
+    // The server holds it for this guard (a capped hold is shown in
+    // INFO's list form).
+    let info: redis::Value = redis::cmd("DLOCK.INFO").arg("res").query(&mut c).unwrap();
+    assert!(format!("{info:?}").contains(g.token()), "{info:?}");
+    assert!(g.wait_lost(10 * SEC), "lost by the cap");
+    assert!(granted.elapsed() <= ms(1000) + 2 * SEC);
+    assert!(g.loss_reason().expect("a reason").starts_with("MAXHOLD "));
+    // The refresh asked for the whole ttl once, to learn where the cap
+    // is: at most that one command was refused.
+    assert!(maxhold_refusals(&mut c) <= 1);
+    drop(other);
+}
+
+#[test]
 fn the_lease_is_the_smaller_of_ttl_and_max_hold_and_extend_past_it_fails() {
     let server = Server::start();
     let mut c = server.conn();
