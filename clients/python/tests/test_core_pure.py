@@ -81,3 +81,18 @@ def test_the_check_catches_a_core_module_that_reads_the_clock(tmp_path):
     lease.write_text(text.replace("from __future__ import annotations\n", "from __future__ import annotations\n\nimport time\n", 1))
     r = check(str(dst))
     assert r.returncode == 1 and "dlock._core.lease: the core imported time" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_cap_refusal_says_how_long_the_hold_may_live_and_moves_the_floor():
+    from dlock._core.lease import CAP_REACHED, Cap, left_to_cap_ms
+
+    refusal = "MAXHOLD the hold may live 5 ms more: it cannot be extended past its MAXHOLD"
+    assert left_to_cap_ms(refusal) == 5
+    assert left_to_cap_ms("MAXHOLD the hold may live 0 ms more") == 0
+    for other in (CAP_REACHED, "MAXHOLD may live x ms more", "MAXHOLD may live -1 ms more", ""):
+        assert left_to_cap_ms(other) is None, other
+    cap = Cap(100.0, 3000)
+    cap.no_earlier_than(102.0)
+    assert cap.floor == 103.0, "an earlier time leaves the floor"
+    cap.no_earlier_than(106.0)
+    assert cap.floor == 106.0

@@ -86,6 +86,43 @@ def test_a_waiting_acquire_with_max_hold_within_its_ttl_is_granted_and_ends_by_t
     assert _refusals(server) == 0, "the refresh was not refused"
 
 
+def test_a_wait_longer_than_the_cap_is_held_until_the_cap_counted_from_the_grant(server):
+    lk = _locker(server)
+    # Held by another for longer than the request's cap: the grant comes
+    # (at the other's deadline) after a wait past max_hold, and the cap
+    # counts from that grant.
+    other = lk.lock("res", ttl=1.5, watchdog=False).acquire()
+    assert other is not None
+    lease = lk.lock("res", ttl=1.0, max_hold=1.0, wait=20, watchdog=False).acquire()
+    granted = time.monotonic()
+    assert lease is not None, "granted after the wait"
+    assert not lease.lost, "a grant after a wait past max_hold is held"
+    assert lease.deadline > granted, "its budget lies ahead"
+    assert lease.token.encode() in str(_info(server, "res")).encode()
+    assert lease.wait_lost(10), "lost by the cap"
+    assert time.monotonic() - granted <= 1.0 + 2.0
+    assert lease.loss_reason.startswith(MAXHOLD)
+    # The refresh asked for the whole ttl once, to learn where the cap is.
+    assert _refusals(server) <= 1
+
+
+def test_asyncio_a_wait_longer_than_the_cap_is_held_until_the_cap_counted_from_the_grant(server):
+    async def main():
+        lk = dla.Locker(redis.asyncio.Redis(port=server.port))
+        other = await lk.lock("res", ttl=1.5, watchdog=False).acquire()
+        assert other is not None
+        lease = await lk.lock("res", ttl=1.0, max_hold=1.0, wait=20, watchdog=False).acquire()
+        granted = time.monotonic()
+        assert lease is not None, "granted after the wait"
+        assert not lease.lost, "a grant after a wait past max_hold is held"
+        assert lease.deadline > granted
+        assert await lease.wait_lost(10), "lost by the cap"
+        assert time.monotonic() - granted <= 1.0 + 2.0
+        assert lease.loss_reason.startswith(MAXHOLD)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
 def test_an_extend_past_the_cap_loses_the_lease_with_its_reason(server):
     lk = _locker(server)
     lease = lk.lock("res", ttl=10, max_hold=30, watchdog=False).acquire()

@@ -91,10 +91,26 @@ class Cap:
         ttl = min(ttl_ms, left)
         return ttl if ttl >= 1 else None
 
+    def no_earlier_than(self, t: float) -> None:
+        """The server's cap is known to come no earlier than ``t``: the
+        floor moves there if it was earlier."""
+        self.floor = max(self.floor, t)
+
     def reached_by(self, valid_until: float) -> bool:
         """True when a budget ending at ``valid_until`` is as long as a
         renewal could make it: renewal ends."""
         return self.floor - self.margin - valid_until < 0.001
+
+
+def left_to_cap_ms(refusal: str) -> Optional[int]:
+    """How long the server said a hold may live from its answer on, in ms,
+    from its refusal at the cap (``MAXHOLD the hold may live N ms more:
+    ...``); None for any other text."""
+    _, found, rest = refusal.partition("may live ")
+    n, more, _ = rest.partition(" ms more")
+    if not found or not more or not n.isdigit():
+        return None
+    return int(n)
 
 
 def cap_of(backend: object) -> Optional[Cap]:

@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence, Tuple
 
 from ..errors import RETRY, DlockError, LockLost, MaxHoldReached, TooFewReplicas, unexpected
 from .effects import Call, Clock, Cmd, Outcome, Rand, Rule, Sleep
-from .lease import CAP_REACHED, EXTENDED, FAILED, LOST, Cap, Renewal, capped_ttl_ms
+from .lease import CAP_REACHED, EXTENDED, FAILED, LOST, Cap, Renewal, capped_ttl_ms, left_to_cap_ms
 from .retry import LONGEST, REPLY_MARGIN, Outage, call_deadline, io_until
 from .wanted import WantedState, read_reply
 
@@ -204,12 +204,28 @@ class Single:
         # The refresh gets what is left of the call, and at least a
         # reply's margin.
         refresh_by = max(deadline, clock() + REPLY_MARGIN)
-        # A capped hold's refresh stays short of the cap's floor; granted
-        # after a wait as long as the cap, it is renewed no further.
+        # A capped hold's refresh stays short of the cap's floor. Granted
+        # after a wait past the floor, while the server's cap (counted from
+        # the grant) lies ahead, it asks for the whole ttl once, and the
+        # answer moves the floor: accepted, the cap is no earlier than that
+        # lease's end; refused at the cap, the server says how long the
+        # hold may live, and a second refresh asks for what is left.
+        probe = None
         refresh_ms = capped_ttl_ms(cap, self.spec.ttl_ms, clock())
         if refresh_ms is None:
-            return fence, sent + ttl
+            probe, refresh_ms = clock(), self.spec.ttl_ms
         r = yield from self.extend_by(refresh_ms, refresh_by)
+        if probe is not None and cap is not None:
+            if r.kind == EXTENDED:
+                cap.no_earlier_than(probe + refresh_ms / 1000)
+            elif r.kind == FAILED and isinstance(r.error, MaxHoldReached):
+                left = left_to_cap_ms(r.error.reason or "")
+                if left is not None:
+                    cap.no_earlier_than(probe + left / 1000)
+                    refresh_ms = capped_ttl_ms(cap, self.spec.ttl_ms, clock())
+                    if refresh_ms is None:
+                        return fence, sent + ttl
+                    r = yield from self.extend_by(refresh_ms, refresh_by)
         if r.kind == EXTENDED:
             return fence, r.until
         if r.kind == LOST:
