@@ -70,8 +70,7 @@ impl<K: Hash + Eq + Clone, H: Hash + Eq + Copy> Parking<K, H> {
         };
         let revoke = match slot.state {
             State::Queued(id) => {
-                self.note_leaving(id);
-                self.queues.remove(id);
+                self.unqueue(id);
                 Vec::new()
             }
             State::Answered(answer) => {

@@ -276,3 +276,35 @@ fn waiters_that_leave_otherwise_are_skipped_and_dropped() {
         p.wait_ends()
     );
 }
+
+#[test]
+fn a_request_that_leaves_is_noted_under_its_first_resource_as_it_waited() {
+    let mut p = P::default();
+    let wants = Wants {
+        owner: Some((*b"o").into()),
+        session: Some((*b"s").into()),
+        ..Wants::default()
+    };
+    let single = p.park("r", b"a", wants.clone(), 10, None, 1);
+    p.queues_mut().joined_at(single, 5);
+    p.park_set(vec!["m", "n"], b"b", Wants::default(), 10, None, 2);
+    assert!(p.leave(1).unblock && p.leave(2).unblock);
+    let left = p.take_left();
+    let seen: Vec<_> = left
+        .iter()
+        .map(|l| (l.resource, &*l.token, l.queued_at, l.granted, l.handle))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (Some("r"), &b"a"[..], 5, false, 1),
+            (Some("m"), &b"b"[..], 0, false, 2)
+        ]
+    );
+    assert_eq!(
+        (&left[0].owner, &left[0].session),
+        (&wants.owner, &wants.session)
+    );
+    assert_eq!(p.queues().total(), 0, "gone from every queue");
+    assert!(p.take_left().is_empty());
+}

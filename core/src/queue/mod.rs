@@ -208,32 +208,6 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
             .collect()
     }
 
-    /// Whether anyone queued on `resource` can still be granted at `now_ms`.
-    pub fn has_live_waiter(&self, resource: &K, now_ms: u64) -> bool {
-        self.queues.get(resource).is_some_and(|q| {
-            q.giving_up.len() < q.entries.len()
-                || q.giving_up.latest().is_some_and(|at| at >= now_ms)
-        })
-    }
-
-    /// Removes the waiters of `resource` whose deadline has passed (a set
-    /// request leaves every member's queue).
-    pub fn take_given_up(&mut self, resource: &K, now_ms: u64) -> Vec<Waiter<H>> {
-        let Some(queue) = self.queues.get_mut(resource) else {
-            return Vec::new();
-        };
-        let entries = &queue.entries;
-        let gone = queue.giving_up.due(now_ms, |id| entries.contains(id));
-        // In queue order, as they waited.
-        let mut gone: Vec<(Rank, u64)> = gone
-            .into_iter()
-            .filter_map(|id| Some((entries.get(id)?.rank, id)))
-            .collect();
-        gone.sort_unstable();
-        let gone = gone.into_iter().map(|(_, id)| id);
-        gone.into_iter().filter_map(|id| self.remove(id)).collect()
-    }
-
     /// Drops an empty queue; its timers are stale now.
     fn retire(&mut self, resource: &K) {
         if let Some(q) = self.queues.remove(resource) {
@@ -250,6 +224,13 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
     /// it waits in. `None` if it was already gone: removal is idempotent,
     /// so a handle is released once.
     pub fn remove(&mut self, id: u64) -> Option<Waiter<H>> {
+        self.remove_with_first(id).map(|(_, w)| w)
+    }
+
+    /// `remove`, with the first resource the request waited for, moved out
+    /// of the index: what a request that leaves is counted under, found
+    /// without a second look-up or a copy.
+    pub fn remove_with_first(&mut self, id: u64) -> Option<(Option<K>, Waiter<H>)> {
         let place = self.index.remove(&id)?;
         let mut waiter = None;
         for key in place.keys() {
@@ -257,7 +238,11 @@ impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
                 waiter.get_or_insert(w);
             }
         }
-        waiter
+        let first = match place {
+            Place::One(k) => Some(k),
+            Place::Set(keys) => keys.into_vec().into_iter().next(),
+        };
+        Some((first, waiter?))
     }
 
     /// Removes entry `id` from `resource`'s queue only.

@@ -205,12 +205,14 @@ impl<K: Ord + Copy> Ranks<K> {
         }
     }
 
-    /// Takes `key` out; whether it was present.
+    /// Takes `key` out; whether it was present. One descent: the nodes on
+    /// the way are recounted only when the key was found below them.
     pub fn remove(&mut self, key: &K) -> bool {
-        if self.rank(key).is_none() {
+        let (root, found) = self.remove_at(self.root, key);
+        if !found {
             return false;
         }
-        self.root = self.remove_at(self.root, key);
+        self.root = root;
         if self.root == NIL {
             // Nothing left: the slab starts over.
             self.nodes.clear();
@@ -219,25 +221,30 @@ impl<K: Ord + Copy> Ranks<K> {
         true
     }
 
-    /// Removes `key` (present) from the subtree at `at`; its new root.
-    fn remove_at(&mut self, at: u32, key: &K) -> u32 {
+    /// Removes `key` from the subtree at `at`: its new root, and whether
+    /// the key was there (if not, nothing changed).
+    fn remove_at(&mut self, at: u32, key: &K) -> (u32, bool) {
         let Some(&t) = self.node(at) else {
-            return NIL;
+            return (NIL, false);
         };
         match key.cmp(&t.key) {
             std::cmp::Ordering::Equal => {
                 self.vacant.push(at);
-                self.merge(t.left, t.right)
+                (self.merge(t.left, t.right), true)
             }
             std::cmp::Ordering::Less => {
-                let left = self.remove_at(t.left, key);
-                self.set_children(at, left, t.right);
-                at
+                let (left, found) = self.remove_at(t.left, key);
+                if found {
+                    self.set_children(at, left, t.right);
+                }
+                (at, found)
             }
             std::cmp::Ordering::Greater => {
-                let right = self.remove_at(t.right, key);
-                self.set_children(at, t.left, right);
-                at
+                let (right, found) = self.remove_at(t.right, key);
+                if found {
+                    self.set_children(at, t.left, right);
+                }
+                (at, found)
             }
         }
     }
