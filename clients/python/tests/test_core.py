@@ -27,7 +27,7 @@ from dlock._core.lease import (
 )
 from dlock._core.single import Settings, Single
 from dlock._spec import Spec
-from dlock.errors import RETRY, Failure, Unavailable
+from dlock.errors import FATAL, RETRY, Failure, Unavailable
 
 T0 = 1000.0
 TOKEN = "t" * 32
@@ -336,11 +336,38 @@ def test_a_capped_holds_refresh_and_retries_stay_short_of_the_cap_floor():
     got, effects = drive(s.acquire(None), clock, lambda c, n: answers[n])
     first, second = calls(effects)
     assert (first.cmds[0][3], second.cmds[0][3]) == (3000, 3000 - 520 - 60)
-    # A grant after a wait as long as the cap: no refresh, the lease as it
-    # surely lasts from the attempt's send.
+    # A grant after a wait past the floor: the refresh asks for the whole
+    # ttl once. Accepted, the floor moves to that lease's end.
     s, clock = capped(ttl=10.0, max_hold=3.0)
-    got, effects = drive(s.acquire(10_000), clock, lambda c, n: ok(42, after=4.0))
-    assert names(effects) == ["DLOCK.ACQUIRE"] and got == (42, T0 + 3.0)
+    answers = [ok(42, after=4.0), ok(1, after=0.01)]
+    got, effects = drive(s.acquire(10_000), clock, lambda c, n: answers[n])
+    acquire, probe = calls(effects)
+    assert probe.cmds == (("DLOCK.EXTEND", "res", TOKEN, 3000),), "the whole ttl"
+    assert got == (42, T0 + 7.0) and s.cap is not None and s.cap.floor == T0 + 7.0
+    # Refused at the cap: the server's "2000 ms more" moves the floor to
+    # the probe's send plus 2 s, and a second refresh asks for what is
+    # left to it, less the margin.
+    s, clock = capped(ttl=10.0, max_hold=3.0)
+    answers = [ok(42, after=4.0), at_cap(2000, after=0.01), ok(1, after=0.01)]
+    got, effects = drive(s.acquire(10_000), clock, lambda c, n: answers[n])
+    acquire, probe, refresh = calls(effects)
+    assert probe.cmds[0][3] == 3000
+    assert s.cap is not None and s.cap.floor == T0 + 6.0
+    ttl_ms = refresh.cmds[0][3]
+    assert 1929 <= ttl_ms <= 1930, "T0 + 6 s less the margin, from T0 + 4.01 s"
+    assert got == (42, T0 + 4.01 + ttl_ms / 1000)
+    # Refused with the cap at hand: no second refresh, the lease as it
+    # surely lasts from the attempt's send (over: lost).
+    s, clock = capped(ttl=10.0, max_hold=3.0)
+    answers = [ok(42, after=4.0), at_cap(30, after=0.01)]
+    got, effects = drive(s.acquire(10_000), clock, lambda c, n: answers[n])
+    assert names(effects) == ["DLOCK.ACQUIRE", "DLOCK.EXTEND"] and got == (42, T0 + 3.0)
+
+
+def at_cap(left_ms: int, after: float) -> Tuple[Outcome, float]:
+    """The server's refusal of an extend past a hold's cap."""
+    text = f"MAXHOLD the hold may live {left_ms} ms more: it cannot be extended past its MAXHOLD"
+    return Outcome(failure=Failure(FATAL, dlock.MaxHoldReached(text, reason=text)), reached=True), after
 
 
 def test_a_capped_lease_is_renewed_up_to_the_floor_then_lost_with_the_caps_reason():
