@@ -156,8 +156,21 @@ impl Queue {
         config.args.push("--maxclients");
         config.args.push(Box::leak(maxclients.into_boxed_str()));
         let server = config.server(kind != Kind::Blpop);
-        let control = server.conn();
+        let mut control = server.conn();
         let _ = control.set_read_timeout(Some(Duration::from_secs(120)));
+        // The slow-lock log off: in a queue of 10,000 every wait that ends
+        // has lasted past the log's 1 s and is logged (a cost per wait, the
+        // client's address and name, whatever the queue's size), in a
+        // queue of 10 none is. The sizes are compared for the queue's own
+        // cost.
+        let setup = match kind {
+            Kind::Blpop => Ok(()),
+            _ => redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("dlock.slowlog-wait-ms")
+                .arg(0)
+                .query::<()>(&mut control),
+        };
         let mut q = Queue {
             server,
             kind,
@@ -182,7 +195,9 @@ impl Queue {
             },
             rates: Default::default(),
             us: Default::default(),
-            error: None,
+            error: setup
+                .err()
+                .map(|e| format!("CONFIG SET dlock.slowlog-wait-ms 0: {e}")),
         };
         if let Err(e) = q.load(conns, set.budget_secs) {
             q.fill.error = Some(e);
