@@ -15,37 +15,6 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::hash::Hash;
-
-use super::{Rank, WaitQueues, Waiter};
-
-impl<K: Hash + Eq + Clone, H> WaitQueues<K, H> {
-    /// Whether anyone queued on `resource` can still be granted at `now_ms`.
-    pub fn has_live_waiter(&self, resource: &K, now_ms: u64) -> bool {
-        self.queues.get(resource).is_some_and(|q| {
-            q.giving_up.len() < q.entries.len()
-                || q.giving_up.latest().is_some_and(|at| at >= now_ms)
-        })
-    }
-
-    /// Removes the waiters of `resource` whose deadline has passed (a set
-    /// request leaves every member's queue).
-    pub fn take_given_up(&mut self, resource: &K, now_ms: u64) -> Vec<Waiter<H>> {
-        let Some(queue) = self.queues.get_mut(resource) else {
-            return Vec::new();
-        };
-        let entries = &queue.entries;
-        let gone = queue.giving_up.due(now_ms, |id| entries.contains(id));
-        // In queue order, as they waited.
-        let mut gone: Vec<(Rank, u64)> = gone
-            .into_iter()
-            .filter_map(|id| Some((entries.get(id)?.rank, id)))
-            .collect();
-        gone.sort_unstable();
-        let gone = gone.into_iter().map(|(_, id)| id);
-        gone.into_iter().filter_map(|id| self.remove(id)).collect()
-    }
-}
 
 /// Entries a heap may hold beyond twice the number of waiters before the
 /// departed ones are dropped.
