@@ -196,21 +196,30 @@ def fan_out(
 GRANTED, FAIL = "granted", "failed"
 
 
+#: How often a worker holding a grant looks whether its attempt is decided.
+_VERDICT_POLL = 0.0005
+
+
 class _Verdict:
-    """Which grants count, once the attempt is decided."""
+    """Which grants count, once the attempt is decided. The workers poll it
+    rather than wait on a lock the calling thread takes too: an exception
+    from a signal handler (an interrupt at any instant) can leave such a
+    lock held by the calling thread (inside ``Event.set``), and the undo
+    that follows would wait for it forever. An assignment is never left
+    half done."""
 
     def __init__(self) -> None:
         self.kept: Optional[List[bool]] = None
-        self.event = threading.Event()
 
     def decide(self, kept: List[bool]) -> None:
         self.kept = kept
-        self.event.set()
 
     def keeps(self, i: int) -> bool:
-        self.event.wait()
-        assert self.kept is not None
-        return self.kept[i]
+        while True:
+            kept = self.kept
+            if kept is not None:
+                return kept[i]
+            time.sleep(_VERDICT_POLL)
 
 
 class _Attempt:
