@@ -145,11 +145,21 @@ def _raise_alarm(*_):
     raise _Alarm()
 
 
+def _settle() -> None:
+    """A Python call and a loop: where the handler of a signal delivered
+    before the timer was disarmed runs (Python runs handlers at such
+    points, not at once)."""
+    for _ in range(2):
+        pass
+
+
 def _disarm() -> None:
-    # The alarm may go off in the disarming call itself.
+    # The alarm may go off in the disarming call itself, or have gone off
+    # just before it with its handler still to run: both inside the try.
     while True:
         try:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            _settle()
             return
         except _Alarm:
             pass
