@@ -248,11 +248,7 @@ impl AcquireLoop {
                 if let Some(e) = too_few(self.terms.min_replicas, acked) {
                     return self.abandon(Err(e), now);
                 }
-                let sure = Grant {
-                    fence,
-                    valid_until: self.sent + lease(self.sent_ttl),
-                    cap: self.cap,
-                };
+                let sure = self.sure(fence);
                 if !self.waits {
                     return Step::Done(Ok(Some(sure)));
                 }
@@ -303,6 +299,16 @@ impl AcquireLoop {
         self.send(now)
     }
 
+    /// A grant as it surely lasts: from the send of the attempt it
+    /// answered.
+    fn sure(&self, fence: u64) -> Grant {
+        Grant {
+            fence,
+            valid_until: self.sent + lease(self.sent_ttl),
+            cap: self.cap,
+        }
+    }
+
     /// The refresh gets what is left of the call, and at least a reply's
     /// margin.
     fn refresh(&self, ttl: Duration, now: Instant) -> Step {
@@ -328,11 +334,7 @@ impl AcquireLoop {
                             Some(ttl) => self.refresh(ttl, now),
                             // The cap is at hand: the lease as it surely
                             // lasts from the attempt's send.
-                            None => Step::Done(Ok(Some(Grant {
-                                fence: self.fence,
-                                valid_until: self.sent + lease(self.sent_ttl),
-                                cap: self.cap,
-                            }))),
+                            None => Step::Done(Ok(Some(self.sure(self.fence)))),
                         };
                     }
                 }
