@@ -5,6 +5,7 @@ the right client for each API."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
 
@@ -375,6 +376,33 @@ def test_retry_settings_of_the_client_change_nothing(server):
         assert [conn.retry.get_retries() for conn in alk.topology.single._slots().idle] == [0]
 
     run(main())
+
+
+@pytest.mark.parametrize("protocol", [None, 2, 3])
+def test_connecting_costs_the_server_no_error(server, protocol):
+    """dlock's connections send nothing the server refuses: redis-py 8's
+    request for maintenance notifications on each new RESP3 connection is
+    turned off for them (an error in the server's errorstats per connect on
+    servers without it)."""
+    c = server.conn()
+    kw: dict = {} if protocol is None else {"protocol": protocol}
+    # The client's own CLIENT SETINFO, which Redis 7.0 refuses, off.
+    if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
+        kw["driver_info"] = None
+    else:
+        kw.update(lib_name=None, lib_version=None)
+    c.execute_command("CONFIG", "RESETSTAT")
+    lk = dlock.Locker(redis.Redis(port=server.port, **kw))
+    with lk.lock("no-error") as lease:
+        assert holder(c, "no-error") == (lease.token, lease.fence)
+
+    async def main() -> None:
+        alk = dla.Locker(redis.asyncio.Redis(port=server.port, **kw))
+        async with alk.lock("no-error") as lease:
+            assert holder(c, "no-error") == (lease.token, lease.fence)
+
+    run(main())
+    assert c.info("errorstats") == {}
 
 
 def test_redlock_waiters_stay_within_max_connections(make_server):

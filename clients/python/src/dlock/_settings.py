@@ -32,6 +32,16 @@ def _conn_settings(
         health_check_interval=0,
         decode_responses=False,
     )
+    if "maint_notifications_config" in kw:
+        # redis-py 8 asks each new RESP3 connection for maintenance
+        # notifications: a round trip per connect, an error counted by every
+        # server without them (errorstat_ERR), and on that error a logging
+        # call that takes the logging module's lock on the caller's thread,
+        # which an exception from a signal handler can leave held. dlock's
+        # connections live for a command or a wait and ride a server's move
+        # on their own retries.
+        kw["maint_notifications_config"] = None
+        kw.pop("maint_notifications_pool_handler", None)
     kw[CAP_KEY] = max_connections
     return cls, kw
 
