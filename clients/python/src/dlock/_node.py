@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 import redis
@@ -68,9 +69,31 @@ MAX_REDIRECTS = 5
 
 Conn = Any  # a redis.connection.AbstractConnection
 
-def _waker(ready: threading.Event) -> Callable[[], bool]:
+class _Ticket:
+    """The owner of one of a pool's slots: a connection carries its own for
+    its whole life; a caller holds one while it opens a connection or
+    stands in line for one. Only the owner keeps it alive, so when an
+    exception from a signal handler unwinds a caller at any instant, the
+    slot's owner dies with the caller's frame (or with the connection it
+    dropped) and the pool takes the slot back."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _waker(node: "Node", ticket: _Ticket, waits: bool, ready: Any) -> Callable[[], bool]:
+    """What a grant in line does when a slot comes free (under the pool's
+    lock): nothing if its caller is gone (its ticket died), else the slot
+    becomes the ticket's and the caller is woken. ``ready`` is a lock the
+    caller holds and waits to acquire again: unlike an Event, waking it
+    takes no lock the caller's thread could have been left holding."""
+    owner = weakref.ref(ticket)
+
     def wake() -> bool:
-        ready.set()
+        t = owner()
+        if t is None:
+            return False
+        node._own(t, waits)
+        ready.release()
         return True
 
     return wake
@@ -95,6 +118,9 @@ class Node:
         self.max_idle = check_max_idle(max_idle)
         check_settings(cls, kwargs)
         self._slots = Slots(self.max_connections, max_idle)
+        #: The owners of the slots in use (see :class:`_Ticket`), by id:
+        #: ``(weak reference, counts as a waiting command's)``.
+        self._out: Dict[int, Tuple["weakref.ref[_Ticket]", bool]] = {}
         self._lock = threading.Lock()
         self._pid = pid()
         #: Set for a ``Sentinel.master_for`` client's server: the master is
@@ -153,6 +179,7 @@ class Node:
         inherited = self._slots.idle
         self._lock = threading.Lock()
         self._slots = Slots(self.max_connections, self.max_idle)
+        self._out = {}
         self._pid = pid()
         for c in inherited:
             c._dlock_node = None
@@ -173,6 +200,7 @@ class Node:
         waited = conn._dlock_waits
         conn._dlock_waits = False
         with self._lock:
+            self._out.pop(id(conn._dlock_ticket), None)
             extra = self._slots.put_back(conn, waited)
         if extra is not None:
             extra._dlock_node = None
@@ -186,7 +214,45 @@ class Node:
         waited = conn._dlock_waits
         conn._dlock_waits = False
         with self._lock:
+            self._out.pop(id(conn._dlock_ticket), None)
             self._slots.forget(waited)
+
+    def _own(self, ticket: _Ticket, waits: bool) -> None:
+        """A slot in use becomes ``ticket``'s (under the lock)."""
+        self._out[id(ticket)] = (weakref.ref(ticket), waits)
+
+    def _take(self, waits: bool) -> Tuple[bool, Optional[Conn], Optional[_Ticket]]:
+        """:meth:`Slots.try_take` (under the lock), the slot owned at once:
+        by the connection's ticket, or by a new one for the caller to open
+        a connection with. When no slot is free, the slots whose owners died
+        are taken back first."""
+        ok, conn = self._slots.try_take(waits)
+        if not ok and self._slots.cap is not None and self._reclaim():
+            ok, conn = self._slots.try_take(waits)
+        if not ok:
+            return False, None, None
+        ticket = conn._dlock_ticket if conn is not None else _Ticket()
+        self._own(ticket, waits)
+        return True, conn, ticket
+
+    def _reclaim(self) -> bool:
+        """Takes back the slots whose owners died without handing them back
+        (an exception from a signal handler at any instant of a caller,
+        even inside the bookkeeping): the slots in use are the live owners,
+        the open ones those and the idle. True if any came free. Run only
+        when the cap leaves no slot: O(connections)."""
+        out = self._out
+        for k in [k for k, (owner, _) in out.items() if owner() is None]:
+            del out[k]
+        slots = self._slots
+        open_now = len(slots.idle) + len(out)
+        waiting_now = sum(1 for _, waits in out.values() if waits)
+        if (open_now, waiting_now) == (slots.open, slots.waiting):
+            return False
+        freed = open_now < slots.open or waiting_now < slots.waiting
+        slots.open = open_now
+        slots.waiting = waiting_now
+        return freed
 
     def failure(self, e: BaseException) -> Failure:
         return classify(e).at(self.addr)
@@ -201,44 +267,57 @@ class Node:
             self._check_fork()
         waits_slot = waits > 0
         with self._lock:
-            ok, conn = self._slots.try_take(waits_slot)
+            ok, conn, ticket = self._take(waits_slot)
         if not ok:
-            conn, waits_slot = self._wait_in_line(timeout, waits)
+            conn, waits_slot, ticket = self._wait_in_line(timeout, waits)
         if conn is None:
             try:
                 conn = self.connect(timeout)
             except Exception as e:
                 with self._lock:
+                    self._out.pop(id(ticket), None)
                     self._slots.forget(waits_slot)
                 raise self.failure(e) from None
             except BaseException:
                 with self._lock:
+                    self._out.pop(id(ticket), None)
                     self._slots.forget(waits_slot)
                 raise
             conn._dlock_pooled = False
+            conn._dlock_ticket = ticket
         conn._dlock_node = self
         conn._dlock_slots = self._slots
         conn._dlock_waits = waits_slot
         set_timeout(conn, timeout)
         return conn
 
-    def _wait_in_line(self, timeout: float, waits: float) -> Tuple[Optional[Conn], bool]:
+    def _wait_in_line(self, timeout: float, waits: float) -> Tuple[Optional[Conn], bool, _Ticket]:
         """A connection (None: a slot to open one in) once the cap allows,
-        and whether it counts as a waiting command's; see :func:`phases`."""
+        whether it counts as a waiting command's, and the slot's owner; see
+        :func:`phases`."""
         start = now()
         for long, until in phases(waits, timeout):
+            ticket = _Ticket()
+            ready = threading.Lock()
+            ready.acquire()
             with self._lock:
-                ok, conn = self._slots.try_take(long)
+                ok, conn, owner = self._take(long)
                 if ok:
-                    return conn, long
-                ready = threading.Event()
-                grant = Grant(long, _waker(ready))
+                    return conn, long, owner  # type: ignore[return-value]
+                grant = Grant(long, _waker(self, ticket, long, ready))
                 self._slots.enqueue(grant)
-            ready.wait(min(max(start + until - now(), 0.0), MAX_SOCKET_TIMEOUT))
+            ready.acquire(timeout=min(max(start + until - now(), 0.0), MAX_SOCKET_TIMEOUT))
             with self._lock:
                 if grant.granted:
-                    return grant.conn, long
+                    conn = grant.conn
+                    if conn is None:
+                        return None, long, ticket
+                    # An idle connection handed over: owned by its own ticket.
+                    self._out.pop(id(ticket), None)
+                    self._own(conn._dlock_ticket, long)
+                    return conn, long, conn._dlock_ticket
                 self._slots.leave(grant)
+                self._out.pop(id(ticket), None)
         raise Failure(RETRY, Unavailable(no_free_connection(self.addr, timeout, self.max_connections)))
 
     def flush(self) -> None:
