@@ -313,7 +313,7 @@ def _close_idle(slots: Slots) -> None:
 
 class _Topology:
     """One server, or the masters of a Redis Cluster's slots (see the
-    blocking API's ``_node.Topology``)."""
+    blocking API's ``_topology.Topology``)."""
 
     def __init__(self, single: Optional[_Node] = None, seeds: Optional[List[_Node]] = None) -> None:
         self.single = single

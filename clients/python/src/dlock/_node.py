@@ -1,6 +1,4 @@
-"""One server (a pool of redis-py connections of dlock's own) and the
-topology commands are routed through: one server, or the masters of a
-Redis Cluster's slots.
+"""One server: a pool of redis-py connections of dlock's own.
 
 Every operation takes a connection of its own from the pool and gives it
 back only if the operation ended cleanly, so a blocking ``ACQUIRE ... WAIT``
@@ -9,28 +7,21 @@ left in an unknown state (a timeout mid-reply) is never reused. Connections
 never retry on their own (redis-py's retry policy is off): every retry is
 dlock's, with the same token, within the call's deadline.
 
-Cluster routing is done here rather than by ``RedisCluster``, because a lock
-needs what that client does not give: ``WAIT n`` on the very connection that
-made the write, and a blocking ``ACQUIRE ... WAIT`` on a connection of its
-own. ``MOVED`` refreshes the slot map and retries; ``ASK`` sends ``ASKING``
-and the command to the importing node in one pipeline.
+The routing of commands to servers (one, or a Redis Cluster's masters) is
+:mod:`dlock._topology`'s.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
-import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 import redis
-from redis.crc import key_slot
 
 from .errors import (
     FATAL,
     RETRY,
-    ASK,
-    MOVED,
     Failure,
     Unavailable,
     classify,
@@ -46,6 +37,7 @@ from ._conn import (  # noqa: F401 (for the modules that send on a Node's connec
     send,
     set_timeout,
 )
+from ._owners import Owners, Ticket
 from ._pool import Grant, Slots, check_max_idle, no_free_connection, phases
 from ._settings import (  # noqa: F401 (the connection settings, for the modules that make Nodes)
     CAP_KEY,
@@ -63,41 +55,7 @@ from ._spec import MAX_SOCKET_TIMEOUT, now
 
 T = TypeVar("T")
 
-#: Redirects followed for one command before giving up (a slot map in flux
-#: answers again on the caller's next retry).
-MAX_REDIRECTS = 5
-
 Conn = Any  # a redis.connection.AbstractConnection
-
-class _Ticket:
-    """The owner of one of a pool's slots: a connection carries its own for
-    its whole life; a caller holds one while it opens a connection or
-    stands in line for one. Only the owner keeps it alive, so when an
-    exception from a signal handler unwinds a caller at any instant, the
-    slot's owner dies with the caller's frame (or with the connection it
-    dropped) and the pool takes the slot back."""
-
-    __slots__ = ("__weakref__",)
-
-
-def _waker(node: "Node", ticket: _Ticket, waits: bool, ready: Any) -> Callable[[], bool]:
-    """What a grant in line does when a slot comes free (under the pool's
-    lock): nothing if its caller is gone (its ticket died), else the slot
-    becomes the ticket's and the caller is woken. ``ready`` is a lock the
-    caller holds and waits to acquire again: unlike an Event, waking it
-    takes no lock the caller's thread could have been left holding."""
-    owner = weakref.ref(ticket)
-
-    def wake() -> bool:
-        t = owner()
-        if t is None:
-            return False
-        node._own(t, waits)
-        ready.release()
-        return True
-
-    return wake
-
 
 class Node:
     """One server: where it is, how to log in, and a pool of connections,
@@ -118,9 +76,7 @@ class Node:
         self.max_idle = check_max_idle(max_idle)
         check_settings(cls, kwargs)
         self._slots = Slots(self.max_connections, max_idle)
-        #: The owners of the slots in use (see :class:`_Ticket`), by id:
-        #: ``(weak reference, counts as a waiting command's)``.
-        self._out: Dict[int, Tuple["weakref.ref[_Ticket]", bool]] = {}
+        self._owners = Owners(self._slots)
         self._lock = threading.Lock()
         self._pid = pid()
         #: Set for a ``Sentinel.master_for`` client's server: the master is
@@ -179,7 +135,7 @@ class Node:
         inherited = self._slots.idle
         self._lock = threading.Lock()
         self._slots = Slots(self.max_connections, self.max_idle)
-        self._out = {}
+        self._owners = Owners(self._slots)
         self._pid = pid()
         for c in inherited:
             c._dlock_node = None
@@ -200,8 +156,12 @@ class Node:
         waited = conn._dlock_waits
         conn._dlock_waits = False
         with self._lock:
-            self._out.pop(id(conn._dlock_ticket), None)
+            self._owners.drop(conn._dlock_ticket)
             extra = self._slots.put_back(conn, waited)
+        self._close_extra(extra)
+
+    def _close_extra(self, extra: Optional[Conn]) -> None:
+        """Closes an idle connection the pool has no room for."""
         if extra is not None:
             extra._dlock_node = None
             close(extra)
@@ -214,45 +174,8 @@ class Node:
         waited = conn._dlock_waits
         conn._dlock_waits = False
         with self._lock:
-            self._out.pop(id(conn._dlock_ticket), None)
+            self._owners.drop(conn._dlock_ticket)
             self._slots.forget(waited)
-
-    def _own(self, ticket: _Ticket, waits: bool) -> None:
-        """A slot in use becomes ``ticket``'s (under the lock)."""
-        self._out[id(ticket)] = (weakref.ref(ticket), waits)
-
-    def _take(self, waits: bool) -> Tuple[bool, Optional[Conn], Optional[_Ticket]]:
-        """:meth:`Slots.try_take` (under the lock), the slot owned at once:
-        by the connection's ticket, or by a new one for the caller to open
-        a connection with. When no slot is free, the slots whose owners died
-        are taken back first."""
-        ok, conn = self._slots.try_take(waits)
-        if not ok and self._slots.cap is not None and self._reclaim():
-            ok, conn = self._slots.try_take(waits)
-        if not ok:
-            return False, None, None
-        ticket = conn._dlock_ticket if conn is not None else _Ticket()
-        self._own(ticket, waits)
-        return True, conn, ticket
-
-    def _reclaim(self) -> bool:
-        """Takes back the slots whose owners died without handing them back
-        (an exception from a signal handler at any instant of a caller,
-        even inside the bookkeeping): the slots in use are the live owners,
-        the open ones those and the idle. True if any came free. Run only
-        when the cap leaves no slot: O(connections)."""
-        out = self._out
-        for k in [k for k, (owner, _) in out.items() if owner() is None]:
-            del out[k]
-        slots = self._slots
-        open_now = len(slots.idle) + len(out)
-        waiting_now = sum(1 for _, waits in out.values() if waits)
-        if (open_now, waiting_now) == (slots.open, slots.waiting):
-            return False
-        freed = open_now < slots.open or waiting_now < slots.waiting
-        slots.open = open_now
-        slots.waiting = waiting_now
-        return freed
 
     def failure(self, e: BaseException) -> Failure:
         return classify(e).at(self.addr)
@@ -267,7 +190,7 @@ class Node:
             self._check_fork()
         waits_slot = waits > 0
         with self._lock:
-            ok, conn, ticket = self._take(waits_slot)
+            ok, conn, ticket = self._owners.take(waits_slot)
         if not ok:
             conn, waits_slot, ticket = self._wait_in_line(timeout, waits)
         if conn is None:
@@ -275,12 +198,12 @@ class Node:
                 conn = self.connect(timeout)
             except Exception as e:
                 with self._lock:
-                    self._out.pop(id(ticket), None)
+                    self._owners.drop(ticket)
                     self._slots.forget(waits_slot)
                 raise self.failure(e) from None
             except BaseException:
                 with self._lock:
-                    self._out.pop(id(ticket), None)
+                    self._owners.drop(ticket)
                     self._slots.forget(waits_slot)
                 raise
             conn._dlock_pooled = False
@@ -291,33 +214,41 @@ class Node:
         set_timeout(conn, timeout)
         return conn
 
-    def _wait_in_line(self, timeout: float, waits: float) -> Tuple[Optional[Conn], bool, _Ticket]:
+    def _wait_in_line(self, timeout: float, waits: float) -> Tuple[Optional[Conn], bool, Optional[Ticket]]:
         """A connection (None: a slot to open one in) once the cap allows,
         whether it counts as a waiting command's, and the slot's owner; see
         :func:`phases`."""
+        owners = self._owners
         start = now()
+        long = False
         for long, until in phases(waits, timeout):
-            ticket = _Ticket()
+            ticket = Ticket()
             ready = threading.Lock()
             ready.acquire()
             with self._lock:
-                ok, conn, owner = self._take(long)
+                ok, conn, owner = owners.take(long)
                 if ok:
-                    return conn, long, owner  # type: ignore[return-value]
-                grant = Grant(long, _waker(self, ticket, long, ready))
+                    return conn, long, owner
+                grant = Grant(long, owners.waker(ticket, long, ready))
                 self._slots.enqueue(grant)
-            ready.acquire(timeout=min(max(start + until - now(), 0.0), MAX_SOCKET_TIMEOUT))
+            try:
+                ready.acquire(timeout=min(max(start + until - now(), 0.0), MAX_SOCKET_TIMEOUT))
+            except BaseException:
+                with self._lock:
+                    extra = owners.give_up(grant, ticket, long)
+                self._close_extra(extra)
+                raise
             with self._lock:
                 if grant.granted:
-                    conn = grant.conn
-                    if conn is None:
-                        return None, long, ticket
-                    # An idle connection handed over: owned by its own ticket.
-                    self._out.pop(id(ticket), None)
-                    self._own(conn._dlock_ticket, long)
-                    return conn, long, conn._dlock_ticket
-                self._slots.leave(grant)
-                self._out.pop(id(ticket), None)
+                    conn, owner = owners.claim(grant, ticket, long)
+                    return conn, long, owner
+                owners.give_up(grant, ticket, long)
+        # A last look: a slot freed without reaching this caller (its owner
+        # unwound, or a hand-over an exception cut short) is taken back now.
+        with self._lock:
+            ok, conn, owner = owners.take(long)
+        if ok:
+            return conn, long, owner
         raise Failure(RETRY, Unavailable(no_free_connection(self.addr, timeout, self.max_connections)))
 
     def flush(self) -> None:
@@ -361,148 +292,12 @@ class Node:
         self.flush()
 
 
-class Topology:
-    """Where a resource's commands go: one server (``single``), or in Redis
-    Cluster the master of the resource's slot."""
-
-    def __init__(self, single: Optional[Node] = None, cluster: Optional["ClusterMap"] = None):
-        self.single = single
-        self.cluster = cluster
-
-    def run(
-        self,
-        key: bytes,
-        io_timeout: float,
-        extra: float,
-        op: Callable[[Conn, bool], T],
-        on_node: Optional[Callable[[Node], None]] = None,
-        waits: Optional[float] = None,
-    ) -> T:
-        """Runs ``op(conn, asking)`` on the server that owns ``key``; its
-        replies are awaited for ``io_timeout + extra`` (``extra``: a
-        blocking command's own wait, and a ``WAIT n`` for replicas); a slot
-        map refresh gets ``io_timeout`` only. ``waits``: how long the
-        command waits on the server (default: ``extra``), see
-        :meth:`Node.get`; a waiting ``op`` computes its wait when it runs,
-        from its own deadline. Raises :class:`Failure`."""
-        t = io_timeout + extra
-        if waits is None:
-            waits = extra
-        if self.single is not None:
-            node = self.single
-            if on_node:
-                on_node(node)
-            return node.with_conn(t, op, False, waits=waits)
-        m = self.cluster
-        assert m is not None
-        node = m.master_for(key, io_timeout)
-        asking = False
-        for _ in range(MAX_REDIRECTS):
-            if on_node:
-                on_node(node)
-            try:
-                return node.with_conn(t, op, asking, waits=waits)
-            except Failure as f:
-                if f.kind == MOVED:
-                    # The map is stale: learn the new one, and go where the
-                    # server said meanwhile.
-                    try:
-                        m.refresh(io_timeout)
-                    except Failure:
-                        pass
-                    node = m.node(f.addr)
-                    asking = False
-                elif f.kind == ASK:
-                    node = m.node(f.addr)
-                    asking = True
-                elif f.kind == RETRY:
-                    # A failover or a dead master: ask again next time.
-                    try:
-                        m.refresh(io_timeout)
-                    except Failure:
-                        pass
-                    raise
-                else:
-                    raise
-        raise Failure(RETRY, Unavailable(f"more than {MAX_REDIRECTS} redirects for {key!r}"))
-
-    def nodes(self) -> List[Node]:
-        if self.single is not None:
-            return [self.single]
-        assert self.cluster is not None
-        return self.cluster.all_nodes()
-
-    def close(self) -> None:
-        for n in self.nodes():
-            n.close()
-
-
-class ClusterMap:
-    """The slot map of a Redis Cluster, from ``CLUSTER SLOTS``, and a
-    :class:`Node` per master."""
-
-    def __init__(self, seeds: List[Node], io_timeout: float) -> None:
-        self.seeds = seeds
-        self._slots: List[Tuple[int, int, str]] = []
-        self._nodes: Dict[str, Node] = {}
-        self._lock = threading.Lock()
-        self.refresh(io_timeout)
-
-    def node(self, addr: str) -> Node:
-        with self._lock:
-            n = self._nodes.get(addr)
-            if n is None:
-                host, port = split_addr(addr)
-                n = self.seeds[0].sibling(host, port)
-                self._nodes[addr] = n
-            return n
-
-    def all_nodes(self) -> List[Node]:
-        with self._lock:
-            return list(self._nodes.values()) + list(self.seeds)
-
-    def lookup(self, slot: int) -> Optional[str]:
-        for lo, hi, addr in self._slots:
-            if lo <= slot <= hi:
-                return addr
-        return None
-
-    def master_for(self, key: bytes, io_timeout: float) -> Node:
-        slot = key_slot(key)
-        addr = self.lookup(slot)
-        if addr is None:
-            self.refresh(io_timeout)
-            addr = self.lookup(slot)
-        if addr is None:
-            raise Failure(RETRY, Unavailable(f"no master serves slot {slot}"))
-        return self.node(addr)
-
-    def refresh(self, io_timeout: float) -> None:
-        """Reads ``CLUSTER SLOTS`` from the first known node that answers."""
-        last: Optional[Failure] = None
-        for node in self.all_nodes():
-            try:
-                reply = node.with_conn(
-                    io_timeout, lambda c: check(run_pipeline(c, [("CLUSTER", "SLOTS")]))[0]
-                )
-            except Failure as f:
-                last = f
-                continue
-            slots = parse_slots(reply, node.addr)
-            if slots:
-                self._slots = slots
-                return
-        raise last or Failure(RETRY, Unavailable("no cluster node returned a slot map"))
-
-
 #: What other modules take from here (re-exported from _conn and _settings).
 __all__ = [
     "CAP_KEY",
     "FATAL",
-    "ClusterMap",
     "Conn",
     "Node",
-    "Topology",
     "_conn_settings",
     "check",
     "close",

@@ -16,7 +16,8 @@ import redis
 from ._core.effects import Call, Outcome, Rule, Sleep, T
 from ._core.lease import Renewal
 from ._core.single import OnRetry, Settings, Single
-from ._node import Conn, Topology, read_all, send
+from ._node import Conn, read_all, send
+from ._topology import Topology
 from ._spec import Spec, now
 from .errors import Failure, is_io_error
 

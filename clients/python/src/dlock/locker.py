@@ -11,7 +11,8 @@ import redis
 from ._lease import OnLost
 from ._wanted import OnWanted
 from ._lock import Lock
-from ._node import ClusterMap, Node, Topology, check, refuse_asyncio_client, run_pipeline, settings_of
+from ._node import Node, check, refuse_asyncio_client, run_pipeline, settings_of
+from ._topology import ClusterMap, Topology
 # _UNSET and PER_THREAD are re-exported: the Redlock's lock reads them here.
 from ._request import _UNSET as _UNSET
 from ._request import PER_THREAD as PER_THREAD

@@ -171,7 +171,7 @@ def fan_out(
     ``(False, exception)``, or None (no answer by then). A thread still
     running then is left to finish on its own; it sends nothing after its
     command's own deadline."""
-    q: "queue.Queue[Tuple[int, bool, Any]]" = queue.Queue()
+    q: "queue.SimpleQueue[Tuple[int, bool, Any]]" = queue.SimpleQueue()
 
     def run(i: int) -> None:
         try:
@@ -231,7 +231,7 @@ class _Attempt:
         self.verdict = _Verdict()
 
 
-def _worker(i: int, node: RNode, at: _Attempt, q: "queue.Queue[Tuple[int, str, Any]]") -> None:
+def _worker(i: int, node: RNode, at: _Attempt, q: "queue.SimpleQueue[Tuple[int, str, Any]]") -> None:
     """Acquires on one server and undoes the grant unless it counts.
     Reports exactly once."""
     release = at.spec.release_cmd(at.token)
@@ -310,7 +310,7 @@ def _attempt(
     # Counted from before any command is sent: the validity runs from here.
     rules = Attempt(n, now(), wait, timeout)
     at = _Attempt(spec, token, rules)
-    q: "queue.Queue[Tuple[int, str, Any]]" = queue.Queue()
+    q: "queue.SimpleQueue[Tuple[int, str, Any]]" = queue.SimpleQueue()
     threads: List[threading.Thread] = []
     try:
         for i in range(n):
