@@ -61,8 +61,8 @@ def test_a_caller_interrupted_in_line_for_a_connection_takes_no_slot(server):
     taken = [node.get(1.0) for _ in range(CAP)]
     old = signal.signal(signal.SIGALRM, _raise)
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
         with pytest.raises(Interrupted):
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
             node.get(30.0)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -134,8 +134,8 @@ def test_a_caller_interrupted_in_line_lets_go_while_the_exception_is_handled(ser
     old = signal.signal(signal.SIGALRM, _raise)
     got = None
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
         try:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
             node.get(30.0)
         except Interrupted:
             signal.setitimer(signal.ITIMER_REAL, 0)
