@@ -174,8 +174,7 @@ class Node:
         waited = conn._dlock_waits
         conn._dlock_waits = False
         with self._lock:
-            self._owners.drop(conn._dlock_ticket)
-            self._slots.forget(waited)
+            self._owners.forget(conn._dlock_ticket, waited)
 
     def failure(self, e: BaseException) -> Failure:
         return classify(e).at(self.addr)
@@ -198,13 +197,11 @@ class Node:
                 conn = self.connect(timeout)
             except Exception as e:
                 with self._lock:
-                    self._owners.drop(ticket)
-                    self._slots.forget(waits_slot)
+                    self._owners.forget(ticket, waits_slot)
                 raise self.failure(e) from None
             except BaseException:
                 with self._lock:
-                    self._owners.drop(ticket)
-                    self._slots.forget(waits_slot)
+                    self._owners.forget(ticket, waits_slot)
                 raise
             conn._dlock_pooled = False
             conn._dlock_ticket = ticket

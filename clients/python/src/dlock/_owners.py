@@ -55,6 +55,11 @@ class Owners:
         if ticket is not None:
             self.out.pop(id(ticket), None)
 
+    def forget(self, ticket: Optional[Ticket], waits: bool) -> None:
+        """The slot ``ticket`` owns is closed (or was never opened)."""
+        self.drop(ticket)
+        self.slots.forget(waits)
+
     def take(self, waits: bool) -> Tuple[bool, Optional[Conn], Optional[Ticket]]:
         """:meth:`Slots.try_take`, the slot owned at once: by the idle
         connection's ticket, or by a new one for the caller to open a
